@@ -1,0 +1,87 @@
+"""The internal representation: the only data types that flow through rein.
+
+Vendor formats are translated into these at the provider boundary. All are
+pydantic models, so they cross process, JSON and Temporal boundaries unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ToolCall(BaseModel):
+    """One tool invocation the model asked for; arguments are already parsed."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call; errors are results, fed back to the model."""
+
+    tool_call_id: str
+    content: str
+    is_error: bool = False
+
+
+class Message(BaseModel):
+    """One conversation message, shaped like the OpenAI / LiteLLM format."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class Usage(BaseModel):
+    """Token and cost counters; `+` sums them, keeping cost None only when both are."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: object) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=cost,
+        )
+
+
+class Completion(BaseModel):
+    """One full model answer: what a CALL_MODEL stage produces."""
+
+    message: Message
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: Literal["stop", "tool_calls", "length", "error"]
+
+
+class ToolSpec(BaseModel):
+    """A tool definition as the model sees it; `parameters` is a JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class StreamChunk(BaseModel):
+    """An incremental piece of a streamed answer; observation only, never state."""
+
+    type: Literal["text", "tool_calls", "done"]
+    text: str = ""
+    tool_calls: list[ToolCall] | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
