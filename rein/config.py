@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class LoopConfig(BaseModel):
@@ -19,3 +19,7 @@ class LoopConfig(BaseModel):
     permission: Literal["allow", "ask", "deny"] = "allow"
     approval_timeout_s: float | None = None
     """How long a run waits for a human decision; None waits forever. A timeout is a denial."""
+    model_attempts: int = Field(default=3, ge=1)
+    """Durable engine: attempts per model call on transient errors before an `error` interrupt."""
+    model_timeout_s: float = Field(default=300, gt=0)
+    """Durable engine: how long one model-call attempt may take."""

@@ -1,0 +1,3 @@
+from activities.agents import AgentActivities
+
+__all__ = ["AgentActivities"]

@@ -1,0 +1,260 @@
+"""The durable engine behind `Agent.run` / `arun` / `astream` / `resume`.
+
+One per process: a background thread with its own event loop holds the Temporal
+client and an in-process worker for this process's agents, so `Agent.run`
+works from successive `asyncio.run()` calls and from many threads at once.
+`TEMPORAL_ADDRESS` set: connect there. Otherwise an embedded dev server is
+started (free ports, search attributes, tuned) and stopped at exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import os
+import socket
+import threading
+import uuid
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+
+from rein import local_bus, machine
+from rein.contract import DEFAULT_TASK_QUEUE, WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, WaitRequest
+from rein.ir import Message, StreamChunk
+from rein.result import RunResult
+from rein.server import DevServer, start_dev_server
+
+if TYPE_CHECKING:
+    from rein.agent import Agent
+
+T = TypeVar("T")
+
+
+class RunFailed(RuntimeError):
+    """A durable run ended in failure (for example a non-retryable model error)."""
+
+
+@dataclass
+class _Waiting:
+    workflow_id: str
+    pause: int
+    steps: int
+    interrupt_type: str
+
+
+def session_key(session: Any) -> str:
+    return hashlib.sha256(session.model_dump_json().encode()).hexdigest()
+
+
+class Engine:
+    _instance: Engine | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rein-engine", daemon=True)
+        self.server: DevServer | None = None
+        self.client: Client | None = None
+        self.agents: dict[str, Agent] = {}
+        self.waiting: dict[str, _Waiting] = {}
+        self._keys = itertools.count(1)
+        self._worker_task: asyncio.Future | None = None
+        self._worker: Any = None
+        address = os.environ.get("TEMPORAL_ADDRESS")
+        self.task_queue = os.environ.get("REIN_TASK_QUEUE") or (
+            f"rein-{socket.gethostname()}-{os.getpid()}" if address else DEFAULT_TASK_QUEUE
+        )
+        self.address = address
+
+    @classmethod
+    def get(cls) -> Engine:
+        with cls._lock:
+            if cls._instance is None:
+                engine = cls()
+                engine._start()
+                cls._instance = engine
+                # Before interpreter teardown shuts the default executors the worker still needs.
+                threading._register_atexit(engine.close)  # type: ignore[attr-defined]
+            return cls._instance
+
+    def _start(self) -> None:
+        if self.address is None:
+            self.server = start_dev_server()
+            self.address = self.server.address
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self._connect(), self.loop).result(timeout=60)
+
+    async def _connect(self) -> None:
+        from rein.worker import create_worker
+
+        self.client = await Client.connect(
+            self.address,
+            namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"),
+            data_converter=pydantic_data_converter,
+        )
+        self._worker = create_worker(self.client, self.agents, task_queue=self.task_queue)
+        self._worker_task = asyncio.ensure_future(self._worker.run())
+
+    def close(self) -> None:
+        try:
+            if self._worker is not None and self.loop.is_running():
+                asyncio.run_coroutine_threadsafe(self._worker.shutdown(), self.loop).result(timeout=10)
+        except Exception:
+            pass
+        if self.server is not None:
+            self.server.stop()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the engine's loop and await it from any other loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def register(self, agent: Agent) -> str:
+        """A key unique to this Agent object, so same-named agents in one process never mix."""
+        key = getattr(agent, "_engine_key", None)
+        if key is None:
+            key = f"{agent.name}#{next(self._keys)}"
+            agent._engine_key = key  # type: ignore[attr-defined]
+        self.agents[key] = agent
+        return key
+
+    # ------------------------------------------------------------ on the engine loop
+
+    async def start(self, agent_key: str, workflow_id: str, prompt: str | None, session: Any) -> RunResult:
+        assert self.client is not None
+        handle = await self.client.start_workflow(
+            WORKFLOW_TYPE,
+            AgentInput(agent=agent_key, prompt=prompt, session=session),
+            id=workflow_id,
+            task_queue=self.task_queue,
+            result_type=RunResult,
+            static_summary=f"rein agent {agent_key.split('#', 1)[0]}",
+        )
+        return await self.wait(handle, WaitRequest())
+
+    async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:
+        try:
+            result = await handle.execute_update(WAIT_UPDATE, request, result_type=RunResult)
+        except (WorkflowUpdateFailedError, RPCError):
+            result = await self._final_result(handle)
+        if result.status == "interrupted" and result.interrupt is not None:
+            self.waiting[session_key(result.session)] = _Waiting(
+                handle.id, request.after_pause + 1, request.steps_from + len(result.steps), result.interrupt.type
+            )
+        return result
+
+    async def _final_result(self, handle: WorkflowHandle) -> RunResult:
+        try:
+            return await handle.result()
+        except WorkflowFailureError as err:
+            original = local_bus.take_error(handle.id)
+            if original is not None:
+                raise original from None
+            cause = err.cause
+            raise RunFailed(f"run {handle.id} failed: {getattr(cause, 'message', cause)}") from None
+
+    async def signal_and_wait(self, waiting: _Waiting, signal: str, payload: dict) -> RunResult:
+        assert self.client is not None
+        handle = self.client.get_workflow_handle(waiting.workflow_id, result_type=RunResult)
+        await handle.signal(signal, payload)
+        return await self.wait(handle, WaitRequest(after_pause=waiting.pause, steps_from=waiting.steps))
+
+    async def cancel(self, workflow_id: str, reason: str) -> None:
+        assert self.client is not None
+        try:
+            await self.client.get_workflow_handle(workflow_id).signal("cancel", {"reason": reason})
+        except RPCError:
+            pass
+
+
+async def engine() -> Engine:
+    if Engine._instance is not None:
+        return Engine._instance
+    return await asyncio.to_thread(Engine.get)
+
+
+def new_workflow_id(agent: Agent) -> str:
+    return f"{agent.name}-{uuid.uuid4().hex[:12]}"
+
+
+async def run_session(agent: Agent, session: Any = None, prompt: str | None = None) -> RunResult:
+    eng = await engine()
+    key = eng.register(agent)
+    return await eng.submit(eng.start(key, new_workflow_id(agent), prompt, session))
+
+
+async def resume_session(agent: Agent, session: Any, *, approve: bool = True, answer: str | None = None) -> RunResult:
+    """Signal the run that waits on this Session, or start a new run from it when none does."""
+    eng = await engine()
+    waiting = eng.waiting.pop(session_key(session), None)
+    if waiting is not None:
+        signal = _signal_for(waiting.interrupt_type, approve, answer)
+        if signal is not None:
+            return await eng.submit(eng.signal_and_wait(waiting, *signal))
+        await eng.submit(eng.cancel(waiting.workflow_id, "superseded by a new run from the same session"))
+    session = session.model_copy(deep=True)
+    from rein.loop import input_tool_names
+
+    machine.prepare_resume(session, approve, answer, input_tool_names(agent.registry))
+    return await run_session(agent, session)
+
+
+def _signal_for(interrupt_type: str, approve: bool, answer: str | None) -> tuple[str, dict] | None:
+    if interrupt_type == "need_approval":
+        return ("approve", {}) if approve else ("deny", {})
+    if interrupt_type == "need_input":
+        return ("answer", {"text": answer}) if answer is not None else None
+    if interrupt_type == "error":
+        return ("retry", {})
+    return None
+
+
+async def stream_session(agent: Agent, prompt: str) -> AsyncIterator[StreamChunk]:
+    """Live chunks from the in-process worker; a remote worker's answers arrive whole."""
+    eng = await engine()
+    key = eng.register(agent)
+    workflow_id = new_workflow_id(agent)
+    queue: asyncio.Queue[StreamChunk] = asyncio.Queue()
+    local_bus.listen(workflow_id, queue)
+    run = asyncio.ensure_future(eng.submit(eng.start(key, workflow_id, prompt, None)))
+    streamed = 0
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({getter, run}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                streamed += 1
+                yield getter.result()
+                continue
+            getter.cancel()
+            break
+        while not queue.empty():
+            streamed += 1
+            yield queue.get_nowait()
+        result = run.result()
+    finally:
+        local_bus.stop_listening(workflow_id)
+        if not run.done():
+            run.cancel()
+    if not streamed:
+        for chunk in _chunks_from_messages(result.session.messages):
+            yield chunk
+    yield StreamChunk(type="done", finish_reason=result.stop_reason, usage=result.usage)
+
+
+def _chunks_from_messages(messages: list[Message]) -> list[StreamChunk]:
+    chunks = []
+    for message in messages:
+        if message.role != "assistant":
+            continue
+        if message.content:
+            chunks.append(StreamChunk(type="text", text=message.content))
+        if message.tool_calls:
+            chunks.append(StreamChunk(type="tool_calls", tool_calls=message.tool_calls))
+    return chunks

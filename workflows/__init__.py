@@ -1,0 +1,3 @@
+from workflows.agent import AgentWorkflow
+
+__all__ = ["AgentWorkflow"]
