@@ -27,6 +27,7 @@ from temporalio.service import RPCError
 from rein import local_bus, machine
 from rein.contract import DEFAULT_TASK_QUEUE, WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, WaitRequest
 from rein.ir import Message, StreamChunk
+from rein.log import logger
 from rein.result import RunResult
 from rein.server import DevServer, start_dev_server
 
@@ -186,7 +187,27 @@ def new_workflow_id(agent: Agent) -> str:
 async def run_session(agent: Agent, session: Any = None, prompt: str | None = None) -> RunResult:
     eng = await engine()
     key = eng.register(agent)
-    return await eng.submit(eng.start(key, new_workflow_id(agent), prompt, session))
+    workflow_id = new_workflow_id(agent)
+    logger.info("run started", extra={"trace_id": workflow_id, "tools": len(agent.registry)})
+    return _logged(await eng.submit(eng.start(key, workflow_id, prompt, session)))
+
+
+def _logged(result: RunResult) -> RunResult:
+    """The same lifecycle log records as the in-process runner, from the run's result."""
+    trace = {"trace_id": result.run_id}
+    for step in result.steps:
+        if step.kind == "tool":
+            tool_name = step.summary.split(" → ")[0]
+            logger.info("tool done", extra={**trace, "tool": tool_name, "error": step.is_error, "dur_s": round(step.duration_s or 0, 3)})
+    if result.status == "interrupted":
+        logger.info("run interrupted", extra={**trace, "interrupt": result.interrupt.type if result.interrupt else None})
+    else:
+        logger.info(
+            "run finished",
+            extra={**trace, "stop_reason": result.stop_reason, "iterations": result.session.iteration,
+                   "tokens": result.usage.total_tokens, "elapsed_s": round(result.elapsed_s or 0, 3)},
+        )
+    return result
 
 
 async def resume_session(agent: Agent, session: Any, *, approve: bool = True, answer: str | None = None) -> RunResult:
@@ -196,7 +217,7 @@ async def resume_session(agent: Agent, session: Any, *, approve: bool = True, an
     if waiting is not None:
         signal = _signal_for(waiting.interrupt_type, approve, answer)
         if signal is not None:
-            return await eng.submit(eng.signal_and_wait(waiting, *signal))
+            return _logged(await eng.submit(eng.signal_and_wait(waiting, *signal)))
         await eng.submit(eng.cancel(waiting.workflow_id, "superseded by a new run from the same session"))
     session = session.model_copy(deep=True)
     from rein.loop import input_tool_names

@@ -495,6 +495,9 @@ async def test_call_args_defaults_and_overrides(monkeypatch):
     assert seen[0]["num_retries"] == 0 and seen[0]["tools"] is None and seen[0]["temperature"] == 0.7
     assert seen[1]["num_retries"] == 3 and seen[1]["temperature"] == 0.1
     assert seen[1]["tools"][0]["function"]["name"] == "add"
+    # An explicit max_retries is the caller's choice: our num_retries default would override it.
+    await LiteLLMProvider("openai/gpt-4o", max_retries=2).complete(HI)
+    assert "num_retries" not in seen[2] and seen[2]["max_retries"] == 2
 
 
 def test_repr_hides_param_values():

@@ -65,7 +65,7 @@ _ANTHROPIC_ERR = {400: "invalid_request_error", 401: "authentication_error", 403
 
 
 def _pieces(s: str, size: int) -> list[str]:
-    return [s[i:i + size] for i in range(0, len(s), size)] or []
+    return [s[i:i + size] for i in range(0, len(s), size)]
 
 
 class VendorServer:

@@ -5,7 +5,8 @@ litellm is imported lazily, inside `complete`/`stream` only: importing it is slo
 network), and `import rein` must stay cheap and offline.
 
 Retries belong to Temporal (activity retry policy) and FallbackProvider, so
-litellm's own are off by default (`num_retries=0`); pass `num_retries=` to override.
+litellm's own are off by default (`num_retries=0`, unless the caller passes
+`num_retries` or `max_retries`).
 
 Keys: litellm reads them from the environment. Parameters are never logged, the
 repr lists parameter names only, and known secrets are scrubbed from exception
@@ -26,10 +27,13 @@ _REDACTED = "[redacted]"
 
 
 def _import_litellm() -> Any:
+    # Use the price map litellm ships instead of fetching one at import: nothing downloads at run time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         import litellm
     except ImportError as e:  # pragma: no cover - litellm is a core dependency
         raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
+    litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
     return litellm
 
 
@@ -89,13 +93,16 @@ class LiteLLMProvider:
 
     def _call_args(self, messages: list[Message], tools: list[ToolSpec] | None,
                    kwargs: dict[str, Any]) -> dict[str, Any]:
+        params = {**self.default_params, **kwargs}
+        if "num_retries" not in params and "max_retries" not in params:
+            # litellm maps num_retries onto the vendor SDK's max_retries (openai's defaults to 2),
+            # so a user's explicit max_retries must not be overridden by our default.
+            params["num_retries"] = 0
         return {
             "model": self.model,
             "messages": [self._to_lite_message(m) for m in messages],
             "tools": [self._to_lite_tool(t) for t in tools] if tools else None,
-            "num_retries": 0,
-            **self.default_params,
-            **kwargs,
+            **params,
         }
 
     async def complete(
