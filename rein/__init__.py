@@ -8,7 +8,9 @@ from rein.log import disable_logging, enable_logging
 from rein.loop import arun, aresume, astream, run, step
 from rein.providers import FallbackProvider, LiteLLMProvider, MockProvider, Provider
 from rein.result import Interrupt, RunResult, Step
+from rein.runtime import LocalRuntime, Runtime
 from rein.session import Decision, Session, Stage
+from rein.store import FileSessionStore, MemorySessionStore, SessionStore
 from rein.tools import Tool, ToolContext, ToolRegistry
 
 __version__ = "0.3.0"
@@ -30,4 +32,5 @@ __all__ = [
     "Provider", "MockProvider", "LiteLLMProvider", "FallbackProvider",
     "step", "arun", "run", "astream", "aresume",
     "enable_logging", "disable_logging",
+    "Runtime", "LocalRuntime", "SessionStore", "MemorySessionStore", "FileSessionStore",
 ]

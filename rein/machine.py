@@ -211,6 +211,11 @@ def _result_without_execution(call: ToolCall, decision: Decision | None) -> Tool
             "Continue without it or try another approach.",
             is_error=True,
         )
+    return policy_denial(call)
+
+
+def policy_denial(call: ToolCall) -> ToolResult:
+    """What the model sees for a call that `permission="deny"` refused."""
     return ToolResult(
         tool_call_id=call.id,
         content=f"Denied by policy: the call to '{call.name}' was not run.",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -109,3 +112,18 @@ def create_worker(
         activities=[activities.describe_agent, activities.call_model, activities.run_tool],
         **worker_kwargs,
     )
+
+
+def load_agent(target: str) -> Agent:
+    """`pkg.module:attr` → the Agent it names (the current directory is importable)."""
+    from rein.agent import Agent
+
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"expected module:attr, got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    agent = getattr(importlib.import_module(module_name), attr, None)
+    if not isinstance(agent, Agent):
+        raise SystemExit(f"{target} is not a rein.Agent (got {type(agent).__name__})")
+    return agent

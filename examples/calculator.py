@@ -1,0 +1,106 @@
+"""A calculator agent whose tool calls need a person's approval.
+
+Offline by default: a small scripted model reads the numbers in the question and
+calls the tools. Set REIN_MODEL (e.g. openai/gpt-4o) and the vendor's key
+(OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) to use a real model through LiteLLM.
+
+    python examples/calculator.py "what is 12 + 30, times 2?"
+    python worker.py --agent examples.calculator:agent      # serve it for ops tooling
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
+
+
+def add(a: float, b: float) -> float:
+    """Add two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+def multiply(a: float, b: float) -> float:
+    """Multiply two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a * b
+
+
+class ScriptedCalculatorModel:
+    """Plays the model offline: add the first two numbers, then multiply by a third if given."""
+
+    async def complete(self, messages: list[Message], tools=None, **kwargs) -> Completion:
+        question = next(m.content for m in messages if m.role == "user")
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", question)] or [0.0, 0.0]
+        results = [float(m.content) for m in messages if m.role == "tool" and _is_number(m.content)]
+        usage = Usage(input_tokens=sum(len(m.content) for m in messages) // 4, output_tokens=12)
+        if not results and len(numbers) >= 2:
+            call = ToolCall(id="call-add", name="add", arguments={"a": numbers[0], "b": numbers[1]})
+            return _calls(call, usage)
+        if len(results) == 1 and len(numbers) >= 3:
+            call = ToolCall(id="call-mul", name="multiply", arguments={"a": results[0], "b": numbers[2]})
+            return _calls(call, usage)
+        answer = results[-1] if results else numbers[0]
+        text = f"The answer is {answer:g}." if results else "I could not compute that: the tool call was not approved."
+        return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
+
+    async def stream(self, messages, tools=None, **kwargs):
+        completion = await self.complete(messages, tools)
+        if completion.message.tool_calls:
+            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
+        else:
+            for word in re.findall(r"\S+\s*", completion.message.content):
+                yield StreamChunk(type="text", text=word)
+        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
+
+
+def _is_number(text: str) -> bool:
+    return re.fullmatch(r"-?\d+(?:\.\d+)?", text.strip()) is not None
+
+
+def _calls(call: ToolCall, usage: Usage) -> Completion:
+    return Completion(
+        message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=usage
+    )
+
+
+model = os.environ.get("REIN_MODEL")
+agent = Agent(
+    model,
+    provider=None if model else ScriptedCalculatorModel(),
+    tools=[add, multiply],
+    system="You are a careful calculator. Use the tools for every arithmetic step.",
+    config=LoopConfig(permission="ask", max_iterations=10),
+    name="calculator",
+)
+
+
+def main() -> None:
+    question = sys.argv[1] if len(sys.argv) > 1 else "What is 12 + 30, times 2?"
+    print(f"> {question}")
+
+    def approver(interrupt) -> bool:
+        call = interrupt.tool_call
+        print(f"  approval needed: {call.name}({call.arguments}) -> approved")
+        return True
+
+    result = agent.run_interactive(question, approver)
+    print(result)
+    for step in result.steps:
+        print(f"  step {step.index}: {step.kind:5} {step.summary}")
+    print(f"[{result.stop_reason} · {result.usage.total_tokens} tokens · run {result.run_id}]")
+
+
+if __name__ == "__main__":
+    main()
