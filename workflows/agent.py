@@ -66,6 +66,8 @@ class AgentWorkflow:
         self.input_tools: frozenset[str] = frozenset()
         self.active_s = 0.0
         self.final: RunResult | None = None
+        self.published: dict[str, Any] = {}
+        self.details = ""
 
     # ------------------------------------------------------------ main loop
 
@@ -84,7 +86,7 @@ class AgentWorkflow:
         config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.session = self._initial_session(request)
-        self._publish(force=True)
+        self._publish()
 
         started = workflow.time()
         while True:
@@ -115,7 +117,7 @@ class AgentWorkflow:
         self.interrupt = None
         self.final = self._snapshot(0)
         self.pause += 1
-        self._publish(force=True)
+        self._publish()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.final.model_dump(mode="json")
 
@@ -183,7 +185,7 @@ class AgentWorkflow:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.non_retryable:
                 self.status = "failed"
-                self._publish(force=True)
+                self._publish()
                 raise ApplicationError(
                     f"Model call failed and cannot be retried: {cause.message}",
                     type=cause.type or "ModelError",
@@ -242,7 +244,7 @@ class AgentWorkflow:
         self.status = WAITING_STATUS[interrupt.type]
         self.session.stop_reason = "interrupted"
         self.pause += 1
-        self._publish(force=True)
+        self._publish()
         self.woken = False
         timeout = config.approval_timeout_s if interrupt.type != "error" else None
         try:
@@ -373,20 +375,33 @@ class AgentWorkflow:
             run_id=workflow.info().workflow_id,
         )
 
-    def _publish(self, force: bool = False) -> None:
-        """Tell the UI and visibility where the run is: search attributes and current details."""
-        assert self.agent is not None or force
+    def _publish(self) -> None:
+        """Tell visibility and the UI where the run is; upserts only the values that changed."""
         view = self._status_view()
+        wanted: dict[str, Any] = {
+            "ReinAgent": self.agent.name if self.agent else None,
+            "ReinStatus": view.status,
+            "ReinIterations": view.iteration,
+            "ReinTokens": view.usage.total_tokens,
+        }
         available = set(self.agent.search_attributes) if self.agent else set()
-        updates = []
-        if "ReinAgent" in available and force:
-            updates.append(SearchAttributeKey.for_keyword("ReinAgent").value_set(self.agent.name))  # type: ignore[union-attr]
-        if "ReinStatus" in available:
-            updates.append(SearchAttributeKey.for_keyword("ReinStatus").value_set(view.status))
-        if "ReinIterations" in available:
-            updates.append(SearchAttributeKey.for_int("ReinIterations").value_set(view.iteration))
-        if "ReinTokens" in available:
-            updates.append(SearchAttributeKey.for_int("ReinTokens").value_set(view.usage.total_tokens))
+        updates = [
+            _SEARCH_KEYS[name].value_set(value)
+            for name, value in wanted.items()
+            if name in available and value is not None and self.published.get(name) != value
+        ]
         if updates:
             workflow.upsert_search_attributes(updates)
-        workflow.set_current_details(details_for(view, workflow.info().workflow_id))
+            self.published.update({k: v for k, v in wanted.items() if k in available})
+        details = details_for(view, workflow.info().workflow_id)
+        if details != self.details:
+            workflow.set_current_details(details)
+            self.details = details
+
+
+_SEARCH_KEYS: dict[str, Any] = {
+    "ReinAgent": SearchAttributeKey.for_keyword("ReinAgent"),
+    "ReinStatus": SearchAttributeKey.for_keyword("ReinStatus"),
+    "ReinIterations": SearchAttributeKey.for_int("ReinIterations"),
+    "ReinTokens": SearchAttributeKey.for_int("ReinTokens"),
+}

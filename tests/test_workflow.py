@@ -1,0 +1,645 @@
+"""AgentWorkflow against Temporal's time-skipping test server (rein.testing.start_time_skipping).
+
+Runs are started the way ops start them: the raw contract (`"AgentWorkflow"`, a
+plain dict input) and plain signals, with rein's converter and, once, with
+temporalio's default JSON converter. Each test gets its own task queue and
+workflow id; one test server serves the whole module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import temporalio.converter
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+from temporalio.worker import Replayer
+
+import rein
+from rein import Agent, LoopConfig, MockProvider, Session, Step, ToolCall, ToolContext
+from rein.testing import start_time_skipping
+from workflows import AgentWorkflow
+
+HISTORIES = Path(__file__).parent / "histories"
+STATUS_KEYS = {"status", "stage", "iteration", "usage", "interrupt", "pending_tool_calls", "stop_reason"}
+
+
+# --------------------------------------------------------------------------- fixtures and helpers
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env():
+    environment = await start_time_skipping()
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+@pytest.fixture
+def ids(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """(task queue, workflow id), unique per test."""
+    suffix = uuid.uuid4().hex[:8]
+    name = request.node.name.replace("[", "-").replace("]", "")
+    return f"tq-{name}-{suffix}", f"wf-{name}-{suffix}"
+
+
+def call(cid: str, name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(id=cid, name=name, arguments=arguments)
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+class RecordingProvider(MockProvider):
+    """A MockProvider that keeps the conversation each model call saw."""
+
+    def __init__(self, responses: list, gate: asyncio.Event | None = None):
+        super().__init__(responses)
+        self.seen: list[list[rein.Message]] = []
+        self.gate = gate
+
+    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        self.seen.append([m.model_copy(deep=True) for m in messages])
+        if self.gate is not None and len(self.seen) == 1:
+            await self.gate.wait()
+        return await super().complete(messages, tools, **kwargs)
+
+
+async def start(env, agent: str, prompt: str, wf_id: str, tq: str, client: Client | None = None, **extra: Any):
+    client = client or env.client
+    return await client.start_workflow(
+        "AgentWorkflow", {"agent": agent, "prompt": prompt, **extra}, id=wf_id, task_queue=tq
+    )
+
+
+async def wait_status(
+    handle: WorkflowHandle,
+    status: str | None = None,
+    until: Callable[[dict], bool] | None = None,
+    timeout: float = 15.0,
+) -> dict:
+    """Poll the `status` query until `status` (and `until`) hold."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last: dict | None = None
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            last = await handle.query("status")
+        except RPCError:
+            last = None  # the first workflow task has not run yet
+        if last is not None and (status is None or last["status"] == status) and (until is None or until(last)):
+            return last
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"run never reached status={status!r}; last status: {last}")
+
+
+async def history_events(handle: WorkflowHandle) -> list:
+    history = await handle.fetch_history()
+    return list(history.events)
+
+
+def assert_no_task_failures(events: list) -> None:
+    failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+    assert not failed, f"workflow task failed: {failed[0].workflow_task_failed_event_attributes}"
+
+
+def scheduled(events: list, activity: str) -> list:
+    return [
+        e
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity
+    ]
+
+
+def tool_messages(result: dict) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
+
+
+def summary_of(event) -> str:  # noqa: ANN001
+    payload = event.user_metadata.summary
+    return json.loads(payload.data)
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+async def test_approve_whole_batch_with_default_json_converter(env, ids):
+    """A client with temporalio's default converter (plain JSON) starts, signals and reads the result."""
+    tq, wf_id = ids
+    ran: list[tuple[int, int]] = []
+
+    def add_logged(a: int, b: int) -> int:
+        ran.append((a, b))
+        return a + b
+
+    agent = Agent(
+        provider=MockProvider([[call("c1", "add_logged", a=1, b=2), call("c2", "add_logged", a=3, b=4)], "sum done"]),
+        tools=[add_logged],
+        name="batch",
+        config=LoopConfig(permission="ask"),
+    )
+    plain = Client(**{**env.client.config(), "data_converter": temporalio.converter.DataConverter.default})
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "batch", "add things", wf_id, tq, client=plain)
+        status = await wait_status(handle, "waiting_approval")
+        assert [c["id"] for c in status["pending_tool_calls"]] == ["c1", "c2"]
+        assert status["interrupt"]["type"] == "need_approval"
+        assert ran == []  # nothing runs before the approval
+
+        await handle.signal("approve", {"approver": "alice", "reason": "looks fine"})
+        result = await handle.result()
+
+    assert isinstance(result, dict)
+    assert result["status"] == "done" and result["stop_reason"] == "done"
+    assert result["output"] == "sum done"
+    assert sorted(ran) == [(1, 2), (3, 4)]
+    assert tool_messages(result) == {"c1": "3", "c2": "7"}
+    decisions = result["session"]["decisions"]
+    assert [(d["tool_call_id"], d["approved"], d["approver"], d["reason"]) for d in decisions] == [
+        ("c1", True, "alice", "looks fine"),
+        ("c2", True, "alice", "looks fine"),
+    ]
+    assert_no_task_failures(await history_events(handle))
+
+
+async def test_approve_one_then_deny_the_other(env, ids):
+    tq, wf_id = ids
+    ran: list[str] = []
+
+    def write_file(path: str) -> str:
+        ran.append(path)
+        return f"wrote {path}"
+
+    agent = Agent(
+        provider=MockProvider([[call("c1", "write_file", path="a.txt"), call("c2", "write_file", path="b.txt")], "ok"]),
+        tools=[write_file],
+        name="mixed",
+        config=LoopConfig(permission="ask"),
+    )
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "mixed", "write two files", wf_id, tq)
+        first = await wait_status(handle, "waiting_approval")
+        assert first["pause"] == 1
+
+        await handle.signal("approve", {"tool_call_id": "c1", "approver": "alice", "reason": "harmless"})
+        # The run asks again, now only for the undecided call.
+        second = await wait_status(handle, "waiting_approval", until=lambda s: s["pause"] == 2)
+        assert second["interrupt"]["tool_call"]["id"] == "c2"
+        assert "write_file" in second["interrupt"]["message"]
+        assert ran == []  # the batch runs only once it is fully decided
+
+        await handle.signal("deny", {"tool_call_id": "c2", "approver": "bob", "reason": "b.txt is protected"})
+        result = await handle.result()
+
+    assert ran == ["a.txt"]
+    messages = tool_messages(result)
+    assert messages["c1"] == "wrote a.txt"
+    assert "Denied by bob" in messages["c2"] and "b.txt is protected" in messages["c2"]
+    tool_steps = [s for s in result["steps"] if s["kind"] == "tool"]
+    assert [s["is_error"] for s in tool_steps] == [False, True]
+    decisions = [(d["tool_call_id"], d["approved"], d["approver"], d["reason"]) for d in result["session"]["decisions"]]
+    assert decisions == [("c1", True, "alice", "harmless"), ("c2", False, "bob", "b.txt is protected")]
+    final = await handle.query("status")
+    assert final["ignored_signals"] == 0
+    assert_no_task_failures(await history_events(handle))
+
+
+async def test_deny_feeds_the_denial_to_the_model(env, ids):
+    tq, wf_id = ids
+    provider = RecordingProvider([[call("c1", "add", a=1, b=2)], "understood"])
+    agent = Agent(provider=provider, tools=[add], name="denied", config=LoopConfig(permission="ask"))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "denied", "add", wf_id, tq)
+        await wait_status(handle, "waiting_approval")
+        await handle.signal("deny", {"approver": "ops", "reason": "not today"})
+        result = await handle.result()
+
+    assert result["output"] == "understood"
+    assert len(provider.seen) == 2
+    last_seen = provider.seen[1][-1]
+    assert last_seen.role == "tool" and last_seen.tool_call_id == "c1"
+    assert "Denied by ops" in last_seen.content and "not today" in last_seen.content
+    assert result["session"]["decisions"][0]["approved"] is False
+
+
+async def test_answer_becomes_the_ask_human_result(env, ids):
+    tq, wf_id = ids
+    provider = RecordingProvider([[call("q1", "ask_human", question="Which colour?")], "blue it is"])
+    agent = Agent(provider=provider, tools=[rein.ask_human, add], name="asker", config=LoopConfig(permission="ask"))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "asker", "paint it", wf_id, tq)
+        status = await wait_status(handle, "waiting_input")
+        assert status["interrupt"]["type"] == "need_input"
+        assert status["interrupt"]["message"] == "Which colour?"
+        await handle.signal("answer", {"text": "blue, please", "approver": "carol"})
+        result = await handle.result()
+
+    assert tool_messages(result) == {"q1": "blue, please"}
+    assert provider.seen[1][-1].content == "blue, please"
+    (decision,) = result["session"]["decisions"]
+    assert decision["answer"] == "blue, please" and decision["approver"] == "carol"
+    # ask_human is never executed as an activity
+    assert scheduled(await history_events(handle), "rein.run_tool") == []
+
+
+async def test_cancel_while_waiting(env, ids):
+    tq, wf_id = ids
+    ran: list[int] = []
+
+    def touch(n: int) -> int:
+        ran.append(n)
+        return n
+
+    agent = Agent(
+        provider=MockProvider([[call("c1", "touch", n=1)], "never"]),
+        tools=[touch],
+        name="cancelled",
+        config=LoopConfig(permission="ask"),
+    )
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "cancelled", "touch", wf_id, tq)
+        await wait_status(handle, "waiting_approval")
+        await handle.signal("cancel", {"reason": "changed my mind"})
+        result = await handle.result()
+
+    assert result["stop_reason"] == "cancelled"
+    assert ran == []
+    assert result["output"] is None
+    assert (await handle.query("status"))["status"] == "cancelled"
+
+
+# --------------------------------------------------------------------------- malformed signals
+
+
+async def test_malformed_and_misplaced_signals_are_ignored(env, ids):
+    tq, wf_id = ids
+    gate = asyncio.Event()
+    provider = RecordingProvider([[call("c1", "add", a=2, b=3)], "five"], gate=gate)
+    agent = Agent(provider=provider, tools=[add], name="robust", config=LoopConfig(permission="ask"))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "robust", "add", wf_id, tq)
+        # While the first model call runs (held by the gate), approve does not fit.
+        await wait_status(handle, "running", until=lambda s: len(provider.seen) == 1)
+        await handle.signal("approve", {"approver": "early"})
+        await wait_status(handle, "running", until=lambda s: s["ignored_signals"] == 1)
+        gate.set()
+
+        await wait_status(handle, "waiting_approval")
+        await handle.signal("approve", "garbage")
+        await handle.signal("approve", {"tool_call_id": 123})
+        await handle.signal("answer", {})
+        await handle.signal("deny", {"tool_call_id": "no-such-call", "reason": "x"})
+        await handle.signal("retry", {})
+        status = await wait_status(handle, "waiting_approval", until=lambda s: s["ignored_signals"] == 6)
+        # Nothing was decided, nothing lost.
+        assert status["pause"] == 1
+        assert [c["id"] for c in status["pending_tool_calls"]] == ["c1"]
+        session = Session.model_validate(await handle.query("session"))
+        assert session.decisions == []
+
+        await handle.signal("approve", {"approver": "alice"})
+        result = await handle.result()
+
+    assert result["output"] == "five"
+    assert tool_messages(result) == {"c1": "5"}
+    assert [(d["approver"], d["approved"]) for d in result["session"]["decisions"]] == [("alice", True)]
+    assert (await handle.query("status"))["ignored_signals"] == 6
+    # A signal after the run ended cannot reach it, and the result stays as it was.
+    with pytest.raises(RPCError):
+        await handle.signal("approve", {"approver": "late"})
+    assert (await handle.result()) == result
+    assert_no_task_failures(await history_events(handle))
+
+
+# --------------------------------------------------------------------------- invalid input
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ({"prompt": "x"}, "agent"),
+        ({"agent": "nope", "prompt": "x"}, "Unknown agent 'nope'"),
+        ({"agent": "known"}, "prompt"),
+    ],
+    ids=["no-agent", "unknown-agent", "no-prompt"],
+)
+async def test_invalid_input_fails_the_workflow_clearly(env, ids, payload, expected):
+    tq, wf_id = ids
+    agent = Agent(provider=MockProvider(["hi"]), name="known")
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow("AgentWorkflow", payload, id=wf_id, task_queue=tq)
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+
+    messages = []
+    err: BaseException | None = info.value.cause
+    while err is not None:
+        messages.append(str(getattr(err, "message", err)))
+        err = err.__cause__ or getattr(err, "cause", None)
+    assert any(expected in m for m in messages), messages
+    events = await history_events(handle)
+    assert_no_task_failures(events)
+    assert events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+
+
+async def test_unknown_agent_failure_message_names_the_agent(env, ids):
+    """What the Temporal UI shows as the run's failure message must name the problem,
+    not just 'Activity task failed'."""
+    tq, wf_id = ids
+    agent = Agent(provider=MockProvider(["hi"]), name="known")
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow("AgentWorkflow", {"agent": "nope", "prompt": "x"}, id=wf_id, task_queue=tq)
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    assert "nope" in str(info.value.cause)
+
+
+# --------------------------------------------------------------------------- time skipping
+
+
+async def test_approval_after_two_simulated_days(env, ids):
+    tq, wf_id = ids
+    agent = Agent(
+        provider=MockProvider([[call("c1", "add", a=20, b=22)], "forty-two"]),
+        tools=[add],
+        name="patient",
+        config=LoopConfig(permission="ask", timeout_s=60),
+    )
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "patient", "add", wf_id, tq)
+        await wait_status(handle, "waiting_approval")
+        before = await env.get_current_time()
+        await env.sleep(timedelta(days=2))
+        assert await env.get_current_time() - before >= timedelta(days=2)
+        # Still waiting: no approval timeout by default, and waiting is not active time.
+        await wait_status(handle, "waiting_approval")
+        await handle.signal("approve", {"approver": "late-reviewer"})
+        result = await handle.result()
+
+    assert result["stop_reason"] == "done"
+    assert result["output"] == "forty-two"
+    assert tool_messages(result) == {"c1": "42"}
+    assert result["elapsed_s"] < 60
+
+
+async def test_approval_timeout_denies(env, ids):
+    tq, wf_id = ids
+    ran: list[int] = []
+
+    def risky(n: int) -> int:
+        ran.append(n)
+        return n
+
+    agent = Agent(
+        provider=MockProvider([[call("c1", "risky", n=1)], "gave up"]),
+        tools=[risky],
+        name="unanswered",
+        config=LoopConfig(permission="ask", approval_timeout_s=3 * 86400),
+    )
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "unanswered", "do it", wf_id, tq)
+        result = await handle.result()  # nobody answers; the test server skips the 3 days
+
+    assert ran == []
+    assert result["stop_reason"] == "done" and result["output"] == "gave up"
+    content = tool_messages(result)["c1"]
+    assert "no decision" in content.lower()
+    (decision,) = result["session"]["decisions"]
+    assert decision["approved"] is False and decision["approver"] == "timeout"
+    events = await history_events(handle)
+    timers = [e for e in events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert timers and timers[0].timer_started_event_attributes.start_to_fire_timeout.ToSeconds() == 3 * 86400
+
+
+# --------------------------------------------------------------------------- parallel tool calls
+
+
+async def test_parallel_tool_calls_keep_call_order(env, ids):
+    tq, wf_id = ids
+    finished: list[str] = []
+
+    async def slow(label: str, seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        finished.append(label)
+        return f"{label} after {seconds}s"
+
+    batch = [
+        call("c1", "slow", label="first", seconds=0.3),
+        call("c2", "slow", label="second", seconds=0.2),
+        call("c3", "slow", label="third", seconds=0.1),
+    ]
+    agent = Agent(provider=MockProvider([batch, "all back"]), tools=[slow], name="parallel")
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "parallel", "go", wf_id, tq)
+        result = await handle.result()
+
+    assert finished == ["third", "second", "first"]  # they really overlapped
+    tool_msgs = [m for m in result["session"]["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs] == ["c1", "c2", "c3"]
+    assert [m["content"] for m in tool_msgs] == ["first after 0.3s", "second after 0.2s", "third after 0.1s"]
+    events = await history_events(handle)
+    runs = scheduled(events, "rein.run_tool")
+    assert len(runs) == 3
+    assert len({e.activity_task_scheduled_event_attributes.workflow_task_completed_event_id for e in runs}) == 1
+
+
+# --------------------------------------------------------------------------- model retries
+
+
+class Unavailable(Exception):
+    status_code = 503
+
+
+class FlakyProvider:
+    """Fails with a 503 while `failing` is set."""
+
+    def __init__(self) -> None:
+        self.failing = True
+        self.calls = 0
+
+    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        self.calls += 1
+        if self.failing:
+            raise Unavailable("upstream overloaded (503)")
+        return rein.Completion(message=rein.Message(role="assistant", content="recovered"), finish_reason="stop")
+
+    async def stream(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        raise NotImplementedError
+        yield
+
+
+async def test_retry_after_model_attempts_are_exhausted(env, ids):
+    tq, wf_id = ids
+    provider = FlakyProvider()
+    agent = Agent(provider=provider, name="flaky-model", config=LoopConfig(model_attempts=2))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "flaky-model", "hello", wf_id, tq)
+        # A pending result call lets the test server skip the retry backoff.
+        result_task = asyncio.create_task(handle.result())
+        status = await wait_status(handle, "waiting_retry")
+        assert status["interrupt"]["type"] == "error"
+        assert "Unavailable" in status["interrupt"]["message"] and "503" in status["interrupt"]["message"]
+        assert provider.calls == 2
+        assert not result_task.done()
+
+        provider.failing = False
+        await handle.signal("retry", {})
+        result = await asyncio.wait_for(result_task, 15)
+
+    assert result["status"] == "done" and result["output"] == "recovered"
+    assert provider.calls == 3
+    assert (await handle.query("status"))["ignored_signals"] == 0
+    assert_no_task_failures(await history_events(handle))
+
+
+# --------------------------------------------------------------------------- tool retries
+
+
+async def test_tool_retries_with_stable_idempotency_key(env, ids):
+    tq, wf_id = ids
+    seen: list[tuple[int, str]] = []
+
+    @rein.tool(retries=2)
+    async def flaky_write(text: str, ctx: ToolContext) -> str:
+        """Write text somewhere unreliable."""
+        seen.append((ctx.attempt, ctx.idempotency_key))
+        if len(seen) < 3:
+            raise ConnectionError(f"attempt {ctx.attempt} lost")
+        return f"written on attempt {ctx.attempt}"
+
+    agent = Agent(provider=MockProvider([[call("t1", "flaky_write", text="hi")], "ok"]), tools=[flaky_write], name="retrier")
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "retrier", "write", wf_id, tq)
+        result = await handle.result()
+
+    assert [a for a, _ in seen] == [1, 2, 3]
+    assert {k for _, k in seen} == {f"{wf_id}/t1"}
+    assert tool_messages(result) == {"t1": "written on attempt 3"}
+    assert [s["is_error"] for s in result["steps"] if s["kind"] == "tool"] == [False]
+    events = await history_events(handle)
+    started = [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    assert [e.activity_task_started_event_attributes.attempt for e in started][-2] == 3  # tool, then final model call
+
+
+async def test_tool_error_without_retries_is_a_result(env, ids):
+    tq, wf_id = ids
+    attempts: list[int] = []
+
+    async def boom(ctx: ToolContext) -> str:
+        attempts.append(ctx.attempt)
+        raise RuntimeError("kaboom")
+
+    provider = RecordingProvider([[call("b1", "boom")], "handled"])
+    agent = Agent(provider=provider, tools=[boom], name="boomer")
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "boomer", "explode", wf_id, tq)
+        result = await handle.result()
+
+    assert attempts == [1]
+    content = tool_messages(result)["b1"]
+    assert "RuntimeError" in content and "kaboom" in content
+    assert [s["is_error"] for s in result["steps"] if s["kind"] == "tool"] == [True]
+    assert "kaboom" in provider.seen[1][-1].content
+    events = await history_events(handle)
+    tool_event_ids = {e.event_id for e in scheduled(events, "rein.run_tool")}
+    started = [
+        e
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id in tool_event_ids
+    ]
+    assert [e.activity_task_started_event_attributes.attempt for e in started] == [1]
+    completed = [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    assert len(completed) == 3  # two model calls and the tool: the tool activity itself succeeded
+
+
+# --------------------------------------------------------------------------- queries
+
+
+async def test_queries_status_session_steps(env, ids):
+    tq, wf_id = ids
+    agent = Agent(
+        provider=MockProvider([[call("c1", "add", a=1, b=2)], "three"]),
+        tools=[add],
+        system="You add.",
+        name="queried",
+        config=LoopConfig(permission="ask"),
+    )
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "queried", "1+2?", wf_id, tq)
+        status = await wait_status(handle, "waiting_approval")
+        assert STATUS_KEYS <= set(status)
+        assert status["stage"] == "run_tools"
+        assert status["iteration"] == 1
+        assert status["usage"]["input_tokens"] == 1 and status["usage"]["output_tokens"] == 1
+        assert status["stop_reason"] == "interrupted"
+        assert status["pending_tool_calls"] == [{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 2}}]
+
+        session = Session.model_validate(await handle.query("session"))
+        assert [m.role for m in session.messages] == ["system", "user", "assistant"]
+        assert session.messages[0].content == "You add." and session.messages[1].content == "1+2?"
+        assert session.pending_tool_calls[0].id == "c1"
+
+        steps = [Step.model_validate(s) for s in await handle.query("steps")]
+        assert [(s.index, s.kind) for s in steps] == [(0, "model")]
+        assert steps[0].tool_calls and steps[0].tool_calls[0].name == "add"
+
+        await handle.signal("approve", {})
+        result = await handle.result()
+
+    steps = [Step.model_validate(s) for s in await handle.query("steps")]
+    assert [s.kind for s in steps] == ["model", "tool", "model"]
+    assert steps[1].summary == "add → 3"
+    final = await handle.query("status")
+    assert final["status"] == "done" and final["interrupt"] is None and final["pending_tool_calls"] == []
+    assert final["iteration"] == 2 and final["stop_reason"] == "done"
+    assert result["steps"] == await handle.query("steps")
+
+
+# --------------------------------------------------------------------------- UI: activity summaries
+
+
+async def test_activity_summaries_read_well(env, ids):
+    tq, wf_id = ids
+    agent = Agent(provider=MockProvider([[call("c1", "add", a=1, b=2)], "3"]), tools=[add], name="summarised")
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "summarised", "add", wf_id, tq)
+        await handle.result()
+
+    events = await history_events(handle)
+    models = [summary_of(e) for e in scheduled(events, "rein.call_model")]
+    tools = [summary_of(e) for e in scheduled(events, "rein.run_tool")]
+    assert models == ["model MockProvider · iteration 1", "model MockProvider · iteration 2"]
+    assert tools == ["tool add(a=1, b=2)"]
+
+
+# --------------------------------------------------------------------------- replay
+
+
+async def test_stored_history_replays():
+    from temporalio.client import WorkflowHistory
+
+    path = HISTORIES / "agent_approval.json"
+    data = json.loads(path.read_text())
+    history = WorkflowHistory.from_json("agent-approval", data)
+    types = [e.event_type for e in history.events]
+    # The stored scenario really has a tool round, an approval and an answer.
+    assert types.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED) == 2
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED in types
+
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
