@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +28,11 @@ from rein.contract import (
     ToolCallInput,
     ToolInfo,
 )
-from rein.ir import Completion, ToolCall, ToolResult, Usage
+from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
 from rein.loop import completion_from_stream
 from rein.providers.fallback import is_retryable
 from rein.secrets import scrub
+from rein.session import Session
 from rein.tools import ToolContext, execute_tool
 
 if TYPE_CHECKING:
@@ -55,11 +57,44 @@ async def heartbeating() -> AsyncIterator[None]:
         task.cancel()
 
 
+class Conversations:
+    """Each run's conversation as this worker last saw it, so model calls carry only new messages.
+
+    Bounded (least recently used runs are dropped); a miss is never an error,
+    it only costs one `session` query to the workflow.
+    """
+
+    def __init__(self, capacity: int = 512):
+        self.capacity = capacity
+        self._runs: OrderedDict[str, list[Message]] = OrderedDict()
+
+    async def messages_for(self, request: ModelCallInput) -> list[Message]:
+        key = f"{request.run_id}/{request.workflow_run_id}"
+        known = self._runs.pop(key, None)
+        if known is not None and len(known) == request.first_index:
+            known = known + request.new_messages
+        if known is None or len(known) != request.total:
+            known = await _conversation_from_workflow(request)
+        self._runs[key] = known
+        while len(self._runs) > self.capacity:
+            self._runs.popitem(last=False)
+        return known
+
+
+async def _conversation_from_workflow(request: ModelCallInput) -> list[Message]:
+    if request.first_index == 0:
+        return list(request.new_messages)
+    handle = activity.client().get_workflow_handle(request.run_id, run_id=request.workflow_run_id or None)
+    session = Session.model_validate(await handle.query("session"))
+    return session.messages[: request.total]
+
+
 class AgentActivities:
     def __init__(self, agents: dict[str, Agent], search_attributes: Any = None):
         self.agents = agents
         self.search_attributes = search_attributes
         """An async callable returning the rein search attributes the server has."""
+        self.conversations = Conversations()
 
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0])
@@ -94,11 +129,12 @@ class AgentActivities:
         agent = self._agent(request.agent)
         provider = agent._resolve_provider()
         tools = agent.registry.specs() or None
+        messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating():
                 if request.stream and local_bus.has_listener(request.run_id):
-                    return await _streamed_completion(provider, request, tools)
-                return await provider.complete(request.messages, tools=tools)
+                    return await _streamed_completion(provider, messages, request.run_id, tools)
+                return await provider.complete(messages, tools=tools)
         except Exception as exc:
             retryable = is_retryable(exc)
             if not retryable:
@@ -134,17 +170,17 @@ class AgentActivities:
         return result.model_copy(update={"content": scrub(result.content)})
 
 
-async def _streamed_completion(provider: Any, request: ModelCallInput, tools: Any) -> Completion:
+async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:
     parts: list[str] = []
     tool_calls: list[ToolCall] | None = None
     finish, usage = "stop", Usage()
-    async for chunk in provider.stream(request.messages, tools=tools):
+    async for chunk in provider.stream(messages, tools=tools):
         if chunk.type == "text" and chunk.text:
             parts.append(chunk.text)
-            local_bus.publish(request.run_id, chunk)
+            local_bus.publish(run_id, chunk)
         elif chunk.type == "tool_calls" and chunk.tool_calls:
             tool_calls = list(chunk.tool_calls)
-            local_bus.publish(request.run_id, chunk)
+            local_bus.publish(run_id, chunk)
         elif chunk.type == "done":
             finish = chunk.finish_reason or "stop"
             usage = chunk.usage or Usage()

@@ -85,10 +85,21 @@ class AgentDescription(BaseModel):
 
 
 class ModelCallInput(BaseModel):
+    """Only the messages the worker has not seen yet, so history grows linearly with the run.
+
+    The worker keeps each run's conversation in memory; after a restart or on
+    another worker it reads the whole conversation back with the `session` query.
+    """
+
     agent: str
     iteration: int
-    messages: list[Message]
+    new_messages: list[Message]
+    first_index: int = 0
+    """Position of new_messages[0] in the conversation."""
+    total: int = 0
+    """Length of the conversation after new_messages: the worker's consistency check."""
     run_id: str = ""
+    workflow_run_id: str = ""
     stream: bool = False
     """Stream chunks to an in-process listener when one is registered for this run."""
 

@@ -67,6 +67,8 @@ class AgentWorkflow:
         self.active_s = 0.0
         self.final: RunResult | None = None
         self.published: dict[str, Any] = {}
+        self.sent_messages = 0
+        """How many conversation messages model-call activities have been given so far."""
         self.details = ""
 
     # ------------------------------------------------------------ main loop
@@ -166,8 +168,11 @@ class AgentWorkflow:
                 ModelCallInput(
                     agent=self.agent_key,
                     iteration=action.iteration,
-                    messages=self.session.messages,
+                    new_messages=self.session.messages[self.sent_messages :],
+                    first_index=self.sent_messages,
+                    total=len(self.session.messages),
                     run_id=info.workflow_id,
+                    workflow_run_id=info.run_id,
                     stream=True,
                 ),
                 result_type=Completion,
@@ -193,6 +198,7 @@ class AgentWorkflow:
                 ) from None
             reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             return machine.model_error_interrupt(reason)
+        self.sent_messages = len(self.session.messages)
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
 
