@@ -203,6 +203,7 @@ async def test_approve_one_then_deny_the_other(env, ids):
 
         await handle.signal("deny", {"tool_call_id": "c2", "approver": "bob", "reason": "b.txt is protected"})
         result = await handle.result()
+        final = await handle.query("status")  # queries need a worker, even after the run ended
 
     assert ran == ["a.txt"]
     messages = tool_messages(result)
@@ -212,7 +213,6 @@ async def test_approve_one_then_deny_the_other(env, ids):
     assert [s["is_error"] for s in tool_steps] == [False, True]
     decisions = [(d["tool_call_id"], d["approved"], d["approver"], d["reason"]) for d in result["session"]["decisions"]]
     assert decisions == [("c1", True, "alice", "harmless"), ("c2", False, "bob", "b.txt is protected")]
-    final = await handle.query("status")
     assert final["ignored_signals"] == 0
     assert_no_task_failures(await history_events(handle))
 
@@ -274,11 +274,12 @@ async def test_cancel_while_waiting(env, ids):
         await wait_status(handle, "waiting_approval")
         await handle.signal("cancel", {"reason": "changed my mind"})
         result = await handle.result()
+        final = await handle.query("status")
 
     assert result["stop_reason"] == "cancelled"
     assert ran == []
     assert result["output"] is None
-    assert (await handle.query("status"))["status"] == "cancelled"
+    assert final["status"] == "cancelled"
 
 
 # --------------------------------------------------------------------------- malformed signals
@@ -312,11 +313,12 @@ async def test_malformed_and_misplaced_signals_are_ignored(env, ids):
 
         await handle.signal("approve", {"approver": "alice"})
         result = await handle.result()
+        final = await handle.query("status")
 
     assert result["output"] == "five"
     assert tool_messages(result) == {"c1": "5"}
     assert [(d["approver"], d["approved"]) for d in result["session"]["decisions"]] == [("alice", True)]
-    assert (await handle.query("status"))["ignored_signals"] == 6
+    assert final["ignored_signals"] == 6
     # A signal after the run ended cannot reach it, and the result stays as it was.
     with pytest.raises(RPCError):
         await handle.signal("approve", {"approver": "late"})
@@ -487,21 +489,22 @@ async def test_retry_after_model_attempts_are_exhausted(env, ids):
     agent = Agent(provider=provider, name="flaky-model", config=LoopConfig(model_attempts=2))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "flaky-model", "hello", wf_id, tq)
-        # A pending result call lets the test server skip the retry backoff.
-        result_task = asyncio.create_task(handle.result())
+        # No pending result() here: with nothing to wake the run, the test server would
+        # skip time to the end of the universe; the 1 s retry backoff passes in real time.
         status = await wait_status(handle, "waiting_retry")
         assert status["interrupt"]["type"] == "error"
         assert "Unavailable" in status["interrupt"]["message"] and "503" in status["interrupt"]["message"]
+        assert status["stage"] == "call_model"
         assert provider.calls == 2
-        assert not result_task.done()
 
         provider.failing = False
         await handle.signal("retry", {})
-        result = await asyncio.wait_for(result_task, 15)
+        result = await handle.result()
+        final = await handle.query("status")
 
     assert result["status"] == "done" and result["output"] == "recovered"
     assert provider.calls == 3
-    assert (await handle.query("status"))["ignored_signals"] == 0
+    assert final["ignored_signals"] == 0
     assert_no_task_failures(await history_events(handle))
 
 
@@ -599,14 +602,15 @@ async def test_queries_status_session_steps(env, ids):
 
         await handle.signal("approve", {})
         result = await handle.result()
+        raw_steps = await handle.query("steps")
+        final = await handle.query("status")
 
-    steps = [Step.model_validate(s) for s in await handle.query("steps")]
+    steps = [Step.model_validate(s) for s in raw_steps]
     assert [s.kind for s in steps] == ["model", "tool", "model"]
     assert steps[1].summary == "add → 3"
-    final = await handle.query("status")
     assert final["status"] == "done" and final["interrupt"] is None and final["pending_tool_calls"] == []
     assert final["iteration"] == 2 and final["stop_reason"] == "done"
-    assert result["steps"] == await handle.query("steps")
+    assert result["steps"] == raw_steps
 
 
 # --------------------------------------------------------------------------- UI: activity summaries

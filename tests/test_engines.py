@@ -1,0 +1,314 @@
+"""Engine parity and the durable engine, through `Agent`.
+
+`engine="temporal"` uses the embedded `temporal server start-dev` and an in-process
+worker, started once per process (a real server, never a mock of Temporal).
+For the same script, the local and the durable drivers must produce the same
+RunResult: status, output, stop_reason, usage, steps, session messages, interrupt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import rein
+from rein import Agent, Completion, LoopConfig, Message, MockProvider, RunResult, Session, StreamChunk, ToolCall, Usage
+
+# --------------------------------------------------------------------------- helpers
+
+
+class RateLimited(Exception):
+    status_code = 429
+
+
+class AuthFailed(Exception):
+    status_code = 401
+
+
+class EchoProvider:
+    """Stateless: answers with the last user message."""
+
+    async def complete(self, messages, tools=None, **kwargs):
+        last_user = next(m.content for m in reversed(messages) if m.role == "user")
+        return Completion(message=Message(role="assistant", content=f"echo: {last_user}"), finish_reason="stop")
+
+    async def stream(self, messages, tools=None, **kwargs):
+        c = await self.complete(messages, tools)
+        yield StreamChunk(type="text", text=c.message.content)
+        yield StreamChunk(type="done", usage=c.usage, finish_reason="stop")
+
+
+class FlakyProvider:
+    """Raises a 429 on every call while `failing`; answers "recovered" afterwards."""
+
+    def __init__(self) -> None:
+        self.failing = True
+        self.calls = 0
+
+    async def complete(self, messages, tools=None, **kwargs):
+        self.calls += 1
+        if self.failing:
+            raise RateLimited("rate limited, try later")
+        return Completion(
+            message=Message(role="assistant", content="recovered"),
+            finish_reason="stop",
+            usage=Usage(input_tokens=3, output_tokens=4),
+        )
+
+    async def stream(self, messages, tools=None, **kwargs):
+        c = await self.complete(messages, tools)
+        yield StreamChunk(type="text", text=c.message.content)
+        yield StreamChunk(type="done", usage=c.usage, finish_reason="stop")
+
+
+def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
+    return ToolCall(id=cid, name=name, arguments=arguments)
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def mul(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+def explode() -> str:
+    """Always fails."""
+    raise ZeroDivisionError("kaboom")
+
+
+def view(result: RunResult) -> dict[str, Any]:
+    """What must be equal across engines, frozen (local runs mutate their Session later)."""
+    return {
+        "status": result.status,
+        "output": result.output,
+        "stop_reason": result.stop_reason,
+        "usage": result.usage.model_dump(),
+        "steps": [(s.kind, s.summary, s.is_error) for s in result.steps],
+        "messages": [m.model_dump() for m in result.session.messages],
+        "interrupt": result.interrupt.model_dump() if result.interrupt else None,
+    }
+
+
+@dataclass
+class Scenario:
+    script: Callable[[], list]
+    tools: list = field(default_factory=lambda: [add, mul])
+    config: LoopConfig = field(default_factory=LoopConfig)
+    resumes: list[dict[str, Any]] = field(default_factory=list)
+    """Keyword arguments of each successive `aresume`."""
+    expect: list[tuple[str, str]] = field(default_factory=list)
+    """(status, stop_reason) of the run and then of each resume: proves the scenario does what it says."""
+
+
+ADD_1_2 = tc("add", a=1, b=2)
+
+SCENARIOS: dict[str, Scenario] = {
+    "text-only": Scenario(lambda: ["hello there"], expect=[("done", "done")]),
+    "tool-round": Scenario(lambda: [[ADD_1_2], "it is 3"], expect=[("done", "done")]),
+    "two-calls-one-turn": Scenario(
+        lambda: [[tc("add", "a", a=1, b=2), tc("mul", "b", a=3, b=4)], "3 and 12"], expect=[("done", "done")]
+    ),
+    "deny-policy": Scenario(
+        lambda: [[ADD_1_2], "no tools for me"], config=LoopConfig(permission="deny"), expect=[("done", "done")]
+    ),
+    "max-iterations": Scenario(
+        lambda: [[ADD_1_2]] * 6, config=LoopConfig(max_iterations=2), expect=[("done", "max_iterations")]
+    ),
+    "max-tokens": Scenario(lambda: [[ADD_1_2]] * 6, config=LoopConfig(max_tokens=4), expect=[("done", "max_tokens")]),
+    "loop-detection": Scenario(
+        lambda: [[ADD_1_2]] * 6, config=LoopConfig(repeat_threshold=3), expect=[("done", "loop_detected")]
+    ),
+    "bad-tool-args": Scenario(
+        lambda: [[tc("add", a="x", b=2)], [tc("add", "2", a=1)], [tc("add", "3", a=1, b=2, c=3)], [tc("nope")], "ok"],
+        expect=[("done", "done")],
+    ),
+    "raising-tool": Scenario(lambda: [[tc("explode")], "recovered"], tools=[explode], expect=[("done", "done")]),
+    "ask-approve": Scenario(
+        lambda: [[ADD_1_2], "3"],
+        config=LoopConfig(permission="ask"),
+        resumes=[{"approve": True}],
+        expect=[("interrupted", "interrupted"), ("done", "done")],
+    ),
+    "ask-deny": Scenario(
+        lambda: [[ADD_1_2], "ok, I won't"],
+        config=LoopConfig(permission="ask"),
+        resumes=[{"approve": False}],
+        expect=[("interrupted", "interrupted"), ("done", "done")],
+    ),
+    "ask-multi-round": Scenario(
+        lambda: [[ADD_1_2], [tc("mul", "2", a=3, b=4)], "done"],
+        config=LoopConfig(permission="ask"),
+        resumes=[{"approve": True}, {"approve": True}],
+        expect=[("interrupted", "interrupted"), ("interrupted", "interrupted"), ("done", "done")],
+    ),
+    "ask-human": Scenario(
+        lambda: [[tc("ask_human", "q1", question="Which city?")], "Paris, then"],
+        tools=[rein.ask_human, add],
+        resumes=[{"answer": "Paris"}],
+        expect=[("interrupted", "interrupted"), ("done", "done")],
+    ),
+    "retryable-error": Scenario(
+        lambda: [RateLimited("busy"), "recovered"],
+        config=LoopConfig(model_attempts=1),
+        resumes=[{}],
+        expect=[("interrupted", "interrupted"), ("done", "done")],
+    ),
+    "answer-after-done": Scenario(
+        lambda: ["first", "second"], resumes=[{"answer": "more"}], expect=[("done", "done"), ("done", "done")]
+    ),
+}
+
+
+async def play(name: str, scenario: Scenario, engine: str, via_json: bool) -> list[dict[str, Any]]:
+    agent = Agent(
+        provider=MockProvider(scenario.script()),
+        tools=scenario.tools,
+        config=scenario.config,
+        name=f"parity-{name}",
+        engine=engine,  # type: ignore[arg-type]
+    )
+    result = await agent.arun("please help")
+    views = [view(result)]
+    for kwargs in scenario.resumes:
+        session = Session.model_validate_json(result.session.model_dump_json()) if via_json else result.session
+        result = await agent.aresume(session, **kwargs)
+        views.append(view(result))
+    if engine == "temporal":
+        assert result.run_id
+    else:
+        assert result.run_id is None
+    return views
+
+
+# =========================================================================== parity
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_engines_agree(name):
+    scenario = SCENARIOS[name]
+    local = await play(name, scenario, "local", via_json=False)
+    durable = await play(name, scenario, "temporal", via_json=False)
+    assert [(v["status"], v["stop_reason"]) for v in local] == scenario.expect
+    for i, (a, b) in enumerate(zip(local, durable, strict=True)):
+        assert a == b, f"{name}: result {i} differs between engines"
+
+
+@pytest.mark.parametrize("name", [n for n, s in SCENARIOS.items() if s.resumes])
+async def test_engines_agree_after_json_round_trip(name):
+    scenario = SCENARIOS[name]
+    local = await play(name, scenario, "local", via_json=True)
+    durable = await play(name, scenario, "temporal", via_json=True)
+    assert [(v["status"], v["stop_reason"]) for v in local] == scenario.expect
+    assert local == durable
+
+
+async def test_parity_scenarios_have_the_expected_shape():
+    """Guards the scenarios themselves (on the local engine), so parity is not vacuous."""
+    v = await play("bad-tool-args", SCENARIOS["bad-tool-args"], "local", via_json=False)
+    assert [s[2] for s in v[0]["steps"] if s[0] == "tool"] == [True, True, True, True]
+    v = await play("deny-policy", SCENARIOS["deny-policy"], "local", via_json=False)
+    assert [s[2] for s in v[0]["steps"] if s[0] == "tool"] == [True]
+    v = await play("ask-human", SCENARIOS["ask-human"], "local", via_json=False)
+    assert v[0]["interrupt"]["type"] == "need_input" and v[0]["interrupt"]["message"] == "Which city?"
+    assert v[1]["steps"][0] == ("tool", "ask_human → Paris", False)
+    v = await play("two-calls-one-turn", SCENARIOS["two-calls-one-turn"], "local", via_json=False)
+    assert [s[1] for s in v[0]["steps"]] == ["tool calls: add, mul", "add → 3", "mul → 12", "3 and 12"]
+
+
+async def test_chat_parity():
+    views = {}
+    for engine in ("local", "temporal"):
+        agent = Agent(provider=MockProvider(["one", [ADD_1_2], "two"]), tools=[add], system="sys", engine=engine)
+        chat = agent.chat()
+        first = view(await chat.asend("hi"))
+        second = view(await chat.asend("and now?"))
+        views[engine] = (first, second)
+    assert views["local"][1]["output"] == "two"
+    assert [m["role"] for m in views["local"][1]["messages"]] == ["system", "user", "assistant", "user", "assistant", "tool", "assistant"]
+    assert views["local"] == views["temporal"]
+
+
+# =========================================================================== the durable engine
+
+
+def test_temporal_sync_run_from_successive_asyncio_runs():
+    agent = Agent(provider=EchoProvider(), engine="temporal")
+    first = agent.run("one")
+    second = agent.run("two")
+    third = asyncio.run(agent.arun("three"))
+    assert [first.output, second.output, third.output] == ["echo: one", "echo: two", "echo: three"]
+    assert len({first.run_id, second.run_id, third.run_id}) == 3
+
+
+def test_temporal_run_from_8_threads():
+    agent = Agent(provider=EchoProvider(), engine="temporal")
+    prompts = [f"thread-{i}" for i in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(agent.run, prompts))
+    assert [r.output for r in results] == [f"echo: {p}" for p in prompts]
+    assert all(r.status == "done" and r.run_id for r in results)
+    assert len({r.run_id for r in results}) == 8
+
+
+async def test_temporal_astream_yields_text_then_one_done():
+    agent = Agent(provider=MockProvider([[ADD_1_2], "three"]), tools=[add], engine="temporal")
+    chunks = [c async for c in agent.astream("go")]
+    assert chunks[-1].type == "done"
+    assert sum(c.type == "done" for c in chunks) == 1
+    assert chunks[-1].finish_reason == "done"
+    assert chunks[-1].usage == Usage(input_tokens=2, output_tokens=2)
+    texts = [c.text for c in chunks if c.type == "text"]
+    assert len(texts) > 1 and "".join(texts) == "three"
+    tool_chunks = [c for c in chunks if c.type == "tool_calls"]
+    assert len(tool_chunks) == 1 and tool_chunks[0].tool_calls == [ADD_1_2]
+    assert chunks.index(tool_chunks[0]) < chunks.index(next(c for c in chunks if c.type == "text"))
+
+
+def test_temporal_fatal_provider_error_raises():
+    agent = Agent(provider=MockProvider([AuthFailed("bad key")]), engine="temporal")
+    with pytest.raises(AuthFailed, match="bad key"):
+        agent.run("go")
+
+
+def test_temporal_retryable_error_interrupts_after_retries_and_resume_retries():
+    provider = FlakyProvider()
+    agent = Agent(provider=provider, engine="temporal", config=LoopConfig(model_attempts=2))
+    r = agent.run("go")
+    assert r.status == "interrupted" and r.stop_reason == "interrupted"
+    assert r.interrupt.type == "error"
+    assert "rate limited" in r.interrupt.message
+    assert r.session.stage == rein.Stage.CALL_MODEL
+    assert provider.calls == 2  # model_attempts
+    assert r.run_id
+    provider.failing = False
+    r2 = agent.resume(r.session)
+    assert (r2.status, r2.output, r2.stop_reason) == ("done", "recovered", "done")
+    assert r2.run_id == r.run_id  # the same workflow, woken by the retry signal
+    assert r2.usage == Usage(input_tokens=3, output_tokens=4)
+    assert [s.kind for s in r2.steps] == ["model"]
+    assert provider.calls == 3
+
+
+def test_temporal_resume_continues_the_same_workflow():
+    agent = Agent(provider=MockProvider([[ADD_1_2], "3"]), tools=[add], config=LoopConfig(permission="ask"), engine="temporal")
+    r = agent.run("go")
+    assert r.status == "interrupted" and r.run_id
+    r2 = agent.resume(r.session)
+    assert r2.output == "3" and r2.run_id == r.run_id
+
+
+def test_temporal_run_id_is_set_and_local_is_not():
+    durable = Agent(provider=MockProvider(["hi"]), engine="temporal", name="ids").run("x")
+    local = Agent(provider=MockProvider(["hi"]), engine="local", name="ids").run("x")
+    assert durable.run_id and durable.run_id.startswith("ids-")
+    assert local.run_id is None
+    assert durable.output == local.output == "hi"
