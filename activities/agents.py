@@ -171,19 +171,19 @@ class AgentActivities:
 
 
 async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:
+    out = local_bus.AttemptStream(run_id, activity.info().activity_id)
     parts: list[str] = []
     tool_calls: list[ToolCall] | None = None
     finish, usage = "stop", Usage()
     async for chunk in provider.stream(messages, tools=tools):
         if chunk.type == "text" and chunk.text:
             parts.append(chunk.text)
-            local_bus.publish(run_id, chunk)
+            out.text(chunk)
         elif chunk.type == "tool_calls" and chunk.tool_calls:
             tool_calls = list(chunk.tool_calls)
-            local_bus.publish(run_id, chunk)
+            out.other(chunk)
         elif chunk.type == "done":
             finish = chunk.finish_reason or "stop"
             usage = chunk.usage or Usage()
+    out.finished()
     return completion_from_stream(parts, tool_calls, finish, usage)
-
-

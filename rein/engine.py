@@ -215,7 +215,7 @@ async def resume_session(agent: Agent, session: Any, *, approve: bool = True, an
     eng = await engine()
     waiting = eng.waiting.pop(session_key(session), None)
     if waiting is not None:
-        signal = _signal_for(waiting.interrupt_type, approve, answer)
+        signal = _signal_for(waiting.interrupt_type, session, agent, approve, answer)
         if signal is not None:
             return _logged(await eng.submit(eng.signal_and_wait(waiting, *signal)))
         await eng.submit(eng.cancel(waiting.workflow_id, "superseded by a new run from the same session"))
@@ -226,13 +226,26 @@ async def resume_session(agent: Agent, session: Any, *, approve: bool = True, an
     return await run_session(agent, session)
 
 
-def _signal_for(interrupt_type: str, approve: bool, answer: str | None) -> tuple[str, dict] | None:
+def _signal_for(
+    interrupt_type: str, session: Any, agent: Agent, approve: bool, answer: str | None
+) -> tuple[str, dict] | None:
+    """The one signal that does what `machine.prepare_resume` would; None when no single signal does."""
+    from rein.loop import input_tool_names
+
+    input_tools = input_tool_names(agent.registry)
+    questions = [c for c in session.pending_tool_calls if c.name in input_tools]
+    decided = machine.decisions_for_pending(session)
+    others = [c for c in session.pending_tool_calls if c.name not in input_tools and c.id not in decided]
     if interrupt_type == "need_approval":
+        if answer is not None and questions:
+            return None
         return ("approve", {}) if approve else ("deny", {})
     if interrupt_type == "need_input":
-        return ("answer", {"text": answer}) if answer is not None else None
+        if answer is None or (not approve and others):
+            return None
+        return ("answer", {"text": answer})
     if interrupt_type == "error":
-        return ("retry", {})
+        return ("retry", {}) if answer is None else None
     return None
 
 

@@ -19,6 +19,7 @@ from rein.ir import StreamChunk
 _lock = threading.Lock()
 _listeners: dict[str, Callable[[StreamChunk], None]] = {}
 _errors: dict[str, BaseException] = {}
+_sent: dict[str, int] = {}
 
 
 def listen(run_id: str, queue: asyncio.Queue[StreamChunk]) -> None:
@@ -53,3 +54,35 @@ def record_error(run_id: str, error: BaseException) -> None:
 def take_error(run_id: str) -> Any:
     with _lock:
         return _errors.pop(run_id, None)
+
+
+class AttemptStream:
+    """Publishes one model call's chunks so that a retried attempt never repeats text.
+
+    Keyed by the activity id, which stays the same across Temporal retries: a
+    retry publishes only the text beyond what earlier attempts already sent.
+    """
+
+    def __init__(self, run_id: str, call_key: str):
+        self.run_id = run_id
+        self.key = f"{run_id}/{call_key}"
+        with _lock:
+            self.already = _sent.get(self.key, 0)
+        self.position = 0
+
+    def text(self, chunk: StreamChunk) -> None:
+        start, self.position = self.position, self.position + len(chunk.text)
+        if self.position <= self.already:
+            return
+        if start < self.already:
+            chunk = chunk.model_copy(update={"text": chunk.text[self.already - start :]})
+        with _lock:
+            _sent[self.key] = self.position
+        publish(self.run_id, chunk)
+
+    def other(self, chunk: StreamChunk) -> None:
+        publish(self.run_id, chunk)
+
+    def finished(self) -> None:
+        with _lock:
+            _sent.pop(self.key, None)

@@ -93,6 +93,7 @@ def view(result: RunResult) -> dict[str, Any]:
         "stop_reason": result.stop_reason,
         "usage": result.usage.model_dump(),
         "steps": [(s.kind, s.summary, s.is_error) for s in result.steps],
+        "indices": [s.index for s in result.steps],
         "messages": [m.model_dump() for m in result.session.messages],
         "interrupt": result.interrupt.model_dump() if result.interrupt else None,
     }
@@ -237,6 +238,57 @@ async def test_chat_parity():
     assert views["local"] == views["temporal"]
 
 
+def chunk_view(chunks: list[StreamChunk]) -> list[tuple]:
+    return [(c.type, c.text, c.tool_calls, c.finish_reason, c.usage) for c in chunks]
+
+
+@pytest.mark.parametrize("name", ["text-only", "tool-round", "two-calls-one-turn", "deny-policy", "max-iterations",
+                                  "ask-approve", "ask-human", "retryable-error"])
+async def test_astream_parity(name):
+    scenario = SCENARIOS[name]
+    streams = {}
+    for engine in ("local", "temporal"):
+        agent = Agent(provider=MockProvider(scenario.script()), tools=scenario.tools, config=scenario.config,
+                      engine=engine)  # type: ignore[arg-type]
+        streams[engine] = chunk_view([c async for c in agent.astream("please help")])
+    assert streams["local"][-1][0] == "done"
+    assert streams["local"] == streams["temporal"]
+
+
+# --------------------------------------------------------------------------- resume forms the durable engine loses
+# Both drivers must produce the same RunResult for the same script (DESIGN.md). `Agent.resume`
+# on the durable engine maps an interrupt to exactly one signal and drops an `answer` that
+# the local engine (machine.prepare_resume) uses.
+
+
+async def test_resume_with_answer_after_error_interrupt_parity():
+    """Local: answer= on an `error` interrupt adds a user message, then retries the model."""
+    results = {}
+    for engine in ("local", "temporal"):
+        agent = Agent(provider=MockProvider([RateLimited("busy"), "fine"]), config=LoopConfig(model_attempts=1),
+                      engine=engine)  # type: ignore[arg-type]
+        r = await agent.arun("question")
+        assert r.interrupt is not None and r.interrupt.type == "error"
+        results[engine] = view(await agent.aresume(r.session, answer="more context"))
+    assert [(m["role"], m["content"]) for m in results["local"]["messages"]] == [
+        ("user", "question"), ("user", "more context"), ("assistant", "fine")]
+    assert results["temporal"] == results["local"]
+
+
+async def test_resume_approve_with_answer_for_a_mixed_batch_parity():
+    """Local: resume(approve=True, answer=...) approves the tools AND answers a pending ask_human."""
+    results = {}
+    for engine in ("local", "temporal"):
+        script = [[tc("ask_human", "q", question="Which city?"), tc("add", "a", a=1, b=2)], "Paris and 3"]
+        agent = Agent(provider=MockProvider(script), tools=[rein.ask_human, add],
+                      config=LoopConfig(permission="ask"), engine=engine)  # type: ignore[arg-type]
+        r = await agent.arun("go")
+        assert r.interrupt is not None and r.interrupt.type == "need_approval"
+        results[engine] = view(await agent.aresume(r.session, approve=True, answer="Paris"))
+    assert (results["local"]["status"], results["local"]["output"]) == ("done", "Paris and 3")
+    assert results["temporal"] == results["local"]
+
+
 # =========================================================================== the durable engine
 
 
@@ -271,6 +323,39 @@ async def test_temporal_astream_yields_text_then_one_done():
     tool_chunks = [c for c in chunks if c.type == "tool_calls"]
     assert len(tool_chunks) == 1 and tool_chunks[0].tool_calls == [ADD_1_2]
     assert chunks.index(tool_chunks[0]) < chunks.index(next(c for c in chunks if c.type == "text"))
+
+
+class PartialThenFail:
+    """Streams "ab", then drops the connection (429) on the first attempt; the retry streams "abc"."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    async def complete(self, messages, tools=None, **kwargs):
+        text = "".join([c.text async for c in self.stream(messages, tools) if c.type == "text"])
+        return Completion(message=Message(role="assistant", content=text), finish_reason="stop")
+
+    async def stream(self, messages, tools=None, **kwargs):
+        self.attempts += 1
+        yield StreamChunk(type="text", text="ab")
+        if self.attempts == 1:
+            raise RateLimited("connection dropped mid-stream")
+        yield StreamChunk(type="text", text="c")
+        yield StreamChunk(type="done", finish_reason="stop", usage=Usage())
+
+
+async def test_temporal_astream_text_matches_the_answer_when_a_streamed_attempt_is_retried():
+    """Streaming is observation: the text chunks a caller sees must add up to the recorded answer.
+
+    A model-call activity that fails after streaming part of an answer is retried by
+    Temporal, and the retry's chunks are published again on top of the failed attempt's.
+    """
+    provider = PartialThenFail()
+    agent = Agent(provider=provider, config=LoopConfig(model_attempts=2), engine="temporal")
+    chunks = [c async for c in agent.astream("go")]
+    assert provider.attempts == 2
+    assert chunks[-1].type == "done" and chunks[-1].finish_reason == "done"
+    assert "".join(c.text for c in chunks if c.type == "text") == "abc"
 
 
 def test_temporal_fatal_provider_error_raises():

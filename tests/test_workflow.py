@@ -335,8 +335,10 @@ async def test_malformed_and_misplaced_signals_are_ignored(env, ids):
         ({"prompt": "x"}, "agent"),
         ({"agent": "nope", "prompt": "x"}, "Unknown agent 'nope'"),
         ({"agent": "known"}, "prompt"),
+        ("just a string", "Invalid AgentWorkflow input"),
+        ({"agent": "known", "prompt": "x", "config": {"max_iterations": "lots"}}, "max_iterations"),
     ],
-    ids=["no-agent", "unknown-agent", "no-prompt"],
+    ids=["no-agent", "unknown-agent", "no-prompt", "not-an-object", "bad-config-override"],
 )
 async def test_invalid_input_fails_the_workflow_clearly(env, ids, payload, expected):
     tq, wf_id = ids

@@ -190,7 +190,9 @@ class AgentWorkflow:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.non_retryable:
                 self.status = "failed"
+                self.pause += 1
                 self._publish()
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 raise ApplicationError(
                     f"Model call failed and cannot be retried: {cause.message}",
                     type=cause.type or "ModelError",
@@ -349,6 +351,8 @@ class AgentWorkflow:
     @workflow.update(name=WAIT_UPDATE)
     async def wait(self, request: WaitRequest) -> RunResult:
         await workflow.wait_condition(lambda: self.pause > request.after_pause)
+        if self.status == "failed":
+            raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
         return self._snapshot(request.steps_from)
 
     # ------------------------------------------------------------ views

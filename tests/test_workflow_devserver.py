@@ -1,0 +1,317 @@
+"""AgentWorkflow on a real Temporal dev server (rein.testing.start_local()).
+
+What the time-skipping test server cannot show: search attributes and
+visibility queries, and a run surviving the loss of the worker that ran it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.client import WorkflowHandle
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+from temporalio.worker import Replayer
+
+import rein
+from rein import Agent, LoopConfig, MockProvider, ToolCall
+from rein.testing import start_local
+from workflows import AgentWorkflow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+REIN_AGENT = SearchAttributeKey.for_keyword("ReinAgent")
+REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
+REIN_ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
+REIN_TOKENS = SearchAttributeKey.for_int("ReinTokens")
+
+
+# --------------------------------------------------------------------------- agent served by a separate worker process
+
+
+async def block_forever(x: str) -> str:
+    """Never returns: its worker is killed while it runs."""
+    await asyncio.sleep(3600)
+    return "unreachable"
+
+
+crash_agent = Agent(
+    provider=MockProvider([[ToolCall(id="k1", name="block", arguments={"x": "1"})], "A final"]),
+    tools=[rein.Tool.from_function(block_forever, name="block")],
+    name="crash",
+)
+"""Loaded by `worker.py --agent test_workflow_devserver:crash_agent` in a subprocess."""
+
+
+# --------------------------------------------------------------------------- fixtures and helpers
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env():
+    environment = await start_local()
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+@pytest.fixture
+def ids(request: pytest.FixtureRequest) -> tuple[str, str]:
+    suffix = uuid.uuid4().hex[:8]
+    return f"tq-{request.node.name}-{suffix}", f"wf-{request.node.name}-{suffix}"
+
+
+def call(cid: str, name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(id=cid, name=name, arguments=arguments)
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def start(env, agent: str, prompt: str, wf_id: str, tq: str) -> WorkflowHandle:  # noqa: ANN001
+    return await env.client.start_workflow("AgentWorkflow", {"agent": agent, "prompt": prompt}, id=wf_id, task_queue=tq)
+
+
+async def poll(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Await `check()` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = await check()
+        except RPCError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+async def wait_status(handle: WorkflowHandle, status: str, timeout: float = 15.0) -> dict:
+    async def check() -> dict | None:
+        view = await handle.query("status")
+        return view if view["status"] == status else None
+
+    return await poll(check, timeout, f"status {status}")
+
+
+def tool_messages(result: dict) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
+
+
+def assert_no_task_failures(events: list) -> None:
+    assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+
+
+async def assert_replays(handle: WorkflowHandle) -> None:
+    history = await handle.fetch_history()
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+def tool_attempts(events: list) -> list[int]:
+    tool_ids = {
+        e.event_id
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.run_tool"
+    }
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id in tool_ids
+    ]
+
+
+# --------------------------------------------------------------------------- search attributes
+
+
+async def test_search_attributes_find_waiting_runs(env, ids):
+    tq, wf_id = ids
+    agent = Agent(
+        provider=MockProvider([[call("c1", "add", a=1, b=2)], "three"]),
+        tools=[add],
+        name="visible",
+        config=LoopConfig(permission="ask"),
+    )
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "visible", "add", wf_id, tq)
+        await wait_status(handle, "waiting_approval")
+
+        async def listed(status: str) -> list[str]:
+            query = f'WorkflowId = "{wf_id}" AND ReinStatus = "{status}"'
+            return [w.id async for w in env.client.list_workflows(query)]
+
+        assert await poll(lambda: listed("waiting_approval"), 10, "visibility of waiting_approval") == [wf_id]
+        # the ops query from the design, unfiltered
+        waiting = [w.id async for w in env.client.list_workflows('ReinStatus="waiting_approval"')]
+        assert wf_id in waiting
+
+        attrs = (await handle.describe()).typed_search_attributes
+        assert attrs.get(REIN_AGENT) == "visible"
+        assert attrs.get(REIN_STATUS) == "waiting_approval"
+        assert attrs.get(REIN_ITERATIONS) == 1
+        assert attrs.get(REIN_TOKENS) == 2
+
+        await handle.signal("approve", {"approver": "ops"})
+        result = await handle.result()
+
+    assert result["output"] == "three"
+    assert await poll(lambda: listed("done"), 10, "visibility of done") == [wf_id]
+    attrs = (await handle.describe()).typed_search_attributes
+    assert attrs.get(REIN_STATUS) == "done"
+    assert attrs.get(REIN_ITERATIONS) == 2
+    assert attrs.get(REIN_TOKENS) == 4
+    assert (await listed("waiting_approval")) == []
+
+
+# --------------------------------------------------------------------------- losing a worker
+
+
+async def test_worker_shut_down_mid_tool_another_finishes(env, ids):
+    """Worker A shuts down while its tool runs; worker B (same queue) retries the tool and finishes."""
+    tq, wf_id = ids
+    entered = asyncio.Event()
+    a_cancelled = asyncio.Event()
+
+    @rein.tool(name="block")
+    async def block_a(x: str) -> str:
+        entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            a_cancelled.set()
+            raise
+        return "from A"
+
+    @rein.tool(name="block")
+    async def block_b(x: str) -> str:
+        return f"from B ({x})"
+
+    agent_a = Agent(provider=MockProvider([[call("k1", "block", x="1")], "A final"]), tools=[block_a], name="handover")
+    agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="handover")
+
+    async with rein.create_worker(env.client, agents=[agent_a], task_queue=tq):
+        handle = await start(env, "handover", "go", wf_id, tq)
+        await asyncio.wait_for(entered.wait(), 15)
+    assert a_cancelled.is_set()
+
+    async with rein.create_worker(env.client, agents=[agent_b], task_queue=tq):
+        result = await asyncio.wait_for(handle.result(), 40)
+        events = list((await handle.fetch_history()).events)
+
+    assert result["output"] == "B final"
+    assert tool_messages(result) == {"k1": "from B (1)"}
+    assert [s["is_error"] for s in result["steps"] if s["kind"] == "tool"] == [False]
+    assert tool_attempts(events) == [2]
+    assert_no_task_failures(events)
+    await assert_replays(handle)
+
+
+async def test_worker_killed_mid_tool_another_finishes(env, ids):
+    """Worker A (a separate process) is SIGKILLed while its tool runs: the heartbeat
+    timeout (20 s) lets worker B retry the tool. Takes ~20-25 s of wall time."""
+    tq, wf_id = ids
+    address = env.client.service_client.config.target_host
+    process = subprocess.Popen(
+        [
+            sys.executable, str(ROOT / "worker.py"),
+            "--agent", "test_workflow_devserver:crash_agent",
+            "--task-queue", tq, "--address", address,
+        ],
+        cwd=str(ROOT),
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        handle = await start(env, "crash", "go", wf_id, tq)
+
+        async def tool_running() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"worker A exited early: {process.stderr.read().decode()[-2000:]}")
+            desc = await handle.describe()
+            return any(
+                p.activity_type.name == "rein.run_tool"
+                and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                for p in desc.raw_description.pending_activities
+            )
+
+        await poll(tool_running, 20, "worker A to start the tool")
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        process.stderr.close()
+
+    @rein.tool(name="block")
+    async def block_b(x: str) -> str:
+        return f"from B ({x})"
+
+    agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="crash")
+    async with rein.create_worker(env.client, agents=[agent_b], task_queue=tq):
+        result = await asyncio.wait_for(handle.result(), 40)
+        events = list((await handle.fetch_history()).events)
+
+    assert result["output"] == "B final"
+    assert tool_messages(result) == {"k1": "from B (1)"}
+    assert tool_attempts(events) == [2]
+    assert_no_task_failures(events)
+    await assert_replays(handle)
+
+
+# --------------------------------------------------------------------------- a stored history still replays
+
+
+async def test_fresh_approval_history_matches_stored_shape(env, ids):
+    """The stored replay history (tests/histories) has the same event types as a fresh run of its scenario,
+    so a change of the command sequence is noticed here too, not only by the replayer."""
+    sys.path.insert(0, str(ROOT / "tests" / "histories"))
+    try:
+        import make_histories
+    finally:
+        sys.path.pop(0)
+    tq, wf_id = ids
+    async with rein.create_worker(env.client, agents=[make_histories.approval_agent()], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "history-agent", "prompt": "What is 1 + 2?"}, id=wf_id, task_queue=tq
+        )
+        await wait_status(handle, "waiting_approval")
+        await handle.signal("approve", {"approver": "alice", "reason": "read-only"})
+        await wait_status(handle, "waiting_input")
+        await handle.signal("answer", {"text": "No rounding.", "approver": "alice"})
+        result = await handle.result()
+        fresh = list((await handle.fetch_history()).events)
+
+    assert result["output"] == "The sum is 3."
+    stored = json.loads((ROOT / "tests" / "histories" / "agent_approval.json").read_text())["events"]
+
+    def commands(types: list[str]) -> list[str]:
+        # Workflow-task bookkeeping varies with timing; the commands the workflow issues do not.
+        keep = (
+            "ACTIVITY_TASK_SCHEDULED", "MARKER_RECORDED", "SIGNALED", "EXECUTION_COMPLETED", "TIMER_STARTED",
+            "UPSERT_WORKFLOW_SEARCH_ATTRIBUTES",
+        )
+        return [t for t in types if t.endswith(keep)]
+
+    fresh_types = [EventType.Name(e.event_type) for e in fresh]
+    stored_types = [e["eventType"] for e in stored]
+    assert commands(fresh_types) == commands(stored_types)
