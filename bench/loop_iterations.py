@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
 import temporalio  # noqa: E402
-from temporalio.client import Client  # noqa: E402
+from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.client import Client, WorkflowHistory  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
@@ -51,7 +53,7 @@ from rein.contract import SEARCH_ATTRIBUTES, WORKFLOW_TYPE  # noqa: E402
 from rein.log import disable_logging  # noqa: E402
 from rein.server import TUNED_DYNAMIC_CONFIG, DevServer, free_port, start_dev_server, temporal_binary  # noqa: E402
 
-from raw_loop import RAW_WORKFLOW, RawLoop, raw_model, raw_tool  # noqa: E402
+from raw_loop import ENTRIES, RAW_WORKFLOW, RawLoop, note_activity_entry, raw_model, raw_tool  # noqa: E402
 
 REIN_QUEUE = "bench-rein"
 RAW_QUEUE = "bench-raw"
@@ -71,6 +73,7 @@ class ScriptedProvider:
     """
 
     async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
+        note_activity_entry()
         prompt = next(m.content for m in messages if m.role == "user")
         n = int(re.search(r"iterations=(\d+)", prompt).group(1))  # type: ignore[union-attr]
         done = sum(1 for m in messages if m.role == "tool")
@@ -94,11 +97,13 @@ class ScriptedProvider:
 
 async def add(a: int, b: int) -> int:
     """Add two integers."""
+    note_activity_entry()
     return a + b
 
 
 async def add_1k(a: int, b: int) -> str:
     """Add two integers (the answer is padded to 1 KB, like a verbose tool)."""
+    note_activity_entry()
     return (f"{a + b} ").ljust(PAD_BYTES, "x")
 
 
@@ -244,6 +249,52 @@ def check_rein_result(result: dict[str, Any], n: int) -> None:
     assert sum(1 for s in result["steps"] if s["kind"] == "tool") == n
 
 
+# ---------------------------------------------------------------- where the time goes
+
+SEGMENTS = {
+    "activity dispatch": "workflow task completed (server) → activity code starts (worker)",
+    "activity run + completion": "activity code starts → ActivityTaskCompleted recorded",
+    "workflow task dispatch": "ActivityTaskCompleted → next WorkflowTaskStarted (transfer queue, matching, poll)",
+    "workflow task processing": "WorkflowTaskStarted → WorkflowTaskCompleted (worker activation + respond RPC)",
+}
+
+
+def time_segments(history: WorkflowHistory) -> dict[str, list[float]]:
+    """Per activity round, from server event times and the worker's activity-entry clock (same host)."""
+    events = list(history.events)
+    by_id = {e.event_id: e for e in events}
+
+    def t(e: Any) -> float:
+        return e.event_time.ToNanoseconds() / 1e9
+
+    segments: dict[str, list[float]] = defaultdict(list)
+    for i, e in enumerate(events):
+        if e.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            continue
+        scheduled = by_id[e.activity_task_completed_event_attributes.scheduled_event_id]
+        attrs = scheduled.activity_task_scheduled_event_attributes
+        wft_done = by_id[attrs.workflow_task_completed_event_id]
+        entry = ENTRIES.get((history.workflow_id, attrs.activity_id))
+        started = next((x for x in events[i + 1:] if x.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED), None)
+        done = next((x for x in events[i + 1:] if x.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), None)
+        if entry is None or started is None or done is None:
+            continue
+        segments["activity dispatch"].append(entry - t(wft_done))
+        segments["activity run + completion"].append(t(e) - entry)
+        segments["workflow task dispatch"].append(t(started) - t(e))
+        segments["workflow task processing"].append(t(done) - t(started))
+    return segments
+
+
+def bytes_by_event_type(history: WorkflowHistory) -> dict[str, int]:
+    import json
+
+    sizes: dict[str, int] = defaultdict(int)
+    for event in json.loads(history.to_json())["events"]:
+        sizes[event["eventType"].removeprefix("EVENT_TYPE_")] += len(json.dumps(event, separators=(",", ":")))
+    return sizes
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -300,6 +351,17 @@ async def main() -> None:
                 samples[name].append(await run(n))
                 fixed[name].append(await run(0))
 
+        log("time breakdown ...")
+        breakdown: dict[str, dict[str, list[float]]] = {}
+        for name, ss in samples.items():
+            if ss[0].handle is None:
+                continue
+            merged: dict[str, list[float]] = defaultdict(list)
+            for sample in ss:
+                for key, values in time_segments(await sample.handle.fetch_history()).items():
+                    merged[key] += values
+            breakdown[name] = merged
+
         log("history runs ...")
         history_rows = []
         tuned = sites["tuned"]
@@ -313,7 +375,7 @@ async def main() -> None:
                 s = await run(hn)
                 history = await s.handle.fetch_history()
                 size = len(history.to_json().encode())
-                history_rows.append((label, hn, size, len(history.events), s))
+                history_rows.append((label, hn, size, len(history.events), s, bytes_by_event_type(history)))
     finally:
         for site in sites.values():
             try:
@@ -343,10 +405,21 @@ async def main() -> None:
         print(f"| {name} | {ms(statistics.median(per))} | {ms(min(per))} | {ms(f)} "
               f"| {ms(statistics.median(cpu))} | {statistics.median(per) / ref:.2f}x |")
 
+    print("\nWhere the time goes, per activity round (an iteration is two rounds: model, tool); "
+          "medians over all rounds of the timed runs, ms:\n")
+    print("| variant | " + " | ".join(SEGMENTS) + " | sum per round |")
+    print("|---|" + "---:|" * (len(SEGMENTS) + 1))
+    for name, segs in breakdown.items():
+        meds = [statistics.median(segs[k]) if segs.get(k) else float("nan") for k in SEGMENTS]
+        print(f"| {name} | " + " | ".join(ms(m) for m in meds) + f" | {ms(sum(meds))} |")
+    print()
+    for key, meaning in SEGMENTS.items():
+        print(f"- {key}: {meaning}")
+
     print("\nHistory size (tuned server, one run each; CPU is worker+client process time):\n")
     print("| variant | N | history JSON | events | bytes / iteration | ms / iteration | CPU ms / iteration |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for label, hn, size, events, s in history_rows:
+    for label, hn, size, events, s, _ in history_rows:
         print(f"| {label} | {hn} | {fmt_bytes(size)} | {events} | {fmt_bytes(size / hn)} "
               f"| {ms(s.wall_s / hn)} | {ms(s.cpu_s / hn)} |")
     # Quadratic extrapolation from the two largest runs per variant: size ≈ b·N + c·N².
@@ -364,6 +437,15 @@ async def main() -> None:
         else:
             reach = limit / b
         print(f"- {label}: size ≈ {b / 1e3:.1f} KB·N + {c:.0f} B·N² → 50 MB history limit near N ≈ {reach:.0f}")
+
+    biggest = max(r[1] for r in history_rows)
+    rows = {r[0]: r for r in history_rows if r[1] == biggest}
+    kinds = sorted({k for r in rows.values() for k in r[5]}, key=lambda k: -max(r[5].get(k, 0) for r in rows.values()))
+    print(f"\nHistory bytes per iteration by event type, N={biggest} (compact JSON of each event):\n")
+    print("| event type | " + " | ".join(rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for kind in kinds:
+        print(f"| {kind} | " + " | ".join(fmt_bytes(r[5].get(kind, 0) / biggest) for r in rows.values()) + " |")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Kept in its own module so the workflow sandbox can re-import it.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -19,9 +20,22 @@ from temporalio import activity, workflow
 
 RAW_WORKFLOW = "RawLoop"
 
+ENTRIES: dict[tuple[str, str], float] = {}
+"""(workflow id, activity id) → wall-clock time the activity's code began (for the time breakdown)."""
+
+
+def note_activity_entry() -> None:
+    """Record when this activity's code started running; no-op outside an activity."""
+    try:
+        info = activity.info()
+    except RuntimeError:
+        return
+    ENTRIES[(info.workflow_id, info.activity_id)] = time.time()
+
 
 @activity.defn(name="bench.raw_model")
 async def raw_model(request: dict[str, Any]) -> dict[str, Any]:
+    note_activity_entry()
     i = request["iteration"]
     if i >= request["iterations"]:
         return {"text": f"done after {i} tool calls"}
@@ -30,6 +44,7 @@ async def raw_model(request: dict[str, Any]) -> dict[str, Any]:
 
 @activity.defn(name="bench.raw_tool")
 async def raw_tool(request: dict[str, Any]) -> str:
+    note_activity_entry()
     total = str(request["a"] + request["b"])
     pad = request.get("pad", 0)
     return total if not pad else (total + " ").ljust(pad, "x")

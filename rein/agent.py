@@ -16,7 +16,8 @@ from rein import loop, machine
 from rein.config import LoopConfig
 from rein.ir import StreamChunk
 from rein.result import Interrupt, RunResult
-from rein.session import Session
+from rein.middleware import Middleware, StepContext, event_middleware, hook
+from rein.session import Session, Stage
 from rein.tools import Tool, ToolRegistry, tool
 
 __all__ = ["Agent", "Chat", "tool"]
@@ -37,6 +38,7 @@ class Agent:
         config: LoopConfig | None = None,
         name: str | None = None,
         engine: Engine | None = None,
+        compaction: Any = None,
     ):
         if engine not in (None, "temporal", "local"):
             raise ValueError(f"engine must be 'temporal' or 'local', not {engine!r}")
@@ -49,6 +51,9 @@ class Agent:
         self.config = config or LoopConfig()
         self.name = name or f"agent-{next(_anonymous)}"
         self.engine = engine
+        self.compaction = compaction
+        self.middlewares: list[Middleware] = []
+        self._event_handlers: dict[str, list[Callable[[StepContext], Any]]] = {}
         self.registry = ToolRegistry()
         for item in tools or []:
             self.registry.add(item if isinstance(item, Tool) else Tool.from_function(item))
@@ -93,17 +98,58 @@ class Agent:
         return machine.new_session(prompt, self.system)
 
     def _engine(self) -> Engine:
-        chosen = self.engine or os.environ.get("REIN_ENGINE", "temporal")
+        """Where runs go. In-process code (middleware, compaction) cannot run in a workflow,
+        so an agent that has any runs locally unless the durable engine was asked for by name."""
+        in_process_only = bool(self.middlewares or self.compaction)
+        if self.engine == "temporal" and in_process_only:
+            raise ValueError(
+                "this agent has middleware, hooks or compaction, which run only in-process; "
+                "use engine='local' (or remove them to run durably)"
+            )
+        chosen = self.engine or ("local" if in_process_only else os.environ.get("REIN_ENGINE", "temporal"))
         if chosen not in ("temporal", "local"):
             raise ValueError(f"REIN_ENGINE must be 'temporal' or 'local', not {chosen!r}")
         return chosen  # type: ignore[return-value]
+
+    # ------------------------------------------------------------ in-process extensions
+
+    def middleware(self, fn: Middleware) -> Middleware:
+        """Wrap every step with `async def fn(ctx, call_next) -> ctx` (in-process runs only)."""
+        self.middlewares.append(fn)
+        return fn
+
+    def before_model(self, fn: Callable) -> Callable:
+        self.middlewares.append(hook(Stage.CALL_MODEL, fn, before=True))
+        return fn
+
+    def after_model(self, fn: Callable) -> Callable:
+        self.middlewares.append(hook(Stage.CALL_MODEL, fn, before=False))
+        return fn
+
+    def before_tool(self, fn: Callable) -> Callable:
+        self.middlewares.append(hook(Stage.RUN_TOOLS, fn, before=True))
+        return fn
+
+    def after_tool(self, fn: Callable) -> Callable:
+        self.middlewares.append(hook(Stage.RUN_TOOLS, fn, before=False))
+        return fn
+
+    def on(self, event: str, handler: Callable[[StepContext], Any]) -> Callable:
+        """Observe steps: "step" fires after every step, "tool" after tool steps."""
+        if not self._event_handlers:
+            self.middlewares.append(event_middleware(self._event_handlers))
+        self._event_handlers.setdefault(event, []).append(handler)
+        return handler
+
+    def _local_kwargs(self) -> dict[str, Any]:
+        return {"compaction": self.compaction, "middlewares": self.middlewares}
 
     # ------------------------------------------------------------ running
 
     async def arun(self, prompt: str) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.arun(self.new_session(prompt), provider, self.registry, self.config)
+            return await loop.arun(self.new_session(prompt), provider, self.registry, self.config, **self._local_kwargs())
         from rein import engine
 
         return await engine.run_session(self, prompt=prompt)
@@ -116,7 +162,7 @@ class Agent:
     async def _arun_session(self, session: Session) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.arun(session, provider, self.registry, self.config)
+            return await loop.arun(session, provider, self.registry, self.config, **self._local_kwargs())
         from rein import engine
 
         return await engine.run_session(self, session=session)
@@ -124,7 +170,9 @@ class Agent:
     async def astream(self, prompt: str) -> AsyncIterator[StreamChunk]:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            async for chunk in loop.astream(self.new_session(prompt), provider, self.registry, self.config):
+            async for chunk in loop.astream(
+                self.new_session(prompt), provider, self.registry, self.config, compaction=self.compaction
+            ):
                 yield chunk
             return
         from rein import engine
@@ -135,7 +183,9 @@ class Agent:
     async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.aresume(session, provider, self.registry, self.config, approve=approve, answer=answer)
+            return await loop.aresume(
+                session, provider, self.registry, self.config, approve=approve, answer=answer, **self._local_kwargs()
+            )
         from rein import engine
 
         return await engine.resume_session(self, session, approve=approve, answer=answer)

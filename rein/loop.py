@@ -8,6 +8,7 @@ machine functions, so they produce the same RunResult for the same script.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from rein import machine
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult, Usage
 from rein.log import logger
+from rein.middleware import Middleware, StepContext, dispatch
 from rein.providers.fallback import is_retryable
 from rein.result import Interrupt, RunResult, Step
 from rein.session import Session
@@ -87,7 +89,7 @@ class _Run:
     def tool_specs(self):
         return self.registry.specs() or None
 
-    async def run_tools(self, calls: list[ToolCall], runtime: Any = None) -> None:
+    async def run_tools(self, calls: list[ToolCall], runtime: Any = None) -> list[Step]:
         t0 = time.monotonic()
         if not calls:
             results: list[ToolResult] = []
@@ -99,7 +101,7 @@ class _Run:
                 calls,
                 context_factory=lambda c: ToolContext(idempotency_key=f"{self.run_id}/{c.id}", tool_call_id=c.id),
             )
-        self.record(machine.apply_tool_results(self.session, results, time.monotonic() - t0))
+        return machine.apply_tool_results(self.session, results, time.monotonic() - t0)
 
     def interrupted(self, interrupt: Interrupt) -> RunResult:
         self.session.stop_reason = "interrupted"
@@ -130,17 +132,29 @@ class _Run:
         )
 
 
-async def _call_model(provider: Any, run: _Run) -> Interrupt | None:
+async def _call_model(provider: Any, run: _Run) -> tuple[list[Step], Interrupt | None]:
     """One CALL_MODEL stage. Retryable provider errors become an `error` interrupt."""
     t0 = time.monotonic()
     try:
         completion = await provider.complete(run.session.messages, tools=run.tool_specs())
     except Exception as exc:
         if is_retryable(exc):
-            return machine.model_error_interrupt(f"{type(exc).__name__}: {exc}")
+            return [], machine.model_error_interrupt(f"{type(exc).__name__}: {exc}")
         raise
-    run.record([machine.apply_completion(run.session, completion, time.monotonic() - t0)])
-    return None
+    return [machine.apply_completion(run.session, completion, time.monotonic() - t0)], None
+
+
+async def _core_step(run: _Run, provider: Any, runtime: Any, ctx: StepContext) -> StepContext:
+    """The innermost layer: perform whatever the machine says the Session needs next."""
+    run.session = ctx.session
+    action = machine.next_action(ctx.session, run.config, run.elapsed(), run.input_tools)
+    if isinstance(action, machine.Wait):
+        ctx.interrupt = action.interrupt
+    elif isinstance(action, machine.CallModel):
+        ctx.steps, ctx.interrupt = await _call_model(provider, run)
+    elif isinstance(action, machine.RunTools):
+        ctx.steps = await run.run_tools(action.calls, runtime)
+    return ctx
 
 
 async def arun(
@@ -149,6 +163,8 @@ async def arun(
     registry: ToolRegistry | None = None,
     config: LoopConfig | None = None,
     runtime: Any = None,
+    compaction: Any = None,
+    middlewares: list[Middleware] | None = None,
 ) -> RunResult:
     """Drive the Session until it finishes or interrupts. Mutates `session` in place."""
     run = _Run(session, registry, config)
@@ -156,18 +172,18 @@ async def arun(
         "run started",
         extra={"trace_id": run.run_id, "messages": len(session.messages), "tools": len(run.registry)},
     )
+    core = functools.partial(_core_step, run, provider, runtime)
     while True:
-        action = run.next_action()
-        if isinstance(action, machine.Finish):
+        if isinstance(run.next_action(), machine.Finish):
             return run.result()
-        if isinstance(action, machine.Wait):
-            return run.interrupted(action.interrupt)
-        if isinstance(action, machine.CallModel):
-            interrupt = await _call_model(provider, run)
-            if interrupt is not None:
-                return run.interrupted(interrupt)
-        else:
-            await run.run_tools(action.calls, runtime)
+        if compaction is not None and run.session.stage == machine.Stage.CALL_MODEL:
+            run.session.messages = await compaction.compact(run.session.messages)
+        ctx = StepContext(run.session, run.session.stage, run.config, provider, run.registry, runtime)
+        ctx = await dispatch(middlewares or [], ctx, core)
+        run.session = ctx.session
+        run.record(ctx.steps)
+        if ctx.interrupt is not None:
+            return run.interrupted(ctx.interrupt)
 
 
 def run(
@@ -176,9 +192,11 @@ def run(
     registry: ToolRegistry | None = None,
     config: LoopConfig | None = None,
     runtime: Any = None,
+    compaction: Any = None,
+    middlewares: list[Middleware] | None = None,
 ) -> RunResult:
     ensure_no_running_loop("run()", "arun(...)")
-    return asyncio.run(arun(session, provider, registry, config, runtime))
+    return asyncio.run(arun(session, provider, registry, config, runtime, compaction, middlewares))
 
 
 async def aresume(
@@ -190,10 +208,12 @@ async def aresume(
     approve: bool = True,
     answer: str | None = None,
     runtime: Any = None,
+    compaction: Any = None,
+    middlewares: list[Middleware] | None = None,
 ) -> RunResult:
     """Continue an interrupted (or finished) Session: decide the pending batch or add an answer."""
     machine.prepare_resume(session, approve, answer, input_tool_names(registry))
-    return await arun(session, provider, registry, config, runtime)
+    return await arun(session, provider, registry, config, runtime, compaction, middlewares)
 
 
 def resume(session: Session, provider: Any, registry: ToolRegistry | None = None, config: LoopConfig | None = None, *, approve: bool = True, answer: str | None = None) -> RunResult:
@@ -211,14 +231,14 @@ async def step(
     """Advance exactly one stage (breakers are the caller's business, as in rein-agent)."""
     run = _Run(session, registry, config)
     if session.stage == machine.Stage.CALL_MODEL:
-        interrupt = await _call_model(provider, run)
-        return session, run.steps, interrupt
+        steps, interrupt = await _call_model(provider, run)
+        return session, steps, interrupt
     if session.stage == machine.Stage.RUN_TOOLS:
         action = machine._tool_stage_action(session, run.config, run.input_tools)
         if isinstance(action, machine.Wait):
             return session, [], action.interrupt
-        await run.run_tools(action.calls, runtime)
-    return session, run.steps, None
+        return session, await run.run_tools(action.calls, runtime), None
+    return session, [], None
 
 
 async def astream(
@@ -227,6 +247,7 @@ async def astream(
     registry: ToolRegistry | None = None,
     config: LoopConfig | None = None,
     runtime: Any = None,
+    compaction: Any = None,
 ) -> AsyncIterator[StreamChunk]:
     """Stream text as the model produces it; state advances exactly as in `arun`.
 
@@ -242,8 +263,10 @@ async def astream(
             session.stop_reason = "interrupted"
             break
         if isinstance(action, machine.RunTools):
-            await run.run_tools(action.calls, runtime)
+            run.record(await run.run_tools(action.calls, runtime))
             continue
+        if compaction is not None:
+            session.messages = await compaction.compact(session.messages)
         t0 = time.monotonic()
         parts: list[str] = []
         tool_calls: list[ToolCall] | None = None
