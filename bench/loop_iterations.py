@@ -406,11 +406,11 @@ async def main() -> None:
               f"| {ms(statistics.median(cpu))} | {statistics.median(per) / ref:.2f}x |")
 
     print("\nWhere the time goes, per activity round (an iteration is two rounds: model, tool); "
-          "medians over all rounds of the timed runs, ms:\n")
+          "means over all rounds of the timed runs, ms:\n")
     print("| variant | " + " | ".join(SEGMENTS) + " | sum per round |")
     print("|---|" + "---:|" * (len(SEGMENTS) + 1))
     for name, segs in breakdown.items():
-        meds = [statistics.median(segs[k]) if segs.get(k) else float("nan") for k in SEGMENTS]
+        meds = [statistics.fmean(segs[k]) if segs.get(k) else float("nan") for k in SEGMENTS]
         print(f"| {name} | " + " | ".join(ms(m) for m in meds) + f" | {ms(sum(meds))} |")
     print()
     for key, meaning in SEGMENTS.items():
