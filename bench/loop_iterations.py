@@ -120,7 +120,7 @@ def make_agents() -> dict[str, Agent]:
 # ---------------------------------------------------------------- servers
 
 
-def start_custom_server(dynamic: dict[str, str]) -> DevServer:
+def start_custom_server(dynamic: dict[str, str], extra_args: list[str] | None = None) -> DevServer:
     """`temporal server start-dev` as rein.server starts it, but with the given dynamic config only."""
     port = free_port()
     args = [temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
@@ -129,6 +129,7 @@ def start_custom_server(dynamic: dict[str, str]) -> DevServer:
         args += ["--search-attribute", f"{name}={kind}"]
     for key, value in dynamic.items():
         args += ["--dynamic-config-value", f"{key}={value}"]
+    args += extra_args or []
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True)
     server = DevServer(port=port, ui_port=None, process=process, args=args)
