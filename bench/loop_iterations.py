@@ -191,12 +191,25 @@ class Sample:
     cpu_s: float
     n: int
     handle: Any = None
+    server_cpu_s: float = 0.0
 
 
-async def measured(n: int, body: Callable[[], Awaitable[Any]]) -> Sample:
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of another process (Linux), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measured(n: int, body: Callable[[], Awaitable[Any]], server: DevServer | None = None) -> Sample:
+    s0 = proc_cpu_s(server.process.pid) if server else 0.0
     c0, t0 = time.process_time(), time.perf_counter()
     handle = await body()
-    return Sample(time.perf_counter() - t0, time.process_time() - c0, n, handle)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    s1 = proc_cpu_s(server.process.pid) if server else 0.0
+    return Sample(wall, cpu, n, handle, s1 - s0)
 
 
 def local_runner(agent: Agent) -> Callable[[int], Awaitable[Sample]]:
@@ -221,7 +234,7 @@ def rein_runner(site: Site, agent: str = "bench-add") -> Callable[[int], Awaitab
             check_rein_result(await handle.result(), n)
             return handle
 
-        return await measured(n, body)
+        return await measured(n, body, site.server)
 
     return run
 
@@ -239,7 +252,7 @@ def raw_runner(site: Site, pad: int = 0, send_conversation: bool = True) -> Call
             assert text == f"done after {n} tool calls", text
             return handle
 
-        return await measured(n, body)
+        return await measured(n, body, site.server)
 
     return run
 
@@ -397,14 +410,16 @@ async def main() -> None:
 
     ref = statistics.median(s.wall_s / s.n for s in samples["rein / tuned server"])
     print("| variant | ms / iteration (median) | min | fixed cost per run, ms (median) "
-          "| worker+client CPU ms / iteration (median) | vs rein/tuned |")
-    print("|---|---:|---:|---:|---:|---:|")
+          "| worker+client CPU ms / iteration (median) | server CPU ms / iteration (median) | vs rein/tuned |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, ss in samples.items():
         per = [s.wall_s / s.n for s in ss]
         cpu = [s.cpu_s / s.n for s in ss]
+        server_cpu = [s.server_cpu_s / s.n for s in ss]
         f = statistics.median(s.wall_s for s in fixed[name])
+        server_col = ms(statistics.median(server_cpu)) if ss[0].handle is not None else "–"
         print(f"| {name} | {ms(statistics.median(per))} | {ms(min(per))} | {ms(f)} "
-              f"| {ms(statistics.median(cpu))} | {statistics.median(per) / ref:.2f}x |")
+              f"| {ms(statistics.median(cpu))} | {server_col} | {statistics.median(per) / ref:.2f}x |")
 
     print("\nWhere the time goes, per activity round (an iteration is two rounds: model, tool); "
           "means over all rounds of the timed runs, ms:\n")

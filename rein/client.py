@@ -10,12 +10,23 @@ import os
 import uuid
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError
 
-from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, AgentInput, RunStatusView
+from rein.contract import DEFAULT_TASK_QUEUE, WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, RunStatusView, WaitRequest
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.worker import with_rein_converter
+
+
+class RunFailed(RuntimeError):
+    """A durable run ended in failure (for example a non-retryable model error)."""
 
 
 async def connect(address: str | None = None, namespace: str | None = None) -> Client:
@@ -80,6 +91,27 @@ class ReinClient:
 
     async def result(self, run_id: str) -> RunResult:
         return await self.handle(run_id).result()
+
+    async def wait(self, run_id: str, request: WaitRequest | None = None) -> RunResult:
+        """Until the run pauses (an interrupt) or ends; follows it across continue-as-new.
+
+        `request.after_pause` is how many pauses the caller has already seen.
+        Raises RunFailed when the run failed.
+        """
+        request = request or WaitRequest()
+        latest = self.handle(run_id)  # no run id: always the newest run of the chain
+        while True:
+            try:
+                return await latest.execute_update(WAIT_UPDATE, request, result_type=RunResult)
+            except (WorkflowUpdateFailedError, RPCError) as err:
+                failed = getattr(getattr(err, "cause", None), "type", None) == "RunFailed"
+                if failed or (await latest.describe()).status != WorkflowExecutionStatus.RUNNING:
+                    break
+        try:
+            return await latest.result()
+        except WorkflowFailureError as err:
+            cause = err.cause
+            raise RunFailed(f"run {run_id} failed: {getattr(cause, 'message', cause)}") from None
 
     async def waiting(self, status: str = "waiting_approval") -> list[str]:
         """Ids of runs in this ReinStatus (visibility is eventually consistent)."""

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rein.config import LoopConfig
 from rein.ir import Message, ToolCall, ToolSpec, Usage
-from rein.result import Interrupt
+from rein.result import Interrupt, Step
 from rein.session import Session
 
 WORKFLOW_TYPE = "AgentWorkflow"
@@ -50,6 +50,15 @@ class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class RunCarry(BaseModel):
+    """What a run hands to its continuation when it continues-as-new (internal)."""
+
+    steps: list[Step] = Field(default_factory=list)
+    active_s: float = 0.0
+    pause: int = 0
+    ignored_signals: int = 0
+
+
 class AgentInput(_Lenient):
     """Workflow input. A raw client needs only `agent` and `prompt`."""
 
@@ -59,6 +68,9 @@ class AgentInput(_Lenient):
     config: dict[str, Any] | None = None
     """LoopConfig field overrides for this run."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    continue_as_new_after: int | None = Field(default=None, ge=20)
+    """History length after which the run continues as a new run (default: when Temporal suggests it)."""
+    carry: RunCarry | None = None
 
     def model_post_init(self, _context: Any) -> None:
         if self.prompt is None and self.session is None:

@@ -20,12 +20,13 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from rein import local_bus, machine
-from rein.contract import DEFAULT_TASK_QUEUE, WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, WaitRequest
+from rein.client import ReinClient, RunFailed
+from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, AgentInput, WaitRequest
 from rein.ir import Message, StreamChunk
 from rein.log import logger
 from rein.result import RunResult
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
     from rein.agent import Agent
 
 T = TypeVar("T")
-
-
-class RunFailed(RuntimeError):
-    """A durable run ended in failure (for example a non-retryable model error)."""
 
 
 @dataclass
@@ -140,25 +137,19 @@ class Engine:
         return await self.wait(handle, WaitRequest())
 
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:
+        assert self.client is not None
         try:
-            result = await handle.execute_update(WAIT_UPDATE, request, result_type=RunResult)
-        except (WorkflowUpdateFailedError, RPCError):
-            result = await self._final_result(handle)
+            result = await ReinClient(self.client, self.task_queue).wait(handle.id, request)
+        except RunFailed:
+            original = local_bus.take_error(handle.id)
+            if original is None:
+                raise
+            raise original from None
         if result.status == "interrupted" and result.interrupt is not None:
             self.waiting[session_key(result.session)] = _Waiting(
                 handle.id, request.after_pause + 1, request.steps_from + len(result.steps), result.interrupt.type
             )
         return result
-
-    async def _final_result(self, handle: WorkflowHandle) -> RunResult:
-        try:
-            return await handle.result()
-        except WorkflowFailureError as err:
-            original = local_bus.take_error(handle.id)
-            if original is not None:
-                raise original from None
-            cause = err.cause
-            raise RunFailed(f"run {handle.id} failed: {getattr(cause, 'message', cause)}") from None
 
     async def signal_and_wait(self, waiting: _Waiting, signal: str, payload: dict) -> RunResult:
         assert self.client is not None

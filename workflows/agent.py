@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
+from temporalio.workflow import HandlerUnfinishedPolicy
 from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         DescribeInput,
         ModelCallInput,
         RunStatus,
+        RunCarry,
         RunStatusView,
         ToolCallInput,
         WaitRequest,
@@ -88,10 +90,17 @@ class AgentWorkflow:
         config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.session = self._initial_session(request)
+        if request.carry is not None:
+            self.steps = request.carry.steps
+            self.active_s = request.carry.active_s
+            self.pause = request.carry.pause
+            self.ignored_signals = request.carry.ignored_signals
         self._publish()
 
         started = workflow.time()
         while True:
+            if self._history_is_long(request):
+                self._continue_as_new(request, self.active_s + (workflow.time() - started))
             elapsed = self.active_s + (workflow.time() - started)
             action = machine.next_action(self.session, config, elapsed, self.input_tools)
             if self.cancel_reason is not None and not isinstance(action, machine.Finish):
@@ -122,6 +131,18 @@ class AgentWorkflow:
         self._publish()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.final.model_dump(mode="json")
+
+    def _history_is_long(self, request: AgentInput) -> bool:
+        info = workflow.info()
+        if request.continue_as_new_after is not None:
+            return info.get_current_history_length() >= request.continue_as_new_after
+        return info.is_continue_as_new_suggested()
+
+    def _continue_as_new(self, request: AgentInput, active_s: float) -> NoReturn:
+        """Start a fresh history with the same Session; a client waiting on `rein.wait` re-attaches."""
+        carry = RunCarry(steps=self.steps, active_s=active_s, pause=self.pause, ignored_signals=self.ignored_signals)
+        successor = request.model_copy(update={"prompt": None, "session": self.session, "carry": carry})
+        workflow.continue_as_new(successor.model_dump(mode="json"))
 
     def _parse_input(self, raw: Any) -> AgentInput:
         try:
@@ -348,7 +369,7 @@ class AgentWorkflow:
     def steps_query(self) -> list[dict[str, Any]]:
         return [s.model_dump(mode="json") for s in self.steps]
 
-    @workflow.update(name=WAIT_UPDATE)
+    @workflow.update(name=WAIT_UPDATE, unfinished_policy=HandlerUnfinishedPolicy.ABANDON)
     async def wait(self, request: WaitRequest) -> RunResult:
         await workflow.wait_condition(lambda: self.pause > request.after_pause)
         if self.status == "failed":

@@ -1,0 +1,101 @@
+"""Long runs continue-as-new with their Session, steps and counters; clients follow them."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+import rein
+from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
+from rein.client import ReinClient
+from rein.contract import WaitRequest
+from rein.testing import start_local, start_time_skipping
+
+
+class Counter:
+    """Stateless scripted model: calls `bump` until it has `rounds` results, then answers."""
+
+    def __init__(self, rounds: int):
+        self.rounds = rounds
+
+    async def complete(self, messages, tools=None, **kw):
+        done = sum(1 for m in messages if m.role == "tool")
+        if done < self.rounds:
+            call = ToolCall(id=f"c{done}", name="bump", arguments={"n": done})
+            return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=Usage(input_tokens=1, output_tokens=1))
+        return Completion(message=Message(role="assistant", content=f"bumped {done} times"), finish_reason="stop", usage=Usage(input_tokens=1, output_tokens=1))
+
+    async def stream(self, messages, tools=None, **kw):  # pragma: no cover - not used here
+        yield
+
+
+def bump(n: int) -> int:
+    """Return n + 1."""
+    return n + 1
+
+
+@pytest.fixture(scope="module")
+async def env():
+    async with await start_time_skipping() as env:
+        yield env
+
+
+@pytest.fixture(scope="module")
+async def dev_env():
+    # The Java time-skipping server takes ~10 s to reject an update aimed at a run that
+    # just continued as new; the dev server answers at once, as production servers do.
+    async with await start_local() as env:
+        yield env
+
+
+
+async def test_long_run_continues_as_new_and_keeps_everything(env):
+    agent = Agent(provider=Counter(8), tools=[bump], name="counter", config=LoopConfig(detect_loops=False))
+    tq = f"can-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "counter", "prompt": "go", "continue_as_new_after": 20},
+            id=f"can-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        first_run = handle.result_run_id
+        result = await handle.result()
+    assert result["output"] == "bumped 8 times"
+    assert result["session"]["iteration"] == 9
+    assert [s["kind"] for s in result["steps"]] == ["model", "tool"] * 8 + ["model"]
+    assert [s["index"] for s in result["steps"]] == list(range(17))
+    tool_messages = [m for m in result["session"]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == [str(i + 1) for i in range(8)]
+    first = env.client.get_workflow_handle(handle.id, run_id=first_run)
+    history = await first.fetch_history()
+    assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    assert (await env.client.get_workflow_handle(handle.id).describe()).run_id != first_run
+
+
+async def test_waiting_client_follows_the_run_across_continue_as_new(dev_env):
+    env = dev_env
+    agent = Agent(provider=Counter(4), tools=[bump], name="asker", config=LoopConfig(permission="ask", detect_loops=False))
+    tq = f"can-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        client = ReinClient(env.client, tq)
+        handle = await env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "asker", "prompt": "go", "continue_as_new_after": 20},
+            id=f"can-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        run_ids, pauses = set(), 0
+        result = await client.wait(handle.id, WaitRequest(after_pause=pauses))
+        while result.status == "interrupted":
+            assert result.interrupt.type == "need_approval"
+            run_ids.add((await client.handle(handle.id).describe()).run_id)
+            pauses += 1
+            await client.approve(handle.id, approver="ops")
+            result = await client.wait(handle.id, WaitRequest(after_pause=pauses))
+    assert result.output == "bumped 4 times"
+    assert pauses == 4
+    assert len(run_ids) >= 2, "the run should have continued as new while waiting clients followed it"
+    assert len(result.session.decisions) == 4 and {d.approver for d in result.session.decisions} == {"ops"}
