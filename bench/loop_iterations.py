@@ -14,9 +14,11 @@ Variants (see bench/README.md):
   local           rein.loop in-process (Agent(engine="local")), no Temporal
   rein/tuned      AgentWorkflow on rein.server.start_dev_server() (TUNED_DYNAMIC_CONFIG)
   rein/untuned    AgentWorkflow on a dev server started without the dynamic-config flags
-  rein/eager      tuned + system.enableActivityEagerExecution=true
   raw/<server>    bench/raw_loop.py: a minimal workflow looping over two trivial
                   activities, default converter and worker settings
+  ..., no eager   the same worker with disable_eager_activity_execution=True: every
+                  activity goes through the transfer queue and matching, as on a
+                  cluster where system.enableActivityEagerExecution is off
 """
 
 from __future__ import annotations
@@ -51,12 +53,13 @@ import rein  # noqa: E402
 from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage  # noqa: E402
 from rein.contract import SEARCH_ATTRIBUTES, WORKFLOW_TYPE  # noqa: E402
 from rein.log import disable_logging  # noqa: E402
-from rein.server import TUNED_DYNAMIC_CONFIG, DevServer, free_port, start_dev_server, temporal_binary  # noqa: E402
+from rein.server import DevServer, free_port, start_dev_server, temporal_binary  # noqa: E402
 
 from raw_loop import ENTRIES, RAW_WORKFLOW, RawLoop, note_activity_entry, raw_model, raw_tool  # noqa: E402
 
 REIN_QUEUE = "bench-rein"
 RAW_QUEUE = "bench-raw"
+NO_EAGER = "-no-eager"
 PAD_BYTES = 1024
 CONFIG = LoopConfig(max_iterations=100_000, max_tokens=None, timeout_s=None, detect_loops=False)
 
@@ -170,10 +173,13 @@ class Site:
                     raise
                 await asyncio.sleep(0.1)
         self.raw_client = await Client.connect(self.server.address)
-        self.workers = [
-            rein.create_worker(self.rein_client, agents=agents, task_queue=REIN_QUEUE),
-            Worker(self.raw_client, task_queue=RAW_QUEUE, workflows=[RawLoop], activities=[raw_model, raw_tool]),
-        ]
+        self.workers = []
+        for suffix, options in (("", {}), (NO_EAGER, {"disable_eager_activity_execution": True})):
+            self.workers += [
+                rein.create_worker(self.rein_client, agents=agents, task_queue=REIN_QUEUE + suffix, **options),
+                Worker(self.raw_client, task_queue=RAW_QUEUE + suffix, workflows=[RawLoop],
+                       activities=[raw_model, raw_tool], **options),
+            ]
         self.tasks = [asyncio.create_task(w.run()) for w in self.workers]
 
     async def stop(self) -> None:
@@ -223,13 +229,13 @@ def local_runner(agent: Agent) -> Callable[[int], Awaitable[Sample]]:
     return run
 
 
-def rein_runner(site: Site, agent: str = "bench-add") -> Callable[[int], Awaitable[Sample]]:
+def rein_runner(site: Site, agent: str = "bench-add", queue: str = REIN_QUEUE) -> Callable[[int], Awaitable[Sample]]:
     async def run(n: int) -> Sample:
         async def body() -> Any:
             assert site.rein_client is not None
             handle = await site.rein_client.start_workflow(
                 WORKFLOW_TYPE, {"agent": agent, "prompt": f"iterations={n}"},
-                id=f"bench-rein-{uuid.uuid4().hex[:10]}", task_queue=REIN_QUEUE,
+                id=f"bench-rein-{uuid.uuid4().hex[:10]}", task_queue=queue,
             )
             check_rein_result(await handle.result(), n)
             return handle
@@ -239,14 +245,16 @@ def rein_runner(site: Site, agent: str = "bench-add") -> Callable[[int], Awaitab
     return run
 
 
-def raw_runner(site: Site, pad: int = 0, send_conversation: bool = True) -> Callable[[int], Awaitable[Sample]]:
+def raw_runner(
+    site: Site, pad: int = 0, send_conversation: bool = True, queue: str = RAW_QUEUE
+) -> Callable[[int], Awaitable[Sample]]:
     async def run(n: int) -> Sample:
         async def body() -> Any:
             assert site.raw_client is not None
             handle = await site.raw_client.start_workflow(
                 RAW_WORKFLOW,
                 {"iterations": n, "pad": pad, "send_conversation": send_conversation, "prompt": f"iterations={n}"},
-                id=f"bench-raw-{uuid.uuid4().hex[:10]}", task_queue=RAW_QUEUE,
+                id=f"bench-raw-{uuid.uuid4().hex[:10]}", task_queue=queue,
             )
             text = await handle.result()
             assert text == f"done after {n} tool calls", text
@@ -326,7 +334,7 @@ async def main() -> None:
     parser.add_argument("--reps", type=int, default=5, help="timed runs per variant (default 5)")
     parser.add_argument("--history", type=int, nargs="*", default=[20, 80],
                         help="iteration counts for the history-size runs (default 20 80)")
-    parser.add_argument("--no-eager", action="store_true", help="skip the eager-activity server")
+    parser.add_argument("--skip-no-eager", action="store_true", help="skip the variants without eager activities")
     args = parser.parse_args()
     disable_logging()
     log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
@@ -338,9 +346,6 @@ async def main() -> None:
 
     log("starting dev servers ...")
     sites = {"tuned": Site("tuned", start_dev_server()), "untuned": Site("untuned", start_custom_server({}))}
-    if not args.no_eager:
-        sites["eager"] = Site("eager", start_custom_server(
-            {**TUNED_DYNAMIC_CONFIG, "system.enableActivityEagerExecution": "true"}))
     try:
         for site in sites.values():
             await site.start(agents)
@@ -351,6 +356,13 @@ async def main() -> None:
             variants[f"rein / {name} server"] = rein_runner(sites[name])
         for name in sites:
             variants[f"raw Temporal loop / {name} server"] = raw_runner(sites[name])
+        if not args.skip_no_eager:
+            for name in sites:
+                variants[f"rein / {name} server, no eager activities"] = rein_runner(
+                    sites[name], queue=REIN_QUEUE + NO_EAGER)
+            for name in sites:
+                variants[f"raw Temporal loop / {name} server, no eager activities"] = raw_runner(
+                    sites[name], queue=RAW_QUEUE + NO_EAGER)
 
         log("warming up ...")
         for run in variants.values():

@@ -119,12 +119,17 @@ class Variant:
         return handle
 
 
+ALL = False
+
+
 def scrape(metrics_port: int) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     counts: dict[str, float] = defaultdict(float)
     for line in text.splitlines():
-        if line.startswith("service_requests{") and 'service_name="frontend"' in line:
+        if line.startswith("service_requests{") and (ALL or 'service_name="frontend"' in line):
             op = re.search(r'operation="([^"]+)"', line).group(1)  # type: ignore[union-attr]
+            if ALL:
+                op = re.search(r'service_name="([^"]+)"', line).group(1) + ":" + op  # type: ignore[union-attr]
             counts[op] += float(line.rsplit(" ", 1)[1])
     return counts
 

@@ -44,15 +44,18 @@ class ScriptedCalculatorModel:
         question = next(m.content for m in messages if m.role == "user")
         numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", question)] or [0.0, 0.0]
         results = [float(m.content) for m in messages if m.role == "tool" and _is_number(m.content)]
+        refused = any(m.role == "tool" and not _is_number(m.content) for m in messages)
         usage = Usage(input_tokens=sum(len(m.content) for m in messages) // 4, output_tokens=12)
+        if refused:
+            text = "I could not compute that: a tool call was not approved."
+            return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
         if not results and len(numbers) >= 2:
             call = ToolCall(id="call-add", name="add", arguments={"a": numbers[0], "b": numbers[1]})
             return _calls(call, usage)
         if len(results) == 1 and len(numbers) >= 3:
             call = ToolCall(id="call-mul", name="multiply", arguments={"a": results[0], "b": numbers[2]})
             return _calls(call, usage)
-        answer = results[-1] if results else numbers[0]
-        text = f"The answer is {answer:g}." if results else "I could not compute that: the tool call was not approved."
+        text = f"The answer is {(results[-1] if results else numbers[0]):g}."
         return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
 
     async def stream(self, messages, tools=None, **kwargs):

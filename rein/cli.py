@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -37,10 +38,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_server(args: argparse.Namespace) -> int:
     from rein.server import start_dev_server
 
+    def stop_on_term(*_: Any) -> None:
+        raise KeyboardInterrupt  # so `finally` stops the dev server (it runs in its own session)
+
+    signal.signal(signal.SIGTERM, stop_on_term)
     server = start_dev_server(port=args.port, ui=True, ui_port=args.ui_port, db_filename=args.db_filename, wait_s=120)
-    print(f"Temporal dev server: {server.address}  (export TEMPORAL_ADDRESS={server.address})")
-    print(f"Temporal UI:         {server.ui_url}")
-    print("Search attributes ReinAgent, ReinStatus, ReinIterations, ReinTokens are registered. Ctrl-C stops.")
+    print(f"Temporal dev server: {server.address}  (export TEMPORAL_ADDRESS={server.address})", flush=True)
+    print(f"Temporal UI:         {server.ui_url}", flush=True)
+    print("Search attributes ReinAgent, ReinStatus, ReinIterations, ReinTokens are registered. Ctrl-C stops.", flush=True)
     try:
         while server.process.poll() is None:
             time.sleep(0.5)
