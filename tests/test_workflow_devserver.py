@@ -227,11 +227,12 @@ async def test_worker_shut_down_mid_tool_another_finishes(env, ids):
     await assert_replays(handle)
 
 
-async def test_worker_killed_mid_tool_another_finishes(env, ids):
+async def test_worker_killed_mid_tool_another_finishes(env, ids, tmp_path):
     """Worker A (a separate process) is SIGKILLed while its tool runs: the heartbeat
     timeout (20 s) lets worker B retry the tool. Takes ~20-25 s of wall time."""
     tq, wf_id = ids
     address = env.client.service_client.config.target_host
+    log = open(tmp_path / "worker-a.log", "wb")
     process = subprocess.Popen(
         [
             sys.executable, str(ROOT / "worker.py"),
@@ -240,15 +241,15 @@ async def test_worker_killed_mid_tool_another_finishes(env, ids):
         ],
         cwd=str(ROOT),
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         handle = await start(env, "crash", "go", wf_id, tq)
 
         async def tool_running() -> bool:
             if process.poll() is not None:
-                raise AssertionError(f"worker A exited early: {process.stderr.read().decode()[-2000:]}")
+                raise AssertionError(f"worker A exited early: {(tmp_path / 'worker-a.log').read_text()[-2000:]}")
             desc = await handle.describe()
             return any(
                 p.activity_type.name == "rein.run_tool"
@@ -260,7 +261,7 @@ async def test_worker_killed_mid_tool_another_finishes(env, ids):
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
-        process.stderr.close()
+        log.close()
 
     @rein.tool(name="block")
     async def block_b(x: str) -> str:

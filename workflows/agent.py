@@ -77,6 +77,8 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, raw_input: Any) -> dict[str, Any]:
+        # Read the clock before the local activity: after one, workflow.time() can differ on replay.
+        started = workflow.time()
         request = self._parse_input(raw_input)
         self.agent_key = request.agent
         self.agent = await workflow.execute_local_activity(
@@ -97,7 +99,6 @@ class AgentWorkflow:
             self.ignored_signals = request.carry.ignored_signals
         self._publish()
 
-        started = workflow.time()
         while True:
             if self._history_is_long(request):
                 self._continue_as_new(request, self.active_s + (workflow.time() - started))
@@ -349,7 +350,9 @@ class AgentWorkflow:
 
     @workflow.signal(name="cancel")
     def cancel(self, payload: Any = None) -> None:
-        signal = self._parse_signal("cancel", CancelSignal, payload) or CancelSignal()
+        signal = self._parse_signal("cancel", CancelSignal, payload)
+        if signal is None:
+            return
         if self.status in ("done", "cancelled", "failed"):
             self._ignore("cancel", f"the run is already {self.status}")
             return
