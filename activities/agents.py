@@ -69,7 +69,7 @@ class Conversations:
         self._runs: OrderedDict[str, list[Message]] = OrderedDict()
 
     async def messages_for(self, request: ModelCallInput) -> list[Message]:
-        key = f"{request.run_id}/{request.workflow_run_id}"
+        key = request.run_id  # the workflow id: the conversation carries over continue-as-new
         known = self._runs.pop(key, None)
         if known is not None and len(known) == request.first_index:
             known = known + request.new_messages

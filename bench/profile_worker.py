@@ -21,8 +21,9 @@ agent as bench/loop_iterations.py, runs interleaved repetition by repetition:
 For each: wall and CPU per iteration, CPU split by thread (the event-loop thread
 runs activities, the client and the SDK's Python glue; workflow-task threads run
 the workflow code in the sandbox; the rest is the SDK's Rust core), the dev
-server's CPU, and the frontend RPCs per iteration (from the server's /metrics).
-Then cProfile of the Python threads for the default rein worker.
+server's CPU, and the server RPCs of one run (from the server's /metrics). Then
+cProfile of the Python threads for the default rein worker, and the count of
+sandbox round trips per iteration (rein, rein without upserts, raw).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import argparse
 import asyncio
 import concurrent.futures
 import cProfile
-import os
 import pstats
 import re
 import statistics
@@ -346,6 +346,34 @@ async def main() -> None:
             for p in v.executor.profilers[1:]:
                 wf_stats.add(p)
             report_profile(wf_stats, runs * n, "workflow-task threads (sandboxed AgentWorkflow)")
+
+            # The SDK asks the sandboxed workflow for a serialization context for each payload it
+            # encodes or decodes on the event-loop thread; in the sandbox each ask is an exec().
+            print("\nSandbox round trips on the event-loop thread (per iteration, N=0 runs subtracted):\n")
+            print("| worker | `_run_code` (exec in the sandbox) | of which get_serialization_context "
+                  "| get_external_store_context |")
+            print("|---|---:|---:|---:|")
+            targets = [v] + [x for x in variants if x.name in ("rein, no search attrs", "raw")]
+            for target in targets:
+                counts = {}
+                for size in (n, 0):
+                    prof = cProfile.Profile()
+                    prof.enable()
+                    for _ in range(runs):
+                        await target.run(size)
+                    prof.disable()
+                    st = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+                    run_code = [val for key, val in st.items()
+                                if key[2] == "_run_code" and key[0].endswith("workflow_sandbox/_runner.py")]
+                    by_caller: dict[str, float] = defaultdict(float)
+                    for val in run_code:
+                        for caller, cval in val[4].items():
+                            by_caller[caller[2]] += cval[1]
+                    counts[size] = (sum(val[1] for val in run_code), by_caller)
+                per = lambda key=None: ((counts[n][0] - counts[0][0]) if key is None  # noqa: E731
+                                        else (counts[n][1][key] - counts[0][1][key])) / (runs * n)
+                print(f"| {target.name} | {per():.1f} | {per('get_serialization_context'):.1f} "
+                      f"| {per('get_external_store_context'):.1f} |")
     finally:
         for v in variants:
             if v.worker is not None:

@@ -57,6 +57,7 @@ class RunCarry(BaseModel):
     active_s: float = 0.0
     pause: int = 0
     ignored_signals: int = 0
+    sent_messages: int = 0
 
 
 class AgentInput(_Lenient):

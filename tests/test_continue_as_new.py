@@ -99,3 +99,38 @@ async def test_waiting_client_follows_the_run_across_continue_as_new(dev_env):
     assert pauses == 4
     assert len(run_ids) >= 2, "the run should have continued as new while waiting clients followed it"
     assert len(result.session.decisions) == 4 and {d.approver for d in result.session.decisions} == {"ops"}
+
+
+def blob(n: int) -> str:
+    """Return a large text."""
+    return "x" * 600_000
+
+
+async def test_a_session_too_large_to_carry_keeps_its_history(env):
+    class Blobs(Counter):
+        async def complete(self, messages, tools=None, **kw):
+            done = sum(1 for m in messages if m.role == "tool")
+            if done < self.rounds:
+                call = ToolCall(id=f"b{done}", name="blob", arguments={"n": done})
+                return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls")
+            return Completion(message=Message(role="assistant", content="done"), finish_reason="stop")
+
+    agent = Agent(provider=Blobs(4), tools=[blob], name="blobs", config=LoopConfig(detect_loops=False))
+    tq = f"can-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "blobs", "prompt": "go", "continue_as_new_after": 20},
+            id=f"can-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        result = await handle.result()
+        history = await env.client.get_workflow_handle(handle.id).fetch_history()  # the last run
+        first = await env.client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
+    assert first.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+    assert result["output"] == "done"
+    assert len([m for m in result["session"]["messages"] if m["role"] == "tool"]) == 4
+    types = [e.event_type for e in history.events]
+    # It continued as new while the Session was small, then stayed in one history.
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in types

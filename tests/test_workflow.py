@@ -9,6 +9,7 @@ workflow id; one test server serves the whole module.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from collections.abc import Callable
@@ -749,10 +750,28 @@ async def test_activity_summaries_read_well(env, ids):
 # --------------------------------------------------------------------------- replay
 
 
-async def test_stored_history_replays():
+STORED_HISTORIES = sorted(HISTORIES.glob("agent_approval_v*.json"))
+
+
+def test_histories_cover_before_and_after_the_counter_patch():
+    def patched(path):
+        events = json.loads(path.read_text())["events"]
+        patches = [
+            base64.b64decode(p["data"]).decode()
+            for e in events
+            if e.get("markerRecordedEventAttributes", {}).get("markerName") == "core_patch"
+            for p in e["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"]
+        ]
+        return any("rein-throttled-counters" in p for p in patches)
+
+    assert [p.name for p in STORED_HISTORIES][:2] == ["agent_approval_v1.json", "agent_approval_v2.json"]
+    assert not patched(STORED_HISTORIES[0]) and patched(STORED_HISTORIES[-1])
+
+
+@pytest.mark.parametrize("path", STORED_HISTORIES, ids=lambda p: p.stem)
+async def test_stored_history_replays(path):
     from temporalio.client import WorkflowHistory
 
-    path = HISTORIES / "agent_approval.json"
     data = json.loads(path.read_text())
     history = WorkflowHistory.from_json("agent-approval", data)
     types = [e.event_type for e in history.events]

@@ -303,7 +303,7 @@ async def test_fresh_approval_history_matches_stored_shape(env, ids):
         fresh = list((await handle.fetch_history()).events)
 
     assert result["output"] == "The sum is 3."
-    stored = json.loads((ROOT / "tests" / "histories" / "agent_approval.json").read_text())["events"]
+    stored = json.loads((ROOT / "tests" / "histories" / make_histories.CURRENT).read_text())["events"]
 
     def commands(types: list[str]) -> list[str]:
         # Workflow-task bookkeeping varies with timing; the commands the workflow issues do not.

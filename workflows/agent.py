@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 from temporalio import workflow
 from temporalio.workflow import HandlerUnfinishedPolicy
@@ -48,6 +48,12 @@ with workflow.unsafe.imports_passed_through():
     from rein.summaries import details_for, model_summary, tool_summary
 
 MODEL_HEARTBEAT = timedelta(seconds=20)
+COUNTER_EVERY = 5
+CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
+"""Below Temporal's 2 MB payload limit, with room for encoding overhead."""
+PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
+"""Runs recorded before this patch upserted the counters at every step; they replay that way."""
+"""Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
 TOOL_TIMEOUT = timedelta(minutes=5)
 
 
@@ -72,13 +78,17 @@ class AgentWorkflow:
         self.sent_messages = 0
         """How many conversation messages model-call activities have been given so far."""
         self.details = ""
+        self.throttle_counters = False
+        self.cannot_continue_as_new = False
 
     # ------------------------------------------------------------ main loop
 
     @workflow.run
     async def run(self, raw_input: Any) -> dict[str, Any]:
-        # Read the clock before the local activity: after one, workflow.time() can differ on replay.
+        # Read the clock and patches before the local activity: a local activity may resolve in a
+        # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
+        self.throttle_counters = workflow.patched(PATCH_THROTTLED_COUNTERS)
         request = self._parse_input(raw_input)
         self.agent_key = request.agent
         self.agent = await workflow.execute_local_activity(
@@ -97,6 +107,7 @@ class AgentWorkflow:
             self.active_s = request.carry.active_s
             self.pause = request.carry.pause
             self.ignored_signals = request.carry.ignored_signals
+            self.sent_messages = request.carry.sent_messages
         self._publish()
 
         while True:
@@ -134,15 +145,28 @@ class AgentWorkflow:
         return self.final.model_dump(mode="json")
 
     def _history_is_long(self, request: AgentInput) -> bool:
+        if self.cannot_continue_as_new:
+            return False
         info = workflow.info()
         if request.continue_as_new_after is not None:
             return info.get_current_history_length() >= request.continue_as_new_after
         return info.is_continue_as_new_suggested()
 
-    def _continue_as_new(self, request: AgentInput, active_s: float) -> NoReturn:
+    def _continue_as_new(self, request: AgentInput, active_s: float) -> None:
         """Start a fresh history with the same Session; a client waiting on `rein.wait` re-attaches."""
-        carry = RunCarry(steps=self.steps, active_s=active_s, pause=self.pause, ignored_signals=self.ignored_signals)
+        carry = RunCarry(
+            steps=self.steps,
+            active_s=active_s,
+            pause=self.pause,
+            ignored_signals=self.ignored_signals,
+            sent_messages=self.sent_messages,
+        )
         successor = request.model_copy(update={"prompt": None, "session": self.session, "carry": carry})
+        if len(successor.model_dump_json()) > CONTINUE_AS_NEW_MAX_BYTES:
+            # Temporal rejects a larger input and the run would be stuck: keep this history.
+            workflow.logger.warning("Session too large to continue as new; the run keeps its history")
+            self.cannot_continue_as_new = True
+            return
         workflow.continue_as_new(successor.model_dump(mode="json"))
 
     def _parse_input(self, raw: Any) -> AgentInput:
@@ -419,6 +443,10 @@ class AgentWorkflow:
             "ReinTokens": view.usage.total_tokens,
         }
         available = set(self.agent.search_attributes) if self.agent else set()
+        if self.throttle_counters and self.published.get("ReinStatus") == view.status and view.iteration % COUNTER_EVERY:
+            # Counters change every iteration; each upsert is a history event and a visibility
+            # write, so between status changes they are refreshed every COUNTER_EVERY iterations.
+            available -= {"ReinIterations", "ReinTokens"}
         updates = [
             _SEARCH_KEYS[name].value_set(value)
             for name, value in wanted.items()

@@ -5,8 +5,12 @@ the JSON it writes; the tests only read it:
 
     .venv/bin/python tests/histories/make_histories.py
 
-agent_approval.json: a tool call that needs approval (approved, then executed),
-then an `ask_human` question answered by a person, then the final answer.
+agent_approval_v<N>.json: a tool call that needs approval (approved, then executed),
+then an `ask_human` question answered by a person, then the final answer. Older
+versions stay: each records the command sequence of an earlier AgentWorkflow, which
+the current code must still replay (via workflow.patched).
+  v1: before the rein-throttled-counters patch
+  v2: with it
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
+CURRENT = "agent_approval_v2.json"
 
 
 def add(a: int, b: int) -> int:
@@ -68,7 +73,7 @@ async def main() -> None:
             result = await handle.result()
             assert result["output"] == "The sum is 3.", result
             history = await handle.fetch_history()
-        target = HERE / "agent_approval.json"
+        target = HERE / CURRENT
         target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
         print(f"wrote {target} ({len(history.events)} events)")
     finally:
