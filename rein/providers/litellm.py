@@ -20,10 +20,9 @@ import os
 from typing import Any, AsyncIterator
 
 from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
+from rein.secrets import scrub_exception
 
 _FINISH = ("stop", "tool_calls", "length", "error")
-_SECRET_WORDS = ("key", "token", "secret", "password")
-_REDACTED = "[redacted]"
 
 
 def _import_litellm() -> Any:
@@ -46,41 +45,6 @@ def _extract_cost(resp: Any) -> float | None:
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
         return float(cost)
     return None
-
-
-def _secrets(params: dict[str, Any]) -> list[str]:
-    """Values that must never show up in an error: secret-looking params and env keys."""
-    found = [v for k, v in params.items()
-             if isinstance(v, str) and len(v) >= 4 and any(w in k.lower() for w in _SECRET_WORDS)]
-    found += [v for k, v in os.environ.items()
-              if len(v) >= 8 and any(w in k.upper() for w in ("API_KEY", "SECRET", "TOKEN"))]
-    return sorted(set(found), key=len, reverse=True)
-
-
-def _scrub(exc: BaseException, secrets: list[str]) -> None:
-    """Redact secrets in place along the exception chain, keeping type and status intact."""
-    if not secrets:
-        return
-
-    def clean(v: Any) -> Any:
-        if isinstance(v, str):
-            for s in secrets:
-                v = v.replace(s, _REDACTED)
-        return v
-
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        e.args = tuple(clean(a) for a in e.args)
-        for attr in ("message", "detail", "litellm_debug_info"):
-            v = getattr(e, attr, None)
-            if isinstance(v, str):
-                try:
-                    setattr(e, attr, clean(v))
-                except Exception:
-                    pass
-        e = e.__cause__ or e.__context__
 
 
 class LiteLLMProvider:
@@ -113,7 +77,7 @@ class LiteLLMProvider:
         try:
             resp = await litellm.acompletion(**args)
         except Exception as e:
-            _scrub(e, _secrets(args))
+            scrub_exception(e, args)
             raise
         completion = self._from_lite_response(resp)
         if completion.usage.cost_usd is None:
@@ -158,7 +122,7 @@ class LiteLLMProvider:
                     usage = Usage(input_tokens=getattr(u, "prompt_tokens", 0) or 0,
                                   output_tokens=getattr(u, "completion_tokens", 0) or 0)
         except Exception as e:
-            _scrub(e, _secrets(args))
+            scrub_exception(e, args)
             raise
         if calls:
             tool_calls = [ToolCall(id=s["id"] or f"call_{i}", name=s["name"] or "", arguments=_parse_args(s["args"]))
