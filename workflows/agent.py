@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.workflow import HandlerUnfinishedPolicy
@@ -47,12 +48,16 @@ with workflow.unsafe.imports_passed_through():
     from rein.session import Session
     from rein.summaries import details_for, model_summary, tool_summary
 
+T = TypeVar("T")
+
 MODEL_HEARTBEAT = timedelta(seconds=20)
 COUNTER_EVERY = 5
 CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
 """Below Temporal's 2 MB payload limit, with room for encoding overhead."""
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
 """Runs recorded before this patch upserted the counters at every step; they replay that way."""
+PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
+"""Since this patch, `cancel` interrupts in-flight activities instead of waiting for them."""
 """Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
 TOOL_TIMEOUT = timedelta(minutes=5)
 
@@ -79,6 +84,7 @@ class AgentWorkflow:
         """How many conversation messages model-call activities have been given so far."""
         self.details = ""
         self.throttle_counters = False
+        self.prompt_cancel = False
         self.cannot_continue_as_new = False
 
     # ------------------------------------------------------------ main loop
@@ -89,6 +95,7 @@ class AgentWorkflow:
         # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
         self.throttle_counters = workflow.patched(PATCH_THROTTLED_COUNTERS)
+        self.prompt_cancel = workflow.patched(PATCH_PROMPT_CANCEL)
         request = self._parse_input(raw_input)
         self.agent_key = request.agent
         self.agent = await workflow.execute_local_activity(
@@ -209,7 +216,7 @@ class AgentWorkflow:
         info = workflow.info()
         began = workflow.time()
         try:
-            completion = await workflow.execute_activity(
+            completion = await self._unless_cancelled(workflow.execute_activity(
                 CALL_MODEL,
                 ModelCallInput(
                     agent=self.agent_key,
@@ -231,7 +238,7 @@ class AgentWorkflow:
                     maximum_attempts=config.model_attempts,
                 ),
                 summary=model_summary(self.agent.model, action.iteration),
-            )
+            ))
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.non_retryable:
@@ -246,13 +253,17 @@ class AgentWorkflow:
                 ) from None
             reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             return machine.model_error_interrupt(reason)
+        if completion is None:  # cancelled while the model was answering
+            return None
         self.sent_messages = len(self.session.messages)
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
 
     async def _run_tools(self, calls: list[ToolCall]) -> None:
         began = workflow.time()
-        results = await asyncio.gather(*(self._run_tool(call) for call in calls))
+        results = await self._unless_cancelled(asyncio.gather(*(self._run_tool(call) for call in calls)))
+        if results is None:  # cancelled while tools ran; the batch stays pending in the Session
+            return
         self._record(machine.apply_tool_results(self.session, list(results), workflow.time() - began))
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
@@ -284,6 +295,21 @@ class AgentWorkflow:
                 content=f"Tool '{call.name}' did not complete: {detail}",
                 is_error=True,
             )
+
+    async def _unless_cancelled(self, work: Awaitable[T]) -> T | None:
+        """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too)."""
+        if not self.prompt_cancel:
+            return await work
+        task = asyncio.ensure_future(work)
+        await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+        if task.done():
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, ActivityError):
+            pass
+        return None
 
     def _record(self, steps: list[Step]) -> None:
         for step in steps:

@@ -11,6 +11,7 @@ versions stay: each records the command sequence of an earlier AgentWorkflow, wh
 the current code must still replay (via workflow.patched).
   v1: before the rein-throttled-counters patch
   v2: with it
+  v3: with the rein-prompt-cancel patch
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v2.json"
+CURRENT = "agent_approval_v3.json"
 
 
 def add(a: int, b: int) -> int:
