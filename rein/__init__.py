@@ -1,5 +1,6 @@
 """rein: a durable agent orchestrator. Every agent run is a Temporal workflow."""
 
+from rein.a2a import A2AServer, serve_a2a
 from rein.agent import Agent, Chat, tool
 from rein.config import LoopConfig
 from rein.human import ask_human
@@ -33,4 +34,5 @@ __all__ = [
     "step", "arun", "run", "astream", "aresume",
     "enable_logging", "disable_logging",
     "Runtime", "LocalRuntime", "SessionStore", "MemorySessionStore", "FileSessionStore",
+    "A2AServer", "serve_a2a",
 ]

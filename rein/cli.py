@@ -4,6 +4,7 @@
     rein server                                          a persistent dev server with the UI
     rein start calculator "what is 2+3?"                 start a run served by `python worker.py`
     rein waiting | status ID | approve ID | deny ID | answer ID TEXT | retry ID | cancel ID | result ID
+    rein new my-agent [-t minimal|coder] [--dir .]       create a new agent project
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import signal
 import sys
 import time
@@ -53,6 +55,28 @@ def cmd_server(args: argparse.Namespace) -> int:
         pass
     finally:
         server.stop()
+    return 0
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    from rein.scaffold import create_project
+
+    try:
+        path = create_project(args.name, args.template, args.dir)
+    except (ValueError, FileExistsError) as exc:
+        print(f"rein new: {exc}", file=sys.stderr)
+        return 1
+    print(f"Created project {args.name!r} in {path.resolve()} (template: {args.template})")
+    print()
+    print("Next steps:")
+    print(f"  cd {shlex.quote(str(path))}")
+    if args.template == "coder":
+        print("  cp .env.example .env    # then set REIN_MODEL and your vendor's API key")
+        print('  python main.py "what does this project do?"')
+    else:
+        print("  python main.py          # offline, with a scripted model")
+        print("  cp .env.example .env    # for a real model: set REIN_MODEL and your vendor's API key")
+    print("  pytest                  # needs: pip install 'rein[test]'")
     return 0
 
 
@@ -125,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--ui-port", type=int, default=8233)
     server.add_argument("--db-filename", default=None, help="keep runs across restarts in this SQLite file")
     server.set_defaults(func=cmd_server)
+
+    new = sub.add_parser("new", help="create a new agent project from a template")
+    new.add_argument("name", help="the project's directory name (the agent is named after it)")
+    new.add_argument("-t", "--template", default="minimal", help="minimal (default) or coder")
+    new.add_argument("--dir", default=".", help="where to create the project directory (default: .)")
+    new.set_defaults(func=cmd_new)
 
     def remote(name: str, help: str, action: Callable, *positional: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)

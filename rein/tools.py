@@ -459,7 +459,10 @@ class Tool:
         names the tool and every bad field.
         """
         if self._validator is None:
-            self._validator = _ArgsValidator(self.fn, self.context_param)
+            try:
+                self._validator = _ArgsValidator(self.fn, self.context_param)
+            except (TypeError, ValueError):  # no readable signature (some builtins): nothing to check
+                return dict(arguments)
         return self._validator.validate(self.name, arguments)
 
     def _call_args(self, values: dict[str, Any], context: ToolContext | None) -> tuple[list, dict]:
