@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 from rein.contract import DEFAULT_TASK_QUEUE, WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, RunStatusView, WaitRequest
 from rein.result import RunResult, Step
 from rein.session import Session
+from rein.summaries import run_summary
 from rein.worker import with_rein_converter
 
 
@@ -55,11 +56,13 @@ class ReinClient:
     ) -> WorkflowHandle[Any, RunResult]:
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
-            AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}),
+            AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}).model_dump(
+                mode="json", exclude_none=True
+            ),
             id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
             result_type=RunResult,
-            static_summary=f"rein agent {agent}",
+            static_summary=run_summary(agent, prompt),
         )
 
     def handle(self, run_id: str) -> WorkflowHandle[Any, RunResult]:

@@ -31,6 +31,7 @@ from rein.ir import Message, StreamChunk
 from rein.log import logger
 from rein.result import RunResult
 from rein.server import DevServer, start_dev_server
+from rein.summaries import run_summary
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -132,7 +133,7 @@ class Engine:
             id=workflow_id,
             task_queue=self.task_queue,
             result_type=RunResult,
-            static_summary=f"rein agent {agent_key.split('#', 1)[0]}",
+            static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
         )
         return await self.wait(handle, WaitRequest())
 
@@ -169,6 +170,11 @@ async def engine() -> Engine:
     if Engine._instance is not None:
         return Engine._instance
     return await asyncio.to_thread(Engine.get)
+
+
+def _last_user_text(session: Any) -> str | None:
+    users = [m.content for m in session.messages if m.role == "user"] if session is not None else []
+    return users[-1] if users else None
 
 
 def new_workflow_id(agent: Agent) -> str:

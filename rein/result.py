@@ -33,14 +33,15 @@ class Interrupt(BaseModel):
 class RunResult(BaseModel):
     status: Literal["done", "interrupted"]
     output: str | None
-    session: Session
+    stop_reason: str = "done"
     usage: Usage = Field(default_factory=Usage)
     elapsed_s: float | None = None
-    stop_reason: str = "done"
-    steps: list[Step] = Field(default_factory=list)
     interrupt: Interrupt | None = None
     run_id: str | None = None
     """The Temporal workflow id of a durable run (None for in-process runs)."""
+    steps: list[Step] = Field(default_factory=list)
+    session: Session
+    """Last, so that a result read in the Temporal UI starts with what matters."""
 
     def __str__(self) -> str:
         return self.output or ""

@@ -85,6 +85,8 @@ class AgentWorkflow:
         self.details = ""
         self.throttle_counters = False
         self.prompt_cancel = False
+        self.prompt = ""
+        self.last_ignored = ""
         self.cannot_continue_as_new = False
 
     # ------------------------------------------------------------ main loop
@@ -109,6 +111,7 @@ class AgentWorkflow:
         config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.session = self._initial_session(request)
+        self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
         if request.carry is not None:
             self.steps = request.carry.steps
             self.active_s = request.carry.active_s
@@ -328,7 +331,11 @@ class AgentWorkflow:
         self.woken = False
         timeout = config.approval_timeout_s if interrupt.type != "error" else None
         try:
-            await workflow.wait_condition(lambda: self.woken or self.cancel_reason is not None, timeout=timeout)
+            await workflow.wait_condition(
+                lambda: self.woken or self.cancel_reason is not None,
+                timeout=timeout,
+                timeout_summary=f"{interrupt.type} timeout" if timeout else None,
+            )
         except asyncio.TimeoutError:
             self._time_out(interrupt, timeout or 0)
         self.session.stop_reason = None
@@ -346,6 +353,7 @@ class AgentWorkflow:
 
     def _ignore(self, name: str, why: str) -> None:
         self.ignored_signals += 1
+        self.last_ignored = f"`{name}`: {why}"
         workflow.logger.warning("Ignored signal %s: %s", name, why)
 
     def _parse_signal(self, name: str, model: type[BaseModel], payload: Any) -> Any:
@@ -354,7 +362,7 @@ class AgentWorkflow:
                 payload = {}
             return model.model_validate(payload)
         except (ValidationError, ValueError, TypeError) as exc:
-            self._ignore(name, f"malformed payload ({exc.__class__.__name__}): {str(exc)[:200]}")
+            self._ignore(name, f"malformed payload: {_short_error(exc)}")
             return None
 
     def _on_decision(self, name: str, payload: Any, approved: bool) -> None:
@@ -372,15 +380,15 @@ class AgentWorkflow:
             return
         self.woken = True
 
-    @workflow.signal(name="approve")
+    @workflow.signal(name="approve", description='Approve pending tool calls: {"tool_call_id": id or null for all, "approver", "reason"}')
     def approve(self, payload: Any = None) -> None:
         self._on_decision("approve", payload, True)
 
-    @workflow.signal(name="deny")
+    @workflow.signal(name="deny", description='Deny pending tool calls; the model sees the reason: {"tool_call_id", "approver", "reason"}')
     def deny(self, payload: Any = None) -> None:
         self._on_decision("deny", payload, False)
 
-    @workflow.signal(name="answer")
+    @workflow.signal(name="answer", description='Answer a need_input interrupt: {"text", "approver"}')
     def answer(self, payload: Any = None) -> None:
         signal = self._parse_signal("answer", AnswerSignal, payload)
         if signal is None:
@@ -391,14 +399,14 @@ class AgentWorkflow:
         machine.answer(self.session, signal.text, signal.approver, self.input_tools)
         self.woken = True
 
-    @workflow.signal(name="retry")
+    @workflow.signal(name="retry", description="Retry the model call after an error interrupt")
     def retry(self, payload: Any = None) -> None:
         if self.status != "waiting_retry":
             self._ignore("retry", f"the run is {self.status}, not waiting after an error")
             return
         self.woken = True
 
-    @workflow.signal(name="cancel")
+    @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
     def cancel(self, payload: Any = None) -> None:
         signal = self._parse_signal("cancel", CancelSignal, payload)
         if signal is None:
@@ -410,19 +418,23 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------ queries and update
 
-    @workflow.query(name="status")
+    @workflow.query(name="status", description="status, stage, iteration, usage, interrupt, pending_tool_calls, stop_reason")
     def status_query(self) -> dict[str, Any]:
         return self._status_view().model_dump(mode="json")
 
-    @workflow.query(name="session")
+    @workflow.query(name="session", description="The run's Session (conversation and loop state)")
     def session_query(self) -> dict[str, Any]:
         return self.session.model_dump(mode="json")
 
-    @workflow.query(name="steps")
+    @workflow.query(name="steps", description="The Step records so far")
     def steps_query(self) -> list[dict[str, Any]]:
         return [s.model_dump(mode="json") for s in self.steps]
 
-    @workflow.update(name=WAIT_UPDATE, unfinished_policy=HandlerUnfinishedPolicy.ABANDON)
+    @workflow.update(
+        name=WAIT_UPDATE,
+        unfinished_policy=HandlerUnfinishedPolicy.ABANDON,
+        description="rein's client: wait until the run pauses or ends",
+    )
     async def wait(self, request: WaitRequest) -> RunResult:
         await workflow.wait_condition(lambda: self.pause > request.after_pause)
         if self.status == "failed":
@@ -481,10 +493,26 @@ class AgentWorkflow:
         if updates:
             workflow.upsert_search_attributes(updates)
             self.published.update({k: v for k, v in wanted.items() if k in available})
-        details = details_for(view, workflow.info().workflow_id)
+        info = workflow.info()
+        details = details_for(
+            view,
+            workflow_id=info.workflow_id,
+            namespace=info.namespace,
+            prompt=self.prompt,
+            output=machine.last_assistant_text(self.session) if view.status in ("done", "cancelled") else None,
+            last_ignored=self.last_ignored,
+        )
         if details != self.details:
             workflow.set_current_details(details)
             self.details = details
+
+
+def _short_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}" for e in exc.errors()
+        )[:300]
+    return str(exc)[:300]
 
 
 _SEARCH_KEYS: dict[str, Any] = {
