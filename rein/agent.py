@@ -73,6 +73,10 @@ class Agent:
     def _resolve_provider(self) -> Any:
         """The provider, built once and cached: injected, else model + fallbacks via LiteLLM."""
         if self._provider is not None:
+            if not hasattr(self._provider, "complete"):  # a seed-003 LlmBackend: adapt it once
+                from rein.providers.backend import as_provider
+
+                self._provider = as_provider(self._provider)
             return self._provider
         if self.model is None and not self.fallback:
             raise ValueError(

@@ -541,3 +541,22 @@ def test_backend_provider_satisfies_rein_provider_protocol():
 
     assert isinstance(BackendProvider(ScriptedBackend()), Provider)
     assert not isinstance(ScriptedBackend(), Provider)
+
+
+@pytest.mark.parametrize("engine", ["local", "temporal"])
+async def test_agent_runs_an_llm_backend_directly(engine):
+    """Agent(provider=<LlmBackend>) works on both engines: the backend is adapted once."""
+    from rein import Agent
+
+    backend = ScriptedBackend(
+            [llm.ToolCallDelta(index=0, id="c1", name="add", arguments='{"a": 2, "b": 3}'), llm.MessageStop(stop_reason=llm.StopReason.TOOL_USE)],
+            [llm.TextDelta(text="It is "), llm.TextDelta(text="5."), llm.MessageStop(stop_reason=llm.StopReason.END_TURN)],
+    )
+
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    result = await Agent(provider=backend, tools=[add], engine=engine).arun("2 + 3?")
+    assert result.output == "It is 5."
+    assert [m.content for m in result.session.messages if m.role == "tool"] == ["5"]
