@@ -395,11 +395,7 @@ async def _abandon(paused: RunResult) -> None:
     try:
         from rein import engine
 
-        eng = engine.Engine._instance
-        if eng is None:
-            return
-        eng.waiting.pop(engine.session_key(paused.session), None)
-        await eng.submit(eng.cancel(paused.run_id, "task canceled through A2A"))
+        await engine.cancel_session(paused.session, "task canceled through A2A")
     except Exception:
         logger.exception("a2a could not cancel the paused run", extra={"run_id": paused.run_id})
 

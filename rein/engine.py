@@ -223,6 +223,16 @@ async def resume_session(agent: Agent, session: Any, *, approve: bool = True, an
     return await run_session(agent, session)
 
 
+async def cancel_session(session: Any, reason: str) -> bool:
+    """Cancel the durable run that waits on this Session, if this process started one."""
+    eng = Engine._instance
+    waiting = eng.waiting.pop(session_key(session), None) if eng is not None else None
+    if waiting is None:
+        return False
+    await eng.submit(eng.cancel(waiting.workflow_id, reason))
+    return True
+
+
 def _signal_for(
     interrupt_type: str, session: Any, agent: Agent, approve: bool, answer: str | None
 ) -> tuple[str, dict] | None:
