@@ -131,28 +131,7 @@ def make_agents() -> dict[str, Agent]:
 
 def start_custom_server(dynamic: dict[str, str], extra_args: list[str] | None = None) -> DevServer:
     """`temporal server start-dev` as rein.server starts it, but with the given dynamic config only."""
-    port = free_port()
-    args = [temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
-            "--log-level", "error", "--headless"]
-    for name, kind in SEARCH_ATTRIBUTES.items():
-        args += ["--search-attribute", f"{name}={kind}"]
-    for key, value in dynamic.items():
-        args += ["--dynamic-config-value", f"{key}={value}"]
-    args += extra_args or []
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
-    server = DevServer(port=port, ui_port=None, process=process, args=args)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"temporal exited with {process.returncode}: {' '.join(args)}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return server
-        except OSError:
-            time.sleep(0.05)
-    server.stop()
-    raise RuntimeError("temporal dev server did not start")
+    return start_dev_server(dynamic_config=dynamic, extra_args=extra_args)
 
 
 @dataclass

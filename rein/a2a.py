@@ -197,15 +197,8 @@ class A2AServer:
 
     # ------------------------------------------------------------ message/send
 
-    async def _send(self, message: dict) -> dict:
-        text = _text_of(message)
-        task_id = message.get("taskId")
-        if isinstance(task_id, str):
-            with self._lock:
-                paused = self._paused.pop(task_id, None)
-            if paused is not None:
-                return await self._continue(self._tasks[task_id], message, text, paused)
-        context_id = message.get("contextId") or _new_id()
+    def _new_task(self, message: dict, context_id: str) -> dict:
+        """A task in state `working`, registered at once so tasks/get and tasks/cancel see it."""
         task = {
             "id": _new_id(),
             "contextId": context_id,
@@ -215,6 +208,18 @@ class A2AServer:
             "artifacts": [],
         }
         self._tasks[task["id"]] = task
+        return task
+
+    async def _send(self, message: dict) -> dict:
+        text = _text_of(message)
+        task_id = message.get("taskId")
+        if isinstance(task_id, str):
+            with self._lock:
+                paused = self._paused.pop(task_id, None)
+            if paused is not None:
+                return await self._continue(self._tasks[task_id], message, text, paused)
+        context_id = message.get("contextId") or _new_id()
+        task = self._new_task(message, context_id)
         try:
             if self.store is not None:
                 chat = self.agent.chat(session=self.store.load(context_id))
@@ -312,15 +317,7 @@ class A2AServer:
         message = dict(params.get("message") or {}) if isinstance(params, Mapping) else {}
         text = _text_of(message)
         context_id = message.get("contextId") or _new_id()
-        task = {
-            "id": _new_id(),
-            "contextId": context_id,
-            "kind": "task",
-            "status": {"state": "working"},
-            "history": [message],
-            "artifacts": [],
-        }
-        self._tasks[task["id"]] = task
+        task = self._new_task(message, context_id)
         ids = {"taskId": task["id"], "contextId": context_id}
         artifact_id = _new_id()
         yield {"kind": "status-update", **ids, "status": {"state": "working"}, "final": False}

