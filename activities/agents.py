@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
@@ -90,7 +90,7 @@ async def _conversation_from_workflow(request: ModelCallInput) -> list[Message]:
 
 
 class AgentActivities:
-    def __init__(self, agents: dict[str, Agent], search_attributes: Any = None):
+    def __init__(self, agents: Mapping[str, Agent], search_attributes: Any = None):
         self.agents = agents
         self.search_attributes = search_attributes
         """An async callable returning the rein search attributes the server has."""

@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -60,7 +61,8 @@ class Engine:
         self.thread = threading.Thread(target=self.loop.run_forever, name="rein-engine", daemon=True)
         self.server: DevServer | None = None
         self.client: Client | None = None
-        self.agents: dict[str, Agent] = {}
+        # Weak: an Agent the application dropped cannot be resumed anyway, so it need not live on here.
+        self.agents: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
         self.waiting: dict[str, _Waiting] = {}
         self._keys = itertools.count(1)
         self._worker_task: asyncio.Future | None = None

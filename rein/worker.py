@@ -7,7 +7,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -80,8 +80,8 @@ async def ensure_search_attributes(client: Client) -> list[str]:
     return [k for k in SEARCH_ATTRIBUTES if k in have]
 
 
-def agent_map(agents: Iterable[Agent] | Mapping[str, Agent]) -> dict[str, Agent]:
-    if isinstance(agents, dict):
+def agent_map(agents: Iterable[Agent] | Mapping[str, Agent]) -> MutableMapping[str, Agent]:
+    if isinstance(agents, MutableMapping):
         return agents  # live: agents added later are served too (the in-process engine relies on it)
     if isinstance(agents, Mapping):
         return dict(agents)
