@@ -96,6 +96,9 @@ class Agent:
         """How the model reads in activity summaries: the LiteLLM id or the provider's class."""
         if self.model:
             return self.model
+        provider_model = getattr(self._provider, "model", None)
+        if isinstance(provider_model, str) and provider_model:
+            return provider_model  # e.g. an injected LiteLLMProvider("openai/gpt-4o", api_base=...)
         return type(self._provider).__name__ if self._provider is not None else "unknown"
 
     def new_session(self, prompt: str) -> Session:

@@ -1,0 +1,121 @@
+"""A durable run whose model is LiteLLM over real HTTP (a local server speaking OpenAI's wire format).
+
+The key lives only in the worker: it must not reach history, results or activity errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from vendor_server import Fail, Reply, VendorServer  # noqa: E402
+
+import rein  # noqa: E402
+from rein import Agent, LiteLLMProvider, LoopConfig  # noqa: E402
+from rein.testing import start_local  # noqa: E402
+
+SECRET = "sk-test-" + uuid.uuid4().hex
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@pytest.fixture(scope="module")
+async def env():
+    async with await start_local() as env:
+        yield env
+
+
+@pytest.fixture()
+def srv():
+    with VendorServer() as s:
+        yield s
+
+
+def agent_for(srv: VendorServer, name: str, **config) -> Agent:
+    # model_attempts backs off 1 s between attempts; two attempts keep the test quick.
+    return Agent(
+        provider=LiteLLMProvider("openai/gpt-4o", api_base=srv.base_url + "/v1", api_key=SECRET),
+        tools=[add],
+        name=name,
+        config=LoopConfig(model_attempts=2, **config),
+    )
+
+
+async def run(env, agent: Agent, prompt: str = "2 + 3?"):
+    tq = f"llm-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": prompt}, id=f"llm-{uuid.uuid4().hex[:8]}", task_queue=tq
+        )
+        try:
+            result = await handle.result()
+        finally:
+            history = await handle.fetch_history()
+    return result, history
+
+
+async def test_tool_round_over_http_with_a_transient_error(env, srv):
+    srv.script([Fail(429, echo_auth=True), Reply(tool_calls=[("c1", "add", {"a": 2, "b": 3})]), Reply(text="It is 5.")])
+    result, history = await run(env, agent_for(srv, "llm-ok"))
+    assert result["output"] == "It is 5."
+    assert result["usage"]["input_tokens"] == 22  # two answered calls of 11 tokens each
+    # The 429 was retried by Temporal (one activity, two attempts), not by litellm.
+    assert len(srv.requests) == 3
+    sent = srv.requests[-1].body
+    assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "tool"]
+    assert sent["tools"][0]["function"]["name"] == "add"
+    summaries = [
+        json.loads(e.user_metadata.summary.data)
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert summaries == ["model openai/gpt-4o · iteration 1", "tool add(a=2, b=3)", "model openai/gpt-4o · iteration 2"]
+    assert SECRET not in history.to_json()
+    assert SECRET not in json.dumps(result)
+
+
+async def test_a_401_fails_the_run_without_retries_or_leaking_the_key(env, srv):
+    srv.script([Fail(401, echo_auth=True)])
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(env, agent_for(srv, "llm-401"))
+    assert len(srv.requests) == 1
+    assert "AuthenticationError" in str(failure.value.cause)
+    assert SECRET not in str(failure.value.cause)
+
+
+async def test_exhausted_retries_wait_for_the_retry_signal(env, srv):
+    srv.script([Fail(503), Fail(503), Reply(text="back again")])
+    agent = agent_for(srv, "llm-503")
+    tq = f"llm-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "hi"}, id=f"llm-{uuid.uuid4().hex[:8]}", task_queue=tq
+        )
+        status = await _wait_status(handle, "waiting_retry")
+        assert status["interrupt"]["type"] == "error"
+        assert "503" in status["interrupt"]["message"] or "ServiceUnavailable" in status["interrupt"]["message"]
+        await handle.signal("retry", {})
+        result = await handle.result()
+    assert result["output"] == "back again"
+    assert len(srv.requests) == 3
+
+
+async def _wait_status(handle, wanted: str, attempts: int = 200):
+    import asyncio
+
+    for _ in range(attempts):
+        status = await handle.query("status")
+        if status["status"] == wanted:
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run never reached {wanted}: {status}")
