@@ -47,14 +47,6 @@ async def env():
         await environment.shutdown()
 
 
-@pytest.fixture
-def ids(request: pytest.FixtureRequest) -> tuple[str, str]:
-    """(task queue, workflow id), unique per test."""
-    suffix = uuid.uuid4().hex[:8]
-    name = request.node.name.replace("[", "-").replace("]", "")
-    return f"tq-{name}-{suffix}", f"wf-{name}-{suffix}"
-
-
 def call(cid: str, name: str, **arguments: Any) -> ToolCall:
     return ToolCall(id=cid, name=name, arguments=arguments)
 

@@ -69,12 +69,6 @@ async def env():
         await environment.shutdown()
 
 
-@pytest.fixture
-def ids(request: pytest.FixtureRequest) -> tuple[str, str]:
-    suffix = uuid.uuid4().hex[:8]
-    return f"tq-{request.node.name}-{suffix}", f"wf-{request.node.name}-{suffix}"
-
-
 def call(cid: str, name: str, **arguments: Any) -> ToolCall:
     return ToolCall(id=cid, name=name, arguments=arguments)
 
