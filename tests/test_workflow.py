@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
