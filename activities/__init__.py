@@ -1,3 +1,3 @@
-from activities.agents import AgentActivities
+from rein.activities.agents import AgentActivities
 
 __all__ = ["AgentActivities"]

@@ -245,8 +245,8 @@ async def main() -> None:
             v.worker = build(v.client, queue, executor)
             variants.append(v)
 
-        from activities import AgentActivities
-        from workflows import AgentWorkflow
+        from rein.activities import AgentActivities
+        from rein.workflows import AgentWorkflow
 
         def no_search_attributes(client: Client, queue: str, executor: Any) -> Worker:
             acts = AgentActivities(dict(agents), None)

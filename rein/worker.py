@@ -100,8 +100,8 @@ def create_worker(
     **worker_kwargs: Any,
 ) -> Worker:
     """A Worker serving `agents` (by name) on `task_queue`; use it as `async with`."""
-    from activities import AgentActivities
-    from workflows import AgentWorkflow
+    from rein.activities import AgentActivities
+    from rein.workflows import AgentWorkflow
 
     client = with_rein_converter(client)
     activities = AgentActivities(agent_map(agents), SearchAttributeRegistry(client))

@@ -28,7 +28,7 @@ from temporalio.worker import Replayer
 import rein
 from rein import Agent, LoopConfig, MockProvider, Session, Step, ToolCall, ToolContext
 from rein.testing import start_time_skipping
-from workflows import AgentWorkflow
+from rein.workflows import AgentWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 STATUS_KEYS = {"status", "stage", "iteration", "usage", "interrupt", "pending_tool_calls", "stop_reason"}

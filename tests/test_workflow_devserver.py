@@ -29,7 +29,7 @@ from temporalio.worker import Replayer
 import rein
 from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.testing import start_local
-from workflows import AgentWorkflow
+from rein.workflows import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 

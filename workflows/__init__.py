@@ -1,3 +1,3 @@
-from workflows.agent import AgentWorkflow
+from rein.workflows.agent import AgentWorkflow
 
 __all__ = ["AgentWorkflow"]
