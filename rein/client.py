@@ -31,12 +31,12 @@ class RunFailed(RuntimeError):
 
 
 async def connect(address: str | None = None, namespace: str | None = None) -> Client:
-    from temporalio.contrib.pydantic import pydantic_data_converter
+    from rein.temporal.converter import rein_data_converter
 
     return await Client.connect(
         address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"),
         namespace=namespace or os.environ.get("TEMPORAL_NAMESPACE", "default"),
-        data_converter=pydantic_data_converter,
+        data_converter=rein_data_converter(),
     )
 
 

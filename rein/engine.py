@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from rein import local_bus, machine
@@ -33,6 +32,7 @@ from rein.log import logger
 from rein.result import RunResult
 from rein.server import DevServer, start_dev_server
 from rein.summaries import run_summary
+from rein.temporal.converter import rein_data_converter
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -97,7 +97,7 @@ class Engine:
         self.client = await Client.connect(
             self.address,
             namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"),
-            data_converter=pydantic_data_converter,
+            data_converter=rein_data_converter(),
         )
         self._worker = create_worker(self.client, self.agents, task_queue=self.task_queue)
         self._worker_task = asyncio.ensure_future(self._worker.run())

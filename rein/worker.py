@@ -30,10 +30,12 @@ _INDEXED = {
 
 
 def with_rein_converter(client: Client) -> Client:
-    """The same connection with rein's data converter (pydantic), which workers and typed clients need."""
+    """The same connection with rein's data converter (pydantic), keeping the client's codec and storage."""
+    from rein.temporal.converter import rein_data_converter
+
     if client.data_converter.payload_converter_class is pydantic_data_converter.payload_converter_class:
         return client
-    return Client(**{**client.config(), "data_converter": pydantic_data_converter})
+    return Client(**{**client.config(), "data_converter": rein_data_converter(client.data_converter)})
 
 
 class SearchAttributeRegistry:
