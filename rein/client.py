@@ -30,6 +30,10 @@ class RunFailed(RuntimeError):
     """A durable run ended in failure (for example a non-retryable model error)."""
 
 
+class DecisionRejected(ValueError):
+    """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
+
+
 async def connect(address: str | None = None, namespace: str | None = None) -> Client:
     from rein.temporal.converter import rein_data_converter
 
