@@ -96,6 +96,10 @@ class AgentActivities:
         """An async callable returning the rein search attributes the server has."""
         self.conversations = Conversations()
 
+    def definitions(self) -> list[Any]:
+        """The activity functions a Worker registers."""
+        return [self.describe_agent, self.call_model, self.run_tool]
+
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0])
         if agent is None:

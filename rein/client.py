@@ -23,7 +23,7 @@ from rein.contract import DEFAULT_TASK_QUEUE, WAIT_UPDATE, WORKFLOW_TYPE, AgentI
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
-from rein.worker import with_rein_converter
+from rein.temporal.plugin import with_rein_plugin
 
 
 class RunFailed(RuntimeError):
@@ -46,7 +46,7 @@ async def connect(address: str | None = None, namespace: str | None = None) -> C
 
 class ReinClient:
     def __init__(self, client: Client, task_queue: str | None = None):
-        self.client = with_rein_converter(client)
+        self.client = with_rein_plugin(client)
         self.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
 
     async def start(
