@@ -26,3 +26,6 @@ class LoopConfig(BaseModel):
     approvers: list[str] | None = None
     """Durable engine: who may approve, deny or answer (None: anyone). Names are asserted by the
     caller: this filters mistakes and well-behaved tooling; real access control is Temporal's."""
+    output_retries: int = Field(default=1, ge=0)
+    """Agents with an output type: invalid final answers sent back to the model before the run
+    ends with stop_reason `invalid_output`."""

@@ -241,6 +241,7 @@ class ConfigOverrides(BaseModel):
     model_attempts: int = Field(default=None, ge=1, le=100)  # type: ignore[assignment]
     model_timeout_s: float = Field(default=None, gt=0, le=86_400, allow_inf_nan=False)  # type: ignore[assignment]
     approvers: list[str] | None = Field(default=None, max_length=1000)
+    output_retries: int = Field(default=None, ge=0, le=100)  # type: ignore[assignment]
 
 
 _PERMISSION_RANK = {"allow": 0, "ask": 1, "deny": 2}

@@ -181,6 +181,12 @@ BAD_INPUTS: list[tuple[str, Any, str]] = [
 ]
 
 
+def test_every_loop_config_field_has_a_bounded_override():
+    from rein.contract import ConfigOverrides
+
+    assert set(ConfigOverrides.model_fields) == set(LoopConfig.model_fields)
+
+
 async def test_bad_input_table_fails_each_run_at_once(env, tq):
     """Each poison input fails its run with a clear error: no retried workflow task, ReinStatus=failed."""
     assert len(BAD_INPUTS) >= 40
