@@ -3,8 +3,8 @@
 One per process: a background thread with its own event loop holds the Temporal
 client and an in-process worker for this process's agents, so `Agent.run`
 works from successive `asyncio.run()` calls and from many threads at once.
-`TEMPORAL_ADDRESS` set: connect there. Otherwise an embedded dev server is
-started (free ports, search attributes, tuned) and stopped at exit.
+It connects through rein.temporal.connection: the configured server, or else the
+shared embedded server of REIN_HOME, whose runs outlive this process.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ from temporalio.service import RPCError
 
 from rein import local_bus, machine
 from rein.client import ReinClient, RunFailed
-from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, AgentInput, WaitRequest
+from rein.contract import WORKFLOW_TYPE, AgentInput, WaitRequest
 from rein.ir import Message, StreamChunk
 from rein.log import logger
 from rein.result import RunResult
-from rein.server import DevServer, start_dev_server
 from rein.summaries import run_summary
-from rein.temporal.converter import rein_data_converter
+from rein.temporal import connection
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -59,7 +58,6 @@ class Engine:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rein-engine", daemon=True)
-        self.server: DevServer | None = None
         self.client: Client | None = None
         # Weak: an Agent the application dropped cannot be resumed anyway, so it need not live on here.
         self.agents: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
@@ -67,11 +65,7 @@ class Engine:
         self._keys = itertools.count(1)
         self._worker_task: asyncio.Future | None = None
         self._worker: Any = None
-        address = os.environ.get("TEMPORAL_ADDRESS")
-        self.task_queue = os.environ.get("REIN_TASK_QUEUE") or (
-            f"rein-{socket.gethostname()}-{os.getpid()}" if address else DEFAULT_TASK_QUEUE
-        )
-        self.address = address
+        self.task_queue = os.environ.get("REIN_TASK_QUEUE") or f"rein-{socket.gethostname()}-{os.getpid()}"
 
     @classmethod
     def get(cls) -> Engine:
@@ -85,20 +79,14 @@ class Engine:
             return cls._instance
 
     def _start(self) -> None:
-        if self.address is None:
-            self.server = start_dev_server()
-            self.address = self.server.address
+        target = connection.resolve()  # may start the embedded server: before the loop runs
         self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._connect(), self.loop).result(timeout=60)
+        asyncio.run_coroutine_threadsafe(self._connect(target), self.loop).result(timeout=60)
 
-    async def _connect(self) -> None:
+    async def _connect(self, target: connection.Target) -> None:
         from rein.worker import create_worker
 
-        self.client = await Client.connect(
-            self.address,
-            namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"),
-            data_converter=rein_data_converter(),
-        )
+        self.client = await connection.connect(target=target)
         self._worker = create_worker(self.client, self.agents, task_queue=self.task_queue)
         self._worker_task = asyncio.ensure_future(self._worker.run())
 
@@ -108,8 +96,6 @@ class Engine:
                 asyncio.run_coroutine_threadsafe(self._worker.shutdown(), self.loop).result(timeout=10)
         except Exception:
             pass
-        if self.server is not None:
-            self.server.stop()
         self.loop.call_soon_threadsafe(self.loop.stop)
 
     async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -155,9 +141,13 @@ class Engine:
         return result
 
     async def signal_and_wait(self, waiting: _Waiting, signal: str, payload: dict) -> RunResult:
+        return await self.signals_and_wait(waiting, [(signal, payload)])
+
+    async def signals_and_wait(self, waiting: _Waiting, signals: list[tuple[str, dict]]) -> RunResult:
         assert self.client is not None
         handle = self.client.get_workflow_handle(waiting.workflow_id, result_type=RunResult)
-        await handle.signal(signal, payload)
+        for signal, payload in signals:
+            await handle.signal(signal, payload)
         return await self.wait(handle, WaitRequest(after_pause=waiting.pause, steps_from=waiting.steps))
 
     async def cancel(self, workflow_id: str, reason: str) -> None:
@@ -222,7 +212,36 @@ async def resume_session(agent: Agent, session: Any, *, approve: bool = True, an
     from rein.loop import input_tool_names
 
     machine.prepare_resume(session, approve, answer, input_tool_names(agent.registry))
-    return await run_session(agent, session)
+    # A new run treats its input Session's decisions as conversation, not authority: it asks
+    # again, and this process (which holds the decisions) answers with signals.
+    decisions = machine.decisions_for_pending(session)
+    return await _redecide(eng, await run_session(agent, session), decisions)
+
+
+async def _redecide(eng: Engine, result: RunResult, decisions: dict[str, Any]) -> RunResult:
+    """Send the decisions the caller already made for the calls the run now asks about."""
+    for _ in range(3):  # approvals, then a question, then nothing left to send
+        interrupt = result.interrupt
+        waiting = eng.waiting.get(session_key(result.session)) if interrupt is not None else None
+        if result.status != "interrupted" or interrupt is None or waiting is None:
+            return result
+        signals: list[tuple[str, dict]] = []
+        if interrupt.type == "need_approval":
+            already = machine.decisions_for_pending(result.session)
+            for call in result.session.pending_tool_calls:
+                decision = decisions.get(call.id)
+                if decision is not None and decision.answer is None and call.id not in already:
+                    payload = {"tool_call_id": call.id, "approver": decision.approver, "reason": decision.reason}
+                    signals.append(("approve" if decision.approved else "deny", payload))
+        elif interrupt.type == "need_input" and interrupt.tool_call is not None:
+            decision = decisions.get(interrupt.tool_call.id)
+            if decision is not None and decision.answer is not None:
+                signals.append(("answer", {"text": decision.answer, "approver": decision.approver}))
+        if not signals:
+            return result
+        eng.waiting.pop(session_key(result.session), None)
+        result = _logged(await eng.submit(eng.signals_and_wait(waiting, signals)))
+    return result
 
 
 async def cancel_session(session: Any, reason: str) -> bool:
