@@ -148,13 +148,15 @@ RunId = Annotated[str, typer.Argument(help="The run's id (its Temporal workflow 
 
 async def _connect(address: str | None, namespace: str | None) -> ReinClient:
     from rein.client import ReinClient, connect
+    from rein.temporal.connection import settings
 
     try:
         return ReinClient(await connect(address, namespace))
     except RuntimeError as err:
         if "connect" not in str(err).lower():
             raise
-        where = address or os.environ.get("TEMPORAL_ADDRESS") or "the configured address"
+        target = settings(address, namespace)
+        where = target.address if target else "the embedded server"
         raise CliError(
             f"cannot reach Temporal at {where} ({_connect_reason(err)}); start one with `rein server` "
             "or point --address / TEMPORAL_ADDRESS at a running server",
@@ -354,37 +356,88 @@ def _port_in_use(port: int) -> bool:
 @server_app.callback()
 def server(
     ctx: typer.Context,
-    port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
-    ui_port: Annotated[int, typer.Option(help="Web UI port.")] = 8233,
-    db_filename: Annotated[str | None, typer.Option(help="Keep runs across restarts in this SQLite file.")] = None,
+    port: Annotated[int | None, typer.Option(help="Frontend port when it starts (default: a free one).")] = None,
+    ui_port: Annotated[int | None, typer.Option(help="Web UI port when it starts (default: a free one).")] = None,
 ) -> None:
-    """Run a Temporal dev server here with rein's search attributes and the web UI (Ctrl-C stops it)."""
+    """Run rein's shared server (state in REIN_HOME) with the web UI until Ctrl-C.
+
+    It is the server every rein command and script without TEMPORAL_ADDRESS uses; it stops
+    when its last user exits. `rein server status` and `rein server stop` manage it.
+    """
     if ctx.invoked_subcommand is not None:
         return
-    from rein.server import start_dev_server
+    from rein.server import embedded_status, ensure_embedded, release_embedded, rein_home
 
-    for name, value in (("--port", port), ("--ui-port", ui_port)):
-        if _port_in_use(value):
-            raise CliError(f"port {value} ({name}) is already in use; another server runs there "
-                           f"(use it with TEMPORAL_ADDRESS=127.0.0.1:{port}, or pick another {name})")
+    running = embedded_status()
+    if running is None:
+        for name, value in (("--port", port), ("--ui-port", ui_port)):
+            if value and _port_in_use(value):
+                raise CliError(f"port {value} ({name}) is already in use by another program; pick another {name}")
+        if port:
+            os.environ["REIN_SERVER_PORT"] = str(port)
+        if ui_port:
+            os.environ["REIN_UI_PORT"] = str(ui_port)
+    else:
+        wanted = [(port, running["address"].rsplit(":", 1)[-1]), (ui_port, (running.get("ui") or "").rsplit(":", 1)[-1])]
+        if any(value and str(value) != actual for value, actual in wanted):
+            raise CliError(f"rein's server already runs at {running['address']} (UI {running.get('ui')}); "
+                           "`rein server stop` it first to change its ports")
 
-    def stop_on_term(*_: Any) -> None:
-        raise KeyboardInterrupt  # so `finally` stops the dev server (it runs in its own session)
+    stopping = False
 
-    signal.signal(signal.SIGTERM, stop_on_term)
-    dev = start_dev_server(port=port, ui=True, ui_port=ui_port, db_filename=db_filename, wait_s=120)
+    def stop_on_signal(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    signal.signal(signal.SIGINT, stop_on_signal)
     try:
-        print(f"Temporal dev server: {dev.address}  (export TEMPORAL_ADDRESS={dev.address})", flush=True)
-        print(f"Temporal UI:         {dev.ui_url}", flush=True)
-        print("Search attributes ReinAgent, ReinStatus, ReinIterations, ReinTokens are registered. Ctrl-C stops.",
+        address = ensure_embedded()
+        state = embedded_status() or {}
+        print(f"Temporal dev server: {address}  (export TEMPORAL_ADDRESS={address} for other tools)", flush=True)
+        print(f"Temporal UI:         {state.get('ui') or 'not available'}", flush=True)
+        print(f"State:               {state.get('db') or rein_home()}", flush=True)
+        print("rein's search attributes are registered. "
+              + ("It was already running; " if running else "") + "Ctrl-C to leave (it stops when no rein process uses it).",
               flush=True)
-        while dev.process.poll() is None:
-            time.sleep(0.5)
-        raise CliError(f"the Temporal dev server exited with code {dev.process.returncode}")
-    except KeyboardInterrupt:
-        pass
+        while not stopping:
+            time.sleep(0.25)
+            if embedded_status() is None:
+                raise CliError(f"the server stopped (see {rein_home() / 'server.log'})")
     finally:
-        dev.stop()
+        release_embedded()
+
+
+@server_app.command("status")
+def server_status(as_json: JsonFlag = False) -> None:
+    """Is rein's shared server running? Its address, UI, state file and users."""
+    from rein.server import embedded_status, rein_home
+
+    state = embedded_status()
+    if as_json:
+        _print_json(state)
+    elif state is None:
+        _out().print(f"not running (REIN_HOME={escape(str(rein_home()))})")
+    else:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="dim")
+        grid.add_column()
+        for label, value in (("address", state.get("address")), ("UI", state.get("ui")), ("state", state.get("db")),
+                             ("log", state.get("log")), ("in use", "yes" if state.get("in_use") else "no"),
+                             ("pid", str(state.get("pid")))):
+            grid.add_row(label, escape(str(value)))
+        _out().print(grid)
+    if state is None:
+        raise typer.Exit(EXIT_ERROR)
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop rein's shared server now (its runs stay in REIN_HOME)."""
+    from rein.server import rein_home, stop_embedded
+
+    stopped = stop_embedded()
+    _out().print("stopped" if stopped else f"not running (REIN_HOME={escape(str(rein_home()))})")
 
 
 # --------------------------------------------------------------------------- worker
@@ -674,75 +727,76 @@ def result(
 # --------------------------------------------------------------------------- decisions
 
 
-Approver = Annotated[str, typer.Option(help="Who decides (recorded in the run's Session.decisions).")]
+Approver = Annotated[str | None, typer.Option(
+    help="Who decides, recorded in Session.decisions (default: this client's Temporal identity). "
+         "Asserted by the caller: access control is Temporal's.")]
 
 
 def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
-            action: Callable[[ReinClient], Awaitable[Any]]) -> None:
+            action: Callable[[ReinClient], Awaitable[Any]]) -> Any:
+    """Send a decision through the run's validated update; a rejection is one line and exit 5."""
     from rein.client import DecisionRejected
-    from rein.runs import RunNotFound, is_not_found
+    from rein.runs import describe_run
 
-    async def go(client: ReinClient) -> None:
+    async def go(client: ReinClient) -> Any:
         try:
-            await action(client)
+            return await action(client)
         except DecisionRejected:
-            raise
-        except Exception as err:
-            if is_not_found(err):
-                raise RunNotFound(run_id) from None
+            await describe_run(client, run_id)  # an unknown id is "not found", not a rejection
             raise
 
     try:
-        _with_client(address, namespace, go)
+        return _with_client(address, namespace, go)
     except DecisionRejected as exc:
-        raise CliError(f"run {run_id} rejected the {what}: {exc}", EXIT_REJECTED) from exc
-    _out().print(f"{what} sent to run {escape(run_id)}")
+        raise CliError(str(exc), EXIT_REJECTED) from exc
 
 
 @app.command()
 def approve(
     run_id: RunId,
     tool_call_id: Annotated[str | None, typer.Option(help="Only this tool call (default: every pending call).")] = None,
-    approver: Approver = "cli",
+    approver: Approver = None,
     reason: Annotated[str, typer.Option(help="Why (recorded).")] = "",
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
     """Approve a run's pending tool calls."""
-    _decide(address, namespace, run_id, "approval",
-            lambda c: c.approve(run_id, tool_call_id, approver, reason))
+    ids = _decide(address, namespace, run_id, "approval", lambda c: c.approve(run_id, tool_call_id, approver, reason))
+    _out().print(f"approved {', '.join(ids or []) or 'nothing'} in run {escape(run_id)}")
 
 
 @app.command()
 def deny(
     run_id: RunId,
     tool_call_id: Annotated[str | None, typer.Option(help="Only this tool call (default: every pending call).")] = None,
-    approver: Approver = "cli",
+    approver: Approver = None,
     reason: Annotated[str, typer.Option(help="Why (the model sees it).")] = "",
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
     """Deny a run's pending tool calls; the model is told they were denied, and why."""
-    _decide(address, namespace, run_id, "denial",
-            lambda c: c.deny(run_id, tool_call_id, approver, reason))
+    ids = _decide(address, namespace, run_id, "denial", lambda c: c.deny(run_id, tool_call_id, approver, reason))
+    _out().print(f"denied {', '.join(ids or []) or 'nothing'} in run {escape(run_id)}")
 
 
 @app.command()
 def answer(
     run_id: RunId,
     text: Annotated[str, typer.Argument(help="The answer the run waits for.", show_default=False)],
-    approver: Approver = "cli",
+    approver: Approver = None,
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
     """Answer a run waiting for input (an `ask_human` question)."""
     _decide(address, namespace, run_id, "answer", lambda c: c.answer(run_id, text, approver))
+    _out().print(f"answered run {escape(run_id)}")
 
 
 @app.command()
 def retry(run_id: RunId, address: Address = None, namespace: Namespace = None) -> None:
     """Retry a run waiting after an error (its model attempts were exhausted)."""
     _decide(address, namespace, run_id, "retry", lambda c: c.retry(run_id))
+    _out().print(f"retrying run {escape(run_id)}")
 
 
 @app.command()
@@ -754,6 +808,7 @@ def cancel(
 ) -> None:
     """Cancel a run: it ends with stop reason `cancelled`."""
     _decide(address, namespace, run_id, "cancellation", lambda c: c.cancel(run_id, reason))
+    _out().print(f"cancelled run {escape(run_id)}")
 
 
 # --------------------------------------------------------------------------- watch
