@@ -309,7 +309,7 @@ def _render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
     header.add_row("started", f"{started:%Y-%m-%d %H:%M:%S} ({_age(datetime.now(timezone.utc) - detail.started)} ago)")
     if detail.closed:
         header.add_row("closed", f"{detail.closed.astimezone():%Y-%m-%d %H:%M:%S}")
-    if detail.stop_reason:
+    if detail.stop_reason and detail.interrupt is None:
         header.add_row("stop reason", detail.stop_reason)
     if detail.ignored_signals:
         header.add_row("ignored signals", str(detail.ignored_signals))
@@ -531,13 +531,14 @@ def run(
     interactive = sys.stdin.isatty()
 
     async def go() -> Any:
-        printed = -1
+        shown: list[Any] = []
         result = await target.arun(prompt)
         while True:
-            for step in result.steps:
-                if step.index > printed:
-                    _print_step(err, step)
-                    printed = step.index
+            # A resumed result may carry only the steps since the pause, or all of them.
+            cumulative = [s.summary for s in result.steps[: len(shown)]] == [s.summary for s in shown]
+            for step in result.steps[len(shown):] if cumulative and shown else result.steps:
+                _print_step(err, step)
+            shown = list(result.steps)
             if result.status != "interrupted" or result.interrupt is None:
                 return result
             itr = result.interrupt
@@ -609,7 +610,8 @@ def _stop_hint(result: Any, target: str) -> str:
 
 @app.command("list")
 def list_(
-    status: Annotated[RunStatusChoice | None, typer.Option("--status", "-s", help="Only runs in this status.",
+    status: Annotated[RunStatusChoice | None, typer.Option("--status", "-s", help="Only runs in this status: running, waiting_approval, "
+                                           "waiting_input, waiting_retry, done, cancelled or failed.",
                                                            case_sensitive=False)] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only runs of this agent (its registered name).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
@@ -739,8 +741,12 @@ def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
     from rein.runs import describe_run
 
     async def go(client: ReinClient) -> Any:
+        task = asyncio.ensure_future(action(client))
+        done, _ = await asyncio.wait({task}, timeout=NO_WORKER_HINT_AFTER_S)
+        if not done:
+            await _warn_without_worker(client, run_id, what)
         try:
-            return await action(client)
+            return await task
         except DecisionRejected:
             await describe_run(client, run_id)  # an unknown id is "not found", not a rejection
             raise
@@ -749,6 +755,28 @@ def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
         return _with_client(address, namespace, go)
     except DecisionRejected as exc:
         raise CliError(str(exc), EXIT_REJECTED) from exc
+
+
+NO_WORKER_HINT_AFTER_S = 3.0
+"""A decision is an Update a worker must process; after this long, check whether any worker polls."""
+
+
+async def _warn_without_worker(client: ReinClient, run_id: str, what: str) -> None:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    try:
+        queue = (await client.handle(run_id).describe()).task_queue
+        described = await client.client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.client.namespace, task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ))
+    except Exception:
+        return
+    if not described.pollers:
+        _err().print(f"[yellow]no worker polls task queue {escape(queue)!r}: the {what} waits until one starts "
+                     "(`rein worker --agent MODULE:ATTR`); Ctrl-C to stop waiting[/]")
 
 
 @app.command()
@@ -824,14 +852,19 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
     async def go(client: ReinClient) -> RunDetail:
         detail = await describe_run(client, run_id)
-        if detail.closed is None and detail.interrupt is None:
-            try:
-                async for chunk in client.stream(run_id):
-                    _render_chunk(out, err, chunk)
-            except Exception as exc:
-                if is_not_found(exc):
-                    raise RunNotFound(run_id) from None
-                raise
+        if detail.closed is not None or detail.interrupt is not None:
+            await _follow_steps(client, run_id, err)  # already paused or ended: its steps so far
+        else:
+            if hasattr(client, "stream"):
+                try:
+                    async for chunk in client.stream(run_id):
+                        _render_chunk(out, err, chunk)
+                except Exception as exc:
+                    if is_not_found(exc):
+                        raise RunNotFound(run_id) from None
+                    raise
+            else:
+                await _follow_steps(client, run_id, err)
             detail = await describe_run(client, run_id)
         return detail
 
@@ -840,6 +873,22 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
     _render_detail(err, detail, steps=False)
     if detail.status == "failed":
         raise CliError(f"run {run_id} failed: {detail.error}", EXIT_RUN_FAILED)
+
+
+async def _follow_steps(client: ReinClient, run_id: str, err: Console) -> None:
+    """Without a stream: print each new step (from the `steps` query) until the run pauses or ends."""
+    from rein.runs import describe_run
+
+    printed = -1
+    while True:
+        detail = await describe_run(client, run_id, steps=True)
+        for step in detail.steps or []:
+            if step.index > printed:
+                _print_step(err, step)
+                printed = step.index
+        if detail.closed is not None or detail.interrupt is not None:
+            return
+        await asyncio.sleep(0.5)
 
 
 def _render_chunk(out: Console, err: Console, chunk: Any) -> None:
