@@ -116,6 +116,7 @@ class AgentActivities:
     async def describe_agent(self, request: DescribeInput) -> AgentDescription:
         agent = self._agent(request.agent)
         available = await self.search_attributes() if self.search_attributes else []
+        tools = await agent.tools_for_run()  # lists the agent's MCP servers, so the run records their specs
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
@@ -123,7 +124,7 @@ class AgentActivities:
             config=agent.config,
             tools=[
                 ToolInfo(spec=t.spec(), retries=t.retries, timeout_s=t.timeout_s, asks_human=t.asks_human)
-                for t in agent.registry
+                for t in tools
             ],
             search_attributes=list(available),
         )
@@ -152,7 +153,7 @@ class AgentActivities:
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult:
         agent = self._agent(request.agent)
-        tool = agent.registry.get(request.call.name)
+        tool = await agent.find_tool(request.call.name)
         info = activity.info()
         context = ToolContext(
             idempotency_key=f"{request.run_id}/{request.call.id}",
@@ -165,7 +166,7 @@ class AgentActivities:
         try:
             async with heartbeating():
                 result = await execute_tool(
-                    tool, request.call, context, raise_errors=may_retry, available=agent.registry.names()
+                    tool, request.call, context, raise_errors=may_retry, available=await agent.tool_names()
                 )
         except Exception as exc:
             raise ApplicationError(
