@@ -115,7 +115,7 @@ def create_worker(
         client,
         task_queue=task_queue,
         workflows=[AgentWorkflow],
-        activities=[activities.describe_agent, activities.call_model, activities.run_tool],
+        activities=activities.definitions(),
         **worker_kwargs,
     )
 
