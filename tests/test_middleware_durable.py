@@ -446,3 +446,27 @@ async def test_middleware_and_compaction_across_continue_as_new(env, ids):
     assert final_run != first_run, "the run did not continue as new"
     assert view(result) == expected
     assert expected["output"] == "all added" and len(expected["messages"]) <= 2 + 4 + 1
+
+
+async def test_stored_history_of_an_agent_with_extensions_replays():
+    """Guards the command sequence of middleware steps and compaction (tests/histories/make_histories.py)."""
+    import json
+    from pathlib import Path
+
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import AgentWorkflow
+
+    data = json.loads((Path(__file__).parent / "histories" / "agent_extensions_v1.json").read_text())
+    history = WorkflowHistory.from_json("agent-extensions", data)
+    activities = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "rein.compact" in activities and activities.count("rein.run_tool") == 4
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter())
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
