@@ -123,7 +123,8 @@ class Agent:
 
     def middleware(self, fn: Middleware) -> Middleware:
         """Wrap every step with `async def fn(ctx, call_next) -> ctx`."""
-        require_async(fn, "middleware")
+        if not callable(fn):
+            raise TypeError(f"middleware must be callable as fn(ctx, call_next), got {fn!r}")
         self.middlewares.append(fn)
         return fn
 

@@ -94,7 +94,7 @@ async def run_step(
 
 
 def require_async(fn: Any, what: str) -> None:
-    """Middleware and hooks are awaited: a plain function would fail mid-run, on a worker; fail now."""
+    """Hooks are awaited: a plain function would fail mid-run, on a worker; fail when it is registered."""
     call = getattr(fn, "__call__", None)
     if not callable(fn) or not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)):
         raise TypeError(f"{what} must be an async function (async def), got {fn!r}")

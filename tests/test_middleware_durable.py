@@ -252,8 +252,8 @@ def test_what_would_fail_on_a_worker_is_refused_when_the_agent_is_built():
 
     with pytest.raises(TypeError, match="before_tool hook must be an async function"):
         agent.before_tool(sync_hook)
-    with pytest.raises(TypeError, match="middleware must be an async function"):
-        agent.middleware(sync_hook)
+    with pytest.raises(TypeError, match="middleware must be callable"):
+        agent.middleware("not a function")
 
     async def async_handler(ctx):  # noqa: ANN001, ANN202
         return None
