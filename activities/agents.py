@@ -34,6 +34,7 @@ from rein.contract import (
     ToolInfo,
 )
 from rein.compaction import trigger_of
+from rein.config import LoopConfig
 from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
 from rein.loop import completion_from_stream
 from rein.providers.fallback import is_retryable
@@ -125,18 +126,27 @@ class AgentActivities:
 
     @activity.defn(name=DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeInput) -> AgentDescription:
-        agent = self._agent(request.agent)
         available = await self.search_attributes() if self.search_attributes else []
+        if not request.agent:  # a run that failed before it knew its agent: only the search attributes
+            return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
+        agent = self._agent(request.agent)
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
             system=agent.system,
             config=agent.config,
             tools=[
-                ToolInfo(spec=t.spec(), retries=t.retries, timeout_s=t.timeout_s, asks_human=t.asks_human)
+                ToolInfo(
+                    spec=t.spec(),
+                    retries=t.retries,
+                    timeout_s=t.timeout_s,
+                    asks_human=t.asks_human,
+                    requires_approval=getattr(t, "requires_approval", False),
+                )
                 for t in agent.registry
             ],
             search_attributes=list(available),
+            client_overrides=sorted(agent.client_overrides),
             middleware=bool(agent.middlewares),
             compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
         )
@@ -171,12 +181,15 @@ class AgentActivities:
 
 
 async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
-    """One completion from the agent's provider, streamed to a listener when the run has one."""
+    """One completion from the agent's provider (streamed to a listener when the run has one),
+    with the output type's verdict attached."""
     provider = agent._resolve_provider()
-    tools = agent.registry.specs() or None
+    tools = await agent.model_tool_specs() or None
     if request.stream and local_bus.has_listener(request.run_id):
-        return await _streamed_completion(provider, messages, request.run_id, tools)
-    return await provider.complete(messages, tools=tools)
+        completion = await _streamed_completion(provider, messages, request.run_id, tools)
+    else:
+        completion = await provider.complete(messages, tools=tools)
+    return agent.output.check(completion) if agent.output is not None else completion
 
 
 def model_failure(run_id: str, exc: BaseException) -> ApplicationError:

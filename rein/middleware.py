@@ -61,6 +61,7 @@ async def run_step(
     *,
     elapsed: Callable[[], float],
     input_tools: frozenset[str],
+    approval_tools: frozenset[str] = frozenset(),
     call_model: ModelCall,
     run_tools: ToolRun,
 ) -> StepContext:
@@ -71,7 +72,7 @@ async def run_step(
     """
 
     async def core(ctx: StepContext) -> StepContext:
-        action = machine.next_action(ctx.session, ctx.config, elapsed(), input_tools)
+        action = machine.next_action(ctx.session, ctx.config, elapsed(), input_tools, approval_tools)
         if isinstance(action, machine.Wait):
             ctx.interrupt = action.interrupt
         elif isinstance(action, machine.CallModel):

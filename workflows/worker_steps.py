@@ -75,7 +75,7 @@ def _apply(wf: AgentWorkflow, outcome: StepOutcome) -> Interrupt | None:
 
 async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, elapsed_s: float) -> Interrupt | None:
     """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
-    from rein.workflows.agent import MODEL_HEARTBEAT, TOOL_TIMEOUT
+    from rein.workflows.agent import MODEL_HEARTBEAT, TOOL_TIMEOUT, _seconds
 
     assert wf.agent is not None
     info = workflow.info()
@@ -94,13 +94,13 @@ async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, el
                     step=request,
                 ),
                 result_type=StepOutcome,
-                start_to_close_timeout=timedelta(seconds=config.model_timeout_s),
+                start_to_close_timeout=_seconds(config.model_timeout_s),
                 heartbeat_timeout=MODEL_HEARTBEAT,
                 retry_policy=_model_retry(config),
                 summary=model_summary(wf.agent.model, action.iteration),
             ))
         except ActivityError as err:
-            return await wf._model_call_failed(err)
+            return wf._model_call_failed(err)
         return _apply(wf, outcome) if outcome is not None else None
 
     calls = wf.session.pending_tool_calls
@@ -128,7 +128,9 @@ async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, el
     except ActivityError as err:
         cause = err.cause
         if isinstance(cause, ApplicationError) and cause.non_retryable:
-            await wf._fail(f"Tool step failed and cannot be retried: {cause.message}", cause.type or "StepError")
+            raise ApplicationError(
+                f"Tool step failed and cannot be retried: {cause.message}", type=cause.type or "StepError", non_retryable=True
+            ) from None
         detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
         if isinstance(action, machine.Wait):
             return action.interrupt  # the middleware could not run; the person still decides
@@ -143,7 +145,7 @@ async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, el
 
 async def compact_if_due(wf: AgentWorkflow, action: machine.CallModel, config: LoopConfig) -> None:
     """Before a model call: let the worker compact the conversation when the strategy's trigger is due."""
-    from rein.workflows.agent import MODEL_HEARTBEAT
+    from rein.workflows.agent import MODEL_HEARTBEAT, _seconds
 
     assert wf.agent is not None
     trigger = wf.agent.compaction
@@ -164,7 +166,7 @@ async def compact_if_due(wf: AgentWorkflow, action: machine.CallModel, config: L
                 conversation=wf.conversation,
             ),
             result_type=CompactResult,
-            start_to_close_timeout=timedelta(seconds=config.model_timeout_s),
+            start_to_close_timeout=_seconds(config.model_timeout_s),
             heartbeat_timeout=MODEL_HEARTBEAT,
             retry_policy=_model_retry(config),
             summary=f"compact {len(wf.session.messages)} messages · iteration {action.iteration}",
@@ -172,7 +174,11 @@ async def compact_if_due(wf: AgentWorkflow, action: machine.CallModel, config: L
     except ActivityError as err:
         cause = err.cause
         if isinstance(cause, ApplicationError) and cause.non_retryable:
-            await wf._fail(f"Compaction failed and cannot be retried: {cause.message}", cause.type or "CompactionError")
+            raise ApplicationError(
+                f"Compaction failed and cannot be retried: {cause.message}",
+                type=cause.type or "CompactionError",
+                non_retryable=True,
+            ) from None
         workflow.logger.warning("Compaction failed; the model gets the whole conversation: %s", err.cause or err)
         return
     if result is None or result.messages is None:
