@@ -28,6 +28,7 @@ from rein.contract import (
     ToolCallInput,
     ToolInfo,
 )
+from rein.config import LoopConfig
 from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
 from rein.loop import completion_from_stream
 from rein.providers.fallback import is_retryable
@@ -114,31 +115,41 @@ class AgentActivities:
 
     @activity.defn(name=DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeInput) -> AgentDescription:
-        agent = self._agent(request.agent)
         available = await self.search_attributes() if self.search_attributes else []
+        if not request.agent:  # a run that failed before it knew its agent: only the search attributes
+            return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
+        agent = self._agent(request.agent)
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
             system=agent.system,
             config=agent.config,
             tools=[
-                ToolInfo(spec=t.spec(), retries=t.retries, timeout_s=t.timeout_s, asks_human=t.asks_human)
+                ToolInfo(
+                    spec=t.spec(),
+                    retries=t.retries,
+                    timeout_s=t.timeout_s,
+                    asks_human=t.asks_human,
+                    requires_approval=getattr(t, "requires_approval", False),
+                )
                 for t in agent.registry
             ],
             search_attributes=list(available),
+            client_overrides=sorted(agent.client_overrides),
         )
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion:
         agent = self._agent(request.agent)
         provider = agent._resolve_provider()
-        tools = agent.registry.specs() or None
+        tools = await agent.model_tool_specs() or None
         messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating():
                 if request.stream and local_bus.has_listener(request.run_id):
-                    return await _streamed_completion(provider, messages, request.run_id, tools)
-                return await provider.complete(messages, tools=tools)
+                    completion = await _streamed_completion(provider, messages, request.run_id, tools)
+                else:
+                    completion = await provider.complete(messages, tools=tools)
         except Exception as exc:
             retryable = is_retryable(exc)
             if not retryable:
@@ -146,6 +157,7 @@ class AgentActivities:
             raise ApplicationError(
                 scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
             ) from None
+        return agent.output.check(completion) if agent.output is not None else completion
 
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult:

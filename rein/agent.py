@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from rein import loop, machine
 from rein.config import LoopConfig
-from rein.ir import StreamChunk
+from rein.ir import StreamChunk, ToolSpec
 from rein.result import Interrupt, RunResult
 from rein.middleware import Middleware, StepContext, event_middleware, hook
+from rein.output import OutputSpec
 from rein.session import Session, Stage
 from rein.tools import Tool, ToolRegistry, tool
 
@@ -39,7 +40,11 @@ class Agent:
         name: str | None = None,
         engine: Engine | None = None,
         compaction: Any = None,
+        client_overrides: Any = (),
+        output_type: Any = None,
     ):
+        """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all).
+        Without it, a client may only tighten `permission`, the breakers and `approvers`."""
         if engine not in (None, "temporal", "local"):
             raise ValueError(f"engine must be 'temporal' or 'local', not {engine!r}")
         if name is not None and (not name or "#" in name or name.strip() != name):
@@ -52,11 +57,16 @@ class Agent:
         self.name = name or f"agent-{next(_anonymous)}"
         self.engine = engine
         self.compaction = compaction
+        self.client_overrides = _override_names(client_overrides)
         self.middlewares: list[Middleware] = []
         self._event_handlers: dict[str, list[Callable[[StepContext], Any]]] = {}
         self.registry = ToolRegistry()
         for item in tools or []:
             self.registry.add(item if isinstance(item, Tool) else Tool.from_function(item))
+        self.output: OutputSpec | None = OutputSpec(output_type) if output_type is not None else None
+        """The final answer's type (`output_type`): the model answers with a `final_result` call."""
+        if self.output is not None and self.output.tool_name in self.registry:
+            raise ValueError(f"a tool named {self.output.tool_name!r} clashes with output_type's final tool")
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={self.registry.names()})"
@@ -100,6 +110,19 @@ class Agent:
         if isinstance(provider_model, str) and provider_model:
             return provider_model  # e.g. an injected LiteLLMProvider("openai/gpt-4o", api_base=...)
         return type(self._provider).__name__ if self._provider is not None else "unknown"
+
+    async def model_tool_specs(self) -> list[ToolSpec]:
+        """Every tool the model is offered: the agent's own, then the output type's final tool."""
+        specs = self.registry.specs()
+        if self.output is not None:
+            specs.append(self.output.tool_spec())
+        return specs
+
+    def _typed(self, result: RunResult) -> RunResult:
+        """`result.data` as an instance of the output type (runs carry it as JSON)."""
+        if self.output is not None and result.session.output_json is not None:
+            result.data = self.output.rebuild(result.session.output_json)
+        return result
 
     def new_session(self, prompt: str) -> Session:
         return machine.new_session(prompt, self.system)
@@ -149,17 +172,19 @@ class Agent:
         return handler
 
     def _local_kwargs(self) -> dict[str, Any]:
-        return {"compaction": self.compaction, "middlewares": self.middlewares}
+        return {"compaction": self.compaction, "middlewares": self.middlewares, "output": self.output}
 
     # ------------------------------------------------------------ running
 
     async def arun(self, prompt: str) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.arun(self.new_session(prompt), provider, self.registry, self.config, **self._local_kwargs())
+            return self._typed(
+                await loop.arun(self.new_session(prompt), provider, self.registry, self.config, **self._local_kwargs())
+            )
         from rein import engine
 
-        return await engine.run_session(self, prompt=prompt)
+        return self._typed(await engine.run_session(self, prompt=prompt))
 
     def run(self, prompt: str) -> RunResult:
         self._resolve_provider()
@@ -169,16 +194,17 @@ class Agent:
     async def _arun_session(self, session: Session) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.arun(session, provider, self.registry, self.config, **self._local_kwargs())
+            return self._typed(await loop.arun(session, provider, self.registry, self.config, **self._local_kwargs()))
         from rein import engine
 
-        return await engine.run_session(self, session=session)
+        return self._typed(await engine.run_session(self, session=session))
 
     async def astream(self, prompt: str) -> AsyncIterator[StreamChunk]:
         provider = self._resolve_provider()
         if self._engine() == "local":
             async for chunk in loop.astream(
-                self.new_session(prompt), provider, self.registry, self.config, compaction=self.compaction
+                self.new_session(prompt), provider, self.registry, self.config, compaction=self.compaction,
+                output=self.output,
             ):
                 yield chunk
             return
@@ -190,12 +216,12 @@ class Agent:
     async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.aresume(
+            return self._typed(await loop.aresume(
                 session, provider, self.registry, self.config, approve=approve, answer=answer, **self._local_kwargs()
-            )
+            ))
         from rein import engine
 
-        return await engine.resume_session(self, session, approve=approve, answer=answer)
+        return self._typed(await engine.resume_session(self, session, approve=approve, answer=answer))
 
     def resume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         loop.ensure_no_running_loop("Agent.resume()", "agent.aresume(...)")
@@ -211,6 +237,18 @@ class Agent:
 
     def chat(self, session: Session | None = None) -> Chat:
         return Chat(self, session)
+
+
+def _override_names(value: Any) -> frozenset[str]:
+    if value is True:
+        return frozenset({"*"})
+    if value in (None, False):
+        return frozenset()
+    names = frozenset([value] if isinstance(value, str) else value)
+    unknown = names - set(LoopConfig.model_fields) - {"*"}
+    if unknown:
+        raise ValueError(f"client_overrides names unknown LoopConfig fields: {sorted(unknown)}")
+    return names
 
 
 def _ask_on_terminal(interrupt: Interrupt) -> bool:

@@ -192,8 +192,22 @@ class Engine:
         if signal is None:  # no single signal says it: a new run from the Session replaces this one
             await self.cancel(handle.id, "superseded by a new run from the same session")
             return None
-        await handle.signal(*signal)
-        return await self.wait(handle, WaitRequest(after_pause=view.pause, steps_from=steps))
+        return await self._signal_and_wait(handle, [signal], view.pause, steps)
+
+    async def decide(self, run_id: str, signals: list[tuple[str, dict]]) -> RunResult:
+        """Send `signals` to a waiting run and wait for its next pause or its end."""
+        assert self.client is not None
+        handle = self.client.get_workflow_handle(run_id, result_type=RunResult)
+        runs = ReinClient(self.client)
+        view = await runs.status(run_id)
+        return await self._signal_and_wait(handle, signals, view.pause, len(await runs.steps(run_id)))
+
+    async def _signal_and_wait(
+        self, handle: WorkflowHandle, signals: list[tuple[str, dict]], pause: int, steps: int
+    ) -> RunResult:
+        for name, payload in signals:
+            await handle.signal(name, payload)
+        return await self.wait(handle, WaitRequest(after_pause=pause, steps_from=steps))
 
     async def cancel(self, workflow_id: str, reason: str) -> bool:
         assert self.client is not None
@@ -260,7 +274,34 @@ async def resume_session(agent: Agent, session: Any, *, approve: bool = True, an
     from rein.loop import input_tool_names
 
     machine.prepare_resume(session, approve, answer, input_tool_names(agent.registry))
-    return await run_session(agent, session)
+    # A new run treats its input Session's decisions as conversation, not authority: it asks
+    # again, and this process (which holds the decisions) answers with signals.
+    decisions = machine.decisions_for_pending(session)
+    return await _redecide(eng, await run_session(agent, session), decisions)
+
+
+async def _redecide(eng: Engine, result: RunResult, decisions: dict[str, Any]) -> RunResult:
+    """Send the decisions the caller already made for the calls the run now asks about."""
+    for _ in range(3):  # approvals, then a question, then nothing left to send
+        interrupt = result.interrupt
+        if result.status != "interrupted" or interrupt is None or result.run_id is None:
+            return result
+        signals: list[tuple[str, dict]] = []
+        if interrupt.type == "need_approval":
+            already = machine.decisions_for_pending(result.session)
+            for call in result.session.pending_tool_calls:
+                decision = decisions.get(call.id)
+                if decision is not None and decision.answer is None and call.id not in already:
+                    payload = {"tool_call_id": call.id, "approver": decision.approver, "reason": decision.reason}
+                    signals.append(("approve" if decision.approved else "deny", payload))
+        elif interrupt.type == "need_input" and interrupt.tool_call is not None:
+            decision = decisions.get(interrupt.tool_call.id)
+            if decision is not None and decision.answer is not None:
+                signals.append(("answer", {"text": decision.answer, "approver": decision.approver}))
+        if not signals:
+            return result
+        result = _logged(await eng.submit(eng.decide(result.run_id, signals)))
+    return result
 
 
 async def cancel_session(session: Any, reason: str) -> bool:
