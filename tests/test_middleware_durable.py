@@ -470,3 +470,30 @@ async def test_stored_history_of_an_agent_with_extensions_replays():
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+async def test_a_tool_with_retries_retries_the_middleware_step():
+    attempts: list[int] = []
+
+    @rein.tool(retries=1)
+    def flaky(n: int) -> int:
+        """Fails the first time."""
+        attempts.append(n)
+        if len(attempts) == 1:
+            raise ConnectionError("try again")
+        return n * 10
+
+    provider = RecordingProvider([[tc("flaky", n=4)], "forty"])
+    stages: list[str] = []
+    agent = Agent(provider=provider, tools=[flaky], name="mw-flaky", engine="temporal")
+
+    @agent.middleware
+    async def watch(ctx, call_next):  # noqa: ANN001, ANN202
+        stages.append(ctx.stage.value)
+        return await call_next(ctx)
+
+    result = await agent.arun("go")
+    assert result.output == "forty" and attempts == [4, 4]
+    assert provider.seen[1][-1]["content"] == "40"
+    assert [s.summary for s in result.steps] == ["tool calls: flaky", "flaky → 40", "forty"]
+    assert stages == ["call_model", "run_tools", "run_tools", "call_model"]  # the step ran again, whole
