@@ -55,6 +55,8 @@ def _step_request(wf: AgentWorkflow, config: LoopConfig, elapsed_s: float) -> St
         state=wf.session.model_copy(update={"messages": []}),
         config=config,
         elapsed_s=elapsed_s,
+        input_tools=sorted(wf.input_tools),
+        approval_tools=sorted(wf.approval_tools),
         new_messages=wf.session.messages[wf.sent_messages :],
         first_index=wf.sent_messages,
         total=len(wf.session.messages),
