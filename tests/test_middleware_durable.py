@@ -562,3 +562,16 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
         f"{worker.pid} run_tools ['tool']",
         f"{worker.pid} call_model ['model']",
     ]
+
+
+async def test_durable_astream_runs_middleware_too():
+    stages: list[str] = []
+    agent = Agent(
+        provider=MockProvider([[tc("add", a=1, b=2)], "three"]), tools=[add], name="mw-stream", engine="temporal"
+    )
+    agent.on("step", lambda ctx: stages.append(ctx.stage.value))
+
+    chunks = [chunk async for chunk in agent.astream("add")]
+    assert "".join(c.text for c in chunks if c.type == "text") == "three"
+    assert chunks[-1].type == "done" and chunks[-1].finish_reason == "done"
+    assert stages == ["call_model", "run_tools", "call_model"]
