@@ -575,3 +575,20 @@ async def test_durable_astream_runs_middleware_too():
     assert "".join(c.text for c in chunks if c.type == "text") == "three"
     assert chunks[-1].type == "done" and chunks[-1].finish_reason == "done"
     assert stages == ["call_model", "run_tools", "call_model"]
+
+
+@pytest.mark.parametrize("engine", ["local", "temporal"])
+async def test_middleware_may_replace_the_session_object(engine):
+    provider = RecordingProvider(["fresh start"])
+    agent = Agent(provider=provider, name=f"mw-replace-{engine}", engine=engine)  # type: ignore[arg-type]
+
+    @agent.middleware
+    async def forget(ctx, call_next):  # noqa: ANN001, ANN202
+        if ctx.stage == Stage.CALL_MODEL:
+            ctx.session = Session(messages=[Message(role="user", content="only this")], usage=ctx.session.usage)
+        return await call_next(ctx)
+
+    result = await agent.arun("a long question nobody should see")
+    assert provider.seen == [[{"role": "user", "content": "only this", "tool_calls": None, "tool_call_id": None}]]
+    assert [m.content for m in result.session.messages] == ["only this", "fresh start"]
+    assert (result.status, result.output) == ("done", "fresh start")
