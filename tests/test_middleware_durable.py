@@ -592,3 +592,19 @@ async def test_middleware_may_replace_the_session_object(engine):
     assert provider.seen == [[{"role": "user", "content": "only this", "tool_calls": None, "tool_call_id": None}]]
     assert [m.content for m in result.session.messages] == ["only this", "fresh start"]
     assert (result.status, result.output) == ("done", "fresh start")
+
+
+async def test_a_summarizer_that_fails_for_good_fails_the_run_as_in_process():
+    class Forbidden(Exception):
+        status_code = 403
+
+    async def summarizer(old):  # noqa: ANN001, ANN202
+        raise Forbidden("summaries are not allowed")
+
+    for engine in ("local", "temporal"):
+        agent = Agent(
+            provider=MockProvider(many_rounds(3)), tools=[add], name=f"compact-fail-{engine}", engine=engine,  # type: ignore[arg-type]
+            compaction=SummarizeCompaction(max_tokens=5, keep_recent=2, summarizer=summarizer),
+        )
+        with pytest.raises(Forbidden, match="summaries are not allowed"):
+            await agent.arun("add things")
