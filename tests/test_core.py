@@ -753,10 +753,14 @@ def test_bad_tool_arguments_are_error_results(call, needles):
         assert needle in msg.content, (needle, msg.content)
 
 
-def test_lax_coercion_of_tool_arguments():
+def test_tool_arguments_are_held_to_the_advertised_schema():
+    # The schema says integer, so "1" is refused (not quietly converted) and the model corrects itself.
     tools, ran = make_tools()
-    r = local_agent([[tc("add", a="1", b=2)], "ok"], tools=tools).run("go")
-    assert ran == [("add", (1, 2))] and tool_messages(r.session)[0].content == "3"
+    r = local_agent([[tc("add", a="1", b=2)], [tc("add", a=1, b=2)], "ok"], tools=tools).run("go")
+    assert ran == [("add", (1, 2))]
+    first, second = tool_messages(r.session)
+    assert "a: Input should be a valid integer (got '1')" in first.content
+    assert second.content == "3"
 
 
 def test_raising_tool_is_an_error_result_and_the_run_goes_on():
