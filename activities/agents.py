@@ -28,8 +28,7 @@ from rein.contract import (
     ToolCallInput,
     ToolInfo,
 )
-from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
-from rein.loop import completion_from_stream
+from rein.ir import Completion, Message, StreamFold, ToolResult
 from rein.providers.fallback import is_retryable
 from rein.secrets import scrub
 from rein.session import Session
@@ -172,18 +171,12 @@ class AgentActivities:
 
 async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:
     out = local_bus.AttemptStream(run_id, activity.info().activity_id)
-    parts: list[str] = []
-    tool_calls: list[ToolCall] | None = None
-    finish, usage = "stop", Usage()
+    fold = StreamFold()
     async for chunk in provider.stream(messages, tools=tools):
-        if chunk.type == "text" and chunk.text:
-            parts.append(chunk.text)
-            out.text(chunk)
-        elif chunk.type == "tool_calls" and chunk.tool_calls:
-            tool_calls = list(chunk.tool_calls)
-            out.other(chunk)
-        elif chunk.type == "done":
-            finish = chunk.finish_reason or "stop"
-            usage = chunk.usage or Usage()
+        if fold.add(chunk):
+            if chunk.type == "text":
+                out.text(chunk)
+            else:
+                out.other(chunk)
     out.finished()
-    return completion_from_stream(parts, tool_calls, finish, usage)
+    return fold.completion()

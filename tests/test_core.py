@@ -729,6 +729,30 @@ async def test_loop_astream_leaves_the_same_session_as_arun():
     assert s1 == s2
 
 
+def test_stream_fold_is_the_one_rule_for_assembling_a_streamed_answer():
+    from rein.ir import StreamFold
+
+    fold = StreamFold()
+    passed = [
+        fold.add(c)
+        for c in [
+            StreamChunk(type="text", text="a"),
+            StreamChunk(type="text", text=""),
+            StreamChunk(type="tool_calls", tool_calls=[tc("add", a=1, b=2)]),
+            StreamChunk(type="text", text="b"),
+            StreamChunk(type="done", finish_reason="length", usage=Usage(input_tokens=3)),
+        ]
+    ]
+    assert passed == [True, False, True, True, False]
+    completion = fold.completion()
+    assert completion.message == Message(role="assistant", content="ab", tool_calls=[tc("add", a=1, b=2)])
+    assert (completion.finish_reason, completion.usage) == ("tool_calls", Usage(input_tokens=3))
+    text_only = StreamFold()
+    text_only.add(StreamChunk(type="text", text="x"))
+    text_only.add(StreamChunk(type="done", finish_reason="end_turn"))  # not a Completion finish reason
+    assert (text_only.completion().finish_reason, text_only.completion().usage) == ("stop", Usage())
+
+
 # =========================================================================== tool argument validation
 
 
