@@ -1,0 +1,3 @@
+from rein.activities.agents import AgentActivities
+
+__all__ = ["AgentActivities"]

@@ -1,0 +1,238 @@
+"""Agent: a stateless blueprint (model, system prompt, tools, LoopConfig) and its run facade.
+
+Every run is a Temporal workflow by default (`engine="temporal"`); `engine="local"`
+(or `REIN_ENGINE=local`) runs the same state machine in-process, without durability.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+from rein import loop, machine
+from rein.config import LoopConfig
+from rein.ir import StreamChunk
+from rein.result import Interrupt, RunResult
+from rein.middleware import Middleware, StepContext, event_middleware, hook
+from rein.session import Session, Stage
+from rein.tools import Tool, ToolRegistry, tool
+
+__all__ = ["Agent", "Chat", "tool"]
+
+Engine = Literal["temporal", "local"]
+_anonymous = itertools.count(1)
+
+
+class Agent:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        provider: Any = None,
+        fallback: list[Any] | None = None,
+        tools: list[Any] | None = None,
+        system: str | None = None,
+        config: LoopConfig | None = None,
+        name: str | None = None,
+        engine: Engine | None = None,
+        compaction: Any = None,
+    ):
+        if engine not in (None, "temporal", "local"):
+            raise ValueError(f"engine must be 'temporal' or 'local', not {engine!r}")
+        if name is not None and (not name or "#" in name or name.strip() != name):
+            raise ValueError(f"agent name must be non-empty, without '#' or surrounding spaces: {name!r}")
+        self.model = model
+        self._provider = provider
+        self.fallback = list(fallback or [])
+        self.system = system
+        self.config = config or LoopConfig()
+        self.name = name or f"agent-{next(_anonymous)}"
+        self.engine = engine
+        self.compaction = compaction
+        self.middlewares: list[Middleware] = []
+        self._event_handlers: dict[str, list[Callable[[StepContext], Any]]] = {}
+        self.registry = ToolRegistry()
+        for item in tools or []:
+            self.registry.add(item if isinstance(item, Tool) else Tool.from_function(item))
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={self.model!r}, tools={self.registry.names()})"
+
+    # ------------------------------------------------------------ blueprint
+
+    def tool(self, fn: Callable | None = None, **options: Any) -> Any:
+        """Register a tool; returns the function itself, still callable. `@agent.tool(retries=3)` works too."""
+        if fn is None:
+            return lambda f: self.tool(f, **options)
+        self.registry.add(Tool.from_function(fn, **options))
+        return fn
+
+    def _resolve_provider(self) -> Any:
+        """The provider, built once and cached: injected, else model + fallbacks via LiteLLM."""
+        if self._provider is not None:
+            if not hasattr(self._provider, "complete"):  # a seed-003 LlmBackend: adapt it once
+                from rein.providers.backend import as_provider
+
+                self._provider = as_provider(self._provider)
+            return self._provider
+        if self.model is None and not self.fallback:
+            raise ValueError(
+                "Agent has neither a provider nor a model: use Agent(model='vendor/model') "
+                "or Agent(provider=MockProvider([...]))."
+            )
+        from rein.providers import FallbackProvider, LiteLLMProvider
+        from rein.providers.backend import as_provider
+
+        chain = [LiteLLMProvider(self.model)] if self.model else []
+        chain += [LiteLLMProvider(f) if isinstance(f, str) else as_provider(f) for f in self.fallback]
+        self._provider = chain[0] if len(chain) == 1 else FallbackProvider(chain)
+        return self._provider
+
+    @property
+    def model_label(self) -> str:
+        """How the model reads in activity summaries: the LiteLLM id or the provider's class."""
+        if self.model:
+            return self.model
+        provider_model = getattr(self._provider, "model", None)
+        if isinstance(provider_model, str) and provider_model:
+            return provider_model  # e.g. an injected LiteLLMProvider("openai/gpt-4o", api_base=...)
+        return type(self._provider).__name__ if self._provider is not None else "unknown"
+
+    def new_session(self, prompt: str) -> Session:
+        return machine.new_session(prompt, self.system)
+
+    def _engine(self) -> Engine:
+        """Where runs go. In-process code (middleware, compaction) cannot run in a workflow,
+        so an agent that has any runs locally unless the durable engine was asked for by name."""
+        in_process_only = bool(self.middlewares or self.compaction)
+        if self.engine == "temporal" and in_process_only:
+            raise ValueError(
+                "this agent has middleware, hooks or compaction, which run only in-process; "
+                "use engine='local' (or remove them to run durably)"
+            )
+        chosen = self.engine or ("local" if in_process_only else os.environ.get("REIN_ENGINE", "temporal"))
+        if chosen not in ("temporal", "local"):
+            raise ValueError(f"REIN_ENGINE must be 'temporal' or 'local', not {chosen!r}")
+        return chosen  # type: ignore[return-value]
+
+    # ------------------------------------------------------------ in-process extensions
+
+    def middleware(self, fn: Middleware) -> Middleware:
+        """Wrap every step with `async def fn(ctx, call_next) -> ctx` (in-process runs only)."""
+        self.middlewares.append(fn)
+        return fn
+
+    def before_model(self, fn: Callable) -> Callable:
+        self.middlewares.append(hook(Stage.CALL_MODEL, fn, before=True))
+        return fn
+
+    def after_model(self, fn: Callable) -> Callable:
+        self.middlewares.append(hook(Stage.CALL_MODEL, fn, before=False))
+        return fn
+
+    def before_tool(self, fn: Callable) -> Callable:
+        self.middlewares.append(hook(Stage.RUN_TOOLS, fn, before=True))
+        return fn
+
+    def after_tool(self, fn: Callable) -> Callable:
+        self.middlewares.append(hook(Stage.RUN_TOOLS, fn, before=False))
+        return fn
+
+    def on(self, event: str, handler: Callable[[StepContext], Any]) -> Callable:
+        """Observe steps: "step" fires after every step, "tool" after tool steps."""
+        if not self._event_handlers:
+            self.middlewares.append(event_middleware(self._event_handlers))
+        self._event_handlers.setdefault(event, []).append(handler)
+        return handler
+
+    def _local_kwargs(self) -> dict[str, Any]:
+        return {"compaction": self.compaction, "middlewares": self.middlewares}
+
+    # ------------------------------------------------------------ running
+
+    async def arun(self, prompt: str) -> RunResult:
+        provider = self._resolve_provider()
+        if self._engine() == "local":
+            return await loop.arun(self.new_session(prompt), provider, self.registry, self.config, **self._local_kwargs())
+        from rein import engine
+
+        return await engine.run_session(self, prompt=prompt)
+
+    def run(self, prompt: str) -> RunResult:
+        self._resolve_provider()
+        loop.ensure_no_running_loop("Agent.run()", "agent.arun(...)")
+        return asyncio.run(self.arun(prompt))
+
+    async def _arun_session(self, session: Session) -> RunResult:
+        provider = self._resolve_provider()
+        if self._engine() == "local":
+            return await loop.arun(session, provider, self.registry, self.config, **self._local_kwargs())
+        from rein import engine
+
+        return await engine.run_session(self, session=session)
+
+    async def astream(self, prompt: str) -> AsyncIterator[StreamChunk]:
+        provider = self._resolve_provider()
+        if self._engine() == "local":
+            async for chunk in loop.astream(
+                self.new_session(prompt), provider, self.registry, self.config, compaction=self.compaction
+            ):
+                yield chunk
+            return
+        from rein import engine
+
+        async for chunk in engine.stream_session(self, prompt):
+            yield chunk
+
+    async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
+        provider = self._resolve_provider()
+        if self._engine() == "local":
+            return await loop.aresume(
+                session, provider, self.registry, self.config, approve=approve, answer=answer, **self._local_kwargs()
+            )
+        from rein import engine
+
+        return await engine.resume_session(self, session, approve=approve, answer=answer)
+
+    def resume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
+        loop.ensure_no_running_loop("Agent.resume()", "agent.aresume(...)")
+        return asyncio.run(self.aresume(session, approve=approve, answer=answer))
+
+    def run_interactive(self, prompt: str, approver: Callable[[Interrupt], bool] | None = None) -> RunResult:
+        """Run, asking `approver` (default: a y/N prompt on the terminal) at every approval."""
+        approver = approver or _ask_on_terminal
+        result = self.run(prompt)
+        while result.status == "interrupted" and result.interrupt and result.interrupt.type == "need_approval":
+            result = self.resume(result.session, approve=bool(approver(result.interrupt)))
+        return result
+
+    def chat(self, session: Session | None = None) -> Chat:
+        return Chat(self, session)
+
+
+def _ask_on_terminal(interrupt: Interrupt) -> bool:
+    reply = input(f"{interrupt.message} [y/N] ")
+    return reply.strip().lower() in ("y", "yes")
+
+
+class Chat:
+    """A multi-turn conversation: history is kept, breaker budgets and usage are per turn."""
+
+    def __init__(self, agent: Agent, session: Session | None = None):
+        self.agent = agent
+        if session is None:
+            session = Session(messages=machine.new_session("", agent.system).messages[:-1])
+        self.session = session
+
+    async def asend(self, prompt: str) -> RunResult:
+        machine.prepare_turn(self.session, prompt)
+        result = await self.agent._arun_session(self.session)
+        self.session = result.session
+        return result
+
+    def send(self, prompt: str) -> RunResult:
+        loop.ensure_no_running_loop("Chat.send()", "chat.asend(...)")
+        return asyncio.run(self.asend(prompt))

@@ -1,0 +1,25 @@
+"""LoopConfig: how a run is allowed to go (breakers and tool permission).
+
+Part of the agent blueprint, never of the serialisable Session.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class LoopConfig(BaseModel):
+    max_iterations: int = 50
+    max_tokens: int | None = 200_000
+    timeout_s: float | None = 120
+    detect_loops: bool = True
+    repeat_threshold: int = 3
+    permission: Literal["allow", "ask", "deny"] = "allow"
+    approval_timeout_s: float | None = None
+    """How long a run waits for a human decision; None waits forever. A timeout is a denial."""
+    model_attempts: int = Field(default=3, ge=1)
+    """Durable engine: attempts per model call on transient errors before an `error` interrupt."""
+    model_timeout_s: float = Field(default=300, gt=0)
+    """Durable engine: how long one model-call attempt may take."""

@@ -1,0 +1,129 @@
+"""The internal representation: the only data types that flow through rein.
+
+Vendor formats are translated into these at the provider boundary. All are
+pydantic models, so they cross process, JSON and Temporal boundaries unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ToolCall(BaseModel):
+    """One tool invocation the model asked for; arguments are already parsed."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call; errors are results, fed back to the model."""
+
+    tool_call_id: str
+    content: str
+    is_error: bool = False
+
+
+class Message(BaseModel):
+    """One conversation message, shaped like the OpenAI / LiteLLM format."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class Usage(BaseModel):
+    """Token and cost counters; `+` sums them, keeping cost None only when both are."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: object) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=cost,
+        )
+
+
+class Completion(BaseModel):
+    """One full model answer: what a CALL_MODEL stage produces."""
+
+    message: Message
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: Literal["stop", "tool_calls", "length", "error"]
+
+
+class ToolSpec(BaseModel):
+    """A tool definition as the model sees it; `parameters` is a JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class StreamChunk(BaseModel):
+    """An incremental piece of a streamed answer; observation only, never state."""
+
+    type: Literal["text", "tool_calls", "done"]
+    text: str = ""
+    tool_calls: list[ToolCall] | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+
+class StreamFold:
+    """Folds a provider's `StreamChunk`s into the `Completion` they stand for.
+
+    The one rule every streaming path uses (the in-process `astream`, the durable
+    model-call activity, `BackendProvider.complete`): text is joined, the last
+    `tool_calls` chunk wins and makes the finish reason `tool_calls`, the `done`
+    chunk brings usage and a finish reason (anything outside the Completion's
+    set counts as `stop`). `add` says whether a chunk is worth passing on to
+    observers (non-empty text, tool calls); `done` chunks never are.
+    """
+
+    __slots__ = ("_parts", "_tool_calls", "_finish", "_usage")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._tool_calls: list[ToolCall] | None = None
+        self._finish = "stop"
+        self._usage = Usage()
+
+    def add(self, chunk: StreamChunk) -> bool:
+        if chunk.type == "text":
+            if chunk.text:
+                self._parts.append(chunk.text)
+                return True
+        elif chunk.type == "tool_calls":
+            if chunk.tool_calls:
+                self._tool_calls = list(chunk.tool_calls)
+                return True
+        elif chunk.type == "done":
+            self._finish = chunk.finish_reason or "stop"
+            self._usage = chunk.usage or Usage()
+        return False
+
+    def completion(self) -> Completion:
+        text = "".join(self._parts)
+        if self._tool_calls:
+            message = Message(role="assistant", content=text, tool_calls=self._tool_calls)
+            return Completion(message=message, finish_reason="tool_calls", usage=self._usage)
+        finish = self._finish if self._finish in ("stop", "tool_calls", "length", "error") else "stop"
+        return Completion(message=Message(role="assistant", content=text), finish_reason=finish, usage=self._usage)  # type: ignore[arg-type]

@@ -1,0 +1,282 @@
+"""The in-process runner: a thin, non-durable driver over `rein.machine`.
+
+Used by `Agent(engine="local")` and by code that wants no Temporal at all.
+The durable driver is `workflows.agent.AgentWorkflow`; both call the same
+machine functions, so they produce the same RunResult for the same script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from rein import machine
+from rein.config import LoopConfig
+from rein.ir import StreamChunk, StreamFold, ToolCall, ToolResult
+from rein.log import logger
+from rein.middleware import Middleware, StepContext, dispatch
+from rein.providers.fallback import is_retryable
+from rein.result import Interrupt, RunResult, Step
+from rein.session import Session
+from rein.tools import ToolContext, ToolRegistry, execute_all
+
+__all__ = ["arun", "run", "astream", "aresume", "resume", "step", "input_tool_names"]
+
+_IN_LOOP_MESSAGE = (
+    "rein: {call} was called inside a running event loop (Jupyter, a web server, async code); "
+    "use `await {alternative}` instead."
+)
+
+
+def ensure_no_running_loop(call: str, alternative: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(_IN_LOOP_MESSAGE.format(call=call, alternative=alternative))
+
+
+def input_tool_names(registry: ToolRegistry | None) -> frozenset[str]:
+    """Tools whose calls are questions for a person (the built-in `ask_human`)."""
+    if registry is None:
+        return frozenset()
+    return frozenset(t.name for t in registry if getattr(t, "asks_human", False))
+
+
+class _Run:
+    """Bookkeeping for one driver invocation: clock, steps, run id."""
+
+    def __init__(self, session: Session, registry: ToolRegistry | None, config: LoopConfig | None):
+        self.session = session
+        self.registry = registry if registry is not None else ToolRegistry()
+        self.config = config or LoopConfig()
+        self.input_tools = input_tool_names(self.registry)
+        self.start = time.monotonic()
+        self.steps: list[Step] = []
+        self.run_id = uuid.uuid4().hex[:8]
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def next_action(self) -> machine.Action:
+        action = machine.next_action(self.session, self.config, self.elapsed(), self.input_tools)
+        if isinstance(action, machine.Finish) and action.stop_reason not in ("done",):
+            logger.warning(
+                "circuit tripped",
+                extra={"trace_id": self.run_id, "reason": action.stop_reason, "iteration": self.session.iteration},
+            )
+        return action
+
+    def record(self, steps: list[Step]) -> None:
+        for s in steps:
+            s.index = len(self.steps)
+            self.steps.append(s)
+            if s.kind == "tool":
+                logger.info(
+                    "tool done",
+                    extra={
+                        "trace_id": self.run_id,
+                        "tool": s.summary.split(" → ")[0],
+                        "error": s.is_error,
+                        "dur_s": round(s.duration_s or 0.0, 3),
+                    },
+                )
+
+    def tool_specs(self):
+        return self.registry.specs() or None
+
+    async def run_tools(self, calls: list[ToolCall], runtime: Any = None) -> list[Step]:
+        t0 = time.monotonic()
+        if not calls:
+            results: list[ToolResult] = []
+        elif runtime is not None:
+            results = await runtime.execute_all(calls, self.registry, "allow")
+        else:
+            results = await execute_all(
+                self.registry,
+                calls,
+                context_factory=lambda c: ToolContext(idempotency_key=f"{self.run_id}/{c.id}", tool_call_id=c.id),
+            )
+        return machine.apply_tool_results(self.session, results, time.monotonic() - t0)
+
+    def interrupted(self, interrupt: Interrupt) -> RunResult:
+        self.session.stop_reason = "interrupted"
+        logger.info("run interrupted", extra={"trace_id": self.run_id, "interrupt": interrupt.type})
+        return self.result(interrupt)
+
+    def result(self, interrupt: Interrupt | None = None) -> RunResult:
+        if interrupt is None:
+            logger.info(
+                "run finished",
+                extra={
+                    "trace_id": self.run_id,
+                    "stop_reason": self.session.stop_reason,
+                    "iterations": self.session.iteration,
+                    "tokens": self.session.usage.total_tokens,
+                    "elapsed_s": round(self.elapsed(), 3),
+                },
+            )
+        return RunResult(
+            status="interrupted" if interrupt else "done",
+            output=machine.last_assistant_text(self.session),
+            session=self.session,
+            usage=self.session.usage,
+            elapsed_s=self.elapsed(),
+            stop_reason="interrupted" if interrupt else (self.session.stop_reason or "done"),
+            steps=self.steps,
+            interrupt=interrupt,
+        )
+
+
+async def _call_model(provider: Any, run: _Run) -> tuple[list[Step], Interrupt | None]:
+    """One CALL_MODEL stage. Retryable provider errors become an `error` interrupt."""
+    t0 = time.monotonic()
+    try:
+        completion = await provider.complete(run.session.messages, tools=run.tool_specs())
+    except Exception as exc:
+        if is_retryable(exc):
+            return [], machine.model_error_interrupt(f"{type(exc).__name__}: {exc}")
+        raise
+    return [machine.apply_completion(run.session, completion, time.monotonic() - t0)], None
+
+
+async def _core_step(run: _Run, provider: Any, runtime: Any, ctx: StepContext) -> StepContext:
+    """The innermost layer: perform whatever the machine says the Session needs next."""
+    run.session = ctx.session
+    action = machine.next_action(ctx.session, run.config, run.elapsed(), run.input_tools)
+    if isinstance(action, machine.Wait):
+        ctx.interrupt = action.interrupt
+    elif isinstance(action, machine.CallModel):
+        ctx.steps, ctx.interrupt = await _call_model(provider, run)
+    elif isinstance(action, machine.RunTools):
+        ctx.steps = await run.run_tools(action.calls, runtime)
+    return ctx
+
+
+async def arun(
+    session: Session,
+    provider: Any,
+    registry: ToolRegistry | None = None,
+    config: LoopConfig | None = None,
+    runtime: Any = None,
+    compaction: Any = None,
+    middlewares: list[Middleware] | None = None,
+) -> RunResult:
+    """Drive the Session until it finishes or interrupts. Mutates `session` in place."""
+    run = _Run(session, registry, config)
+    logger.info(
+        "run started",
+        extra={"trace_id": run.run_id, "messages": len(session.messages), "tools": len(run.registry)},
+    )
+    core = functools.partial(_core_step, run, provider, runtime)
+    while True:
+        if isinstance(run.next_action(), machine.Finish):
+            return run.result()
+        if compaction is not None and run.session.stage == machine.Stage.CALL_MODEL:
+            run.session.messages = await compaction.compact(run.session.messages)
+        ctx = StepContext(run.session, run.session.stage, run.config, provider, run.registry, runtime)
+        ctx = await dispatch(middlewares or [], ctx, core)
+        run.session = ctx.session
+        run.record(ctx.steps)
+        if ctx.interrupt is not None:
+            return run.interrupted(ctx.interrupt)
+
+
+def run(
+    session: Session,
+    provider: Any,
+    registry: ToolRegistry | None = None,
+    config: LoopConfig | None = None,
+    runtime: Any = None,
+    compaction: Any = None,
+    middlewares: list[Middleware] | None = None,
+) -> RunResult:
+    ensure_no_running_loop("run()", "arun(...)")
+    return asyncio.run(arun(session, provider, registry, config, runtime, compaction, middlewares))
+
+
+async def aresume(
+    session: Session,
+    provider: Any,
+    registry: ToolRegistry | None = None,
+    config: LoopConfig | None = None,
+    *,
+    approve: bool = True,
+    answer: str | None = None,
+    runtime: Any = None,
+    compaction: Any = None,
+    middlewares: list[Middleware] | None = None,
+) -> RunResult:
+    """Continue an interrupted (or finished) Session: decide the pending batch or add an answer."""
+    machine.prepare_resume(session, approve, answer, input_tool_names(registry))
+    return await arun(session, provider, registry, config, runtime, compaction, middlewares)
+
+
+def resume(session: Session, provider: Any, registry: ToolRegistry | None = None, config: LoopConfig | None = None, *, approve: bool = True, answer: str | None = None) -> RunResult:
+    ensure_no_running_loop("resume()", "aresume(...)")
+    return asyncio.run(aresume(session, provider, registry, config, approve=approve, answer=answer))
+
+
+async def step(
+    session: Session,
+    provider: Any,
+    registry: ToolRegistry | None = None,
+    config: LoopConfig | None = None,
+    runtime: Any = None,
+) -> tuple[Session, list[Step], Interrupt | None]:
+    """Advance exactly one stage (breakers are the caller's business, as in rein-agent)."""
+    run = _Run(session, registry, config)
+    if session.stage == machine.Stage.CALL_MODEL:
+        steps, interrupt = await _call_model(provider, run)
+        return session, steps, interrupt
+    if session.stage == machine.Stage.RUN_TOOLS:
+        action = machine._tool_stage_action(session, run.config, run.input_tools)
+        if isinstance(action, machine.Wait):
+            return session, [], action.interrupt
+        return session, await run.run_tools(action.calls, runtime), None
+    return session, [], None
+
+
+async def astream(
+    session: Session,
+    provider: Any,
+    registry: ToolRegistry | None = None,
+    config: LoopConfig | None = None,
+    runtime: Any = None,
+    compaction: Any = None,
+) -> AsyncIterator[StreamChunk]:
+    """Stream text as the model produces it; state advances exactly as in `arun`.
+
+    Ends with one `done` chunk carrying the stop reason and cumulative usage. An
+    interrupt ends the stream with finish_reason "interrupted"; resume with `aresume`.
+    """
+    run = _Run(session, registry, config)
+    while True:
+        action = run.next_action()
+        if isinstance(action, machine.Finish):
+            break
+        if isinstance(action, machine.Wait):
+            session.stop_reason = "interrupted"
+            break
+        if isinstance(action, machine.RunTools):
+            run.record(await run.run_tools(action.calls, runtime))
+            continue
+        if compaction is not None:
+            session.messages = await compaction.compact(session.messages)
+        t0 = time.monotonic()
+        fold = StreamFold()
+        try:
+            async for chunk in provider.stream(session.messages, tools=run.tool_specs()):
+                if fold.add(chunk):
+                    yield chunk
+        except Exception as exc:
+            if not is_retryable(exc):
+                raise
+            session.stop_reason = "interrupted"
+            break
+        run.record([machine.apply_completion(session, fold.completion(), time.monotonic() - t0)])
+    yield StreamChunk(type="done", finish_reason=session.stop_reason or "done", usage=session.usage)

@@ -1,0 +1,27 @@
+"""The Provider protocol: the one boundary between rein's IR and model vendors.
+
+Structural (duck-typed): anything with matching `complete` and `stream` methods
+is a Provider, no inheritance needed. It is runtime-checkable so callers can
+`isinstance(x, Provider)`; that check needs both methods to be present.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
+
+from rein.ir import Completion, Message, StreamChunk, ToolSpec
+
+
+@runtime_checkable
+class Provider(Protocol):
+    async def complete(
+        self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
+    ) -> Completion:
+        """Send the conversation (and optional tools); return one full answer."""
+        ...
+
+    def stream(
+        self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
+    ) -> AsyncIterator[StreamChunk]:
+        """Async generator: text chunks, at most one tool_calls chunk, then one done chunk."""
+        ...

@@ -1,0 +1,187 @@
+"""LiteLLMProvider: real models through LiteLLM, the translation boundary to 100+ vendors.
+
+litellm is imported lazily, inside `complete`/`stream` only: importing it is slow
+(and without LITELLM_LOCAL_MODEL_COST_MAP=True it fetches a price list from the
+network), and `import rein` must stay cheap and offline.
+
+Retries belong to Temporal (activity retry policy) and FallbackProvider, so
+litellm's own are off by default (`num_retries=0`, unless the caller passes
+`num_retries` or `max_retries`).
+
+Keys: litellm reads them from the environment. Parameters are never logged, the
+repr lists parameter names only, and known secrets are scrubbed from exception
+messages, because activity failures are persisted in the workflow history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, AsyncIterator
+
+from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
+from rein.secrets import scrub_exception
+
+_FINISH = ("stop", "tool_calls", "length", "error")
+
+
+def _import_litellm() -> Any:
+    # Use the price map litellm ships instead of fetching one at import: nothing downloads at run time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError as e:  # pragma: no cover - litellm is a core dependency
+        raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
+    litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
+    return litellm
+
+
+def _extract_cost(resp: Any) -> float | None:
+    """The cost litellm computed for this response, or None; never raises."""
+    try:
+        cost = resp._hidden_params["response_cost"]
+    except Exception:
+        return None
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        return float(cost)
+    return None
+
+
+class LiteLLMProvider:
+    def __init__(self, model: str, **default_params: Any):
+        self.model = model
+        self.default_params = default_params
+
+    def __repr__(self) -> str:
+        return f"LiteLLMProvider(model={self.model!r}, params={sorted(self.default_params)})"
+
+    def _call_args(self, messages: list[Message], tools: list[ToolSpec] | None,
+                   kwargs: dict[str, Any]) -> dict[str, Any]:
+        params = {**self.default_params, **kwargs}
+        if "num_retries" not in params and "max_retries" not in params:
+            # litellm maps num_retries onto the vendor SDK's max_retries (openai's defaults to 2),
+            # so a user's explicit max_retries must not be overridden by our default.
+            params["num_retries"] = 0
+        return {
+            "model": self.model,
+            "messages": [self._to_lite_message(m) for m in messages],
+            "tools": [self._to_lite_tool(t) for t in tools] if tools else None,
+            **params,
+        }
+
+    async def complete(
+        self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
+    ) -> Completion:
+        litellm = _import_litellm()
+        args = self._call_args(messages, tools, kwargs)
+        try:
+            resp = await litellm.acompletion(**args)
+        except Exception as e:
+            scrub_exception(e, args)
+            raise
+        completion = self._from_lite_response(resp)
+        if completion.usage.cost_usd is None:
+            try:
+                cost = litellm.completion_cost(completion_response=resp)
+                if isinstance(cost, (int, float)):
+                    completion.usage.cost_usd = float(cost)
+            except Exception:
+                pass  # unknown model price: cost stays None
+        return completion
+
+    async def stream(
+        self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
+    ) -> AsyncIterator[StreamChunk]:
+        litellm = _import_litellm()
+        args = self._call_args(messages, tools, kwargs)
+        args.update(stream=True, stream_options={"include_usage": True})
+        calls: dict[int, dict[str, Any]] = {}
+        finish: str | None = None
+        usage: Usage | None = None
+        try:
+            async for chunk in await litellm.acompletion(**args):
+                if getattr(chunk, "choices", None):
+                    choice = chunk.choices[0]
+                    delta = choice.delta
+                    if delta is not None and delta.content:
+                        yield StreamChunk(type="text", text=delta.content)
+                    for frag in (getattr(delta, "tool_calls", None) or []):
+                        slot = calls.setdefault(frag.index or 0, {"id": None, "name": None, "args": ""})
+                        if frag.id:
+                            slot["id"] = frag.id
+                        fn = frag.function
+                        if fn is not None:
+                            if fn.name:
+                                slot["name"] = fn.name
+                            if fn.arguments:
+                                slot["args"] += fn.arguments
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                u = getattr(chunk, "usage", None)
+                if u is not None:
+                    usage = Usage(input_tokens=getattr(u, "prompt_tokens", 0) or 0,
+                                  output_tokens=getattr(u, "completion_tokens", 0) or 0)
+        except Exception as e:
+            scrub_exception(e, args)
+            raise
+        if calls:
+            tool_calls = [ToolCall(id=s["id"] or f"call_{i}", name=s["name"] or "", arguments=_parse_args(s["args"]))
+                          for i, s in sorted(calls.items())]
+            yield StreamChunk(type="tool_calls", tool_calls=tool_calls)
+            yield StreamChunk(type="done", finish_reason="tool_calls", usage=usage or Usage())
+        else:
+            yield StreamChunk(type="done", finish_reason=finish or "stop", usage=usage or Usage())
+
+    @staticmethod
+    def _to_lite_message(m: Message) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": m.role}
+        if m.content:
+            out["content"] = m.content
+        if m.tool_calls:
+            out["tool_calls"] = [
+                {"id": tc.id, "type": "function",
+                 "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)}}
+                for tc in m.tool_calls
+            ]
+        if m.tool_call_id:
+            out["tool_call_id"] = m.tool_call_id
+        return out
+
+    @staticmethod
+    def _to_lite_tool(t: ToolSpec) -> dict[str, Any]:
+        return {"type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+
+    @staticmethod
+    def _from_lite_response(resp: Any) -> Completion:
+        choice = resp.choices[0]
+        msg = choice.message
+        tool_calls = []
+        for tc in getattr(msg, "tool_calls", None) or []:
+            raw = tc.function.arguments
+            args = raw if isinstance(raw, dict) else _parse_args(raw)
+            tool_calls.append(ToolCall(id=tc.id, name=tc.function.name, arguments=args))
+        u = getattr(resp, "usage", None)
+        usage = Usage(input_tokens=getattr(u, "prompt_tokens", 0) or 0,
+                      output_tokens=getattr(u, "completion_tokens", 0) or 0,
+                      cost_usd=_extract_cost(resp))
+        if tool_calls:
+            finish = "tool_calls"
+        else:
+            finish = choice.finish_reason or "stop"
+            if finish not in _FINISH:
+                finish = "stop"
+        return Completion(message=Message(role="assistant", content=msg.content or "", tool_calls=tool_calls or None),
+                          usage=usage, finish_reason=finish)
+
+
+def _parse_args(raw: Any) -> dict[str, Any]:
+    """Tool arguments as a dict; empty or malformed JSON gives {} (the model's mistake, not ours)."""
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except (TypeError, ValueError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+

@@ -1,0 +1,1 @@
+"""rein's Temporal integration: the plugin users install into their own Client and Worker."""

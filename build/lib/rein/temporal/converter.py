@@ -1,0 +1,25 @@
+"""rein's data converter: pydantic JSON, plus the payload codec and external storage when configured.
+
+Every Client and Worker rein builds (and every one ReinPlugin is installed into) gets its
+converter from here, so the engine, `worker.py`, `rein.client.connect` and the CLI always
+agree on how payloads are encoded, encrypted and offloaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+
+from rein.temporal.codec import codec_from_env
+from rein.temporal.storage import storage_from_env
+
+
+def rein_data_converter(existing: DataConverter | None = None) -> DataConverter:
+    """Pydantic payloads; keeps a codec/storage `existing` already has, else takes them from the environment."""
+    codec = existing.payload_codec if existing is not None and existing.payload_codec else codec_from_env()
+    storage = (
+        existing.external_storage if existing is not None and existing.external_storage else storage_from_env()
+    )
+    return dataclasses.replace(pydantic_data_converter, payload_codec=codec, external_storage=storage)

