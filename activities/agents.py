@@ -95,6 +95,10 @@ class AgentActivities:
         """An async callable returning the rein search attributes the server has."""
         self.conversations = Conversations()
 
+    def definitions(self) -> list[Any]:
+        """The activity functions a Worker registers."""
+        return [self.describe_agent, self.call_model, self.run_tool]
+
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0])
         if agent is None:
@@ -127,13 +131,14 @@ class AgentActivities:
     async def call_model(self, request: ModelCallInput) -> Completion:
         agent = self._agent(request.agent)
         provider = agent._resolve_provider()
-        tools = agent.registry.specs() or None
+        tools = await agent.model_tool_specs() or None
         messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating():
                 if request.stream and local_bus.has_listener(request.run_id):
-                    return await _streamed_completion(provider, messages, request.run_id, tools)
-                return await provider.complete(messages, tools=tools)
+                    completion = await _streamed_completion(provider, messages, request.run_id, tools)
+                else:
+                    completion = await provider.complete(messages, tools=tools)
         except Exception as exc:
             retryable = is_retryable(exc)
             if not retryable:
@@ -141,6 +146,7 @@ class AgentActivities:
             raise ApplicationError(
                 scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
             ) from None
+        return agent.output.check(completion) if agent.output is not None else completion
 
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult:

@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from rein import loop, machine
 from rein.config import LoopConfig
-from rein.ir import StreamChunk
+from rein.ir import StreamChunk, ToolSpec
 from rein.result import Interrupt, RunResult
 from rein.middleware import Middleware, StepContext, event_middleware, hook
+from rein.output import OutputSpec
 from rein.session import Session, Stage
 from rein.tools import Tool, ToolRegistry, tool
 
@@ -39,6 +40,7 @@ class Agent:
         name: str | None = None,
         engine: Engine | None = None,
         compaction: Any = None,
+        output_type: Any = None,
     ):
         if engine not in (None, "temporal", "local"):
             raise ValueError(f"engine must be 'temporal' or 'local', not {engine!r}")
@@ -57,6 +59,10 @@ class Agent:
         self.registry = ToolRegistry()
         for item in tools or []:
             self.registry.add(item if isinstance(item, Tool) else Tool.from_function(item))
+        self.output: OutputSpec | None = OutputSpec(output_type) if output_type is not None else None
+        """The final answer's type (`output_type`): the model answers with a `final_result` call."""
+        if self.output is not None and self.output.tool_name in self.registry:
+            raise ValueError(f"a tool named {self.output.tool_name!r} clashes with output_type's final tool")
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={self.registry.names()})"
@@ -100,6 +106,19 @@ class Agent:
         if isinstance(provider_model, str) and provider_model:
             return provider_model  # e.g. an injected LiteLLMProvider("openai/gpt-4o", api_base=...)
         return type(self._provider).__name__ if self._provider is not None else "unknown"
+
+    async def model_tool_specs(self) -> list[ToolSpec]:
+        """Every tool the model is offered: the agent's own, then the output type's final tool."""
+        specs = self.registry.specs()
+        if self.output is not None:
+            specs.append(self.output.tool_spec())
+        return specs
+
+    def _typed(self, result: RunResult) -> RunResult:
+        """`result.data` as an instance of the output type (runs carry it as JSON)."""
+        if self.output is not None and result.session.output_json is not None:
+            result.data = self.output.rebuild(result.session.output_json)
+        return result
 
     def new_session(self, prompt: str) -> Session:
         return machine.new_session(prompt, self.system)
@@ -149,17 +168,19 @@ class Agent:
         return handler
 
     def _local_kwargs(self) -> dict[str, Any]:
-        return {"compaction": self.compaction, "middlewares": self.middlewares}
+        return {"compaction": self.compaction, "middlewares": self.middlewares, "output": self.output}
 
     # ------------------------------------------------------------ running
 
     async def arun(self, prompt: str) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.arun(self.new_session(prompt), provider, self.registry, self.config, **self._local_kwargs())
+            return self._typed(
+                await loop.arun(self.new_session(prompt), provider, self.registry, self.config, **self._local_kwargs())
+            )
         from rein import engine
 
-        return await engine.run_session(self, prompt=prompt)
+        return self._typed(await engine.run_session(self, prompt=prompt))
 
     def run(self, prompt: str) -> RunResult:
         self._resolve_provider()
@@ -169,16 +190,17 @@ class Agent:
     async def _arun_session(self, session: Session) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.arun(session, provider, self.registry, self.config, **self._local_kwargs())
+            return self._typed(await loop.arun(session, provider, self.registry, self.config, **self._local_kwargs()))
         from rein import engine
 
-        return await engine.run_session(self, session=session)
+        return self._typed(await engine.run_session(self, session=session))
 
     async def astream(self, prompt: str) -> AsyncIterator[StreamChunk]:
         provider = self._resolve_provider()
         if self._engine() == "local":
             async for chunk in loop.astream(
-                self.new_session(prompt), provider, self.registry, self.config, compaction=self.compaction
+                self.new_session(prompt), provider, self.registry, self.config, compaction=self.compaction,
+                output=self.output,
             ):
                 yield chunk
             return
@@ -190,12 +212,12 @@ class Agent:
     async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.aresume(
+            return self._typed(await loop.aresume(
                 session, provider, self.registry, self.config, approve=approve, answer=answer, **self._local_kwargs()
-            )
+            ))
         from rein import engine
 
-        return await engine.resume_session(self, session, approve=approve, answer=answer)
+        return self._typed(await engine.resume_session(self, session, approve=approve, answer=answer))
 
     def resume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         loop.ensure_no_running_loop("Agent.resume()", "agent.aresume(...)")

@@ -23,7 +23,7 @@ from rein.contract import DEFAULT_TASK_QUEUE, WAIT_UPDATE, WORKFLOW_TYPE, AgentI
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
-from rein.worker import with_rein_converter
+from rein.temporal.plugin import with_rein_plugin
 
 
 class RunFailed(RuntimeError):
@@ -34,19 +34,19 @@ class DecisionRejected(ValueError):
     """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
 
 
-async def connect(address: str | None = None, namespace: str | None = None) -> Client:
-    from rein.temporal.converter import rein_data_converter
+async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> Client:
+    """A Client with rein's data converter, from the connection settings (rein.temporal.connection).
 
-    return await Client.connect(
-        address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"),
-        namespace=namespace or os.environ.get("TEMPORAL_NAMESPACE", "default"),
-        data_converter=rein_data_converter(),
-    )
+    No address configured: the shared embedded server of REIN_HOME.
+    """
+    from rein.temporal import connection
+
+    return await connection.connect(address, namespace, **client_kwargs)
 
 
 class ReinClient:
     def __init__(self, client: Client, task_queue: str | None = None):
-        self.client = with_rein_converter(client)
+        self.client = with_rein_plugin(client)
         self.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
 
     async def start(

@@ -61,12 +61,25 @@ class Usage(BaseModel):
         )
 
 
+class OutputCheck(BaseModel):
+    """The verdict on a final answer when the agent has an output type (see rein.output)."""
+
+    tool_call_id: str | None = None
+    """The `final_result` call that carried the answer; None for a plain-text answer."""
+    data_json: str | None = None
+    """The validated value as JSON, when the answer is valid."""
+    error: str | None = None
+    """What the model is told when it is not."""
+
+
 class Completion(BaseModel):
     """One full model answer: what a CALL_MODEL stage produces."""
 
     message: Message
     usage: Usage = Field(default_factory=Usage)
     finish_reason: Literal["stop", "tool_calls", "length", "error"]
+    output: OutputCheck | None = None
+    """Set by the worker for agents with an output type; the state machine acts on it."""
 
 
 class ToolSpec(BaseModel):

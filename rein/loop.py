@@ -16,7 +16,7 @@ from typing import Any
 
 from rein import machine
 from rein.config import LoopConfig
-from rein.ir import StreamChunk, StreamFold, ToolCall, ToolResult
+from rein.ir import Completion, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.log import logger
 from rein.middleware import Middleware, StepContext, dispatch
 from rein.providers.fallback import is_retryable
@@ -50,8 +50,12 @@ def input_tool_names(registry: ToolRegistry | None) -> frozenset[str]:
 class _Run:
     """Bookkeeping for one driver invocation: clock, steps, run id."""
 
-    def __init__(self, session: Session, registry: ToolRegistry | None, config: LoopConfig | None):
+    def __init__(
+        self, session: Session, registry: ToolRegistry | None, config: LoopConfig | None, output: Any = None
+    ):
         self.session = session
+        self.output = output
+        """The agent's `rein.output.OutputSpec`, or None."""
         self.registry = registry if registry is not None else ToolRegistry()
         self.config = config or LoopConfig()
         self.input_tools = input_tool_names(self.registry)
@@ -87,7 +91,12 @@ class _Run:
                 )
 
     def tool_specs(self):
-        return self.registry.specs() or None
+        specs = self.registry.specs() + ([self.output.tool_spec()] if self.output is not None else [])
+        return specs or None
+
+    def checked(self, completion: Completion) -> Completion:
+        """The completion with the output type's verdict attached (see rein.output)."""
+        return self.output.check(completion) if self.output is not None else completion
 
     async def run_tools(self, calls: list[ToolCall], runtime: Any = None) -> list[Step]:
         t0 = time.monotonic()
@@ -122,7 +131,8 @@ class _Run:
             )
         return RunResult(
             status="interrupted" if interrupt else "done",
-            output=machine.last_assistant_text(self.session),
+            output=machine.run_output(self.session),
+            data=machine.run_data(self.session),
             session=self.session,
             usage=self.session.usage,
             elapsed_s=self.elapsed(),
@@ -136,7 +146,7 @@ async def _call_model(provider: Any, run: _Run) -> tuple[list[Step], Interrupt |
     """One CALL_MODEL stage. Retryable provider errors become an `error` interrupt."""
     t0 = time.monotonic()
     try:
-        completion = await provider.complete(run.session.messages, tools=run.tool_specs())
+        completion = run.checked(await provider.complete(run.session.messages, tools=run.tool_specs()))
     except Exception as exc:
         if is_retryable(exc):
             return [], machine.model_error_interrupt(f"{type(exc).__name__}: {exc}")
@@ -165,9 +175,13 @@ async def arun(
     runtime: Any = None,
     compaction: Any = None,
     middlewares: list[Middleware] | None = None,
+    output: Any = None,
 ) -> RunResult:
-    """Drive the Session until it finishes or interrupts. Mutates `session` in place."""
-    run = _Run(session, registry, config)
+    """Drive the Session until it finishes or interrupts. Mutates `session` in place.
+
+    `output` is a `rein.output.OutputSpec` for a run whose final answer has a type.
+    """
+    run = _Run(session, registry, config, output)
     logger.info(
         "run started",
         extra={"trace_id": run.run_id, "messages": len(session.messages), "tools": len(run.registry)},
@@ -210,10 +224,11 @@ async def aresume(
     runtime: Any = None,
     compaction: Any = None,
     middlewares: list[Middleware] | None = None,
+    output: Any = None,
 ) -> RunResult:
     """Continue an interrupted (or finished) Session: decide the pending batch or add an answer."""
     machine.prepare_resume(session, approve, answer, input_tool_names(registry))
-    return await arun(session, provider, registry, config, runtime, compaction, middlewares)
+    return await arun(session, provider, registry, config, runtime, compaction, middlewares, output)
 
 
 def resume(session: Session, provider: Any, registry: ToolRegistry | None = None, config: LoopConfig | None = None, *, approve: bool = True, answer: str | None = None) -> RunResult:
@@ -227,9 +242,10 @@ async def step(
     registry: ToolRegistry | None = None,
     config: LoopConfig | None = None,
     runtime: Any = None,
+    output: Any = None,
 ) -> tuple[Session, list[Step], Interrupt | None]:
     """Advance exactly one stage (breakers are the caller's business, as in rein-agent)."""
-    run = _Run(session, registry, config)
+    run = _Run(session, registry, config, output)
     if session.stage == machine.Stage.CALL_MODEL:
         steps, interrupt = await _call_model(provider, run)
         return session, steps, interrupt
@@ -248,13 +264,14 @@ async def astream(
     config: LoopConfig | None = None,
     runtime: Any = None,
     compaction: Any = None,
+    output: Any = None,
 ) -> AsyncIterator[StreamChunk]:
     """Stream text as the model produces it; state advances exactly as in `arun`.
 
     Ends with one `done` chunk carrying the stop reason and cumulative usage. An
     interrupt ends the stream with finish_reason "interrupted"; resume with `aresume`.
     """
-    run = _Run(session, registry, config)
+    run = _Run(session, registry, config, output)
     while True:
         action = run.next_action()
         if isinstance(action, machine.Finish):
@@ -278,5 +295,6 @@ async def astream(
                 raise
             session.stop_reason = "interrupted"
             break
-        run.record([machine.apply_completion(session, fold.completion(), time.monotonic() - t0)])
+        completion = run.checked(fold.completion())
+        run.record([machine.apply_completion(session, completion, time.monotonic() - t0)])
     yield StreamChunk(type="done", finish_reason=session.stop_reason or "done", usage=session.usage)

@@ -461,7 +461,8 @@ class AgentWorkflow:
         interrupted = self.interrupt is not None
         return RunResult(
             status="interrupted" if interrupted else "done",
-            output=machine.last_assistant_text(self.session),
+            output=machine.run_output(self.session),
+            data=machine.run_data(self.session),
             session=self.session,
             usage=self.session.usage,
             elapsed_s=self.active_s,
