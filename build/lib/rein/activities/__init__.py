@@ -1,3 +1,0 @@
-from rein.activities.agents import AgentActivities
-
-__all__ = ["AgentActivities"]

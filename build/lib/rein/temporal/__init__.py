@@ -1,1 +1,0 @@
-"""rein's Temporal integration: the plugin users install into their own Client and Worker."""

@@ -1,3 +1,0 @@
-from rein.workflows.agent import AgentWorkflow
-
-__all__ = ["AgentWorkflow"]
