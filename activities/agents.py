@@ -28,6 +28,7 @@ from rein.contract import (
     ToolCallInput,
     ToolInfo,
 )
+from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamFold, ToolResult
 from rein.providers.fallback import is_retryable
 from rein.secrets import scrub
@@ -113,18 +114,27 @@ class AgentActivities:
 
     @activity.defn(name=DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeInput) -> AgentDescription:
-        agent = self._agent(request.agent)
         available = await self.search_attributes() if self.search_attributes else []
+        if not request.agent:  # a run that failed before it knew its agent: only the search attributes
+            return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
+        agent = self._agent(request.agent)
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
             system=agent.system,
             config=agent.config,
             tools=[
-                ToolInfo(spec=t.spec(), retries=t.retries, timeout_s=t.timeout_s, asks_human=t.asks_human)
+                ToolInfo(
+                    spec=t.spec(),
+                    retries=t.retries,
+                    timeout_s=t.timeout_s,
+                    asks_human=t.asks_human,
+                    requires_approval=getattr(t, "requires_approval", False),
+                )
                 for t in agent.registry
             ],
             search_attributes=list(available),
+            client_overrides=sorted(agent.client_overrides),
         )
 
     @activity.defn(name=CALL_MODEL)

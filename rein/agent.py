@@ -40,8 +40,11 @@ class Agent:
         name: str | None = None,
         engine: Engine | None = None,
         compaction: Any = None,
+        client_overrides: Any = (),
         output_type: Any = None,
     ):
+        """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all).
+        Without it, a client may only tighten `permission`, the breakers and `approvers`."""
         if engine not in (None, "temporal", "local"):
             raise ValueError(f"engine must be 'temporal' or 'local', not {engine!r}")
         if name is not None and (not name or "#" in name or name.strip() != name):
@@ -54,6 +57,7 @@ class Agent:
         self.name = name or f"agent-{next(_anonymous)}"
         self.engine = engine
         self.compaction = compaction
+        self.client_overrides = _override_names(client_overrides)
         self.middlewares: list[Middleware] = []
         self._event_handlers: dict[str, list[Callable[[StepContext], Any]]] = {}
         self.registry = ToolRegistry()
@@ -233,6 +237,18 @@ class Agent:
 
     def chat(self, session: Session | None = None) -> Chat:
         return Chat(self, session)
+
+
+def _override_names(value: Any) -> frozenset[str]:
+    if value is True:
+        return frozenset({"*"})
+    if value in (None, False):
+        return frozenset()
+    names = frozenset([value] if isinstance(value, str) else value)
+    unknown = names - set(LoopConfig.model_fields) - {"*"}
+    if unknown:
+        raise ValueError(f"client_overrides names unknown LoopConfig fields: {sorted(unknown)}")
+    return names
 
 
 def _ask_on_terminal(interrupt: Interrupt) -> bool:

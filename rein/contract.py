@@ -26,6 +26,23 @@ RUN_TOOL = "rein.run_tool"
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
 
+APPROVE_UPDATE = "rein.approve"
+DENY_UPDATE = "rein.deny"
+ANSWER_UPDATE = "rein.answer"
+RETRY_UPDATE = "rein.retry"
+CANCEL_UPDATE = "rein.cancel"
+"""Validated updates: the same decisions as the signals, but a misfit is rejected to the caller."""
+
+MAX_ITERATIONS = 100_000
+MAX_TOKENS = 2**53
+"""Counters beyond this are not believable; they would also overflow the Int search attributes."""
+MAX_SECONDS = 10 * 366 * 86400
+"""Ten years: longer durations overflow Python's timedelta or Temporal's protobuf Duration."""
+MAX_ID = 256
+MAX_NAME = 256
+MAX_REASON = 8_000
+MAX_ANSWER = 200_000
+
 SEARCH_ATTRIBUTES = {
     "ReinAgent": "Keyword",
     "ReinStatus": "Keyword",
@@ -77,12 +94,34 @@ class AgentInput(_Lenient):
         if self.prompt is None and self.session is None:
             raise ValueError("give a 'prompt', a 'session' to resume, or both")
 
+    @field_validator("session")
+    @classmethod
+    def _believable_session(cls, session: Session | None) -> Session | None:
+        """Counters a run could really have reached; pending call ids that identify one call each."""
+        if session is None:
+            return None
+        bounds = {
+            "iteration": (session.iteration, MAX_ITERATIONS),
+            "repeat_count": (session.repeat_count, MAX_ITERATIONS),
+            "usage.input_tokens": (session.usage.input_tokens, MAX_TOKENS),
+            "usage.output_tokens": (session.usage.output_tokens, MAX_TOKENS),
+        }
+        for name, (value, limit) in bounds.items():
+            if not 0 <= value <= limit:
+                raise ValueError(f"session.{name} must be between 0 and {limit}, got {value}")
+        ids = [c.id for c in session.pending_tool_calls]
+        if len(set(ids)) != len(ids):
+            raise ValueError("session.pending_tool_calls has two calls with the same id")
+        return session
+
 
 class ToolInfo(BaseModel):
     spec: ToolSpec
     retries: int = 0
     timeout_s: float | None = None
     asks_human: bool = False
+    requires_approval: bool = False
+    """Asks a person before every call, whatever the run's `permission`."""
 
 
 class AgentDescription(BaseModel):
@@ -95,6 +134,8 @@ class AgentDescription(BaseModel):
     tools: list[ToolInfo] = Field(default_factory=list)
     search_attributes: list[str] = Field(default_factory=list)
     """The rein search attributes the server has; the workflow upserts only these."""
+    client_overrides: list[str] = Field(default_factory=list)
+    """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten."""
 
 
 class ModelCallInput(BaseModel):
@@ -133,9 +174,9 @@ class DescribeInput(BaseModel):
 class DecisionSignal(_Lenient):
     """Payload of `approve` and `deny`; a null tool_call_id targets the whole pending batch."""
 
-    tool_call_id: str | None = None
-    approver: str = ""
-    reason: str = ""
+    tool_call_id: str | None = Field(default=None, max_length=MAX_ID)
+    approver: str = Field(default="", max_length=MAX_NAME)
+    reason: str = Field(default="", max_length=MAX_REASON)
 
     @field_validator("approver", "reason", mode="before")
     @classmethod
@@ -144,8 +185,8 @@ class DecisionSignal(_Lenient):
 
 
 class AnswerSignal(_Lenient):
-    text: str
-    approver: str = ""
+    text: str = Field(max_length=MAX_ANSWER)
+    approver: str = Field(default="", max_length=MAX_NAME)
 
     @field_validator("approver", mode="before")
     @classmethod
@@ -154,13 +195,18 @@ class AnswerSignal(_Lenient):
 
 
 class CancelSignal(_Lenient):
-    reason: str = ""
+    reason: str = Field(default="", max_length=MAX_REASON)
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return "" if value is None else value
 
 
 class WaitRequest(BaseModel):
-    after_pause: int = 0
+    after_pause: int = Field(default=0, ge=0, le=2**31)
     """Return once the run has paused (or ended) more times than this."""
-    steps_from: int = 0
+    steps_from: int = Field(default=0, ge=0, le=2**31)
 
 
 class RunStatusView(BaseModel):
@@ -175,3 +221,63 @@ class RunStatusView(BaseModel):
     stop_reason: str | None
     pause: int = 0
     ignored_signals: int = 0
+
+
+# ------------------------------------------------------------ config overrides from clients
+
+
+class ConfigOverrides(BaseModel):
+    """A client's `config`: known LoopConfig fields only, each within bounds a run can live with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    detect_loops: bool = None  # type: ignore[assignment]
+    repeat_threshold: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
+    permission: Literal["allow", "ask", "deny"] = None  # type: ignore[assignment]
+    approval_timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    model_attempts: int = Field(default=None, ge=1, le=100)  # type: ignore[assignment]
+    model_timeout_s: float = Field(default=None, gt=0, le=86_400, allow_inf_nan=False)  # type: ignore[assignment]
+    approvers: list[str] | None = Field(default=None, max_length=1000)
+    output_retries: int = Field(default=None, ge=0, le=100)  # type: ignore[assignment]
+
+
+_PERMISSION_RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def _at_most(new: float | None, old: float | None) -> bool:
+    """None is unlimited: `new` may lower a limit, never raise or remove it."""
+    return old is None or (new is not None and new <= old)
+
+
+def _loosened(name: str, new: Any, old: Any) -> bool:
+    if name == "permission":
+        return _PERMISSION_RANK[new] < _PERMISSION_RANK[old]
+    if name in ("max_iterations", "max_tokens", "timeout_s", "repeat_threshold"):
+        return not _at_most(new, old)
+    if name == "detect_loops":
+        return old and not new
+    if name == "approvers":
+        return old is not None and (new is None or not set(new) <= set(old))
+    return False  # approval_timeout_s, model_attempts, model_timeout_s: operational, not safety
+
+
+def apply_overrides(base: LoopConfig, raw: Any, may_loosen: Any = ()) -> LoopConfig:
+    """`base` with a client's overrides; raises ValueError for unknown keys, out-of-bound values,
+    or a loosening of safety (`permission`, breakers, `approvers`) the agent did not opt into."""
+    overrides = ConfigOverrides.model_validate(raw)
+    given = {name: getattr(overrides, name) for name in overrides.model_fields_set}
+    free = set(may_loosen)
+    looser = [
+        name for name, value in given.items()
+        if "*" not in free and name not in free and _loosened(name, value, getattr(base, name))
+    ]
+    if looser:
+        raise ValueError(
+            "a client may tighten but not loosen " + ", ".join(
+                f"{name} ({getattr(base, name)!r} -> {given[name]!r})" for name in looser
+            ) + "; the agent can allow it with Agent(client_overrides=[...])"
+        )
+    return base.model_copy(update=given)

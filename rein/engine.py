@@ -141,9 +141,13 @@ class Engine:
         return result
 
     async def signal_and_wait(self, waiting: _Waiting, signal: str, payload: dict) -> RunResult:
+        return await self.signals_and_wait(waiting, [(signal, payload)])
+
+    async def signals_and_wait(self, waiting: _Waiting, signals: list[tuple[str, dict]]) -> RunResult:
         assert self.client is not None
         handle = self.client.get_workflow_handle(waiting.workflow_id, result_type=RunResult)
-        await handle.signal(signal, payload)
+        for signal, payload in signals:
+            await handle.signal(signal, payload)
         return await self.wait(handle, WaitRequest(after_pause=waiting.pause, steps_from=waiting.steps))
 
     async def cancel(self, workflow_id: str, reason: str) -> None:
@@ -208,7 +212,36 @@ async def resume_session(agent: Agent, session: Any, *, approve: bool = True, an
     from rein.loop import input_tool_names
 
     machine.prepare_resume(session, approve, answer, input_tool_names(agent.registry))
-    return await run_session(agent, session)
+    # A new run treats its input Session's decisions as conversation, not authority: it asks
+    # again, and this process (which holds the decisions) answers with signals.
+    decisions = machine.decisions_for_pending(session)
+    return await _redecide(eng, await run_session(agent, session), decisions)
+
+
+async def _redecide(eng: Engine, result: RunResult, decisions: dict[str, Any]) -> RunResult:
+    """Send the decisions the caller already made for the calls the run now asks about."""
+    for _ in range(3):  # approvals, then a question, then nothing left to send
+        interrupt = result.interrupt
+        waiting = eng.waiting.get(session_key(result.session)) if interrupt is not None else None
+        if result.status != "interrupted" or interrupt is None or waiting is None:
+            return result
+        signals: list[tuple[str, dict]] = []
+        if interrupt.type == "need_approval":
+            already = machine.decisions_for_pending(result.session)
+            for call in result.session.pending_tool_calls:
+                decision = decisions.get(call.id)
+                if decision is not None and decision.answer is None and call.id not in already:
+                    payload = {"tool_call_id": call.id, "approver": decision.approver, "reason": decision.reason}
+                    signals.append(("approve" if decision.approved else "deny", payload))
+        elif interrupt.type == "need_input" and interrupt.tool_call is not None:
+            decision = decisions.get(interrupt.tool_call.id)
+            if decision is not None and decision.answer is not None:
+                signals.append(("answer", {"text": decision.answer, "approver": decision.approver}))
+        if not signals:
+            return result
+        eng.waiting.pop(session_key(result.session), None)
+        result = _logged(await eng.submit(eng.signals_and_wait(waiting, signals)))
+    return result
 
 
 async def cancel_session(session: Any, reason: str) -> bool:

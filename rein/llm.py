@@ -26,7 +26,6 @@ Two shapes of tool call exist on purpose:
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -398,14 +397,13 @@ def to_llm_tools(tools: Sequence[ir.ToolSpec] | None) -> tuple[ToolSpec, ...]:
 
 
 def parse_arguments(raw: str | None) -> dict[str, Any]:
-    """Parse a :class:`ToolCall`'s JSON argument string; empty, invalid or non-object JSON gives ``{}``."""
-    if not raw or not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    """Parse a :class:`ToolCall`'s JSON argument string; empty, invalid or non-object JSON gives ``{}``.
+
+    :func:`to_ir_stream` also records why on the call (``rein.ir.parse_tool_arguments``).
+    """
+    from rein.ir import parse_tool_arguments
+
+    return parse_tool_arguments(raw)[0]
 
 
 def to_ir_usage(raw: dict[str, Any] | None) -> ir.Usage:
@@ -472,6 +470,7 @@ async def to_ir_stream(chunks: AsyncIterable[Any], source: str = "the backend") 
     """
     from rein.ir import StreamChunk as IrChunk
     from rein.ir import ToolCall as IrToolCall
+    from rein.ir import parse_tool_arguments
 
     deltas: list[ToolCallDelta] = []
     whole: list[ToolCall] = []
@@ -488,10 +487,10 @@ async def to_ir_stream(chunks: AsyncIterable[Any], source: str = "the backend") 
             whole.append(chunk)
         else:
             raise TypeError(f"{source} yielded {type(chunk).__name__}; expected TextDelta, ToolCallDelta or MessageStop")
-    calls = [
-        IrToolCall(id=c.id, name=c.name, arguments=parse_arguments(c.arguments))
-        for c in [*merge_tool_call_deltas(deltas), *whole]
-    ]
+    calls = []
+    for c in [*merge_tool_call_deltas(deltas), *whole]:
+        arguments, error = parse_tool_arguments(c.arguments)
+        calls.append(IrToolCall(id=c.id, name=c.name, arguments=arguments, arguments_error=error))
     if calls:
         yield IrChunk(type="tool_calls", tool_calls=calls)
     yield IrChunk(

@@ -47,6 +47,13 @@ def input_tool_names(registry: ToolRegistry | None) -> frozenset[str]:
     return frozenset(t.name for t in registry if getattr(t, "asks_human", False))
 
 
+def approval_tool_names(registry: ToolRegistry | None) -> frozenset[str]:
+    """Tools declared with `@tool(requires_approval=True)`."""
+    if registry is None:
+        return frozenset()
+    return frozenset(t.name for t in registry if getattr(t, "requires_approval", False))
+
+
 class _Run:
     """Bookkeeping for one driver invocation: clock, steps, run id."""
 
@@ -59,6 +66,7 @@ class _Run:
         self.registry = registry if registry is not None else ToolRegistry()
         self.config = config or LoopConfig()
         self.input_tools = input_tool_names(self.registry)
+        self.approval_tools = approval_tool_names(self.registry)
         self.start = time.monotonic()
         self.steps: list[Step] = []
         self.run_id = uuid.uuid4().hex[:8]
@@ -67,7 +75,7 @@ class _Run:
         return time.monotonic() - self.start
 
     def next_action(self) -> machine.Action:
-        action = machine.next_action(self.session, self.config, self.elapsed(), self.input_tools)
+        action = machine.next_action(self.session, self.config, self.elapsed(), self.input_tools, self.approval_tools)
         if isinstance(action, machine.Finish) and action.stop_reason not in ("done",):
             logger.warning(
                 "circuit tripped",
@@ -157,7 +165,7 @@ async def _call_model(provider: Any, run: _Run) -> tuple[list[Step], Interrupt |
 async def _core_step(run: _Run, provider: Any, runtime: Any, ctx: StepContext) -> StepContext:
     """The innermost layer: perform whatever the machine says the Session needs next."""
     run.session = ctx.session
-    action = machine.next_action(ctx.session, run.config, run.elapsed(), run.input_tools)
+    action = machine.next_action(ctx.session, run.config, run.elapsed(), run.input_tools, run.approval_tools)
     if isinstance(action, machine.Wait):
         ctx.interrupt = action.interrupt
     elif isinstance(action, machine.CallModel):
@@ -250,7 +258,7 @@ async def step(
         steps, interrupt = await _call_model(provider, run)
         return session, steps, interrupt
     if session.stage == machine.Stage.RUN_TOOLS:
-        action = machine._tool_stage_action(session, run.config, run.input_tools)
+        action = machine._tool_stage_action(session, run.config, run.input_tools, run.approval_tools)
         if isinstance(action, machine.Wait):
             return session, [], action.interrupt
         return session, await run.run_tools(action.calls, runtime), None

@@ -85,8 +85,13 @@ def next_action(
     config: LoopConfig,
     elapsed_s: float,
     input_tools: frozenset[str] = frozenset(),
+    approval_tools: frozenset[str] = frozenset(),
 ) -> Action:
-    """Decide the next step. Trips breakers (mutating the Session) before any work."""
+    """Decide the next step. Trips breakers (mutating the Session) before any work.
+
+    Calls to `approval_tools` (`@tool(requires_approval=True)`) wait for a person even when
+    the permission is "allow".
+    """
     if session.done:
         return Finish(stop_reason=session.stop_reason or "done")
     if session.stage == Stage.DONE:
@@ -100,7 +105,7 @@ def next_action(
         session.stage = Stage.CALL_MODEL
     if session.stage == Stage.CALL_MODEL:
         return CallModel(iteration=session.iteration + 1)
-    return _tool_stage_action(session, config, input_tools)
+    return _tool_stage_action(session, config, input_tools, approval_tools)
 
 
 def _finish(session: Session, reason: str) -> Finish:
@@ -109,12 +114,18 @@ def _finish(session: Session, reason: str) -> Finish:
     return Finish(stop_reason=reason)
 
 
-def _tool_stage_action(session: Session, config: LoopConfig, input_tools: frozenset[str]) -> Action:
+def _tool_stage_action(
+    session: Session, config: LoopConfig, input_tools: frozenset[str], approval_tools: frozenset[str]
+) -> Action:
     decided = decisions_for_pending(session)
     questions = [c for c in session.pending_tool_calls if c.name in input_tools]
-    if config.permission == "ask":
+    if config.permission != "deny":
         undecided = [
-            c for c in session.pending_tool_calls if c.name not in input_tools and c.id not in decided
+            c
+            for c in session.pending_tool_calls
+            if c.name not in input_tools
+            and c.id not in decided
+            and (config.permission == "ask" or c.name in approval_tools)
         ]
         if undecided:
             return Wait(interrupt=approval_interrupt(undecided))
@@ -162,6 +173,7 @@ def apply_completion(session: Session, completion: Completion, duration_s: float
     if completion.output is not None:
         return _apply_output(session, completion, completion.output, duration_s)
     if completion.finish_reason == "tool_calls" and message.tool_calls:
+        message.tool_calls = unique_call_ids(message.tool_calls)
         sig = signature(message.tool_calls)
         if sig == session.last_signature:
             session.repeat_count += 1
@@ -189,6 +201,25 @@ def apply_completion(session: Session, completion: Completion, duration_s: float
         usage=completion.usage,
     )
 
+
+def unique_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Calls with distinct ids: a repeated id gets a suffix, so each call gets its own result."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        cid, n = call.id, 1
+        while cid in seen:
+            n += 1
+            cid = f"{call.id}~{n}"
+        seen.add(cid)
+        out.append(call if cid == call.id else call.model_copy(update={"id": cid}))
+    return out
+
+
+def forget_pending_decisions(session: Session) -> None:
+    """A Session from outside is conversation, not authority: its pending calls need fresh decisions."""
+    pending = {c.id for c in session.pending_tool_calls}
+    session.decisions = [d for d in session.decisions if d.tool_call_id not in pending]
 
 def _apply_output(session: Session, completion: Completion, check: OutputCheck, duration_s: float | None) -> Step:
     """A final answer for an agent with an output type: end the run with it, or send the error back.
