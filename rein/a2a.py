@@ -294,10 +294,6 @@ class _Served:
         self.thread = threading.Thread(target=self.uvicorn.run, name="rein-a2a", daemon=True)
         self.a2a = server
 
-    @property
-    def server_address(self) -> tuple[str, int]:
-        return self.uvicorn.config.host, self.uvicorn.config.port
-
     def start(self, timeout: float = 30) -> _Served:
         self.thread.start()
         for _ in range(int(timeout * 20)):

@@ -98,11 +98,29 @@ def _is_context(tp: Any, context_type: type) -> bool:
 
 
 def _hints(fn: Callable) -> dict[str, Any] | None:
-    """`get_type_hints(fn, include_extras=True)`, or None when the hints cannot be resolved."""
+    """`get_type_hints(fn, include_extras=True)`, or None when the hints cannot be resolved.
+
+    String annotations (`from __future__ import annotations`) may name classes local to the
+    function that defined the tool; those resolve in the locals of the nearest caller outside
+    rein (where `@tool`, `Tool.from_function` or `Agent(tools=...)` was called).
+    """
     try:
         return get_type_hints(fn, include_extras=True)
+    except NameError:
+        pass
     except Exception:
         return None
+    try:
+        return get_type_hints(fn, localns=_caller_locals(), include_extras=True)
+    except Exception:
+        return None
+
+
+def _caller_locals() -> dict[str, Any]:
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "rein":
+        frame = frame.f_back
+    return dict(frame.f_locals) if frame is not None else {}
 
 
 def find_context_param(fn: Callable, context_type: type, hints: dict[str, Any] | None = None) -> str | None:
@@ -187,8 +205,8 @@ def _usable(tp: Any) -> Any:
     """`tp` (made compatible) if pydantic can both validate it and describe it, else Any."""
     if tp is Any:
         return Any
-    tp = _compatible(tp)
     try:
+        tp = _compatible(tp)
         TypeAdapter(tp).json_schema()
     except Exception:
         return Any

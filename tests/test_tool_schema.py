@@ -300,6 +300,25 @@ def test_typing_typeddict_is_accepted() -> None:
     assert schema["properties"]["number"]["type"] == "integer"
 
 
+def test_classes_local_to_the_defining_function_resolve() -> None:
+    # This module uses `from __future__ import annotations`, so the hints are strings naming
+    # classes that exist only in this function's frame.
+    class Mood(enum.Enum):
+        HAPPY = "happy"
+
+    class Where(TypedDict):
+        city: str
+
+    @tool
+    def feel(mood: Mood, where: Where) -> str:
+        return mood.value
+
+    props = feel.parameters["properties"]
+    assert props["mood"]["enum"] == ["happy"]
+    assert props["where"]["properties"] == {"city": {"title": "City", "type": "string"}}
+    assert feel.validate_arguments({"mood": "happy", "where": {"city": "Oslo"}})["mood"] is Mood.HAPPY
+
+
 async def test_a_refused_argument_is_an_error_result_the_model_can_read() -> None:
     @tool
     def paint(color: Color, pair: tuple[int, int]) -> str:
