@@ -7,6 +7,7 @@ Every run is a Temporal workflow by default (`engine="temporal"`); `engine="loca
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import os
 from collections.abc import AsyncIterator, Callable
@@ -16,7 +17,7 @@ from rein import loop, machine
 from rein.config import LoopConfig
 from rein.ir import StreamChunk, ToolSpec
 from rein.result import Interrupt, RunResult
-from rein.middleware import Middleware, StepContext, event_middleware, hook
+from rein.middleware import Middleware, StepContext, event_middleware, hook, require_async
 from rein.output import OutputSpec
 from rein.session import Session, Stage
 from rein.tools import Tool, ToolRegistry, tool
@@ -56,6 +57,10 @@ class Agent:
         self.config = config or LoopConfig()
         self.name = name or f"agent-{next(_anonymous)}"
         self.engine = engine
+        if compaction is not None and not inspect.iscoroutinefunction(getattr(compaction, "compact", None)):
+            raise TypeError(
+                f"compaction must have an `async def compact(messages) -> messages` method, got {compaction!r}"
+            )
         self.compaction = compaction
         self.client_overrides = _override_names(client_overrides)
         self.middlewares: list[Middleware] = []
@@ -128,44 +133,49 @@ class Agent:
         return machine.new_session(prompt, self.system)
 
     def _engine(self) -> Engine:
-        """Where runs go. In-process code (middleware, compaction) cannot run in a workflow,
-        so an agent that has any runs locally unless the durable engine was asked for by name."""
-        in_process_only = bool(self.middlewares or self.compaction)
-        if self.engine == "temporal" and in_process_only:
-            raise ValueError(
-                "this agent has middleware, hooks or compaction, which run only in-process; "
-                "use engine='local' (or remove them to run durably)"
-            )
-        chosen = self.engine or ("local" if in_process_only else os.environ.get("REIN_ENGINE", "temporal"))
+        """Where runs go: the engine asked for, else REIN_ENGINE, else durable. Middleware, hooks,
+        events and compaction run on both (worker-side in durable runs), so nothing changes it."""
+        chosen = self.engine or os.environ.get("REIN_ENGINE", "temporal")
         if chosen not in ("temporal", "local"):
             raise ValueError(f"REIN_ENGINE must be 'temporal' or 'local', not {chosen!r}")
         return chosen  # type: ignore[return-value]
 
-    # ------------------------------------------------------------ in-process extensions
+    # ------------------------------------------------------------ extensions (both engines)
+    # In a durable run they run on the worker, inside the step's activity (rein.call_model /
+    # rein.run_tool), with that worker's live objects; the Session they leave goes back to the run.
 
     def middleware(self, fn: Middleware) -> Middleware:
-        """Wrap every step with `async def fn(ctx, call_next) -> ctx` (in-process runs only)."""
+        """Wrap every step with `async def fn(ctx, call_next) -> ctx`."""
+        if not callable(fn):
+            raise TypeError(f"middleware must be callable as fn(ctx, call_next), got {fn!r}")
         self.middlewares.append(fn)
         return fn
 
-    def before_model(self, fn: Callable) -> Callable:
-        self.middlewares.append(hook(Stage.CALL_MODEL, fn, before=True))
+    def _hook(self, stage: Stage, fn: Callable, before: bool, name: str) -> Callable:
+        require_async(fn, f"{name} hook")
+        self.middlewares.append(hook(stage, fn, before=before))
         return fn
+
+    def before_model(self, fn: Callable) -> Callable:
+        return self._hook(Stage.CALL_MODEL, fn, True, "before_model")
 
     def after_model(self, fn: Callable) -> Callable:
-        self.middlewares.append(hook(Stage.CALL_MODEL, fn, before=False))
-        return fn
+        return self._hook(Stage.CALL_MODEL, fn, False, "after_model")
 
     def before_tool(self, fn: Callable) -> Callable:
-        self.middlewares.append(hook(Stage.RUN_TOOLS, fn, before=True))
-        return fn
+        return self._hook(Stage.RUN_TOOLS, fn, True, "before_tool")
 
     def after_tool(self, fn: Callable) -> Callable:
-        self.middlewares.append(hook(Stage.RUN_TOOLS, fn, before=False))
-        return fn
+        return self._hook(Stage.RUN_TOOLS, fn, False, "after_tool")
 
     def on(self, event: str, handler: Callable[[StepContext], Any]) -> Callable:
-        """Observe steps: "step" fires after every step, "tool" after tool steps."""
+        """Observe steps: "step" fires after every step, "tool" after tool steps (sync handlers).
+
+        In a durable run handlers are called on the worker that ran the step (in this
+        process when the engine's worker serves the run) and the event is also put on
+        the run's stream."""
+        if not callable(handler) or inspect.iscoroutinefunction(handler):
+            raise TypeError(f"event handlers are plain functions called as handler(ctx), got {handler!r}")
         if not self._event_handlers:
             self.middlewares.append(event_middleware(self._event_handlers))
         self._event_handlers.setdefault(event, []).append(handler)
