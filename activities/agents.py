@@ -35,7 +35,7 @@ from rein.contract import (
 )
 from rein.compaction import trigger_of
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, StreamFold, ToolResult
+from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
 from rein.providers.fallback import is_retryable
 from rein.secrets import scrub
 from rein.session import Session

@@ -15,7 +15,7 @@ from typing import Any
 
 from rein import machine
 from rein.config import LoopConfig
-from rein.ir import Completion, StreamChunk, StreamFold, ToolCall, ToolResult
+from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.log import logger
 from rein.middleware import Middleware, StepContext, run_step
 from rein.providers.fallback import is_retryable
