@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 from rein.activities import agents as base
 from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
 from rein.ir import Completion, Message, ToolCall, ToolResult
-from rein.loop import input_tool_names
+from rein.loop import approval_tool_names, input_tool_names
 from rein.middleware import StepContext, run_step
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
                 agent.middlewares,
                 elapsed=lambda: step.elapsed_s,
                 input_tools=input_tool_names(agent.registry),
+                approval_tools=approval_tool_names(agent.registry),
                 call_model=call_model,
                 run_tools=run_tools,
             )

@@ -40,7 +40,11 @@ from rein.result import Interrupt, RunResult
 from rein.store import FileSessionStore, MemorySessionStore
 
 try:
-    from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_message, new_text_part
+    from a2a.helpers.proto_helpers import (
+        new_task_from_user_message,
+        new_text_message,
+        new_text_part,
+    )
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler

@@ -20,6 +20,16 @@ from rein.session import Session
 WORKFLOW_TYPE = "AgentWorkflow"
 DEFAULT_TASK_QUEUE = "rein"
 
+
+def agent_task_queue(agent: str) -> str:
+    """The agent's own task queue: every rein process serving the agent polls it (`rein.<name>`).
+
+    Runs started by `Agent.run` live here, so they reach only workers that know the agent,
+    and any later process serving it (a script, `worker.py`) continues them.
+    """
+    return f"{DEFAULT_TASK_QUEUE}.{agent}"
+
+
 DESCRIBE_AGENT = "rein.describe_agent"
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"

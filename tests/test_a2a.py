@@ -8,6 +8,7 @@ again on the same state directory.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -33,8 +34,9 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 import rein
-from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, ToolCall
+from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session, ToolCall
 from rein.a2a import A2A_PROTOCOL_VERSION, A2AServer, make_server
+from rein.client import ReinClient, connect
 
 
 def add(a: int, b: int) -> int:
@@ -205,11 +207,14 @@ async def test_ask_permission_input_required_then_approve_durable(serve: Any) ->
     from rein import engine
 
     paused = await client.send("Add 7 and 7")
-    waiting_key = engine.session_key(server.paused.load(paused.id))
-    assert waiting_key in engine.Engine._instance.waiting
+    run_id = server.paused.load(paused.id).run_id
+    assert run_id is not None  # the task is that durable run
     canceled = await client.cancel(paused.id)
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-    assert waiting_key not in engine.Engine._instance.waiting and server.paused.load(paused.id) is None
+    assert server.paused.load(paused.id) is None
+    eng = engine.Engine._instance
+    result = asyncio.run_coroutine_threadsafe(eng.client.get_workflow_handle(run_id).result(), eng.loop).result(30)
+    assert result["stop_reason"] == "cancelled"  # the workflow that waited for the reply ended
 
 
 async def test_deny_ask_human_and_failure_local(serve: Any) -> None:
@@ -295,7 +300,9 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-agent = Agent(provider=Scripted(), tools=[add], config=LoopConfig(permission="ask"), engine="local")
+agent = Agent(
+    provider=Scripted(), tools=[add], config=LoopConfig(permission="ask"), name="restart-bot", engine=sys.argv[3]
+)
 serve_a2a(agent, port=int(sys.argv[1]), state_dir=sys.argv[2])
 '''
 
@@ -306,9 +313,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(script: Path, port: int, state: Path) -> subprocess.Popen:
+def _start_server(script: Path, port: int, state: Path, engine: str) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(port), str(state)],
+        [sys.executable, str(script), str(port), str(state), engine],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     deadline = time.monotonic() + 60
@@ -324,12 +331,14 @@ def _start_server(script: Path, port: int, state: Path) -> subprocess.Popen:
     raise AssertionError("the A2A server did not start")
 
 
-async def test_a_paused_task_survives_a_server_restart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["temporal", "local"])
+async def test_a_paused_task_survives_a_server_restart(tmp_path: Path, engine: str) -> None:
+    """Durable: the restarted server signals the very workflow that waits (the task is that run)."""
     script = tmp_path / "server.py"
     script.write_text(textwrap.dedent(SERVER_MODULE))
     state, port = tmp_path / "state", _free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = _start_server(script, port, state)
+    proc = _start_server(script, port, state, engine)
     try:
         task = await (await peer(base)).send("add 20 and 22")
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
@@ -337,15 +346,20 @@ async def test_a_paused_task_survives_a_server_restart(tmp_path: Path) -> None:
         proc.kill()
         proc.wait(timeout=30)
 
-    proc = _start_server(script, port, state)
+    proc = _start_server(script, port, state, engine)
     try:
         client = await peer(base)
         again = await client.get(task.id)  # the task outlived the process that created it
         assert again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert MessageToDict(again.status.message.metadata)["interrupt"]["tool"] == "add"
+        paused = Session.model_validate_json((state / "paused" / f"{task.id}.json").read_text())
         done = await client.send("approve", task_id=task.id, context_id=task.context_id)
         assert done.status.state == TaskState.TASK_STATE_COMPLETED
         assert text(done.status.message) == "sum: 42"
+        if engine == "temporal":  # the workflow that waited before the restart is the one that finished
+            assert paused.run_id
+            result = await ReinClient(await connect()).result(paused.run_id)
+            assert (result.status, result.output) == ("done", "sum: 42")
     finally:
         proc.kill()
         proc.wait(timeout=30)

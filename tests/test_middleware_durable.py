@@ -95,29 +95,46 @@ def with_kit(agent: Agent, seen: list) -> Agent:
 
 
 SCENARIOS: dict[str, dict[str, Any]] = {
-    "tool-round": {"script": lambda: [[tc("add", a=1, b=2)], "it is 3"]},
-    "two-calls-one-turn": {"script": lambda: [[tc("add", "a", a=1, b=2), tc("mul", "b", a=3, b=4)], "3 and 12"]},
+    "tool-round": {"script": lambda: [[tc("add", a=1, b=2)], "it is 3"], "expect": ["done"]},
+    "two-calls-one-turn": {
+        "script": lambda: [[tc("add", "a", a=1, b=2), tc("mul", "b", a=3, b=4)], "3 and 12"],
+        "expect": ["done"],
+    },
     "ask-approve": {
         "script": lambda: [[tc("add", a=1, b=2)], "3"],
         "config": LoopConfig(permission="ask"),
         "resumes": [{"approve": True}],
+        "expect": ["need_approval", "done"],
     },
     "ask-deny": {
         "script": lambda: [[tc("add", a=1, b=2)], "fine"],
         "config": LoopConfig(permission="ask"),
         "resumes": [{"approve": False}],
+        "expect": ["need_approval", "done"],
     },
     "ask-human": {
         "script": lambda: [[tc("ask_human", "q1", question="Which city?")], "Paris, then"],
         "tools": [rein.ask_human, add],
         "resumes": [{"answer": "Paris"}],
+        "expect": ["need_input", "done"],
+    },
+    "requires-approval": {
+        "script": lambda: [[tc("guarded_add", a=1, b=2)], "3"],
+        "tools": [rein.tool(add, name="guarded_add", requires_approval=True)],
+        "resumes": [{"approve": True}],
+        "expect": ["need_approval", "done"],
     },
     "transient-error": {
         "script": lambda: [Busy("overloaded"), "recovered"],
         "config": LoopConfig(model_attempts=1),
         "resumes": [{}],
+        "expect": ["error", "done"],
     },
-    "max-iterations": {"script": lambda: [[tc("add", a=1, b=2)]] * 4, "config": LoopConfig(max_iterations=2)},
+    "max-iterations": {
+        "script": lambda: [[tc("add", a=1, b=2)]] * 4,
+        "config": LoopConfig(max_iterations=2),
+        "expect": ["max_iterations"],
+    },
 }
 
 
@@ -149,6 +166,8 @@ async def test_durable_middleware_matches_the_in_process_engine(name):
     local = await play(name, "local")
     durable = await play(name, "temporal")
     views, model_saw, middleware_saw = local
+    outcomes = [v["interrupt"]["type"] if v["interrupt"] else v["stop_reason"] for v in views]
+    assert outcomes == SCENARIOS[name]["expect"], "the scenario does not do what it says"
     # The kit did something in every scenario: the model saw the house rules, middleware saw steps.
     assert model_saw and all(seen[0]["content"] == "House rules: be brief." for seen in model_saw)
     assert ("enter", "call_model", 2) in middleware_saw
@@ -470,3 +489,30 @@ async def test_stored_history_of_an_agent_with_extensions_replays():
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+async def test_a_tool_with_retries_retries_the_middleware_step():
+    attempts: list[int] = []
+
+    @rein.tool(retries=1)
+    def flaky(n: int) -> int:
+        """Fails the first time."""
+        attempts.append(n)
+        if len(attempts) == 1:
+            raise ConnectionError("try again")
+        return n * 10
+
+    provider = RecordingProvider([[tc("flaky", n=4)], "forty"])
+    stages: list[str] = []
+    agent = Agent(provider=provider, tools=[flaky], name="mw-flaky", engine="temporal")
+
+    @agent.middleware
+    async def watch(ctx, call_next):  # noqa: ANN001, ANN202
+        stages.append(ctx.stage.value)
+        return await call_next(ctx)
+
+    result = await agent.arun("go")
+    assert result.output == "forty" and attempts == [4, 4]
+    assert provider.seen[1][-1]["content"] == "40"
+    assert [s.summary for s in result.steps] == ["tool calls: flaky", "flaky → 40", "forty"]
+    assert stages == ["call_model", "run_tools", "run_tools", "call_model"]  # the step ran again, whole

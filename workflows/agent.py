@@ -195,6 +195,7 @@ class AgentWorkflow:
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
         self.session = self._initial_session(request)
+        self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
         if request.carry is not None:
             self.steps = request.carry.steps

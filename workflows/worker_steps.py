@@ -108,7 +108,7 @@ async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, el
     timeout = max(
         (timedelta(seconds=t.timeout_s) for t in infos if t.timeout_s), default=TOOL_TIMEOUT
     )
-    summary = ", ".join(tool_summary(c, 60) for c in calls)
+    summary = tool_summary(calls[0]) if len(calls) == 1 else ", ".join(tool_summary(c, 60) for c in calls)
     if isinstance(action, machine.Wait):
         summary = f"{summary} · before {action.interrupt.type}"
     try:
