@@ -3,7 +3,7 @@
     from rein import Agent
     from rein.a2a import serve_a2a
 
-    serve_a2a(Agent("openai/gpt-4o-mini", system="You are helpful."), port=8000, state_dir="a2a-state")
+    serve_a2a(Agent("openai/gpt-4o-mini", system="You are helpful."), port=8000)
 
 Needs the `a2a` extra: `pip install 'rein[a2a]'`. The SDK does the protocol (JSON-RPC
 methods, Server-Sent Events for streaming, the agent card at `/.well-known/agent-card.json`,
@@ -11,9 +11,11 @@ version negotiation, 0.3 clients on the same endpoint); rein supplies the `Agent
 that turns each task into a run of the agent on its own engine (a durable Temporal
 workflow by default, in-process with `engine="local"`).
 
-A task is a run. With `state_dir`, tasks live in an SQLite task store (the SDK's
-`DatabaseTaskStore`) and a paused run's Session is kept next to them, so a restarted server
-still answers `GetTask` and continues a paused task from where it stopped.
+A task is a run. With `state_dir` (`serve_a2a`'s default: `REIN_HOME/a2a/<agent name>`),
+tasks live in an SQLite task store (the SDK's `DatabaseTaskStore`) and a paused run's Session
+(which names its durable run) is kept next to them, so a restarted server still answers
+`GetTask` and continues a paused task: on the durable engine it signals the very workflow
+that waits.
 
 - A run that pauses (a tool waiting for approval under `permission="ask"`, an `ask_human`
   question, a model error that may be retried) leaves its task `input-required`; the status
@@ -335,9 +337,16 @@ def serve_a2a(
     auth_token: str | None = None,
     state_dir: str | Path | None = None,
 ) -> None:
-    """Serve `agent` over A2A on http://host:port until Ctrl-C."""
+    """Serve `agent` over A2A on http://host:port until Ctrl-C.
+
+    Tasks are kept in `state_dir`, by default `REIN_HOME/a2a/<agent name>`, so they outlive the server.
+    """
     import uvicorn
 
+    if state_dir is None:
+        from rein.server import rein_home
+
+        state_dir = rein_home() / "a2a" / str(getattr(agent, "name", "agent"))
     a2a = A2AServer(
         agent, name=name, description=description, url=f"http://{host}:{port}",
         version=version, store=store, auth_token=auth_token, state_dir=state_dir,
