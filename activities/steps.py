@@ -19,7 +19,6 @@ from temporalio.exceptions import ApplicationError
 from rein.activities import agents as base
 from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
 from rein.ir import Completion, Message, ToolCall, ToolResult
-from rein.loop import approval_tool_names, input_tool_names
 from rein.middleware import StepContext, run_step
 
 if TYPE_CHECKING:
@@ -77,8 +76,8 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
                 ctx,
                 agent.middlewares,
                 elapsed=lambda: step.elapsed_s,
-                input_tools=input_tool_names(agent.registry),
-                approval_tools=approval_tool_names(agent.registry),
+                input_tools=frozenset(step.input_tools),
+                approval_tools=frozenset(step.approval_tools),
                 call_model=call_model,
                 run_tools=run_tools,
             )

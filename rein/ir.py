@@ -108,6 +108,15 @@ class Completion(BaseModel):
     finish_reason: Literal["stop", "tool_calls", "length", "error"]
     output: OutputCheck | None = None
     """Set by the worker for agents with an output type; the state machine acts on it."""
+    model: str | None = None
+    """Which model answered, when a fallback chain chose one (shown in the activity's result)."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_model(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("model") is None:
+            data.pop("model", None)
+        return data
 
 
 class ToolSpec(BaseModel):

@@ -336,7 +336,9 @@ async def execute_tool(
         if tool.is_async:
             value = await tool.fn(*args, **kwargs)
         else:
-            value = await anyio.to_thread.run_sync(functools.partial(tool.fn, *args, **kwargs))
+            # A sync tool runs in a thread, which nothing can stop: on timeout or cancel the run
+            # moves on (abandon_on_cancel) while a hung thread lingers until it returns by itself.
+            value = await anyio.to_thread.run_sync(functools.partial(tool.fn, *args, **kwargs), abandon_on_cancel=True)
             if inspect.isawaitable(value):  # e.g. an object whose __call__ is async
                 value = await value
     except Exception as exc:

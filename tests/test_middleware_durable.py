@@ -516,3 +516,49 @@ async def test_a_tool_with_retries_retries_the_middleware_step():
     assert provider.seen[1][-1]["content"] == "40"
     assert [s.summary for s in result.steps] == ["tool calls: flaky", "flaky → 40", "forty"]
     assert stages == ["call_model", "run_tools", "run_tools", "call_model"]  # the step ran again, whole
+
+
+# --------------------------------------------------------------------------- a worker in another process
+
+
+async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
+    """`python worker.py --agent tests.agents.guarded:agent` serves the run: the hook masks the tool
+    result before the model sees it, the middleware's note reaches the model, handlers fire there."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+    from pathlib import Path
+
+    from rein.testing import start_local
+
+    root = Path(__file__).resolve().parent.parent
+    events_file, log_file = tmp_path / "events.log", tmp_path / "worker.log"
+    tq = f"guarded-{uuid.uuid4().hex[:8]}"
+    async with await start_local() as dev:
+        address = dev.client.service_client.config.target_host
+        env = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_ENGINE")}
+        env.update(REIN_TEST_EVENTS=str(events_file), PYTHONPATH=str(root))
+        with open(log_file, "wb") as log:
+            worker = subprocess.Popen(
+                [sys.executable, "worker.py", "--agent", "tests.agents.guarded:agent", "--task-queue", tq,
+                 "--address", address],
+                cwd=str(root), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+        try:
+            handle = await dev.client.start_workflow(
+                "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
+            )
+            result = RunResult.model_validate(await asyncio.wait_for(handle.result(), 60))
+        finally:
+            worker.terminate()
+            worker.wait(15)
+    assert result.output == f"I saw: account acme: card **** | notes: ['served by pid {worker.pid}']", (
+        log_file.read_text()[-2000:]
+    )
+    assert [m.content for m in result.session.messages if m.role == "tool"] == ["account acme: card ****"]
+    assert events_file.read_text().splitlines() == [
+        f"{worker.pid} call_model ['model']",
+        f"{worker.pid} run_tools ['tool']",
+        f"{worker.pid} call_model ['model']",
+    ]
