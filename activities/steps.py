@@ -42,8 +42,12 @@ async def compact(acts: AgentActivities, agent: Agent, request: ModelCallInput) 
     if agent.compaction is None:
         return CompactResult()
     messages = await acts.conversations.messages_for(request)
-    async with base.heartbeating():
-        compacted = await agent.compaction.compact([m.model_copy(deep=True) for m in messages])
+    try:
+        async with base.heartbeating():
+            compacted = await agent.compaction.compact([m.model_copy(deep=True) for m in messages])
+    except Exception as exc:
+        # A summarizer's provider error: retried when transient; otherwise the run fails, as in-process.
+        raise base.model_failure(request.run_id, exc) from None
     if compacted == messages:
         return CompactResult()
     token = uuid.uuid4().hex

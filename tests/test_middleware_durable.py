@@ -562,3 +562,49 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
         f"{worker.pid} run_tools ['tool']",
         f"{worker.pid} call_model ['model']",
     ]
+
+
+async def test_durable_astream_runs_middleware_too():
+    stages: list[str] = []
+    agent = Agent(
+        provider=MockProvider([[tc("add", a=1, b=2)], "three"]), tools=[add], name="mw-stream", engine="temporal"
+    )
+    agent.on("step", lambda ctx: stages.append(ctx.stage.value))
+
+    chunks = [chunk async for chunk in agent.astream("add")]
+    assert "".join(c.text for c in chunks if c.type == "text") == "three"
+    assert chunks[-1].type == "done" and chunks[-1].finish_reason == "done"
+    assert stages == ["call_model", "run_tools", "call_model"]
+
+
+@pytest.mark.parametrize("engine", ["local", "temporal"])
+async def test_middleware_may_replace_the_session_object(engine):
+    provider = RecordingProvider(["fresh start"])
+    agent = Agent(provider=provider, name=f"mw-replace-{engine}", engine=engine)  # type: ignore[arg-type]
+
+    @agent.middleware
+    async def forget(ctx, call_next):  # noqa: ANN001, ANN202
+        if ctx.stage == Stage.CALL_MODEL:
+            ctx.session = Session(messages=[Message(role="user", content="only this")], usage=ctx.session.usage)
+        return await call_next(ctx)
+
+    result = await agent.arun("a long question nobody should see")
+    assert provider.seen == [[{"role": "user", "content": "only this", "tool_calls": None, "tool_call_id": None}]]
+    assert [m.content for m in result.session.messages] == ["only this", "fresh start"]
+    assert (result.status, result.output) == ("done", "fresh start")
+
+
+async def test_a_summarizer_that_fails_for_good_fails_the_run_as_in_process():
+    class Forbidden(Exception):
+        status_code = 403
+
+    async def summarizer(old):  # noqa: ANN001, ANN202
+        raise Forbidden("summaries are not allowed")
+
+    for engine in ("local", "temporal"):
+        agent = Agent(
+            provider=MockProvider(many_rounds(3)), tools=[add], name=f"compact-fail-{engine}", engine=engine,  # type: ignore[arg-type]
+            compaction=SummarizeCompaction(max_tokens=5, keep_recent=2, summarizer=summarizer),
+        )
+        with pytest.raises(Forbidden, match="summaries are not allowed"):
+            await agent.arun("add things")
