@@ -8,6 +8,8 @@ workflow sees names, specs and results.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from datetime import timedelta
 import contextlib
 import time
 from collections import OrderedDict
@@ -18,20 +20,26 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from rein import local_bus
+from rein.activities import steps
 from rein.contract import (
     CALL_MODEL,
+    COMPACT,
     DESCRIBE_AGENT,
     RUN_TOOL,
     AgentDescription,
+    CompactResult,
     DescribeInput,
     ModelCallInput,
+    StepOutcome,
+    StepRequest,
     ToolCallInput,
     ToolInfo,
 )
+from rein.compaction import trigger_of
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
-from rein.loop import completion_from_stream
-from rein.providers.fallback import is_retryable
+from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
+from rein.providers.errors import failure_message, retry_after_s
+from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.secrets import scrub
 from rein.session import Session
 from rein.tools import ToolContext, execute_tool
@@ -62,27 +70,36 @@ class Conversations:
     """Each run's conversation as this worker last saw it, so model calls carry only new messages.
 
     Bounded (least recently used runs are dropped); a miss is never an error,
-    it only costs one `session` query to the workflow.
+    it only costs one `session` query to the workflow. An entry is tagged with the
+    run's `conversation` token, which changes when the run rewrites its messages
+    (compaction, middleware), so a copy from before a rewrite is never served.
     """
 
     def __init__(self, capacity: int = 512):
         self.capacity = capacity
-        self._runs: OrderedDict[str, list[Message]] = OrderedDict()
+        self._runs: OrderedDict[str, tuple[str, list[Message]]] = OrderedDict()
 
-    async def messages_for(self, request: ModelCallInput) -> list[Message]:
+    async def messages_for(self, request: ModelCallInput | StepRequest) -> list[Message]:
         key = request.run_id  # the workflow id: the conversation carries over continue-as-new
-        known = self._runs.pop(key, None)
+        token, known = self._runs.pop(key, ("", None))
+        if token != request.conversation or request.first_index == 0:
+            known = None
         if known is not None and len(known) == request.first_index:
             known = known + request.new_messages
         if known is None or len(known) != request.total:
             known = await _conversation_from_workflow(request)
-        self._runs[key] = known
-        while len(self._runs) > self.capacity:
-            self._runs.popitem(last=False)
+        self.remember(request.run_id, request.conversation, known)
         return known
 
+    def remember(self, run_id: str, conversation: str, messages: list[Message]) -> None:
+        """The run's conversation is now `messages` (the worker produced or rewrote them)."""
+        self._runs.pop(run_id, None)
+        self._runs[run_id] = (conversation, messages)
+        while len(self._runs) > self.capacity:
+            self._runs.popitem(last=False)
 
-async def _conversation_from_workflow(request: ModelCallInput) -> list[Message]:
+
+async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
     if request.first_index == 0:
         return list(request.new_messages)
     handle = activity.client().get_workflow_handle(request.run_id, run_id=request.workflow_run_id or None)
@@ -96,10 +113,6 @@ class AgentActivities:
         self.search_attributes = search_attributes
         """An async callable returning the rein search attributes the server has."""
         self.conversations = Conversations()
-
-    def definitions(self) -> list[Any]:
-        """The activity functions a Worker registers."""
-        return [self.describe_agent, self.call_model, self.run_tool]
 
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0])
@@ -119,6 +132,7 @@ class AgentActivities:
         if not request.agent:  # a run that failed before it knew its agent: only the search attributes
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
         agent = self._agent(request.agent)
+        tools = await agent.tools_for_run()  # lists the agent's MCP servers, so the run records their specs
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
@@ -132,74 +146,126 @@ class AgentActivities:
                     asks_human=t.asks_human,
                     requires_approval=getattr(t, "requires_approval", False),
                 )
-                for t in agent.registry
+                for t in tools
             ],
             search_attributes=list(available),
             client_overrides=sorted(agent.client_overrides),
+            middleware=bool(agent.middlewares),
+            compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
         )
 
     @activity.defn(name=CALL_MODEL)
-    async def call_model(self, request: ModelCallInput) -> Completion:
+    async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome:
         agent = self._agent(request.agent)
-        provider = agent._resolve_provider()
-        tools = await agent.model_tool_specs() or None
+        if request.step is not None:
+            return await steps.model_step(self, agent, request)
         messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating():
-                if request.stream and local_bus.has_listener(request.run_id):
-                    completion = await _streamed_completion(provider, messages, request.run_id, tools)
-                else:
-                    completion = await provider.complete(messages, tools=tools)
+                return await complete(agent, messages, request)
         except Exception as exc:
-            retryable = is_retryable(exc)
-            if not retryable:
-                local_bus.record_error(request.run_id, exc)
-            raise ApplicationError(
-                scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
-            ) from None
-        return agent.output.check(completion) if agent.output is not None else completion
+            raise model_failure(request.run_id, exc, agent.model_label) from None
 
     @activity.defn(name=RUN_TOOL)
-    async def run_tool(self, request: ToolCallInput) -> ToolResult:
+    async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
         agent = self._agent(request.agent)
-        tool = agent.registry.get(request.call.name)
-        info = activity.info()
-        context = ToolContext(
-            idempotency_key=f"{request.run_id}/{request.call.id}",
-            attempt=info.attempt,
-            tool_call_id=request.call.id,
-            heartbeat=activity.heartbeat,
-        )
-        may_retry = tool is not None and info.attempt <= tool.retries
-        started = time.monotonic()
+        if request.step is not None:
+            return await steps.tool_step(self, agent, request)
+        async with heartbeating():
+            return await run_call(agent, request.call, request.run_id)
+
+    @activity.defn(name=COMPACT)
+    async def compact(self, request: ModelCallInput) -> CompactResult:
+        return await steps.compact(self, self._agent(request.agent), request)
+
+    def definitions(self) -> list[Any]:
+        """The activity functions a Worker registers."""
+        return [self.describe_agent, self.call_model, self.run_tool, self.compact]
+
+
+async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
+    """One completion from the agent's provider (streamed to a listener when the run has one),
+    with the output type's verdict attached."""
+    provider = agent._resolve_provider()
+    answered_by = None
+    if isinstance(provider, FallbackProvider):
+        # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
+        provider = provider.for_attempt(activity.info().attempt)
+        answered_by = getattr(provider, "model", None) or type(provider).__name__
+    tools = await agent.model_tool_specs() or None
+    if request.stream and local_bus.has_listener(request.run_id):
+        completion = await _streamed_completion(provider, messages, request.run_id, tools)
+    else:
+        completion = await provider.complete(messages, tools=tools)
+    if answered_by is not None:
+        completion = completion.model_copy(update={"model": answered_by})
+    return agent.output.check(completion) if agent.output is not None else completion
+
+
+def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:
+    """A provider error as Temporal sees it: retried when transient (after the vendor's Retry-After,
+    when it gave one), fatal otherwise; secrets scrubbed."""
+    retryable = is_retryable(exc)
+    if not retryable:
+        local_bus.record_error(run_id, exc)
+    wait = retry_after_s(exc) if retryable else None
+    return ApplicationError(
+        scrub(failure_message(exc, model)),
+        type=type(exc).__name__,
+        non_retryable=not retryable,
+        next_retry_delay=timedelta(seconds=wait) if wait is not None else None,
+    )
+
+
+def heartbeat_from_any_thread() -> Any:
+    """`activity.heartbeat` that also works from a sync tool's worker thread (it needs the activity's loop)."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+
+    def beat(*details: Any) -> None:
         try:
-            async with heartbeating():
-                result = await execute_tool(
-                    tool, request.call, context, raise_errors=may_retry, available=agent.registry.names()
-                )
-        except Exception as exc:
-            raise ApplicationError(
-                scrub(f"Tool '{request.call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
-                type=type(exc).__name__,
-            ) from None
-        activity.logger.debug("tool %s finished in %.3fs", request.call.name, time.monotonic() - started)
-        return result.model_copy(update={"content": scrub(result.content)})
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is loop:
+            activity.heartbeat(*details)
+        else:
+            loop.call_soon_threadsafe(activity.heartbeat, *details, context=context)
+
+    return beat
+
+
+async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
+    """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left."""
+    tool = await agent.find_tool(call.name)
+    info = activity.info()
+    context = ToolContext(
+        idempotency_key=f"{run_id}/{call.id}",
+        attempt=info.attempt,
+        tool_call_id=call.id,
+        heartbeat=heartbeat_from_any_thread(),
+    )
+    may_retry = tool is not None and info.attempt <= tool.retries
+    started = time.monotonic()
+    try:
+        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
+    except Exception as exc:
+        raise ApplicationError(
+            scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
+            type=type(exc).__name__,
+        ) from None
+    activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
+    return result.model_copy(update={"content": scrub(result.content)})
 
 
 async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:
     out = local_bus.AttemptStream(run_id, activity.info().activity_id)
-    parts: list[str] = []
-    tool_calls: list[ToolCall] | None = None
-    finish, usage = "stop", Usage()
+    fold = StreamFold()
     async for chunk in provider.stream(messages, tools=tools):
-        if chunk.type == "text" and chunk.text:
-            parts.append(chunk.text)
-            out.text(chunk)
-        elif chunk.type == "tool_calls" and chunk.tool_calls:
-            tool_calls = list(chunk.tool_calls)
-            out.other(chunk)
-        elif chunk.type == "done":
-            finish = chunk.finish_reason or "stop"
-            usage = chunk.usage or Usage()
+        if fold.add(chunk):
+            if chunk.type == "text":
+                out.text(chunk)
+            else:
+                out.other(chunk)
     out.finished()
-    return completion_from_stream(parts, tool_calls, finish, usage)
+    return fold.completion()

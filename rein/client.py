@@ -36,6 +36,7 @@ from rein.contract import (
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
+from rein.temporal import history
 from rein.temporal.plugin import with_rein_plugin
 
 
@@ -128,14 +129,17 @@ class ReinClient:
         except RPCError as err:
             raise DecisionRejected(f"{what} rejected: run {run_id} is not running ({err.message})") from None
 
+    # Read through rein.temporal.history: a worker answers when one serves the run, else the
+    # run's history is replayed here (a run a script left waiting after it exited).
+
     async def status(self, run_id: str) -> RunStatusView:
-        return RunStatusView.model_validate(await self.handle(run_id).query("status"))
+        return RunStatusView.model_validate(await history.query(self.client, run_id, "status"))
 
     async def session(self, run_id: str) -> Session:
-        return Session.model_validate(await self.handle(run_id).query("session"))
+        return Session.model_validate(await history.query(self.client, run_id, "session"))
 
     async def steps(self, run_id: str) -> list[Step]:
-        return [Step.model_validate(s) for s in await self.handle(run_id).query("steps")]
+        return [Step.model_validate(s) for s in await history.query(self.client, run_id, "steps")]
 
     async def result(self, run_id: str) -> RunResult:
         return await self.handle(run_id).result()

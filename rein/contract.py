@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rein.compaction import CompactionTrigger
 from rein.config import LoopConfig
 from rein.ir import Message, ToolCall, ToolSpec, Usage
 from rein.result import Interrupt, Step
@@ -19,9 +20,20 @@ from rein.session import Session
 WORKFLOW_TYPE = "AgentWorkflow"
 DEFAULT_TASK_QUEUE = "rein"
 
+
+def agent_task_queue(agent: str) -> str:
+    """The agent's own task queue: every rein process serving the agent polls it (`rein.<name>`).
+
+    Runs started by `Agent.run` live here, so they reach only workers that know the agent,
+    and any later process serving it (a script, `worker.py`) continues them.
+    """
+    return f"{DEFAULT_TASK_QUEUE}.{agent}"
+
+
 DESCRIBE_AGENT = "rein.describe_agent"
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
+COMPACT = "rein.compact"
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
@@ -75,6 +87,7 @@ class RunCarry(BaseModel):
     pause: int = 0
     ignored_signals: int = 0
     sent_messages: int = 0
+    conversation: str = Field(default="", exclude_if=lambda v: not v)
 
 
 class AgentInput(_Lenient):
@@ -134,6 +147,10 @@ class AgentDescription(BaseModel):
     tools: list[ToolInfo] = Field(default_factory=list)
     search_attributes: list[str] = Field(default_factory=list)
     """The rein search attributes the server has; the workflow upserts only these."""
+    middleware: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The agent has middleware, hooks or event handlers: each step runs them on the worker."""
+    compaction: CompactionTrigger | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The agent compacts its conversation when this trigger is due (activity rein.compact)."""
     client_overrides: list[str] = Field(default_factory=list)
     """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten."""
 
@@ -156,12 +173,81 @@ class ModelCallInput(BaseModel):
     workflow_run_id: str = ""
     stream: bool = False
     """Stream chunks to an in-process listener when one is registered for this run."""
+    conversation: str = Field(default="", exclude_if=lambda v: not v)
+    """Changes whenever the run rewrites its conversation (compaction, middleware), so a
+    worker never serves a cached copy from before the rewrite."""
+    step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Agents with middleware: run the whole step, middleware included (result: StepOutcome)."""
+
+
+class StepRequest(BaseModel):
+    """A whole step of an agent with middleware, run by the worker inside the middleware.
+
+    `state` is the Session without its messages; the messages travel like a model
+    call's (only those the worker has not seen).
+    """
+
+    state: Session
+    config: LoopConfig
+    elapsed_s: float = 0.0
+    input_tools: list[str] = Field(default_factory=list)
+    approval_tools: list[str] = Field(default_factory=list)
+    """The run's view of which tools ask a person and which need approval (as recorded at its start)."""
+    new_messages: list[Message] = Field(default_factory=list)
+    first_index: int = 0
+    total: int = 0
+    run_id: str = ""
+    workflow_run_id: str = ""
+    conversation: str = ""
+
+
+class StepOutcome(BaseModel):
+    """What a middleware step did: the Session it left (as a patch), its Steps, any interrupt."""
+
+    keep: int
+    """The first `keep` messages are unchanged; `tail` replaces the rest."""
+    tail: list[Message] = Field(default_factory=list)
+    state: Session
+    """The Session's other fields (its `messages` are empty)."""
+    steps: list[Step] = Field(default_factory=list)
+    interrupt: Interrupt | None = None
+    conversation: str | None = None
+    """A new conversation token when the step rewrote earlier messages (see ModelCallInput)."""
+
+    @classmethod
+    def between(
+        cls, before: list[Message], after: Session, steps: list[Step], interrupt: Interrupt | None, new_token: str
+    ) -> StepOutcome:
+        keep = 0
+        limit = min(len(before), len(after.messages))
+        while keep < limit and before[keep] == after.messages[keep]:
+            keep += 1
+        return cls(
+            keep=keep,
+            tail=after.messages[keep:],
+            state=after.model_copy(update={"messages": []}),
+            steps=steps,
+            interrupt=interrupt,
+            conversation=new_token if keep < len(before) else None,
+        )
+
+    def session_from(self, before: Session) -> Session:
+        return self.state.model_copy(update={"messages": before.messages[: self.keep] + self.tail})
+
+
+class CompactResult(BaseModel):
+    messages: list[Message] | None = None
+    """The compacted conversation, or None when the strategy left it as it was."""
+    conversation: str = ""
+    """The conversation token from now on (see ModelCallInput)."""
 
 
 class ToolCallInput(BaseModel):
     agent: str
     call: ToolCall
     run_id: str = ""
+    step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
 
 
 class DescribeInput(BaseModel):

@@ -8,7 +8,6 @@ machine functions, so they produce the same RunResult for the same script.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -16,9 +15,9 @@ from typing import Any
 
 from rein import machine
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult, Usage
+from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.log import logger
-from rein.middleware import Middleware, StepContext, dispatch
+from rein.middleware import Middleware, StepContext, run_step
 from rein.providers.fallback import is_retryable
 from rein.result import Interrupt, RunResult, Step
 from rein.session import Session
@@ -106,18 +105,20 @@ class _Run:
         """The completion with the output type's verdict attached (see rein.output)."""
         return self.output.check(completion) if self.output is not None else completion
 
+    async def execute(self, calls: list[ToolCall], runtime: Any = None) -> list[ToolResult]:
+        if not calls:
+            return []
+        if runtime is not None:
+            return await runtime.execute_all(calls, self.registry, "allow")
+        return await execute_all(
+            self.registry,
+            calls,
+            context_factory=lambda c: ToolContext(idempotency_key=f"{self.run_id}/{c.id}", tool_call_id=c.id),
+        )
+
     async def run_tools(self, calls: list[ToolCall], runtime: Any = None) -> list[Step]:
         t0 = time.monotonic()
-        if not calls:
-            results: list[ToolResult] = []
-        elif runtime is not None:
-            results = await runtime.execute_all(calls, self.registry, "allow")
-        else:
-            results = await execute_all(
-                self.registry,
-                calls,
-                context_factory=lambda c: ToolContext(idempotency_key=f"{self.run_id}/{c.id}", tool_call_id=c.id),
-            )
+        results = await self.execute(calls, runtime)
         return machine.apply_tool_results(self.session, results, time.monotonic() - t0)
 
     def interrupted(self, interrupt: Interrupt) -> RunResult:
@@ -162,17 +163,8 @@ async def _call_model(provider: Any, run: _Run) -> tuple[list[Step], Interrupt |
     return [machine.apply_completion(run.session, completion, time.monotonic() - t0)], None
 
 
-async def _core_step(run: _Run, provider: Any, runtime: Any, ctx: StepContext) -> StepContext:
-    """The innermost layer: perform whatever the machine says the Session needs next."""
-    run.session = ctx.session
-    action = machine.next_action(ctx.session, run.config, run.elapsed(), run.input_tools, run.approval_tools)
-    if isinstance(action, machine.Wait):
-        ctx.interrupt = action.interrupt
-    elif isinstance(action, machine.CallModel):
-        ctx.steps, ctx.interrupt = await _call_model(provider, run)
-    elif isinstance(action, machine.RunTools):
-        ctx.steps = await run.run_tools(action.calls, runtime)
-    return ctx
+async def _checked_completion(provider: Any, run: _Run, messages: list[Message]) -> Completion:
+    return run.checked(await provider.complete(messages, tools=run.tool_specs()))
 
 
 async def arun(
@@ -194,14 +186,21 @@ async def arun(
         "run started",
         extra={"trace_id": run.run_id, "messages": len(session.messages), "tools": len(run.registry)},
     )
-    core = functools.partial(_core_step, run, provider, runtime)
     while True:
         if isinstance(run.next_action(), machine.Finish):
             return run.result()
         if compaction is not None and run.session.stage == machine.Stage.CALL_MODEL:
             run.session.messages = await compaction.compact(run.session.messages)
         ctx = StepContext(run.session, run.session.stage, run.config, provider, run.registry, runtime)
-        ctx = await dispatch(middlewares or [], ctx, core)
+        ctx = await run_step(
+            ctx,
+            middlewares or [],
+            elapsed=run.elapsed,
+            input_tools=run.input_tools,
+            approval_tools=run.approval_tools,
+            call_model=lambda messages: _checked_completion(provider, run, messages),
+            run_tools=lambda calls: run.execute(calls, runtime),
+        )
         run.session = ctx.session
         run.record(ctx.steps)
         if ctx.interrupt is not None:
@@ -293,40 +292,16 @@ async def astream(
         if compaction is not None:
             session.messages = await compaction.compact(session.messages)
         t0 = time.monotonic()
-        parts: list[str] = []
-        tool_calls: list[ToolCall] | None = None
-        finish, usage = "stop", Usage()
+        fold = StreamFold()
         try:
             async for chunk in provider.stream(session.messages, tools=run.tool_specs()):
-                if chunk.type == "text" and chunk.text:
-                    parts.append(chunk.text)
+                if fold.add(chunk):
                     yield chunk
-                elif chunk.type == "tool_calls" and chunk.tool_calls:
-                    tool_calls = list(chunk.tool_calls)
-                    yield chunk
-                elif chunk.type == "done":
-                    finish = chunk.finish_reason or "stop"
-                    usage = chunk.usage or Usage()
         except Exception as exc:
             if not is_retryable(exc):
                 raise
             session.stop_reason = "interrupted"
             break
-        completion = run.checked(completion_from_stream(parts, tool_calls, finish, usage))
+        completion = run.checked(fold.completion())
         run.record([machine.apply_completion(session, completion, time.monotonic() - t0)])
     yield StreamChunk(type="done", finish_reason=session.stop_reason or "done", usage=session.usage)
-
-
-def completion_from_stream(
-    parts: list[str], tool_calls: list[ToolCall] | None, finish: str, usage: Usage
-) -> Completion:
-    text = "".join(parts)
-    if tool_calls:
-        return Completion(
-            message=Message(role="assistant", content=text, tool_calls=tool_calls),
-            finish_reason="tool_calls",
-            usage=usage,
-        )
-    if finish not in ("stop", "tool_calls", "length", "error"):
-        finish = "stop"
-    return Completion(message=Message(role="assistant", content=text), finish_reason=finish, usage=usage)

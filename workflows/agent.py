@@ -56,6 +56,8 @@ with workflow.unsafe.imports_passed_through():
     from rein.session import Session
     from rein.summaries import details_for, model_summary, tool_summary
 
+from rein.workflows import worker_steps
+
 T = TypeVar("T")
 
 MODEL_HEARTBEAT = timedelta(seconds=20)
@@ -108,6 +110,8 @@ class AgentWorkflow:
         self.prompt = ""
         self.last_ignored = ""
         self.cannot_continue_as_new = False
+        self.conversation = ""
+        """Changes when the conversation is rewritten (compaction, middleware); see ModelCallInput."""
         self.config: LoopConfig | None = None
         self.approval_tools: frozenset[str] = frozenset()
         self.ended = False
@@ -191,6 +195,7 @@ class AgentWorkflow:
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
         self.session = self._initial_session(request)
+        self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
         if request.carry is not None:
             self.steps = request.carry.steps
@@ -198,6 +203,7 @@ class AgentWorkflow:
             self.pause = request.carry.pause
             self.ignored_signals = request.carry.ignored_signals
             self.sent_messages = request.carry.sent_messages
+            self.conversation = request.carry.conversation
         self._publish()
 
         while True:
@@ -211,7 +217,15 @@ class AgentWorkflow:
                 continue
             if isinstance(action, machine.Finish):
                 break
-            if isinstance(action, machine.Wait):
+            if isinstance(action, machine.CallModel) and self.agent.compaction is not None:
+                await worker_steps.compact_if_due(self, action, config)
+            if self.agent.middleware:
+                interrupt = await worker_steps.step(self, action, config, elapsed)
+                if interrupt is not None:
+                    self.active_s = self.active_s + (workflow.time() - started)
+                    await self._wait_for_human(interrupt, config)
+                    started = workflow.time()
+            elif isinstance(action, machine.Wait):
                 self.active_s = elapsed
                 await self._wait_for_human(action.interrupt, config)
                 started = workflow.time()
@@ -251,6 +265,7 @@ class AgentWorkflow:
             pause=self.pause,
             ignored_signals=self.ignored_signals,
             sent_messages=self.sent_messages,
+            conversation=self.conversation,
         )
         successor = request.model_copy(update={"prompt": None, "session": self.session, "carry": carry})
         if len(successor.model_dump_json()) > CONTINUE_AS_NEW_MAX_BYTES:
@@ -314,6 +329,7 @@ class AgentWorkflow:
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
                     stream=True,
+                    conversation=self.conversation,
                 ),
                 result_type=Completion,
                 start_to_close_timeout=_seconds(config.model_timeout_s),
@@ -327,20 +343,24 @@ class AgentWorkflow:
                 summary=model_summary(self.agent.model, action.iteration),
             ))
         except ActivityError as err:
-            cause = err.cause
-            if isinstance(cause, ApplicationError) and cause.non_retryable:
-                raise ApplicationError(
-                    f"Model call failed and cannot be retried: {cause.message}",
-                    type=cause.type or "ModelError",
-                    non_retryable=True,
-                ) from None
-            reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-            return machine.model_error_interrupt(reason)
+            return self._model_call_failed(err)
         if completion is None:  # cancelled while the model was answering
             return None
         self.sent_messages = len(self.session.messages)
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
+
+    def _model_call_failed(self, err: ActivityError) -> Interrupt:
+        """Retries exhausted: an `error` interrupt. A fatal error fails the run (see `run`)."""
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.non_retryable:
+            raise ApplicationError(
+                f"Model call failed and cannot be retried: {cause.message}",
+                type=cause.type or "ModelError",
+                non_retryable=True,
+            ) from None
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        return machine.model_error_interrupt(reason)
 
     async def _run_tools(self, calls: list[ToolCall]) -> None:
         began = workflow.time()
