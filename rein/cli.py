@@ -6,6 +6,7 @@
     rein run examples.calculator:agent "2+3?"     run an agent here, live, asking at the terminal
     rein list | show ID | status ID | result ID | watch ID
     rein approve ID | deny ID | answer ID TEXT | retry ID | cancel ID
+    rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
     rein new my-agent                             create a new agent project
 
 Every error is one line on stderr and a non-zero exit code (see EXIT_CODES);
@@ -902,6 +903,30 @@ def _render_chunk(out: Console, err: Console, chunk: Any) -> None:
         _print_step(err, chunk.step)
     elif kind == "interrupt":
         err.print(f"\n[yellow]paused: {escape(str(getattr(chunk, 'interrupt', '') or ''))}[/]")
+
+
+# --------------------------------------------------------------------------- codec server
+
+
+@app.command("codec-server")
+def codec_server(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
+    host: Annotated[str, typer.Option(help="Interface to bind (anyone who reaches it can decrypt).")] = "127.0.0.1",
+    ui_origin: Annotated[list[str] | None, typer.Option(
+        help="An origin allowed to call it, e.g. the Temporal UI's URL; repeatable (default http://localhost:8233).")] = None,
+) -> None:
+    """Decrypt payloads for the Temporal UI and `temporal` CLI (needs REIN_CODEC_KEY, like the workers)."""
+    from aiohttp import web
+
+    from rein.temporal.codec import ENV_VAR, codec_from_env
+    from rein.temporal.codec_server import DEFAULT_UI_ORIGIN, build_app
+
+    codec = codec_from_env()
+    if codec is None:
+        raise CliError(f"{ENV_VAR} is not set: the codec server needs the keys the workers use", EXIT_USAGE)
+    web.run_app(build_app(codec, ui_origin or [DEFAULT_UI_ORIGIN]), host=host, port=port,
+                print=lambda _: print(f"rein codec server on http://{host}:{port}; in the UI: Settings -> "
+                                      f"Codec Server -> http://{host}:{port}", flush=True))
 
 
 # --------------------------------------------------------------------------- new

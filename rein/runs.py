@@ -1,8 +1,8 @@
 """What ops tooling reads about runs: list rows and one run's detail.
 
-Visibility (search attributes) answers for every run, with or without a worker;
-queries answer only while a worker serves the run, so they get a short deadline
-and the data falls back to what visibility and the closed run's history say.
+Visibility (search attributes) answers for every run; the `status` and `steps` queries
+come from a worker when one serves the run, else from its replayed history
+(rein.temporal.history); a finished run's result is read from its history.
 The CLI renders these; nothing here prints.
 """
 
@@ -22,9 +22,6 @@ from rein.contract import WORKFLOW_TYPE, RunStatusView
 from rein.ir import ToolCall, Usage
 from rein.result import Interrupt, RunResult, Step
 from rein.summaries import tool_summary
-
-QUERY_TIMEOUT = timedelta(seconds=5)
-"""How long a query may wait for a worker before the data falls back to visibility."""
 
 _AGENT = SearchAttributeKey.for_keyword("ReinAgent")
 _STATUS = SearchAttributeKey.for_keyword("ReinStatus")
@@ -148,13 +145,19 @@ async def _none() -> None:
 
 
 async def _query_status(client: ReinClient, run_id: str) -> RunStatusView | None:
-    """The status query, or None when no worker answers in time."""
+    """The status query (replayed from history when no worker serves the run), or None when neither answers."""
     try:
-        raw = await client.handle(run_id).query("status", rpc_timeout=QUERY_TIMEOUT)
-        return RunStatusView.model_validate(raw)
+        return await client.status(run_id)
     except Exception as err:
         if is_not_found(err):
             raise RunNotFound(run_id) from None
+        return None
+
+
+async def _steps(client: ReinClient, run_id: str) -> list[Step] | None:
+    try:
+        return await client.steps(run_id)
+    except Exception:
         return None
 
 
@@ -234,16 +237,14 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         detail.interrupt, detail.pending_tool_calls = view.interrupt, view.pending_tool_calls
         detail.stop_reason, detail.ignored_signals = view.stop_reason, view.ignored_signals
         if steps:
-            try:
-                raw = await handle.query("steps", rpc_timeout=QUERY_TIMEOUT)
-                detail.steps = [Step.model_validate(s) for s in raw]
-            except Exception:
-                detail.steps = None
+            detail.steps = await _steps(client, run_id)
         return detail
     try:
         result: RunResult = await handle.result(follow_runs=False)
     except WorkflowFailureError as err:
         detail.error = failure_message(err)
+        if steps:
+            detail.steps = await _steps(client, run_id)
         return detail
     except Exception as err:  # continued-as-new and the like: the chain's latest run tells
         detail.error = str(err)

@@ -459,7 +459,7 @@ async def test_fifty_short_commands_exit_cleanly(env, cli: Cli, address: str) ->
 
 def test_every_command_has_help() -> None:
     for command in ("server", "worker", "start", "run", "list", "show", "status", "result", "approve", "deny",
-                    "answer", "retry", "cancel", "watch", "new"):
+                    "answer", "retry", "cancel", "watch", "new", "codec-server"):
         proc = rein_cli(command, "--help", timeout=60)
         assert proc.returncode == 0, (command, proc.stderr)
         assert "Usage: rein " + command in " ".join(proc.stdout.split()), command
@@ -684,3 +684,35 @@ def test_rein_server_prints_addresses_when_stdout_is_a_pipe(rein_server) -> None
     out = server.read_until("Ctrl-C", 30)
     assert server.process.poll() is None, out
     assert f"127.0.0.1:{server.port}" in out and "Temporal UI:" in out, out
+
+
+# --------------------------------------------------------------------------- rein codec-server (subprocess)
+
+
+def test_rein_codec_server_round_trips_payloads() -> None:
+    import base64
+
+    key = base64.b64encode(os.urandom(32)).decode()
+    port = free_port()
+    environ = {**os.environ, "REIN_CODEC_KEY": key}
+    process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert _wait_until(lambda: _listening(port) or process.poll() is not None, 60) and process.poll() is None
+
+        def post(path: str, body: dict) -> dict:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())
+
+        plain = {"metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
+                 "data": base64.b64encode(b'{"secret": "tool output"}').decode()}
+        encoded = post("/encode", {"payloads": [plain]})
+        assert b"tool output" not in base64.b64decode(encoded["payloads"][0]["data"])
+        assert post("/decode", encoded)["payloads"] == [plain]
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    no_key = rein_cli("codec-server", REIN_CODEC_KEY="", timeout=60)
+    assert_one_line_error(no_key, EXIT_USAGE, "REIN_CODEC_KEY is not set")
