@@ -11,6 +11,9 @@ time-skipping test server with a raw client.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,6 +42,18 @@ class RecordingProvider(MockProvider):
     async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
         self.seen.append([m.model_dump() for m in messages])
         return await super().complete(messages, tools, **kwargs)
+
+
+def payload_texts(node: Any) -> Iterator[str]:
+    """Every payload in a history's JSON, decoded (the JSON itself holds them base64-encoded)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("data"), str) and "metadata" in node:
+            yield base64.b64decode(node["data"]).decode("utf-8", errors="replace")
+        for value in node.values():
+            yield from payload_texts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from payload_texts(value)
 
 
 def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
@@ -550,6 +565,7 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
                 "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
             )
             result = RunResult.model_validate(await asyncio.wait_for(handle.result(), 60))
+            history = json.loads((await handle.fetch_history()).to_json())
         finally:
             worker.terminate()
             worker.wait(15)
@@ -557,6 +573,16 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
         log_file.read_text()[-2000:]
     )
     assert [m.content for m in result.session.messages if m.role == "tool"] == ["account acme: card ****"]
+    # The conversation the run recorded holds only the masked result (Step summaries, made by the
+    # core before after-hooks run, keep the tool's own text, on both engines).
+    recorded = [json.loads(text) for text in payload_texts(history) if text.startswith("{")]
+    tool_messages = {
+        m["content"]
+        for payload in recorded
+        for m in payload.get("tail", []) + (payload.get("step") or {}).get("new_messages", [])
+        if m["role"] == "tool"
+    }
+    assert tool_messages == {"account acme: card ****"}
     assert events_file.read_text().splitlines() == [
         f"{worker.pid} call_model ['model']",
         f"{worker.pid} run_tools ['tool']",
