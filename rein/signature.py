@@ -31,7 +31,7 @@ import griffe
 import typing_extensions
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, to_jsonable_python
 
 __all__ = ["ToolSignature", "ToolArgumentsError", "param_descriptions", "type_schema"]
 
@@ -401,7 +401,7 @@ class ToolSignature:
     def validate(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments, validated and converted; only those given (function defaults apply to the rest)."""
         try:
-            text = json.dumps(_whole_numbers(arguments), allow_nan=False)
+            text = json.dumps(_whole_numbers(arguments), allow_nan=False, default=to_jsonable_python)
         except (TypeError, ValueError) as exc:
             raise ToolArgumentsError(f"Invalid arguments for tool '{tool_name}': not JSON ({exc})") from None
         try:
