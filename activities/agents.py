@@ -37,8 +37,7 @@ from rein.contract import (
 )
 from rein.compaction import trigger_of
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
-from rein.loop import completion_from_stream
+from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.secrets import scrub
@@ -261,18 +260,12 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
 
 async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:
     out = local_bus.AttemptStream(run_id, activity.info().activity_id)
-    parts: list[str] = []
-    tool_calls: list[ToolCall] | None = None
-    finish, usage = "stop", Usage()
+    fold = StreamFold()
     async for chunk in provider.stream(messages, tools=tools):
-        if chunk.type == "text" and chunk.text:
-            parts.append(chunk.text)
-            out.text(chunk)
-        elif chunk.type == "tool_calls" and chunk.tool_calls:
-            tool_calls = list(chunk.tool_calls)
-            out.other(chunk)
-        elif chunk.type == "done":
-            finish = chunk.finish_reason or "stop"
-            usage = chunk.usage or Usage()
+        if fold.add(chunk):
+            if chunk.type == "text":
+                out.text(chunk)
+            else:
+                out.other(chunk)
     out.finished()
-    return completion_from_stream(parts, tool_calls, finish, usage)
+    return fold.completion()
