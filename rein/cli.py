@@ -567,7 +567,13 @@ def run(
                     return result
                 result = await target.aresume(result.session)
 
-    result = asyncio.run(go())
+    try:
+        result = asyncio.run(go())
+    except (CliError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # no key, a rejected key, a fatal model error: the run failed
+        message, _ = _explain(exc)
+        raise CliError(f"the run failed: {message}", EXIT_RUN_FAILED) from exc
     console.print(escape(result.output or ""))
     err.print(f"[dim]{result.stop_reason} · {result.usage.total_tokens} tokens · run {result.run_id or 'local'}[/]")
 
