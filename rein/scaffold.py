@@ -34,8 +34,8 @@ _MINIMAL = '''\
     python main.py "your question"        # with REIN_MODEL and the vendor's key set (see .env.example)
     rein run main:agent "your question"   # the same through rein's CLI
 
-Every run is a durable Temporal workflow: an embedded dev server starts unless
-TEMPORAL_ADDRESS is set. REIN_ENGINE=local runs in-process instead.
+Every run is a durable Temporal workflow, kept in ~/.rein (REIN_HOME) by a shared
+embedded dev server unless TEMPORAL_ADDRESS is set. REIN_ENGINE=local runs in-process instead.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ needs your approval at the terminal (LoopConfig(permission="ask")).
     rein run main:agent "list the Python files here"
 
 Set REIN_MODEL and the vendor's API key first (see .env.example). Every run is
-a durable Temporal workflow: an embedded dev server starts unless
-TEMPORAL_ADDRESS is set.
+a durable Temporal workflow, kept in ~/.rein (REIN_HOME) by a shared embedded
+dev server unless TEMPORAL_ADDRESS is set.
 """
 
 from __future__ import annotations
@@ -227,8 +227,9 @@ __REIN_RUN_NOTE__
 
 Each run is a durable [Temporal](https://temporal.io) workflow: every model call
 and tool call is a retryable activity, and a run waiting for an approval can wait
-for weeks. Without `TEMPORAL_ADDRESS`, rein starts an embedded Temporal dev server
-for the process, so there is nothing to install. `REIN_ENGINE=local python main.py`
+for weeks. Without `TEMPORAL_ADDRESS`, rein shares an embedded Temporal dev server
+among your rein processes and keeps its runs in files under `~/.rein` (`REIN_HOME`),
+so there is nothing to install and runs outlive the process that started them. `REIN_ENGINE=local python main.py`
 runs the same loop in-process, without Temporal.
 
 The same agent through rein's CLI (it asks at the terminal when a tool call needs approval):
@@ -237,16 +238,18 @@ The same agent through rein's CLI (it asks at the terminal when a tool call need
 rein run main:agent "your question"
 ```
 
-## Keep runs across processes
+## Runs across processes
+
+A run waiting for approval survives the process: `rein status ID`, `rein approve ID`
+(no address needed: they use the same embedded server), or `agent.resume(session)` with
+the Session saved as JSON, from any later process. For the Temporal UI, run a server
+yourself and point rein at it:
 
 ```bash
 rein server                            # a persistent dev server with the Temporal UI
 export TEMPORAL_ADDRESS=localhost:7233
 python main.py                         # runs now show up in the UI
 ```
-
-With `TEMPORAL_ADDRESS` set, `rein waiting`, `rein status ID`, `rein approve ID`
-and the stock `temporal` CLI work on the runs.
 
 ## Test it
 
