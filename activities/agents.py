@@ -130,6 +130,7 @@ class AgentActivities:
         if not request.agent:  # a run that failed before it knew its agent: only the search attributes
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
         agent = self._agent(request.agent)
+        tools = await agent.tools_for_run()  # lists the agent's MCP servers, so the run records their specs
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
@@ -143,7 +144,7 @@ class AgentActivities:
                     asks_human=t.asks_human,
                     requires_approval=getattr(t, "requires_approval", False),
                 )
-                for t in agent.registry
+                for t in tools
             ],
             search_attributes=list(available),
             client_overrides=sorted(agent.client_overrides),
@@ -204,7 +205,7 @@ def model_failure(run_id: str, exc: BaseException) -> ApplicationError:
 
 async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
     """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left."""
-    tool = agent.registry.get(call.name)
+    tool = await agent.find_tool(call.name)
     info = activity.info()
     context = ToolContext(
         idempotency_key=f"{run_id}/{call.id}",
@@ -215,7 +216,7 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
     may_retry = tool is not None and info.attempt <= tool.retries
     started = time.monotonic()
     try:
-        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=agent.registry.names())
+        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
     except Exception as exc:
         raise ApplicationError(
             scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
