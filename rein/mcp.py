@@ -57,6 +57,8 @@ class _Server:
     """Bounds connecting, listing, and each call (the durable tool activity allows a little more)."""
     retries: int = field(default=0, kw_only=True)
     """Durable engine: extra attempts of a failed call, as `@tool(retries=...)`."""
+    requires_approval: bool = field(default=False, kw_only=True)
+    """Every call to this server's tools waits for a person, as `@tool(requires_approval=True)`."""
     _pool: weakref.WeakKeyDictionary = field(
         default_factory=weakref.WeakKeyDictionary, init=False, repr=False, compare=False
     )
@@ -78,12 +80,11 @@ class _Server:
             self._pool[loop] = conn
         try:
             return await asyncio.wait_for(asyncio.shield(conn.ready), self.timeout_s)
-        except BaseException as exc:
+        except TimeoutError:
             self._drop(conn)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            if isinstance(exc, asyncio.TimeoutError):
-                raise MCPServerError(f"MCP server {self.label} did not answer within {self.timeout_s:g}s") from None
+            raise MCPServerError(f"MCP server {self.label} did not answer within {self.timeout_s:g}s") from None
+        except Exception as exc:
+            self._drop(conn)
             raise MCPServerError(f"MCP server {self.label} is unreachable: {_why(exc)}") from None
 
     def _drop(self, conn: _Connection) -> None:
@@ -254,6 +255,7 @@ class MCPTool(Tool):
             is_async=True,
             retries=server.retries,
             timeout_s=server.timeout_s * 2 + 5,  # connecting and calling, each bounded by timeout_s
+            requires_approval=server.requires_approval,
         )
         self.server = server
 

@@ -145,13 +145,14 @@ async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env,
     assert scheduled_tools(events) == [("rein.run_tool", "tool add(a=1, b=2)"), ("rein.run_tool", "tool read_env()")]
 
 
-async def test_approval_applies_to_mcp_calls(env, ids):
+@pytest.mark.parametrize("how", ["permission-ask", "server-requires-approval"])
+async def test_approval_applies_to_mcp_calls(env, ids, how):
     tq, wf_id = ids
     agent = Agent(
         provider=MockProvider([[call("s1", "shout", text="hi")], [call("s2", "shout", text="no")], "done"]),
-        mcp_servers=[stdio()],
-        config=LoopConfig(permission="ask"),
-        name="mcp-ask",
+        mcp_servers=[stdio(requires_approval=how == "server-requires-approval")],
+        config=LoopConfig(permission="ask" if how == "permission-ask" else "allow"),
+        name=f"mcp-{how}",
     )
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await env.client.start_workflow(
