@@ -68,3 +68,21 @@ def test_the_demo_command_runs() -> None:
                           capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "The answer is 84." in done.stdout  # (12 + 30) * 2, each tool call approved
+
+
+def test_the_real_model_command_runs_against_an_openai_compatible_server() -> None:
+    """The README's real-model command, as written, with OPENAI_BASE_URL pointing it at a local stand-in."""
+    from tests.vendor_server import Reply, VendorServer
+
+    command = "REIN_MODEL=openai/gpt-4o OPENAI_API_KEY=sk-... python examples/calculator.py"
+    assert command in README
+    with VendorServer() as vendor:
+        vendor.script([Reply(tool_calls=[("c1", "add", {"a": 12, "b": 30})]),
+                       Reply(tool_calls=[("c2", "multiply", {"a": 42, "b": 2})]), "The answer is 84."])
+        done = subprocess.run([sys.executable, "examples/calculator.py"], cwd=str(ROOT), timeout=240,
+                              env=_env(REIN_MODEL="openai/gpt-4o", OPENAI_API_KEY="sk-readme-test",
+                                       OPENAI_BASE_URL=vendor.base_url + "/v1", LITELLM_LOCAL_MODEL_COST_MAP="True"),
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "The answer is 84." in done.stdout
+        assert [r.body["model"] for r in vendor.requests] == ["gpt-4o"] * 3  # the model it named, over HTTP
