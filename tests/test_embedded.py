@@ -191,6 +191,7 @@ def test_a_process_killed_mid_tool_loses_nothing(home: Path, out: Path) -> None:
         doomed.communicate()
     run_id = json.loads((out / "session.json").read_text())["run_id"]
     assert _lines(out / "effects") == []  # killed before the tool finished
+    _no_server_left(home)  # the kernel dropped the killed process's lease: the idle server stopped
 
     finished = _script(home, RESUME, str(out / "session.json"))  # the next process serving the agent
     assert finished["run_id"] == run_id and finished["status"] == "done"
@@ -272,6 +273,28 @@ def test_server_kept_while_idle_when_asked_then_stopped(home: Path, out: Path) -
     assert stop_embedded(home) is True
     _no_server_left(home)
     assert stop_embedded(home) is False
+
+
+def test_processes_starting_at_once_share_one_server(home: Path) -> None:
+    code = (
+        "import json, os, time\n"
+        "from rein.server import embedded_status, ensure_embedded\n"
+        "address = ensure_embedded()\n"
+        "print(json.dumps({'address': address, 'pid': embedded_status()['pid']}), flush=True)\n"
+        "time.sleep(1)\n"
+    )
+    starters = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=_env(home), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        for _ in range(3)
+    ]
+    seen = []
+    for starter in starters:
+        stdout, stderr = starter.communicate(timeout=TIMEOUT)
+        assert starter.returncode == 0, stderr[-3000:]
+        seen.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert len({s["address"] for s in seen}) == 1 and len({s["pid"] for s in seen}) == 1
+    _no_server_left(home)
 
 
 @pytest.mark.parametrize("failure", ["timeout", "unusable-db"])
