@@ -453,7 +453,9 @@ def worker(
     namespace: Namespace = None,
 ) -> None:
     """Serve these agents' runs until Ctrl-C. API keys are read from this process's environment only."""
-    from rein.contract import DEFAULT_TASK_QUEUE
+    import contextlib
+
+    from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
     from rein.worker import create_worker, ensure_search_attributes
 
     agents = [_load_agent(target) for target in agent]
@@ -466,10 +468,16 @@ def worker(
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-        async with create_worker(client.client, agents, task_queue=queue):
+        # The shared queue (`rein start`, raw clients) and each agent's own queue, where the runs
+        # `Agent.run`/`rein run` started live: a script's unfinished runs are finished here too.
+        queues = [queue] + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q != queue]
+        async with contextlib.AsyncExitStack() as stack:
+            for name in queues:
+                await stack.enter_async_context(create_worker(client.client, agents, task_queue=name))
             names = ", ".join(a.name for a in agents)
             target = client.client.service_client.config.target_host
-            console.print(f"rein worker on {target} ({client.client.namespace}), task queue {queue!r}: {names}")
+            console.print(f"rein worker on {target} ({client.client.namespace}), task queues "
+                          f"{', '.join(queues)}: {names}")
             if len(available) < 4:
                 console.print(f"[yellow]search attributes available: {', '.join(available) or 'none'}[/]")
             console.print("[dim]Ctrl-C stops; runs in flight continue on the next worker.[/]")

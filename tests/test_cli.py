@@ -441,6 +441,17 @@ async def test_a_run_of_an_unknown_agent_is_failed_everywhere(env, cli: Cli, add
     assert (await listed(cli, run_id, "--status", "failed"))["status"] == "failed"
 
 
+async def test_status_reflects_a_terminated_run(env, cli: Cli, address: str) -> None:  # noqa: ANN001
+    run_id, _ = await start_and_wait(cli, "cli-ops", "terminate please", "waiting_approval")
+    await env.client.get_workflow_handle(run_id).terminate(reason="operator pulled the plug")
+    view = await cli("status", run_id)
+    assert view["status"] == "failed"  # not the stale ReinStatus=waiting_approval
+    assert "operator pulled the plug" in view["error"] or "terminated" in view["error"].lower()
+    assert (await listed(cli, run_id, "--status", "failed"))["status"] == "failed"
+    proc = await asyncio.to_thread(rein_cli, "result", run_id, "--address", address)
+    assert_one_line_error(proc, EXIT_RUN_FAILED, run_id)
+
+
 async def test_fifty_short_commands_exit_cleanly(env, cli: Cli, address: str) -> None:  # noqa: ANN001
     """temporalio's shutdown race (sdk-python#300) used to abort ~15% of short calls with exit 134."""
     run_id, _ = await start_and_wait(cli, "cli-ops", "fifty please", "waiting_approval")
@@ -495,11 +506,24 @@ def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFix
     assert main(["status", run_id, "--json"]) == 0
     view = json.loads(capsys.readouterr().out)
     assert view["status"] == "waiting_approval"
-    from rein.server import embedded_status, temporal_binary
 
-    address = embedded_status()["address"]  # no worker serves it now: end it the operator's way
-    subprocess.run([temporal_binary(), "workflow", "terminate", "--address", address, "--workflow-id", run_id],
-                   capture_output=True, timeout=60, check=True)
+    # ...and `rein worker` (another process) serves it once someone approves it.
+    environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+    worker = subprocess.Popen([REIN_BIN, "worker", "--agent", "examples.calculator:agent"], cwd=str(ROOT),
+                              env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL)
+    try:
+        assert main(["approve", run_id, "--approver", "ops"]) == 0
+        assert main(["result", run_id]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == "The answer is 5."
+    finally:
+        worker.send_signal(signal.SIGINT)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 0, worker.stderr.read()[-2000:]
 
 
 def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
