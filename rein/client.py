@@ -121,5 +121,9 @@ class ReinClient:
             raise RunFailed(f"run {run_id} failed: {getattr(cause, 'message', cause)}") from None
 
     async def waiting(self, status: str = "waiting_approval") -> list[str]:
-        """Ids of runs in this ReinStatus (visibility is eventually consistent)."""
-        return [wf.id async for wf in self.client.list_workflows(f'ReinStatus="{status}"')]
+        """Ids of running runs in this ReinStatus (visibility is eventually consistent).
+
+        Only running workflows: a run terminated while it waited keeps its last ReinStatus.
+        """
+        query = f'ReinStatus="{status}" AND ExecutionStatus="Running"'
+        return [wf.id async for wf in self.client.list_workflows(query)]

@@ -58,6 +58,8 @@ PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
 """Runs recorded before this patch upserted the counters at every step; they replay that way."""
 PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
 """Since this patch, `cancel` interrupts in-flight activities instead of waiting for them."""
+PATCH_NATIVE_CANCEL = "rein-native-cancel"
+"""Since this patch, Temporal cancellation of the workflow ends the run like the `cancel` signal."""
 """Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
 TOOL_TIMEOUT = timedelta(minutes=5)
 
@@ -85,6 +87,7 @@ class AgentWorkflow:
         self.details = ""
         self.throttle_counters = False
         self.prompt_cancel = False
+        self.native_cancel = False
         self.prompt = ""
         self.last_ignored = ""
         self.cannot_continue_as_new = False
@@ -98,16 +101,10 @@ class AgentWorkflow:
         started = workflow.time()
         self.throttle_counters = workflow.patched(PATCH_THROTTLED_COUNTERS)
         self.prompt_cancel = workflow.patched(PATCH_PROMPT_CANCEL)
+        self.native_cancel = workflow.patched(PATCH_NATIVE_CANCEL)
         request = self._parse_input(raw_input)
         self.agent_key = request.agent
-        self.agent = await workflow.execute_local_activity(
-            DESCRIBE_AGENT,
-            DescribeInput(agent=request.agent),
-            result_type=AgentDescription,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
-            summary=f"describe agent {request.agent}",
-        )
+        self.agent = await self._describe(request.agent)
         config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.session = self._initial_session(request)
@@ -151,8 +148,44 @@ class AgentWorkflow:
         self.final = self._snapshot(0)
         self.pause += 1
         self._publish()
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._settle()
         return self.final.model_dump(mode="json")
+
+    async def _describe(self, agent: str) -> AgentDescription:
+        def describe() -> Awaitable[AgentDescription]:
+            return workflow.execute_local_activity(
+                DESCRIBE_AGENT,
+                DescribeInput(agent=agent),
+                result_type=AgentDescription,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
+                summary=f"describe agent {agent}",
+            )
+
+        try:
+            return await describe()
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+            return await describe()  # the loop then ends the run as cancelled, with the agent known
+
+    def _cancelled_natively(self) -> bool:
+        """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as
+        asyncio.CancelledError: treat it as the `cancel` signal. False: re-raise (runs before the patch)."""
+        if not self.native_cancel:
+            return False
+        if self.cancel_reason is None:
+            self.cancel_reason = "workflow cancellation requested"
+        return True
+
+    async def _settle(self) -> None:
+        """Let signal and update handlers finish before the run returns."""
+        try:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+            await workflow.wait_condition(workflow.all_handlers_finished)
 
     def _history_is_long(self, request: AgentInput) -> bool:
         if self.cannot_continue_as_new:
@@ -248,7 +281,7 @@ class AgentWorkflow:
                 self.status = "failed"
                 self.pause += 1
                 self._publish()
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                await self._settle()
                 raise ApplicationError(
                     f"Model call failed and cannot be retried: {cause.message}",
                     type=cause.type or "ModelError",
@@ -304,7 +337,11 @@ class AgentWorkflow:
         if not self.prompt_cancel:
             return await work
         task = asyncio.ensure_future(work)
-        await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+        try:
+            await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
         if task.done():
             return task.result()
         task.cancel()
@@ -338,6 +375,9 @@ class AgentWorkflow:
             )
         except asyncio.TimeoutError:
             self._time_out(interrupt, timeout or 0)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
         self.session.stop_reason = None
         self.interrupt = None
         self.status = "running"

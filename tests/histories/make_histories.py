@@ -12,6 +12,13 @@ the current code must still replay (via workflow.patched).
   v1: before the rein-throttled-counters patch
   v2: with it
   v3: with the rein-prompt-cancel patch
+
+agent_cancel_v<N>.json: the same agent waits for approval and the workflow is cancelled
+the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
+  v1: before the rein-native-cancel patch (the workflow ended CANCELED)
+  v2: with it (the run ends with stop_reason `cancelled` and completes with its result)
+
+    .venv/bin/python tests/histories/make_histories.py cancel
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from rein.testing import start_local
 
 HERE = Path(__file__).parent
 CURRENT = "agent_approval_v3.json"
+CURRENT_CANCEL = "agent_cancel_v2.json"
 
 
 def add(a: int, b: int) -> int:
@@ -81,5 +89,31 @@ async def main() -> None:
         await env.shutdown()
 
 
+async def cancel() -> None:
+    env = await start_local()
+    try:
+        async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories"):
+            handle = await env.client.start_workflow(
+                "AgentWorkflow",
+                {"agent": "history-agent", "prompt": "What is 1 + 2?"},
+                id="agent-cancel",
+                task_queue="histories",
+            )
+            await wait_for(handle, "waiting_approval")
+            await handle.cancel()
+            try:
+                print("result:", (await handle.result())["stop_reason"])
+            except Exception as exc:  # before the patch the workflow itself ended CANCELED
+                print("ended with", type(exc).__name__)
+            history = await handle.fetch_history()
+        target = HERE / CURRENT_CANCEL
+        target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+        print(f"wrote {target} ({len(history.events)} events)")
+    finally:
+        await env.shutdown()
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    import sys
+
+    asyncio.run(cancel() if sys.argv[1:] == ["cancel"] else main())
