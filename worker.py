@@ -2,7 +2,9 @@
 
     python worker.py --agent examples.calculator:agent [--agent pkg.mod:other] [--task-queue rein]
 
-The Temporal address comes from --address or TEMPORAL_ADDRESS (default localhost:7233).
+Connection settings come from --address/--namespace or temporalio's envconfig (a profile,
+TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS); with no address configured the
+worker joins the shared embedded server of REIN_HOME (see rein.temporal.connection).
 API keys are read here, from this process's environment, and nowhere else.
 """
 
@@ -14,7 +16,7 @@ import logging
 import os
 import signal
 
-from rein.client import connect
+from rein.temporal.connection import connect, resolve
 from rein.contract import DEFAULT_TASK_QUEUE
 from rein.worker import create_worker, ensure_search_attributes, load_agent
 
@@ -23,13 +25,14 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agent", action="append", required=True, help="module:attr of a rein.Agent")
     parser.add_argument("--task-queue", default=os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE))
-    parser.add_argument("--address", default=os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
-    parser.add_argument("--namespace", default=os.environ.get("TEMPORAL_NAMESPACE", "default"))
+    parser.add_argument("--address", default=None, help="default: envconfig (TEMPORAL_ADDRESS, profile) or embedded")
+    parser.add_argument("--namespace", default=None, help="default: envconfig (TEMPORAL_NAMESPACE) or 'default'")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     agents = [load_agent(target) for target in args.agent]
-    client = await connect(args.address, args.namespace)
+    target = await asyncio.to_thread(resolve, args.address, args.namespace)
+    client = await connect(target=target)
     available = await ensure_search_attributes(client)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -38,7 +41,7 @@ async def main() -> None:
     async with create_worker(client, agents, task_queue=args.task_queue):
         names = ", ".join(a.name for a in agents)
         logging.info("rein worker on %s queue %r serving: %s (search attributes: %s)",
-                     args.address, args.task_queue, names, ", ".join(available) or "none")
+                     target.address, args.task_queue, names, ", ".join(available) or "none")
         await stop.wait()
 
 

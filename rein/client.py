@@ -34,14 +34,14 @@ class DecisionRejected(ValueError):
     """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
 
 
-async def connect(address: str | None = None, namespace: str | None = None) -> Client:
-    from rein.temporal.converter import rein_data_converter
+async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> Client:
+    """A Client with rein's data converter, from the connection settings (rein.temporal.connection).
 
-    return await Client.connect(
-        address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"),
-        namespace=namespace or os.environ.get("TEMPORAL_NAMESPACE", "default"),
-        data_converter=rein_data_converter(),
-    )
+    No address configured: the shared embedded server of REIN_HOME.
+    """
+    from rein.temporal import connection
+
+    return await connection.connect(address, namespace, **client_kwargs)
 
 
 class ReinClient:

@@ -3,8 +3,8 @@
 One per process: a background thread with its own event loop holds the Temporal
 client and an in-process worker for this process's agents, so `Agent.run`
 works from successive `asyncio.run()` calls and from many threads at once.
-`TEMPORAL_ADDRESS` set: connect there. Otherwise an embedded dev server is
-started (free ports, search attributes, tuned) and stopped at exit.
+It connects through rein.temporal.connection: the configured server, or else the
+shared embedded server of REIN_HOME, whose runs outlive this process.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ from temporalio.service import RPCError
 
 from rein import local_bus, machine
 from rein.client import ReinClient, RunFailed
-from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, AgentInput, WaitRequest
+from rein.contract import WORKFLOW_TYPE, AgentInput, WaitRequest
 from rein.ir import Message, StreamChunk
 from rein.log import logger
 from rein.result import RunResult
-from rein.server import DevServer, start_dev_server
 from rein.summaries import run_summary
-from rein.temporal.converter import rein_data_converter
+from rein.temporal import connection
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -59,7 +58,6 @@ class Engine:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rein-engine", daemon=True)
-        self.server: DevServer | None = None
         self.client: Client | None = None
         # Weak: an Agent the application dropped cannot be resumed anyway, so it need not live on here.
         self.agents: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
@@ -67,11 +65,7 @@ class Engine:
         self._keys = itertools.count(1)
         self._worker_task: asyncio.Future | None = None
         self._worker: Any = None
-        address = os.environ.get("TEMPORAL_ADDRESS")
-        self.task_queue = os.environ.get("REIN_TASK_QUEUE") or (
-            f"rein-{socket.gethostname()}-{os.getpid()}" if address else DEFAULT_TASK_QUEUE
-        )
-        self.address = address
+        self.task_queue = os.environ.get("REIN_TASK_QUEUE") or f"rein-{socket.gethostname()}-{os.getpid()}"
 
     @classmethod
     def get(cls) -> Engine:
@@ -85,20 +79,14 @@ class Engine:
             return cls._instance
 
     def _start(self) -> None:
-        if self.address is None:
-            self.server = start_dev_server()
-            self.address = self.server.address
+        target = connection.resolve()  # may start the embedded server: before the loop runs
         self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._connect(), self.loop).result(timeout=60)
+        asyncio.run_coroutine_threadsafe(self._connect(target), self.loop).result(timeout=60)
 
-    async def _connect(self) -> None:
+    async def _connect(self, target: connection.Target) -> None:
         from rein.worker import create_worker
 
-        self.client = await Client.connect(
-            self.address,
-            namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"),
-            data_converter=rein_data_converter(),
-        )
+        self.client = await connection.connect(target=target)
         self._worker = create_worker(self.client, self.agents, task_queue=self.task_queue)
         self._worker_task = asyncio.ensure_future(self._worker.run())
 
@@ -108,8 +96,6 @@ class Engine:
                 asyncio.run_coroutine_threadsafe(self._worker.shutdown(), self.loop).result(timeout=10)
         except Exception:
             pass
-        if self.server is not None:
-            self.server.stop()
         self.loop.call_soon_threadsafe(self.loop.stop)
 
     async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
