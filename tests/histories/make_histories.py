@@ -12,6 +12,7 @@ the current code must still replay (via workflow.patched).
   v1: before the rein-throttled-counters patch
   v2: with it
   v3: with the rein-prompt-cancel patch
+  v4: with the rein-native-cancel patch
 
 agent_cancel_v<N>.json: the same agent waits for approval and the workflow is cancelled
 the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
@@ -32,7 +33,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v3.json"
+CURRENT = "agent_approval_v4.json"
 CURRENT_CANCEL = "agent_cancel_v2.json"
 
 
