@@ -2,6 +2,9 @@
 
     python worker.py --agent examples.calculator:agent [--agent pkg.mod:other] [--task-queue rein]
 
+It polls the shared queue (`rein`, or --task-queue) and each agent's own queue (`rein.<name>`),
+where the runs `Agent.run` starts live.
+
 Connection settings come from --address/--namespace or temporalio's envconfig (a profile,
 TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS); with no address configured the
 worker joins the shared embedded server of REIN_HOME (see rein.temporal.connection).
@@ -12,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 
 from rein.temporal.connection import connect, resolve
-from rein.contract import DEFAULT_TASK_QUEUE
+from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
 from rein.worker import create_worker, ensure_search_attributes, load_agent
 
 
@@ -38,10 +42,16 @@ async def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
 
-    async with create_worker(client, agents, task_queue=args.task_queue):
+    # The shared queue (raw clients, `rein start`) and each agent's own queue, where runs that
+    # `Agent.run` started live: a script's unfinished runs are finished here too.
+    queues = [args.task_queue] + [agent_task_queue(a.name) for a in agents if agent_task_queue(a.name) != args.task_queue]
+    async with contextlib.AsyncExitStack() as workers:
+        for queue in queues:
+            await workers.enter_async_context(create_worker(client, agents, task_queue=queue))
         names = ", ".join(a.name for a in agents)
-        logging.info("rein worker on %s queue %r serving: %s (search attributes: %s)",
-                     target.address, args.task_queue, names, ", ".join(available) or "none")
+        logging.info("rein worker on %s (%s) queues %s serving: %s (search attributes: %s)",
+                     target.address, "embedded" if target.embedded else target.namespace, ", ".join(queues),
+                     names, ", ".join(available) or "none")
         await stop.wait()
 
 

@@ -18,16 +18,23 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from rein import local_bus
+from rein.activities import steps
 from rein.contract import (
     CALL_MODEL,
+    COMPACT,
     DESCRIBE_AGENT,
     RUN_TOOL,
     AgentDescription,
+    CompactResult,
     DescribeInput,
     ModelCallInput,
+    StepOutcome,
+    StepRequest,
     ToolCallInput,
     ToolInfo,
 )
+from rein.compaction import trigger_of
+from rein.config import LoopConfig
 from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
 from rein.loop import completion_from_stream
 from rein.providers.fallback import is_retryable
@@ -61,27 +68,36 @@ class Conversations:
     """Each run's conversation as this worker last saw it, so model calls carry only new messages.
 
     Bounded (least recently used runs are dropped); a miss is never an error,
-    it only costs one `session` query to the workflow.
+    it only costs one `session` query to the workflow. An entry is tagged with the
+    run's `conversation` token, which changes when the run rewrites its messages
+    (compaction, middleware), so a copy from before a rewrite is never served.
     """
 
     def __init__(self, capacity: int = 512):
         self.capacity = capacity
-        self._runs: OrderedDict[str, list[Message]] = OrderedDict()
+        self._runs: OrderedDict[str, tuple[str, list[Message]]] = OrderedDict()
 
-    async def messages_for(self, request: ModelCallInput) -> list[Message]:
+    async def messages_for(self, request: ModelCallInput | StepRequest) -> list[Message]:
         key = request.run_id  # the workflow id: the conversation carries over continue-as-new
-        known = self._runs.pop(key, None)
+        token, known = self._runs.pop(key, ("", None))
+        if token != request.conversation or request.first_index == 0:
+            known = None
         if known is not None and len(known) == request.first_index:
             known = known + request.new_messages
         if known is None or len(known) != request.total:
             known = await _conversation_from_workflow(request)
-        self._runs[key] = known
-        while len(self._runs) > self.capacity:
-            self._runs.popitem(last=False)
+        self.remember(request.run_id, request.conversation, known)
         return known
 
+    def remember(self, run_id: str, conversation: str, messages: list[Message]) -> None:
+        """The run's conversation is now `messages` (the worker produced or rewrote them)."""
+        self._runs.pop(run_id, None)
+        self._runs[run_id] = (conversation, messages)
+        while len(self._runs) > self.capacity:
+            self._runs.popitem(last=False)
 
-async def _conversation_from_workflow(request: ModelCallInput) -> list[Message]:
+
+async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
     if request.first_index == 0:
         return list(request.new_messages)
     handle = activity.client().get_workflow_handle(request.run_id, run_id=request.workflow_run_id or None)
@@ -95,10 +111,6 @@ class AgentActivities:
         self.search_attributes = search_attributes
         """An async callable returning the rein search attributes the server has."""
         self.conversations = Conversations()
-
-    def definitions(self) -> list[Any]:
-        """The activity functions a Worker registers."""
-        return [self.describe_agent, self.call_model, self.run_tool]
 
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0])
@@ -114,64 +126,103 @@ class AgentActivities:
 
     @activity.defn(name=DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeInput) -> AgentDescription:
-        agent = self._agent(request.agent)
         available = await self.search_attributes() if self.search_attributes else []
+        if not request.agent:  # a run that failed before it knew its agent: only the search attributes
+            return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
+        agent = self._agent(request.agent)
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
             system=agent.system,
             config=agent.config,
             tools=[
-                ToolInfo(spec=t.spec(), retries=t.retries, timeout_s=t.timeout_s, asks_human=t.asks_human)
+                ToolInfo(
+                    spec=t.spec(),
+                    retries=t.retries,
+                    timeout_s=t.timeout_s,
+                    asks_human=t.asks_human,
+                    requires_approval=getattr(t, "requires_approval", False),
+                )
                 for t in agent.registry
             ],
             search_attributes=list(available),
+            client_overrides=sorted(agent.client_overrides),
+            middleware=bool(agent.middlewares),
+            compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
         )
 
     @activity.defn(name=CALL_MODEL)
-    async def call_model(self, request: ModelCallInput) -> Completion:
+    async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome:
         agent = self._agent(request.agent)
-        provider = agent._resolve_provider()
-        tools = agent.registry.specs() or None
+        if request.step is not None:
+            return await steps.model_step(self, agent, request)
         messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating():
-                if request.stream and local_bus.has_listener(request.run_id):
-                    return await _streamed_completion(provider, messages, request.run_id, tools)
-                return await provider.complete(messages, tools=tools)
+                return await complete(agent, messages, request)
         except Exception as exc:
-            retryable = is_retryable(exc)
-            if not retryable:
-                local_bus.record_error(request.run_id, exc)
-            raise ApplicationError(
-                scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
-            ) from None
+            raise model_failure(request.run_id, exc) from None
 
     @activity.defn(name=RUN_TOOL)
-    async def run_tool(self, request: ToolCallInput) -> ToolResult:
+    async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
         agent = self._agent(request.agent)
-        tool = agent.registry.get(request.call.name)
-        info = activity.info()
-        context = ToolContext(
-            idempotency_key=f"{request.run_id}/{request.call.id}",
-            attempt=info.attempt,
-            tool_call_id=request.call.id,
-            heartbeat=activity.heartbeat,
-        )
-        may_retry = tool is not None and info.attempt <= tool.retries
-        started = time.monotonic()
-        try:
-            async with heartbeating():
-                result = await execute_tool(
-                    tool, request.call, context, raise_errors=may_retry, available=agent.registry.names()
-                )
-        except Exception as exc:
-            raise ApplicationError(
-                scrub(f"Tool '{request.call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
-                type=type(exc).__name__,
-            ) from None
-        activity.logger.debug("tool %s finished in %.3fs", request.call.name, time.monotonic() - started)
-        return result.model_copy(update={"content": scrub(result.content)})
+        if request.step is not None:
+            return await steps.tool_step(self, agent, request)
+        async with heartbeating():
+            return await run_call(agent, request.call, request.run_id)
+
+    @activity.defn(name=COMPACT)
+    async def compact(self, request: ModelCallInput) -> CompactResult:
+        return await steps.compact(self, self._agent(request.agent), request)
+
+    def definitions(self) -> list[Any]:
+        """The activity functions a Worker registers."""
+        return [self.describe_agent, self.call_model, self.run_tool, self.compact]
+
+
+async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
+    """One completion from the agent's provider (streamed to a listener when the run has one),
+    with the output type's verdict attached."""
+    provider = agent._resolve_provider()
+    tools = await agent.model_tool_specs() or None
+    if request.stream and local_bus.has_listener(request.run_id):
+        completion = await _streamed_completion(provider, messages, request.run_id, tools)
+    else:
+        completion = await provider.complete(messages, tools=tools)
+    return agent.output.check(completion) if agent.output is not None else completion
+
+
+def model_failure(run_id: str, exc: BaseException) -> ApplicationError:
+    """A provider error as Temporal sees it: retried when transient, fatal otherwise (secrets scrubbed)."""
+    retryable = is_retryable(exc)
+    if not retryable:
+        local_bus.record_error(run_id, exc)
+    return ApplicationError(
+        scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
+    )
+
+
+async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
+    """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left."""
+    tool = agent.registry.get(call.name)
+    info = activity.info()
+    context = ToolContext(
+        idempotency_key=f"{run_id}/{call.id}",
+        attempt=info.attempt,
+        tool_call_id=call.id,
+        heartbeat=activity.heartbeat,
+    )
+    may_retry = tool is not None and info.attempt <= tool.retries
+    started = time.monotonic()
+    try:
+        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=agent.registry.names())
+    except Exception as exc:
+        raise ApplicationError(
+            scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
+            type=type(exc).__name__,
+        ) from None
+    activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
+    return result.model_copy(update={"content": scrub(result.content)})
 
 
 async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:

@@ -405,6 +405,7 @@ class Tool:
         *,
         retries: int = 0,
         timeout_s: float | None = None,
+        requires_approval: bool = False,
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"Tool '{name}': retries must be a non-negative integer, got {retries!r}")
@@ -422,6 +423,8 @@ class Tool:
         self.context_param: str | None = _find_context_param(fn)
         self.asks_human = False
         """True for `rein.ask_human`: its calls are questions for a person, never executed."""
+        self.requires_approval = bool(requires_approval)
+        """Every call waits for a person's approval, even under `permission="allow"`."""
         self._validator: _ArgsValidator | None = None
 
     @classmethod
@@ -433,6 +436,7 @@ class Tool:
         description: str | None = None,
         retries: int = 0,
         timeout_s: float | None = None,
+        requires_approval: bool = False,
     ) -> Tool:
         """Build a Tool from a function: name from `__name__`, description from the docstring."""
         if not callable(fn):
@@ -445,6 +449,7 @@ class Tool:
             is_async=inspect.iscoroutinefunction(fn),
             retries=retries,
             timeout_s=timeout_s,
+            requires_approval=requires_approval,
         )
 
     def spec(self) -> ToolSpec:
@@ -495,18 +500,21 @@ def tool(
     description: str | None = None,
     retries: int = 0,
     timeout_s: float | None = None,
+    requires_approval: bool = False,
 ) -> Any:
-    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30)`."""
+    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, requires_approval=True)`."""
+    options = dict(name=name, description=description, retries=retries, timeout_s=timeout_s,
+                   requires_approval=requires_approval)
     if fn is not None:
         if not callable(fn):
             raise TypeError(
                 f"@tool expects a function or keyword options only, got {type(fn).__name__}; "
                 "write @tool(name=...) to set the name"
             )
-        return Tool.from_function(fn, name=name, description=description, retries=retries, timeout_s=timeout_s)
+        return Tool.from_function(fn, **options)
 
     def decorate(f: Callable) -> Tool:
-        return Tool.from_function(f, name=name, description=description, retries=retries, timeout_s=timeout_s)
+        return Tool.from_function(f, **options)
 
     return decorate
 
@@ -578,6 +586,12 @@ async def execute_tool(
         names = ", ".join(available) if available else "(none)"
         return _error(call, f"Unknown tool '{call.name}'. Available tools: {names}")
 
+    if call.arguments_error:
+        return _error(
+            call,
+            f"Invalid arguments for tool '{call.name}': {call.arguments_error}. "
+            "The tool was not run; send the arguments again as one complete JSON object.",
+        )
     try:
         values = tool.validate_arguments(call.arguments)
     except ToolArgumentsError as exc:
