@@ -267,10 +267,11 @@ class AgentWorkflow:
     def _cancelled_natively(self) -> bool:
         """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as
         asyncio.CancelledError: treat it as the `cancel` signal. False: re-raise (runs before the patch)."""
-        if not self.native_cancel:
+        requested = workflow.cancellation_reason()  # None for cache eviction and inner cancels
+        if not self.native_cancel or requested is None:
             return False
         if self.cancel_reason is None:
-            self.cancel_reason = "workflow cancellation requested"
+            self.cancel_reason = requested or "workflow cancellation requested"
         return True
 
     async def _settle(self) -> None:
