@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from rein import local_bus
 from rein.activities import steps
 from rein.contract import (
     CALL_MODEL,
@@ -37,6 +36,7 @@ from rein.compaction import trigger_of
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
 from rein.loop import completion_from_stream
+from rein.temporal.streaming import ModelText, activity_stream, current_stream
 from rein.providers.fallback import is_retryable
 from rein.secrets import scrub
 from rein.session import Session
@@ -155,10 +155,11 @@ class AgentActivities:
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome:
         agent = self._agent(request.agent)
         if request.step is not None:
-            return await steps.model_step(self, agent, request)
+            async with activity_stream():
+                return await steps.model_step(self, agent, request)
         messages = await self.conversations.messages_for(request)
         try:
-            async with heartbeating():
+            async with heartbeating(), activity_stream():
                 return await complete(agent, messages, request)
         except Exception as exc:
             raise model_failure(request.run_id, exc) from None
@@ -166,10 +167,11 @@ class AgentActivities:
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
         agent = self._agent(request.agent)
-        if request.step is not None:
-            return await steps.tool_step(self, agent, request)
-        async with heartbeating():
-            return await run_call(agent, request.call, request.run_id)
+        async with activity_stream():  # middleware and hooks may publish events (publish_event)
+            if request.step is not None:
+                return await steps.tool_step(self, agent, request)
+            async with heartbeating():
+                return await run_call(agent, request.call, request.run_id)
 
     @activity.defn(name=COMPACT)
     async def compact(self, request: ModelCallInput) -> CompactResult:
@@ -181,12 +183,15 @@ class AgentActivities:
 
 
 async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
-    """One completion from the agent's provider (streamed to a listener when the run has one),
-    with the output type's verdict attached."""
+    """One completion from the agent's provider (its text published live to the run's stream when
+    the run streams), with the output type's verdict attached."""
     provider = agent._resolve_provider()
     tools = await agent.model_tool_specs() or None
-    if request.stream and local_bus.has_listener(request.run_id):
-        completion = await _streamed_completion(provider, messages, request.run_id, tools)
+    stream = current_stream()
+    if request.stream and stream is not None:
+        info = activity.info()
+        source = request.stream_source or f"{info.workflow_run_id}/{info.activity_id}"
+        completion = await _streamed_completion(provider, messages, tools, ModelText(stream, source))
     else:
         completion = await provider.complete(messages, tools=tools)
     return agent.output.check(completion) if agent.output is not None else completion
@@ -195,8 +200,6 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
 def model_failure(run_id: str, exc: BaseException) -> ApplicationError:
     """A provider error as Temporal sees it: retried when transient, fatal otherwise (secrets scrubbed)."""
     retryable = is_retryable(exc)
-    if not retryable:
-        local_bus.record_error(run_id, exc)
     return ApplicationError(
         scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
     )
@@ -225,8 +228,8 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
     return result.model_copy(update={"content": scrub(result.content)})
 
 
-async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:
-    out = local_bus.AttemptStream(run_id, activity.info().activity_id)
+async def _streamed_completion(provider: Any, messages: list[Message], tools: Any, out: ModelText) -> Completion:
+    """The provider's stream, published live to the run's stream while it is assembled."""
     parts: list[str] = []
     tool_calls: list[ToolCall] | None = None
     finish, usage = "stop", Usage()
@@ -236,9 +239,8 @@ async def _streamed_completion(provider: Any, messages: list[Message], run_id: s
             out.text(chunk)
         elif chunk.type == "tool_calls" and chunk.tool_calls:
             tool_calls = list(chunk.tool_calls)
-            out.other(chunk)
+            out.tool_calls(chunk)
         elif chunk.type == "done":
             finish = chunk.finish_reason or "stop"
             usage = chunk.usage or Usage()
-    out.finished()
     return completion_from_stream(parts, tool_calls, finish, usage)

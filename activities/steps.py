@@ -21,6 +21,7 @@ from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepReques
 from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.loop import approval_tool_names, input_tool_names
 from rein.middleware import StepContext, run_step
+from rein.temporal import streaming
 
 if TYPE_CHECKING:
     from rein.activities.agents import AgentActivities
@@ -115,3 +116,4 @@ def _emitter(run_id: str) -> Any:
 def publish_event(run_id: str, event: dict[str, Any]) -> None:
     """Put one `agent.on` event on the run's stream."""
     activity.logger.debug("event %s for %s", event["event"], run_id)
+    streaming.publish_event(event["event"], event)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
 from rein.config import LoopConfig
@@ -37,6 +38,8 @@ COMPACT = "rein.compact"
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
+STREAM_SIGNAL = "rein.stream"
+"""Internal signal a stream reader sends: from now on, model calls publish their text live."""
 
 APPROVE_UPDATE = "rein.approve"
 DENY_UPDATE = "rein.deny"
@@ -102,6 +105,10 @@ class AgentInput(_Lenient):
     continue_as_new_after: int | None = Field(default=None, ge=20)
     """History length after which the run continues as a new run (default: when Temporal suggests it)."""
     carry: RunCarry | None = None
+    stream: bool = False
+    """Model calls publish text deltas live to the run's stream (also turned on by STREAM_SIGNAL)."""
+    stream_state: WorkflowStreamState | None = None
+    """The run's stream, handed over on continue-as-new (internal)."""
 
     def model_post_init(self, _context: Any) -> None:
         if self.prompt is None and self.session is None:
@@ -172,7 +179,9 @@ class ModelCallInput(BaseModel):
     run_id: str = ""
     workflow_run_id: str = ""
     stream: bool = False
-    """Stream chunks to an in-process listener when one is registered for this run."""
+    """Publish the answer's text deltas and tool calls live to the run's stream."""
+    stream_source: str = Field(default="", exclude_if=lambda v: not v)
+    """Names this model call on the stream (the same across its retries; see rein.events.StreamEvent)."""
     conversation: str = Field(default="", exclude_if=lambda v: not v)
     """Changes whenever the run rewrites its conversation (compaction, middleware), so a
     worker never serves a cached copy from before the rewrite."""

@@ -15,7 +15,7 @@ from temporalio.worker import Replayer
 import rein
 from temporalio.common import SearchAttributeKey
 
-from rein import Agent, LoopConfig, MockProvider, ToolCall
+from rein import Agent, LoopConfig, MockProvider, StreamChunk, ToolCall
 from rein.client import ReinClient
 from rein.temporal import ReinPlugin
 from rein.testing import start_local, start_time_skipping
@@ -145,6 +145,14 @@ class AddsOnce(MockProvider):
         done = [m.content for m in messages if m.role == "tool"]
         self._responses, self._index = [done[-1] if done else [ToolCall(id="a1", name="add", arguments={"a": 1, "b": 2})]], 0
         return await super().complete(messages, tools, **kwargs)
+
+    async def stream(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        completion = await self.complete(messages, tools)
+        if completion.message.tool_calls:
+            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
+        if completion.message.content:
+            yield StreamChunk(type="text", text=completion.message.content)
+        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
 
 
 def approval_agent(name: str) -> Agent:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from temporalio import workflow
 from temporalio.workflow import HandlerUnfinishedPolicy
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         RETRY_UPDATE,
         DESCRIBE_AGENT,
         RUN_TOOL,
+        STREAM_SIGNAL,
         WAIT_UPDATE,
         WAITING_STATUS,
         WORKFLOW_TYPE,
@@ -51,7 +53,8 @@ with workflow.unsafe.imports_passed_through():
         WaitRequest,
         apply_overrides,
     )
-    from rein.ir import Completion, ToolCall, ToolResult
+    from rein.events import TOPIC, StreamEvent
+    from rein.ir import Completion, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt, RunResult, Step
     from rein.session import Session
     from rein.summaries import details_for, model_summary, tool_summary
@@ -75,6 +78,8 @@ PATCH_NATIVE_CANCEL = "rein-native-cancel"
 """Since this patch, Temporal cancellation of the workflow ends the run like the `cancel` signal."""
 """Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
 TOOL_TIMEOUT = timedelta(minutes=5)
+STREAM_KEEP_ON_CONTINUE = 100
+"""Stream items handed to the next run on continue-as-new; older ones are truncated."""
 MAX_PARKED_WAITS = 6
 """`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
 (10 per run) always leaves room for new waits and for the decision updates."""
@@ -88,7 +93,14 @@ class Misfit(ValueError):
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class AgentWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, *args: Any) -> None:
+        # The run's stream (temporalio.contrib.workflow_streams): text, steps, interrupts, events.
+        self.stream = WorkflowStream(_prior_stream_state(args))
+        self.stream_topic = self.stream.topic(TOPIC)
+        self.streaming = False
+        """Model calls publish text live (the input's `stream`, or a reader's STREAM_SIGNAL)."""
+        self.model_calls = 0
         self.session = Session()
         self.steps: list[Step] = []
         self.status: RunStatus = "running"
@@ -166,8 +178,10 @@ class AgentWorkflow:
                     summary="search attributes for the failed status",
                 )
             self._publish()
+            self._emit(StreamChunk(type="done", finish_reason="failed", usage=self.session.usage))
         except Exception:
             workflow.logger.exception("could not publish the failed status")
+        self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _run(self, *args: Any) -> dict[str, Any]:
@@ -186,6 +200,7 @@ class AgentWorkflow:
         self.prompt_cancel = workflow.patched(PATCH_PROMPT_CANCEL)
         self.native_cancel = workflow.patched(PATCH_NATIVE_CANCEL)
         request = self._parse_input(raw_input)
+        self.streaming = self.streaming or request.stream
         self.agent_key = request.agent
         self.agent = await self._describe(request.agent)
         config = self.config = self._config(request)
@@ -243,6 +258,8 @@ class AgentWorkflow:
         self.pause += 1
         self.ended = True
         self._publish()
+        self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
+        self.stream.detach_pollers()  # stream readers drain the rest once the run has closed
         await self._settle()
         return self.final.model_dump(mode="json")
 
@@ -301,7 +318,13 @@ class AgentWorkflow:
             sent_messages=self.sent_messages,
             conversation=self.conversation,
         )
-        successor = request.model_copy(update={"prompt": None, "session": self.session, "carry": carry})
+        stream_state = self.stream.get_state()
+        stream_state.base_offset += max(0, len(stream_state.log) - STREAM_KEEP_ON_CONTINUE)
+        stream_state.log = stream_state.log[-STREAM_KEEP_ON_CONTINUE:]
+        successor = request.model_copy(
+            update={"prompt": None, "session": self.session, "carry": carry, "stream": self.streaming,
+                    "stream_state": stream_state}
+        )
         if len(successor.model_dump_json()) > CONTINUE_AS_NEW_MAX_BYTES:
             # Temporal rejects a larger input and the run would be stuck: keep this history.
             workflow.logger.warning("Session too large to continue as new; the run keeps its history")
@@ -351,6 +374,9 @@ class AgentWorkflow:
         assert self.agent is not None
         info = workflow.info()
         began = workflow.time()
+        self.model_calls += 1
+        source = f"{info.run_id}/{self.model_calls}"
+        live = self.streaming
         try:
             completion = await self._unless_cancelled(workflow.execute_activity(
                 CALL_MODEL,
@@ -362,7 +388,8 @@ class AgentWorkflow:
                     total=len(self.session.messages),
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
-                    stream=True,
+                    stream=live,
+                    stream_source=source,
                     conversation=self.conversation,
                 ),
                 result_type=Completion,
@@ -380,6 +407,11 @@ class AgentWorkflow:
             return self._model_call_failed(err)
         if completion is None:  # cancelled while the model was answering
             return None
+        if not live:  # the activity did not publish the answer as it came: publish it whole
+            if completion.message.content:
+                self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
+            if completion.message.tool_calls:
+                self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
         self.sent_messages = len(self.session.messages)
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
@@ -456,6 +488,11 @@ class AgentWorkflow:
         for step in steps:
             step.index = len(self.steps)
             self.steps.append(step)
+            self._emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
+
+    def _emit(self, chunk: StreamChunk, source: str = "") -> None:
+        """Append to the run's stream (in memory: no command; in history only once a reader polls it)."""
+        self.stream_topic.publish(StreamEvent(chunk=chunk, source=source).to_json())
 
     # ------------------------------------------------------------ waiting for people
 
@@ -466,6 +503,10 @@ class AgentWorkflow:
         self.session.stop_reason = "interrupted"
         self.pause += 1
         self._publish()
+        self._emit(StreamChunk(
+            type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
+            finish_reason="interrupted", usage=self.session.usage,
+        ))
         self.woken = False
         timeout = _seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         try:
@@ -590,6 +631,10 @@ class AgentWorkflow:
     @workflow.signal(name="retry", description="Retry the model call after an error interrupt")
     def retry(self, *args: Any) -> None:
         self._signal("retry", self._check_retry, self._retry, args)
+
+    @workflow.signal(name=STREAM_SIGNAL, description="rein's stream readers: model calls publish their text live")
+    def stream_on(self, *args: Any) -> None:
+        self.streaming = True
 
     @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
     def cancel(self, *args: Any) -> None:
@@ -748,6 +793,19 @@ class AgentWorkflow:
 def _seconds(value: float) -> timedelta:
     """A duration Temporal can hold; an absurd configured value is capped, not a crash."""
     return timedelta(seconds=min(max(float(value), 0.001), MAX_SECONDS))
+
+
+def _prior_stream_state(args: Sequence[Any]) -> Any:
+    """The stream a continued run hands over in its input, or None (never fails: `run` checks the input)."""
+    raw = args[0] if len(args) == 1 else None
+    if isinstance(raw, BaseModel):
+        return getattr(raw, "stream_state", None)
+    if not isinstance(raw, dict) or not raw.get("stream_state"):
+        return None
+    try:
+        return AgentInput.model_validate(raw).stream_state
+    except (ValidationError, ValueError, TypeError):
+        return None
 
 
 def _short_error(exc: Exception) -> str:
