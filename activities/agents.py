@@ -113,7 +113,7 @@ class AgentActivities:
         self.conversations = Conversations()
 
     def _agent(self, name: str) -> Agent:
-        agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0])
+        agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0]) or _tool_agent(self.agents, name)
         if agent is None:
             served = ", ".join(sorted(self.agents)) or "(none)"
             raise ApplicationError(
@@ -141,6 +141,7 @@ class AgentActivities:
                     retries=t.retries,
                     timeout_s=t.timeout_s,
                     asks_human=t.asks_human,
+                    agent=t.agent.name if t.agent is not None else None,
                     requires_approval=getattr(t, "requires_approval", False),
                 )
                 for t in agent.registry
@@ -180,6 +181,23 @@ class AgentActivities:
     def definitions(self) -> list[Any]:
         """The activity functions a Worker registers."""
         return [self.describe_agent, self.call_model, self.run_tool, self.compact]
+
+
+def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
+    """An agent one of the served agents uses as a tool (`Agent.as_tool`), found by its name."""
+    seen: set[int] = set()
+    todo = list(agents.values())
+    while todo:
+        agent = todo.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        for tool in agent.registry:
+            if tool.agent is not None:
+                if tool.agent.name == name:
+                    return tool.agent
+                todo.append(tool.agent)
+    return None
 
 
 async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:

@@ -38,6 +38,8 @@ COMPACT = "rein.compact"
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
+CHILD_SIGNAL = "rein.child"
+"""Internal signal from an agent-as-tool child run to its parent: `{"call_id", "status"}`."""
 STREAM_SIGNAL = "rein.stream"
 """Internal signal a stream reader sends: from now on, model calls publish their text live."""
 
@@ -109,6 +111,9 @@ class AgentInput(_Lenient):
     """Model calls publish text deltas live to the run's stream (also turned on by STREAM_SIGNAL)."""
     stream_state: WorkflowStreamState | None = None
     """The run's stream, handed over on continue-as-new (internal)."""
+    parent_call: str | None = None
+    """Set when this run is an agent-as-tool call of a parent AgentWorkflow: that tool call's id.
+    The run then tells its parent when it waits for a person and when it goes on."""
 
     def model_post_init(self, _context: Any) -> None:
         if self.prompt is None and self.session is None:
@@ -142,6 +147,8 @@ class ToolInfo(BaseModel):
     asks_human: bool = False
     requires_approval: bool = False
     """Asks a person before every call, whatever the run's `permission`."""
+    agent: str | None = None
+    """Set for an agent used as a tool (`Agent.as_tool`): the call runs that agent as a child run."""
 
 
 class AgentDescription(BaseModel):

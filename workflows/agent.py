@@ -18,7 +18,7 @@ from temporalio import workflow
 from temporalio.workflow import HandlerUnfinishedPolicy
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStream
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_SECONDS,
         RETRY_UPDATE,
         DESCRIBE_AGENT,
+        CHILD_SIGNAL,
         RUN_TOOL,
         STREAM_SIGNAL,
         WAIT_UPDATE,
@@ -101,6 +102,12 @@ class AgentWorkflow:
         self.streaming = False
         """Model calls publish text live (the input's `stream`, or a reader's STREAM_SIGNAL)."""
         self.model_calls = 0
+        self.parent_call: str | None = None
+        """This run is an agent-as-tool call of a parent run: the parent's tool call id."""
+        self.children: dict[str, str] = {}
+        """Agent-as-tool calls running as child runs: tool call id -> child workflow id."""
+        self.child_wait: tuple[str, RunStatusView] | None = None
+        """A child run waiting for a person: (its workflow id, its status). The parent shows it."""
         self.session = Session()
         self.steps: list[Step] = []
         self.status: RunStatus = "running"
@@ -201,6 +208,7 @@ class AgentWorkflow:
         self.native_cancel = workflow.patched(PATCH_NATIVE_CANCEL)
         request = self._parse_input(raw_input)
         self.streaming = self.streaming or request.stream
+        self.parent_call = request.parent_call if workflow.info().parent is not None else None
         self.agent_key = request.agent
         self.agent = await self._describe(request.agent)
         config = self.config = self._config(request)
@@ -438,6 +446,8 @@ class AgentWorkflow:
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         assert self.agent is not None
         info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
+        if info is not None and info.agent:
+            return await self._run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
         try:
@@ -464,6 +474,87 @@ class AgentWorkflow:
                 content=f"Tool '{call.name}' did not complete: {detail}",
                 is_error=True,
             )
+
+    async def _run_child(self, call: ToolCall, agent: str) -> ToolResult:
+        """An agent used as a tool: its run is a child workflow; its answer is the tool result."""
+        prompt = call.arguments.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return ToolResult(tool_call_id=call.id, content=f"Agent tool '{call.name}' needs a 'prompt' string.", is_error=True)
+        child_id = f"{workflow.info().workflow_id}/{call.id}"
+        self.children[call.id] = child_id
+        try:
+            result = await workflow.execute_child_workflow(
+                WORKFLOW_TYPE,
+                AgentInput(agent=agent, prompt=prompt, stream=self.streaming, parent_call=call.id).model_dump(
+                    mode="json", exclude_defaults=True
+                ),
+                id=child_id,
+                static_summary=f"agent {agent} (tool call {call.id})",
+            )
+        except ChildWorkflowError as err:
+            cause = err.cause
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            return ToolResult(tool_call_id=call.id, content=f"Agent '{agent}' failed: {detail}", is_error=True)
+        finally:
+            self.children.pop(call.id, None)
+            if self.child_wait is not None and self.child_wait[0] == child_id:
+                self._child_goes_on()
+        stop = result.get("stop_reason") if isinstance(result, dict) else None
+        output = result.get("output") if isinstance(result, dict) else None
+        return ToolResult(
+            tool_call_id=call.id,
+            content=str(output or f"(agent '{agent}' ended: {stop})"),
+            is_error=stop not in ("done", None),
+        )
+
+    @workflow.signal(name=CHILD_SIGNAL, description='From an agent-as-tool child run: {"call_id", "status"}')
+    def child_status(self, payload: Any = None) -> None:
+        try:
+            call_id = payload["call_id"]
+            view = RunStatusView.model_validate(payload["status"])
+        except (KeyError, TypeError, ValidationError):
+            self._ignore(CHILD_SIGNAL, "malformed child status")
+            return
+        child_id = self.children.get(call_id)
+        if child_id is None:
+            self._ignore(CHILD_SIGNAL, f"no child run for tool call {call_id!r}")
+            return
+        if view.status in ("waiting_approval", "waiting_input", "waiting_retry") and view.interrupt is not None:
+            self.child_wait = (child_id, view)
+            self.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
+            self._publish()
+            self._emit(StreamChunk(
+                type="interrupt", name=view.interrupt.type, data=view.interrupt.model_dump(mode="json"),
+                finish_reason="interrupted", usage=self.session.usage,
+            ))
+        elif self.child_wait is not None and self.child_wait[0] == child_id:
+            self._child_goes_on()
+
+    def _child_goes_on(self) -> None:
+        self.child_wait = None
+        self._publish()
+
+    def _for_child(self, name: str, payload: BaseModel) -> Any:
+        """A decision sent to this run while its child waits: passed on to the child, unchanged."""
+        assert self.child_wait is not None
+        child = workflow.get_external_workflow_handle(self.child_wait[0])
+        asyncio.ensure_future(child.signal(name, payload.model_dump(mode="json")))
+        return [c.id for c in self.child_wait[1].pending_tool_calls]
+
+    async def _tell_parent(self) -> None:
+        """An agent-as-tool child run tells its parent run that it waits, or goes on."""
+        parent = workflow.info().parent
+        if self.parent_call is None or parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id).signal(
+                CHILD_SIGNAL, {"call_id": self.parent_call, "status": self._status_view().model_dump(mode="json")}
+            )
+        except (ApplicationError, FailureError) as err:  # the parent has ended: nothing to tell
+            workflow.logger.warning("could not tell the parent run: %s", err)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
 
     async def _unless_cancelled(self, work: Awaitable[T]) -> T | None:
         """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too)."""
@@ -508,6 +599,7 @@ class AgentWorkflow:
             finish_reason="interrupted", usage=self.session.usage,
         ))
         self.woken = False
+        await self._tell_parent()
         timeout = _seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         try:
             await workflow.wait_condition(
@@ -523,6 +615,7 @@ class AgentWorkflow:
         self.session.stop_reason = None
         self.interrupt = None
         self.status = "running"
+        await self._tell_parent()
 
     def _time_out(self, interrupt: Interrupt, timeout_s: float) -> None:
         reason = f"no decision within {timeout_s:g} seconds"
@@ -566,6 +659,8 @@ class AgentWorkflow:
 
     def _check_decision(self, args: Sequence[Any]) -> DecisionSignal:
         decision = self._payload(DecisionSignal, args)
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_approval":
+            return decision  # for the child run (see _for_child); the child checks it
         if self.status != "waiting_approval":
             raise Misfit(f"the run is {self.status}, not waiting for approval")
         self._check_approver(decision.approver)
@@ -578,6 +673,8 @@ class AgentWorkflow:
         return decision
 
     def _decide(self, decision: DecisionSignal, approved: bool) -> list[str]:
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_approval":
+            return self._for_child("approve" if approved else "deny", decision)
         decided = machine.decide(
             self.session, approved, decision.tool_call_id, decision.approver, decision.reason, self.input_tools
         )
@@ -588,12 +685,17 @@ class AgentWorkflow:
 
     def _check_answer(self, args: Sequence[Any]) -> AnswerSignal:
         answer = self._payload(AnswerSignal, args)
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_input":
+            return answer
         if self.status != "waiting_input":
             raise Misfit(f"the run is {self.status}, not waiting for input")
         self._check_approver(answer.approver)
         return answer
 
     def _answer(self, answer: AnswerSignal) -> str:
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_input":
+            self._for_child("answer", answer)
+            return "forwarded"
         used = machine.answer(self.session, answer.text, answer.approver, self.input_tools)
         self.woken = True
         return used
@@ -726,21 +828,23 @@ class AgentWorkflow:
     # ------------------------------------------------------------ views
 
     def _status_view(self) -> RunStatusView:
+        child = self.child_wait[1] if self.child_wait is not None else None
         return RunStatusView(
-            status=self.status,
+            status=child.status if child else self.status,
             stage=self.session.stage.value,
             iteration=self.session.iteration,
             usage=self.session.usage,
-            interrupt=self.interrupt,
-            pending_tool_calls=self.session.pending_tool_calls,
-            stop_reason=self.session.stop_reason,
+            interrupt=child.interrupt if child else self.interrupt,
+            pending_tool_calls=child.pending_tool_calls if child else self.session.pending_tool_calls,
+            stop_reason="interrupted" if child else self.session.stop_reason,
             pause=self.pause,
             ignored_signals=self.ignored_signals,
         )
 
     def _snapshot(self, steps_from: int) -> RunResult:
         steps = [s.model_copy(update={"index": i}) for i, s in enumerate(self.steps[steps_from:])]
-        interrupted = self.interrupt is not None
+        interrupt = self.child_wait[1].interrupt if self.child_wait is not None else self.interrupt
+        interrupted = interrupt is not None
         return RunResult(
             status="interrupted" if interrupted else "done",
             output=machine.run_output(self.session),
@@ -750,7 +854,7 @@ class AgentWorkflow:
             elapsed_s=self.active_s,
             stop_reason="interrupted" if interrupted else (self.session.stop_reason or "done"),
             steps=steps,
-            interrupt=self.interrupt,
+            interrupt=interrupt,
             run_id=workflow.info().workflow_id,
         )
 
