@@ -8,6 +8,8 @@ workflow sees names, specs and results.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from datetime import timedelta
 import contextlib
 import time
 from collections import OrderedDict
@@ -34,10 +36,10 @@ from rein.contract import (
 )
 from rein.compaction import trigger_of
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
-from rein.loop import completion_from_stream
+from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
+from rein.providers.errors import failure_message, retry_after_s
+from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.temporal.streaming import ModelText, activity_stream, current_stream
-from rein.providers.fallback import is_retryable
 from rein.secrets import scrub
 from rein.session import Session
 from rein.tools import ToolContext, execute_tool
@@ -130,6 +132,7 @@ class AgentActivities:
         if not request.agent:  # a run that failed before it knew its agent: only the search attributes
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
         agent = self._agent(request.agent)
+        tools = await agent.tools_for_run()  # lists the agent's MCP servers, so the run records their specs
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
@@ -144,7 +147,7 @@ class AgentActivities:
                     agent=t.agent.name if t.agent is not None else None,
                     requires_approval=getattr(t, "requires_approval", False),
                 )
-                for t in agent.registry
+                for t in tools
             ],
             search_attributes=list(available),
             client_overrides=sorted(agent.client_overrides),
@@ -163,7 +166,7 @@ class AgentActivities:
             async with heartbeating(), activity_stream():
                 return await complete(agent, messages, request)
         except Exception as exc:
-            raise model_failure(request.run_id, exc) from None
+            raise model_failure(request.run_id, exc, agent.model_label) from None
 
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
@@ -204,6 +207,11 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
     """One completion from the agent's provider (its text published live to the run's stream when
     the run streams), with the output type's verdict attached."""
     provider = agent._resolve_provider()
+    answered_by = None
+    if isinstance(provider, FallbackProvider):
+        # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
+        provider = provider.for_attempt(activity.info().attempt)
+        answered_by = getattr(provider, "model", None) or type(provider).__name__
     tools = await agent.model_tool_specs() or None
     stream = current_stream()
     if request.stream and stream is not None:
@@ -212,31 +220,56 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
         completion = await _streamed_completion(provider, messages, tools, ModelText(stream, source))
     else:
         completion = await provider.complete(messages, tools=tools)
+    if answered_by is not None:
+        completion = completion.model_copy(update={"model": answered_by})
     return agent.output.check(completion) if agent.output is not None else completion
 
 
-def model_failure(run_id: str, exc: BaseException) -> ApplicationError:
-    """A provider error as Temporal sees it: retried when transient, fatal otherwise (secrets scrubbed)."""
+def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:
+    """A provider error as Temporal sees it: retried when transient (after the vendor's Retry-After,
+    when it gave one), fatal otherwise; secrets scrubbed."""
     retryable = is_retryable(exc)
+    wait = retry_after_s(exc) if retryable else None
     return ApplicationError(
-        scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
+        scrub(failure_message(exc, model)),
+        type=type(exc).__name__,
+        non_retryable=not retryable,
+        next_retry_delay=timedelta(seconds=wait) if wait is not None else None,
     )
+
+
+def heartbeat_from_any_thread() -> Any:
+    """`activity.heartbeat` that also works from a sync tool's worker thread (it needs the activity's loop)."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+
+    def beat(*details: Any) -> None:
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is loop:
+            activity.heartbeat(*details)
+        else:
+            loop.call_soon_threadsafe(activity.heartbeat, *details, context=context)
+
+    return beat
 
 
 async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
     """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left."""
-    tool = agent.registry.get(call.name)
+    tool = await agent.find_tool(call.name)
     info = activity.info()
     context = ToolContext(
         idempotency_key=f"{run_id}/{call.id}",
         attempt=info.attempt,
         tool_call_id=call.id,
-        heartbeat=activity.heartbeat,
+        heartbeat=heartbeat_from_any_thread(),
     )
     may_retry = tool is not None and info.attempt <= tool.retries
     started = time.monotonic()
     try:
-        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=agent.registry.names())
+        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
     except Exception as exc:
         raise ApplicationError(
             scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
@@ -248,17 +281,11 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
 
 async def _streamed_completion(provider: Any, messages: list[Message], tools: Any, out: ModelText) -> Completion:
     """The provider's stream, published live to the run's stream while it is assembled."""
-    parts: list[str] = []
-    tool_calls: list[ToolCall] | None = None
-    finish, usage = "stop", Usage()
+    fold = StreamFold()
     async for chunk in provider.stream(messages, tools=tools):
-        if chunk.type == "text" and chunk.text:
-            parts.append(chunk.text)
-            out.text(chunk)
-        elif chunk.type == "tool_calls" and chunk.tool_calls:
-            tool_calls = list(chunk.tool_calls)
-            out.tool_calls(chunk)
-        elif chunk.type == "done":
-            finish = chunk.finish_reason or "stop"
-            usage = chunk.usage or Usage()
-    return completion_from_stream(parts, tool_calls, finish, usage)
+        if fold.add(chunk):
+            if chunk.type == "text":
+                out.text(chunk)
+            else:
+                out.tool_calls(chunk)
+    return fold.completion()

@@ -11,7 +11,7 @@ import inspect
 import itertools
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rein import loop, machine
 from rein.config import LoopConfig
@@ -19,6 +19,9 @@ from rein.ir import StreamChunk, ToolSpec
 from rein.result import Interrupt, RunResult
 from rein.middleware import Middleware, StepContext, event_middleware, hook, require_async
 from rein.output import OutputSpec
+
+if TYPE_CHECKING:
+    from rein.mcp import MCPTools
 from rein.session import Session, Stage
 from rein.tools import Tool, ToolRegistry, tool
 
@@ -43,6 +46,7 @@ class Agent:
         compaction: Any = None,
         client_overrides: Any = (),
         output_type: Any = None,
+        mcp_servers: list[Any] | None = None,
     ):
         """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all).
         Without it, a client may only tighten `permission`, the breakers and `approvers`."""
@@ -74,6 +78,12 @@ class Agent:
         """The final answer's type (`output_type`): the model answers with a `final_result` call."""
         if self.output is not None and self.output.tool_name in self.registry:
             raise ValueError(f"a tool named {self.output.tool_name!r} clashes with output_type's final tool")
+        self.mcp: MCPTools | None = None
+        """The tools of `mcp_servers` (rein.mcp), listed and called worker-side."""
+        if mcp_servers:
+            from rein.mcp import MCPTools
+
+            self.mcp = MCPTools(list(mcp_servers), self.registry)
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={self.registry.names()})"
@@ -146,9 +156,27 @@ class Agent:
             return provider_model  # e.g. an injected LiteLLMProvider("openai/gpt-4o", api_base=...)
         return type(self._provider).__name__ if self._provider is not None else "unknown"
 
+    async def tools_for_run(self) -> ToolRegistry:
+        """The agent's own tools plus its MCP servers' tools, listed now."""
+        if self.mcp is None:
+            return self.registry
+        return ToolRegistry([*self.registry, *await self.mcp.refresh()])
+
+    async def find_tool(self, name: str) -> Tool | None:
+        """A tool by name: the agent's own, else one of its MCP servers' (from the latest listing)."""
+        found = self.registry.get(name)
+        if found is None and self.mcp is not None:
+            found = await self.mcp.get(name)
+        return found
+
+    async def tool_names(self) -> list[str]:
+        return self.registry.names() + ([t.name for t in await self.mcp.tools()] if self.mcp is not None else [])
+
     async def model_tool_specs(self) -> list[ToolSpec]:
-        """Every tool the model is offered: the agent's own, then the output type's final tool."""
+        """Every tool the model is offered: the agent's own, its MCP servers', the output type's final tool."""
         specs = self.registry.specs()
+        if self.mcp is not None:
+            specs += [t.spec() for t in await self.mcp.tools()]
         if self.output is not None:
             specs.append(self.output.tool_spec())
         return specs
@@ -220,7 +248,7 @@ class Agent:
         provider = self._resolve_provider()
         if self._engine() == "local":
             return self._typed(
-                await loop.arun(self.new_session(prompt), provider, self.registry, self.config, **self._local_kwargs())
+                await loop.arun(self.new_session(prompt), provider, await self.tools_for_run(), self.config, **self._local_kwargs())
             )
         from rein import engine
 
@@ -234,7 +262,7 @@ class Agent:
     async def _arun_session(self, session: Session) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return self._typed(await loop.arun(session, provider, self.registry, self.config, **self._local_kwargs()))
+            return self._typed(await loop.arun(session, provider, await self.tools_for_run(), self.config, **self._local_kwargs()))
         from rein import engine
 
         return self._typed(await engine.run_session(self, session=session))
@@ -243,7 +271,7 @@ class Agent:
         provider = self._resolve_provider()
         if self._engine() == "local":
             async for chunk in loop.astream(
-                self.new_session(prompt), provider, self.registry, self.config, compaction=self.compaction,
+                self.new_session(prompt), provider, await self.tools_for_run(), self.config, compaction=self.compaction,
                 output=self.output,
             ):
                 yield chunk
@@ -257,7 +285,8 @@ class Agent:
         provider = self._resolve_provider()
         if self._engine() == "local":
             return self._typed(await loop.aresume(
-                session, provider, self.registry, self.config, approve=approve, answer=answer, **self._local_kwargs()
+                session, provider, await self.tools_for_run(), self.config, approve=approve, answer=answer,
+                **self._local_kwargs(),
             ))
         from rein import engine
 

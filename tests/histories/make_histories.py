@@ -26,6 +26,9 @@ the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
   v2: with it (the run ends with stop_reason `cancelled` and completes with its result)
 
     .venv/bin/python tests/histories/make_histories.py cancel
+
+agent_failed_v<N>.json: a run for an agent no worker serves; it fails at once.
+  v1: with the rein-failed-status patch (ReinStatus=failed published before it closes)
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ HERE = Path(__file__).parent
 CURRENT = "agent_approval_v4.json"
 EXTENSIONS = "agent_extensions_v1.json"
 CANCEL = "agent_cancel_v2.json"
+FAILED = "agent_failed_v1.json"
 
 
 def add(a: int, b: int) -> int:
@@ -160,6 +164,22 @@ async def record_cancel(env) -> None:  # noqa: ANN001
     write(CANCEL, history)
 
 
+async def record_failed(env) -> None:  # noqa: ANN001
+    from temporalio.client import WorkflowFailureError
+
+    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories-failed"):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "nobody", "prompt": "hello"}, id="agent-failed", task_queue="histories-failed"
+        )
+        try:
+            await handle.result()
+        except WorkflowFailureError:
+            pass
+        assert (await handle.query("status"))["status"] == "failed"
+        history = await handle.fetch_history()
+    write(FAILED, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -175,6 +195,8 @@ async def main(which: list[str]) -> None:
             await record_extensions(env)
         if not which or "cancel" in which:
             await record_cancel(env)
+        if not which or "failed" in which:
+            await record_failed(env)
     finally:
         await env.shutdown()
 
