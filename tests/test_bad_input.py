@@ -430,3 +430,24 @@ async def test_a_sync_tool_can_heartbeat_in_a_durable_run(env, tq):
     (tool_message,) = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert tool_message["content"] == "beat ok"
     assert TOUCHED[handle.id] == 1
+
+
+async def test_stored_failed_history_replays():
+    """A run that failed before it knew its agent (the rein-failed-status path) replays."""
+    import json
+    from pathlib import Path
+
+    from temporalio.client import WorkflowHistory
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Replayer
+
+    from rein.workflows import AgentWorkflow
+
+    data = json.loads((Path(__file__).parent / "histories" / "agent_failed_v1.json").read_text())
+    history = WorkflowHistory.from_json("agent-failed", data)
+    types = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED in types
+    assert EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES in types  # ReinStatus=failed
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure

@@ -634,3 +634,40 @@ async def test_a_summarizer_that_fails_for_good_fails_the_run_as_in_process():
         )
         with pytest.raises(Forbidden, match="summaries are not allowed"):
             await agent.arun("add things")
+
+
+async def test_the_worker_never_serves_a_conversation_from_before_a_rewrite(env, ids):
+    """The worker's conversation cache: a rewrite (compaction, middleware) changes the run's
+    `conversation` token, so a copy cached under another token is never served, even when its
+    length fits; a full resend replaces whatever the worker held."""
+    from temporalio.testing import ActivityEnvironment
+
+    from rein.activities.agents import Conversations
+    from rein.contract import ModelCallInput
+
+    def m(text: str) -> Message:
+        return Message(role="user", content=text)
+
+    tq, wf_id = ids
+    agent = Agent(provider=MockProvider([[tc("add", a=1, b=2)], "3"]), tools=[add], name="cache-owner",
+                  config=LoopConfig(permission="ask"))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "cache-owner", "prompt": "add"}, id=wf_id, task_queue=tq
+        )
+        for _ in range(500):
+            if (await handle.query("status"))["status"] == "waiting_approval":
+                break
+            await asyncio.sleep(0.02)
+        cache = Conversations()
+        cache.remember(wf_id, "before-rewrite", [m("stale 1"), m("stale 2")])
+        request = ModelCallInput(agent="cache-owner", iteration=2, new_messages=[], first_index=2, total=2,
+                                 run_id=wf_id, conversation="after-rewrite")
+        served = await ActivityEnvironment(client=env.client).run(cache.messages_for, request)
+        assert [x.content for x in served] == ["add", ""]  # the run's own conversation, asked of the workflow
+        # A full resend wins over a cached copy of the same length, whatever its token.
+        resend = request.model_copy(update={"first_index": 0, "new_messages": [m("new 1"), m("new 2")]})
+        cache.remember(wf_id, "after-rewrite", [m("stale 1"), m("stale 2")])
+        assert [x.content for x in await cache.messages_for(resend)] == ["new 1", "new 2"]
+        await handle.signal("cancel", {"reason": "test over"})
+        await handle.result()

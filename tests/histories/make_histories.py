@@ -18,6 +18,9 @@ compaction (steps run whole on the worker, rein.compact), with one approval.
   v1: the first durable middleware and compaction
 
     .venv/bin/python tests/histories/make_histories.py extensions   # only that one
+
+agent_failed_v<N>.json: a run for an agent no worker serves; it fails at once.
+  v1: with the rein-failed-status patch (ReinStatus=failed published before it closes)
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from rein.testing import start_local
 HERE = Path(__file__).parent
 CURRENT = "agent_approval_v3.json"
 EXTENSIONS = "agent_extensions_v1.json"
+FAILED = "agent_failed_v1.json"
 
 
 def add(a: int, b: int) -> int:
@@ -135,6 +139,22 @@ async def record_extensions(env) -> None:  # noqa: ANN001
     write(EXTENSIONS, history)
 
 
+async def record_failed(env) -> None:  # noqa: ANN001
+    from temporalio.client import WorkflowFailureError
+
+    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories-failed"):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "nobody", "prompt": "hello"}, id="agent-failed", task_queue="histories-failed"
+        )
+        try:
+            await handle.result()
+        except WorkflowFailureError:
+            pass
+        assert (await handle.query("status"))["status"] == "failed"
+        history = await handle.fetch_history()
+    write(FAILED, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -148,6 +168,8 @@ async def main(which: list[str]) -> None:
             await record_approval(env)
         if not which or "extensions" in which:
             await record_extensions(env)
+        if not which or "failed" in which:
+            await record_failed(env)
     finally:
         await env.shutdown()
 
