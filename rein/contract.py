@@ -85,13 +85,14 @@ class _Lenient(BaseModel):
 
 
 class RunCarry(BaseModel):
-    """What a run hands to its continuation when it continues-as-new (internal)."""
+    """What a run hands to its continuation when it continues-as-new (internal: a run started
+    by a client with a `carry` fails at once)."""
 
     steps: list[Step] = Field(default_factory=list)
-    active_s: float = 0.0
-    pause: int = 0
-    ignored_signals: int = 0
-    sent_messages: int = 0
+    active_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    pause: int = Field(default=0, ge=0, le=2**31)
+    ignored_signals: int = Field(default=0, ge=0, le=2**62)
+    sent_messages: int = Field(default=0, ge=0, le=2**31)
     conversation: str = Field(default="", exclude_if=lambda v: not v)
 
 

@@ -200,6 +200,12 @@ class AgentWorkflow:
                 non_retryable=True,
             )
         raw_input = args[0]
+        if isinstance(raw_input, dict) and raw_input.get("carry") is not None and workflow.info().continued_run_id is None:
+            raise ApplicationError(
+                "Invalid AgentWorkflow input: 'carry' is rein's own continue-as-new state; a client may not send it",
+                type="InvalidInput",
+                non_retryable=True,
+            )
         # Read the clock and patches before the local activity: a local activity may resolve in a
         # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
