@@ -244,6 +244,7 @@ def heartbeat_from_any_thread() -> Any:
     context = contextvars.copy_context()
 
     def beat(*details: Any) -> None:
+        details = tuple(scrub(d) if isinstance(d, str) else d for d in details)  # they reach history
         try:
             here = asyncio.get_running_loop()
         except RuntimeError:

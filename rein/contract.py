@@ -93,7 +93,7 @@ class RunCarry(BaseModel):
     pause: int = Field(default=0, ge=0, le=2**31)
     ignored_signals: int = Field(default=0, ge=0, le=2**62)
     sent_messages: int = Field(default=0, ge=0, le=2**31)
-    conversation: str = Field(default="", exclude_if=lambda v: not v)
+    conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
 
 
 class AgentInput(_Lenient):
@@ -190,7 +190,7 @@ class ModelCallInput(BaseModel):
     """Publish the answer's text deltas and tool calls live to the run's stream."""
     stream_source: str = Field(default="", exclude_if=lambda v: not v)
     """Names this model call on the stream (the same across its retries; see rein.events.StreamEvent)."""
-    conversation: str = Field(default="", exclude_if=lambda v: not v)
+    conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """Changes whenever the run rewrites its conversation (compaction, middleware), so a
     worker never serves a cached copy from before the rewrite."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
