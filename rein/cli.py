@@ -859,7 +859,7 @@ def cancel(
 
 @app.command()
 def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -> None:
-    """Follow a run's stream (text, tool calls, steps) until it pauses for a person or ends."""
+    """Follow a run's stream live (text, tool calls, steps) until it pauses for a person or ends."""
     from rein.runs import RunNotFound, describe_run, is_not_found
 
     out = _out()
@@ -870,16 +870,18 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
         if detail.closed is not None or detail.interrupt is not None:
             await _follow_steps(client, run_id, err)  # already paused or ended: its steps so far
         else:
-            if hasattr(client, "stream"):
-                try:
-                    async for chunk in client.stream(run_id):
-                        _render_chunk(out, err, chunk)
-                except Exception as exc:
-                    if is_not_found(exc):
-                        raise RunNotFound(run_id) from None
-                    raise
-            else:
-                await _follow_steps(client, run_id, err)
+            seen_pauses = 0
+            try:
+                async for chunk in client.stream(run_id):  # from the start: the steps so far, then live
+                    _render_chunk(out, err, chunk)
+                    if chunk.type == "interrupt":
+                        seen_pauses += 1
+                    if chunk.type == "done" or (chunk.type == "interrupt" and seen_pauses > detail.pause):
+                        break
+            except Exception as exc:
+                if is_not_found(exc):
+                    raise RunNotFound(run_id) from None
+                raise
             detail = await describe_run(client, run_id)
         return detail
 
@@ -891,19 +893,11 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
 
 async def _follow_steps(client: ReinClient, run_id: str, err: Console) -> None:
-    """Without a stream: print each new step (from the `steps` query) until the run pauses or ends."""
+    """A paused or finished run: print its steps so far."""
     from rein.runs import describe_run
 
-    printed = -1
-    while True:
-        detail = await describe_run(client, run_id, steps=True)
-        for step in detail.steps or []:
-            if step.index > printed:
-                _print_step(err, step)
-                printed = step.index
-        if detail.closed is not None or detail.interrupt is not None:
-            return
-        await asyncio.sleep(0.5)
+    for step in (await describe_run(client, run_id, steps=True)).steps or []:
+        _print_step(err, step)
 
 
 def _render_chunk(out: Console, err: Console, chunk: Any) -> None:
@@ -913,10 +907,12 @@ def _render_chunk(out: Console, err: Console, chunk: Any) -> None:
     elif kind == "tool_calls":
         for call in chunk.tool_calls or []:
             err.print(f"\n[cyan]→ {escape(_call_line(call))}[/]")
-    elif kind == "step" and getattr(chunk, "step", None) is not None:
-        _print_step(err, chunk.step)
-    elif kind == "interrupt":
-        err.print(f"\n[yellow]paused: {escape(str(getattr(chunk, 'interrupt', '') or ''))}[/]")
+    elif kind == "step" and chunk.data:
+        from rein.result import Step
+
+        _print_step(err, Step.model_validate(chunk.data))
+    elif kind == "interrupt" and chunk.data:
+        err.print(f"\n[yellow]paused ({escape(str(chunk.data.get('type')))}): {escape(chunk.data.get('message') or '')}[/]")
 
 
 # --------------------------------------------------------------------------- codec server

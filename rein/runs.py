@@ -183,6 +183,8 @@ class RunDetail:
     steps: list[Step] | None = None
     """None when no worker answered and the run has not finished."""
     ignored_signals: int = 0
+    pause: int = 0
+    """How many times the run has paused so far (each pause is one `interrupt` on its stream)."""
     live: bool = True
     """False when the run is open but no worker answered: the data is visibility's."""
 
@@ -235,7 +237,7 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
             return detail
         detail.status, detail.stage, detail.iteration, detail.usage = view.status, view.stage, view.iteration, view.usage
         detail.interrupt, detail.pending_tool_calls = view.interrupt, view.pending_tool_calls
-        detail.stop_reason, detail.ignored_signals = view.stop_reason, view.ignored_signals
+        detail.stop_reason, detail.ignored_signals, detail.pause = view.stop_reason, view.ignored_signals, view.pause
         if steps:
             detail.steps = await _steps(client, run_id)
         return detail
