@@ -527,7 +527,7 @@ def run(
     prompt: Annotated[str, typer.Argument(help="What to ask.", show_default=False)],
     auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve every tool call without asking.")] = False,
 ) -> None:
-    """Run an agent in this process, printing its steps at each pause and asking here when it needs a person.
+    """Run an agent in this process, streaming the answer and each step live; asks here when it needs a person.
 
     Without a terminal and without --auto-approve it stops at the first question with a hint:
     the run waits (durably) for `rein approve` / `rein answer` / `rein retry`.
