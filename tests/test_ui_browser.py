@@ -27,7 +27,7 @@ import pytest_asyncio
 import websockets
 
 import rein
-from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
+from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
 from rein.cli import main
 from rein.client import ReinClient, connect
 from rein.server import free_port
@@ -64,6 +64,15 @@ class OpsModel:
         service = next(m.content for m in messages if m.role == "user").split()[0]
         call = ToolCall(id="call-restart", name="restart", arguments={"service": service})
         return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=usage)
+
+
+    async def stream(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Any:
+        completion = await self.complete(messages, tools)
+        if completion.message.tool_calls:
+            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
+        else:
+            yield StreamChunk(type="text", text=completion.message.content)
+        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
 
 
 def restart(service: str) -> str:
@@ -218,10 +227,10 @@ async def test_the_ui_shows_summaries_waiting_text_and_activity_summaries(rein_s
         await asyncio.to_thread(cli, address, "start", "ui-ops", "search restart, please", "--id", "ui-finished")
         handle = ReinClient(client)
         for run_id in ("ui-waiting", "ui-finished"):
-            for _ in range(200):
-                if (await handle.status(run_id)).status == "waiting_approval":
-                    break
-                await asyncio.sleep(0.1)
+            deadline = time.monotonic() + PAGE_WAIT_S
+            while (status := (await handle.status(run_id)).status) != "waiting_approval":
+                assert time.monotonic() < deadline, f"{run_id} is {status}, not waiting_approval"
+                await asyncio.sleep(0.2)
         await asyncio.to_thread(cli, address, "approve", "ui-finished", "--approver", "alice")
         assert (await handle.result("ui-finished")).output == "Report: search restarted"
 
