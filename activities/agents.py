@@ -28,12 +28,16 @@ from rein.contract import (
     ToolCallInput,
     ToolInfo,
 )
+from rein.digest import EMPTY, conversation_digest, extend, message_hash
 from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
 from rein.loop import completion_from_stream
 from rein.providers.fallback import is_retryable
 from rein.secrets import scrub
 from rein.session import Session
+from rein.temporal.storage import INLINE_LIMIT
 from rein.tools import ToolContext, execute_tool
+
+PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -57,44 +61,94 @@ async def heartbeating() -> AsyncIterator[None]:
         task.cancel()
 
 
-class Conversations:
-    """Each run's conversation as this worker last saw it, so model calls carry only new messages.
+class _Conversation:
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.digest = EMPTY
+        self.produced: dict[str, Message] = {}
+        """Messages this worker produced for the run, by rein.digest hash, until a model call refers to them."""
 
-    Bounded (least recently used runs are dropped); a miss is never an error,
-    it only costs one `session` query to the workflow.
+
+class Conversations:
+    """Each run's conversation as this worker last saw it, so model calls carry only references.
+
+    A cached conversation is used only when its chain digest (rein.digest) matches the one
+    the workflow sent, so a reused workflow id or a reset run can never be served another
+    conversation. Bounded like the worker's workflow cache (least recently used runs go
+    first); a run's entry goes when its model gives a final answer. A miss costs one
+    `session` query to the workflow.
     """
 
-    def __init__(self, capacity: int = 512):
-        self.capacity = capacity
-        self._runs: OrderedDict[str, list[Message]] = OrderedDict()
+    def __init__(self, capacity: int = 1000):
+        self.capacity = max(capacity, 1)
+        self._runs: OrderedDict[str, _Conversation] = OrderedDict()
+        self.rebuilds = 0
+        """How many conversations were read back from workflows (cache misses)."""
 
-    async def messages_for(self, request: ModelCallInput) -> list[Message]:
-        key = request.run_id  # the workflow id: the conversation carries over continue-as-new
-        known = self._runs.pop(key, None)
-        if known is not None and len(known) == request.first_index:
-            known = known + request.new_messages
-        if known is None or len(known) != request.total:
-            known = await _conversation_from_workflow(request)
-        self._runs[key] = known
+    def _entry(self, run_id: str) -> _Conversation:
+        entry = self._runs.pop(run_id, None) or _Conversation()
+        self._runs[run_id] = entry
         while len(self._runs) > self.capacity:
             self._runs.popitem(last=False)
-        return known
+        return entry
+
+    def produced(self, run_id: str, message: Message) -> None:
+        self._entry(run_id).produced[message_hash(message)] = message
+
+    def drop(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+
+    async def messages_for(self, request: ModelCallInput) -> list[Message]:
+        entry = self._entry(request.run_id)  # the workflow id: the conversation carries over continue-as-new
+        messages = self._extended(entry, request)
+        if messages is None:
+            self.rebuilds += 1
+            messages = await _conversation_from_workflow(request)
+            if conversation_digest(messages) != request.digest:
+                raise ApplicationError("the run's conversation changed while its model call was starting; retrying")
+        entry.messages, entry.digest, entry.produced = messages, request.digest, {}
+        return messages
+
+    def _extended(self, entry: _Conversation, request: ModelCallInput) -> list[Message] | None:
+        """The cached conversation continued by the request, or None when the two do not add up."""
+        if request.first_index == 0:
+            base, digest = [], EMPTY
+        elif len(entry.messages) == request.first_index:
+            base, digest = entry.messages, entry.digest
+        else:
+            return None
+        new: list[Message] = []
+        for item in request.new_messages:
+            message = entry.produced.get(item) if isinstance(item, str) else item
+            if message is None:
+                return None
+            new.append(message)
+        if extend(digest, (message_hash(m) for m in new)) != request.digest:
+            return None
+        return base + new
 
 
 async def _conversation_from_workflow(request: ModelCallInput) -> list[Message]:
-    if request.first_index == 0:
-        return list(request.new_messages)
     handle = activity.client().get_workflow_handle(request.run_id, run_id=request.workflow_run_id or None)
     session = Session.model_validate(await handle.query("session"))
     return session.messages[: request.total]
 
 
 class AgentActivities:
-    def __init__(self, agents: Mapping[str, Agent], search_attributes: Any = None):
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        search_attributes: Any = None,
+        *,
+        cache_size: int = 1000,
+        max_payload_bytes: int = INLINE_LIMIT,
+    ):
         self.agents = agents
         self.search_attributes = search_attributes
         """An async callable returning the rein search attributes the server has."""
-        self.conversations = Conversations()
+        self.conversations = Conversations(cache_size)
+        self.max_payload_bytes = max_payload_bytes
+        """The largest result this worker's converter can record; larger ones fail without retries."""
 
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0])
@@ -118,10 +172,17 @@ class AgentActivities:
             system=agent.system,
             config=agent.config,
             tools=[
-                ToolInfo(spec=t.spec(), retries=t.retries, timeout_s=t.timeout_s, asks_human=t.asks_human)
+                ToolInfo(
+                    spec=t.spec(),
+                    retries=t.retries,
+                    timeout_s=t.timeout_s,
+                    asks_human=t.asks_human,
+                    local=getattr(t, "local", False),
+                )
                 for t in agent.registry
             ],
             search_attributes=list(available),
+            max_payload_bytes=self.max_payload_bytes,
         )
 
     @activity.defn(name=CALL_MODEL)
@@ -133,8 +194,9 @@ class AgentActivities:
         try:
             async with heartbeating():
                 if request.stream and local_bus.has_listener(request.run_id):
-                    return await _streamed_completion(provider, messages, request.run_id, tools)
-                return await provider.complete(messages, tools=tools)
+                    completion = await _streamed_completion(provider, messages, request.run_id, tools)
+                else:
+                    completion = await provider.complete(messages, tools=tools)
         except Exception as exc:
             retryable = is_retryable(exc)
             if not retryable:
@@ -142,6 +204,23 @@ class AgentActivities:
             raise ApplicationError(
                 scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
             ) from None
+        self._check_size(completion, "The model's reply")
+        if completion.message.tool_calls:
+            self.conversations.produced(request.run_id, completion.message)
+        else:
+            self.conversations.drop(request.run_id)  # a final answer: the run ends here
+        return completion
+
+    def _check_size(self, result: Completion | ToolResult, what: str) -> None:
+        """Fail at once, without retries, when `result` is larger than this worker can record."""
+        size = len(result.model_dump_json())
+        if size > self.max_payload_bytes:
+            raise ApplicationError(
+                f"{what} is {size} bytes, more than the {self.max_payload_bytes} bytes this worker can record "
+                "(REIN_STORAGE_MAX_BYTES, or Temporal's 2 MB limit without external storage)",
+                type=PAYLOAD_TOO_LARGE,
+                non_retryable=True,
+            )
 
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult:
@@ -167,7 +246,12 @@ class AgentActivities:
                 type=type(exc).__name__,
             ) from None
         activity.logger.debug("tool %s finished in %.3fs", request.call.name, time.monotonic() - started)
-        return result.model_copy(update={"content": scrub(result.content)})
+        result = result.model_copy(update={"content": scrub(result.content)})
+        self._check_size(result, f"The result of tool '{request.call.name}'")
+        self.conversations.produced(
+            request.run_id, Message(role="tool", tool_call_id=request.call.id, content=result.content)
+        )
+        return result
 
 
 async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import weakref
 from typing import Any
 
 from temporalio.client import (
@@ -17,9 +18,20 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
 
-from rein.contract import DEFAULT_TASK_QUEUE, WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, RunStatusView, WaitRequest
+from rein.contract import (
+    DEFAULT_TASK_QUEUE,
+    SEARCH_ATTRIBUTES,
+    WAIT_UPDATE,
+    WORKFLOW_TYPE,
+    AgentInput,
+    RunOutcome,
+    RunStatusView,
+    WaitRequest,
+)
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
@@ -44,6 +56,36 @@ async def connect(address: str | None = None, namespace: str | None = None) -> C
     )
 
 
+_NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
+
+
+async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttributes | None:
+    """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
+
+    Only those the namespace has (asked once per client): a missing one must never fail a start.
+    """
+    have = _NAMESPACE_ATTRIBUTES.get(client)
+    if have is None:
+        try:
+            listed = await client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=client.namespace)
+            )
+            have = {name for name in SEARCH_ATTRIBUTES if name in listed.custom_attributes}
+        except RPCError:
+            have = set()
+        _NAMESPACE_ATTRIBUTES[client] = have
+    values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
+    pairs = [
+        SearchAttributePair(
+            SearchAttributeKey.for_keyword(name) if SEARCH_ATTRIBUTES[name] == "Keyword" else SearchAttributeKey.for_int(name),
+            value,
+        )
+        for name, value in values.items()
+        if name in have
+    ]
+    return TypedSearchAttributes(pairs) if pairs else None
+
+
 class ReinClient:
     def __init__(self, client: Client, task_queue: str | None = None):
         self.client = with_rein_converter(client)
@@ -57,7 +99,8 @@ class ReinClient:
         run_id: str | None = None,
         config: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> WorkflowHandle[Any, RunResult]:
+    ) -> WorkflowHandle[Any, RunOutcome]:
+        """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the RunResult)."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
             AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}).model_dump(
@@ -65,12 +108,13 @@ class ReinClient:
             ),
             id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
-            result_type=RunResult,
+            result_type=RunOutcome,
             static_summary=run_summary(agent, prompt),
+            search_attributes=await start_search_attributes(self.client, agent),
         )
 
-    def handle(self, run_id: str) -> WorkflowHandle[Any, RunResult]:
-        return self.client.get_workflow_handle(run_id, result_type=RunResult)
+    def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
+        return self.client.get_workflow_handle(run_id, run_id=run, result_type=RunOutcome)
 
     async def approve(self, run_id: str, tool_call_id: str | None = None, approver: str = "", reason: str = "") -> None:
         await self.handle(run_id).signal("approve", {"tool_call_id": tool_call_id, "approver": approver, "reason": reason})
@@ -93,11 +137,43 @@ class ReinClient:
     async def session(self, run_id: str) -> Session:
         return Session.model_validate(await self.handle(run_id).query("session"))
 
-    async def steps(self, run_id: str) -> list[Step]:
-        return [Step.model_validate(s) for s in await self.handle(run_id).query("steps")]
+    async def steps(self, run_id: str, start: int = 0) -> list[Step]:
+        """Steps from index `start`, gathered across the runs of a continue-as-new chain."""
+        chunks: list[list[Step]] = []
+        run: str | None = None  # the latest run first, then the ones it continued from
+        while True:
+            handle = self.handle(run_id, run)
+            view = RunStatusView.model_validate(await handle.query("status"))
+            chunks.append([Step.model_validate(s) for s in await handle.query("steps", start)])
+            if view.first_step <= start or not view.continued_from:
+                break
+            run = view.continued_from
+        return [step for chunk in reversed(chunks) for step in chunk]
 
     async def result(self, run_id: str) -> RunResult:
-        return await self.handle(run_id).result()
+        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries)."""
+        try:
+            outcome = await self.handle(run_id).result()
+        except WorkflowFailureError as err:
+            cause = err.cause
+            raise RunFailed(f"run {run_id} failed: {getattr(cause, 'message', cause)}") from None
+        return await self.full_result(run_id, outcome)
+
+    async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
+        """A RunResult from a run's slim outcome: the Session, and the Steps from `steps_from` on."""
+        session = await self.session(run_id)
+        steps = await self.steps(run_id, steps_from)
+        return RunResult(
+            status=outcome.status,
+            output=outcome.output,
+            stop_reason=outcome.stop_reason,
+            usage=outcome.usage,
+            elapsed_s=outcome.elapsed_s,
+            interrupt=outcome.interrupt,
+            run_id=outcome.run_id,
+            steps=[s.model_copy(update={"index": i}) for i, s in enumerate(steps)],
+            session=session,
+        )
 
     async def wait(self, run_id: str, request: WaitRequest | None = None) -> RunResult:
         """Until the run pauses (an interrupt) or ends; follows it across continue-as-new.
@@ -109,16 +185,18 @@ class ReinClient:
         latest = self.handle(run_id)  # no run id: always the newest run of the chain
         while True:
             try:
-                return await latest.execute_update(WAIT_UPDATE, request, result_type=RunResult)
+                outcome = await latest.execute_update(WAIT_UPDATE, request, result_type=RunOutcome)
+                return await self.full_result(run_id, outcome, request.steps_from)
             except (WorkflowUpdateFailedError, RPCError) as err:
                 failed = getattr(getattr(err, "cause", None), "type", None) == "RunFailed"
                 if failed or (await latest.describe()).status != WorkflowExecutionStatus.RUNNING:
                     break
         try:
-            return await latest.result()
+            outcome = await latest.result()
         except WorkflowFailureError as err:
             cause = err.cause
             raise RunFailed(f"run {run_id} failed: {getattr(cause, 'message', cause)}") from None
+        return await self.full_result(run_id, outcome, request.steps_from)
 
     async def waiting(self, status: str = "waiting_approval") -> list[str]:
         """Ids of runs in this ReinStatus (visibility is eventually consistent)."""

@@ -25,8 +25,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from rein import local_bus, machine
-from rein.client import ReinClient, RunFailed
-from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, AgentInput, WaitRequest
+from rein.client import ReinClient, RunFailed, start_search_attributes
+from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, AgentInput, RunOutcome, WaitRequest
 from rein.ir import Message, StreamChunk
 from rein.log import logger
 from rein.result import RunResult
@@ -134,8 +134,9 @@ class Engine:
             AgentInput(agent=agent_key, prompt=prompt, session=session),
             id=workflow_id,
             task_queue=self.task_queue,
-            result_type=RunResult,
+            result_type=RunOutcome,
             static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
+            search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0]),
         )
         return await self.wait(handle, WaitRequest())
 
@@ -156,7 +157,7 @@ class Engine:
 
     async def signal_and_wait(self, waiting: _Waiting, signal: str, payload: dict) -> RunResult:
         assert self.client is not None
-        handle = self.client.get_workflow_handle(waiting.workflow_id, result_type=RunResult)
+        handle = self.client.get_workflow_handle(waiting.workflow_id, result_type=RunOutcome)
         await handle.signal(signal, payload)
         return await self.wait(handle, WaitRequest(after_pause=waiting.pause, steps_from=waiting.steps))
 

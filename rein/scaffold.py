@@ -296,7 +296,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `import main`
 
 import rein  # noqa: E402
 from rein import Agent  # noqa: E402
-from rein.testing import start_time_skipping  # noqa: E402
+from rein.testing import full_result, start_time_skipping  # noqa: E402
 
 import main  # noqa: E402
 
@@ -322,12 +322,13 @@ def test_a_run_is_a_durable_workflow() -> None:
     async def scenario() -> dict:
         async with await start_time_skipping() as env:
             async with rein.create_worker(env.client, agents=[agent], task_queue="test"):
-                return await env.client.execute_workflow(
+                handle = await env.client.start_workflow(
                     "AgentWorkflow",
                     {"agent": agent.name, "prompt": main.QUESTION},
                     id=f"test-{uuid.uuid4().hex[:8]}",
                     task_queue="test",
                 )
+                return await full_result(handle)  # the result, plus the session and steps queries
 
     result = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
     assert result["status"] == "done"
@@ -358,7 +359,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `import main`
 
 import rein  # noqa: E402
 from rein import Agent, MockProvider, ToolCall  # noqa: E402
-from rein.testing import start_time_skipping  # noqa: E402
+from rein.testing import full_result, start_time_skipping  # noqa: E402
 
 import main  # noqa: E402
 
@@ -397,7 +398,7 @@ def test_a_tool_call_waits_for_approval() -> None:
                 while (status := await handle.query("status"))["status"] != "waiting_approval":
                     await asyncio.sleep(0.05)
                 await handle.signal("approve", {"approver": "test"})
-                return status, await handle.result()
+                return status, await full_result(handle)
 
     status, result = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
     assert [c["name"] for c in status["pending_tool_calls"]] == ["read_file"]

@@ -393,6 +393,8 @@ class Tool:
     `retries` is how many extra attempts the durable engine may make when the
     tool raises (opt-in: with 0, an exception becomes an error result at once).
     `timeout_s` bounds one attempt in the durable engine (None = engine default).
+    `local` runs it as a Temporal local activity (in the worker that runs the workflow,
+    no task-queue round trip): for quick, cheap tools; its result must stay small.
     """
 
     def __init__(
@@ -405,6 +407,7 @@ class Tool:
         *,
         retries: int = 0,
         timeout_s: float | None = None,
+        local: bool = False,
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"Tool '{name}': retries must be a non-negative integer, got {retries!r}")
@@ -419,6 +422,7 @@ class Tool:
         self.is_async = is_async
         self.retries = retries
         self.timeout_s = timeout_s
+        self.local = bool(local)
         self.context_param: str | None = _find_context_param(fn)
         self.asks_human = False
         """True for `rein.ask_human`: its calls are questions for a person, never executed."""
@@ -433,6 +437,7 @@ class Tool:
         description: str | None = None,
         retries: int = 0,
         timeout_s: float | None = None,
+        local: bool = False,
     ) -> Tool:
         """Build a Tool from a function: name from `__name__`, description from the docstring."""
         if not callable(fn):
@@ -445,6 +450,7 @@ class Tool:
             is_async=inspect.iscoroutinefunction(fn),
             retries=retries,
             timeout_s=timeout_s,
+            local=local,
         )
 
     def spec(self) -> ToolSpec:
@@ -495,18 +501,19 @@ def tool(
     description: str | None = None,
     retries: int = 0,
     timeout_s: float | None = None,
+    local: bool = False,
 ) -> Any:
-    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30)`."""
+    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, local=True)`."""
     if fn is not None:
         if not callable(fn):
             raise TypeError(
                 f"@tool expects a function or keyword options only, got {type(fn).__name__}; "
                 "write @tool(name=...) to set the name"
             )
-        return Tool.from_function(fn, name=name, description=description, retries=retries, timeout_s=timeout_s)
+        return Tool.from_function(fn, name=name, description=description, retries=retries, timeout_s=timeout_s, local=local)
 
     def decorate(f: Callable) -> Tool:
-        return Tool.from_function(f, name=name, description=description, retries=retries, timeout_s=timeout_s)
+        return Tool.from_function(f, name=name, description=description, retries=retries, timeout_s=timeout_s, local=local)
 
     return decorate
 

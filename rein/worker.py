@@ -105,8 +105,15 @@ def create_worker(
     from rein.activities import AgentActivities
     from rein.workflows import AgentWorkflow
 
+    from rein.temporal.storage import max_payload_bytes
+
     client = with_rein_converter(client)
-    activities = AgentActivities(agent_map(agents), SearchAttributeRegistry(client))
+    activities = AgentActivities(
+        agent_map(agents),
+        SearchAttributeRegistry(client),
+        cache_size=worker_kwargs.get("max_cached_workflows", 1000),
+        max_payload_bytes=max_payload_bytes(client.data_converter),
+    )
     # AgentWorkflow is rein's own code and imports only pure modules, so it runs outside the
     # sandbox by default: ~2 ms less worker CPU per loop iteration (bench/README.md). The
     # replay tests run it sandboxed, which keeps it sandbox-clean; pass workflow_runner to choose.

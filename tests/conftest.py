@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import uuid
 
 import pytest
+
+# Every client and worker rein builds offloads large payloads under REIN_HOME: never the real ~/.rein.
+os.environ["REIN_HOME"] = tempfile.mkdtemp(prefix="rein-home-tests-")
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from temporalio.api.enums.v1 import EventType
 
 import rein
 from rein import Agent, MockProvider, ToolCall
-from rein.testing import start_time_skipping
+from rein.testing import full_result, start_time_skipping
 
 started = asyncio.Event()
 
@@ -42,7 +42,7 @@ async def test_cancel_interrupts_a_running_tool(env):
         )
         await asyncio.wait_for(started.wait(), 10)
         await handle.signal("cancel", {"reason": "operator stopped it"})
-        result = await handle.result()
+        result = await full_result(handle)
         history = await handle.fetch_history()
     assert result["stop_reason"] == "cancelled"
     assert result["status"] == "done"

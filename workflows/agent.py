@@ -9,6 +9,7 @@ error or an ignored signal, never a failing workflow task.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -37,14 +38,16 @@ with workflow.unsafe.imports_passed_through():
         DecisionSignal,
         DescribeInput,
         ModelCallInput,
-        RunStatus,
         RunCarry,
+        RunOutcome,
+        RunStatus,
         RunStatusView,
         ToolCallInput,
         WaitRequest,
     )
-    from rein.ir import Completion, ToolCall, ToolResult
-    from rein.result import Interrupt, RunResult, Step
+    from rein.digest import EMPTY, extend, message_hash
+    from rein.ir import Completion, Message, ToolCall, ToolResult
+    from rein.result import Interrupt, Step
     from rein.session import Session
     from rein.summaries import details_for, model_summary, tool_summary
 
@@ -52,21 +55,27 @@ T = TypeVar("T")
 
 MODEL_HEARTBEAT = timedelta(seconds=20)
 COUNTER_EVERY = 5
-CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
-"""Below Temporal's 2 MB payload limit, with room for encoding overhead."""
-PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
-"""Runs recorded before this patch upserted the counters at every step; they replay that way."""
-PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
-"""Since this patch, `cancel` interrupts in-flight activities instead of waiting for them."""
 """Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
+PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
+PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
+"""Retired patches: their behaviour is now the only one and new runs record no marker for them.
+Histories that carry their markers still replay (workflow.deprecate_patch while replaying);
+histories recorded before rein-throttled-counters (tests/histories v1) no longer do."""
 TOOL_TIMEOUT = timedelta(minutes=5)
+PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+SIGNALS_BEFORE_CONTINUE_AS_NEW = 1000
+SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW = 4_000_000
+"""A waiting run continues as new after this many signals (or bytes of them) in one history."""
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class AgentWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, raw_input: Any) -> None:
         self.session = Session()
         self.steps: list[Step] = []
+        """The steps this run recorded; earlier runs of a continue-as-new chain hold theirs."""
+        self.first_step = 0
         self.status: RunStatus = "running"
         self.interrupt: Interrupt | None = None
         self.pause = 0
@@ -78,16 +87,31 @@ class AgentWorkflow:
         """The name the worker knows the agent by (the input's `agent`)."""
         self.input_tools: frozenset[str] = frozenset()
         self.active_s = 0.0
-        self.final: RunResult | None = None
+        self.final: RunOutcome | None = None
         self.published: dict[str, Any] = {}
         self.sent_messages = 0
         """How many conversation messages model-call activities have been given so far."""
+        self.sent_digest = EMPTY
+        """rein.digest chain digest of those messages."""
+        self.produced: set[str] = set()
+        """Hashes of messages the worker produced since the last model call (sent as references)."""
         self.details = ""
-        self.throttle_counters = False
-        self.prompt_cancel = False
         self.prompt = ""
         self.last_ignored = ""
         self.cannot_continue_as_new = False
+        self.rolling = False
+        self.signals_in_run = 0
+        self.signal_bytes_in_run = 0
+        """Set once the run has decided to continue as new (waiting handlers let go)."""
+        self.request: AgentInput | None = None
+        self.resuming: Interrupt | None = None
+        """The wait a predecessor run was in when it continued as new."""
+        self.wait_deadline: float | None = None
+        # A continuation takes over before any handler runs: signals delivered with its first
+        # task must find it as the predecessor left it (waiting, with its counters).
+        carried = _carried(raw_input)
+        if carried is not None:
+            self._restore(*carried)
 
     # ------------------------------------------------------------ main loop
 
@@ -96,9 +120,14 @@ class AgentWorkflow:
         # Read the clock and patches before the local activity: a local activity may resolve in a
         # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
-        self.throttle_counters = workflow.patched(PATCH_THROTTLED_COUNTERS)
-        self.prompt_cancel = workflow.patched(PATCH_PROMPT_CANCEL)
+        if workflow.unsafe.is_replaying():
+            # Histories recorded with these (retired) patches carry their markers and must see the
+            # same calls; a new run records none (on replay without a marker the call adds nothing).
+            workflow.deprecate_patch(PATCH_THROTTLED_COUNTERS)
+            workflow.deprecate_patch(PATCH_PROMPT_CANCEL)
+        self._published_at_start()
         request = self._parse_input(raw_input)
+        self.request = request
         self.agent_key = request.agent
         self.agent = await workflow.execute_local_activity(
             DESCRIBE_AGENT,
@@ -110,19 +139,16 @@ class AgentWorkflow:
         )
         config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
-        self.session = self._initial_session(request)
+        if request.carry is None:
+            self.session = self._initial_session(request)
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
-        if request.carry is not None:
-            self.steps = request.carry.steps
-            self.active_s = request.carry.active_s
-            self.pause = request.carry.pause
-            self.ignored_signals = request.carry.ignored_signals
-            self.sent_messages = request.carry.sent_messages
         self._publish()
 
         while True:
-            if self._history_is_long(request):
-                self._continue_as_new(request, self.active_s + (workflow.time() - started))
+            if self._history_is_long():
+                self.active_s += workflow.time() - started
+                started = workflow.time()
+                await self._continue_as_new()
             elapsed = self.active_s + (workflow.time() - started)
             action = machine.next_action(self.session, config, elapsed, self.input_tools)
             if self.cancel_reason is not None and not isinstance(action, machine.Finish):
@@ -131,6 +157,15 @@ class AgentWorkflow:
                 continue
             if isinstance(action, machine.Finish):
                 break
+            resumed, self.resuming = self.resuming, None
+            if resumed is not None:
+                if resumed.type == "error":
+                    action = machine.Wait(interrupt=resumed)  # still waiting for `retry`
+                if isinstance(action, machine.Wait):
+                    await self._wait_for_human(action.interrupt, config, resumed=True)
+                    started = workflow.time()
+                    continue
+                self._stop_waiting()  # a decision delivered as this run started settled the wait
             if isinstance(action, machine.Wait):
                 self.active_s = elapsed
                 await self._wait_for_human(action.interrupt, config)
@@ -148,36 +183,79 @@ class AgentWorkflow:
         self.active_s += workflow.time() - started
         self.status = "cancelled" if self.session.stop_reason == "cancelled" else "done"
         self.interrupt = None
-        self.final = self._snapshot(0)
+        self.final = self._outcome()
         self.pause += 1
         self._publish()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.final.model_dump(mode="json")
 
-    def _history_is_long(self, request: AgentInput) -> bool:
-        if self.cannot_continue_as_new:
+    def _restore(self, request: AgentInput, carry: RunCarry) -> None:
+        assert request.session is not None
+        self.session = request.session
+        self.first_step = carry.step_count
+        self.active_s = carry.active_s
+        self.pause = carry.pause
+        self.ignored_signals += carry.ignored_signals
+        self.input_tools = frozenset(carry.input_tools)
+        if carry.sent_digest is not None and carry.sent_messages <= len(self.session.messages):
+            self.sent_messages, self.sent_digest = carry.sent_messages, carry.sent_digest
+            self.produced = set(carry.produced)
+        if carry.interrupt is not None:
+            self.resuming = self.interrupt = carry.interrupt
+            self.status = WAITING_STATUS[carry.interrupt.type]
+            self.session.stop_reason = "interrupted"
+            self.wait_deadline = carry.wait_deadline
+
+    def _signals_piled_up(self) -> bool:
+        """While a run waits only signals grow its history; counted here, not read from the
+        history length, so replay decides the same wherever a local activity resolves."""
+        if self.cannot_continue_as_new or self.request is None:
+            return False
+        limit = self.request.continue_as_new_after or SIGNALS_BEFORE_CONTINUE_AS_NEW
+        return self.signals_in_run >= limit or self.signal_bytes_in_run >= SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW
+
+    def _history_is_long(self) -> bool:
+        if self.cannot_continue_as_new or self.request is None:
             return False
         info = workflow.info()
-        if request.continue_as_new_after is not None:
-            return info.get_current_history_length() >= request.continue_as_new_after
+        if self.request.continue_as_new_after is not None:
+            return info.get_current_history_length() >= self.request.continue_as_new_after
         return info.is_continue_as_new_suggested()
 
-    def _continue_as_new(self, request: AgentInput, active_s: float) -> None:
-        """Start a fresh history with the same Session; a client waiting on `rein.wait` re-attaches."""
-        carry = RunCarry(
-            steps=self.steps,
-            active_s=active_s,
-            pause=self.pause,
-            ignored_signals=self.ignored_signals,
-            sent_messages=self.sent_messages,
-        )
-        successor = request.model_copy(update={"prompt": None, "session": self.session, "carry": carry})
-        if len(successor.model_dump_json()) > CONTINUE_AS_NEW_MAX_BYTES:
-            # Temporal rejects a larger input and the run would be stuck: keep this history.
+    async def _continue_as_new(self, waiting: Interrupt | None = None) -> None:
+        """Start a fresh history with the same Session, once handlers finish; clients re-attach.
+
+        While waiting for a person, the successor waits again at the same pause number (an
+        approval or question is re-derived from the Session; an `error` wait is carried).
+        """
+        if len(self._successor(waiting).model_dump_json()) > (self.agent.max_payload_bytes if self.agent else 1_500_000):
+            # Temporal (or the payload store) would refuse a larger input: keep this history.
             workflow.logger.warning("Session too large to continue as new; the run keeps its history")
             self.cannot_continue_as_new = True
             return
-        workflow.continue_as_new(successor.model_dump(mode="json"))
+        self.rolling = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        # Built after the handlers finished, so nothing they changed is left behind.
+        workflow.continue_as_new(self._successor(waiting).model_dump(mode="json"))
+
+    def _successor(self, waiting: Interrupt | None) -> AgentInput:
+        assert self.request is not None
+        carry = RunCarry(
+            step_count=self.first_step + len(self.steps),
+            active_s=self.active_s,
+            pause=self.pause,
+            ignored_signals=self.ignored_signals,
+            sent_messages=self.sent_messages,
+            sent_digest=self.sent_digest,
+            produced=sorted(self.produced),
+            input_tools=sorted(self.input_tools),
+            interrupt=waiting,
+            wait_deadline=self.wait_deadline if waiting is not None else None,
+        )
+        session = self.session
+        if waiting is not None:
+            session = session.model_copy(update={"stop_reason": None})
+        return self.request.model_copy(update={"prompt": None, "session": session, "carry": carry})
 
     def _parse_input(self, raw: Any) -> AgentInput:
         try:
@@ -218,15 +296,21 @@ class AgentWorkflow:
         assert self.agent is not None
         info = workflow.info()
         began = workflow.time()
+        new = self.session.messages[self.sent_messages :]
+        hashes = [message_hash(m) for m in new]
+        entries: list[Message | str] = [h if h in self.produced else m for h, m in zip(hashes, new)]
+        digest = extend(self.sent_digest, hashes)
+        total = len(self.session.messages)
         try:
             completion = await self._unless_cancelled(workflow.execute_activity(
                 CALL_MODEL,
                 ModelCallInput(
                     agent=self.agent_key,
                     iteration=action.iteration,
-                    new_messages=self.session.messages[self.sent_messages :],
+                    new_messages=entries,
                     first_index=self.sent_messages,
-                    total=len(self.session.messages),
+                    total=total,
+                    digest=digest,
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
                     stream=True,
@@ -245,53 +329,72 @@ class AgentWorkflow:
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.non_retryable:
-                self.status = "failed"
-                self.pause += 1
-                self._publish()
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                raise ApplicationError(
-                    f"Model call failed and cannot be retried: {cause.message}",
-                    type=cause.type or "ModelError",
-                    non_retryable=True,
-                ) from None
+                await self._fail(f"Model call failed and cannot be retried: {cause.message}", cause.type or "ModelError")
             reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             return machine.model_error_interrupt(reason)
         if completion is None:  # cancelled while the model was answering
             return None
-        self.sent_messages = len(self.session.messages)
+        self.sent_messages, self.sent_digest = total, digest
+        self.produced = {message_hash(completion.message)}
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
+
+    async def _fail(self, message: str, error_type: str) -> None:
+        """End the run as failed (ReinStatus `failed`) with a non-retryable error, after handlers finish."""
+        self.status = "failed"
+        self.pause += 1
+        self._publish()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        raise ApplicationError(message, type=error_type, non_retryable=True)
 
     async def _run_tools(self, calls: list[ToolCall]) -> None:
         began = workflow.time()
         results = await self._unless_cancelled(asyncio.gather(*(self._run_tool(call) for call in calls)))
         if results is None:  # cancelled while tools ran; the batch stays pending in the Session
             return
-        self._record(machine.apply_tool_results(self.session, list(results), workflow.time() - began))
+        too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
+        if too_large is not None:
+            await self._fail(too_large.message, PAYLOAD_TOO_LARGE)
+        executed = [r for r in results if isinstance(r, ToolResult)]
+        self.produced |= {
+            message_hash(Message(role="tool", tool_call_id=r.tool_call_id, content=r.content)) for r in executed
+        }
+        self._record(machine.apply_tool_results(self.session, executed, workflow.time() - began))
 
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
+    async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError:
+        """The tool's result; an ApplicationError when its result is too large to record."""
         assert self.agent is not None
         info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
+        request = ToolCallInput(agent=self.agent_key, call=call, run_id=workflow.info().workflow_id)
+        # A raising tool is retried only `retries` times (the activity decides);
+        # two more attempts cover a worker lost mid-call.
+        retry = RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=30),
+            maximum_attempts=retries + 3,
+            non_retryable_error_types=[PAYLOAD_TOO_LARGE],
+        )
         try:
+            if info is not None and info.local:
+                return await workflow.execute_local_activity(
+                    RUN_TOOL, request, result_type=ToolResult, start_to_close_timeout=timeout,
+                    retry_policy=retry, summary=tool_summary(call),
+                )
             return await workflow.execute_activity(
                 RUN_TOOL,
-                ToolCallInput(agent=self.agent_key, call=call, run_id=workflow.info().workflow_id),
+                request,
                 result_type=ToolResult,
                 start_to_close_timeout=timeout,
                 heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
-                # A raising tool is retried only `retries` times (the activity decides);
-                # two more attempts cover a worker lost mid-call.
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=1),
-                    maximum_interval=timedelta(seconds=30),
-                    maximum_attempts=retries + 3,
-                ),
+                retry_policy=retry,
                 summary=tool_summary(call),
             )
         except ActivityError as err:
             cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
+                return ApplicationError(f"Tool '{call.name}' failed: {cause.message}", type=PAYLOAD_TOO_LARGE)
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             return ToolResult(
                 tool_call_id=call.id,
@@ -301,8 +404,6 @@ class AgentWorkflow:
 
     async def _unless_cancelled(self, work: Awaitable[T]) -> T | None:
         """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too)."""
-        if not self.prompt_cancel:
-            return await work
         task = asyncio.ensure_future(work)
         await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
         if task.done():
@@ -316,28 +417,48 @@ class AgentWorkflow:
 
     def _record(self, steps: list[Step]) -> None:
         for step in steps:
-            step.index = len(self.steps)
+            step.index = self.first_step + len(self.steps)
             self.steps.append(step)
 
     # ------------------------------------------------------------ waiting for people
 
-    async def _wait_for_human(self, interrupt: Interrupt, config: LoopConfig) -> None:
-        """Pause until a fitting signal arrives (or the approval timeout, which denies)."""
+    async def _wait_for_human(self, interrupt: Interrupt, config: LoopConfig, resumed: bool = False) -> None:
+        """Pause until a fitting signal arrives (or the approval timeout, which denies).
+
+        `resumed`: the predecessor run already paused here (same pause number); a fitting
+        signal may even have arrived before this run got here.
+        """
         self.interrupt = interrupt
         self.status = WAITING_STATUS[interrupt.type]
         self.session.stop_reason = "interrupted"
-        self.pause += 1
+        if not resumed:
+            self.pause += 1
         self._publish()
-        self.woken = False
         timeout = config.approval_timeout_s if interrupt.type != "error" else None
-        try:
-            await workflow.wait_condition(
-                lambda: self.woken or self.cancel_reason is not None,
-                timeout=timeout,
-                timeout_summary=f"{interrupt.type} timeout" if timeout else None,
-            )
-        except asyncio.TimeoutError:
-            self._time_out(interrupt, timeout or 0)
+        if timeout is not None and self.wait_deadline is None:
+            self.wait_deadline = workflow.time() + timeout
+        while True:
+            remaining = None if self.wait_deadline is None else self.wait_deadline - workflow.time()
+            try:
+                if remaining is not None and remaining <= 0:
+                    raise asyncio.TimeoutError
+                await workflow.wait_condition(
+                    lambda: self.woken or self.cancel_reason is not None or self._signals_piled_up(),
+                    timeout=remaining,
+                    timeout_summary=f"{interrupt.type} timeout" if remaining is not None else None,
+                )
+            except asyncio.TimeoutError:
+                self._time_out(interrupt, timeout or 0)
+                break
+            if self.woken or self.cancel_reason is not None:
+                break
+            # Signals (answered or ignored) grew the history while the run waits: start afresh.
+            await self._continue_as_new(waiting=interrupt)
+        self._stop_waiting()
+
+    def _stop_waiting(self) -> None:
+        self.woken = False
+        self.wait_deadline = None
         self.session.stop_reason = None
         self.interrupt = None
         self.status = "running"
@@ -351,12 +472,20 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------ signals
 
+    def _count_signal(self, payload: Any) -> None:
+        self.signals_in_run += 1
+        try:
+            self.signal_bytes_in_run += len(json.dumps(payload, default=str))
+        except (TypeError, ValueError):
+            pass
+
     def _ignore(self, name: str, why: str) -> None:
         self.ignored_signals += 1
         self.last_ignored = f"`{name}`: {why}"
         workflow.logger.warning("Ignored signal %s: %s", name, why)
 
     def _parse_signal(self, name: str, model: type[BaseModel], payload: Any) -> Any:
+        self._count_signal(payload)
         try:
             if payload is None:
                 payload = {}
@@ -401,6 +530,7 @@ class AgentWorkflow:
 
     @workflow.signal(name="retry", description="Retry the model call after an error interrupt")
     def retry(self, payload: Any = None) -> None:
+        self._count_signal(payload)
         if self.status != "waiting_retry":
             self._ignore("retry", f"the run is {self.status}, not waiting after an error")
             return
@@ -426,20 +556,26 @@ class AgentWorkflow:
     def session_query(self) -> dict[str, Any]:
         return self.session.model_dump(mode="json")
 
-    @workflow.query(name="steps", description="The Step records so far")
-    def steps_query(self) -> list[dict[str, Any]]:
-        return [s.model_dump(mode="json") for s in self.steps]
+    @workflow.query(
+        name="steps",
+        description="The Step records this run made, from index `start` (earlier runs of a "
+        "continue-as-new chain hold earlier steps; see status.first_step and status.continued_from)",
+    )
+    def steps_query(self, start: int = 0) -> list[dict[str, Any]]:
+        return [s.model_dump(mode="json") for s in self.steps if s.index >= start]
 
     @workflow.update(
         name=WAIT_UPDATE,
         unfinished_policy=HandlerUnfinishedPolicy.ABANDON,
         description="rein's client: wait until the run pauses or ends",
     )
-    async def wait(self, request: WaitRequest) -> RunResult:
-        await workflow.wait_condition(lambda: self.pause > request.after_pause)
+    async def wait(self, request: WaitRequest) -> RunOutcome:
+        await workflow.wait_condition(lambda: self.pause > request.after_pause or self.rolling)
         if self.status == "failed":
             raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
-        return self._snapshot(request.steps_from)
+        if self.pause <= request.after_pause:
+            raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
+        return self._outcome()
 
     # ------------------------------------------------------------ views
 
@@ -454,22 +590,32 @@ class AgentWorkflow:
             stop_reason=self.session.stop_reason,
             pause=self.pause,
             ignored_signals=self.ignored_signals,
+            first_step=self.first_step,
+            continued_from=workflow.info().continued_run_id,
         )
 
-    def _snapshot(self, steps_from: int) -> RunResult:
-        steps = [s.model_copy(update={"index": i}) for i, s in enumerate(self.steps[steps_from:])]
+    def _outcome(self) -> RunOutcome:
         interrupted = self.interrupt is not None
-        return RunResult(
+        return RunOutcome(
             status="interrupted" if interrupted else "done",
             output=machine.last_assistant_text(self.session),
-            session=self.session,
             usage=self.session.usage,
             elapsed_s=self.active_s,
             stop_reason="interrupted" if interrupted else (self.session.stop_reason or "done"),
-            steps=steps,
             interrupt=self.interrupt,
             run_id=workflow.info().workflow_id,
+            iterations=self.session.iteration,
+            step_count=self.first_step + len(self.steps),
+            message_count=len(self.session.messages),
         )
+
+    def _published_at_start(self) -> None:
+        """Search attributes the client set at start (or the predecessor had) need no upsert."""
+        attributes = workflow.info().typed_search_attributes
+        for name, key in _SEARCH_KEYS.items():
+            value = attributes.get(key)
+            if value is not None:
+                self.published[name] = value
 
     def _publish(self) -> None:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
@@ -481,7 +627,7 @@ class AgentWorkflow:
             "ReinTokens": view.usage.total_tokens,
         }
         available = set(self.agent.search_attributes) if self.agent else set()
-        if self.throttle_counters and self.published.get("ReinStatus") == view.status and view.iteration % COUNTER_EVERY:
+        if self.published.get("ReinStatus") == view.status and view.iteration % COUNTER_EVERY:
             # Counters change every iteration; each upsert is a history event and a visibility
             # write, so between status changes they are refreshed every COUNTER_EVERY iterations.
             available -= {"ReinIterations", "ReinTokens"}
@@ -505,6 +651,15 @@ class AgentWorkflow:
         if details != self.details:
             workflow.set_current_details(details)
             self.details = details
+
+
+def _carried(raw: Any) -> tuple[AgentInput, RunCarry] | None:
+    """The input and carry of a continuation (None for a new run or an input `run` will reject)."""
+    try:
+        request = AgentInput.model_validate(raw.model_dump() if isinstance(raw, BaseModel) else raw)
+    except (ValidationError, ValueError, TypeError):
+        return None
+    return (request, request.carry) if request.carry is not None and request.session is not None else None
 
 
 def _short_error(exc: Exception) -> str:

@@ -12,6 +12,8 @@ the current code must still replay (via workflow.patched).
   v1: before the rein-throttled-counters patch
   v2: with it
   v3: with the rein-prompt-cancel patch
+  v4: both patches retired (workflow.deprecate_patch: no markers), slim result, model calls
+      that refer to worker-produced messages; v1 no longer replays (see tests/test_workflow.py)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v3.json"
+CURRENT = "agent_approval_v4.json"
 
 
 def add(a: int, b: int) -> int:
