@@ -18,17 +18,24 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from rein import local_bus
+from rein.activities import steps
 from rein.contract import (
     CALL_MODEL,
+    COMPACT,
     DESCRIBE_AGENT,
     RUN_TOOL,
     AgentDescription,
+    CompactResult,
     DescribeInput,
     ModelCallInput,
+    StepOutcome,
+    StepRequest,
     ToolCallInput,
     ToolInfo,
 )
+from rein.compaction import trigger_of
 from rein.digest import EMPTY, conversation_digest, extend, message_hash
+from rein.config import LoopConfig
 from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
 from rein.loop import completion_from_stream
 from rein.providers.fallback import is_retryable
@@ -64,7 +71,10 @@ async def heartbeating() -> AsyncIterator[None]:
 class _Conversation:
     def __init__(self) -> None:
         self.messages: list[Message] = []
-        self.digest = EMPTY
+        self.digest: str | None = EMPTY
+        """rein.digest chain digest of `messages` (None: unknown, after a rewrite by a step)."""
+        self.token = ""
+        """The run's conversation token for steps with middleware and compaction (see StepRequest)."""
         self.produced: dict[str, Message] = {}
         """Messages this worker produced for the run, by rein.digest hash, until a model call refers to them."""
 
@@ -72,11 +82,12 @@ class _Conversation:
 class Conversations:
     """Each run's conversation as this worker last saw it, so model calls carry only references.
 
-    A cached conversation is used only when its chain digest (rein.digest) matches the one
-    the workflow sent, so a reused workflow id or a reset run can never be served another
-    conversation. Bounded like the worker's workflow cache (least recently used runs go
-    first); a run's entry goes when its model gives a final answer. A miss costs one
-    `session` query to the workflow.
+    A plain model call's cached conversation is used only when its chain digest (rein.digest)
+    matches the one the workflow sent, so a reused workflow id or a reset run can never be
+    served another conversation. Steps with middleware (and compaction) tag the conversation
+    with a token that changes when they rewrite it. Bounded like the worker's workflow cache
+    (least recently used runs go first); a run's entry goes when its model gives a final
+    answer. A miss costs one `session` query to the workflow.
     """
 
     def __init__(self, capacity: int = 1000):
@@ -98,22 +109,29 @@ class Conversations:
     def drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
 
-    async def messages_for(self, request: ModelCallInput) -> list[Message]:
+    def remember(self, run_id: str, conversation: str, messages: list[Message]) -> None:
+        """The run's conversation is now `messages` (a step produced or rewrote them)."""
+        entry = self._entry(run_id)
+        entry.messages, entry.token, entry.digest, entry.produced = messages, conversation, None, {}
+
+    async def messages_for(self, request: ModelCallInput | StepRequest) -> list[Message]:
         entry = self._entry(request.run_id)  # the workflow id: the conversation carries over continue-as-new
-        messages = self._extended(entry, request)
+        digest = getattr(request, "digest", "")
+        messages = self._extended(entry, request) if digest else self._tokened(entry, request)
         if messages is None:
             self.rebuilds += 1
             messages = await _conversation_from_workflow(request)
-            if conversation_digest(messages) != request.digest:
+            if digest and conversation_digest(messages) != digest:
                 raise ApplicationError("the run's conversation changed while its model call was starting; retrying")
-        entry.messages, entry.digest, entry.produced = messages, request.digest, {}
+        entry.messages, entry.produced = messages, {}
+        entry.digest, entry.token = (digest, entry.token) if digest else (None, request.conversation)
         return messages
 
     def _extended(self, entry: _Conversation, request: ModelCallInput) -> list[Message] | None:
         """The cached conversation continued by the request, or None when the two do not add up."""
         if request.first_index == 0:
             base, digest = [], EMPTY
-        elif len(entry.messages) == request.first_index:
+        elif len(entry.messages) == request.first_index and entry.digest is not None:
             base, digest = entry.messages, entry.digest
         else:
             return None
@@ -127,8 +145,17 @@ class Conversations:
             return None
         return base + new
 
+    def _tokened(self, entry: _Conversation, request: ModelCallInput | StepRequest) -> list[Message] | None:
+        if request.first_index == 0:
+            known: list[Message] | None = [m for m in request.new_messages if isinstance(m, Message)]
+        elif entry.token == request.conversation and len(entry.messages) == request.first_index:
+            known = entry.messages + [m for m in request.new_messages if isinstance(m, Message)]
+        else:
+            known = None
+        return known if known is not None and len(known) == request.total else None
 
-async def _conversation_from_workflow(request: ModelCallInput) -> list[Message]:
+
+async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
     handle = activity.client().get_workflow_handle(request.run_id, run_id=request.workflow_run_id or None)
     session = Session.model_validate(await handle.query("session"))
     return session.messages[: request.total]
@@ -164,8 +191,11 @@ class AgentActivities:
 
     @activity.defn(name=DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeInput) -> AgentDescription:
-        agent = self._agent(request.agent)
         available = await self.search_attributes() if self.search_attributes else []
+        if not request.agent:  # a run that failed before it knew its agent: only the search attributes
+            return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
+        agent = self._agent(request.agent)
+        tools = await agent.tools_for_run()  # lists the agent's MCP servers, so the run records their specs
         return AgentDescription(
             name=request.agent.split("#", 1)[0],
             model=agent.model_label,
@@ -177,33 +207,29 @@ class AgentActivities:
                     retries=t.retries,
                     timeout_s=t.timeout_s,
                     asks_human=t.asks_human,
+                    requires_approval=getattr(t, "requires_approval", False),
                     local=getattr(t, "local", False),
                 )
-                for t in agent.registry
+                for t in tools
             ],
             search_attributes=list(available),
             max_payload_bytes=self.max_payload_bytes,
+            client_overrides=sorted(agent.client_overrides),
+            middleware=bool(agent.middlewares),
+            compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
         )
 
     @activity.defn(name=CALL_MODEL)
-    async def call_model(self, request: ModelCallInput) -> Completion:
+    async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome:
         agent = self._agent(request.agent)
-        provider = agent._resolve_provider()
-        tools = agent.registry.specs() or None
+        if request.step is not None:
+            return await steps.model_step(self, agent, request)
         messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating():
-                if request.stream and local_bus.has_listener(request.run_id):
-                    completion = await _streamed_completion(provider, messages, request.run_id, tools)
-                else:
-                    completion = await provider.complete(messages, tools=tools)
+                completion = await complete(agent, messages, request)
         except Exception as exc:
-            retryable = is_retryable(exc)
-            if not retryable:
-                local_bus.record_error(request.run_id, exc)
-            raise ApplicationError(
-                scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
-            ) from None
+            raise model_failure(request.run_id, exc) from None
         self._check_size(completion, "The model's reply")
         if completion.message.tool_calls:
             self.conversations.produced(request.run_id, completion.message)
@@ -223,35 +249,70 @@ class AgentActivities:
             )
 
     @activity.defn(name=RUN_TOOL)
-    async def run_tool(self, request: ToolCallInput) -> ToolResult:
+    async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
         agent = self._agent(request.agent)
-        tool = agent.registry.get(request.call.name)
-        info = activity.info()
-        context = ToolContext(
-            idempotency_key=f"{request.run_id}/{request.call.id}",
-            attempt=info.attempt,
-            tool_call_id=request.call.id,
-            heartbeat=activity.heartbeat,
-        )
-        may_retry = tool is not None and info.attempt <= tool.retries
-        started = time.monotonic()
-        try:
-            async with heartbeating():
-                result = await execute_tool(
-                    tool, request.call, context, raise_errors=may_retry, available=agent.registry.names()
-                )
-        except Exception as exc:
-            raise ApplicationError(
-                scrub(f"Tool '{request.call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
-                type=type(exc).__name__,
-            ) from None
-        activity.logger.debug("tool %s finished in %.3fs", request.call.name, time.monotonic() - started)
-        result = result.model_copy(update={"content": scrub(result.content)})
+        if request.step is not None:
+            return await steps.tool_step(self, agent, request)
+        async with heartbeating():
+            result = await run_call(agent, request.call, request.run_id)
         self._check_size(result, f"The result of tool '{request.call.name}'")
         self.conversations.produced(
             request.run_id, Message(role="tool", tool_call_id=request.call.id, content=result.content)
         )
         return result
+
+    @activity.defn(name=COMPACT)
+    async def compact(self, request: ModelCallInput) -> CompactResult:
+        return await steps.compact(self, self._agent(request.agent), request)
+
+    def definitions(self) -> list[Any]:
+        """The activity functions a Worker registers."""
+        return [self.describe_agent, self.call_model, self.run_tool, self.compact]
+
+
+async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
+    """One completion from the agent's provider (streamed to a listener when the run has one),
+    with the output type's verdict attached."""
+    provider = agent._resolve_provider()
+    tools = await agent.model_tool_specs() or None
+    if request.stream and local_bus.has_listener(request.run_id):
+        completion = await _streamed_completion(provider, messages, request.run_id, tools)
+    else:
+        completion = await provider.complete(messages, tools=tools)
+    return agent.output.check(completion) if agent.output is not None else completion
+
+
+def model_failure(run_id: str, exc: BaseException) -> ApplicationError:
+    """A provider error as Temporal sees it: retried when transient, fatal otherwise (secrets scrubbed)."""
+    retryable = is_retryable(exc)
+    if not retryable:
+        local_bus.record_error(run_id, exc)
+    return ApplicationError(
+        scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
+    )
+
+
+async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
+    """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left."""
+    tool = await agent.find_tool(call.name)
+    info = activity.info()
+    context = ToolContext(
+        idempotency_key=f"{run_id}/{call.id}",
+        attempt=info.attempt,
+        tool_call_id=call.id,
+        heartbeat=activity.heartbeat,
+    )
+    may_retry = tool is not None and info.attempt <= tool.retries
+    started = time.monotonic()
+    try:
+        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
+    except Exception as exc:
+        raise ApplicationError(
+            scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
+            type=type(exc).__name__,
+        ) from None
+    activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
+    return result.model_copy(update={"content": scrub(result.content)})
 
 
 async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:

@@ -8,8 +8,8 @@ One tuned dev server (rein.server.TUNED_DYNAMIC_CONFIG, plus a metrics port),
 several workers in this process on separate task queues, the same scripted
 agent as bench/loop_iterations.py, runs interleaved repetition by repetition:
 
-  rein                     rein.create_worker defaults
-  rein, unsandboxed        create_worker(..., workflow_runner=UnsandboxedWorkflowRunner())
+  rein                     rein.create_worker defaults (ReinPlugin: the sandbox with rein's passthrough)
+  rein, unsandboxed        create_worker(..., sandboxed=False), i.e. ReinPlugin(sandboxed=False)
   rein, sandbox passthrough all modules
                            the sandbox, but no module is re-imported per run
   rein, no search attrs    the same workflow and activities, but the activities are told the
@@ -246,17 +246,18 @@ async def main() -> None:
             variants.append(v)
 
         from rein.activities import AgentActivities
+        from rein.temporal.plugin import sandbox_runner
         from rein.workflows import AgentWorkflow
 
         def no_search_attributes(client: Client, queue: str, executor: Any) -> Worker:
             acts = AgentActivities(dict(agents), None)
             return Worker(client, task_queue=queue, workflows=[AgentWorkflow],
-                          activities=[acts.describe_agent, acts.call_model, acts.run_tool],
+                          activities=acts.definitions(), workflow_runner=sandbox_runner(None),
                           workflow_task_executor=executor)
 
         add_variant("rein", "rein", lambda c, q, e: rein.create_worker(c, agents, task_queue=q, workflow_task_executor=e))
         add_variant("rein, unsandboxed", "rein", lambda c, q, e: rein.create_worker(
-            c, agents, task_queue=q, workflow_task_executor=e, workflow_runner=UnsandboxedWorkflowRunner()))
+            c, agents, task_queue=q, workflow_task_executor=e, sandboxed=False))
         add_variant("rein, sandbox passthrough all modules", "rein", lambda c, q, e: rein.create_worker(
             c, agents, task_queue=q, workflow_task_executor=e, workflow_runner=SandboxedWorkflowRunner(
                 restrictions=SandboxRestrictions.default.with_passthrough_all_modules())))

@@ -7,16 +7,21 @@ Every run is a Temporal workflow by default (`engine="temporal"`); `engine="loca
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rein import loop, machine
 from rein.config import LoopConfig
-from rein.ir import StreamChunk
+from rein.ir import StreamChunk, ToolSpec
 from rein.result import Interrupt, RunResult
-from rein.middleware import Middleware, StepContext, event_middleware, hook
+from rein.middleware import Middleware, StepContext, event_middleware, hook, require_async
+from rein.output import OutputSpec
+
+if TYPE_CHECKING:
+    from rein.mcp import MCPTools
 from rein.session import Session, Stage
 from rein.tools import Tool, ToolRegistry, tool
 
@@ -39,7 +44,12 @@ class Agent:
         name: str | None = None,
         engine: Engine | None = None,
         compaction: Any = None,
+        client_overrides: Any = (),
+        output_type: Any = None,
+        mcp_servers: list[Any] | None = None,
     ):
+        """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all).
+        Without it, a client may only tighten `permission`, the breakers and `approvers`."""
         if engine not in (None, "temporal", "local"):
             raise ValueError(f"engine must be 'temporal' or 'local', not {engine!r}")
         if name is not None and (not name or "#" in name or name.strip() != name):
@@ -51,12 +61,27 @@ class Agent:
         self.config = config or LoopConfig()
         self.name = name or f"agent-{next(_anonymous)}"
         self.engine = engine
+        if compaction is not None and not inspect.iscoroutinefunction(getattr(compaction, "compact", None)):
+            raise TypeError(
+                f"compaction must have an `async def compact(messages) -> messages` method, got {compaction!r}"
+            )
         self.compaction = compaction
+        self.client_overrides = _override_names(client_overrides)
         self.middlewares: list[Middleware] = []
         self._event_handlers: dict[str, list[Callable[[StepContext], Any]]] = {}
         self.registry = ToolRegistry()
         for item in tools or []:
             self.registry.add(item if isinstance(item, Tool) else Tool.from_function(item))
+        self.output: OutputSpec | None = OutputSpec(output_type) if output_type is not None else None
+        """The final answer's type (`output_type`): the model answers with a `final_result` call."""
+        if self.output is not None and self.output.tool_name in self.registry:
+            raise ValueError(f"a tool named {self.output.tool_name!r} clashes with output_type's final tool")
+        self.mcp: MCPTools | None = None
+        """The tools of `mcp_servers` (rein.mcp), listed and called worker-side."""
+        if mcp_servers:
+            from rein.mcp import MCPTools
+
+            self.mcp = MCPTools(list(mcp_servers), self.registry)
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={self.registry.names()})"
@@ -101,65 +126,103 @@ class Agent:
             return provider_model  # e.g. an injected LiteLLMProvider("openai/gpt-4o", api_base=...)
         return type(self._provider).__name__ if self._provider is not None else "unknown"
 
+    async def tools_for_run(self) -> ToolRegistry:
+        """The agent's own tools plus its MCP servers' tools, listed now."""
+        if self.mcp is None:
+            return self.registry
+        return ToolRegistry([*self.registry, *await self.mcp.refresh()])
+
+    async def find_tool(self, name: str) -> Tool | None:
+        """A tool by name: the agent's own, else one of its MCP servers' (from the latest listing)."""
+        found = self.registry.get(name)
+        if found is None and self.mcp is not None:
+            found = await self.mcp.get(name)
+        return found
+
+    async def tool_names(self) -> list[str]:
+        return self.registry.names() + ([t.name for t in await self.mcp.tools()] if self.mcp is not None else [])
+
+    async def model_tool_specs(self) -> list[ToolSpec]:
+        """Every tool the model is offered: the agent's own, its MCP servers', the output type's final tool."""
+        specs = self.registry.specs()
+        if self.mcp is not None:
+            specs += [t.spec() for t in await self.mcp.tools()]
+        if self.output is not None:
+            specs.append(self.output.tool_spec())
+        return specs
+
+    def _typed(self, result: RunResult) -> RunResult:
+        """`result.data` as an instance of the output type (runs carry it as JSON)."""
+        if self.output is not None and result.session.output_json is not None:
+            result.data = self.output.rebuild(result.session.output_json)
+        return result
+
     def new_session(self, prompt: str) -> Session:
         return machine.new_session(prompt, self.system)
 
     def _engine(self) -> Engine:
-        """Where runs go. In-process code (middleware, compaction) cannot run in a workflow,
-        so an agent that has any runs locally unless the durable engine was asked for by name."""
-        in_process_only = bool(self.middlewares or self.compaction)
-        if self.engine == "temporal" and in_process_only:
-            raise ValueError(
-                "this agent has middleware, hooks or compaction, which run only in-process; "
-                "use engine='local' (or remove them to run durably)"
-            )
-        chosen = self.engine or ("local" if in_process_only else os.environ.get("REIN_ENGINE", "temporal"))
+        """Where runs go: the engine asked for, else REIN_ENGINE, else durable. Middleware, hooks,
+        events and compaction run on both (worker-side in durable runs), so nothing changes it."""
+        chosen = self.engine or os.environ.get("REIN_ENGINE", "temporal")
         if chosen not in ("temporal", "local"):
             raise ValueError(f"REIN_ENGINE must be 'temporal' or 'local', not {chosen!r}")
         return chosen  # type: ignore[return-value]
 
-    # ------------------------------------------------------------ in-process extensions
+    # ------------------------------------------------------------ extensions (both engines)
+    # In a durable run they run on the worker, inside the step's activity (rein.call_model /
+    # rein.run_tool), with that worker's live objects; the Session they leave goes back to the run.
 
     def middleware(self, fn: Middleware) -> Middleware:
-        """Wrap every step with `async def fn(ctx, call_next) -> ctx` (in-process runs only)."""
+        """Wrap every step with `async def fn(ctx, call_next) -> ctx`."""
+        if not callable(fn):
+            raise TypeError(f"middleware must be callable as fn(ctx, call_next), got {fn!r}")
         self.middlewares.append(fn)
         return fn
 
-    def before_model(self, fn: Callable) -> Callable:
-        self.middlewares.append(hook(Stage.CALL_MODEL, fn, before=True))
+    def _hook(self, stage: Stage, fn: Callable, before: bool, name: str) -> Callable:
+        require_async(fn, f"{name} hook")
+        self.middlewares.append(hook(stage, fn, before=before))
         return fn
+
+    def before_model(self, fn: Callable) -> Callable:
+        return self._hook(Stage.CALL_MODEL, fn, True, "before_model")
 
     def after_model(self, fn: Callable) -> Callable:
-        self.middlewares.append(hook(Stage.CALL_MODEL, fn, before=False))
-        return fn
+        return self._hook(Stage.CALL_MODEL, fn, False, "after_model")
 
     def before_tool(self, fn: Callable) -> Callable:
-        self.middlewares.append(hook(Stage.RUN_TOOLS, fn, before=True))
-        return fn
+        return self._hook(Stage.RUN_TOOLS, fn, True, "before_tool")
 
     def after_tool(self, fn: Callable) -> Callable:
-        self.middlewares.append(hook(Stage.RUN_TOOLS, fn, before=False))
-        return fn
+        return self._hook(Stage.RUN_TOOLS, fn, False, "after_tool")
 
     def on(self, event: str, handler: Callable[[StepContext], Any]) -> Callable:
-        """Observe steps: "step" fires after every step, "tool" after tool steps."""
+        """Observe steps: "step" fires after every step, "tool" after tool steps (sync handlers).
+
+        In a durable run handlers are called on the worker that ran the step (in this
+        process when the engine's worker serves the run) and the event is also put on
+        the run's stream."""
+        if not callable(handler) or inspect.iscoroutinefunction(handler):
+            raise TypeError(f"event handlers are plain functions called as handler(ctx), got {handler!r}")
         if not self._event_handlers:
             self.middlewares.append(event_middleware(self._event_handlers))
         self._event_handlers.setdefault(event, []).append(handler)
         return handler
 
     def _local_kwargs(self) -> dict[str, Any]:
-        return {"compaction": self.compaction, "middlewares": self.middlewares}
+        return {"compaction": self.compaction, "middlewares": self.middlewares, "output": self.output}
 
     # ------------------------------------------------------------ running
 
     async def arun(self, prompt: str) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.arun(self.new_session(prompt), provider, self.registry, self.config, **self._local_kwargs())
+            return self._typed(
+                await loop.arun(self.new_session(prompt), provider, await self.tools_for_run(), self.config, **self._local_kwargs())
+            )
         from rein import engine
 
-        return await engine.run_session(self, prompt=prompt)
+        return self._typed(await engine.run_session(self, prompt=prompt))
 
     def run(self, prompt: str) -> RunResult:
         self._resolve_provider()
@@ -169,16 +232,17 @@ class Agent:
     async def _arun_session(self, session: Session) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.arun(session, provider, self.registry, self.config, **self._local_kwargs())
+            return self._typed(await loop.arun(session, provider, await self.tools_for_run(), self.config, **self._local_kwargs()))
         from rein import engine
 
-        return await engine.run_session(self, session=session)
+        return self._typed(await engine.run_session(self, session=session))
 
     async def astream(self, prompt: str) -> AsyncIterator[StreamChunk]:
         provider = self._resolve_provider()
         if self._engine() == "local":
             async for chunk in loop.astream(
-                self.new_session(prompt), provider, self.registry, self.config, compaction=self.compaction
+                self.new_session(prompt), provider, await self.tools_for_run(), self.config, compaction=self.compaction,
+                output=self.output,
             ):
                 yield chunk
             return
@@ -190,12 +254,13 @@ class Agent:
     async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return await loop.aresume(
-                session, provider, self.registry, self.config, approve=approve, answer=answer, **self._local_kwargs()
-            )
+            return self._typed(await loop.aresume(
+                session, provider, await self.tools_for_run(), self.config, approve=approve, answer=answer,
+                **self._local_kwargs(),
+            ))
         from rein import engine
 
-        return await engine.resume_session(self, session, approve=approve, answer=answer)
+        return self._typed(await engine.resume_session(self, session, approve=approve, answer=answer))
 
     def resume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         loop.ensure_no_running_loop("Agent.resume()", "agent.aresume(...)")
@@ -211,6 +276,18 @@ class Agent:
 
     def chat(self, session: Session | None = None) -> Chat:
         return Chat(self, session)
+
+
+def _override_names(value: Any) -> frozenset[str]:
+    if value is True:
+        return frozenset({"*"})
+    if value in (None, False):
+        return frozenset()
+    names = frozenset([value] if isinstance(value, str) else value)
+    unknown = names - set(LoopConfig.model_fields) - {"*"}
+    if unknown:
+        raise ValueError(f"client_overrides names unknown LoopConfig fields: {sorted(unknown)}")
+    return names
 
 
 def _ask_on_terminal(interrupt: Interrupt) -> bool:

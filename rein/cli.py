@@ -82,12 +82,16 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 def _with_client(action: Callable[[Any, argparse.Namespace], Awaitable[Any]]) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
-        from rein.client import ReinClient, connect
+        from rein.client import DecisionRejected, ReinClient, connect
 
         async def go() -> Any:
             return await action(ReinClient(await connect(args.address, args.namespace), args.task_queue), args)
 
-        out = asyncio.run(go())
+        try:
+            out = asyncio.run(go())
+        except DecisionRejected as exc:
+            print(f"rein {args.command}: {exc}", file=sys.stderr)
+            return 1
         if out is not None:
             _print_json(out)
         return 0

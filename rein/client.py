@@ -6,6 +6,7 @@ CLI; this only spells the contract (rein.contract) out once.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 import weakref
@@ -23,7 +24,12 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.service import RPCError
 
 from rein.contract import (
+    ANSWER_UPDATE,
+    APPROVE_UPDATE,
+    CANCEL_UPDATE,
     DEFAULT_TASK_QUEUE,
+    DENY_UPDATE,
+    RETRY_UPDATE,
     SEARCH_ATTRIBUTES,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
@@ -35,7 +41,8 @@ from rein.contract import (
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
-from rein.worker import with_rein_converter
+from rein.temporal import history
+from rein.temporal.plugin import with_rein_plugin
 
 
 class RunFailed(RuntimeError):
@@ -46,14 +53,14 @@ class DecisionRejected(ValueError):
     """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
 
 
-async def connect(address: str | None = None, namespace: str | None = None) -> Client:
-    from rein.temporal.converter import rein_data_converter
+async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> Client:
+    """A Client with rein's data converter, from the connection settings (rein.temporal.connection).
 
-    return await Client.connect(
-        address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"),
-        namespace=namespace or os.environ.get("TEMPORAL_NAMESPACE", "default"),
-        data_converter=rein_data_converter(),
-    )
+    No address configured: the shared embedded server of REIN_HOME.
+    """
+    from rein.temporal import connection
+
+    return await connection.connect(address, namespace, **client_kwargs)
 
 
 _NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
@@ -88,7 +95,7 @@ async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttr
 
 class ReinClient:
     def __init__(self, client: Client, task_queue: str | None = None):
-        self.client = with_rein_converter(client)
+        self.client = with_rein_plugin(client)
         self.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
 
     async def start(
@@ -116,35 +123,66 @@ class ReinClient:
     def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
         return self.client.get_workflow_handle(run_id, run_id=run, result_type=RunOutcome)
 
-    async def approve(self, run_id: str, tool_call_id: str | None = None, approver: str = "", reason: str = "") -> None:
-        await self.handle(run_id).signal("approve", {"tool_call_id": tool_call_id, "approver": approver, "reason": reason})
+    # Decisions go through the run's validated updates: a decision that does not fit (unknown
+    # tool call id, nothing pending, wrong approver, run ended) raises DecisionRejected here
+    # instead of being silently ignored. `approver` defaults to this client's Temporal identity;
+    # it is asserted by the caller (see README, "Who may approve").
 
-    async def deny(self, run_id: str, tool_call_id: str | None = None, approver: str = "", reason: str = "") -> None:
-        await self.handle(run_id).signal("deny", {"tool_call_id": tool_call_id, "approver": approver, "reason": reason})
+    async def approve(
+        self, run_id: str, tool_call_id: str | None = None, approver: str | None = None, reason: str = ""
+    ) -> list[str]:
+        """Approve one pending call (or all undecided ones); returns the ids approved."""
+        payload = {"tool_call_id": tool_call_id, "approver": self._approver(approver), "reason": reason}
+        return await self._decide(run_id, APPROVE_UPDATE, payload)
 
-    async def answer(self, run_id: str, text: str, approver: str = "") -> None:
-        await self.handle(run_id).signal("answer", {"text": text, "approver": approver})
+    async def deny(
+        self, run_id: str, tool_call_id: str | None = None, approver: str | None = None, reason: str = ""
+    ) -> list[str]:
+        """Deny one pending call (or all undecided ones); returns the ids denied."""
+        payload = {"tool_call_id": tool_call_id, "approver": self._approver(approver), "reason": reason}
+        return await self._decide(run_id, DENY_UPDATE, payload)
+
+    async def answer(self, run_id: str, text: str, approver: str | None = None) -> str:
+        """Answer a need_input interrupt; returns how it was used ("tool" or "message")."""
+        return await self._decide(run_id, ANSWER_UPDATE, {"text": text, "approver": self._approver(approver)})
 
     async def retry(self, run_id: str) -> None:
-        await self.handle(run_id).signal("retry", {})
+        await self._decide(run_id, RETRY_UPDATE, {})
 
     async def cancel(self, run_id: str, reason: str = "") -> None:
-        await self.handle(run_id).signal("cancel", {"reason": reason})
+        await self._decide(run_id, CANCEL_UPDATE, {"reason": reason})
+
+    def _approver(self, approver: str | None) -> str:
+        return self.client.identity if approver is None else approver
+
+    async def _decide(self, run_id: str, update: str, payload: dict[str, Any]) -> Any:
+        what = update.removeprefix("rein.")
+        try:
+            return await self.handle(run_id).execute_update(update, payload)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            message = getattr(cause, "message", None) or str(cause or err)
+            raise DecisionRejected(f"{what} rejected by run {run_id}: {message}") from None
+        except RPCError as err:
+            raise DecisionRejected(f"{what} rejected: run {run_id} is not running ({err.message})") from None
+
+    # Read through rein.temporal.history: a worker answers when one serves the run, else the
+    # run's history is replayed here (a run a script left waiting after it exited).
 
     async def status(self, run_id: str) -> RunStatusView:
-        return RunStatusView.model_validate(await self.handle(run_id).query("status"))
+        return RunStatusView.model_validate(await history.query(self.client, run_id, "status"))
 
     async def session(self, run_id: str) -> Session:
-        return Session.model_validate(await self.handle(run_id).query("session"))
+        return Session.model_validate(await history.query(self.client, run_id, "session"))
 
     async def steps(self, run_id: str, start: int = 0) -> list[Step]:
         """Steps from index `start`, gathered across the runs of a continue-as-new chain."""
         chunks: list[list[Step]] = []
-        run: str | None = None  # the latest run first, then the ones it continued from
+        run: str | None = None  # the newest run first, then the ones it continued from
         while True:
-            handle = self.handle(run_id, run)
-            view = RunStatusView.model_validate(await handle.query("status"))
-            chunks.append([Step.model_validate(s) for s in await handle.query("steps", start)])
+            view = RunStatusView.model_validate(await history.query(self.client, run_id, "status", run=run))
+            steps = await history.query(self.client, run_id, "steps", start, run=run)
+            chunks.append([Step.model_validate(s) for s in steps])
             if view.first_step <= start or not view.continued_from:
                 break
             run = view.continued_from
@@ -166,6 +204,7 @@ class ReinClient:
         return RunResult(
             status=outcome.status,
             output=outcome.output,
+            data=outcome.data,
             stop_reason=outcome.stop_reason,
             usage=outcome.usage,
             elapsed_s=outcome.elapsed_s,
@@ -183,20 +222,38 @@ class ReinClient:
         """
         request = request or WaitRequest()
         latest = self.handle(run_id)  # no run id: always the newest run of the chain
+        backoff = 0.05
         while True:
             try:
                 outcome = await latest.execute_update(WAIT_UPDATE, request, result_type=RunOutcome)
-                return await self.full_result(run_id, outcome, request.steps_from)
             except (WorkflowUpdateFailedError, RPCError) as err:
-                failed = getattr(getattr(err, "cause", None), "type", None) == "RunFailed"
-                if failed or (await latest.describe()).status != WorkflowExecutionStatus.RUNNING:
+                kind = getattr(getattr(err, "cause", None), "type", None)
+                if kind == "RunFailed" or (await latest.describe()).status != WorkflowExecutionStatus.RUNNING:
                     break
+                if kind == "WaitReleased" or isinstance(err, RPCError):
+                    # Too many waits are parked on this run (other clients, or abandoned ones):
+                    # poll until it moves on, then wait again.
+                    await self._until_paused(latest, request.after_pause, backoff)
+                    backoff = min(backoff * 2, 2.0)
+                continue
+            return await self.full_result(run_id, outcome, request.steps_from)
         try:
             outcome = await latest.result()
         except WorkflowFailureError as err:
             cause = err.cause
             raise RunFailed(f"run {run_id} failed: {getattr(cause, 'message', cause)}") from None
         return await self.full_result(run_id, outcome, request.steps_from)
+
+    async def _until_paused(self, handle: WorkflowHandle[Any, RunOutcome], after_pause: int, delay: float) -> None:
+        while True:
+            try:
+                view = RunStatusView.model_validate(await handle.query("status"))
+                if view.pause > after_pause:
+                    return
+            except RPCError:
+                return  # closed, or between runs of a continue-as-new chain: the caller re-checks
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
     async def waiting(self, status: str = "waiting_approval") -> list[str]:
         """Ids of runs in this ReinStatus (visibility is eventually consistent)."""

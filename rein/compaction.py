@@ -1,13 +1,18 @@
-"""Compaction: keep a long conversation within budget before each model call (in-process runs).
+"""Compaction: keep a long conversation within budget before each model call.
 
-Compaction rewrites the Session's history, which a durable run's append-only
-conversation does not allow; an Agent with `compaction=` therefore runs locally.
+In-process, the strategy runs before every model call. In a durable run the
+workflow checks the strategy's `trigger` (plain data it can evaluate
+deterministically) and, when it is due, asks the worker to compact (activity
+`rein.compact`) and replaces the conversation it carries with the result. A
+strategy without a `trigger` is asked before every model call.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
 
 from rein.ir import Message
 
@@ -26,6 +31,24 @@ def estimate_tokens(messages_or_text: str | list[Message]) -> int:
                 parts.append(tc.name + json.dumps(tc.arguments, ensure_ascii=False))
         text = "".join(parts)
     return int(sum(1.0 if ord(ch) > 127 else 0.25 for ch in text)) + 1
+
+
+class CompactionTrigger(BaseModel):
+    """When compaction may change something: more than `max_messages` non-system messages
+    and an estimate above `max_tokens` (a None bound always holds)."""
+
+    max_messages: int | None = None
+    max_tokens: int | None = None
+
+    def due(self, messages: list[Message]) -> bool:
+        if self.max_messages is not None and sum(m.role != "system" for m in messages) <= self.max_messages:
+            return False
+        return self.max_tokens is None or estimate_tokens(messages) > self.max_tokens
+
+
+def trigger_of(strategy: Any) -> CompactionTrigger:
+    trigger = getattr(strategy, "trigger", None)
+    return trigger if isinstance(trigger, CompactionTrigger) else CompactionTrigger()
 
 
 @runtime_checkable
@@ -48,6 +71,10 @@ class SlidingWindow:
         self.max_messages = max_messages
         self.keep_system = keep_system
 
+    @property
+    def trigger(self) -> CompactionTrigger:
+        return CompactionTrigger(max_messages=self.max_messages)
+
     async def compact(self, messages: list[Message]) -> list[Message]:
         system = [m for m in messages if m.role == "system"]
         others = [m for m in messages if m.role != "system"]
@@ -68,6 +95,11 @@ class SummarizeCompaction:
         self.max_tokens = max_tokens
         self.keep_recent = keep_recent
         self.summarizer = summarizer
+
+    @property
+    def trigger(self) -> CompactionTrigger:
+        # keep_recent <= 0 never compacts: a bound no conversation reaches.
+        return CompactionTrigger(max_messages=self.keep_recent if self.keep_recent > 0 else 2**53, max_tokens=self.max_tokens)
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         system = [m for m in messages if m.role == "system"]

@@ -23,3 +23,9 @@ class LoopConfig(BaseModel):
     """Durable engine: attempts per model call on transient errors before an `error` interrupt."""
     model_timeout_s: float = Field(default=300, gt=0)
     """Durable engine: how long one model-call attempt may take."""
+    approvers: list[str] | None = None
+    """Durable engine: who may approve, deny or answer (None: anyone). Names are asserted by the
+    caller: this filters mistakes and well-behaved tooling; real access control is Temporal's."""
+    output_retries: int = Field(default=1, ge=0)
+    """Agents with an output type: invalid final answers sent back to the model before the run
+    ends with stop_reason `invalid_output`."""

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rein.compaction import CompactionTrigger
 from rein.config import LoopConfig
 from rein.ir import Message, ToolCall, ToolSpec, Usage
 from rein.result import Interrupt, Step
@@ -19,12 +20,40 @@ from rein.session import Session
 WORKFLOW_TYPE = "AgentWorkflow"
 DEFAULT_TASK_QUEUE = "rein"
 
+
+def agent_task_queue(agent: str) -> str:
+    """The agent's own task queue: every rein process serving the agent polls it (`rein.<name>`).
+
+    Runs started by `Agent.run` live here, so they reach only workers that know the agent,
+    and any later process serving it (a script, `worker.py`) continues them.
+    """
+    return f"{DEFAULT_TASK_QUEUE}.{agent}"
+
+
 DESCRIBE_AGENT = "rein.describe_agent"
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
+COMPACT = "rein.compact"
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
+
+APPROVE_UPDATE = "rein.approve"
+DENY_UPDATE = "rein.deny"
+ANSWER_UPDATE = "rein.answer"
+RETRY_UPDATE = "rein.retry"
+CANCEL_UPDATE = "rein.cancel"
+"""Validated updates: the same decisions as the signals, but a misfit is rejected to the caller."""
+
+MAX_ITERATIONS = 100_000
+MAX_TOKENS = 2**53
+"""Counters beyond this are not believable; they would also overflow the Int search attributes."""
+MAX_SECONDS = 10 * 366 * 86400
+"""Ten years: longer durations overflow Python's timedelta or Temporal's protobuf Duration."""
+MAX_ID = 256
+MAX_NAME = 256
+MAX_REASON = 8_000
+MAX_ANSWER = 200_000
 
 SEARCH_ATTRIBUTES = {
     "ReinAgent": "Keyword",
@@ -77,6 +106,7 @@ class RunCarry(BaseModel):
     """The interrupt the run was waiting on when it continued as new."""
     wait_deadline: float | None = None
     """When the approval wait in progress times out (workflow time, seconds)."""
+    conversation: str = Field(default="", exclude_if=lambda v: not v)
 
 
 class AgentInput(_Lenient):
@@ -96,6 +126,26 @@ class AgentInput(_Lenient):
         if self.prompt is None and self.session is None:
             raise ValueError("give a 'prompt', a 'session' to resume, or both")
 
+    @field_validator("session")
+    @classmethod
+    def _believable_session(cls, session: Session | None) -> Session | None:
+        """Counters a run could really have reached; pending call ids that identify one call each."""
+        if session is None:
+            return None
+        bounds = {
+            "iteration": (session.iteration, MAX_ITERATIONS),
+            "repeat_count": (session.repeat_count, MAX_ITERATIONS),
+            "usage.input_tokens": (session.usage.input_tokens, MAX_TOKENS),
+            "usage.output_tokens": (session.usage.output_tokens, MAX_TOKENS),
+        }
+        for name, (value, limit) in bounds.items():
+            if not 0 <= value <= limit:
+                raise ValueError(f"session.{name} must be between 0 and {limit}, got {value}")
+        ids = [c.id for c in session.pending_tool_calls]
+        if len(set(ids)) != len(ids):
+            raise ValueError("session.pending_tool_calls has two calls with the same id")
+        return session
+
 
 class ToolInfo(BaseModel):
     spec: ToolSpec
@@ -104,6 +154,8 @@ class ToolInfo(BaseModel):
     asks_human: bool = False
     local: bool = False
     """Run as a local activity (`@tool(local=True)`)."""
+    requires_approval: bool = False
+    """Asks a person before every call, whatever the run's `permission`."""
 
 
 class AgentDescription(BaseModel):
@@ -118,6 +170,12 @@ class AgentDescription(BaseModel):
     """The rein search attributes the server has; the workflow upserts only these."""
     max_payload_bytes: int = 1_500_000
     """The largest payload the worker's converter can record (its external store's limit)."""
+    middleware: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The agent has middleware, hooks or event handlers: each step runs them on the worker."""
+    compaction: CompactionTrigger | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The agent compacts its conversation when this trigger is due (activity rein.compact)."""
+    client_overrides: list[str] = Field(default_factory=list)
+    """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten."""
 
 
 class ModelCallInput(BaseModel):
@@ -142,12 +200,78 @@ class ModelCallInput(BaseModel):
     workflow_run_id: str = ""
     stream: bool = False
     """Stream chunks to an in-process listener when one is registered for this run."""
+    conversation: str = Field(default="", exclude_if=lambda v: not v)
+    """Changes whenever the run rewrites its conversation (compaction, middleware), so a
+    worker never serves a cached copy from before the rewrite."""
+    step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Agents with middleware: run the whole step, middleware included (result: StepOutcome)."""
+
+
+class StepRequest(BaseModel):
+    """A whole step of an agent with middleware, run by the worker inside the middleware.
+
+    `state` is the Session without its messages; the messages travel like a model
+    call's (only those the worker has not seen).
+    """
+
+    state: Session
+    config: LoopConfig
+    elapsed_s: float = 0.0
+    new_messages: list[Message] = Field(default_factory=list)
+    first_index: int = 0
+    total: int = 0
+    run_id: str = ""
+    workflow_run_id: str = ""
+    conversation: str = ""
+
+
+class StepOutcome(BaseModel):
+    """What a middleware step did: the Session it left (as a patch), its Steps, any interrupt."""
+
+    keep: int
+    """The first `keep` messages are unchanged; `tail` replaces the rest."""
+    tail: list[Message] = Field(default_factory=list)
+    state: Session
+    """The Session's other fields (its `messages` are empty)."""
+    steps: list[Step] = Field(default_factory=list)
+    interrupt: Interrupt | None = None
+    conversation: str | None = None
+    """A new conversation token when the step rewrote earlier messages (see ModelCallInput)."""
+
+    @classmethod
+    def between(
+        cls, before: list[Message], after: Session, steps: list[Step], interrupt: Interrupt | None, new_token: str
+    ) -> StepOutcome:
+        keep = 0
+        limit = min(len(before), len(after.messages))
+        while keep < limit and before[keep] == after.messages[keep]:
+            keep += 1
+        return cls(
+            keep=keep,
+            tail=after.messages[keep:],
+            state=after.model_copy(update={"messages": []}),
+            steps=steps,
+            interrupt=interrupt,
+            conversation=new_token if keep < len(before) else None,
+        )
+
+    def session_from(self, before: Session) -> Session:
+        return self.state.model_copy(update={"messages": before.messages[: self.keep] + self.tail})
+
+
+class CompactResult(BaseModel):
+    messages: list[Message] | None = None
+    """The compacted conversation, or None when the strategy left it as it was."""
+    conversation: str = ""
+    """The conversation token from now on (see ModelCallInput)."""
 
 
 class ToolCallInput(BaseModel):
     agent: str
     call: ToolCall
     run_id: str = ""
+    step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
 
 
 class DescribeInput(BaseModel):
@@ -160,9 +284,9 @@ class DescribeInput(BaseModel):
 class DecisionSignal(_Lenient):
     """Payload of `approve` and `deny`; a null tool_call_id targets the whole pending batch."""
 
-    tool_call_id: str | None = None
-    approver: str = ""
-    reason: str = ""
+    tool_call_id: str | None = Field(default=None, max_length=MAX_ID)
+    approver: str = Field(default="", max_length=MAX_NAME)
+    reason: str = Field(default="", max_length=MAX_REASON)
 
     @field_validator("approver", "reason", mode="before")
     @classmethod
@@ -171,8 +295,8 @@ class DecisionSignal(_Lenient):
 
 
 class AnswerSignal(_Lenient):
-    text: str
-    approver: str = ""
+    text: str = Field(max_length=MAX_ANSWER)
+    approver: str = Field(default="", max_length=MAX_NAME)
 
     @field_validator("approver", mode="before")
     @classmethod
@@ -181,7 +305,12 @@ class AnswerSignal(_Lenient):
 
 
 class CancelSignal(_Lenient):
-    reason: str = ""
+    reason: str = Field(default="", max_length=MAX_REASON)
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return "" if value is None else value
 
 
 class RunOutcome(BaseModel):
@@ -193,6 +322,8 @@ class RunOutcome(BaseModel):
 
     status: Literal["done", "interrupted"]
     output: str | None
+    data: Any = None
+    """Agents with an output type: the validated final result's JSON value."""
     stop_reason: str = "done"
     usage: Usage = Field(default_factory=Usage)
     elapsed_s: float | None = None
@@ -205,9 +336,9 @@ class RunOutcome(BaseModel):
 
 
 class WaitRequest(BaseModel):
-    after_pause: int = 0
+    after_pause: int = Field(default=0, ge=0, le=2**31)
     """Return once the run has paused (or ended) more times than this."""
-    steps_from: int = 0
+    steps_from: int = Field(default=0, ge=0, le=2**31)
 
 
 class RunStatusView(BaseModel):
@@ -226,3 +357,63 @@ class RunStatusView(BaseModel):
     """Index of the first step this run recorded (earlier ones are in `continued_from`)."""
     continued_from: str | None = None
     """Run id of the run this one continued as new from."""
+
+
+# ------------------------------------------------------------ config overrides from clients
+
+
+class ConfigOverrides(BaseModel):
+    """A client's `config`: known LoopConfig fields only, each within bounds a run can live with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    detect_loops: bool = None  # type: ignore[assignment]
+    repeat_threshold: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
+    permission: Literal["allow", "ask", "deny"] = None  # type: ignore[assignment]
+    approval_timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    model_attempts: int = Field(default=None, ge=1, le=100)  # type: ignore[assignment]
+    model_timeout_s: float = Field(default=None, gt=0, le=86_400, allow_inf_nan=False)  # type: ignore[assignment]
+    approvers: list[str] | None = Field(default=None, max_length=1000)
+    output_retries: int = Field(default=None, ge=0, le=100)  # type: ignore[assignment]
+
+
+_PERMISSION_RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def _at_most(new: float | None, old: float | None) -> bool:
+    """None is unlimited: `new` may lower a limit, never raise or remove it."""
+    return old is None or (new is not None and new <= old)
+
+
+def _loosened(name: str, new: Any, old: Any) -> bool:
+    if name == "permission":
+        return _PERMISSION_RANK[new] < _PERMISSION_RANK[old]
+    if name in ("max_iterations", "max_tokens", "timeout_s", "repeat_threshold"):
+        return not _at_most(new, old)
+    if name == "detect_loops":
+        return old and not new
+    if name == "approvers":
+        return old is not None and (new is None or not set(new) <= set(old))
+    return False  # approval_timeout_s, model_attempts, model_timeout_s: operational, not safety
+
+
+def apply_overrides(base: LoopConfig, raw: Any, may_loosen: Any = ()) -> LoopConfig:
+    """`base` with a client's overrides; raises ValueError for unknown keys, out-of-bound values,
+    or a loosening of safety (`permission`, breakers, `approvers`) the agent did not opt into."""
+    overrides = ConfigOverrides.model_validate(raw)
+    given = {name: getattr(overrides, name) for name in overrides.model_fields_set}
+    free = set(may_loosen)
+    looser = [
+        name for name, value in given.items()
+        if "*" not in free and name not in free and _loosened(name, value, getattr(base, name))
+    ]
+    if looser:
+        raise ValueError(
+            "a client may tighten but not loosen " + ", ".join(
+                f"{name} ({getattr(base, name)!r} -> {given[name]!r})" for name in looser
+            ) + "; the agent can allow it with Agent(client_overrides=[...])"
+        )
+    return base.model_copy(update=given)

@@ -3,53 +3,37 @@
 One per process: a background thread with its own event loop holds the Temporal
 client and an in-process worker for this process's agents, so `Agent.run`
 works from successive `asyncio.run()` calls and from many threads at once.
-`TEMPORAL_ADDRESS` set: connect there. Otherwise an embedded dev server is
-started (free ports, search attributes, tuned) and stopped at exit.
+It connects through rein.temporal.connection: the configured server, or else the
+shared embedded server of REIN_HOME, whose runs outlive this process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import itertools
 import os
-import socket
 import threading
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from rein import local_bus, machine
 from rein.client import ReinClient, RunFailed, start_search_attributes
-from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, AgentInput, RunOutcome, WaitRequest
+from rein.contract import WORKFLOW_TYPE, AgentInput, RunOutcome, RunStatusView, WaitRequest, agent_task_queue
 from rein.ir import Message, StreamChunk
 from rein.log import logger
 from rein.result import RunResult
-from rein.server import DevServer, start_dev_server
 from rein.summaries import run_summary
-from rein.temporal.converter import rein_data_converter
+from rein.temporal import connection
 
 if TYPE_CHECKING:
     from rein.agent import Agent
 
 T = TypeVar("T")
-
-
-@dataclass
-class _Waiting:
-    workflow_id: str
-    pause: int
-    steps: int
-    interrupt_type: str
-
-
-def session_key(session: Any) -> str:
-    return hashlib.sha256(session.model_dump_json().encode()).hexdigest()
 
 
 class Engine:
@@ -59,19 +43,15 @@ class Engine:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rein-engine", daemon=True)
-        self.server: DevServer | None = None
         self.client: Client | None = None
         # Weak: an Agent the application dropped cannot be resumed anyway, so it need not live on here.
         self.agents: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
-        self.waiting: dict[str, _Waiting] = {}
-        self._keys = itertools.count(1)
-        self._worker_task: asyncio.Future | None = None
-        self._worker: Any = None
-        address = os.environ.get("TEMPORAL_ADDRESS")
-        self.task_queue = os.environ.get("REIN_TASK_QUEUE") or (
-            f"rein-{socket.gethostname()}-{os.getpid()}" if address else DEFAULT_TASK_QUEUE
-        )
-        self.address = address
+        self._names = threading.Lock()
+        self.fixed_queue = os.environ.get("REIN_TASK_QUEUE") or None
+        """Set: every agent of this process on that one queue. Unset: each agent on its own queue."""
+        self.workers: dict[str, Worker] = {}
+        """Task queue → the in-process worker polling it."""
+        self._watched: weakref.WeakSet[Agent] = weakref.WeakSet()
 
     @classmethod
     def get(cls) -> Engine:
@@ -85,31 +65,23 @@ class Engine:
             return cls._instance
 
     def _start(self) -> None:
-        if self.address is None:
-            self.server = start_dev_server()
-            self.address = self.server.address
+        target = connection.resolve()  # may start the embedded server: before the loop runs
         self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._connect(), self.loop).result(timeout=60)
+        asyncio.run_coroutine_threadsafe(self._connect(target), self.loop).result(timeout=60)
 
-    async def _connect(self) -> None:
-        from rein.worker import create_worker
-
-        self.client = await Client.connect(
-            self.address,
-            namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"),
-            data_converter=rein_data_converter(),
-        )
-        self._worker = create_worker(self.client, self.agents, task_queue=self.task_queue)
-        self._worker_task = asyncio.ensure_future(self._worker.run())
+    async def _connect(self, target: connection.Target) -> None:
+        self.client = await connection.connect(target=target)
 
     def close(self) -> None:
+        async def shutdown() -> None:
+            workers, self.workers = list(self.workers.values()), {}
+            await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+
         try:
-            if self._worker is not None and self.loop.is_running():
-                asyncio.run_coroutine_threadsafe(self._worker.shutdown(), self.loop).result(timeout=10)
+            if self.loop.is_running():
+                asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=10)
         except Exception:
             pass
-        if self.server is not None:
-            self.server.stop()
         self.loop.call_soon_threadsafe(self.loop.stop)
 
     async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -117,13 +89,57 @@ class Engine:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
 
     def register(self, agent: Agent) -> str:
-        """A key unique to this Agent object, so same-named agents in one process never mix."""
-        key = getattr(agent, "_engine_key", None)
-        if key is None:
-            key = f"{agent.name}#{next(self._keys)}"
-            agent._engine_key = key  # type: ignore[attr-defined]
-        self.agents[key] = agent
+        """The name runs of this Agent carry, and a worker serving it on its queue.
+
+        The agent's own name, so any process serving an agent of that name (a later script,
+        `worker.py`) continues its runs; only a second, different live Agent of the same name in
+        this process gets `name#2`, so same-named agents in one process never mix.
+        """
+        with self._names:
+            key = getattr(agent, "_engine_key", None)
+            if key is None or self.agents.get(key) not in (None, agent):
+                key = agent.name
+                n = 1
+                while self.agents.get(key) not in (None, agent):
+                    n += 1
+                    key = f"{agent.name}#{n}"
+                agent._engine_key = key  # type: ignore[attr-defined]
+            self.agents[key] = agent
+        self.loop.call_soon_threadsafe(self._serve, key, agent)
         return key
+
+    def task_queue(self, key: str) -> str:
+        return self.fixed_queue or agent_task_queue(key)
+
+    def _serve(self, key: str, agent: Agent) -> None:
+        """On the engine loop: a worker for the agent's queue, shut down when the agent is dropped."""
+        from rein.worker import create_worker
+
+        queue = self.task_queue(key)
+        if queue not in self.workers:
+            assert self.client is not None
+            worker = create_worker(
+                self.client, self.agents, task_queue=queue,
+                workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(2),
+                activity_task_poller_behavior=PollerBehaviorSimpleMaximum(2),
+            )
+            self.workers[queue] = worker
+            asyncio.ensure_future(worker.run())
+        if self.fixed_queue is None and agent not in self._watched:
+            self._watched.add(agent)
+            weakref.finalize(agent, self._dropped, key)
+
+    def _dropped(self, key: str) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._retire, key)
+        except RuntimeError:  # the loop is closed: the process is exiting
+            pass
+
+    def _retire(self, key: str) -> None:
+        if self.agents.get(key) is None:  # not re-registered by a new Agent of the same name
+            worker = self.workers.pop(self.task_queue(key), None)
+            if worker is not None:
+                asyncio.ensure_future(worker.shutdown())
 
     # ------------------------------------------------------------ on the engine loop
 
@@ -133,7 +149,7 @@ class Engine:
             WORKFLOW_TYPE,
             AgentInput(agent=agent_key, prompt=prompt, session=session),
             id=workflow_id,
-            task_queue=self.task_queue,
+            task_queue=self.task_queue(agent_key),
             result_type=RunOutcome,
             static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
             search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0]),
@@ -143,30 +159,67 @@ class Engine:
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:
         assert self.client is not None
         try:
-            result = await ReinClient(self.client, self.task_queue).wait(handle.id, request)
+            return await ReinClient(self.client).wait(handle.id, request)
         except RunFailed:
             original = local_bus.take_error(handle.id)
             if original is None:
                 raise
             raise original from None
-        if result.status == "interrupted" and result.interrupt is not None:
-            self.waiting[session_key(result.session)] = _Waiting(
-                handle.id, request.after_pause + 1, request.steps_from + len(result.steps), result.interrupt.type
-            )
-        return result
 
-    async def signal_and_wait(self, waiting: _Waiting, signal: str, payload: dict) -> RunResult:
-        assert self.client is not None
-        handle = self.client.get_workflow_handle(waiting.workflow_id, result_type=RunOutcome)
-        await handle.signal(signal, payload)
-        return await self.wait(handle, WaitRequest(after_pause=waiting.pause, steps_from=waiting.steps))
+    async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None) -> RunResult | None:
+        """Continue the run `session.run_id` names, from any process; None when it no longer runs.
 
-    async def cancel(self, workflow_id: str, reason: str) -> None:
+        A run waiting at the point this Session records gets the one signal that decides it;
+        a run still working is waited for. None (the caller starts a new run from the
+        Session) when the run has ended, is unknown, or waits at a different point.
+        """
         assert self.client is not None
+        handle = self.client.get_workflow_handle(session.run_id, result_type=RunOutcome)
+        runs = ReinClient(self.client)
         try:
-            await self.client.get_workflow_handle(workflow_id).signal("cancel", {"reason": reason})
+            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+                return None
+            view = await runs.status(handle.id)
+            steps = len(await runs.steps(handle.id))
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if view.status == "running":
+            return await self.wait(handle, WaitRequest(after_pause=view.pause, steps_from=steps))
+        if view.interrupt is None or not _waits_at(view, session):
+            return None
+        signal = _signal_for(view.interrupt.type, session, agent, approve, answer)
+        if signal is None:  # no single signal says it: a new run from the Session replaces this one
+            await self.cancel(handle.id, "superseded by a new run from the same session")
+            return None
+        return await self._signal_and_wait(handle, [signal], view.pause, steps)
+
+    async def decide(self, run_id: str, signals: list[tuple[str, dict]]) -> RunResult:
+        """Send `signals` to a waiting run and wait for its next pause or its end."""
+        assert self.client is not None
+        handle = self.client.get_workflow_handle(run_id, result_type=RunOutcome)
+        runs = ReinClient(self.client)
+        view = await runs.status(run_id)
+        return await self._signal_and_wait(handle, signals, view.pause, len(await runs.steps(run_id)))
+
+    async def _signal_and_wait(
+        self, handle: WorkflowHandle, signals: list[tuple[str, dict]], pause: int, steps: int
+    ) -> RunResult:
+        for name, payload in signals:
+            await handle.signal(name, payload)
+        return await self.wait(handle, WaitRequest(after_pause=pause, steps_from=steps))
+
+    async def cancel(self, workflow_id: str, reason: str) -> bool:
+        assert self.client is not None
+        handle = self.client.get_workflow_handle(workflow_id)
+        try:
+            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+                return False
+            await handle.signal("cancel", {"reason": reason})
         except RPCError:
-            pass
+            return False
+        return True
 
 
 async def engine() -> Engine:
@@ -211,29 +264,60 @@ def _logged(result: RunResult) -> RunResult:
 
 
 async def resume_session(agent: Agent, session: Any, *, approve: bool = True, answer: str | None = None) -> RunResult:
-    """Signal the run that waits on this Session, or start a new run from it when none does."""
+    """Signal the run this Session belongs to (any process), or start a new run from it when it has ended."""
     eng = await engine()
-    waiting = eng.waiting.pop(session_key(session), None)
-    if waiting is not None:
-        signal = _signal_for(waiting.interrupt_type, session, agent, approve, answer)
-        if signal is not None:
-            return _logged(await eng.submit(eng.signal_and_wait(waiting, *signal)))
-        await eng.submit(eng.cancel(waiting.workflow_id, "superseded by a new run from the same session"))
+    if session.run_id:
+        eng.register(agent)  # this process now serves the agent, so the run can go on here
+        result = await eng.submit(eng.resume(agent, session, approve, answer))
+        if result is not None:
+            return _logged(result)
     session = session.model_copy(deep=True)
     from rein.loop import input_tool_names
 
     machine.prepare_resume(session, approve, answer, input_tool_names(agent.registry))
-    return await run_session(agent, session)
+    # A new run treats its input Session's decisions as conversation, not authority: it asks
+    # again, and this process (which holds the decisions) answers with signals.
+    decisions = machine.decisions_for_pending(session)
+    return await _redecide(eng, await run_session(agent, session), decisions)
+
+
+async def _redecide(eng: Engine, result: RunResult, decisions: dict[str, Any]) -> RunResult:
+    """Send the decisions the caller already made for the calls the run now asks about."""
+    for _ in range(3):  # approvals, then a question, then nothing left to send
+        interrupt = result.interrupt
+        if result.status != "interrupted" or interrupt is None or result.run_id is None:
+            return result
+        signals: list[tuple[str, dict]] = []
+        if interrupt.type == "need_approval":
+            already = machine.decisions_for_pending(result.session)
+            for call in result.session.pending_tool_calls:
+                decision = decisions.get(call.id)
+                if decision is not None and decision.answer is None and call.id not in already:
+                    payload = {"tool_call_id": call.id, "approver": decision.approver, "reason": decision.reason}
+                    signals.append(("approve" if decision.approved else "deny", payload))
+        elif interrupt.type == "need_input" and interrupt.tool_call is not None:
+            decision = decisions.get(interrupt.tool_call.id)
+            if decision is not None and decision.answer is not None:
+                signals.append(("answer", {"text": decision.answer, "approver": decision.approver}))
+        if not signals:
+            return result
+        result = _logged(await eng.submit(eng.decide(result.run_id, signals)))
+    return result
 
 
 async def cancel_session(session: Any, reason: str) -> bool:
-    """Cancel the durable run that waits on this Session, if this process started one."""
-    eng = Engine._instance
-    waiting = eng.waiting.pop(session_key(session), None) if eng is not None else None
-    if waiting is None:
+    """Cancel the durable run this Session belongs to; False when it is not running."""
+    if not session.run_id:
         return False
-    await eng.submit(eng.cancel(waiting.workflow_id, reason))
-    return True
+    eng = await engine()
+    return await eng.submit(eng.cancel(session.run_id, reason))
+
+
+def _waits_at(view: RunStatusView, session: Any) -> bool:
+    """Whether the run waits at the point the Session records (not an earlier or later pause)."""
+    return view.iteration == session.iteration and [c.id for c in view.pending_tool_calls] == [
+        c.id for c in session.pending_tool_calls
+    ]
 
 
 def _signal_for(

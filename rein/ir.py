@@ -6,9 +6,10 @@ pydantic models, so they cross process, JSON and Temporal boundaries unchanged.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer
 
 
 class ToolCall(BaseModel):
@@ -17,6 +18,33 @@ class ToolCall(BaseModel):
     id: str
     name: str
     arguments: dict[str, Any]
+    arguments_error: str | None = None
+    """Set when the model's argument JSON could not be read; the call then runs nothing and
+    the model gets an error result naming the problem (never the tool's defaults)."""
+
+    @model_serializer(mode="wrap")
+    def _omit_no_error(self, handler: Any) -> Any:
+        """Well-formed calls serialise as before (same history bytes, same vendor payloads)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("arguments_error") is None:
+            data.pop("arguments_error", None)
+        return data
+
+
+def parse_tool_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """A model's argument JSON as (arguments, None), or ({}, what is wrong with it)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError) as exc:
+        shown = raw if len(raw) <= 200 else raw[:200] + "…"
+        return {}, f"the arguments are not valid JSON ({exc}): {shown}"
+    if not isinstance(value, dict):
+        return {}, f"the arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
 
 
 class ToolResult(BaseModel):
@@ -61,12 +89,25 @@ class Usage(BaseModel):
         )
 
 
+class OutputCheck(BaseModel):
+    """The verdict on a final answer when the agent has an output type (see rein.output)."""
+
+    tool_call_id: str | None = None
+    """The `final_result` call that carried the answer; None for a plain-text answer."""
+    data_json: str | None = None
+    """The validated value as JSON, when the answer is valid."""
+    error: str | None = None
+    """What the model is told when it is not."""
+
+
 class Completion(BaseModel):
     """One full model answer: what a CALL_MODEL stage produces."""
 
     message: Message
     usage: Usage = Field(default_factory=Usage)
     finish_reason: Literal["stop", "tool_calls", "length", "error"]
+    output: OutputCheck | None = None
+    """Set by the worker for agents with an output type; the state machine acts on it."""
 
 
 class ToolSpec(BaseModel):

@@ -8,7 +8,6 @@ machine functions, so they produce the same RunResult for the same script.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -18,7 +17,7 @@ from rein import machine
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult, Usage
 from rein.log import logger
-from rein.middleware import Middleware, StepContext, dispatch
+from rein.middleware import Middleware, StepContext, run_step
 from rein.providers.fallback import is_retryable
 from rein.result import Interrupt, RunResult, Step
 from rein.session import Session
@@ -47,14 +46,26 @@ def input_tool_names(registry: ToolRegistry | None) -> frozenset[str]:
     return frozenset(t.name for t in registry if getattr(t, "asks_human", False))
 
 
+def approval_tool_names(registry: ToolRegistry | None) -> frozenset[str]:
+    """Tools declared with `@tool(requires_approval=True)`."""
+    if registry is None:
+        return frozenset()
+    return frozenset(t.name for t in registry if getattr(t, "requires_approval", False))
+
+
 class _Run:
     """Bookkeeping for one driver invocation: clock, steps, run id."""
 
-    def __init__(self, session: Session, registry: ToolRegistry | None, config: LoopConfig | None):
+    def __init__(
+        self, session: Session, registry: ToolRegistry | None, config: LoopConfig | None, output: Any = None
+    ):
         self.session = session
+        self.output = output
+        """The agent's `rein.output.OutputSpec`, or None."""
         self.registry = registry if registry is not None else ToolRegistry()
         self.config = config or LoopConfig()
         self.input_tools = input_tool_names(self.registry)
+        self.approval_tools = approval_tool_names(self.registry)
         self.start = time.monotonic()
         self.steps: list[Step] = []
         self.run_id = uuid.uuid4().hex[:8]
@@ -63,7 +74,7 @@ class _Run:
         return time.monotonic() - self.start
 
     def next_action(self) -> machine.Action:
-        action = machine.next_action(self.session, self.config, self.elapsed(), self.input_tools)
+        action = machine.next_action(self.session, self.config, self.elapsed(), self.input_tools, self.approval_tools)
         if isinstance(action, machine.Finish) and action.stop_reason not in ("done",):
             logger.warning(
                 "circuit tripped",
@@ -87,20 +98,27 @@ class _Run:
                 )
 
     def tool_specs(self):
-        return self.registry.specs() or None
+        specs = self.registry.specs() + ([self.output.tool_spec()] if self.output is not None else [])
+        return specs or None
+
+    def checked(self, completion: Completion) -> Completion:
+        """The completion with the output type's verdict attached (see rein.output)."""
+        return self.output.check(completion) if self.output is not None else completion
+
+    async def execute(self, calls: list[ToolCall], runtime: Any = None) -> list[ToolResult]:
+        if not calls:
+            return []
+        if runtime is not None:
+            return await runtime.execute_all(calls, self.registry, "allow")
+        return await execute_all(
+            self.registry,
+            calls,
+            context_factory=lambda c: ToolContext(idempotency_key=f"{self.run_id}/{c.id}", tool_call_id=c.id),
+        )
 
     async def run_tools(self, calls: list[ToolCall], runtime: Any = None) -> list[Step]:
         t0 = time.monotonic()
-        if not calls:
-            results: list[ToolResult] = []
-        elif runtime is not None:
-            results = await runtime.execute_all(calls, self.registry, "allow")
-        else:
-            results = await execute_all(
-                self.registry,
-                calls,
-                context_factory=lambda c: ToolContext(idempotency_key=f"{self.run_id}/{c.id}", tool_call_id=c.id),
-            )
+        results = await self.execute(calls, runtime)
         return machine.apply_tool_results(self.session, results, time.monotonic() - t0)
 
     def interrupted(self, interrupt: Interrupt) -> RunResult:
@@ -122,7 +140,8 @@ class _Run:
             )
         return RunResult(
             status="interrupted" if interrupt else "done",
-            output=machine.last_assistant_text(self.session),
+            output=machine.run_output(self.session),
+            data=machine.run_data(self.session),
             session=self.session,
             usage=self.session.usage,
             elapsed_s=self.elapsed(),
@@ -136,7 +155,7 @@ async def _call_model(provider: Any, run: _Run) -> tuple[list[Step], Interrupt |
     """One CALL_MODEL stage. Retryable provider errors become an `error` interrupt."""
     t0 = time.monotonic()
     try:
-        completion = await provider.complete(run.session.messages, tools=run.tool_specs())
+        completion = run.checked(await provider.complete(run.session.messages, tools=run.tool_specs()))
     except Exception as exc:
         if is_retryable(exc):
             return [], machine.model_error_interrupt(f"{type(exc).__name__}: {exc}")
@@ -144,17 +163,8 @@ async def _call_model(provider: Any, run: _Run) -> tuple[list[Step], Interrupt |
     return [machine.apply_completion(run.session, completion, time.monotonic() - t0)], None
 
 
-async def _core_step(run: _Run, provider: Any, runtime: Any, ctx: StepContext) -> StepContext:
-    """The innermost layer: perform whatever the machine says the Session needs next."""
-    run.session = ctx.session
-    action = machine.next_action(ctx.session, run.config, run.elapsed(), run.input_tools)
-    if isinstance(action, machine.Wait):
-        ctx.interrupt = action.interrupt
-    elif isinstance(action, machine.CallModel):
-        ctx.steps, ctx.interrupt = await _call_model(provider, run)
-    elif isinstance(action, machine.RunTools):
-        ctx.steps = await run.run_tools(action.calls, runtime)
-    return ctx
+async def _checked_completion(provider: Any, run: _Run, messages: list[Message]) -> Completion:
+    return run.checked(await provider.complete(messages, tools=run.tool_specs()))
 
 
 async def arun(
@@ -165,21 +175,32 @@ async def arun(
     runtime: Any = None,
     compaction: Any = None,
     middlewares: list[Middleware] | None = None,
+    output: Any = None,
 ) -> RunResult:
-    """Drive the Session until it finishes or interrupts. Mutates `session` in place."""
-    run = _Run(session, registry, config)
+    """Drive the Session until it finishes or interrupts. Mutates `session` in place.
+
+    `output` is a `rein.output.OutputSpec` for a run whose final answer has a type.
+    """
+    run = _Run(session, registry, config, output)
     logger.info(
         "run started",
         extra={"trace_id": run.run_id, "messages": len(session.messages), "tools": len(run.registry)},
     )
-    core = functools.partial(_core_step, run, provider, runtime)
     while True:
         if isinstance(run.next_action(), machine.Finish):
             return run.result()
         if compaction is not None and run.session.stage == machine.Stage.CALL_MODEL:
             run.session.messages = await compaction.compact(run.session.messages)
         ctx = StepContext(run.session, run.session.stage, run.config, provider, run.registry, runtime)
-        ctx = await dispatch(middlewares or [], ctx, core)
+        ctx = await run_step(
+            ctx,
+            middlewares or [],
+            elapsed=run.elapsed,
+            input_tools=run.input_tools,
+            approval_tools=run.approval_tools,
+            call_model=lambda messages: _checked_completion(provider, run, messages),
+            run_tools=lambda calls: run.execute(calls, runtime),
+        )
         run.session = ctx.session
         run.record(ctx.steps)
         if ctx.interrupt is not None:
@@ -210,10 +231,11 @@ async def aresume(
     runtime: Any = None,
     compaction: Any = None,
     middlewares: list[Middleware] | None = None,
+    output: Any = None,
 ) -> RunResult:
     """Continue an interrupted (or finished) Session: decide the pending batch or add an answer."""
     machine.prepare_resume(session, approve, answer, input_tool_names(registry))
-    return await arun(session, provider, registry, config, runtime, compaction, middlewares)
+    return await arun(session, provider, registry, config, runtime, compaction, middlewares, output)
 
 
 def resume(session: Session, provider: Any, registry: ToolRegistry | None = None, config: LoopConfig | None = None, *, approve: bool = True, answer: str | None = None) -> RunResult:
@@ -227,14 +249,15 @@ async def step(
     registry: ToolRegistry | None = None,
     config: LoopConfig | None = None,
     runtime: Any = None,
+    output: Any = None,
 ) -> tuple[Session, list[Step], Interrupt | None]:
     """Advance exactly one stage (breakers are the caller's business, as in rein-agent)."""
-    run = _Run(session, registry, config)
+    run = _Run(session, registry, config, output)
     if session.stage == machine.Stage.CALL_MODEL:
         steps, interrupt = await _call_model(provider, run)
         return session, steps, interrupt
     if session.stage == machine.Stage.RUN_TOOLS:
-        action = machine._tool_stage_action(session, run.config, run.input_tools)
+        action = machine._tool_stage_action(session, run.config, run.input_tools, run.approval_tools)
         if isinstance(action, machine.Wait):
             return session, [], action.interrupt
         return session, await run.run_tools(action.calls, runtime), None
@@ -248,13 +271,14 @@ async def astream(
     config: LoopConfig | None = None,
     runtime: Any = None,
     compaction: Any = None,
+    output: Any = None,
 ) -> AsyncIterator[StreamChunk]:
     """Stream text as the model produces it; state advances exactly as in `arun`.
 
     Ends with one `done` chunk carrying the stop reason and cumulative usage. An
     interrupt ends the stream with finish_reason "interrupted"; resume with `aresume`.
     """
-    run = _Run(session, registry, config)
+    run = _Run(session, registry, config, output)
     while True:
         action = run.next_action()
         if isinstance(action, machine.Finish):
@@ -287,7 +311,8 @@ async def astream(
                 raise
             session.stop_reason = "interrupted"
             break
-        run.record([machine.apply_completion(session, completion_from_stream(parts, tool_calls, finish, usage), time.monotonic() - t0)])
+        completion = run.checked(completion_from_stream(parts, tool_calls, finish, usage))
+        run.record([machine.apply_completion(session, completion, time.monotonic() - t0)])
     yield StreamChunk(type="done", finish_reason=session.stop_reason or "done", usage=session.usage)
 
 

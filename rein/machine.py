@@ -9,13 +9,14 @@ the two engines cannot drift apart.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+import json
+from typing import Any, Literal, Union
 
 from pydantic import BaseModel
 
 from rein.circuit import signature, tripped_breaker
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, ToolCall, ToolResult
+from rein.ir import Completion, Message, OutputCheck, ToolCall, ToolResult
 from rein.result import Interrupt, Step
 from rein.session import Decision, Session, Stage
 
@@ -60,6 +61,16 @@ def last_assistant_text(session: Session) -> str | None:
     return None
 
 
+def run_output(session: Session) -> str | None:
+    """A run's `output`: the final result's JSON for agents with an output type, else the last text."""
+    return session.output_json if session.output_json is not None else last_assistant_text(session)
+
+
+def run_data(session: Session) -> Any:
+    """A run's `data`: the final result's JSON value (None without an output type)."""
+    return json.loads(session.output_json) if session.output_json is not None else None
+
+
 def new_session(prompt: str, system: str | None = None) -> Session:
     messages = [Message(role="system", content=system)] if system else []
     messages.append(Message(role="user", content=prompt))
@@ -74,12 +85,19 @@ def next_action(
     config: LoopConfig,
     elapsed_s: float,
     input_tools: frozenset[str] = frozenset(),
+    approval_tools: frozenset[str] = frozenset(),
 ) -> Action:
-    """Decide the next step. Trips breakers (mutating the Session) before any work."""
+    """Decide the next step. Trips breakers (mutating the Session) before any work.
+
+    Calls to `approval_tools` (`@tool(requires_approval=True)`) wait for a person even when
+    the permission is "allow".
+    """
     if session.done:
         return Finish(stop_reason=session.stop_reason or "done")
     if session.stage == Stage.DONE:
         return _finish(session, "done")
+    if session.output_failures > config.output_retries:
+        return _finish(session, "invalid_output")
     reason = tripped_breaker(session, config, elapsed_s)
     if reason is not None:
         return _finish(session, reason)
@@ -87,7 +105,7 @@ def next_action(
         session.stage = Stage.CALL_MODEL
     if session.stage == Stage.CALL_MODEL:
         return CallModel(iteration=session.iteration + 1)
-    return _tool_stage_action(session, config, input_tools)
+    return _tool_stage_action(session, config, input_tools, approval_tools)
 
 
 def _finish(session: Session, reason: str) -> Finish:
@@ -96,12 +114,18 @@ def _finish(session: Session, reason: str) -> Finish:
     return Finish(stop_reason=reason)
 
 
-def _tool_stage_action(session: Session, config: LoopConfig, input_tools: frozenset[str]) -> Action:
+def _tool_stage_action(
+    session: Session, config: LoopConfig, input_tools: frozenset[str], approval_tools: frozenset[str]
+) -> Action:
     decided = decisions_for_pending(session)
     questions = [c for c in session.pending_tool_calls if c.name in input_tools]
-    if config.permission == "ask":
+    if config.permission != "deny":
         undecided = [
-            c for c in session.pending_tool_calls if c.name not in input_tools and c.id not in decided
+            c
+            for c in session.pending_tool_calls
+            if c.name not in input_tools
+            and c.id not in decided
+            and (config.permission == "ask" or c.name in approval_tools)
         ]
         if undecided:
             return Wait(interrupt=approval_interrupt(undecided))
@@ -146,7 +170,10 @@ def apply_completion(session: Session, completion: Completion, duration_s: float
     session.iteration += 1
     message = completion.message
     session.messages.append(message)
+    if completion.output is not None:
+        return _apply_output(session, completion, completion.output, duration_s)
     if completion.finish_reason == "tool_calls" and message.tool_calls:
+        message.tool_calls = unique_call_ids(message.tool_calls)
         sig = signature(message.tool_calls)
         if sig == session.last_signature:
             session.repeat_count += 1
@@ -173,6 +200,62 @@ def apply_completion(session: Session, completion: Completion, duration_s: float
         duration_s=duration_s,
         usage=completion.usage,
     )
+
+
+def unique_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Calls with distinct ids: a repeated id gets a suffix, so each call gets its own result."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        cid, n = call.id, 1
+        while cid in seen:
+            n += 1
+            cid = f"{call.id}~{n}"
+        seen.add(cid)
+        out.append(call if cid == call.id else call.model_copy(update={"id": cid}))
+    return out
+
+
+def forget_pending_decisions(session: Session) -> None:
+    """A Session from outside is conversation, not authority: its pending calls need fresh decisions."""
+    pending = {c.id for c in session.pending_tool_calls}
+    session.decisions = [d for d in session.decisions if d.tool_call_id not in pending]
+
+def _apply_output(session: Session, completion: Completion, check: OutputCheck, duration_s: float | None) -> Step:
+    """A final answer for an agent with an output type: end the run with it, or send the error back.
+
+    Every tool call in the answer gets a tool message, so the conversation stays valid for
+    any vendor: the final_result call its verdict, the others "not run" when the run ends.
+    Other calls next to an invalid final_result run as usual.
+    """
+    calls = completion.message.tool_calls or []
+    others = [c for c in calls if c.id != check.tool_call_id]
+    step = Step(index=0, kind="model", summary="", duration_s=duration_s, usage=completion.usage)
+    if check.error is None:
+        session.output_json = check.data_json
+        for call in calls:
+            content = "Final result accepted." if call.id == check.tool_call_id else "Not run: the final result ended the run."
+            session.messages.append(Message(role="tool", tool_call_id=call.id, content=content))
+        session.pending_tool_calls = []
+        session.done = True
+        session.stage = Stage.DONE
+        session.stop_reason = "done"
+        step.summary = "final result: " + truncate(check.data_json, 110)
+        return step
+    session.output_failures += 1
+    step.summary = truncate(check.error, 120)
+    step.is_error = True
+    if check.tool_call_id is None:
+        session.messages.append(Message(role="user", content=check.error))
+    else:
+        session.messages.append(Message(role="tool", tool_call_id=check.tool_call_id, content=check.error))
+    if others:
+        session.pending_tool_calls = others
+        session.stage = Stage.RUN_TOOLS
+        step.tool_calls = others
+    else:
+        session.stage = Stage.CALL_MODEL
+    return step
 
 
 def apply_tool_results(
@@ -280,6 +363,8 @@ def answer(session: Session, text: str, approver: str = "", input_tools: frozens
     session.pending_tool_calls = []
     session.done = False
     session.stop_reason = None
+    session.output_json = None
+    session.output_failures = 0
     return "message"
 
 
@@ -311,3 +396,5 @@ def prepare_turn(session: Session, prompt: str) -> None:
     session.last_signature = None
     session.pending_tool_calls = []
     session.usage = type(session.usage)()
+    session.output_json = None
+    session.output_failures = 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -33,6 +33,9 @@ class Interrupt(BaseModel):
 class RunResult(BaseModel):
     status: Literal["done", "interrupted"]
     output: str | None
+    data: Any = None
+    """Agents with an output type: the validated final result (an instance of the type for
+    `Agent.run` callers, its JSON value in a durable run's raw result)."""
     stop_reason: str = "done"
     usage: Usage = Field(default_factory=Usage)
     elapsed_s: float | None = None

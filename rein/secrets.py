@@ -1,7 +1,13 @@
-"""Keep API keys out of anything that reaches Temporal history: errors, results, logs.
+"""Keep secrets out of anything that reaches Temporal history: errors, tool results, logs.
 
-Keys live in the worker's environment (and sometimes in provider parameters);
-whatever text leaves a worker passes through here first.
+Two nets, both applied to whatever text leaves a worker:
+- by value: the values of the worker's secret-named environment variables (KEY, TOKEN,
+  SECRET, PASSWORD, ...), the passwords inside its URL-valued variables (DATABASE_URL), and
+  secret-named provider parameters;
+- by pattern: common credential formats wherever they come from (vendor API keys such as
+  `sk-...`, `AKIA...`, `ghp_...`, `xoxb-...`, JWTs, private key blocks), credentials in URLs
+  (`scheme://user:password@host`), bearer tokens and `password=...`-style assignments.
+Neither net is perfect; the codec (REIN_CODEC_KEY) is what keeps history unreadable.
 """
 
 from __future__ import annotations
@@ -10,39 +16,78 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 REDACTED = "[redacted]"
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|PRIVATE|DSN)", re.IGNORECASE)
+_URL_NAME = re.compile(r"(URL|URI|DSN|CONN)", re.IGNORECASE)
+
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), REDACTED),
+    # scheme://user:password@host -> keep the user and host, drop the password
+    (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+(@)"), rf"\g<1>{REDACTED}\g<2>"),
+    (re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*"), rf"\g<1>{REDACTED}"),
+    (re.compile(r"(?i)(\bbasic\s+)[A-Za-z0-9+/]{12,}=*"), rf"\g<1>{REDACTED}"),
+    (re.compile(
+        r"(?i)(\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|secret[_-]?key|access[_-]?token"
+        r"|auth[_-]?token|refresh[_-]?token|client[_-]?secret|private[_-]?key)\b[\"']?\s*[:=]\s*[\"']?)"
+        r"[^\s\"',;&}]{4,}"
+    ), rf"\g<1>{REDACTED}"),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), REDACTED),  # OpenAI, Anthropic (sk-ant-), DeepSeek, ...
+    (re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),  # Stripe
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key ids
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),  # GitHub
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), REDACTED),
+    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), REDACTED),  # GitLab
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), REDACTED),  # Slack
+    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), REDACTED),  # Google API keys
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}"), REDACTED),  # Hugging Face
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), REDACTED),  # JWT
+]
+
+
+def _url_password(value: str) -> str | None:
+    try:
+        password = urlsplit(value.strip()).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
 
 
 def secret_values(params: Mapping[str, Any] | None = None) -> list[str]:
-    """Secret-looking environment values and parameter values, longest first."""
+    """Secret-named environment values, URL passwords and secret-named parameter values, longest first."""
     found = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8}
+    for k, v in os.environ.items():
+        if _URL_NAME.search(k) and "@" in v:
+            password = _url_password(v)
+            if password and len(password) >= 4:
+                found.add(password)
     found |= {
         v for k, v in (params or {}).items() if isinstance(v, str) and len(v) >= 4 and _SECRET_NAME.search(k)
     }
     return sorted(found, key=len, reverse=True)
 
 
+def scrub_patterns(text: str) -> str:
+    """`text` with every credential-shaped string replaced."""
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def scrub(text: str, params: Mapping[str, Any] | None = None) -> str:
-    """`text` with every secret value replaced."""
+    """`text` with every known secret value and every credential-shaped string replaced."""
     for value in secret_values(params):
         if value in text:
             text = text.replace(value, REDACTED)
-    return text
+    return scrub_patterns(text)
 
 
 def scrub_exception(exc: BaseException, params: Mapping[str, Any] | None = None) -> None:
     """Redact secrets in place along the exception chain, keeping type and status code intact."""
-    secrets = secret_values(params)
-    if not secrets:
-        return
 
     def clean(value: Any) -> Any:
-        if isinstance(value, str):
-            for secret in secrets:
-                value = value.replace(secret, REDACTED)
-        return value
+        return scrub(value, params) if isinstance(value, str) else value
 
     seen: set[int] = set()
     current: BaseException | None = exc

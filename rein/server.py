@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,8 +95,13 @@ def start_dev_server(
     wait_s: float = 60,
     dynamic_config: dict[str, str] | None = None,
     extra_args: list[str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> DevServer:
-    """`dynamic_config` replaces TUNED_DYNAMIC_CONFIG (benchmarks compare against `{}`)."""
+    """`dynamic_config` replaces TUNED_DYNAMIC_CONFIG (benchmarks compare against `{}`).
+
+    The server runs in its own session unless `preexec_fn` is given (the embedded supervisor
+    keeps it in its process group and ties its life to the supervisor's).
+    """
     port = port or free_port()
     ui_port = (ui_port or free_port()) if ui else None
     args = [
@@ -113,9 +119,12 @@ def start_dev_server(
     args += extra_args or []
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
     process = subprocess.Popen(
-        args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=preexec_fn is None, preexec_fn=preexec_fn,
         env={**os.environ, "TEMPORAL_CLI_SHOW_STACKS": "0"},
     )
+    if log_path:
+        out.close()
     server = DevServer(port=port, ui_port=ui_port, process=process, log_path=log_path, args=args)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -128,3 +137,378 @@ def start_dev_server(
             time.sleep(0.05)
     server.stop()
     raise RuntimeError(f"temporal dev server did not listen on port {port} within {wait_s:g}s")
+
+
+# --------------------------------------------------------------------------- the shared embedded server
+#
+# Without a configured address every rein process on the machine shares ONE dev server whose
+# state is a SQLite file in REIN_HOME, so runs outlive the process that started them.
+#
+#   REIN_HOME/temporal.db    the server's state (every run, its history and search attributes)
+#   REIN_HOME/server.json    address and pids of the running server (written once it is healthy)
+#   REIN_HOME/server.log     the supervisor's and the server's output
+#   REIN_HOME/server.lock    flock held while a process starts, checks or stops the server
+#   REIN_HOME/clients.lock   every process using the server holds a shared flock on it
+#
+# A small supervisor process (`python -m rein.server supervise HOME`) owns the `temporal`
+# process: it waits until the server answers real RPCs, records it in server.json, and stops it
+# when no process has held clients.lock for REIN_SERVER_IDLE_S seconds (default 0: as soon as
+# the last user is gone). The kernel drops a flock when its process dies, even by SIGKILL, so a
+# crashed user never keeps the server alive. The `temporal` process dies with its supervisor.
+
+START_TIMEOUT_S = 60.0
+_STATE, _LOCK, _CLIENTS, _DB, _LOG = "server.json", "server.lock", "clients.lock", "temporal.db", "server.log"
+_lease: tuple[Path, int] | None = None
+"""(REIN_HOME, fd) of this process's shared flock on clients.lock."""
+_started: dict[int, subprocess.Popen] = {}
+"""Supervisors this process started (reaped when they exit)."""
+
+
+def rein_home() -> Path:
+    """Where rein keeps its embedded state: REIN_HOME, default ~/.rein."""
+    return Path(os.environ.get("REIN_HOME") or Path.home() / ".rein").expanduser()
+
+
+def ensure_embedded(home: Path | None = None, *, timeout_s: float | None = None) -> str:
+    """The address of the shared embedded server, started (healthy) if it is not running.
+
+    This process becomes one of its users until it exits (or `release_embedded()`).
+    Raises RuntimeError, leaving no process behind, when the server cannot be started.
+    """
+    home = _home(home)
+    timeout_s = float(os.environ.get("REIN_SERVER_START_TIMEOUT_S", START_TIMEOUT_S)) if timeout_s is None else timeout_s
+    with _locked(home, timeout_s + 30):
+        state = _running_state(home)
+        if state is None:
+            state = _start_supervisor(home, timeout_s)
+        _take_lease(home)
+        return state["address"]
+
+
+def embedded_status(home: Path | None = None) -> dict | None:
+    """The running shared server (address, pids, files, users) or None; starts nothing."""
+    home = _home(home)
+    state = _running_state(home)
+    if state is None:
+        return None
+    return {**state, "home": str(home), "in_use": _in_use(home)}
+
+
+def stop_embedded(home: Path | None = None) -> bool:
+    """Stop the shared server now (its runs stay in REIN_HOME). False when none was running."""
+    home = _home(home)
+    with _locked(home, START_TIMEOUT_S + 30):
+        return _stop(home)
+
+
+def release_embedded() -> None:
+    """Stop using the shared server; the last user stops it (unless REIN_SERVER_IDLE_S keeps it)."""
+    global _lease
+    if _lease is None:
+        return
+    home, fd = _lease
+    try:
+        with _locked(home, 30):
+            _lease = None
+            os.close(fd)
+            state = _running_state(home)
+            if state is not None and not state.get("idle_s") and not _in_use(home):
+                _stop(home)
+    except (OSError, RuntimeError):
+        pass
+
+
+def _home(home: Path | None) -> Path:
+    home = Path(home) if home is not None else rein_home()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+class _locked:
+    """An exclusive flock on REIN_HOME/server.lock, waited for at most `timeout_s`."""
+
+    def __init__(self, home: Path, timeout_s: float):
+        self.path, self.timeout_s = home / _LOCK, timeout_s
+
+    def __enter__(self) -> None:
+        import fcntl
+
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(self.fd)
+                    raise RuntimeError(f"another process holds {self.path} for more than {self.timeout_s:g}s") from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # closing the descriptor drops the flock
+
+
+def _take_lease(home: Path) -> None:
+    global _lease
+    import atexit
+    import fcntl
+
+    if _lease is not None and _lease[0] == home:
+        return
+    if _lease is not None:
+        release_embedded()
+    fd = os.open(home / _CLIENTS, os.O_RDWR | os.O_CREAT, 0o600)
+    os.set_inheritable(fd, False)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    if _lease is None and not getattr(_take_lease, "registered", False):
+        atexit.register(release_embedded)
+        _take_lease.registered = True  # type: ignore[attr-defined]
+    _lease = (home, fd)
+
+
+def _in_use(home: Path) -> bool:
+    """Whether any process (this one included) holds a lease on the server."""
+    import fcntl
+
+    fd = os.open(home / _CLIENTS, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    proc = _started.get(pid)
+    if proc is not None:
+        if proc.poll() is None:
+            return True
+        del _started[pid]
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie, or a recycled pid that is not a rein supervisor, is not our server
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z" and b"rein.server" in cmdline
+
+
+def _read_state(home: Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads((home / _STATE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _running_state(home: Path) -> dict | None:
+    state = _read_state(home)
+    if state is not None and state.get("ready") and _alive(state["pid"]):
+        return state
+    return None
+
+
+def _start_supervisor(home: Path, timeout_s: float) -> dict:
+    """Start a supervisor and wait until it reports a healthy server; on failure kill it all."""
+    leftover = _read_state(home)
+    if leftover is not None:  # a supervisor that never became ready, or a stale file
+        _kill_group(leftover.get("pid"))
+        (home / _STATE).unlink(missing_ok=True)
+    open(home / _LOG, "wb").close()
+    log = open(home / _LOG, "ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rein.server", "supervise", str(home), str(timeout_s)],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=str(home),
+    )
+    log.close()
+    _started[process.pid] = process
+    deadline = time.monotonic() + timeout_s + 5
+    while time.monotonic() < deadline:
+        state = _read_state(home)
+        if state is not None and state.get("pid") == process.pid and state.get("ready"):
+            return state
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    _kill_group(process.pid)
+    (home / _STATE).unlink(missing_ok=True)
+    tail = (home / _LOG).read_text(errors="replace")[-2000:].strip()
+    raise RuntimeError(
+        f"the embedded Temporal server did not become healthy within {timeout_s:g}s "
+        f"(REIN_HOME={home}; log {home / _LOG}):\n{tail}"
+    )
+
+
+def _kill_group(pid: int | None) -> None:
+    """SIGKILL a supervisor's process group (it and its `temporal` child) and reap what is ours."""
+    import signal
+
+    if not pid:
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc = _started.pop(pid, None)
+    if proc is not None:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _stop(home: Path) -> bool:
+    """Stop the running supervisor (and its server); the caller holds the lock."""
+    import signal
+
+    state = _read_state(home)
+    if state is None:
+        return False
+    pid = state.get("pid")
+    was_running = bool(pid) and _alive(pid)
+    if was_running:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 20
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    _kill_group(pid)  # whatever is left of its group
+    server_pid = state.get("server_pid")
+    if server_pid:
+        try:
+            os.kill(server_pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    (home / _STATE).unlink(missing_ok=True)
+    return was_running
+
+
+# --------------------------------------------------------------------------- the supervisor process
+
+
+def _die_with_parent() -> None:
+    """In the `temporal` child: get SIGKILL when the supervisor dies (Linux), so it is never orphaned."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _healthy(address: str) -> bool:
+    """A real RPC succeeds and rein's search attributes are registered (clients then check the
+    workflow service themselves: rein.temporal.connection)."""
+    try:
+        listed = subprocess.run(
+            [temporal_binary(), "operator", "search-attribute", "list", "--address", address, "--output", "json"],
+            capture_output=True, text=True, timeout=10,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return listed.returncode == 0 and all(name in listed.stdout for name in SEARCH_ATTRIBUTES)
+
+
+def _supervise(home: Path, timeout_s: float) -> int:
+    """Start the server (retrying on new ports), report it once healthy, stop it when idle."""
+    import fcntl
+    import json
+    import signal
+
+    stopping = False
+
+    def on_term(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    idle_s = float(os.environ.get("REIN_SERVER_IDLE_S") or 0)
+    deadline = time.monotonic() + timeout_s
+    server: DevServer | None = None
+    for attempt in range(1, 4):
+        server = _launch(home, deadline)
+        if server is not None:
+            break
+        print(f"rein: embedded server attempt {attempt} failed", file=sys.stderr, flush=True)
+        if stopping or time.monotonic() > deadline:
+            return 1
+    if server is None:
+        return 1
+    state = {
+        "pid": os.getpid(), "server_pid": server.process.pid, "address": server.address,
+        "db": str(home / _DB), "log": str(home / _LOG), "idle_s": idle_s, "ready": True,
+        "started_at": time.time(),
+    }
+    tmp = home / f"{_STATE}.{os.getpid()}"
+    tmp.write_text(json.dumps(state))
+    tmp.replace(home / _STATE)
+
+    lock_fd = os.open(home / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    clients_fd = os.open(home / _CLIENTS, os.O_RDWR | os.O_CREAT, 0o600)
+    idle_since: float | None = None
+    while not stopping and server.process.poll() is None:
+        time.sleep(0.25)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # someone is starting, checking or stopping: look again later
+        try:
+            try:
+                fcntl.flock(clients_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(clients_fd, fcntl.LOCK_UN)
+                idle_since = idle_since or time.monotonic()
+            except BlockingIOError:
+                idle_since = None
+            if idle_since is not None and time.monotonic() - idle_since >= idle_s:
+                _retire(home, server)  # under the lock, so no process starts using it meanwhile
+                return 0
+        finally:
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
+    _retire(home, server)
+    return 0
+
+
+def _launch(home: Path, deadline: float) -> DevServer | None:
+    """One start-dev on a free port, healthy before `deadline`, else stopped."""
+    try:
+        server = start_dev_server(
+            db_filename=str(home / _DB), wait_s=max(deadline - time.monotonic(), 1),
+            log_path=home / _LOG, preexec_fn=_die_with_parent,
+        )
+    except RuntimeError as exc:
+        print(f"rein: {exc}", file=sys.stderr, flush=True)
+        return None
+    while time.monotonic() < deadline and server.process.poll() is None:
+        if _healthy(server.address):
+            return server
+        time.sleep(0.1)
+    server.stop()
+    return None
+
+
+def _retire(home: Path, server: DevServer) -> None:
+    server.stop()
+    state = _read_state(home)
+    if state is not None and state.get("pid") == os.getpid():
+        (home / _STATE).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "supervise":
+        sys.exit(_supervise(Path(sys.argv[2]), float(sys.argv[3])))
+    sys.exit("usage: python -m rein.server supervise REIN_HOME TIMEOUT_S")

@@ -38,3 +38,10 @@ class Session(BaseModel):
     stop_reason: str | None = None
     decisions: list[Decision] = Field(default_factory=list)
     """Approve/deny decisions, in the order they were made (rein addition)."""
+    run_id: str | None = None
+    """The durable run (workflow id) this Session belongs to, set by the workflow; None in-process.
+    `Agent.resume` signals that run from any process while it is still running (rein addition)."""
+    output_json: str | None = None
+    """The validated final result as JSON, for agents with an output type."""
+    output_failures: int = 0
+    """Invalid final answers this turn; more than `LoopConfig.output_retries` ends the run."""

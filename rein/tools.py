@@ -393,8 +393,8 @@ class Tool:
     `retries` is how many extra attempts the durable engine may make when the
     tool raises (opt-in: with 0, an exception becomes an error result at once).
     `timeout_s` bounds one attempt in the durable engine (None = engine default).
-    `local` runs it as a Temporal local activity (in the worker that runs the workflow,
-    no task-queue round trip): for quick, cheap tools; its result must stay small.
+    `local` runs it as a Temporal local activity (in the worker that runs the workflow, no
+    task-queue round trip): for quick, cheap tools; its result must stay small.
     """
 
     def __init__(
@@ -407,6 +407,7 @@ class Tool:
         *,
         retries: int = 0,
         timeout_s: float | None = None,
+        requires_approval: bool = False,
         local: bool = False,
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -422,10 +423,12 @@ class Tool:
         self.is_async = is_async
         self.retries = retries
         self.timeout_s = timeout_s
-        self.local = bool(local)
         self.context_param: str | None = _find_context_param(fn)
         self.asks_human = False
         """True for `rein.ask_human`: its calls are questions for a person, never executed."""
+        self.requires_approval = bool(requires_approval)
+        self.local = bool(local)
+        """Every call waits for a person's approval, even under `permission="allow"`."""
         self._validator: _ArgsValidator | None = None
 
     @classmethod
@@ -437,6 +440,7 @@ class Tool:
         description: str | None = None,
         retries: int = 0,
         timeout_s: float | None = None,
+        requires_approval: bool = False,
         local: bool = False,
     ) -> Tool:
         """Build a Tool from a function: name from `__name__`, description from the docstring."""
@@ -450,6 +454,7 @@ class Tool:
             is_async=inspect.iscoroutinefunction(fn),
             retries=retries,
             timeout_s=timeout_s,
+            requires_approval=requires_approval,
             local=local,
         )
 
@@ -501,19 +506,22 @@ def tool(
     description: str | None = None,
     retries: int = 0,
     timeout_s: float | None = None,
+    requires_approval: bool = False,
     local: bool = False,
 ) -> Any:
-    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, local=True)`."""
+    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, requires_approval=True, local=True)`."""
+    options = dict(name=name, description=description, retries=retries, timeout_s=timeout_s,
+                   requires_approval=requires_approval, local=local)
     if fn is not None:
         if not callable(fn):
             raise TypeError(
                 f"@tool expects a function or keyword options only, got {type(fn).__name__}; "
                 "write @tool(name=...) to set the name"
             )
-        return Tool.from_function(fn, name=name, description=description, retries=retries, timeout_s=timeout_s, local=local)
+        return Tool.from_function(fn, **options)
 
     def decorate(f: Callable) -> Tool:
-        return Tool.from_function(f, name=name, description=description, retries=retries, timeout_s=timeout_s, local=local)
+        return Tool.from_function(f, **options)
 
     return decorate
 
@@ -585,6 +593,12 @@ async def execute_tool(
         names = ", ".join(available) if available else "(none)"
         return _error(call, f"Unknown tool '{call.name}'. Available tools: {names}")
 
+    if call.arguments_error:
+        return _error(
+            call,
+            f"Invalid arguments for tool '{call.name}': {call.arguments_error}. "
+            "The tool was not run; send the arguments again as one complete JSON object.",
+        )
     try:
         values = tool.validate_arguments(call.arguments)
     except ToolArgumentsError as exc:

@@ -1,15 +1,32 @@
-"""Fixtures shared by the workflow test modules."""
+"""Fixtures shared by the test modules.
+
+The whole session uses a temporary REIN_HOME (never the user's ~/.rein): the embedded
+server every engine, worker and CLI call without an address shares lives there, and it
+is stopped when the session ends, so no server outlives the tests.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 
 import pytest
 
-# Every client and worker rein builds offloads large payloads under REIN_HOME: never the real ~/.rein.
-os.environ["REIN_HOME"] = tempfile.mkdtemp(prefix="rein-home-tests-")
+_HOME = tempfile.mkdtemp(prefix="rein-home-")
+os.environ["REIN_HOME"] = _HOME  # at import: before any test module or subprocess reads it
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from rein import engine
+    from rein.server import release_embedded, stop_embedded
+
+    if engine.Engine._instance is not None:
+        engine.Engine._instance.close()
+    release_embedded()
+    stop_embedded()
+    shutil.rmtree(_HOME, ignore_errors=True)
 
 
 @pytest.fixture

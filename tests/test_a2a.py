@@ -6,6 +6,7 @@ Temporal dev server, started once per process), some with engine="local".
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import urllib.error
@@ -185,11 +186,14 @@ def test_ask_permission_gives_input_required_then_approve_durable() -> None:
     from rein import engine
 
     paused = server.handle_rpc(send("Add 7 and 7"))["result"]
-    waiting_key = engine.session_key(server._paused[paused["id"]].session)
-    assert waiting_key in engine.Engine._instance.waiting
+    run_id = server._paused[paused["id"]].session.run_id
+    assert run_id is not None
     canceled = server.handle_rpc({"jsonrpc": "2.0", "id": 1, "method": "tasks/cancel", "params": {"id": paused["id"]}})
     assert canceled["result"]["status"] == {"state": "canceled"}
-    assert waiting_key not in engine.Engine._instance.waiting and server._paused == {}
+    assert server._paused == {}
+    eng = engine.Engine._instance
+    result = asyncio.run_coroutine_threadsafe(eng.client.get_workflow_handle(run_id).result(), eng.loop).result(30)
+    assert result["stop_reason"] == "cancelled"  # the workflow that waited for the reply ended
 
 
 def test_ask_permission_deny_local_and_cancel_paused() -> None:

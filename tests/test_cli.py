@@ -258,13 +258,15 @@ async def test_start_status_waiting_approve_result(env, cli: Cli) -> None:  # no
 
 async def test_approve_one_call_by_id(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, _ = await start_and_wait(cli, "cli-ops", "search please", "waiting_approval")
-    await cli("approve", run_id, "--tool-call-id", "no-such-call", "--approver", "eve")
-
-    async def ignored() -> dict | None:
-        view = await cli("status", run_id)
-        return view if view["ignored_signals"] == 1 else None
-
-    view = await poll(ignored, 10, "the unknown id to be ignored")
+    # An unknown id is rejected to the caller (the `rein.approve` update's validator): exit 1, one line.
+    cli.capsys.readouterr()
+    code = await asyncio.to_thread(
+        main, ["approve", run_id, "--tool-call-id", "no-such-call", "--approver", "eve", "--address", cli.address]
+    )
+    err = cli.capsys.readouterr().err
+    assert code == 1
+    assert "no pending tool call with id 'no-such-call'" in err and err.count("\n") == 1
+    view = await cli("status", run_id)
     assert view["status"] == "waiting_approval"
     assert (await session_of(env, run_id)).decisions == []
 
@@ -336,17 +338,15 @@ async def test_cancel(env, cli: Cli) -> None:  # noqa: ANN001
     assert (await cli("status", run_id))["status"] == "cancelled"
 
 
-async def test_signal_commands_on_a_run_in_the_wrong_state_are_ignored(env, cli: Cli) -> None:  # noqa: ANN001
+async def test_decision_commands_on_a_run_in_the_wrong_state_are_rejected(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, _ = await start_and_wait(cli, "cli-ops", "cache please", "waiting_approval")
-    await cli("retry", run_id)
-    await cli("answer", run_id, "hello")
-
-    async def ignored() -> dict | None:
-        view = await cli("status", run_id)
-        return view if view["ignored_signals"] == 2 else None
-
-    view = await poll(ignored, 10, "retry and answer to be ignored")
-    assert view["status"] == "waiting_approval"
+    for argv, why in ((["retry", run_id], "not waiting after an error"), (["answer", run_id, "hello"], "not waiting for input")):
+        cli.capsys.readouterr()
+        code = await asyncio.to_thread(main, [*argv, "--address", cli.address])
+        assert code == 1
+        assert why in cli.capsys.readouterr().err
+    view = await cli("status", run_id)
+    assert view["status"] == "waiting_approval" and view["ignored_signals"] == 0
     await cli("approve", run_id)
     assert (await cli("result", run_id))["output"] == "Report: cache restarted"
 

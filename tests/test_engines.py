@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 import rein
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, RunResult, Session, StreamChunk, ToolCall, Usage
@@ -90,6 +91,7 @@ def view(result: RunResult) -> dict[str, Any]:
     return {
         "status": result.status,
         "output": result.output,
+        "data": result.data.model_copy() if isinstance(result.data, BaseModel) else result.data,
         "stop_reason": result.stop_reason,
         "usage": result.usage.model_dump(),
         "steps": [(s.kind, s.summary, s.is_error) for s in result.steps],
@@ -108,6 +110,16 @@ class Scenario:
     """Keyword arguments of each successive `aresume`."""
     expect: list[tuple[str, str]] = field(default_factory=list)
     """(status, stop_reason) of the run and then of each resume: proves the scenario does what it says."""
+    output_type: Any = None
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+def final(cid: str = "f", **arguments: Any) -> list[ToolCall]:
+    return [ToolCall(id=cid, name="final_result", arguments=arguments)]
 
 
 ADD_1_2 = tc("add", a=1, b=2)
@@ -166,6 +178,29 @@ SCENARIOS: dict[str, Scenario] = {
     "answer-after-done": Scenario(
         lambda: ["first", "second"], resumes=[{"answer": "more"}], expect=[("done", "done"), ("done", "done")]
     ),
+    "structured-corrected": Scenario(
+        lambda: [final("f1", name="Paris", population="many"), final("f2", name="Paris", population=2_100_000)],
+        output_type=City,
+        expect=[("done", "done")],
+    ),
+    "structured-text-then-tool-round": Scenario(
+        lambda: ["Paris, I think", [ADD_1_2], '```json\n{"name": "Paris", "population": 3}\n```'],
+        output_type=City,
+        expect=[("done", "done")],
+    ),
+    "structured-with-tools-and-approval": Scenario(
+        lambda: [[ADD_1_2, *final("f", name="Paris", population="x")], final("g", name="Lyon", population=3)],
+        output_type=City,
+        config=LoopConfig(permission="ask"),
+        resumes=[{"approve": True}],
+        expect=[("interrupted", "interrupted"), ("done", "done")],
+    ),
+    "structured-retries-exhausted": Scenario(
+        lambda: [final("f1", name="Paris"), "no", final("f3", population=1)],
+        output_type=City,
+        config=LoopConfig(output_retries=1),
+        expect=[("done", "invalid_output")],
+    ),
 }
 
 
@@ -176,6 +211,7 @@ async def play(name: str, scenario: Scenario, engine: str, via_json: bool) -> li
         config=scenario.config,
         name=f"parity-{name}",
         engine=engine,  # type: ignore[arg-type]
+        output_type=scenario.output_type,
     )
     result = await agent.arun("please help")
     views = [view(result)]
@@ -223,6 +259,20 @@ async def test_parity_scenarios_have_the_expected_shape():
     assert v[1]["steps"][0] == ("tool", "ask_human → Paris", False)
     v = await play("two-calls-one-turn", SCENARIOS["two-calls-one-turn"], "local", via_json=False)
     assert [s[1] for s in v[0]["steps"]] == ["tool calls: add, mul", "add → 3", "mul → 12", "3 and 12"]
+    v = await play("structured-corrected", SCENARIOS["structured-corrected"], "local", via_json=False)
+    assert v[0]["data"] == City(name="Paris", population=2_100_000)
+    assert [s[2] for s in v[0]["steps"]] == [True, None]
+    assert "population" in v[0]["messages"][2]["content"] and v[0]["messages"][2]["role"] == "tool"
+    v = await play("structured-text-then-tool-round", SCENARIOS["structured-text-then-tool-round"], "local", via_json=False)
+    assert v[0]["data"] == City(name="Paris", population=3)
+    assert [m["role"] for m in v[0]["messages"]] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+    v = await play("structured-with-tools-and-approval", SCENARIOS["structured-with-tools-and-approval"], "local",
+                   via_json=False)
+    assert v[0]["interrupt"]["tool_call"]["name"] == "add"
+    assert v[1]["data"] == City(name="Lyon", population=3)
+    assert [s[1] for s in v[1]["steps"]][0] == "add → 3"
+    v = await play("structured-retries-exhausted", SCENARIOS["structured-retries-exhausted"], "local", via_json=False)
+    assert v[0]["data"] is None and len(v[0]["steps"]) == 2
 
 
 async def test_chat_parity():
@@ -243,7 +293,8 @@ def chunk_view(chunks: list[StreamChunk]) -> list[tuple]:
 
 
 @pytest.mark.parametrize("name", ["text-only", "tool-round", "two-calls-one-turn", "deny-policy", "max-iterations",
-                                  "ask-approve", "ask-human", "retryable-error"])
+                                  "ask-approve", "ask-human", "retryable-error",
+                                  "structured-corrected"])
 async def test_astream_parity(name):
     scenario = SCENARIOS[name]
     streams = {}

@@ -20,6 +20,7 @@ from vendor_server import Fail, Reply, VendorServer  # noqa: E402
 import rein  # noqa: E402
 from rein import Agent, LiteLLMProvider, LoopConfig  # noqa: E402
 from rein.testing import start_local  # noqa: E402
+from tests.processes import decoded_history_text  # noqa: E402
 
 SECRET = "sk-test-" + uuid.uuid4().hex
 
@@ -80,7 +81,9 @@ async def test_tool_round_over_http_with_a_transient_error(env, srv):
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert summaries == ["model openai/gpt-4o · iteration 1", "tool add(a=2, b=3)", "model openai/gpt-4o · iteration 2"]
-    assert SECRET not in history.to_json()
+    text = await decoded_history_text(history, env.client.data_converter)
+    assert "It is 5." in text  # the decoded payloads really are readable
+    assert SECRET not in text
     assert SECRET not in json.dumps(result)
 
 

@@ -287,8 +287,11 @@ async def test_complete_tool_call_answer():
     assert completion.message.content == "checking"
     assert completion.message.tool_calls == [
         ToolCall(id="c1", name="weather", arguments={"city": "上海"}),
-        ToolCall(id="c2", name="broken", arguments={}),
+        ToolCall(id="c2", name="broken", arguments={}, arguments_error=completion.message.tool_calls[1].arguments_error),
     ]
+    # Unreadable arguments are not silently {}: the call says why, and the tool will not run.
+    assert "not valid JSON" in completion.message.tool_calls[1].arguments_error
+    assert completion.message.tool_calls[0].arguments_error is None
     assert completion.usage == Usage(input_tokens=3, output_tokens=4)
     assert be.calls[0]["tools"] == (
         llm.ToolSpec(name="weather", description="查询天气", input_schema={"type": "object"}),

@@ -458,6 +458,7 @@ def test_from_lite_response_tool_calls():
     c = LiteLLMProvider._from_lite_response(resp)
     assert c.finish_reason == "tool_calls" and c.message.content == ""
     assert [(t.id, t.arguments) for t in c.message.tool_calls] == [("a", {"a": 1}), ("b", {"b": 2}), ("c", {})]
+    assert [t.arguments_error is None for t in c.message.tool_calls] == [True, True, False]
 
 
 @pytest.mark.parametrize("finish,expected", [("length", "length"), ("content_filter", "stop"), (None, "stop")])

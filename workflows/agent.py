@@ -12,12 +12,13 @@ import asyncio
 import json
 from datetime import timedelta
 from collections.abc import Awaitable
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.workflow import HandlerUnfinishedPolicy
-from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
@@ -25,7 +26,13 @@ with workflow.unsafe.imports_passed_through():
     from rein import machine
     from rein.config import LoopConfig
     from rein.contract import (
+        ANSWER_UPDATE,
+        APPROVE_UPDATE,
         CALL_MODEL,
+        CANCEL_UPDATE,
+        DENY_UPDATE,
+        MAX_SECONDS,
+        RETRY_UPDATE,
         DESCRIBE_AGENT,
         RUN_TOOL,
         WAIT_UPDATE,
@@ -44,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatusView,
         ToolCallInput,
         WaitRequest,
+        apply_overrides,
     )
     from rein.digest import EMPTY, extend, message_hash
     from rein.ir import Completion, Message, ToolCall, ToolResult
@@ -51,27 +59,43 @@ with workflow.unsafe.imports_passed_through():
     from rein.session import Session
     from rein.summaries import details_for, model_summary, tool_summary
 
+from rein.workflows import worker_steps
+
 T = TypeVar("T")
 
 MODEL_HEARTBEAT = timedelta(seconds=20)
 COUNTER_EVERY = 5
 """Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
+CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
+"""Without external storage: below Temporal's 2 MB payload limit, with room for encoding overhead."""
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
 PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
 """Retired patches: their behaviour is now the only one and new runs record no marker for them.
 Histories that carry their markers still replay (workflow.deprecate_patch while replaying);
 histories recorded before rein-throttled-counters (tests/histories v1) no longer do."""
+PATCH_FAILED_STATUS = "rein-failed-status"
+"""Since this patch, a run that fails before it knows its agent still learns the search attributes to
+publish ReinStatus=failed (one extra local activity on that path only)."""
 TOOL_TIMEOUT = timedelta(minutes=5)
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 SIGNALS_BEFORE_CONTINUE_AS_NEW = 1000
 SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW = 4_000_000
-"""A waiting run continues as new after this many signals (or bytes of them) in one history."""
+"""A waiting run continues as new after this many signals and updates (or bytes of them) in one history."""
+MAX_PARKED_WAITS = 6
+"""`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
+(10 per run) always leaves room for new waits and for the decision updates."""
+INT64_MAX = 2**63 - 1
+SIGNALS = ("approve", "deny", "answer", "retry", "cancel")
+
+
+class Misfit(ValueError):
+    """A signal or update that does not fit the run's state or the expected shape."""
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class AgentWorkflow:
     @workflow.init
-    def __init__(self, raw_input: Any) -> None:
+    def __init__(self, *args: Any) -> None:
         self.session = Session()
         self.steps: list[Step] = []
         """The steps this run recorded; earlier runs of a continue-as-new chain hold theirs."""
@@ -93,30 +117,93 @@ class AgentWorkflow:
         """How many conversation messages model-call activities have been given so far."""
         self.sent_digest = EMPTY
         """rein.digest chain digest of those messages."""
+        self.sent_conversation = ""
+        """The conversation token they belong to (a compaction starts a new one)."""
         self.produced: set[str] = set()
         """Hashes of messages the worker produced since the last model call (sent as references)."""
         self.details = ""
         self.prompt = ""
         self.last_ignored = ""
         self.cannot_continue_as_new = False
-        self.rolling = False
-        self.signals_in_run = 0
-        self.signal_bytes_in_run = 0
-        """Set once the run has decided to continue as new (waiting handlers let go)."""
+        self.conversation = ""
+        """Changes when the conversation is rewritten (compaction, middleware); see ModelCallInput."""
+        self.config: LoopConfig | None = None
+        self.approval_tools: frozenset[str] = frozenset()
+        self.ended = False
+        self.parked: list[int] = []
+        self.released: set[int] = set()
+        self.tickets = 0
         self.request: AgentInput | None = None
+        self.rolling = False
+        """Set once the run has decided to continue as new (waiting handlers let go)."""
         self.resuming: Interrupt | None = None
         """The wait a predecessor run was in when it continued as new."""
         self.wait_deadline: float | None = None
-        # A continuation takes over before any handler runs: signals delivered with its first
-        # task must find it as the predecessor left it (waiting, with its counters).
-        carried = _carried(raw_input)
+        self.signals_in_run = 0
+        self.signal_bytes_in_run = 0
+        # A continuation takes over before any handler runs: signals and updates delivered with
+        # its first task must find it as the predecessor left it (waiting, with its counters).
+        carried = _carried(args)
         if carried is not None:
             self._restore(*carried)
 
     # ------------------------------------------------------------ main loop
 
     @workflow.run
-    async def run(self, raw_input: Any) -> dict[str, Any]:
+    async def run(self, *args: Any) -> dict[str, Any]:
+        """Guarded: whatever goes wrong in here fails the run (status `failed`), never a workflow task."""
+        try:
+            return await self._run(*args)
+        except ApplicationError as err:
+            await self._fail()
+            if err.non_retryable:
+                raise
+            raise ApplicationError(err.message, *err.details, type=err.type, non_retryable=True) from None
+        except FailureError as err:  # an activity (e.g. describe_agent) that failed for good
+            await self._fail()
+            cause = getattr(err, "cause", None)
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            kind = cause.type if isinstance(cause, ApplicationError) else type(err).__name__
+            raise ApplicationError(message, type=kind or "RunFailed", non_retryable=True) from None
+        except Exception as exc:
+            await self._fail()
+            workflow.logger.exception("rein workflow error")
+            raise ApplicationError(
+                f"rein could not continue this run: {type(exc).__name__}: {str(exc)[:500]}",
+                type="ReinInternalError",
+                non_retryable=True,
+            ) from None
+
+    async def _fail(self) -> None:
+        """Mark the run failed where ops look (ReinStatus, `status` query) before it closes."""
+        self.status = "failed"
+        self.interrupt = None
+        self.ended = True
+        self.pause += 1
+        try:
+            if self.agent is None and workflow.patched(PATCH_FAILED_STATUS):
+                self.agent = await workflow.execute_local_activity(
+                    DESCRIBE_AGENT,
+                    DescribeInput(agent=""),
+                    result_type=AgentDescription,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    summary="search attributes for the failed status",
+                )
+            self._publish()
+        except Exception:
+            workflow.logger.exception("could not publish the failed status")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+
+    async def _run(self, *args: Any) -> dict[str, Any]:
+        if len(args) != 1:
+            raise ApplicationError(
+                f"AgentWorkflow takes exactly one input, got {len(args)}. Expected JSON like "
+                '{"agent": "<registered agent name>", "prompt": "..."}',
+                type="InvalidInput",
+                non_retryable=True,
+            )
+        raw_input = args[0]
         # Read the clock and patches before the local activity: a local activity may resolve in a
         # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
@@ -137,10 +224,12 @@ class AgentWorkflow:
             retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
             summary=f"describe agent {request.agent}",
         )
-        config = self._config(request)
+        config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
+        self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
         if request.carry is None:
             self.session = self._initial_session(request)
+        self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
         self._publish()
 
@@ -150,7 +239,7 @@ class AgentWorkflow:
                 started = workflow.time()
                 await self._continue_as_new()
             elapsed = self.active_s + (workflow.time() - started)
-            action = machine.next_action(self.session, config, elapsed, self.input_tools)
+            action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
             if self.cancel_reason is not None and not isinstance(action, machine.Finish):
                 self.session.done = True
                 self.session.stop_reason = "cancelled"
@@ -166,7 +255,15 @@ class AgentWorkflow:
                     started = workflow.time()
                     continue
                 self._stop_waiting()  # a decision delivered as this run started settled the wait
-            if isinstance(action, machine.Wait):
+            if isinstance(action, machine.CallModel) and self.agent.compaction is not None:
+                await worker_steps.compact_if_due(self, action, config)
+            if self.agent.middleware:
+                interrupt = await worker_steps.step(self, action, config, elapsed)
+                if interrupt is not None:
+                    self.active_s = self.active_s + (workflow.time() - started)
+                    await self._wait_for_human(interrupt, config)
+                    started = workflow.time()
+            elif isinstance(action, machine.Wait):
                 self.active_s = elapsed
                 await self._wait_for_human(action.interrupt, config)
                 started = workflow.time()
@@ -185,6 +282,7 @@ class AgentWorkflow:
         self.interrupt = None
         self.final = self._outcome()
         self.pause += 1
+        self.ended = True
         self._publish()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.final.model_dump(mode="json")
@@ -197,8 +295,10 @@ class AgentWorkflow:
         self.pause = carry.pause
         self.ignored_signals += carry.ignored_signals
         self.input_tools = frozenset(carry.input_tools)
+        self.conversation = carry.conversation
         if carry.sent_digest is not None and carry.sent_messages <= len(self.session.messages):
             self.sent_messages, self.sent_digest = carry.sent_messages, carry.sent_digest
+            self.sent_conversation = carry.conversation
             self.produced = set(carry.produced)
         if carry.interrupt is not None:
             self.resuming = self.interrupt = carry.interrupt
@@ -207,8 +307,8 @@ class AgentWorkflow:
             self.wait_deadline = carry.wait_deadline
 
     def _signals_piled_up(self) -> bool:
-        """While a run waits only signals grow its history; counted here, not read from the
-        history length, so replay decides the same wherever a local activity resolves."""
+        """While a run waits only signals and updates grow its history; counted here, not read from
+        the history length, so replay decides the same wherever a local activity resolves."""
         if self.cannot_continue_as_new or self.request is None:
             return False
         limit = self.request.continue_as_new_after or SIGNALS_BEFORE_CONTINUE_AS_NEW
@@ -225,10 +325,11 @@ class AgentWorkflow:
     async def _continue_as_new(self, waiting: Interrupt | None = None) -> None:
         """Start a fresh history with the same Session, once handlers finish; clients re-attach.
 
-        While waiting for a person, the successor waits again at the same pause number (an
-        approval or question is re-derived from the Session; an `error` wait is carried).
+        While waiting for a person, the successor waits again at the same pause number (see
+        `_restore`, which runs before any of its handlers).
         """
-        if len(self._successor(waiting).model_dump_json()) > (self.agent.max_payload_bytes if self.agent else 1_500_000):
+        limit = self.agent.max_payload_bytes if self.agent else CONTINUE_AS_NEW_MAX_BYTES
+        if len(self._successor(waiting).model_dump_json()) > limit:
             # Temporal (or the payload store) would refuse a larger input: keep this history.
             workflow.logger.warning("Session too large to continue as new; the run keeps its history")
             self.cannot_continue_as_new = True
@@ -246,11 +347,12 @@ class AgentWorkflow:
             pause=self.pause,
             ignored_signals=self.ignored_signals,
             sent_messages=self.sent_messages,
-            sent_digest=self.sent_digest,
+            sent_digest=self.sent_digest if self.sent_conversation == self.conversation else None,
             produced=sorted(self.produced),
             input_tools=sorted(self.input_tools),
             interrupt=waiting,
             wait_deadline=self.wait_deadline if waiting is not None else None,
+            conversation=self.conversation,
         )
         session = self.session
         if waiting is not None:
@@ -263,9 +365,8 @@ class AgentWorkflow:
                 raw = raw.model_dump()
             return AgentInput.model_validate(raw)
         except (ValidationError, ValueError, TypeError) as exc:
-            self.status = "failed"
             raise ApplicationError(
-                f"Invalid AgentWorkflow input: {exc}. Expected JSON like "
+                f"Invalid AgentWorkflow input: {_short_error(exc)}. Expected JSON like "
                 '{"agent": "<registered agent name>", "prompt": "..."}',
                 type="InvalidInput",
                 non_retryable=True,
@@ -276,16 +377,20 @@ class AgentWorkflow:
         if not request.config:
             return self.agent.config
         try:
-            return LoopConfig.model_validate({**self.agent.config.model_dump(), **request.config})
-        except ValidationError as exc:
-            self.status = "failed"
-            raise ApplicationError(f"Invalid config override: {exc}", type="InvalidInput", non_retryable=True) from None
+            return apply_overrides(self.agent.config, request.config, self.agent.client_overrides)
+        except (ValidationError, ValueError) as exc:
+            raise ApplicationError(
+                f"Invalid config override: {_short_error(exc)}", type="InvalidInput", non_retryable=True
+            ) from None
 
     def _initial_session(self, request: AgentInput) -> Session:
         assert self.agent is not None
         if request.session is None:
             return machine.new_session(request.prompt or "", self.agent.system)
         session = request.session
+        if workflow.info().continued_run_id is None:
+            # Only this run's own continuation may carry decisions; a client's Session may not.
+            machine.forget_pending_decisions(session)
         if request.prompt is not None:
             machine.prepare_turn(session, request.prompt)
         return session
@@ -296,6 +401,9 @@ class AgentWorkflow:
         assert self.agent is not None
         info = workflow.info()
         began = workflow.time()
+        if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
+            self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
+            self.sent_conversation = self.conversation
         new = self.session.messages[self.sent_messages :]
         hashes = [message_hash(m) for m in new]
         entries: list[Message | str] = [h if h in self.produced else m for h, m in zip(hashes, new)]
@@ -314,9 +422,10 @@ class AgentWorkflow:
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
                     stream=True,
+                    conversation=self.conversation,
                 ),
                 result_type=Completion,
-                start_to_close_timeout=timedelta(seconds=config.model_timeout_s),
+                start_to_close_timeout=_seconds(config.model_timeout_s),
                 heartbeat_timeout=MODEL_HEARTBEAT,
                 retry_policy=RetryPolicy(
                     initial_interval=timedelta(seconds=1),
@@ -327,11 +436,7 @@ class AgentWorkflow:
                 summary=model_summary(self.agent.model, action.iteration),
             ))
         except ActivityError as err:
-            cause = err.cause
-            if isinstance(cause, ApplicationError) and cause.non_retryable:
-                await self._fail(f"Model call failed and cannot be retried: {cause.message}", cause.type or "ModelError")
-            reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-            return machine.model_error_interrupt(reason)
+            return self._model_call_failed(err)
         if completion is None:  # cancelled while the model was answering
             return None
         self.sent_messages, self.sent_digest = total, digest
@@ -339,13 +444,17 @@ class AgentWorkflow:
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
 
-    async def _fail(self, message: str, error_type: str) -> None:
-        """End the run as failed (ReinStatus `failed`) with a non-retryable error, after handlers finish."""
-        self.status = "failed"
-        self.pause += 1
-        self._publish()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        raise ApplicationError(message, type=error_type, non_retryable=True)
+    def _model_call_failed(self, err: ActivityError) -> Interrupt:
+        """Retries exhausted: an `error` interrupt. A fatal error fails the run (see `run`)."""
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.non_retryable:
+            raise ApplicationError(
+                f"Model call failed and cannot be retried: {cause.message}",
+                type=cause.type or "ModelError",
+                non_retryable=True,
+            ) from None
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        return machine.model_error_interrupt(reason)
 
     async def _run_tools(self, calls: list[ToolCall]) -> None:
         began = workflow.time()
@@ -354,12 +463,11 @@ class AgentWorkflow:
             return
         too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
         if too_large is not None:
-            await self._fail(too_large.message, PAYLOAD_TOO_LARGE)
-        executed = [r for r in results if isinstance(r, ToolResult)]
+            raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
         self.produced |= {
-            message_hash(Message(role="tool", tool_call_id=r.tool_call_id, content=r.content)) for r in executed
+            message_hash(Message(role="tool", tool_call_id=r.tool_call_id, content=r.content)) for r in results
         }
-        self._record(machine.apply_tool_results(self.session, executed, workflow.time() - began))
+        self._record(machine.apply_tool_results(self.session, list(results), workflow.time() - began))
 
     async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError:
         """The tool's result; an ApplicationError when its result is too large to record."""
@@ -369,7 +477,7 @@ class AgentWorkflow:
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
         request = ToolCallInput(agent=self.agent_key, call=call, run_id=workflow.info().workflow_id)
         # A raising tool is retried only `retries` times (the activity decides);
-        # two more attempts cover a worker lost mid-call.
+        # two more attempts cover a worker lost mid-call. A result too large to record is final.
         retry = RetryPolicy(
             initial_interval=timedelta(seconds=1),
             maximum_interval=timedelta(seconds=30),
@@ -394,7 +502,9 @@ class AgentWorkflow:
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
-                return ApplicationError(f"Tool '{call.name}' failed: {cause.message}", type=PAYLOAD_TOO_LARGE)
+                return ApplicationError(
+                    f"Tool '{call.name}' failed: {cause.message}", type=PAYLOAD_TOO_LARGE, non_retryable=True
+                )
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             return ToolResult(
                 tool_call_id=call.id,
@@ -426,7 +536,8 @@ class AgentWorkflow:
         """Pause until a fitting signal arrives (or the approval timeout, which denies).
 
         `resumed`: the predecessor run already paused here (same pause number); a fitting
-        signal may even have arrived before this run got here.
+        decision may even have arrived before this run got here. While waiting, a pile of
+        signals continues the run as new (still waiting).
         """
         self.interrupt = interrupt
         self.status = WAITING_STATUS[interrupt.type]
@@ -434,9 +545,9 @@ class AgentWorkflow:
         if not resumed:
             self.pause += 1
         self._publish()
-        timeout = config.approval_timeout_s if interrupt.type != "error" else None
+        timeout = _seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         if timeout is not None and self.wait_deadline is None:
-            self.wait_deadline = workflow.time() + timeout
+            self.wait_deadline = workflow.time() + timeout.total_seconds()
         while True:
             remaining = None if self.wait_deadline is None else self.wait_deadline - workflow.time()
             try:
@@ -444,15 +555,14 @@ class AgentWorkflow:
                     raise asyncio.TimeoutError
                 await workflow.wait_condition(
                     lambda: self.woken or self.cancel_reason is not None or self._signals_piled_up(),
-                    timeout=remaining,
+                    timeout=None if remaining is None else _seconds(remaining),
                     timeout_summary=f"{interrupt.type} timeout" if remaining is not None else None,
                 )
             except asyncio.TimeoutError:
-                self._time_out(interrupt, timeout or 0)
+                self._time_out(interrupt, timeout.total_seconds() if timeout else 0)
                 break
             if self.woken or self.cancel_reason is not None:
                 break
-            # Signals (answered or ignored) grew the history while the run waits: start afresh.
             await self._continue_as_new(waiting=interrupt)
         self._stop_waiting()
 
@@ -470,83 +580,167 @@ class AgentWorkflow:
         elif interrupt.type == "need_input":
             machine.answer(self.session, f"No answer: {reason}.", approver="timeout", input_tools=self.input_tools)
 
-    # ------------------------------------------------------------ signals
-
-    def _count_signal(self, payload: Any) -> None:
-        self.signals_in_run += 1
-        try:
-            self.signal_bytes_in_run += len(json.dumps(payload, default=str))
-        except (TypeError, ValueError):
-            pass
+    # ------------------------------------------------------------ signals and decision updates
+    #
+    # Each decision exists twice: as a signal (fire and forget; a misfit is recorded and ignored)
+    # and as a validated update (a misfit is rejected to the caller). Both take any number of raw
+    # arguments so that no payload shape can fail a workflow task; `_check_*` says what fits.
 
     def _ignore(self, name: str, why: str) -> None:
         self.ignored_signals += 1
-        self.last_ignored = f"`{name}`: {why}"
-        workflow.logger.warning("Ignored signal %s: %s", name, why)
+        self.last_ignored = f"`{name}`: {why}"[:500]
+        workflow.logger.warning("Ignored signal %s: %s", name, why[:500])
 
-    def _parse_signal(self, name: str, model: type[BaseModel], payload: Any) -> Any:
-        self._count_signal(payload)
+    def _count(self, args: Sequence[Any]) -> None:
+        """Signals and decision updates grow the history; a waiting run continues as new on many."""
+        self.signals_in_run += 1
         try:
-            if payload is None:
-                payload = {}
-            return model.model_validate(payload)
-        except (ValidationError, ValueError, TypeError) as exc:
-            self._ignore(name, f"malformed payload: {_short_error(exc)}")
-            return None
+            self.signal_bytes_in_run += len(json.dumps(list(args), default=str))
+        except (TypeError, ValueError):
+            pass
 
-    def _on_decision(self, name: str, payload: Any, approved: bool) -> None:
-        signal = self._parse_signal(name, DecisionSignal, payload)
-        if signal is None:
-            return
+    def _signal(self, name: str, check: Any, apply: Any, args: Sequence[Any]) -> None:
+        self._count(args)
+        try:
+            apply(check(args))
+        except Misfit as misfit:
+            self._ignore(name, str(misfit))
+        except Exception as exc:  # a bug of ours must not fail the workflow task either
+            self._ignore(name, f"could not be applied: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def _payload(self, model: type[BaseModel], args: Sequence[Any]) -> Any:
+        if len(args) > 1:
+            raise Misfit(f"expected one JSON object, got {len(args)} arguments")
+        payload = args[0] if args else None
+        try:
+            return model.model_validate({} if payload is None else payload)
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise Misfit(f"malformed payload: {_short_error(exc)}") from None
+
+    def _check_approver(self, approver: str) -> None:
+        allowed = self.config.approvers if self.config is not None else None
+        if allowed is not None and approver not in allowed:
+            raise Misfit(f"approver {approver[:80]!r} is not among this run's approvers")
+
+    def _check_decision(self, args: Sequence[Any]) -> DecisionSignal:
+        decision = self._payload(DecisionSignal, args)
         if self.status != "waiting_approval":
-            self._ignore(name, f"the run is {self.status}, not waiting for approval")
-            return
+            raise Misfit(f"the run is {self.status}, not waiting for approval")
+        self._check_approver(decision.approver)
+        pending = {c.id for c in self.session.pending_tool_calls if c.name not in self.input_tools}
+        undecided = pending - set(machine.decisions_for_pending(self.session))
+        if decision.tool_call_id is not None and decision.tool_call_id not in pending:
+            raise Misfit(f"no pending tool call with id {decision.tool_call_id!r}")
+        if decision.tool_call_id is None and not undecided:
+            raise Misfit("every pending tool call is already decided")
+        return decision
+
+    def _decide(self, decision: DecisionSignal, approved: bool) -> list[str]:
         decided = machine.decide(
-            self.session, approved, signal.tool_call_id, signal.approver, signal.reason, self.input_tools
+            self.session, approved, decision.tool_call_id, decision.approver, decision.reason, self.input_tools
         )
         if not decided:
-            self._ignore(name, f"no pending tool call with id {signal.tool_call_id!r}")
-            return
+            raise Misfit(f"no pending tool call with id {decision.tool_call_id!r}")
         self.woken = True
+        return decided
+
+    def _check_answer(self, args: Sequence[Any]) -> AnswerSignal:
+        answer = self._payload(AnswerSignal, args)
+        if self.status != "waiting_input":
+            raise Misfit(f"the run is {self.status}, not waiting for input")
+        self._check_approver(answer.approver)
+        return answer
+
+    def _answer(self, answer: AnswerSignal) -> str:
+        used = machine.answer(self.session, answer.text, answer.approver, self.input_tools)
+        self.woken = True
+        return used
+
+    def _check_retry(self, args: Sequence[Any]) -> None:
+        if len(args) > 1:
+            raise Misfit(f"expected at most one argument, got {len(args)}")
+        if self.status != "waiting_retry":
+            raise Misfit(f"the run is {self.status}, not waiting after an error")
+
+    def _retry(self, _: None) -> None:
+        self.woken = True
+
+    def _check_cancel(self, args: Sequence[Any]) -> CancelSignal:
+        cancel = self._payload(CancelSignal, args)
+        if self.status in ("done", "cancelled", "failed") or self.ended:
+            raise Misfit(f"the run is already {self.status}")
+        return cancel
+
+    def _cancel(self, cancel: CancelSignal) -> None:
+        self.cancel_reason = cancel.reason or "cancelled"
 
     @workflow.signal(name="approve", description='Approve pending tool calls: {"tool_call_id": id or null for all, "approver", "reason"}')
-    def approve(self, payload: Any = None) -> None:
-        self._on_decision("approve", payload, True)
+    def approve(self, *args: Any) -> None:
+        self._signal("approve", self._check_decision, lambda d: self._decide(d, True), args)
 
     @workflow.signal(name="deny", description='Deny pending tool calls; the model sees the reason: {"tool_call_id", "approver", "reason"}')
-    def deny(self, payload: Any = None) -> None:
-        self._on_decision("deny", payload, False)
+    def deny(self, *args: Any) -> None:
+        self._signal("deny", self._check_decision, lambda d: self._decide(d, False), args)
 
     @workflow.signal(name="answer", description='Answer a need_input interrupt: {"text", "approver"}')
-    def answer(self, payload: Any = None) -> None:
-        signal = self._parse_signal("answer", AnswerSignal, payload)
-        if signal is None:
-            return
-        if self.status != "waiting_input":
-            self._ignore("answer", f"the run is {self.status}, not waiting for input")
-            return
-        machine.answer(self.session, signal.text, signal.approver, self.input_tools)
-        self.woken = True
+    def answer(self, *args: Any) -> None:
+        self._signal("answer", self._check_answer, self._answer, args)
 
     @workflow.signal(name="retry", description="Retry the model call after an error interrupt")
-    def retry(self, payload: Any = None) -> None:
-        self._count_signal(payload)
-        if self.status != "waiting_retry":
-            self._ignore("retry", f"the run is {self.status}, not waiting after an error")
-            return
-        self.woken = True
+    def retry(self, *args: Any) -> None:
+        self._signal("retry", self._check_retry, self._retry, args)
 
     @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
-    def cancel(self, payload: Any = None) -> None:
-        signal = self._parse_signal("cancel", CancelSignal, payload)
-        if signal is None:
-            return
-        if self.status in ("done", "cancelled", "failed"):
-            self._ignore("cancel", f"the run is already {self.status}")
-            return
-        self.cancel_reason = signal.reason or "cancelled"
+    def cancel(self, *args: Any) -> None:
+        self._signal("cancel", self._check_cancel, self._cancel, args)
 
-    # ------------------------------------------------------------ queries and update
+    @workflow.signal(dynamic=True, description="Any other signal name: recorded and ignored")
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        self.signals_in_run += 1
+        self.signal_bytes_in_run += sum(len(a.payload.data) for a in args if hasattr(a, "payload"))
+        self._ignore(name[:100], f"unknown signal; rein accepts {', '.join(SIGNALS)}")
+
+    @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')
+    def approve_update(self, *args: Any) -> list[str]:
+        return self._decide(self._check_decision(args), True)
+
+    @approve_update.validator
+    def _validate_approve(self, *args: Any) -> None:
+        self._check_decision(args)
+
+    @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')
+    def deny_update(self, *args: Any) -> list[str]:
+        return self._decide(self._check_decision(args), False)
+
+    @deny_update.validator
+    def _validate_deny(self, *args: Any) -> None:
+        self._check_decision(args)
+
+    @workflow.update(name=ANSWER_UPDATE, description='Answer a need_input interrupt; rejected when none is pending: {"text", "approver"}')
+    def answer_update(self, *args: Any) -> str:
+        return self._answer(self._check_answer(args))
+
+    @answer_update.validator
+    def _validate_answer(self, *args: Any) -> None:
+        self._check_answer(args)
+
+    @workflow.update(name=RETRY_UPDATE, description="Retry the model call after an error interrupt; rejected otherwise")
+    def retry_update(self, *args: Any) -> None:
+        self._retry(self._check_retry(args))
+
+    @retry_update.validator
+    def _validate_retry(self, *args: Any) -> None:
+        self._check_retry(args)
+
+    @workflow.update(name=CANCEL_UPDATE, description='End the run with stop_reason cancelled; rejected once it ended: {"reason"}')
+    def cancel_update(self, *args: Any) -> None:
+        self._cancel(self._check_cancel(args))
+
+    @cancel_update.validator
+    def _validate_cancel(self, *args: Any) -> None:
+        self._check_cancel(args)
+
+    # ------------------------------------------------------------ queries and the wait update
 
     @workflow.query(name="status", description="status, stage, iteration, usage, interrupt, pending_tool_calls, stop_reason")
     def status_query(self) -> dict[str, Any]:
@@ -570,10 +764,24 @@ class AgentWorkflow:
         description="rein's client: wait until the run pauses or ends",
     )
     async def wait(self, request: WaitRequest) -> RunOutcome:
-        await workflow.wait_condition(lambda: self.pause > request.after_pause or self.rolling)
+        ticket = self.tickets
+        self.tickets += 1
+        self.parked.append(ticket)
+        while len(self.parked) > MAX_PARKED_WAITS:
+            self.released.add(self.parked.pop(0))
+        try:
+            await workflow.wait_condition(
+                lambda: self.pause > request.after_pause or self.ended or ticket in self.released or self.rolling
+            )
+        finally:
+            if ticket in self.parked:
+                self.parked.remove(ticket)
+        if ticket in self.released:
+            self.released.discard(ticket)
+            raise ApplicationError("newer waits replaced this one; wait again", type="WaitReleased")
         if self.status == "failed":
             raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
-        if self.pause <= request.after_pause:
+        if self.pause <= request.after_pause and not self.ended:
             raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
         return self._outcome()
 
@@ -598,7 +806,8 @@ class AgentWorkflow:
         interrupted = self.interrupt is not None
         return RunOutcome(
             status="interrupted" if interrupted else "done",
-            output=machine.last_assistant_text(self.session),
+            output=machine.run_output(self.session),
+            data=machine.run_data(self.session),
             usage=self.session.usage,
             elapsed_s=self.active_s,
             stop_reason="interrupted" if interrupted else (self.session.stop_reason or "done"),
@@ -621,7 +830,7 @@ class AgentWorkflow:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
         view = self._status_view()
         wanted: dict[str, Any] = {
-            "ReinAgent": self.agent.name if self.agent else None,
+            "ReinAgent": (self.agent.name or None) if self.agent else None,
             "ReinStatus": view.status,
             "ReinIterations": view.iteration,
             "ReinTokens": view.usage.total_tokens,
@@ -632,7 +841,7 @@ class AgentWorkflow:
             # write, so between status changes they are refreshed every COUNTER_EVERY iterations.
             available -= {"ReinIterations", "ReinTokens"}
         updates = [
-            _SEARCH_KEYS[name].value_set(value)
+            _SEARCH_KEYS[name].value_set(min(value, INT64_MAX) if isinstance(value, int) else value)
             for name, value in wanted.items()
             if name in available and value is not None and self.published.get(name) != value
         ]
@@ -653,13 +862,21 @@ class AgentWorkflow:
             self.details = details
 
 
-def _carried(raw: Any) -> tuple[AgentInput, RunCarry] | None:
-    """The input and carry of a continuation (None for a new run or an input `run` will reject)."""
+def _carried(args: Sequence[Any]) -> tuple[AgentInput, RunCarry] | None:
+    """The input and carry of a continuation (None for a new run, or an input `run` will reject)."""
+    if len(args) != 1:
+        return None
+    raw = args[0]
     try:
         request = AgentInput.model_validate(raw.model_dump() if isinstance(raw, BaseModel) else raw)
     except (ValidationError, ValueError, TypeError):
         return None
     return (request, request.carry) if request.carry is not None and request.session is not None else None
+
+
+def _seconds(value: float) -> timedelta:
+    """A duration Temporal can hold; an absurd configured value is capped, not a crash."""
+    return timedelta(seconds=min(max(float(value), 0.001), MAX_SECONDS))
 
 
 def _short_error(exc: Exception) -> str:

@@ -18,7 +18,8 @@ both ways:
   (rein tool messages carry no error flag, so ``is_error`` is always False);
 * rein ``ToolSpec.parameters`` -> ``ToolSpec.input_schema``;
 * streamed ``ToolCallDelta`` fragments are merged by ``index`` and their JSON
-  arguments parsed (invalid or non-object JSON -> ``{}``);
+  arguments parsed (invalid or non-object JSON -> ``{}`` with ``arguments_error`` set, so
+  the tool does not run);
 * ``StopReason`` -> ``finish_reason``: ``end_turn``/``refusal``/``other`` ->
   ``stop``, ``tool_use`` -> ``tool_calls``, ``max_tokens`` -> ``length``. Any
   answer that carries tool calls (and was not truncated) gets ``tool_calls``;
@@ -36,7 +37,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from rein import llm
-from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
+from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage, parse_tool_arguments
 
 __all__ = [
     "BackendProvider",
@@ -94,14 +95,9 @@ def to_llm_tools(tools: Sequence[ToolSpec] | None) -> tuple[llm.ToolSpec, ...]:
 
 
 def parse_arguments(raw: str | None) -> dict[str, Any]:
-    """Parse a tool call's JSON argument string; empty, invalid or non-object JSON gives ``{}``."""
-    if not raw or not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    """Parse a tool call's JSON argument string; empty, invalid or non-object JSON gives ``{}``
+    (the provider also records why on the call: `rein.ir.parse_tool_arguments`)."""
+    return parse_tool_arguments(raw)[0]
 
 
 def to_usage(raw: dict[str, Any] | None) -> Usage:
@@ -211,10 +207,10 @@ class BackendProvider:
                     f"{type(self.backend).__name__}.stream() yielded {type(chunk).__name__}; "
                     "expected TextDelta, ToolCallDelta or MessageStop"
                 )
-        calls = [
-            ToolCall(id=c.id, name=c.name, arguments=parse_arguments(c.arguments))
-            for c in [*llm.merge_tool_call_deltas(deltas), *whole]
-        ]
+        calls = []
+        for c in [*llm.merge_tool_call_deltas(deltas), *whole]:
+            arguments, error = parse_tool_arguments(c.arguments)
+            calls.append(ToolCall(id=c.id, name=c.name, arguments=arguments, arguments_error=error))
         if calls:
             yield StreamChunk(type="tool_calls", tool_calls=calls)
         yield StreamChunk(

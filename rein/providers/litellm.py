@@ -19,7 +19,7 @@ import json
 import os
 from typing import Any, AsyncIterator
 
-from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
+from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage, parse_tool_arguments
 from rein.secrets import scrub_exception
 
 _FINISH = ("stop", "tool_calls", "length", "error")
@@ -125,7 +125,7 @@ class LiteLLMProvider:
             scrub_exception(e, args)
             raise
         if calls:
-            tool_calls = [ToolCall(id=s["id"] or f"call_{i}", name=s["name"] or "", arguments=_parse_args(s["args"]))
+            tool_calls = [_tool_call(s["id"] or f"call_{i}", s["name"] or "", s["args"])
                           for i, s in sorted(calls.items())]
             yield StreamChunk(type="tool_calls", tool_calls=tool_calls)
             yield StreamChunk(type="done", finish_reason="tool_calls", usage=usage or Usage())
@@ -158,9 +158,7 @@ class LiteLLMProvider:
         msg = choice.message
         tool_calls = []
         for tc in getattr(msg, "tool_calls", None) or []:
-            raw = tc.function.arguments
-            args = raw if isinstance(raw, dict) else _parse_args(raw)
-            tool_calls.append(ToolCall(id=tc.id, name=tc.function.name, arguments=args))
+            tool_calls.append(_tool_call(tc.id, tc.function.name, tc.function.arguments))
         u = getattr(resp, "usage", None)
         usage = Usage(input_tokens=getattr(u, "prompt_tokens", 0) or 0,
                       output_tokens=getattr(u, "completion_tokens", 0) or 0,
@@ -175,13 +173,7 @@ class LiteLLMProvider:
                           usage=usage, finish_reason=finish)
 
 
-def _parse_args(raw: Any) -> dict[str, Any]:
-    """Tool arguments as a dict; empty or malformed JSON gives {} (the model's mistake, not ours)."""
-    if not raw:
-        return {}
-    try:
-        parsed = json.loads(raw)
-    except (TypeError, ValueError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
+def _tool_call(call_id: str, name: str, raw: Any) -> ToolCall:
+    """Unreadable argument JSON is kept as an error on the call, never silently replaced by {}."""
+    arguments, error = parse_tool_arguments(raw)
+    return ToolCall(id=call_id, name=name, arguments=arguments, arguments_error=error)

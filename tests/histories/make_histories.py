@@ -12,22 +12,31 @@ the current code must still replay (via workflow.patched).
   v1: before the rein-throttled-counters patch
   v2: with it
   v3: with the rein-prompt-cancel patch
-  v4: both patches retired (workflow.deprecate_patch: no markers), slim result, model calls
-      that refer to worker-produced messages; v1 no longer replays (see tests/test_workflow.py)
+  v4: both patches retired (deprecate_patch only while replaying: new runs record no markers),
+      slim result, model calls that refer to worker-produced messages; v1 no longer replays
+
+agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
+compaction (steps run whole on the worker, rein.compact), with one approval.
+  v1: the first durable middleware and compaction
+
+    .venv/bin/python tests/histories/make_histories.py extensions   # only that one
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 import rein
-from rein import Agent, LoopConfig, MockProvider, ToolCall
+from rein import Agent, LoopConfig, Message, MockProvider, ToolCall
+from rein.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
 CURRENT = "agent_approval_v4.json"
+EXTENSIONS = "agent_extensions_v1.json"
 
 
 def add(a: int, b: int) -> int:
@@ -51,6 +60,36 @@ def approval_agent() -> Agent:
     )
 
 
+def extensions_agent() -> Agent:
+    agent = Agent(
+        provider=MockProvider(
+            [
+                [ToolCall(id="call-1", name="add", arguments={"a": 1, "b": 2})],
+                [ToolCall(id="call-2", name="add", arguments={"a": 3, "b": 4})],
+                "The sums are 3 and 7.",
+            ]
+        ),
+        tools=[add],
+        system="You add numbers.",
+        name="extensions-agent",
+        config=LoopConfig(permission="ask"),
+        compaction=SlidingWindow(3),
+    )
+
+    @agent.middleware
+    async def note(ctx, call_next):  # noqa: ANN001, ANN202
+        if ctx.session.messages[-1].role == "user":
+            ctx.session.messages.append(Message(role="system", content="Be exact."))
+        return await call_next(ctx)
+
+    @agent.after_tool
+    async def vet(ctx):  # noqa: ANN001, ANN202
+        ctx.session.messages[-1].content += " (vetted)"
+
+    agent.on("step", lambda ctx: None)
+    return agent
+
+
 async def wait_for(handle, status: str) -> None:  # noqa: ANN001
     for _ in range(500):
         if (await handle.query("status"))["status"] == status:
@@ -59,29 +98,61 @@ async def wait_for(handle, status: str) -> None:  # noqa: ANN001
     raise RuntimeError(f"run never reached {status}")
 
 
-async def main() -> None:
+async def record_approval(env) -> None:  # noqa: ANN001
+    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories"):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "history-agent", "prompt": "What is 1 + 2?"},
+            id="agent-approval",
+            task_queue="histories",
+        )
+        await wait_for(handle, "waiting_approval")
+        await handle.signal("approve", {"approver": "alice", "reason": "read-only"})
+        await wait_for(handle, "waiting_input")
+        await handle.signal("answer", {"text": "No rounding.", "approver": "alice"})
+        result = await handle.result()
+        assert result["output"] == "The sum is 3.", result
+        history = await handle.fetch_history()
+    write(CURRENT, history)
+
+
+async def record_extensions(env) -> None:  # noqa: ANN001
+    async with rein.create_worker(env.client, agents=[extensions_agent()], task_queue="histories-ext"):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "extensions-agent", "prompt": "Add 1 + 2, then 3 + 4."},
+            id="agent-extensions",
+            task_queue="histories-ext",
+        )
+        for call_id in ("call-1", "call-2"):
+            for _ in range(500):
+                status = await handle.query("status")
+                if status["status"] == "waiting_approval" and status["pending_tool_calls"][0]["id"] == call_id:
+                    break
+                await asyncio.sleep(0.02)
+            await handle.signal("approve", {"approver": "alice"})
+        result = await handle.result()
+        assert result["output"] == "The sums are 3 and 7.", result
+        history = await handle.fetch_history()
+    write(EXTENSIONS, history)
+
+
+def write(name: str, history) -> None:  # noqa: ANN001
+    target = HERE / name
+    target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    print(f"wrote {target} ({len(history.events)} events)")
+
+
+async def main(which: list[str]) -> None:
     env = await start_local()
     try:
-        async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories"):
-            handle = await env.client.start_workflow(
-                "AgentWorkflow",
-                {"agent": "history-agent", "prompt": "What is 1 + 2?"},
-                id="agent-approval",
-                task_queue="histories",
-            )
-            await wait_for(handle, "waiting_approval")
-            await handle.signal("approve", {"approver": "alice", "reason": "read-only"})
-            await wait_for(handle, "waiting_input")
-            await handle.signal("answer", {"text": "No rounding.", "approver": "alice"})
-            result = await handle.result()
-            assert result["output"] == "The sum is 3.", result
-            history = await handle.fetch_history()
-        target = HERE / CURRENT
-        target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-        print(f"wrote {target} ({len(history.events)} events)")
+        if not which or "approval" in which:
+            await record_approval(env)
+        if not which or "extensions" in which:
+            await record_extensions(env)
     finally:
         await env.shutdown()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

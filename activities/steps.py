@@ -1,0 +1,117 @@
+"""Worker side of middleware, hooks, events and compaction in durable runs.
+
+An agent with middleware has each step run whole on the worker, where its live
+objects are: `rein.call_model` / `rein.run_tool` rebuild the Session, run
+`rein.middleware.run_step` (the same code the in-process runner uses) and send
+back what the step did as a `StepOutcome` (a patch of the Session, Steps, an
+interrupt). `rein.compact` runs the agent's compaction strategy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from rein.activities import agents as base
+from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
+from rein.ir import Completion, Message, ToolCall, ToolResult
+from rein.loop import approval_tool_names, input_tool_names
+from rein.middleware import StepContext, run_step
+
+if TYPE_CHECKING:
+    from rein.activities.agents import AgentActivities
+    from rein.agent import Agent
+
+
+async def model_step(acts: AgentActivities, agent: Agent, request: ModelCallInput) -> StepOutcome:
+    assert request.step is not None
+    return await _run(acts, agent, request.step, request)
+
+
+async def tool_step(acts: AgentActivities, agent: Agent, request: ToolCallInput) -> StepOutcome:
+    assert request.step is not None
+    model_request = ModelCallInput(agent=request.agent, iteration=0, new_messages=[], run_id=request.run_id, stream=True)
+    return await _run(acts, agent, request.step, model_request)
+
+
+async def compact(acts: AgentActivities, agent: Agent, request: ModelCallInput) -> CompactResult:
+    """Run the agent's strategy on the run's conversation; None when it changed nothing."""
+    if agent.compaction is None:
+        return CompactResult()
+    messages = await acts.conversations.messages_for(request)
+    async with base.heartbeating():
+        compacted = await agent.compaction.compact([m.model_copy(deep=True) for m in messages])
+    if compacted == messages:
+        return CompactResult()
+    token = uuid.uuid4().hex
+    acts.conversations.remember(request.run_id, token, compacted)
+    return CompactResult(messages=compacted, conversation=token)
+
+
+async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_request: ModelCallInput) -> StepOutcome:
+    """The step in the middleware, as in-process; the core calls the model or runs tools as the Session says."""
+    before = await acts.conversations.messages_for(step)
+    # Deep copies: middleware may edit messages in place, and the diff compares against `before`.
+    session = step.state.model_copy(update={"messages": [m.model_copy(deep=True) for m in before]})
+    ctx = StepContext(session, session.stage, step.config, agent._resolve_provider(), agent.registry)
+    ctx.emit = _emitter(step.run_id)
+    failures: list[BaseException] = []
+
+    async def call_model(messages: list[Message]) -> Completion:
+        try:
+            return await base.complete(agent, messages, model_request)
+        except Exception as exc:
+            failures.append(exc)
+            raise
+
+    async def run_tools(calls: list[ToolCall]) -> list[ToolResult]:
+        return list(await asyncio.gather(*(base.run_call(agent, call, step.run_id) for call in calls)))
+
+    try:
+        async with base.heartbeating():
+            ctx = await run_step(
+                ctx,
+                agent.middlewares,
+                elapsed=lambda: step.elapsed_s,
+                input_tools=input_tool_names(agent.registry),
+                approval_tools=approval_tool_names(agent.registry),
+                call_model=call_model,
+                run_tools=run_tools,
+            )
+    except ApplicationError:
+        raise  # a tool asking Temporal for another attempt
+    except Exception as exc:
+        # A fatal provider error or a bug in middleware: in-process it ends the run, so it does here.
+        raise base.model_failure(step.run_id, exc) from None
+    if failures and ctx.interrupt is not None and ctx.interrupt.type == "error":
+        # The core turned a transient provider error into an `error` interrupt, as in-process. While
+        # attempts remain, Temporal retries the step instead; the last attempt reports the interrupt.
+        if activity.info().attempt < step.config.model_attempts:
+            raise base.model_failure(step.run_id, failures[-1])
+    outcome = StepOutcome.between(before, ctx.session, ctx.steps, ctx.interrupt, uuid.uuid4().hex)
+    acts.conversations.remember(step.run_id, outcome.conversation or step.conversation, ctx.session.messages)
+    return outcome
+
+
+def _emitter(run_id: str) -> Any:
+    def emit(event: str, ctx: StepContext) -> None:
+        publish_event(
+            run_id,
+            {
+                "event": event,
+                "stage": ctx.stage.value,
+                "steps": [s.model_dump(mode="json") for s in ctx.steps],
+                "interrupt": ctx.interrupt.model_dump(mode="json") if ctx.interrupt else None,
+            },
+        )
+
+    return emit
+
+
+def publish_event(run_id: str, event: dict[str, Any]) -> None:
+    """Put one `agent.on` event on the run's stream."""
+    activity.logger.debug("event %s for %s", event["event"], run_id)

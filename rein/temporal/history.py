@@ -1,0 +1,117 @@
+"""A run's state (the `status`, `session` and `steps` queries) even when no worker serves it.
+
+Temporal answers a query through a worker polling the run's task queue. A run that a script
+left waiting has none once the script exits, and the query would fail after ~30 s. Then the
+state is rebuilt here by replaying the run's history with the workflow code alone: no agent,
+no model, no tool runs; the result is exactly what the query would have returned.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from temporalio import workflow
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import (
+    Interceptor,
+    Replayer,
+    UnsandboxedWorkflowRunner,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
+
+QUERY_TIMEOUT_S = 10.0
+POLLER_FRESH_S = 70.0
+"""A poller seen this recently may still be alive (workers long-poll for 60 s)."""
+
+_UNSERVED = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
+
+
+async def query(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> Any:
+    """The query's answer from a worker when one serves the run, else from the replayed history.
+
+    `run`: one run of a continue-as-new chain (default: the newest).
+    """
+    handle = client.get_workflow_handle(run_id, run_id=run)
+    if await _served(client, handle):
+        try:
+            return await handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S))
+        except RPCError as err:
+            if err.status not in _UNSERVED:
+                raise
+    return (await replayed(client, run_id, run)).query(name, *args)
+
+
+class Replayed:
+    """The workflow object as the end of its history left it."""
+
+    def __init__(self, instance: Any):
+        self.instance = instance
+
+    def query(self, name: str, *args: Any) -> Any:
+        handlers = {"status": "status_query", "session": "session_query", "steps": "steps_query"}
+        return getattr(self.instance, handlers[name])(*args)
+
+
+async def replayed(client: Client, run_id: str, run: str | None = None) -> Replayed:
+    """Replay the newest run of `run_id` (or the run `run`) in this process (workflow code only)."""
+    from rein.workflows import AgentWorkflow
+
+    history = await client.get_workflow_handle(run_id, run_id=run).fetch_history()
+    capture = _Capture()
+    replayer = Replayer(
+        workflows=[AgentWorkflow],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+        interceptors=[capture],
+        data_converter=client.data_converter,
+        namespace=client.namespace,
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    if capture.instance is None:
+        raise RuntimeError(f"run {run_id} could not be replayed: {result.replay_failure}")
+    return Replayed(capture.instance)
+
+
+async def _served(client: Client, handle: Any) -> bool:
+    """Whether a worker polled the run's task queue recently (else a query would hang, then fail)."""
+    try:
+        queue = (await handle.describe()).task_queue
+        described = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+    except RPCError:
+        return True  # cannot tell: let the query decide
+    now = time.time()
+    return any(now - p.last_access_time.ToSeconds() < POLLER_FRESH_S for p in described.pollers)
+
+
+def _timedelta(seconds: float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(seconds=seconds)
+
+
+class _Capture(Interceptor):
+    """Keeps the workflow instance the replay creates."""
+
+    def __init__(self) -> None:
+        self.instance: Any = None
+
+    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
+        capture = self
+
+        class Inbound(WorkflowInboundInterceptor):
+            async def execute_workflow(self, input: Any) -> Any:
+                capture.instance = workflow.instance()
+                return await super().execute_workflow(input)
+
+        return Inbound

@@ -1,0 +1,159 @@
+"""ReinPlugin: rein inside any temporalio Client or Worker.
+
+    client = await Client.connect("localhost:7233", plugins=[ReinPlugin()])
+    worker = Worker(client, task_queue="rein", workflows=[MyWorkflow], plugins=[ReinPlugin(agents=[agent])])
+
+On a Client it installs rein's data converter (pydantic, keeping the codec and
+external storage the client already has). On a Worker it also registers
+AgentWorkflow and rein's activities for the given agents, and lets rein's pure
+modules and pydantic through the workflow sandbox. A Worker whose client lacks
+rein's converter gets it too, so the plugin alone is enough on either side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from rein.temporal.converter import rein_data_converter
+from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
+
+if TYPE_CHECKING:
+    from rein.agent import Agent
+
+PLUGIN_NAME = "rein.ReinPlugin"
+
+PURE_MODULES = (
+    "rein.circuit",
+    "rein.config",
+    "rein.contract",
+    "rein.events",
+    "rein.ir",
+    "rein.machine",
+    "rein.result",
+    "rein.session",
+    "rein.summaries",
+    "rein.temporal.child",
+)
+"""rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O."""
+
+SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *PURE_MODULES)
+"""Imported once per worker instead of once per run inside the sandbox; all deterministic."""
+
+
+def agent_map(agents: Iterable[Agent] | Mapping[str, Agent] | None) -> MutableMapping[str, Agent]:
+    """Agents by name. A mutable mapping stays live: agents added later are served too (the engine relies on it)."""
+    if agents is None:
+        return {}
+    if isinstance(agents, MutableMapping):
+        return agents
+    if isinstance(agents, Mapping):
+        return dict(agents)
+    mapping: dict[str, Agent] = {}
+    for agent in agents:
+        if agent.name in mapping and mapping[agent.name] is not agent:
+            raise ValueError(f"two different agents are named {agent.name!r}; give each a unique name")
+        mapping[agent.name] = agent
+    return mapping
+
+
+def has_rein_converter(client: Client) -> bool:
+    return client.data_converter.payload_converter_class is pydantic_data_converter.payload_converter_class
+
+
+def with_rein_plugin(client: Client) -> Client:
+    """`client` if it already speaks rein's converter, else the same connection with ReinPlugin() added."""
+    if has_rein_converter(client):
+        return client
+    config = client.config()
+    return Client(**{**config, "plugins": [*config.get("plugins", []), ReinPlugin()]})
+
+
+def sandbox_runner(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """The worker's sandbox with rein's passthrough added; any other runner is kept as chosen."""
+    if runner is None:
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
+    if isinstance(runner, SandboxedWorkflowRunner):
+        return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
+    return runner
+
+
+class ReinPlugin(SimplePlugin):
+    """rein's converter, AgentWorkflow, activities and sandbox passthrough for a temporalio Client/Worker.
+
+    Args:
+        agents: the agents a Worker serves, by `Agent.name` (or a name → Agent mapping).
+            Without agents (`ReinPlugin()`) the plugin installs only the converter and the
+            sandbox passthrough: enough for a client, or for a worker of your own workflows that
+            start agents as child workflows on another worker's task queue.
+        sandboxed: run workflows in temporalio's sandbox (default). `False` uses
+            `UnsandboxedWorkflowRunner` for the whole worker: AgentWorkflow imports only pure
+            modules, and bench/README.md measures what the sandbox costs per loop iteration.
+    """
+
+    def __init__(self, agents: Iterable[Agent] | Mapping[str, Agent] | None = None, *, sandboxed: bool = True):
+        self.agents = agent_map(agents) if agents is not None else None
+        self._cache_size = 1000
+        self._max_payload_bytes = INLINE_LIMIT
+        self.sandboxed = sandboxed
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=rein_data_converter,
+            workflows=self._add_workflows,
+            activities=self._add_activities,
+            workflow_runner=self._runner,
+        )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        client = config.get("client")
+        if client is not None and not has_rein_converter(client):
+            config["client"] = Client(**{**client.config(), "data_converter": rein_data_converter(client.data_converter)})
+        # The activities' conversation cache is as large as the workflow cache, and they refuse
+        # results larger than the client's converter can record (its external store's limit).
+        self._cache_size = config.get("max_cached_workflows", 1000)
+        if config.get("client") is not None:
+            self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
+        return super().configure_worker(config)
+
+    def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
+        if not self.sandboxed:
+            return UnsandboxedWorkflowRunner()
+        return sandbox_runner(runner)
+
+    def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
+        from rein.workflows import AgentWorkflow
+
+        workflows = list(workflows or [])
+        if self.agents is not None and AgentWorkflow not in workflows:
+            workflows.append(AgentWorkflow)
+        return workflows
+
+    def _add_activities(self, activities: Sequence[Callable] | None) -> Sequence[Callable]:
+        from rein.activities import AgentActivities
+        from rein.temporal.search_attributes import SearchAttributeRegistry
+
+        activities = list(activities or [])
+        if self.agents is None:
+            return activities
+        # A ReinPlugin on the client already added rein's activities: serve its agents and ours together.
+        earlier = [a for a in activities if isinstance(getattr(a, "__self__", None), AgentActivities)]
+        agents: MutableMapping[str, Agent] = self.agents
+        if earlier:
+            previous = earlier[0].__self__.agents  # type: ignore[attr-defined]
+            agents = {**previous, **self.agents}
+            activities = [a for a in activities if a not in earlier]
+        served = AgentActivities(
+            agents,
+            SearchAttributeRegistry(),
+            cache_size=getattr(self, "_cache_size", 1000),
+            max_payload_bytes=getattr(self, "_max_payload_bytes", INLINE_LIMIT),
+        )
+        return [*activities, *served.definitions()]
+

@@ -1,0 +1,83 @@
+"""Agents served by `python worker.py` subprocesses in the fault and encryption tests.
+
+    python worker.py --agent tests.agents.faults:effects --agent tests.agents.faults:leaky
+
+Side effects are appended as lines to files under $FAULTS_DIR (one file per run), so the
+test process can count how many times a tool really ran across worker kills and restarts.
+A tool can be held at a point by the test: it waits while `$FAULTS_DIR/<run>.hold` exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, ToolContext, Usage, tool
+
+
+def _dir() -> Path:
+    return Path(os.environ["FAULTS_DIR"])
+
+
+def run_of(ctx: ToolContext) -> str:
+    return ctx.idempotency_key.split("/", 1)[0]
+
+
+@tool(retries=0, timeout_s=60)
+async def charge(amount: int, ctx: ToolContext) -> str:
+    """Charge a card (here: append one line per real execution, then maybe wait to be released)."""
+    run = run_of(ctx)
+    with open(_dir() / f"{run}.effects", "a") as out:
+        out.write(f"{ctx.idempotency_key} attempt={ctx.attempt}\n")
+    hold = _dir() / f"{run}.hold"
+    while hold.exists():
+        ctx.heartbeat("held")
+        await asyncio.sleep(0.1)
+    return f"charged {amount}"
+
+
+def leak(ctx: ToolContext) -> str:
+    """Returns text full of credentials, as careless tools do."""
+    return (
+        f"TOOL-MARKER-{run_of(ctx)} db={os.environ.get('DATABASE_URL')} "
+        f"env-key={os.environ.get('FAULTS_API_KEY')} pasted=sk-proj-{'Q' * 30} "
+        "header=Authorization: Bearer abcdefghijklmnopqrstuvwx "
+        "aws=AKIAIOSFODNN7EXAMPLE"
+    )
+
+
+class CallThenReport:
+    """Calls `tool_name` once, then reports its result; decides by the conversation only."""
+
+    def __init__(self, tool_name: str, arguments: dict[str, Any]):
+        self.tool_name = tool_name
+        self.arguments = arguments
+
+    async def complete(self, messages: list[Message], tools: Any = None, **_: Any) -> Completion:
+        usage = Usage(input_tokens=3, output_tokens=2)
+        results = [m for m in messages if m.role == "tool"]
+        if not results:
+            call = ToolCall(id="call-1", name=self.tool_name, arguments=self.arguments)
+            return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls",
+                              usage=usage)
+        return Completion(message=Message(role="assistant", content=f"Report: {results[-1].content}"),
+                          finish_reason="stop", usage=usage)
+
+    async def stream(self, messages: list[Message], tools: Any = None, **kw: Any) -> AsyncIterator[StreamChunk]:
+        completion = await self.complete(messages, tools)
+        if completion.message.tool_calls:
+            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
+        else:
+            yield StreamChunk(type="text", text=completion.message.content)
+        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
+
+
+effects = Agent(provider=CallThenReport("charge", {"amount": 5}), tools=[charge], name="effects")
+approved_effects = Agent(
+    provider=CallThenReport("charge", {"amount": 7}), tools=[charge], name="approved-effects",
+    config=LoopConfig(permission="ask"),
+)
+leaky = Agent(provider=CallThenReport("leak", {}), tools=[leak], name="leaky")

@@ -1,0 +1,266 @@
+"""Durable by default, across real processes: the shared embedded server of REIN_HOME.
+
+Every test has its own REIN_HOME (so its own embedded server) and runs scripts as separate
+Python processes with no TEMPORAL_ADDRESS, as a user runs them. The agent
+(tests/agents/durable.py) counts its tool's side effects in files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rein.server import embedded_status, stop_embedded
+
+ROOT = Path(__file__).resolve().parent.parent
+REIN_BIN = str(Path(sys.executable).parent / "rein")
+TIMEOUT = 120
+
+RUN = """
+import json, sys
+from tests.agents.durable import agent
+result = agent.run("note it")
+open(sys.argv[1], "w").write(result.session.model_dump_json())
+print(json.dumps({"status": result.status, "run_id": result.run_id}), flush=True)
+"""
+
+RESUME = """
+import json, sys
+from rein import Session
+from tests.agents.durable import agent
+session = Session.model_validate_json(open(sys.argv[1]).read())
+result = agent.resume(session, approve=True)
+print(json.dumps({"status": result.status, "run_id": result.run_id, "output": result.output,
+                  "steps": [s.summary for s in result.steps]}), flush=True)
+"""
+
+RUN_THEN_APPROVE_SLOWLY = """
+import json, sys
+from tests.agents.durable import agent
+result = agent.run("note it")
+open(sys.argv[1], "w").write(result.session.model_dump_json())
+print(json.dumps({"run_id": result.run_id}), flush=True)
+agent.resume(result.session, approve=True)  # the tool's first attempt sleeps: killed meanwhile
+"""
+
+RUN_THEN_AWAIT_DECISION = """
+import asyncio, json
+from rein.client import ReinClient, connect
+from tests.agents.durable import agent
+result = agent.run("note it")
+print(json.dumps({"run_id": result.run_id, "status": result.status}), flush=True)
+
+async def outcome():  # someone else decides; this process's worker runs the tool
+    return await ReinClient(await connect()).result(result.run_id)
+
+print(json.dumps({"output": asyncio.run(outcome()).output}), flush=True)
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    home = tmp_path / "rein-home"
+    (tmp_path / "out").mkdir()
+    try:
+        yield home
+    finally:
+        stop_embedded(home)
+        _kill(_processes_using(home))
+
+
+@pytest.fixture
+def out(home: Path) -> Path:
+    return home.parent / "out"
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    drop = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_PROFILE", "REIN_TASK_QUEUE", "REIN_ENGINE",
+            "REIN_SERVER_IDLE_S")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(REIN_HOME=str(home), REIN_TEST_DIR=str(home.parent / "out"), PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def _script(home: Path, code: str, *args: str, **env: str) -> dict:
+    """Run `code` in a new Python process; the JSON its last line printed."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=ROOT, env=_env(home, **env),
+        capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _rein(home: Path, *argv: str) -> dict:
+    proc = subprocess.run(
+        [REIN_BIN, *argv], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def _processes_using(home: Path) -> list[int]:
+    """Pids whose command line names this REIN_HOME (its supervisor and `temporal` server)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+            except OSError:
+                continue
+            if str(home).encode() in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _wait_for(check, timeout: float, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def _no_server_left(home: Path) -> None:
+    _wait_for(lambda: not _processes_using(home), 30, f"the embedded server of {home} to stop")
+    assert embedded_status(home) is None
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_a_run_waiting_for_approval_is_resumed_by_another_process(home: Path, out: Path) -> None:
+    first = _script(home, RUN, str(out / "session.json"))
+    assert first["status"] == "interrupted"
+    _no_server_left(home)  # the process exited and was the server's last user: runs stay on disk
+
+    session = json.loads((out / "session.json").read_text())
+    assert session["run_id"] == first["run_id"]
+    resumed = _script(home, RESUME, str(out / "session.json"))
+    assert resumed["status"] == "done"
+    assert resumed["run_id"] == first["run_id"]  # the same workflow, not a new run
+    assert resumed["output"] == "Done: recorded hello."
+    assert len(_lines(out / "effects")) == 1 and len(_lines(out / "starts")) == 1  # the tool ran once
+
+    again = _script(home, RESUME, str(out / "session.json"))  # that run has finished: a new run
+    assert again["status"] == "done" and again["run_id"] != first["run_id"]
+    _no_server_left(home)
+
+
+def test_a_process_killed_mid_tool_loses_nothing(home: Path, out: Path) -> None:
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", RUN_THEN_APPROVE_SLOWLY, str(out / "session.json")], cwd=ROOT,
+        env=_env(home, REIN_TEST_SLOW_FIRST="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(lambda: (out / "started").exists() or doomed.poll() is not None, TIMEOUT, "the tool to start")
+        assert doomed.poll() is None, doomed.communicate()[1][-3000:]
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(timeout=10)
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+        doomed.communicate()
+    run_id = json.loads((out / "session.json").read_text())["run_id"]
+    assert _lines(out / "effects") == []  # killed before the tool finished
+
+    finished = _script(home, RESUME, str(out / "session.json"))  # the next process serving the agent
+    assert finished["run_id"] == run_id and finished["status"] == "done"
+    assert finished["output"] == "Done: recorded hello."
+    starts = _lines(out / "starts")
+    assert len(starts) == 2 and starts[0].endswith("attempt 1") and starts[1].endswith("attempt 2")
+    assert len(_lines(out / "effects")) == 1
+    assert not _lines(out / "effects")[0].endswith(f"by {doomed.pid}")
+    _no_server_left(home)
+
+
+def test_a_waiting_script_and_the_cli_share_runs(home: Path, out: Path) -> None:
+    script = subprocess.Popen(
+        [sys.executable, "-c", RUN_THEN_AWAIT_DECISION], cwd=ROOT, env=_env(home),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )
+    try:
+        started = json.loads(script.stdout.readline() or "{}")
+        assert started.get("status") == "interrupted", script.stderr.read()[-3000:] if script.poll() is not None else started
+        run_id = started["run_id"]
+
+        view = _rein(home, "status", run_id)  # another process, no TEMPORAL_ADDRESS: the same runs
+        assert view["status"] == "waiting_approval"
+        assert [c["name"] for c in view["pending_tool_calls"]] == ["record"]
+        assert _rein(home, "approve", run_id) == {"signalled": "approve", "run_id": run_id}
+
+        stdout, stderr = script.communicate(timeout=TIMEOUT)
+        assert script.returncode == 0, stderr[-3000:]
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.communicate()
+    assert json.loads(stdout.strip().splitlines()[-1]) == {"output": "Done: recorded hello."}
+    effects = _lines(out / "effects")
+    assert effects == [f"hello by {script.pid}"]  # the waiting script's worker ran the tool
+    _no_server_left(home)
+
+
+def test_cli_status_sees_a_run_a_script_left_waiting(home: Path, out: Path) -> None:
+    first = _script(home, RUN, str(out / "session.json"))
+    _no_server_left(home)  # no process serves the agent now, and the server was stopped
+
+    view = _rein(home, "status", first["run_id"])  # restarts the server; read from the run's history
+    assert view["status"] == "waiting_approval"
+    assert view["interrupt"]["type"] == "need_approval"
+    assert [c["id"] for c in view["pending_tool_calls"]] == ["call-record"]
+    assert _lines(out / "starts") == []
+    _no_server_left(home)
+
+
+def test_server_kept_while_idle_when_asked_then_stopped(home: Path, out: Path) -> None:
+    _script(home, RUN, str(out / "session.json"), REIN_SERVER_IDLE_S="600")
+    status = embedded_status(home)
+    assert status is not None and status["in_use"] is False
+    assert Path(status["db"]).parent == home and Path(status["db"]).exists()
+    assert status["pid"] in _processes_using(home)
+    assert stop_embedded(home) is True
+    _no_server_left(home)
+    assert stop_embedded(home) is False
+
+
+@pytest.mark.parametrize("failure", ["timeout", "unusable-db"])
+def test_a_failed_start_leaves_no_process(home: Path, failure: str) -> None:
+    extra = {}
+    if failure == "timeout":
+        extra["REIN_SERVER_START_TIMEOUT_S"] = "0.2"  # a real server start, given no time to become healthy
+    else:
+        (home / "temporal.db").mkdir(parents=True)  # the server cannot open its database
+    proc = subprocess.run(
+        [sys.executable, "-c", "from rein.server import ensure_embedded; ensure_embedded()"],
+        cwd=ROOT, env=_env(home, **extra), capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert proc.returncode != 0
+    assert "embedded Temporal server did not become healthy" in proc.stderr
+    assert str(home) in proc.stderr  # the message says where its log is
+    assert _processes_using(home) == []
+    assert embedded_status(home) is None

@@ -1,0 +1,206 @@
+"""Payload encryption (REIN_CODEC_KEY) and secret scrubbing, checked on real histories.
+
+An encrypting client starts a run that a `python worker.py` subprocess (same key) executes;
+the history fetched raw holds only ciphertext, and decoding every payload with the key shows
+the conversation but none of the worker's secrets.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from rein.server import free_port
+from rein.temporal.codec import AesGcmCodec, CodecKeyError, codec_from_env, new_key, parse_keys
+from rein.testing import start_local
+from tests.processes import ROOT, WorkerProcess, payloads_in, wait_for_text
+
+KEY = new_key()
+OLD_KEY = new_key()
+KEYS = f"2026b:{KEY},2026a:{OLD_KEY}"
+DB_PASSWORD = "pw-" + uuid.uuid4().hex[:12]
+API_KEY = "fk-" + uuid.uuid4().hex
+SECRETS = [DB_PASSWORD, API_KEY, "sk-proj-" + "Q" * 30, "abcdefghijklmnopqrstuvwx", "AKIAIOSFODNN7EXAMPLE"]
+
+
+# --------------------------------------------------------------------------- secret patterns
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("key sk-proj-ABCDEFGHIJKLMNOPQRST123 ok", "key [redacted] ok"),
+    ("anthropic sk-ant-api03-abcdefghijklmnopqrstuv", "anthropic [redacted]"),
+    ("dsn postgres://app:hunter2x@db:5432/x", "dsn postgres://app:[redacted]@db:5432/x"),
+    ("https://user:p%40ss@example.com/path", "https://user:[redacted]@example.com/path"),
+    ("Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer [redacted]"),
+    ('{"password": "s3cr3tvalue", "user": "bob"}', '{"password": "[redacted]", "user": "bob"}'),
+    ("API_KEY=abcd1234efgh", "API_KEY=[redacted]"),
+    ("aws AKIAIOSFODNN7EXAMPLE", "aws [redacted]"),
+    ("gh ghp_" + "a" * 36, "gh [redacted]"),
+    ("slack xoxb-1234567890-abcdef", "slack [redacted]"),
+    ("stripe sk_live_" + "a" * 24, "stripe [redacted]"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijklmn", "jwt [redacted]"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "[redacted]"),
+    ("plain words, sk-short, tokens=3, https://example.com/a@b", "plain words, sk-short, tokens=3, https://example.com/a@b"),
+])
+def test_secret_patterns_are_scrubbed(text, kept):
+    from rein.secrets import scrub
+
+    assert scrub(text) == kept
+
+
+def test_secret_values_from_the_environment(monkeypatch):
+    from rein.secrets import scrub
+
+    monkeypatch.setenv("DATABASE_URL", "mysql://svc:Zq9-not-a-pattern@h/db")
+    monkeypatch.setenv("PAYMENTS_TOKEN", "tok-1234567890")
+    assert scrub("pw Zq9-not-a-pattern and tok-1234567890") == "pw [redacted] and [redacted]"
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def test_key_formats_and_rotation():
+    (single,) = parse_keys(KEY)
+    assert single[0].startswith("k-") and len(single[1]) == 32
+    assert [k for k, _ in parse_keys(KEYS)] == ["2026b", "2026a"]
+    for bad, why in [("notbase64!!", "base64"), (base64.b64encode(b"short").decode(), "32"),
+                     (f"a:{KEY},a:{OLD_KEY}", "share an id"), (" , ", "no key")]:
+        with pytest.raises(CodecKeyError, match=why):
+            parse_keys(bad)
+    assert KEY not in repr(AesGcmCodec(parse_keys(KEYS)))
+
+
+async def test_rotation_old_payloads_stay_readable_and_a_missing_key_is_named():
+    old = AesGcmCodec(parse_keys(f"2026a:{OLD_KEY}"))
+    rotated = AesGcmCodec(parse_keys(KEYS))
+    plain = Payload(metadata={"encoding": b"json/plain"}, data=b'"hello"')
+    (sealed,) = await old.encode([plain])
+    assert b"hello" not in sealed.data and sealed.metadata["encryption-key-id"] == b"2026a"
+    assert (await rotated.decode([sealed]))[0] == plain
+    (resealed,) = await rotated.encode([plain])
+    assert resealed.metadata["encryption-key-id"] == b"2026b"
+    with pytest.raises(CodecKeyError, match="2026b"):
+        await old.decode([resealed])
+    # Payloads written before encryption was enabled are passed through.
+    assert (await rotated.decode([plain]))[0] == plain
+
+
+# --------------------------------------------------------------------------- a real run
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def server():
+    environment = await start_local()  # no key here: this client reads the history raw
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+@pytest.fixture(scope="module")
+def worker(server, tmp_path_factory: pytest.TempPathFactory):
+    logs = tmp_path_factory.mktemp("encryption")
+    tq = f"enc-{uuid.uuid4().hex[:6]}"
+    proc = WorkerProcess(
+        server.client.service_client.config.target_host, ["tests.agents.faults:leaky"], tq, logs / "worker.log",
+        REIN_CODEC_KEY=KEYS, FAULTS_DIR=str(logs), FAULTS_API_KEY=API_KEY,
+        DATABASE_URL=f"postgres://app:{DB_PASSWORD}@db.internal:5432/app",
+    ).start()
+    try:
+        yield proc, tq
+    finally:
+        proc.stop()
+
+
+async def test_encrypted_run_history_is_unreadable_without_the_key(server, worker, monkeypatch):
+    _, tq = worker
+    monkeypatch.setenv("REIN_CODEC_KEY", KEYS)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", server.client.service_client.config.target_host)
+    from rein.client import ReinClient, connect
+
+    client = ReinClient(await connect(), tq)
+    assert isinstance(client.client.data_converter.payload_codec, AesGcmCodec)
+    prompt = f"PROMPT-MARKER-{uuid.uuid4().hex[:6]}"
+    handle = await client.start("leaky", prompt)
+    result = await client.result(handle.id)
+    assert result.output.startswith(f"Report: TOOL-MARKER-{handle.id}")
+
+    raw = await server.client.get_workflow_handle(handle.id).fetch_history()
+    payloads = list(payloads_in(raw))
+    assert len(payloads) >= 8  # input, activity inputs/results, result, summaries
+    for payload in payloads:
+        assert payload.metadata["encoding"] == b"binary/encrypted", (payload, [
+            (e.event_type, str(e)[:300]) for e in raw.events if payload in list(payloads_in(e))])
+        assert payload.metadata["encryption-key-id"] == b"2026b"
+        assert prompt.encode() not in payload.data and b"TOOL-MARKER" not in payload.data
+    # Without the key, rein's client cannot read the result either.
+    with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the decode failure
+        await server.client.get_workflow_handle(handle.id).result()
+
+    # With the key: every payload decodes; the conversation is there, the worker's secrets are not.
+    decoded = await codec_from_env().decode(payloads)
+    text = "\n".join(p.data.decode() for p in decoded)
+    assert prompt in text and f"TOOL-MARKER-{handle.id}" in text
+    for secret in SECRETS:
+        assert secret not in text, secret
+    assert "postgres://app:[redacted]@db.internal" in text
+
+
+async def test_codec_server_decodes_for_the_ui(server, worker, tmp_path):
+    port = free_port()
+    log = tmp_path / "codec.log"
+    env = {**os.environ, "REIN_CODEC_KEY": KEYS}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rein.temporal.codec_server", "--port", str(port),
+             "--ui-origin", "http://localhost:8233"],
+            cwd=str(ROOT), env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        wait_for_text(log, "codec server on", proc, 60)
+        sealed = await AesGcmCodec(parse_keys(KEYS)).encode(
+            [Payload(metadata={"encoding": b"json/plain"}, data=b'"UI-MARKER"')]
+        )
+        body = json_format.MessageToJson(Payloads(payloads=sealed))
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            preflight = await http.options("/decode", headers={
+                "Origin": "http://localhost:8233", "Access-Control-Request-Method": "POST"})
+            assert preflight.headers["access-control-allow-origin"] == "http://localhost:8233"
+            answer = await http.post("/decode", content=body, headers={
+                "Content-Type": "application/json", "Origin": "http://localhost:8233", "X-Namespace": "default"})
+            assert answer.status_code == 200
+            (payload,) = json_format.Parse(answer.text, Payloads()).payloads
+            assert payload.data == b'"UI-MARKER"'
+            stranger = await http.post("/decode", content=body, headers={
+                "Content-Type": "application/json", "Origin": "http://evil.example"})
+            assert "access-control-allow-origin" not in stranger.headers
+            garbage = await http.post("/decode", content=b'{"payloads": [{"metadata": {"encoding": '
+                                      b'"YmluYXJ5L2VuY3J5cHRlZA=="}, "data": "AAAA"}]}',
+                                      headers={"Content-Type": "application/json"})
+            assert garbage.status_code == 400
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def test_rein_converter_keeps_a_client_codec():
+    from rein.temporal.converter import rein_data_converter
+
+    codec = AesGcmCodec(parse_keys(KEY))
+    mine = dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+    assert rein_data_converter(mine).payload_codec is codec
+    assert isinstance(Client, type)

@@ -1,0 +1,518 @@
+"""Middleware, hooks, events and compaction in durable runs.
+
+The same Agent runs on the in-process engine and on the durable one (the embedded
+dev server and an in-process worker, as in test_engines.py): middleware runs on
+the worker inside the step's activity, and the two engines must agree on the
+RunResult, on what the model saw, and on what the middleware and handlers saw.
+History-level checks (which activities ran, what the run carries) use the
+time-skipping test server with a raw client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+
+import rein
+from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session, ToolCall
+from rein.compaction import SlidingWindow, SummarizeCompaction
+from rein.session import Stage
+from rein.testing import start_time_skipping
+
+
+class Busy(Exception):
+    status_code = 503
+
+
+class RecordingProvider(MockProvider):
+    """A MockProvider that keeps the conversation each model call saw."""
+
+    def __init__(self, responses: list):
+        super().__init__(responses)
+        self.seen: list[list[dict[str, Any]]] = []
+
+    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        self.seen.append([m.model_dump() for m in messages])
+        return await super().complete(messages, tools, **kwargs)
+
+
+def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
+    return ToolCall(id=cid, name=name, arguments=arguments)
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def mul(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+def view(result: RunResult) -> dict[str, Any]:
+    return {
+        "status": result.status,
+        "output": result.output,
+        "stop_reason": result.stop_reason,
+        "usage": result.usage.model_dump(),
+        "steps": [(s.index, s.kind, s.summary, s.is_error) for s in result.steps],
+        "messages": [m.model_dump() for m in result.session.messages],
+        "interrupt": result.interrupt.model_dump() if result.interrupt else None,
+    }
+
+
+def with_kit(agent: Agent, seen: list) -> Agent:
+    """Middleware of every kind: an outer layer that edits the conversation, hooks, events."""
+
+    @agent.middleware
+    async def house_rules(ctx, call_next):  # noqa: ANN001, ANN202
+        if ctx.stage == Stage.CALL_MODEL and ctx.session.messages[0].role != "system":
+            ctx.session.messages.insert(0, Message(role="system", content="House rules: be brief."))
+        seen.append(("enter", ctx.stage.value, len(ctx.session.messages)))
+        ctx = await call_next(ctx)
+        seen.append(("leave", ctx.stage.value, [s.kind for s in ctx.steps], ctx.interrupt.type if ctx.interrupt else None))
+        return ctx
+
+    @agent.before_model
+    async def count_calls(ctx):  # noqa: ANN001, ANN202
+        seen.append(("before_model", ctx.session.iteration))
+
+    @agent.after_tool
+    async def vet(ctx):  # noqa: ANN001, ANN202
+        for message in ctx.session.messages:
+            if message.role == "tool" and not message.content.startswith("vetted:"):
+                message.content = f"vetted: {message.content}"
+
+    agent.on("step", lambda ctx: seen.append(("step", ctx.stage.value, [s.kind for s in ctx.steps])))
+    agent.on("tool", lambda ctx: seen.append(("tool", len(ctx.steps))))
+    return agent
+
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "tool-round": {"script": lambda: [[tc("add", a=1, b=2)], "it is 3"], "expect": ["done"]},
+    "two-calls-one-turn": {
+        "script": lambda: [[tc("add", "a", a=1, b=2), tc("mul", "b", a=3, b=4)], "3 and 12"],
+        "expect": ["done"],
+    },
+    "ask-approve": {
+        "script": lambda: [[tc("add", a=1, b=2)], "3"],
+        "config": LoopConfig(permission="ask"),
+        "resumes": [{"approve": True}],
+        "expect": ["need_approval", "done"],
+    },
+    "ask-deny": {
+        "script": lambda: [[tc("add", a=1, b=2)], "fine"],
+        "config": LoopConfig(permission="ask"),
+        "resumes": [{"approve": False}],
+        "expect": ["need_approval", "done"],
+    },
+    "ask-human": {
+        "script": lambda: [[tc("ask_human", "q1", question="Which city?")], "Paris, then"],
+        "tools": [rein.ask_human, add],
+        "resumes": [{"answer": "Paris"}],
+        "expect": ["need_input", "done"],
+    },
+    "requires-approval": {
+        "script": lambda: [[tc("guarded_add", a=1, b=2)], "3"],
+        "tools": [rein.tool(add, name="guarded_add", requires_approval=True)],
+        "resumes": [{"approve": True}],
+        "expect": ["need_approval", "done"],
+    },
+    "transient-error": {
+        "script": lambda: [Busy("overloaded"), "recovered"],
+        "config": LoopConfig(model_attempts=1),
+        "resumes": [{}],
+        "expect": ["error", "done"],
+    },
+    "max-iterations": {
+        "script": lambda: [[tc("add", a=1, b=2)]] * 4,
+        "config": LoopConfig(max_iterations=2),
+        "expect": ["max_iterations"],
+    },
+}
+
+
+async def play(name: str, engine: str) -> tuple[list[dict[str, Any]], list, list]:
+    scenario = SCENARIOS[name]
+    provider = RecordingProvider(scenario["script"]())
+    seen: list = []
+    agent = with_kit(
+        Agent(
+            provider=provider,
+            tools=scenario.get("tools", [add, mul]),
+            config=scenario.get("config", LoopConfig()),
+            name=f"mw-{name}",
+            engine=engine,  # type: ignore[arg-type]
+        ),
+        seen,
+    )
+    result = await agent.arun("please help")
+    views = [view(result)]
+    for kwargs in scenario.get("resumes", []):
+        result = await agent.aresume(Session.model_validate_json(result.session.model_dump_json()), **kwargs)
+        views.append(view(result))
+    assert (result.run_id is not None) == (engine == "temporal")
+    return views, provider.seen, seen
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_durable_middleware_matches_the_in_process_engine(name):
+    local = await play(name, "local")
+    durable = await play(name, "temporal")
+    views, model_saw, middleware_saw = local
+    outcomes = [v["interrupt"]["type"] if v["interrupt"] else v["stop_reason"] for v in views]
+    assert outcomes == SCENARIOS[name]["expect"], "the scenario does not do what it says"
+    # The kit did something in every scenario: the model saw the house rules, middleware saw steps.
+    assert model_saw and all(seen[0]["content"] == "House rules: be brief." for seen in model_saw)
+    assert ("enter", "call_model", 2) in middleware_saw
+    assert durable[0] == views, "RunResults differ between engines"
+    assert durable[1] == model_saw, "the model saw different conversations"
+    assert durable[2] == middleware_saw, "middleware, hooks and handlers saw different steps"
+
+
+async def test_an_after_tool_hook_changes_what_the_model_sees():
+    provider = RecordingProvider([[tc("add", a=2, b=2)], "done"])
+    agent = Agent(provider=provider, tools=[add], name="mw-rewrite", engine="temporal")
+
+    @agent.after_tool
+    async def redact(ctx):  # noqa: ANN001, ANN202
+        ctx.session.messages[-1].content = "[redacted]"
+
+    result = await agent.arun("add")
+    assert result.run_id and result.output == "done"
+    assert provider.seen[1][-1] == {"role": "tool", "content": "[redacted]", "tool_calls": None, "tool_call_id": "1"}
+    assert result.session.messages[-2].content == "[redacted]"
+    assert [s.summary for s in result.steps] == ["tool calls: add", "add → 4", "done"]
+
+
+async def test_a_before_tool_hook_answers_instead_of_the_tool():
+    ran: list[int] = []
+
+    def launch(code: int) -> str:
+        """Launch something irreversible."""
+        ran.append(code)
+        return "launched"
+
+    provider = RecordingProvider([[tc("launch", code=7)], "understood"])
+    agent = Agent(provider=provider, tools=[launch], name="mw-block", engine="temporal")
+
+    @agent.before_tool
+    async def block(ctx):  # noqa: ANN001, ANN202
+        for call in ctx.session.pending_tool_calls:
+            ctx.session.messages.append(Message(role="tool", tool_call_id=call.id, content="blocked by policy"))
+        ctx.session.pending_tool_calls = []
+        ctx.session.stage = Stage.CALL_MODEL
+        return False
+
+    result = await agent.arun("launch")
+    assert ran == []
+    assert result.output == "understood"
+    assert provider.seen[1][-1]["content"] == "blocked by policy"
+    assert [s.kind for s in result.steps] == ["model", "model"]
+
+
+async def test_a_before_model_hook_ends_the_run_without_calling_the_model():
+    provider = RecordingProvider(["never"])
+    agent = Agent(provider=provider, name="mw-halt", engine="temporal")
+
+    @agent.before_model
+    async def halt(ctx):  # noqa: ANN001, ANN202
+        ctx.session.done = True
+        ctx.session.stop_reason = "halted"
+        return False
+
+    result = await agent.arun("hi")
+    assert result.run_id and (result.status, result.stop_reason, result.steps) == ("done", "halted", [])
+    assert provider.seen == []
+
+
+async def test_middleware_that_raises_fails_the_durable_run_with_its_error():
+    agent = Agent(provider=MockProvider(["never"]), name="mw-raise", engine="temporal")
+
+    @agent.middleware
+    async def broken(ctx, call_next):  # noqa: ANN001, ANN202
+        raise LookupError("no such policy")
+
+    with pytest.raises(LookupError, match="no such policy"):
+        await agent.arun("hi")
+
+
+async def test_event_handlers_fire_for_durable_runs_where_the_step_runs():
+    events: list[tuple[str, str, list[str]]] = []
+    agent = Agent(
+        provider=MockProvider([[tc("add", a=1, b=2)], "3"]), tools=[add], name="mw-events", engine="temporal"
+    )
+    agent.on("step", lambda ctx: events.append(("step", ctx.stage.value, [s.summary for s in ctx.steps])))
+    agent.on("tool", lambda ctx: events.append(("tool", ctx.stage.value, [s.summary for s in ctx.steps])))
+    result = await agent.arun("add")
+    assert result.run_id is not None
+    assert events == [
+        ("step", "call_model", ["tool calls: add"]),
+        ("step", "run_tools", ["add → 3"]),
+        ("tool", "run_tools", ["add → 3"]),
+        ("step", "call_model", ["3"]),
+    ]
+
+
+# --------------------------------------------------------------------------- what cannot be durable
+
+
+def test_what_would_fail_on_a_worker_is_refused_when_the_agent_is_built():
+    agent = Agent(provider=MockProvider(["x"]))
+
+    def sync_hook(ctx):  # noqa: ANN001, ANN202
+        return None
+
+    with pytest.raises(TypeError, match="before_tool hook must be an async function"):
+        agent.before_tool(sync_hook)
+    with pytest.raises(TypeError, match="middleware must be callable"):
+        agent.middleware("not a function")
+
+    async def async_handler(ctx):  # noqa: ANN001, ANN202
+        return None
+
+    with pytest.raises(TypeError, match="event handlers are plain functions"):
+        agent.on("step", async_handler)
+
+    class NotAStrategy:
+        def compact(self, messages):  # noqa: ANN001, ANN202
+            return messages
+
+    with pytest.raises(TypeError, match="async def compact"):
+        Agent(provider=MockProvider(["x"]), compaction=NotAStrategy())
+    assert agent.middlewares == []
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+def many_rounds(n: int) -> list:
+    return [[tc("add", str(i), a=i, b=i)] for i in range(n)] + ["finished"]
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [lambda: SlidingWindow(3), lambda: SummarizeCompaction(max_tokens=12, keep_recent=2)],
+    ids=["sliding-window", "summarize"],
+)
+async def test_compaction_matches_the_in_process_engine(strategy):
+    results = {}
+    seen = {}
+    for engine in ("local", "temporal"):
+        provider = RecordingProvider(many_rounds(4))
+        agent = Agent(
+            provider=provider, tools=[add], system="You add.", compaction=strategy(),
+            name=f"compact-{engine}", engine=engine,  # type: ignore[arg-type]
+        )
+        results[engine] = view(await agent.arun("add things"))
+        seen[engine] = provider.seen
+    assert results["temporal"] == results["local"]
+    assert seen["temporal"] == seen["local"]
+    # It did compact: later calls saw fewer messages than an uncompacted run (1 + 1 + 2 per round).
+    assert len(seen["local"][-1]) < 2 + 2 * 4
+    assert seen["local"][-1][0] == {"role": "system", "content": "You add.", "tool_calls": None, "tool_call_id": None}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env():
+    environment = await start_time_skipping()
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+def scheduled(events: list, activity_type: str) -> int:
+    return sum(
+        1
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity_type
+    )
+
+
+async def test_compaction_shrinks_the_conversation_the_workflow_carries(env, ids):
+    tq, wf_id = ids
+    provider = RecordingProvider(many_rounds(6))
+    agent = Agent(provider=provider, tools=[add], system="You add.", compaction=SlidingWindow(2), name="shrinker")
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "shrinker", "prompt": "add things"}, id=wf_id, task_queue=tq
+        )
+        result = await handle.result()
+        carried = Session.model_validate(await handle.query("session"))
+        events = list((await handle.fetch_history()).events)
+    assert result["output"] == "finished"
+    # The workflow's Session is the compacted one: the system prompt plus a window, not 2 + 2 * 6 + 1 messages.
+    assert len(carried.messages) <= 1 + 2 + 1
+    assert carried.messages[0].content == "You add."
+    assert all(len(conversation) <= 1 + 2 for conversation in provider.seen)
+    assert scheduled(events, "rein.compact") >= 5
+    assert scheduled(events, "rein.call_model") == 7
+    assert not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in events)
+
+
+async def test_compaction_that_is_not_due_runs_no_activity(env, ids):
+    tq, wf_id = ids
+    agent = Agent(provider=MockProvider(many_rounds(2)), tools=[add], compaction=SlidingWindow(50), name="roomy")
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "roomy", "prompt": "add things"}, id=wf_id, task_queue=tq
+        )
+        assert (await handle.result())["output"] == "finished"
+        events = list((await handle.fetch_history()).events)
+    assert scheduled(events, "rein.compact") == 0
+
+
+async def test_middleware_steps_run_as_the_contract_activities_with_an_approval(env, ids):
+    tq, wf_id = ids
+    stages: list[str] = []
+    agent = Agent(
+        provider=MockProvider([[tc("add", a=1, b=2)], "3"]),
+        tools=[add],
+        config=LoopConfig(permission="ask"),
+        name="mw-approval",
+    )
+
+    @agent.middleware
+    async def watch(ctx, call_next):  # noqa: ANN001, ANN202
+        stages.append(ctx.stage.value)
+        return await call_next(ctx)
+
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "mw-approval", "prompt": "add"}, id=wf_id, task_queue=tq
+        )
+        for _ in range(500):
+            if (await handle.query("status"))["status"] == "waiting_approval":
+                break
+            await asyncio.sleep(0.02)
+        assert stages == ["call_model", "run_tools"]  # the middleware saw the step that asked
+        await handle.signal("approve", {"approver": "alice"})
+        result = await handle.result()
+        events = list((await handle.fetch_history()).events)
+    assert result["output"] == "3"
+    assert stages == ["call_model", "run_tools", "run_tools", "call_model"]
+    assert scheduled(events, "rein.call_model") == 2
+    assert scheduled(events, "rein.run_tool") == 2
+    assert not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in events)
+
+
+async def test_a_fatal_middleware_error_fails_the_run_with_a_clear_message(env, ids):
+    tq, wf_id = ids
+    agent = Agent(provider=MockProvider(["x"]), name="mw-fatal")
+
+    @agent.before_model
+    async def broken(ctx):  # noqa: ANN001, ANN202
+        raise ValueError("policy table missing")
+
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "mw-fatal", "prompt": "hi"}, id=wf_id, task_queue=tq
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        status = await handle.query("status")
+    assert "policy table missing" in str(failure.value.cause)
+    assert status["status"] == "failed"
+
+
+async def test_transient_model_errors_are_retried_by_temporal_inside_middleware():
+    seen: list = []
+    agent = with_kit(
+        Agent(provider=RecordingProvider([Busy("overloaded"), "recovered"]), name="mw-retry", engine="temporal"),
+        seen,
+    )
+    result = await agent.arun("hi")
+    assert (result.status, result.output, result.interrupt) == ("done", "recovered", None)
+    # The middleware saw the failed attempt end in an error interrupt, then Temporal's retry succeed.
+    assert [entry for entry in seen if entry[0] == "leave"] == [
+        ("leave", "call_model", [], "error"),
+        ("leave", "call_model", ["model"], None),
+    ]
+
+
+async def test_middleware_and_compaction_across_continue_as_new(env, ids):
+    tq, wf_id = ids
+    script = lambda: [[tc("add", str(i), a=i, b=1)] for i in range(8)] + ["all added"]  # noqa: E731
+    local = with_kit(
+        Agent(provider=MockProvider(script()), tools=[add], compaction=SlidingWindow(4), engine="local",
+              config=LoopConfig(detect_loops=False)),
+        [],
+    )
+    expected = view(await local.arun("add"))
+    durable = with_kit(
+        Agent(provider=MockProvider(script()), tools=[add], compaction=SlidingWindow(4), name="mw-long",
+              config=LoopConfig(detect_loops=False)),
+        [],
+    )
+    async with rein.create_worker(env.client, agents=[durable], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "mw-long", "prompt": "add", "continue_as_new_after": 20},
+            id=wf_id,
+            task_queue=tq,
+        )
+        first_run = handle.result_run_id
+        result = RunResult.model_validate(await handle.result())
+        final_run = (await env.client.get_workflow_handle(wf_id).describe()).run_id
+    assert final_run != first_run, "the run did not continue as new"
+    assert view(result) == expected
+    assert expected["output"] == "all added" and len(expected["messages"]) <= 2 + 4 + 1
+
+
+async def test_stored_history_of_an_agent_with_extensions_replays():
+    """Guards the command sequence of middleware steps and compaction (tests/histories/make_histories.py)."""
+    import json
+    from pathlib import Path
+
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import AgentWorkflow
+
+    data = json.loads((Path(__file__).parent / "histories" / "agent_extensions_v1.json").read_text())
+    history = WorkflowHistory.from_json("agent-extensions", data)
+    activities = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "rein.compact" in activities and activities.count("rein.run_tool") == 4
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter())
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+async def test_a_tool_with_retries_retries_the_middleware_step():
+    attempts: list[int] = []
+
+    @rein.tool(retries=1)
+    def flaky(n: int) -> int:
+        """Fails the first time."""
+        attempts.append(n)
+        if len(attempts) == 1:
+            raise ConnectionError("try again")
+        return n * 10
+
+    provider = RecordingProvider([[tc("flaky", n=4)], "forty"])
+    stages: list[str] = []
+    agent = Agent(provider=provider, tools=[flaky], name="mw-flaky", engine="temporal")
+
+    @agent.middleware
+    async def watch(ctx, call_next):  # noqa: ANN001, ANN202
+        stages.append(ctx.stage.value)
+        return await call_next(ctx)
+
+    result = await agent.arun("go")
+    assert result.output == "forty" and attempts == [4, 4]
+    assert provider.seen[1][-1]["content"] == "40"
+    assert [s.summary for s in result.steps] == ["tool calls: flaky", "flaky → 40", "forty"]
+    assert stages == ["call_model", "run_tools", "run_tools", "call_model"]  # the step ran again, whole

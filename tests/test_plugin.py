@@ -1,0 +1,172 @@
+"""ReinPlugin in a user's own Client and Worker, and agents run as child workflows of user workflows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from rein import Agent, MockProvider, RunResult, ToolCall
+from rein.server import start_dev_server
+from rein.temporal import ReinPlugin
+from rein.temporal.plugin import SANDBOX_PASSTHROUGH, has_rein_converter
+from rein.testing import start_time_skipping
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def adder(name: str = "adder") -> Agent:
+    return Agent(
+        provider=MockProvider([[ToolCall(id="c1", name="add", arguments={"a": 2, "b": 3})], "The sum is 5."]),
+        tools=[add],
+        name=name,
+    )
+
+
+@pytest.fixture(scope="module")
+async def env():
+    async with await start_time_skipping() as env:
+        yield env
+
+
+async def test_plugin_on_a_plain_worker_of_a_plain_client(env):
+    """A client with temporalio's default converter: the plugin alone makes the worker speak rein's payloads."""
+    plain = Client(**{**env.client.config(), "data_converter": __import__("temporalio").converter.DataConverter.default})
+    tq = f"plugin-{uuid.uuid4().hex[:8]}"
+    worker = Worker(plain, task_queue=tq, plugins=[ReinPlugin(agents=[adder()])])
+    assert has_rein_converter(worker.client) and not has_rein_converter(plain)
+    runner = worker.config(active_config=True)["workflow_runner"]
+    assert isinstance(runner, SandboxedWorkflowRunner)  # AgentWorkflow runs sandboxed by default
+    assert set(SANDBOX_PASSTHROUGH) <= set(runner.restrictions.passthrough_modules)
+    async with worker:
+        client = Client(**{**plain.config(), "plugins": [ReinPlugin()]})
+        result = await client.execute_workflow(
+            "AgentWorkflow", {"agent": "adder", "prompt": "2+3?"}, id=f"wf-{tq}", task_queue=tq, result_type=RunResult
+        )
+    assert isinstance(result, RunResult)
+    assert result.output == "The sum is 5."
+    assert [m.content for m in result.session.messages if m.role == "tool"] == ["5"]
+
+
+async def test_sandbox_opt_out_and_a_client_level_plugin_merge(env):
+    tq = f"plugin-{uuid.uuid4().hex[:8]}"
+    client = Client(**{**env.client.config(), "plugins": [ReinPlugin(agents=[adder("first")])]})
+    with pytest.warns(UserWarning, match="same plugin type"):  # temporalio's warning; the two merge
+        worker = Worker(client, task_queue=tq, plugins=[ReinPlugin(agents=[adder("second")], sandboxed=False)])
+    assert isinstance(worker.config(active_config=True)["workflow_runner"], UnsandboxedWorkflowRunner)
+    names = [getattr(a, "__temporal_activity_definition").name for a in worker.config(active_config=True)["activities"]]
+    assert sorted(names) == ["rein.call_model", "rein.compact", "rein.describe_agent", "rein.run_tool"]  # registered once
+    async with worker:
+        for name in ("first", "second"):  # both plugins' agents are served by the one registration
+            result = await client.execute_workflow(
+                "AgentWorkflow", {"agent": name, "prompt": "2+3?"}, id=f"wf-{tq}-{name}", task_queue=tq,
+                result_type=RunResult,
+            )
+            assert result.output == "The sum is 5."
+
+
+# --------------------------------------------------------------------------- a user project, in its own process
+
+PROJECT_WORKFLOWS = '''
+"""The user's own `workflows` package (the layout Temporal's samples teach)."""
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from rein.temporal import run_agent
+
+
+@workflow.defn
+class Triage:
+    @workflow.run
+    async def run(self, ticket: str) -> dict:
+        result = await run_agent("adder", f"Ticket: {ticket}")
+        return {"output": result.output, "status": result.status, "child": result.run_id}
+'''
+
+PROJECT_AGENTS = '''
+from rein import Agent, MockProvider, ToolCall
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+agent = Agent(
+    provider=MockProvider([[ToolCall(id="c1", name="add", arguments={"a": 2, "b": 3})], "The sum is 5."]),
+    tools=[add],
+    name="adder",
+)
+'''
+
+PROJECT_MAIN = '''
+import asyncio, json, os, sys
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from rein.temporal import ReinPlugin
+
+import workflows
+from agents import agent
+
+
+async def main():
+    client = await Client.connect(os.environ["PROJECT_TEMPORAL"], plugins=[ReinPlugin()])
+    queue = os.environ["PROJECT_QUEUE"]
+    async with Worker(client, task_queue=queue, workflows=[workflows.Triage], plugins=[ReinPlugin(agents=[agent])]):
+        out = await client.execute_workflow(workflows.Triage.run, "T-1", id=queue + "-triage", task_queue=queue)
+    print("RESULT " + json.dumps({"out": out, "workflows_from": workflows.__file__}))
+
+
+asyncio.run(main())
+'''
+
+
+@pytest.fixture(scope="module")
+def dev_server():
+    server = start_dev_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_user_project_with_its_own_workflows_package(tmp_path: Path, dev_server):
+    project = tmp_path / "project"
+    (project / "workflows").mkdir(parents=True)
+    (project / "workflows" / "__init__.py").write_text(textwrap.dedent(PROJECT_WORKFLOWS))
+    (project / "agents.py").write_text(textwrap.dedent(PROJECT_AGENTS))
+    (project / "main.py").write_text(textwrap.dedent(PROJECT_MAIN))
+    queue = f"project-{uuid.uuid4().hex[:8]}"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "REIN_"))},
+        "PROJECT_TEMPORAL": dev_server.address,
+        "PROJECT_QUEUE": queue,
+        "REIN_HOME": str(tmp_path / "rein-home"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "main.py"], cwd=project, env=env, capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))
+    report = json.loads(line.removeprefix("RESULT "))
+    assert Path(report["workflows_from"]).resolve() == (project / "workflows" / "__init__.py").resolve()
+    assert report["out"]["output"] == "The sum is 5."
+    assert report["out"]["status"] == "done"
+    assert report["out"]["child"].startswith(f"{queue}-triage/adder-")

@@ -1,0 +1,189 @@
+"""AgentWorkflow's side of middleware and compaction: steps the worker runs whole.
+
+For an agent with middleware, hooks or event handlers, each step is one activity
+(`rein.call_model` at CALL_MODEL, `rein.run_tool` at RUN_TOOLS, including a step
+that ends in an approval or input interrupt) that runs the middleware around the
+work and sends back a StepOutcome; the workflow applies it to its Session. For
+an agent with compaction, `rein.compact` runs before a model call whenever the
+strategy's trigger (data recorded at the start of the run) is due.
+
+Which path a run takes depends only on the AgentDescription recorded at its
+start, so histories of agents without these extensions are unchanged.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from rein import machine
+    from rein.config import LoopConfig
+    from rein.contract import (
+        CALL_MODEL,
+        COMPACT,
+        RUN_TOOL,
+        CompactResult,
+        ModelCallInput,
+        StepOutcome,
+        StepRequest,
+        ToolCallInput,
+    )
+    from rein.ir import ToolResult
+    from rein.result import Interrupt
+    from rein.summaries import model_summary, tool_summary
+
+if TYPE_CHECKING:
+    from rein.workflows.agent import AgentWorkflow
+
+def _model_retry(config: LoopConfig) -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=config.model_attempts,
+    )
+
+
+def _step_request(wf: AgentWorkflow, config: LoopConfig, elapsed_s: float) -> StepRequest:
+    info = workflow.info()
+    return StepRequest(
+        state=wf.session.model_copy(update={"messages": []}),
+        config=config,
+        elapsed_s=elapsed_s,
+        new_messages=wf.session.messages[wf.sent_messages :],
+        first_index=wf.sent_messages,
+        total=len(wf.session.messages),
+        run_id=info.workflow_id,
+        workflow_run_id=info.run_id,
+        conversation=wf.conversation,
+    )
+
+
+def _apply(wf: AgentWorkflow, outcome: StepOutcome) -> Interrupt | None:
+    if outcome.conversation:
+        wf.conversation = outcome.conversation
+    wf.session = outcome.session_from(wf.session)
+    wf.sent_messages = len(wf.session.messages)  # the worker holds the conversation as the step left it
+    wf._record(outcome.steps)
+    return outcome.interrupt
+
+
+async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, elapsed_s: float) -> Interrupt | None:
+    """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
+    from rein.workflows.agent import MODEL_HEARTBEAT, TOOL_TIMEOUT, _seconds
+
+    assert wf.agent is not None
+    info = workflow.info()
+    request = _step_request(wf, config, elapsed_s)
+    if isinstance(action, machine.CallModel):
+        try:
+            outcome = await wf._unless_cancelled(workflow.execute_activity(
+                CALL_MODEL,
+                ModelCallInput(
+                    agent=wf.agent_key,
+                    iteration=action.iteration,
+                    new_messages=[],
+                    run_id=info.workflow_id,
+                    workflow_run_id=info.run_id,
+                    stream=True,
+                    step=request,
+                ),
+                result_type=StepOutcome,
+                start_to_close_timeout=_seconds(config.model_timeout_s),
+                heartbeat_timeout=MODEL_HEARTBEAT,
+                retry_policy=_model_retry(config),
+                summary=model_summary(wf.agent.model, action.iteration),
+            ))
+        except ActivityError as err:
+            return wf._model_call_failed(err)
+        return _apply(wf, outcome) if outcome is not None else None
+
+    calls = wf.session.pending_tool_calls
+    infos = [t for t in wf.agent.tools if any(c.name == t.spec.name for c in calls)]
+    timeout = max(
+        (timedelta(seconds=t.timeout_s) for t in infos if t.timeout_s), default=TOOL_TIMEOUT
+    )
+    summary = tool_summary(calls[0]) if len(calls) == 1 else ", ".join(tool_summary(c, 60) for c in calls)
+    if isinstance(action, machine.Wait):
+        summary = f"{summary} · before {action.interrupt.type}"
+    try:
+        outcome = await wf._unless_cancelled(workflow.execute_activity(
+            RUN_TOOL,
+            ToolCallInput(agent=wf.agent_key, call=calls[0], run_id=info.workflow_id, step=request),
+            result_type=StepOutcome,
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_interval=timedelta(seconds=30),
+                maximum_attempts=max((t.retries for t in infos), default=0) + 3,
+            ),
+            summary=summary,
+        ))
+    except ActivityError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.non_retryable:
+            raise ApplicationError(
+                f"Tool step failed and cannot be retried: {cause.message}", type=cause.type or "StepError", non_retryable=True
+            ) from None
+        detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        if isinstance(action, machine.Wait):
+            return action.interrupt  # the middleware could not run; the person still decides
+        results = [
+            ToolResult(tool_call_id=c.id, content=f"Tool '{c.name}' did not complete: {detail}", is_error=True)
+            for c in action.calls
+        ]
+        wf._record(machine.apply_tool_results(wf.session, results))
+        return None
+    return _apply(wf, outcome) if outcome is not None else None
+
+
+async def compact_if_due(wf: AgentWorkflow, action: machine.CallModel, config: LoopConfig) -> None:
+    """Before a model call: let the worker compact the conversation when the strategy's trigger is due."""
+    from rein.workflows.agent import MODEL_HEARTBEAT, _seconds
+
+    assert wf.agent is not None
+    trigger = wf.agent.compaction
+    if trigger is None or not trigger.due(wf.session.messages):
+        return
+    info = workflow.info()
+    try:
+        result = await wf._unless_cancelled(workflow.execute_activity(
+            COMPACT,
+            ModelCallInput(
+                agent=wf.agent_key,
+                iteration=action.iteration,
+                new_messages=wf.session.messages[wf.sent_messages :],
+                first_index=wf.sent_messages,
+                total=len(wf.session.messages),
+                run_id=info.workflow_id,
+                workflow_run_id=info.run_id,
+                conversation=wf.conversation,
+            ),
+            result_type=CompactResult,
+            start_to_close_timeout=_seconds(config.model_timeout_s),
+            heartbeat_timeout=MODEL_HEARTBEAT,
+            retry_policy=_model_retry(config),
+            summary=f"compact {len(wf.session.messages)} messages · iteration {action.iteration}",
+        ))
+    except ActivityError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.non_retryable:
+            raise ApplicationError(
+                f"Compaction failed and cannot be retried: {cause.message}",
+                type=cause.type or "CompactionError",
+                non_retryable=True,
+            ) from None
+        workflow.logger.warning("Compaction failed; the model gets the whole conversation: %s", err.cause or err)
+        return
+    if result is None or result.messages is None:
+        wf.sent_messages = len(wf.session.messages)  # the worker has seen the whole conversation
+        return
+    wf.session.messages = result.messages
+    wf.conversation = result.conversation
+    wf.sent_messages = len(result.messages)
