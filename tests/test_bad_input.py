@@ -24,7 +24,7 @@ from rein import Agent, LoopConfig, ToolCall, ToolContext
 from rein.client import DecisionRejected, ReinClient
 from rein.contract import WAIT_UPDATE
 from rein.ir import Completion, Message, Usage
-from rein.testing import start_local
+from rein.testing import full_result, start_local
 
 REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
 TOUCHED: Counter[str] = Counter()
@@ -225,7 +225,7 @@ async def test_harmless_extras_and_tightening_are_accepted(env, tq):
         id=new_id("tightened"), task_queue=tq,
     )
     assert (await extra.result())["output"] == "finished"
-    result = await denied.result()
+    result = await full_result(denied)
     assert "Denied by policy" in [m for m in result["session"]["messages"] if m["role"] == "tool"][0]["content"]
     assert TOUCHED[extra.id] == 1
     assert TOUCHED[denied.id] == 0
@@ -258,7 +258,7 @@ async def test_session_from_input_needs_a_fresh_decision(env, tq):
     with pytest.raises(DecisionRejected, match="not among this run's approvers"):
         await client.approve(handle.id, approver="ceo")
     assert await client.approve(handle.id, approver="alice") == ["c1"]
-    result = await handle.result()
+    result = await full_result(handle)
     assert [(d["approver"], d["approved"]) for d in result["session"]["decisions"]] == [("alice", True)]
     assert TOUCHED[handle.id] == 1
 
@@ -270,7 +270,7 @@ async def test_requires_approval_asks_even_when_permission_allows(env, tq):
     await wait_status(handle, lambda s: s["status"] == "waiting_approval")
     assert TOUCHED[handle.id] == 0
     await ReinClient(env.client, tq).deny(handle.id, approver="ops", reason="not today")
-    result = await handle.result()
+    result = await full_result(handle)
     assert "not today" in [m for m in result["session"]["messages"] if m["role"] == "tool"][0]["content"]
     assert TOUCHED[handle.id] == 0
 
@@ -331,7 +331,7 @@ async def test_bad_signals_and_updates_are_recorded_or_rejected(env, tq):
     assert session["decisions"] == []
     assert TOUCHED[handle.id] == 0
     await handle.signal("approve", {"approver": "bob"})
-    result = await handle.result()
+    result = await full_result(handle)
     assert result["output"] == "finished"
     assert TOUCHED[handle.id] == 1
     assert not task_failures(await events(handle))
