@@ -141,6 +141,8 @@ class AgentWorkflow:
         self.wait_deadline: float | None = None
         self.signals_in_run = 0
         self.signal_bytes_in_run = 0
+        self.continued_from = workflow.info().continued_run_id
+        """Kept here: queries of a replayed history run outside the workflow's context."""
         # A continuation takes over before any handler runs: signals and updates delivered with
         # its first task must find it as the predecessor left it (waiting, with its counters).
         carried = _carried(args)
@@ -799,7 +801,7 @@ class AgentWorkflow:
             pause=self.pause,
             ignored_signals=self.ignored_signals,
             first_step=self.first_step,
-            continued_from=workflow.info().continued_run_id,
+            continued_from=self.continued_from,
         )
 
     def _outcome(self) -> RunOutcome:
