@@ -8,6 +8,8 @@ workflow sees names, specs and results.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from datetime import timedelta
 import contextlib
 import time
 from collections import OrderedDict
@@ -36,9 +38,9 @@ from rein.contract import (
 from rein.compaction import trigger_of
 from rein.digest import EMPTY, conversation_digest, extend, message_hash
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, ToolCall, ToolResult, Usage
-from rein.loop import completion_from_stream
-from rein.providers.fallback import is_retryable
+from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
+from rein.providers.errors import failure_message, retry_after_s
+from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.secrets import scrub
 from rein.session import Session
 from rein.temporal.storage import INLINE_LIMIT
@@ -229,7 +231,7 @@ class AgentActivities:
             async with heartbeating():
                 completion = await complete(agent, messages, request)
         except Exception as exc:
-            raise model_failure(request.run_id, exc) from None
+            raise model_failure(request.run_id, exc, agent.model_label) from None
         self._check_size(completion, "The model's reply")
         if completion.message.tool_calls:
             self.conversations.produced(request.run_id, completion.message)
@@ -274,22 +276,52 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
     """One completion from the agent's provider (streamed to a listener when the run has one),
     with the output type's verdict attached."""
     provider = agent._resolve_provider()
+    answered_by = None
+    if isinstance(provider, FallbackProvider):
+        # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
+        provider = provider.for_attempt(activity.info().attempt)
+        answered_by = getattr(provider, "model", None) or type(provider).__name__
     tools = await agent.model_tool_specs() or None
     if request.stream and local_bus.has_listener(request.run_id):
         completion = await _streamed_completion(provider, messages, request.run_id, tools)
     else:
         completion = await provider.complete(messages, tools=tools)
+    if answered_by is not None:
+        completion = completion.model_copy(update={"model": answered_by})
     return agent.output.check(completion) if agent.output is not None else completion
 
 
-def model_failure(run_id: str, exc: BaseException) -> ApplicationError:
-    """A provider error as Temporal sees it: retried when transient, fatal otherwise (secrets scrubbed)."""
+def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:
+    """A provider error as Temporal sees it: retried when transient (after the vendor's Retry-After,
+    when it gave one), fatal otherwise; secrets scrubbed."""
     retryable = is_retryable(exc)
     if not retryable:
         local_bus.record_error(run_id, exc)
+    wait = retry_after_s(exc) if retryable else None
     return ApplicationError(
-        scrub(f"{type(exc).__name__}: {exc}"), type=type(exc).__name__, non_retryable=not retryable
+        scrub(failure_message(exc, model)),
+        type=type(exc).__name__,
+        non_retryable=not retryable,
+        next_retry_delay=timedelta(seconds=wait) if wait is not None else None,
     )
+
+
+def heartbeat_from_any_thread() -> Any:
+    """`activity.heartbeat` that also works from a sync tool's worker thread (it needs the activity's loop)."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+
+    def beat(*details: Any) -> None:
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is loop:
+            activity.heartbeat(*details)
+        else:
+            loop.call_soon_threadsafe(activity.heartbeat, *details, context=context)
+
+    return beat
 
 
 async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
@@ -300,7 +332,7 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
         idempotency_key=f"{run_id}/{call.id}",
         attempt=info.attempt,
         tool_call_id=call.id,
-        heartbeat=activity.heartbeat,
+        heartbeat=heartbeat_from_any_thread(),
     )
     may_retry = tool is not None and info.attempt <= tool.retries
     started = time.monotonic()
@@ -317,18 +349,12 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
 
 async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:
     out = local_bus.AttemptStream(run_id, activity.info().activity_id)
-    parts: list[str] = []
-    tool_calls: list[ToolCall] | None = None
-    finish, usage = "stop", Usage()
+    fold = StreamFold()
     async for chunk in provider.stream(messages, tools=tools):
-        if chunk.type == "text" and chunk.text:
-            parts.append(chunk.text)
-            out.text(chunk)
-        elif chunk.type == "tool_calls" and chunk.tool_calls:
-            tool_calls = list(chunk.tool_calls)
-            out.other(chunk)
-        elif chunk.type == "done":
-            finish = chunk.finish_reason or "stop"
-            usage = chunk.usage or Usage()
+        if fold.add(chunk):
+            if chunk.type == "text":
+                out.text(chunk)
+            else:
+                out.other(chunk)
     out.finished()
-    return completion_from_stream(parts, tool_calls, finish, usage)
+    return fold.completion()

@@ -19,7 +19,6 @@ from temporalio.exceptions import ApplicationError
 from rein.activities import agents as base
 from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
 from rein.ir import Completion, Message, ToolCall, ToolResult
-from rein.loop import approval_tool_names, input_tool_names
 from rein.middleware import StepContext, run_step
 
 if TYPE_CHECKING:
@@ -43,8 +42,12 @@ async def compact(acts: AgentActivities, agent: Agent, request: ModelCallInput) 
     if agent.compaction is None:
         return CompactResult()
     messages = await acts.conversations.messages_for(request)
-    async with base.heartbeating():
-        compacted = await agent.compaction.compact([m.model_copy(deep=True) for m in messages])
+    try:
+        async with base.heartbeating():
+            compacted = await agent.compaction.compact([m.model_copy(deep=True) for m in messages])
+    except Exception as exc:
+        # A summarizer's provider error: retried when transient; otherwise the run fails, as in-process.
+        raise base.model_failure(request.run_id, exc, agent.model_label) from None
     if compacted == messages:
         return CompactResult()
     token = uuid.uuid4().hex
@@ -77,8 +80,8 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
                 ctx,
                 agent.middlewares,
                 elapsed=lambda: step.elapsed_s,
-                input_tools=input_tool_names(agent.registry),
-                approval_tools=approval_tool_names(agent.registry),
+                input_tools=frozenset(step.input_tools),
+                approval_tools=frozenset(step.approval_tools),
                 call_model=call_model,
                 run_tools=run_tools,
             )
@@ -86,12 +89,12 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
         raise  # a tool asking Temporal for another attempt
     except Exception as exc:
         # A fatal provider error or a bug in middleware: in-process it ends the run, so it does here.
-        raise base.model_failure(step.run_id, exc) from None
+        raise base.model_failure(step.run_id, exc, agent.model_label) from None
     if failures and ctx.interrupt is not None and ctx.interrupt.type == "error":
         # The core turned a transient provider error into an `error` interrupt, as in-process. While
         # attempts remain, Temporal retries the step instead; the last attempt reports the interrupt.
         if activity.info().attempt < step.config.model_attempts:
-            raise base.model_failure(step.run_id, failures[-1])
+            raise base.model_failure(step.run_id, failures[-1], agent.model_label)
     outcome = StepOutcome.between(before, ctx.session, ctx.steps, ctx.interrupt, uuid.uuid4().hex)
     acts.conversations.remember(step.run_id, outcome.conversation or step.conversation, ctx.session.messages)
     return outcome

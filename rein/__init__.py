@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "Completion": "rein.ir", "Message": "rein.ir", "StreamChunk": "rein.ir", "ToolCall": "rein.ir",
     "ToolResult": "rein.ir", "ToolSpec": "rein.ir", "Usage": "rein.ir",
     "disable_logging": "rein.log", "enable_logging": "rein.log",
+    "MCPServerHTTP": "rein.mcp", "MCPServerStdio": "rein.mcp", "MCPServerStreamableHTTP": "rein.mcp",
     "arun": "rein.loop", "aresume": "rein.loop", "astream": "rein.loop", "run": "rein.loop", "step": "rein.loop",
     "FallbackProvider": "rein.providers", "LiteLLMProvider": "rein.providers", "MockProvider": "rein.providers",
     "Provider": "rein.providers",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from rein.human import ask_human
     from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult, ToolSpec, Usage
     from rein.log import disable_logging, enable_logging
+    from rein.mcp import MCPServerHTTP, MCPServerStdio, MCPServerStreamableHTTP
     from rein.loop import arun, aresume, astream, run, step
     from rein.providers import FallbackProvider, LiteLLMProvider, MockProvider, Provider
     from rein.result import Interrupt, RunResult, Step

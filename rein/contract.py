@@ -217,6 +217,9 @@ class StepRequest(BaseModel):
     state: Session
     config: LoopConfig
     elapsed_s: float = 0.0
+    input_tools: list[str] = Field(default_factory=list)
+    approval_tools: list[str] = Field(default_factory=list)
+    """The run's view of which tools ask a person and which need approval (as recorded at its start)."""
     new_messages: list[Message] = Field(default_factory=list)
     first_index: int = 0
     total: int = 0

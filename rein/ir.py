@@ -108,6 +108,15 @@ class Completion(BaseModel):
     finish_reason: Literal["stop", "tool_calls", "length", "error"]
     output: OutputCheck | None = None
     """Set by the worker for agents with an output type; the state machine acts on it."""
+    model: str | None = None
+    """Which model answered, when a fallback chain chose one (shown in the activity's result)."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_model(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("model") is None:
+            data.pop("model", None)
+        return data
 
 
 class ToolSpec(BaseModel):
@@ -126,3 +135,45 @@ class StreamChunk(BaseModel):
     tool_calls: list[ToolCall] | None = None
     usage: Usage | None = None
     finish_reason: str | None = None
+
+
+class StreamFold:
+    """Folds a provider's `StreamChunk`s into the `Completion` they stand for.
+
+    The one rule every streaming path uses (the in-process `astream`, the durable
+    model-call activity, `BackendProvider.complete`): text is joined, the last
+    `tool_calls` chunk wins and makes the finish reason `tool_calls`, the `done`
+    chunk brings usage and a finish reason (anything outside the Completion's
+    set counts as `stop`). `add` says whether a chunk is worth passing on to
+    observers (non-empty text, tool calls); `done` chunks never are.
+    """
+
+    __slots__ = ("_parts", "_tool_calls", "_finish", "_usage")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._tool_calls: list[ToolCall] | None = None
+        self._finish = "stop"
+        self._usage = Usage()
+
+    def add(self, chunk: StreamChunk) -> bool:
+        if chunk.type == "text":
+            if chunk.text:
+                self._parts.append(chunk.text)
+                return True
+        elif chunk.type == "tool_calls":
+            if chunk.tool_calls:
+                self._tool_calls = list(chunk.tool_calls)
+                return True
+        elif chunk.type == "done":
+            self._finish = chunk.finish_reason or "stop"
+            self._usage = chunk.usage or Usage()
+        return False
+
+    def completion(self) -> Completion:
+        text = "".join(self._parts)
+        if self._tool_calls:
+            message = Message(role="assistant", content=text, tool_calls=self._tool_calls)
+            return Completion(message=message, finish_reason="tool_calls", usage=self._usage)
+        finish = self._finish if self._finish in ("stop", "tool_calls", "length", "error") else "stop"
+        return Completion(message=Message(role="assistant", content=text), finish_reason=finish, usage=self._usage)  # type: ignore[arg-type]

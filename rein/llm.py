@@ -8,6 +8,11 @@ yielding :data:`StreamChunk` values) can be plugged into rein through
 Pure Python and stdlib only, with no I/O at import time, so it can be imported
 inside a Temporal workflow sandbox.
 
+It is a view over rein's IR (`rein.ir`): the last section holds every
+conversion between the two (messages, tools, streamed chunks, usage, stop
+reasons), the only place where they meet. `rein.ir` is imported by those
+functions when they run, so importing this module stays stdlib-only.
+
 Two shapes of tool call exist on purpose:
 
 * :class:`ToolUsePart` is a content block of an assistant message; its
@@ -21,10 +26,13 @@ Two shapes of tool call exist on purpose:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, runtime_checkable
+
+if TYPE_CHECKING:
+    from rein import ir
 
 __all__ = [
     "ContentPart",
@@ -42,6 +50,12 @@ __all__ = [
     "ToolSpec",
     "ToolUsePart",
     "merge_tool_call_deltas",
+    "finish_reason_for",
+    "parse_arguments",
+    "to_ir_stream",
+    "to_ir_usage",
+    "to_llm_messages",
+    "to_llm_tools",
 ]
 
 
@@ -334,3 +348,153 @@ class LlmBackend(Protocol):
             An async iterator yielding :data:`StreamChunk` values.
         """
         ...
+
+
+# ---------------------------------------------------------------- the view over rein.ir
+
+
+def to_llm_messages(messages: Sequence[ir.Message]) -> tuple[str | None, list[Message]]:
+    r"""
+    Split rein IR messages into ``(system prompt or None, messages)`` (rein addition).
+
+    System messages join (blank line between) into the system prompt; an assistant
+    message's text and tool calls become :class:`TextPart` and :class:`ToolUsePart`
+    blocks; consecutive tool results share one ``role="tool"`` message (rein's
+    tool messages carry no error flag, so ``is_error`` is False).
+    """
+    system_parts: list[str] = []
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "system":
+            if m.content:
+                system_parts.append(m.content)
+        elif m.role == "user":
+            out.append(Message(role="user", content=[TextPart(text=m.content)]))
+        elif m.role == "assistant":
+            parts: list[ContentPart] = []
+            if m.content:
+                parts.append(TextPart(text=m.content))
+            for tc in m.tool_calls or []:
+                parts.append(ToolUsePart(id=tc.id, name=tc.name, arguments=dict(tc.arguments)))
+            if not parts:
+                parts.append(TextPart(text=""))
+            out.append(Message(role="assistant", content=parts))
+        elif m.role == "tool":
+            part = ToolResultPart(tool_call_id=m.tool_call_id or "", content=m.content)
+            if out and out[-1].role == "tool":
+                out[-1].content.append(part)
+            else:
+                out.append(Message(role="tool", content=[part]))
+        else:  # pragma: no cover - rein.ir.Message validates the role
+            raise ValueError(f"unsupported message role: {m.role!r}")
+    system = "\n\n".join(system_parts) if system_parts else None
+    return system, out
+
+
+def to_llm_tools(tools: Sequence[ir.ToolSpec] | None) -> tuple[ToolSpec, ...]:
+    """rein IR tool specs as :class:`ToolSpec` (``parameters`` becomes ``input_schema``)."""
+    return tuple(ToolSpec(name=t.name, description=t.description, input_schema=dict(t.parameters)) for t in tools or ())
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any]:
+    """Parse a :class:`ToolCall`'s JSON argument string; empty, invalid or non-object JSON gives ``{}``.
+
+    :func:`to_ir_stream` also records why on the call (``rein.ir.parse_tool_arguments``).
+    """
+    from rein.ir import parse_tool_arguments
+
+    return parse_tool_arguments(raw)[0]
+
+
+def to_ir_usage(raw: dict[str, Any] | None) -> ir.Usage:
+    """Map a :class:`MessageStop` ``usage`` dict onto rein's ``Usage``.
+
+    Understands Anthropic (``input_tokens``/``output_tokens`` plus cache counters,
+    which are added to the input) and OpenAI (``prompt_tokens``/``completion_tokens``)
+    names, and an optional ``cost_usd``.
+    """
+    from rein.ir import Usage
+
+    if not raw:
+        return Usage()
+
+    def num(*keys: str) -> int:
+        for k in keys:
+            v = raw.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return int(v)
+        return 0
+
+    input_tokens = (
+        num("input_tokens", "prompt_tokens") + num("cache_creation_input_tokens") + num("cache_read_input_tokens")
+    )
+    output_tokens = num("output_tokens", "completion_tokens")
+    cost = raw.get("cost_usd")
+    cost_usd = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd)
+
+
+def _stop_reason(value: Any) -> StopReason | None:
+    if value is None:
+        return None
+    if isinstance(value, StopReason):
+        return value
+    try:
+        return StopReason(value)
+    except ValueError:
+        return StopReason.OTHER
+
+
+def finish_reason_for(stop_reason: StopReason | str | None, has_tool_calls: bool) -> str:
+    """rein's ``finish_reason`` for a stop reason (None: the stream had no :class:`MessageStop`).
+
+    ``max_tokens`` is ``length``; any answer with tool calls is ``tool_calls``;
+    ``tool_use`` without a call is ``error``; everything else is ``stop``.
+    """
+    reason = _stop_reason(stop_reason)
+    if reason is StopReason.MAX_TOKENS:
+        return "length"
+    if has_tool_calls:
+        return "tool_calls"
+    if reason is StopReason.TOOL_USE:
+        return "error"  # the model said it called a tool, but no call arrived
+    return "stop"
+
+
+async def to_ir_stream(chunks: AsyncIterable[Any], source: str = "the backend") -> AsyncIterator[ir.StreamChunk]:
+    """A backend's stream as rein IR chunks: text as it arrives, then one ``tool_calls`` chunk (if any), then ``done``.
+
+    :class:`ToolCallDelta` fragments are merged by index and their JSON arguments
+    parsed; an already merged :class:`ToolCall` is accepted too. A stream without
+    :class:`MessageStop` counts as a normal end of turn.
+    """
+    from rein.ir import StreamChunk as IrChunk
+    from rein.ir import ToolCall as IrToolCall
+    from rein.ir import parse_tool_arguments
+
+    deltas: list[ToolCallDelta] = []
+    whole: list[ToolCall] = []
+    stop: MessageStop | None = None
+    async for chunk in chunks:
+        if isinstance(chunk, TextDelta):
+            if chunk.text:
+                yield IrChunk(type="text", text=chunk.text)
+        elif isinstance(chunk, ToolCallDelta):
+            deltas.append(chunk)
+        elif isinstance(chunk, MessageStop):
+            stop = chunk
+        elif isinstance(chunk, ToolCall):  # lenient: an already merged call
+            whole.append(chunk)
+        else:
+            raise TypeError(f"{source} yielded {type(chunk).__name__}; expected TextDelta, ToolCallDelta or MessageStop")
+    calls = []
+    for c in [*merge_tool_call_deltas(deltas), *whole]:
+        arguments, error = parse_tool_arguments(c.arguments)
+        calls.append(IrToolCall(id=c.id, name=c.name, arguments=arguments, arguments_error=error))
+    if calls:
+        yield IrChunk(type="tool_calls", tool_calls=calls)
+    yield IrChunk(
+        type="done",
+        usage=to_ir_usage(stop.usage if stop else None),
+        finish_reason=finish_reason_for(stop.stop_reason if stop else None, bool(calls)),
+    )

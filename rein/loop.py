@@ -15,7 +15,7 @@ from typing import Any
 
 from rein import machine
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult, Usage
+from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.log import logger
 from rein.middleware import Middleware, StepContext, run_step
 from rein.providers.fallback import is_retryable
@@ -292,40 +292,16 @@ async def astream(
         if compaction is not None:
             session.messages = await compaction.compact(session.messages)
         t0 = time.monotonic()
-        parts: list[str] = []
-        tool_calls: list[ToolCall] | None = None
-        finish, usage = "stop", Usage()
+        fold = StreamFold()
         try:
             async for chunk in provider.stream(session.messages, tools=run.tool_specs()):
-                if chunk.type == "text" and chunk.text:
-                    parts.append(chunk.text)
+                if fold.add(chunk):
                     yield chunk
-                elif chunk.type == "tool_calls" and chunk.tool_calls:
-                    tool_calls = list(chunk.tool_calls)
-                    yield chunk
-                elif chunk.type == "done":
-                    finish = chunk.finish_reason or "stop"
-                    usage = chunk.usage or Usage()
         except Exception as exc:
             if not is_retryable(exc):
                 raise
             session.stop_reason = "interrupted"
             break
-        completion = run.checked(completion_from_stream(parts, tool_calls, finish, usage))
+        completion = run.checked(fold.completion())
         run.record([machine.apply_completion(session, completion, time.monotonic() - t0)])
     yield StreamChunk(type="done", finish_reason=session.stop_reason or "done", usage=session.usage)
-
-
-def completion_from_stream(
-    parts: list[str], tool_calls: list[ToolCall] | None, finish: str, usage: Usage
-) -> Completion:
-    text = "".join(parts)
-    if tool_calls:
-        return Completion(
-            message=Message(role="assistant", content=text, tool_calls=tool_calls),
-            finish_reason="tool_calls",
-            usage=usage,
-        )
-    if finish not in ("stop", "tool_calls", "length", "error"):
-        finish = "stop"
-    return Completion(message=Message(role="assistant", content=text), finish_reason=finish, usage=usage)

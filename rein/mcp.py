@@ -35,6 +35,9 @@ __all__ = ["MCPServerHTTP", "MCPServerStdio", "MCPServerStreamableHTTP", "MCPSer
 log = logging.getLogger("rein.mcp")
 
 _MAX_PAGES = 100
+LISTING_TIMEOUT_S = 20.0
+"""Bounds listing one server when a run starts, below `rein.describe_agent`'s 30 s: a server
+that takes longer is left out of that listing rather than failing the run."""
 _closing: set[asyncio.Task] = set()
 
 
@@ -54,6 +57,8 @@ class _Server:
     """Bounds connecting, listing, and each call (the durable tool activity allows a little more)."""
     retries: int = field(default=0, kw_only=True)
     """Durable engine: extra attempts of a failed call, as `@tool(retries=...)`."""
+    requires_approval: bool = field(default=False, kw_only=True)
+    """Every call to this server's tools waits for a person, as `@tool(requires_approval=True)`."""
     _pool: weakref.WeakKeyDictionary = field(
         default_factory=weakref.WeakKeyDictionary, init=False, repr=False, compare=False
     )
@@ -75,12 +80,11 @@ class _Server:
             self._pool[loop] = conn
         try:
             return await asyncio.wait_for(asyncio.shield(conn.ready), self.timeout_s)
-        except BaseException as exc:
+        except TimeoutError:
             self._drop(conn)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            if isinstance(exc, asyncio.TimeoutError):
-                raise MCPServerError(f"MCP server {self.label} did not answer within {self.timeout_s:g}s") from None
+            raise MCPServerError(f"MCP server {self.label} did not answer within {self.timeout_s:g}s") from None
+        except Exception as exc:
+            self._drop(conn)
             raise MCPServerError(f"MCP server {self.label} is unreachable: {_why(exc)}") from None
 
     def _drop(self, conn: _Connection) -> None:
@@ -190,14 +194,11 @@ class _Connection:
         try:
             async with AsyncExitStack() as stack:
                 client = await stack.enter_async_context(Client(self.server._target(stack)))
-                if not self.ready.done():
-                    self.ready.set_result(client)
+                self.ready.set_result(client)
                 await self._stop.wait()
-        except BaseException as exc:
+        except Exception as exc:  # it could not connect, or broke while idle: whoever waits is told why
             if not self.ready.done():
-                self.ready.set_exception(exc if isinstance(exc, Exception) else MCPServerError("connection cancelled"))
-            if not isinstance(exc, (Exception, asyncio.CancelledError)):
-                raise
+                self.ready.set_exception(exc)
         finally:
             self.closed = True
             if not self.ready.done():
@@ -206,6 +207,8 @@ class _Connection:
     def close(self) -> None:
         self.closed = True
         self._stop.set()
+        if not self.ready.done():
+            self.task.cancel()  # still connecting: give up now
         _closing.add(self.task)
         self.task.add_done_callback(_closing.discard)
 
@@ -252,6 +255,7 @@ class MCPTool(Tool):
             is_async=True,
             retries=server.retries,
             timeout_s=server.timeout_s * 2 + 5,  # connecting and calling, each bounded by timeout_s
+            requires_approval=server.requires_approval,
         )
         self.server = server
 
@@ -276,14 +280,18 @@ class MCPTools:
     async def refresh(self) -> list[MCPTool]:
         """List every server again, concurrently."""
         reserved = set(self.local.names())
-        listings = await asyncio.gather(*(s.list_tools() for s in self.servers), return_exceptions=True)
+        listings = await asyncio.gather(
+            *(asyncio.wait_for(s.list_tools(), min(s.timeout_s, LISTING_TIMEOUT_S)) for s in self.servers),
+            return_exceptions=True,
+        )
         tools: dict[str, MCPTool] = {}
         owner: dict[str, str] = {}
         for server, listing in zip(self.servers, listings):
             if isinstance(listing, BaseException):
                 if not isinstance(listing, Exception):
                     raise listing
-                log.warning("MCP server %s left out of the tool list: %s", server.label, listing)
+                why = listing if str(listing) else f"no tool list within {LISTING_TIMEOUT_S:g}s"
+                log.warning("MCP server %s left out of the tool list: %s", server.label, why)
                 continue
             for remote in listing:
                 name = f"{server.tool_prefix}_{remote.name}" if server.tool_prefix else remote.name

@@ -38,14 +38,16 @@ def touch(path: str, ctx: ToolContext) -> str:
 
 
 class ToolThenText:
-    """Calls `touch` once, then answers; stateless, so concurrent runs can share it."""
+    """Calls `touch` once (or the given calls), then answers; stateless, so concurrent runs can share it."""
+
+    def __init__(self, calls: list[ToolCall] | None = None):
+        self.calls = calls or [ToolCall(id="c1", name="touch", arguments={"path": "/tmp/meant"})]
 
     async def complete(self, messages: list[Message], tools: Any = None, **_: Any) -> Completion:
         if messages[-1].role == "tool":
             return Completion(message=Message(role="assistant", content="finished"), finish_reason="stop",
                               usage=Usage(input_tokens=1, output_tokens=1))
-        call = ToolCall(id="c1", name="touch", arguments={"path": "/tmp/meant"})
-        return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls",
+        return Completion(message=Message(role="assistant", tool_calls=list(self.calls)), finish_reason="tool_calls",
                           usage=Usage(input_tokens=1, output_tokens=1))
 
     async def stream(self, messages, tools=None, **kw):  # noqa: ANN001, ANN201
@@ -57,6 +59,15 @@ class ToolThenText:
         yield rein.StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
 
 
+def beat(ctx: ToolContext) -> str:
+    """A sync tool that reports progress."""
+    ctx.heartbeat("halfway")
+    TOUCHED[ctx.idempotency_key.split("/", 1)[0]] += 1
+    return "beat ok"
+
+
+TRUNCATED = ToolCall(id="c1", name="touch", arguments={},
+                     arguments_error='the arguments are not valid JSON (Unterminated string): {"path": "/srv/da')
 STRICT = LoopConfig(permission="ask", max_iterations=10, max_tokens=10_000, approvers=["alice", "bob"])
 AGENTS = [
     Agent(provider=ToolThenText(), tools=[touch], name="open"),
@@ -65,6 +76,11 @@ AGENTS = [
     Agent(provider=ToolThenText(), tools=[touch], name="optin", config=LoopConfig(permission="ask"),
           client_overrides=["permission"]),
     Agent(provider=ToolThenText(), tools=[rein.tool(touch, requires_approval=True)], name="guarded"),
+    Agent(provider=ToolThenText([TRUNCATED]), tools=[touch], name="truncated"),
+    Agent(provider=ToolThenText([ToolCall(id="dup", name="touch", arguments={"path": "/a"}),
+                                 ToolCall(id="dup", name="touch", arguments={"path": "/b"})]),
+          tools=[touch], name="duplicates"),
+    Agent(provider=ToolThenText([ToolCall(id="c1", name="beat", arguments={})]), tools=[beat], name="beats"),
 ]
 
 
@@ -377,3 +393,40 @@ async def test_ten_parked_waits_do_not_block_later_waits_or_decisions(env, tq):
     assert result.output == "finished"
     assert TOUCHED[handle.id] == 1
     assert not task_failures(await events(handle))
+
+
+# --------------------------------------------------------------------------- what the model sends
+
+
+async def test_unreadable_argument_json_is_an_error_result_not_defaults(env, tq):
+    handle = await env.client.start_workflow(
+        "AgentWorkflow", {"agent": "truncated", "prompt": "x"}, id=new_id("truncated"), task_queue=tq
+    )
+    result = await handle.result()
+    (tool_message,) = [m for m in result["session"]["messages"] if m["role"] == "tool"]
+    assert "Invalid arguments for tool 'touch'" in tool_message["content"]
+    assert "not valid JSON" in tool_message["content"]
+    assert TOUCHED[handle.id] == 0  # never run with its defaults
+
+
+async def test_duplicate_call_ids_in_one_batch_each_get_their_own_result(env, tq):
+    handle = await env.client.start_workflow(
+        "AgentWorkflow", {"agent": "duplicates", "prompt": "x"}, id=new_id("duplicates"), task_queue=tq
+    )
+    result = await handle.result()
+    calls = [m for m in result["session"]["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
+    ids = [c["id"] for c in calls[0]["tool_calls"]]
+    assert ids == ["dup", "dup~2"]
+    tool_messages = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
+    assert tool_messages == {"dup": "wrote /a", "dup~2": "wrote /b"}
+    assert TOUCHED[handle.id] == 2
+
+
+async def test_a_sync_tool_can_heartbeat_in_a_durable_run(env, tq):
+    handle = await env.client.start_workflow(
+        "AgentWorkflow", {"agent": "beats", "prompt": "x"}, id=new_id("beats"), task_queue=tq
+    )
+    result = await handle.result()
+    (tool_message,) = [m for m in result["session"]["messages"] if m["role"] == "tool"]
+    assert tool_message["content"] == "beat ok"
+    assert TOUCHED[handle.id] == 1

@@ -729,6 +729,30 @@ async def test_loop_astream_leaves_the_same_session_as_arun():
     assert s1 == s2
 
 
+def test_stream_fold_is_the_one_rule_for_assembling_a_streamed_answer():
+    from rein.ir import StreamFold
+
+    fold = StreamFold()
+    passed = [
+        fold.add(c)
+        for c in [
+            StreamChunk(type="text", text="a"),
+            StreamChunk(type="text", text=""),
+            StreamChunk(type="tool_calls", tool_calls=[tc("add", a=1, b=2)]),
+            StreamChunk(type="text", text="b"),
+            StreamChunk(type="done", finish_reason="length", usage=Usage(input_tokens=3)),
+        ]
+    ]
+    assert passed == [True, False, True, True, False]
+    completion = fold.completion()
+    assert completion.message == Message(role="assistant", content="ab", tool_calls=[tc("add", a=1, b=2)])
+    assert (completion.finish_reason, completion.usage) == ("tool_calls", Usage(input_tokens=3))
+    text_only = StreamFold()
+    text_only.add(StreamChunk(type="text", text="x"))
+    text_only.add(StreamChunk(type="done", finish_reason="end_turn"))  # not a Completion finish reason
+    assert (text_only.completion().finish_reason, text_only.completion().usage) == ("stop", Usage())
+
+
 # =========================================================================== tool argument validation
 
 
@@ -753,10 +777,14 @@ def test_bad_tool_arguments_are_error_results(call, needles):
         assert needle in msg.content, (needle, msg.content)
 
 
-def test_lax_coercion_of_tool_arguments():
+def test_tool_arguments_are_held_to_the_advertised_schema():
+    # The schema says integer, so "1" is refused (not quietly converted) and the model corrects itself.
     tools, ran = make_tools()
-    r = local_agent([[tc("add", a="1", b=2)], "ok"], tools=tools).run("go")
-    assert ran == [("add", (1, 2))] and tool_messages(r.session)[0].content == "3"
+    r = local_agent([[tc("add", a="1", b=2)], [tc("add", a=1, b=2)], "ok"], tools=tools).run("go")
+    assert ran == [("add", (1, 2))]
+    first, second = tool_messages(r.session)
+    assert "a: Input should be a valid integer (got '1')" in first.content
+    assert second.content == "3"
 
 
 def test_raising_tool_is_an_error_result_and_the_run_goes_on():

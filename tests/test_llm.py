@@ -563,3 +563,26 @@ async def test_agent_runs_an_llm_backend_directly(engine):
     result = await Agent(provider=backend, tools=[add], engine=engine).arun("2 + 3?")
     assert result.output == "It is 5."
     assert [m.content for m in result.session.messages if m.role == "tool"] == ["5"]
+
+
+def test_conversions_live_in_one_place():
+    """rein.llm is the view over rein.ir: every conversion is defined there, the provider only uses them."""
+    assert backend_mod.to_llm_messages is llm.to_llm_messages
+    assert backend_mod.parse_arguments is llm.parse_arguments
+    assert backend_mod.finish_reason_for is llm.finish_reason_for
+    assert backend_mod.to_usage is llm.to_ir_usage
+    assert not hasattr(__import__("rein.loop", fromlist=["x"]), "completion_from_stream")
+
+
+async def test_to_ir_stream_records_unreadable_arguments():
+    async def chunks():
+        yield TextDelta(text="a")
+        yield ToolCallDelta(index=0, id="c1", name="weather", arguments='{"city": ')
+        yield MessageStop(stop_reason=StopReason.TOOL_USE, usage={"input_tokens": 2})
+
+    out = [c async for c in llm.to_ir_stream(chunks())]
+    assert [c.type for c in out] == ["text", "tool_calls", "done"]
+    (call,) = out[1].tool_calls
+    assert (call.id, call.name, call.arguments) == ("c1", "weather", {})
+    assert call.arguments_error and "not valid JSON" in call.arguments_error
+    assert (out[2].finish_reason, out[2].usage) == ("tool_calls", Usage(input_tokens=2))

@@ -145,13 +145,14 @@ async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env,
     assert scheduled_tools(events) == [("rein.run_tool", "tool add(a=1, b=2)"), ("rein.run_tool", "tool read_env()")]
 
 
-async def test_approval_applies_to_mcp_calls(env, ids):
+@pytest.mark.parametrize("how", ["permission-ask", "server-requires-approval"])
+async def test_approval_applies_to_mcp_calls(env, ids, how):
     tq, wf_id = ids
     agent = Agent(
         provider=MockProvider([[call("s1", "shout", text="hi")], [call("s2", "shout", text="no")], "done"]),
-        mcp_servers=[stdio()],
-        config=LoopConfig(permission="ask"),
-        name="mcp-ask",
+        mcp_servers=[stdio(requires_approval=how == "server-requires-approval")],
+        config=LoopConfig(permission="ask" if how == "permission-ask" else "allow"),
+        name=f"mcp-{how}",
     )
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await env.client.start_workflow(
@@ -193,6 +194,17 @@ async def test_stdio_server_dying_mid_call_is_an_error_result_and_the_next_call_
     # Each failure is a tool result, not an activity failure or retry.
     failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
     assert failed == []
+
+
+async def test_server_retries_are_temporal_retries_of_the_tool_activity(env, ids):
+    agent = Agent(provider=MockProvider([[call("1", "die")], "ok"]), mcp_servers=[stdio(retries=1)], name="mcp-retry")
+    result, events = await run(env, ids, agent)
+    [died] = tool_messages(result)
+    assert "MCP server" in died and "die" in died
+    attempts = [e.activity_task_started_event_attributes.attempt for e in events
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+                and e.activity_task_started_event_attributes.attempt > 0]
+    assert max(attempts) == 2  # the first death was retried (a new server process), the second is the result
 
 
 # --------------------------------------------------------------------------- streamable HTTP
@@ -238,6 +250,22 @@ async def test_a_server_down_at_start_leaves_its_tools_out(env, ids):
     assert [t.name for t in provider.offered[0]] == ["local"]
     [message] = tool_messages(result)
     assert "Unknown tool 'add'" in message and "local" in message
+
+
+async def test_a_server_that_never_answers_is_left_out_after_its_timeout(env, ids):
+    def local(x: int) -> int:
+        """A local tool."""
+        return x
+
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        provider = RecordingProvider(["fine"])
+        hung = MCPServerHTTP(f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", timeout_s=2)
+        agent = Agent(provider=provider, tools=[local], mcp_servers=[hung], name="mcp-hung")
+        result, _ = await run(env, ids, agent)
+    assert result["output"] == "fine"
+    assert [t.name for t in provider.offered[0]] == ["local"]
 
 
 # --------------------------------------------------------------------------- both engines, config

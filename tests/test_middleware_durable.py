@@ -11,6 +11,9 @@ time-skipping test server with a raw client.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,6 +42,18 @@ class RecordingProvider(MockProvider):
     async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
         self.seen.append([m.model_dump() for m in messages])
         return await super().complete(messages, tools, **kwargs)
+
+
+def payload_texts(node: Any) -> Iterator[str]:
+    """Every payload in a history's JSON, decoded (the JSON itself holds them base64-encoded)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("data"), str) and "metadata" in node:
+            yield base64.b64decode(node["data"]).decode("utf-8", errors="replace")
+        for value in node.values():
+            yield from payload_texts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from payload_texts(value)
 
 
 def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
@@ -516,3 +531,106 @@ async def test_a_tool_with_retries_retries_the_middleware_step():
     assert provider.seen[1][-1]["content"] == "40"
     assert [s.summary for s in result.steps] == ["tool calls: flaky", "flaky → 40", "forty"]
     assert stages == ["call_model", "run_tools", "run_tools", "call_model"]  # the step ran again, whole
+
+
+# --------------------------------------------------------------------------- a worker in another process
+
+
+async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
+    """`python worker.py --agent tests.agents.guarded:agent` serves the run: the hook masks the tool
+    result before the model sees it, the middleware's note reaches the model, handlers fire there."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+    from pathlib import Path
+
+    from rein.testing import start_local
+
+    root = Path(__file__).resolve().parent.parent
+    events_file, log_file = tmp_path / "events.log", tmp_path / "worker.log"
+    tq = f"guarded-{uuid.uuid4().hex[:8]}"
+    async with await start_local() as dev:
+        address = dev.client.service_client.config.target_host
+        env = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_ENGINE")}
+        env.update(REIN_TEST_EVENTS=str(events_file), PYTHONPATH=str(root))
+        with open(log_file, "wb") as log:
+            worker = subprocess.Popen(
+                [sys.executable, "worker.py", "--agent", "tests.agents.guarded:agent", "--task-queue", tq,
+                 "--address", address],
+                cwd=str(root), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+        try:
+            handle = await dev.client.start_workflow(
+                "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
+            )
+            result = RunResult.model_validate(await asyncio.wait_for(handle.result(), 60))
+            history = json.loads((await handle.fetch_history()).to_json())
+        finally:
+            worker.terminate()
+            worker.wait(15)
+    assert result.output == f"I saw: account acme: card **** | notes: ['served by pid {worker.pid}']", (
+        log_file.read_text()[-2000:]
+    )
+    assert [m.content for m in result.session.messages if m.role == "tool"] == ["account acme: card ****"]
+    # The conversation the run recorded holds only the masked result (Step summaries, made by the
+    # core before after-hooks run, keep the tool's own text, on both engines).
+    recorded = [json.loads(text) for text in payload_texts(history) if text.startswith("{")]
+    tool_messages = {
+        m["content"]
+        for payload in recorded
+        for m in payload.get("tail", []) + (payload.get("step") or {}).get("new_messages", [])
+        if m["role"] == "tool"
+    }
+    assert tool_messages == {"account acme: card ****"}
+    assert events_file.read_text().splitlines() == [
+        f"{worker.pid} call_model ['model']",
+        f"{worker.pid} run_tools ['tool']",
+        f"{worker.pid} call_model ['model']",
+    ]
+
+
+async def test_durable_astream_runs_middleware_too():
+    stages: list[str] = []
+    agent = Agent(
+        provider=MockProvider([[tc("add", a=1, b=2)], "three"]), tools=[add], name="mw-stream", engine="temporal"
+    )
+    agent.on("step", lambda ctx: stages.append(ctx.stage.value))
+
+    chunks = [chunk async for chunk in agent.astream("add")]
+    assert "".join(c.text for c in chunks if c.type == "text") == "three"
+    assert chunks[-1].type == "done" and chunks[-1].finish_reason == "done"
+    assert stages == ["call_model", "run_tools", "call_model"]
+
+
+@pytest.mark.parametrize("engine", ["local", "temporal"])
+async def test_middleware_may_replace_the_session_object(engine):
+    provider = RecordingProvider(["fresh start"])
+    agent = Agent(provider=provider, name=f"mw-replace-{engine}", engine=engine)  # type: ignore[arg-type]
+
+    @agent.middleware
+    async def forget(ctx, call_next):  # noqa: ANN001, ANN202
+        if ctx.stage == Stage.CALL_MODEL:
+            ctx.session = Session(messages=[Message(role="user", content="only this")], usage=ctx.session.usage)
+        return await call_next(ctx)
+
+    result = await agent.arun("a long question nobody should see")
+    assert provider.seen == [[{"role": "user", "content": "only this", "tool_calls": None, "tool_call_id": None}]]
+    assert [m.content for m in result.session.messages] == ["only this", "fresh start"]
+    assert (result.status, result.output) == ("done", "fresh start")
+
+
+async def test_a_summarizer_that_fails_for_good_fails_the_run_as_in_process():
+    class Forbidden(Exception):
+        status_code = 403
+
+    async def summarizer(old):  # noqa: ANN001, ANN202
+        raise Forbidden("summaries are not allowed")
+
+    for engine in ("local", "temporal"):
+        agent = Agent(
+            provider=MockProvider(many_rounds(3)), tools=[add], name=f"compact-fail-{engine}", engine=engine,  # type: ignore[arg-type]
+            compaction=SummarizeCompaction(max_tokens=5, keep_recent=2, summarizer=summarizer),
+        )
+        with pytest.raises(Forbidden, match="summaries are not allowed"):
+            await agent.arun("add things")

@@ -90,6 +90,16 @@ def test_verdicts_name_every_problem():
     assert spec.check(other).output is None  # an ordinary tool round
 
 
+def test_str_output_takes_the_text_as_it_is():
+    spec = OutputSpec(str)
+    for text in ("42", "plain words"):
+        checked = spec.check(Completion(message=Message(role="assistant", content=text), finish_reason="stop"))
+        assert spec.rebuild(checked.output.data_json) == text
+    via_tool = spec.check(Completion(message=Message(role="assistant", tool_calls=final("c", {"response": "x"})),
+                                     finish_reason="tool_calls"))
+    assert spec.rebuild(via_tool.output.data_json) == "x"
+
+
 def test_output_type_clashing_with_a_tool_is_refused():
     def final_result(x: int) -> int:
         return x

@@ -484,6 +484,7 @@ def test_to_lite_message_and_tool():
 async def test_call_args_defaults_and_overrides(monkeypatch):
     import litellm
 
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
     seen: list[dict] = []
 
     async def fake_acompletion(**kw):

@@ -30,6 +30,20 @@ def test_available_templates() -> None:
     assert available_templates() == ["minimal", "coder"]
 
 
+def test_templates_are_package_data_files() -> None:
+    from importlib import resources
+
+    import rein.scaffold
+
+    root = resources.files("rein") / "templates"
+    for template in available_templates():
+        assert (root / template / "main.py.tmpl").is_file()
+        assert (root / template / "test_agent.py.tmpl").is_file()
+    # The code holds no template text: "@agent.tool" appears only in the minimal template's file.
+    assert "@agent.tool" in (root / "minimal" / "main.py.tmpl").read_text(encoding="utf-8")
+    assert "@agent.tool" not in Path(rein.scaffold.__file__).read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("template", ["minimal", "coder"])
 def test_writes_exactly_five_files(tmp_path: Path, template: str) -> None:
     path = create_project("proj", template, tmp_path)

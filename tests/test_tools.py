@@ -11,12 +11,10 @@ from pydantic import BaseModel
 
 from rein.ir import ToolCall, ToolSpec
 from rein.tools import (
-    _PY_TO_JSON,
     Tool,
     ToolArgumentsError,
     ToolContext,
     ToolRegistry,
-    _enum_base_type,
     _type_to_schema,
     build_schema,
     execute_all,
@@ -40,6 +38,8 @@ def call(tool_name: str, /, cid: str = "c1", **arguments: Any) -> ToolCall:
 # --------------------------------------------------------------------------- _type_to_schema
 
 
+# rein-agent 0.2.0's output where it told the truth; unions, Optional, tuples, sets, Any, Enum classes
+# and mixed Literals changed (rein-agent advertised them as strings, or dropped the null).
 @pytest.mark.parametrize(
     ("tp", "expected"),
     [
@@ -49,11 +49,11 @@ def call(tool_name: str, /, cid: str = "c1", **arguments: Any) -> ToolCall:
         (bool, {"type": "boolean"}),
         (list, {"type": "array"}),
         (dict, {"type": "object"}),
-        (Optional[int], {"type": "integer"}),
-        (int | None, {"type": "integer"}),
-        (Union[None, float], {"type": "number"}),
-        (int | str, {"type": "string"}),
-        (Union[int, str, None], {"type": "string"}),
+        (Optional[int], {"anyOf": [{"type": "integer"}, {"type": "null"}]}),
+        (int | None, {"anyOf": [{"type": "integer"}, {"type": "null"}]}),
+        (Union[None, float], {"anyOf": [{"type": "number"}, {"type": "null"}]}),
+        (int | str, {"anyOf": [{"type": "integer"}, {"type": "string"}]}),
+        (Union[int, str, None], {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]}),
         (list[int], {"type": "array", "items": {"type": "integer"}}),
         (List[str], {"type": "array", "items": {"type": "string"}}),
         (list[list[bool]], {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}}}),
@@ -70,11 +70,14 @@ def call(tool_name: str, /, cid: str = "c1", **arguments: Any) -> ToolCall:
         (Literal[1, 2, 3], {"type": "integer", "enum": [1, 2, 3]}),
         (Literal[True, False], {"type": "boolean", "enum": [True, False]}),
         (Literal[1, 2.5], {"type": "number", "enum": [1, 2.5]}),
-        (Literal[1, "a"], {"type": "string", "enum": [1, "a"]}),
-        (Literal[1, True], {"type": "string", "enum": [1, True]}),
-        (tuple[int, int], {"type": "string"}),
-        (set[int], {"type": "string"}),
-        (Any, {"type": "string"}),
+        (Literal[1, "a"], {"enum": [1, "a"]}),
+        (
+            tuple[int, str],
+            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2},
+        ),
+        (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
+        (set[int], {"type": "array", "items": {"type": "integer"}}),
+        (Any, {}),
         (complex, {"type": "string"}),
     ],
 )
@@ -82,7 +85,7 @@ def test_type_to_schema(tp: Any, expected: dict) -> None:
     assert _type_to_schema(tp) == expected
 
 
-def test_type_to_schema_enum_class_and_custom_class_are_strings() -> None:
+def test_type_to_schema_enum_class_and_custom_class() -> None:
     import enum
 
     class Color(enum.Enum):
@@ -91,8 +94,8 @@ def test_type_to_schema_enum_class_and_custom_class_are_strings() -> None:
     class Custom:
         pass
 
-    assert _type_to_schema(Color) == {"type": "string"}
-    assert _type_to_schema(Custom) == {"type": "string"}
+    assert _type_to_schema(Color) == {"type": "string", "enum": ["red"], "title": "Color"}
+    assert _type_to_schema(Custom) == {}  # pydantic cannot describe it: any JSON value, passed on as is
 
 
 def test_type_to_schema_pydantic_model_is_verbatim() -> None:
@@ -102,15 +105,6 @@ def test_type_to_schema_pydantic_model_is_verbatim() -> None:
     assert set(schema["properties"]) == {"x", "y"}
     assert schema["required"] == ["x"]
     assert schema["description"] == "A 2-D point."
-
-
-def test_enum_base_type_and_table() -> None:
-    assert _enum_base_type([True, False]) == "boolean"
-    assert _enum_base_type([1, 2]) == "integer"  # ints are not booleans
-    assert _enum_base_type([1, 2.0]) == "number"
-    assert _enum_base_type(["a", 1]) == "string"
-    assert _enum_base_type([]) == "string"
-    assert _PY_TO_JSON == {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
 
 # --------------------------------------------------------------------------- build_schema
@@ -123,19 +117,23 @@ def test_build_schema_required_defaults_and_skips() -> None:
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "string"}, "d": {"type": "number"}},
         "required": ["a", "b", "d"],
-    }
+    }  # **kwargs: extra arguments are accepted, so no additionalProperties
 
 
 def test_build_schema_no_required_key_when_all_optional() -> None:
     def f(cls, a: int = 1, b: Optional[str] = None) -> None: ...
 
     schema = build_schema(f)
-    assert schema == {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
+    assert schema == {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+        "additionalProperties": False,
+    }
     assert "required" not in schema
 
     def g() -> None: ...
 
-    assert build_schema(g) == {"type": "object", "properties": {}}
+    assert build_schema(g) == {"type": "object", "properties": {}, "additionalProperties": False}
 
 
 def test_build_schema_unresolvable_hints_fall_back_to_string() -> None:
@@ -145,6 +143,7 @@ def test_build_schema_unresolvable_hints_fall_back_to_string() -> None:
         "type": "object",
         "properties": {"a": {"type": "string"}, "b": {"type": "string"}, "c": {"type": "string"}},
         "required": ["a", "b"],
+        "additionalProperties": False,
     }
 
 
@@ -167,7 +166,12 @@ def test_build_schema_excludes_tool_context_param() -> None:
 
     def g(a: int, context: Optional[ToolContext] = None) -> None: ...
 
-    expected = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    expected = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     assert build_schema(f) == expected
     assert build_schema(g) == expected
     assert Tool.from_function(f).context_param == "ctx"
@@ -177,7 +181,12 @@ def test_build_schema_excludes_tool_context_param() -> None:
 def test_build_schema_excludes_tool_context_even_when_hints_fail() -> None:
     def f(a: "Missing", ctx: "ToolContext") -> None: ...  # noqa: F821
 
-    assert build_schema(f) == {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    assert build_schema(f) == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     assert Tool.from_function(f).context_param == "ctx"
 
 
@@ -201,7 +210,7 @@ def test_build_schema_args_descriptions() -> None:
     assert props["days"] == {"type": "integer", "description": "How many days ahead."}
     assert props["unit"] == {"type": "string", "enum": ["c", "f"]}  # undocumented: no description
     assert props["p"]["description"] == "Where exactly."
-    assert props["p"]["properties"] == Point.model_json_schema()["properties"]
+    assert props["p"]["anyOf"] == [Point.model_json_schema(), {"type": "null"}]
 
 
 def test_build_schema_without_args_section_has_no_descriptions() -> None:
@@ -308,7 +317,12 @@ def test_tool_decorator_with_options() -> None:
     assert isinstance(charge, Tool)
     assert (charge.name, charge.description, charge.retries, charge.timeout_s) == ("charge_card", "Charge a card.", 3, 30)
     assert charge.context_param == "ctx"
-    assert charge.parameters == {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}
+    assert charge.parameters == {
+        "type": "object",
+        "properties": {"amount": {"type": "integer"}},
+        "required": ["amount"],
+        "additionalProperties": False,
+    }
 
     @tool()
     def plain() -> None: ...
@@ -379,7 +393,7 @@ async def test_execute_sync_tool_runs_in_worker_thread() -> None:
         seen.append(threading.get_ident())
         return a + b
 
-    result = await execute_tool(add, call("add", a=1, b="2"))  # lax coercion: "2" -> 2
+    result = await execute_tool(add, call("add", a=1, b=2))
     assert result.model_dump() == {"tool_call_id": "c1", "content": "3", "is_error": False}
     assert seen and seen[0] != main_thread
 
@@ -476,9 +490,12 @@ async def test_invalid_arguments_never_raise_even_with_raise_errors() -> None:
 
 
 def test_validate_arguments_directly() -> None:
-    assert add.validate_arguments({"a": "1", "b": 2}) == {"a": 1, "b": 2}
+    assert add.validate_arguments({"a": 1, "b": 2}) == {"a": 1, "b": 2}
     with pytest.raises(ToolArgumentsError, match="add"):
         add.validate_arguments({"a": "one", "b": 2})
+    # Strict: the schema says integer, so "1" is refused rather than quietly converted.
+    with pytest.raises(ToolArgumentsError, match=r"a: Input should be a valid integer \(got '1'\)"):
+        add.validate_arguments({"a": "1", "b": 2})
 
 
 async def test_optional_arguments_keep_function_defaults() -> None:
@@ -492,12 +509,15 @@ async def test_optional_arguments_keep_function_defaults() -> None:
     assert result.content == "1 True None"
 
 
-async def test_unannotated_params_accept_anything() -> None:
+async def test_unannotated_params_are_strings() -> None:
     @tool
     def echo(x) -> str:
         return repr(x)
 
-    assert (await execute_tool(echo, call("echo", x=[1, {"a": 2}]))).content == "[1, {'a': 2}]"
+    assert echo.parameters["properties"] == {"x": {"type": "string"}}
+    assert (await execute_tool(echo, call("echo", x="hi"))).content == "'hi'"
+    bad = await execute_tool(echo, call("echo", x=[1, {"a": 2}]))
+    assert bad.is_error and "x: Input should be a valid string" in bad.content
 
 
 async def test_parameter_names_that_clash_with_basemodel_attributes() -> None:
@@ -505,7 +525,7 @@ async def test_parameter_names_that_clash_with_basemodel_attributes() -> None:
     def f(json: str, copy: int, model_config: bool = False) -> str:
         return f"{json}-{copy}-{model_config}"
 
-    assert (await execute_tool(f, call("f", json="j", copy="2", model_config=True))).content == "j-2-True"
+    assert (await execute_tool(f, call("f", json="j", copy=2, model_config=True))).content == "j-2-True"
     bad = await execute_tool(f, call("f", json="j", copy="x"))
     assert "copy: " in bad.content
 
@@ -519,7 +539,7 @@ async def test_pydantic_param_receives_model_instance() -> None:
         received.append(points)
         return f"{p.x},{p.y}"
 
-    result = await execute_tool(move, call("move", p={"x": "3"}, points=[{"x": 1, "y": 2}]))
+    result = await execute_tool(move, call("move", p={"x": 3}, points=[{"x": 1, "y": 2}]))
     assert result.content == "3,0"
     assert isinstance(received[0], Point)
     assert isinstance(received[1][0], Point)
@@ -533,7 +553,7 @@ async def test_positional_only_parameters() -> None:
     def f(a: int, /, b: int = 2, c: int = 3) -> str:
         return f"{a}{b}{c}"
 
-    assert (await execute_tool(f, call("f", a="1", c=5))).content == "125"
+    assert (await execute_tool(f, call("f", a=1, c=5))).content == "125"
 
 
 async def test_var_keyword_tool_accepts_extra_arguments() -> None:
@@ -556,7 +576,7 @@ async def test_tool_context_injected() -> None:
         return ctx.idempotency_key
 
     ctx = ToolContext("wf-9/call-7", attempt=2, tool_call_id="call-7", heartbeat=lambda *d: beats.append(d))
-    result = await execute_tool(charge, call("charge", cid="call-7", amount="10"), ctx)
+    result = await execute_tool(charge, call("charge", cid="call-7", amount=10), ctx)
     assert result.content == "wf-9/call-7"
     assert seen == [ctx] and seen[0].attempt == 2
     assert beats == [("charging", 10)]
@@ -567,7 +587,7 @@ async def test_tool_context_default_when_none_given() -> None:
     async def whoami(context: ToolContext) -> str:
         return f"{context.idempotency_key}|{context.attempt}|{context.tool_call_id}"
 
-    assert whoami.parameters == {"type": "object", "properties": {}}
+    assert whoami.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
     assert (await execute_tool(whoami, call("whoami", cid="abc"))).content == "abc|1|abc"
 
 

@@ -20,6 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -51,6 +52,14 @@ class Fail:
 
 
 @dataclass
+class Slow:
+    """Answer `then` only after `seconds` (a vendor that hangs past the model-call timeout)."""
+
+    seconds: float
+    then: Reply | Fail = field(default_factory=Reply)
+
+
+@dataclass
 class Recorded:
     path: str
     headers: dict[str, str]
@@ -74,7 +83,7 @@ class VendorServer:
     def __init__(self, chunk_size: int = 4):
         self.chunk_size = chunk_size
         self.requests: list[Recorded] = []
-        self._queue: deque[Reply | Fail] = deque()
+        self._queue: deque[Reply | Fail | Slow] = deque()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -111,12 +120,12 @@ class VendorServer:
         return f"http://{host}:{port}"
 
     # -- script ----------------------------------------------------------
-    def script(self, items: list[str | Reply | Fail]) -> None:
+    def script(self, items: list[str | Reply | Fail | Slow]) -> None:
         """Queue answers; a bare str is a text Reply."""
         with self._lock:
             self._queue.extend(Reply(text=i) if isinstance(i, str) else i for i in items)
 
-    def _next(self) -> Reply | Fail:
+    def _next(self) -> Reply | Fail | Slow:
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
@@ -151,6 +160,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             return self._json(404, {"error": {"message": f"no route {path}", "type": "not_found_error"}})
         item = owner._next()
+        if isinstance(item, Slow):
+            time.sleep(item.seconds)
+            item = item.then
         model = body.get("model", "") if isinstance(body, dict) else ""
         if isinstance(item, Fail):
             return self._fail(vendor, item, headers)

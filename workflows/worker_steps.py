@@ -55,6 +55,8 @@ def _step_request(wf: AgentWorkflow, config: LoopConfig, elapsed_s: float) -> St
         state=wf.session.model_copy(update={"messages": []}),
         config=config,
         elapsed_s=elapsed_s,
+        input_tools=sorted(wf.input_tools),
+        approval_tools=sorted(wf.approval_tools),
         new_messages=wf.session.messages[wf.sent_messages :],
         first_index=wf.sent_messages,
         total=len(wf.session.messages),
@@ -114,7 +116,13 @@ async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, el
     try:
         outcome = await wf._unless_cancelled(workflow.execute_activity(
             RUN_TOOL,
-            ToolCallInput(agent=wf.agent_key, call=calls[0], run_id=info.workflow_id, step=request),
+            # The calls travel in the step's state; `call` only names the first (arguments left out).
+            ToolCallInput(
+                agent=wf.agent_key,
+                call=calls[0].model_copy(update={"arguments": {}}),
+                run_id=info.workflow_id,
+                step=request,
+            ),
             result_type=StepOutcome,
             start_to_close_timeout=timeout,
             heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any, AsyncIterator
 
 from rein.ir import Completion, Message, StreamChunk, ToolSpec
+from rein.providers.errors import MissingApiKey
 
 _RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _FATAL_STATUS = frozenset({400, 401, 403, 404, 405, 422})
@@ -32,6 +33,8 @@ def _status_of(e: BaseException) -> int | None:
 
 def is_retryable(e: BaseException) -> bool:
     """Decide by HTTP status, then by class name; unknown errors are not retried."""
+    if isinstance(e, MissingApiKey):
+        return False
     status = _status_of(e)
     if status in _RETRYABLE_STATUS:
         return True
@@ -44,7 +47,12 @@ def is_retryable(e: BaseException) -> bool:
 
 
 class FallbackProvider:
-    """A Provider over other providers; transparent to the loop."""
+    """A Provider over other providers; transparent to the loop.
+
+    In-process runs try the chain here (with `max_retries_per_provider` and a short backoff).
+    Durable runs do not: each model-call activity attempt uses one provider (`for_attempt`),
+    so Temporal's retry policy is the only retry loop and the history shows every attempt.
+    """
 
     def __init__(self, providers: list, *, max_retries_per_provider: int = 1, base_delay: float = 0.5):
         if not providers:
@@ -52,6 +60,10 @@ class FallbackProvider:
         self.providers = list(providers)
         self.max_retries_per_provider = max_retries_per_provider
         self.base_delay = base_delay
+
+    def for_attempt(self, attempt: int) -> object:
+        """The provider a durable run's `attempt` (1-based) uses: the chain in order, then round again."""
+        return self.providers[(max(attempt, 1) - 1) % len(self.providers)]
 
     async def _backoff(self, attempt: int) -> None:
         if self.base_delay > 0:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, AsyncIterator
 
 from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage, parse_tool_arguments
+from rein.providers.errors import MissingApiKey
 from rein.secrets import scrub_exception
 
 _FINISH = ("stop", "tool_calls", "length", "error")
@@ -58,6 +60,7 @@ class LiteLLMProvider:
     def _call_args(self, messages: list[Message], tools: list[ToolSpec] | None,
                    kwargs: dict[str, Any]) -> dict[str, Any]:
         params = {**self.default_params, **kwargs}
+        self._check_key(params)
         if "num_retries" not in params and "max_retries" not in params:
             # litellm maps num_retries onto the vendor SDK's max_retries (openai's defaults to 2),
             # so a user's explicit max_retries must not be overridden by our default.
@@ -68,6 +71,21 @@ class LiteLLMProvider:
             "tools": [self._to_lite_tool(t) for t in tools] if tools else None,
             **params,
         }
+
+    def _check_key(self, params: dict[str, Any]) -> None:
+        """Fail at once, in one sentence, when the vendor's key is missing (no retry can fix that)."""
+        if params.get("api_key"):
+            return
+        litellm = _import_litellm()
+        try:
+            info = litellm.validate_environment(model=self.model, api_base=params.get("api_base"))
+        except Exception:  # a model litellm cannot classify: let the call itself decide
+            return
+        missing = [name for name in info.get("missing_keys") or [] if re.search(r"KEY|TOKEN", name)]
+        if missing:
+            raise MissingApiKey(
+                f"No API key for {self.model}: set {' or '.join(missing)} in the worker's environment."
+            )
 
     async def complete(
         self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any

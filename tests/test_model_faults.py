@@ -1,0 +1,166 @@
+"""Model vendor faults over real HTTP (tests/vendor_server.py) in durable runs on a real dev server.
+
+Each case asserts the run's end state and how many requests the vendor saw: Temporal's retry
+policy is the only retry loop (litellm's and FallbackProvider's own retries are off in
+durable runs), `Retry-After` is honoured, a missing or rejected key fails at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+from temporalio.common import SearchAttributeKey
+
+import rein
+from rein import Agent, LiteLLMProvider, LoopConfig
+from rein.client import ReinClient
+from rein.providers import FallbackProvider
+from rein.testing import start_local
+from tests.processes import decoded_history_text
+from tests.vendor_server import Fail, Reply, Slow, VendorServer
+
+KEY = "sk-test-" + uuid.uuid4().hex
+REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env():
+    environment = await start_local()
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+@pytest.fixture()
+def srv():
+    with VendorServer() as server:
+        yield server
+
+
+def litellm(srv: VendorServer, model: str = "openai/gpt-4o", **params) -> LiteLLMProvider:
+    return LiteLLMProvider(model, api_base=srv.base_url + "/v1", **({"api_key": KEY} | params))
+
+
+async def start(env, agent: Agent, **config):  # noqa: ANN001, ANN201
+    tq = f"mf-{uuid.uuid4().hex[:6]}"
+    worker = rein.create_worker(env.client, agents=[agent], task_queue=tq)
+    await worker.__aenter__()
+    handle = await env.client.start_workflow(
+        "AgentWorkflow", {"agent": agent.name, "prompt": "hi", **({"config": config} if config else {})},
+        id=f"mf-{uuid.uuid4().hex[:8]}", task_queue=tq,
+    )
+    return worker, handle, ReinClient(env.client, tq)
+
+
+async def attempts_started(handle) -> list[int]:  # noqa: ANN001
+    history = await handle.fetch_history()
+    return [e.activity_task_started_event_attributes.attempt for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+
+
+async def test_429_retry_after_is_honoured(env, srv):
+    srv.script([Fail(429, headers={"Retry-After": "40"}), Reply(text="late but fine")])
+    worker, handle, client = await start(env, Agent(provider=litellm(srv), name="mf-429"))
+    try:
+        for _ in range(1200):  # the first attempt imports litellm in this process: allow a minute
+            pending = (await handle.describe()).raw_description.pending_activities
+            if pending and pending[0].attempt == 2:
+                break
+            await asyncio.sleep(0.05)
+        (activity,) = pending
+        # Temporal scheduled the next attempt when the vendor said (40 s), not after its 1 s backoff.
+        gap = activity.next_attempt_schedule_time.ToSeconds() - activity.last_attempt_complete_time.ToSeconds()
+        assert gap >= 35, gap
+        assert "RateLimit" in activity.last_failure.message
+        await client.cancel(handle.id, "not waiting 40 s in a test")
+        result = await handle.result()
+    finally:
+        await worker.__aexit__(None, None, None)
+    assert result["stop_reason"] == "cancelled"
+    assert len(srv.requests) == 1
+
+
+async def test_5xx_is_retried_by_temporal_only(env, srv):
+    srv.script([Fail(503), Fail(500), Reply(text="recovered")])
+    agent = Agent(provider=litellm(srv), name="mf-5xx", config=LoopConfig(model_attempts=3))
+    worker, handle, _ = await start(env, agent)
+    try:
+        result = await handle.result()
+    finally:
+        await worker.__aexit__(None, None, None)
+    assert result["output"] == "recovered"
+    assert len(srv.requests) == 3  # one request per activity attempt: litellm did not retry
+    assert await attempts_started(handle) == [3]  # the started event records the last attempt
+
+
+async def test_a_hanging_vendor_times_out_and_is_retried(env, srv):
+    srv.script([Slow(5, Reply(text="too late")), Reply(text="on time")])
+    agent = Agent(provider=litellm(srv, timeout=30), name="mf-slow", config=LoopConfig(model_attempts=2))
+    worker, handle, _ = await start(env, agent, model_timeout_s=2)
+    try:
+        result = await handle.result()
+    finally:
+        await worker.__aexit__(None, None, None)
+    assert result["output"] == "on time"
+    assert len(srv.requests) == 2
+
+
+async def test_a_401_fails_fast_in_one_clear_sentence(env, srv):
+    srv.script([Fail(401, echo_auth=True)])
+    worker, handle, _ = await start(env, Agent(provider=litellm(srv), name="mf-401"))
+    try:
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        assert (await handle.query("status"))["status"] == "failed"
+    finally:
+        await worker.__aexit__(None, None, None)
+    message = failure.value.cause.message
+    assert "The vendor rejected the API key for openai/gpt-4o (HTTP 401)" in message
+    assert KEY not in message
+    assert len(srv.requests) == 1
+    assert (await handle.describe()).typed_search_attributes.get(REIN_STATUS) == "failed"
+    assert KEY not in await decoded_history_text(await handle.fetch_history(), env.client.data_converter)
+
+
+async def test_a_missing_key_fails_fast_without_calling_the_vendor(env, srv, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    provider = LiteLLMProvider("openai/gpt-4o", api_base=srv.base_url + "/v1")
+    worker, handle, _ = await start(env, Agent(provider=provider, name="mf-nokey"))
+    try:
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        assert (await handle.query("status"))["status"] == "failed"
+    finally:
+        await worker.__aexit__(None, None, None)
+    assert "No API key for openai/gpt-4o: set OPENAI_API_KEY in the worker's environment." in (
+        failure.value.cause.message
+    )
+    assert failure.value.cause.non_retryable
+    assert srv.requests == []
+    assert await attempts_started(handle) == [1]
+
+
+async def test_fallback_is_one_provider_per_activity_attempt(env):
+    with VendorServer() as primary, VendorServer() as backup:
+        primary.script([Fail(503)])
+        backup.script([Reply(text="from the backup")])
+        chain = FallbackProvider([litellm(primary), litellm(backup, model="openai/gpt-4o-mini")])
+        worker, handle, _ = await start(env, Agent(provider=chain, name="mf-fallback"))
+        try:
+            result = await handle.result()
+        finally:
+            await worker.__aexit__(None, None, None)
+        assert result["output"] == "from the backup"
+        assert (len(primary.requests), len(backup.requests)) == (1, 1)
+    history = await handle.fetch_history()
+    completed = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    answer = json.loads(completed[0].activity_task_completed_event_attributes.result.payloads[0].data)
+    assert answer["model"] == "openai/gpt-4o-mini"  # the UI's activity result says which model answered
+    assert await attempts_started(handle) == [2]  # Temporal's second attempt, not a retry inside the first
