@@ -216,7 +216,7 @@ async def test_bad_input_table_fails_each_run_at_once(env, tq):
         else:
             handle = await env.client.start_workflow("AgentWorkflow", payload, id=wf_id, task_queue=tq)
         with pytest.raises(WorkflowFailureError) as failure:
-            await asyncio.wait_for(handle.result(), 60)
+            await asyncio.wait_for(full_result(handle), 60)
         text = error_text(failure.value.cause)
         assert expected in text, (label, text)
         cause = failure.value.cause
@@ -402,7 +402,7 @@ async def test_unreadable_argument_json_is_an_error_result_not_defaults(env, tq)
     handle = await env.client.start_workflow(
         "AgentWorkflow", {"agent": "truncated", "prompt": "x"}, id=new_id("truncated"), task_queue=tq
     )
-    result = await handle.result()
+    result = await full_result(handle)
     (tool_message,) = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert "Invalid arguments for tool 'touch'" in tool_message["content"]
     assert "not valid JSON" in tool_message["content"]
@@ -413,7 +413,7 @@ async def test_duplicate_call_ids_in_one_batch_each_get_their_own_result(env, tq
     handle = await env.client.start_workflow(
         "AgentWorkflow", {"agent": "duplicates", "prompt": "x"}, id=new_id("duplicates"), task_queue=tq
     )
-    result = await handle.result()
+    result = await full_result(handle)
     calls = [m for m in result["session"]["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
     ids = [c["id"] for c in calls[0]["tool_calls"]]
     assert ids == ["dup", "dup~2"]
@@ -426,7 +426,7 @@ async def test_a_sync_tool_can_heartbeat_in_a_durable_run(env, tq):
     handle = await env.client.start_workflow(
         "AgentWorkflow", {"agent": "beats", "prompt": "x"}, id=new_id("beats"), task_queue=tq
     )
-    result = await handle.result()
+    result = await full_result(handle)
     (tool_message,) = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert tool_message["content"] == "beat ok"
     assert TOUCHED[handle.id] == 1
