@@ -36,7 +36,7 @@ from rein.contract import (
     ToolInfo,
 )
 from rein.compaction import trigger_of
-from rein.digest import EMPTY, conversation_digest, extend, message_hash
+from rein.digest import EMPTY, conversation_digest, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
@@ -106,7 +106,7 @@ class Conversations:
         return entry
 
     def produced(self, run_id: str, message: Message) -> None:
-        self._entry(run_id).produced[message_hash(message)] = message
+        self._entry(run_id).produced[ref(message_hash(message))] = message
 
     def drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
@@ -155,6 +155,17 @@ class Conversations:
         else:
             known = None
         return known if known is not None and len(known) == request.total else None
+
+
+def _with_run(request: Any) -> Any:
+    """The request with the calling workflow's ids filled in (the workflow leaves them out)."""
+    if request.run_id:
+        return request
+    info = activity.info()
+    update = {"run_id": info.workflow_id}
+    if hasattr(request, "workflow_run_id"):
+        update["workflow_run_id"] = info.workflow_run_id
+    return request.model_copy(update=update)
 
 
 async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
@@ -223,6 +234,7 @@ class AgentActivities:
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome:
+        request = _with_run(request)
         agent = self._agent(request.agent)
         if request.step is not None:
             return await steps.model_step(self, agent, request)
@@ -252,6 +264,7 @@ class AgentActivities:
 
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
+        request = _with_run(request)
         agent = self._agent(request.agent)
         if request.step is not None:
             return await steps.tool_step(self, agent, request)

@@ -210,41 +210,50 @@ async def main() -> None:
     server = start_dev_server()
     bench = Bench(server.address)
     results: dict[str, Any] = {"sizes": {}, "throughput": {}, "local": {}}
+    out = HERE / ("lean_results_quick.json" if quick else "lean_results.json")
+
+    def save() -> None:  # after every figure: a long run interrupted still leaves what it measured
+        out.write_text(json.dumps(results, indent=1) + "\n")
+
     try:
         await bench.start()
-        for pad in pads:
-            for n, reps in sizes:
-                if pad > 1024 and n > 1000:
-                    continue  # 10,000 x 10 KB: left out to fit the time (see README)
-                samples: dict[str, list[dict[str, float]]] = {"rein": [], "floor": []}
-                for _ in range(reps):
-                    for variant in samples:
-                        samples[variant].append(await bench.one(variant, n, pad))
-                row = {
-                    v: {k: median([s[k] for s in ss]) for k in ss[0]} for v, ss in samples.items()
-                }
-                results["sizes"][f"{n}/{pad}"] = row
-                print(f"N={n} pad={pad}: {json.dumps(row)}", flush=True)
-        local: dict[str, list[float]] = {"rein-local": [], "rein": [], "floor": []}
-        for _ in range(args.reps):
-            for variant in local:
-                local[variant].append((await bench.one(variant, 100, 1024, shape_of=False))["s"] / 100)
-        results["local"] = {v: median(xs) for v, xs in local.items()}
-        print(f"ms/iteration at N=100: {json.dumps(results['local'])}", flush=True)
-        for runs, reps in concurrency:
-            tput: dict[str, list[float]] = {"rein": [], "floor": []}
+        await measure_local_and_throughput(bench, results, args.reps, concurrency, save)
+        # The longest run last: an interrupted benchmark still has the rest.
+        plan = [(n, pad, reps) for pad in pads for n, reps in sizes if n < 10_000]
+        plan += [(n, 1024, reps) for n, reps in sizes if n >= 10_000]  # 10,000 x 10 KB left out (time)
+        for n, pad, reps in plan:
+            samples: dict[str, list[dict[str, float]]] = {"rein": [], "floor": []}
             for _ in range(reps):
-                for variant in tput:
-                    tput[variant].append(await bench.throughput(variant, runs))
-            results["throughput"][str(runs)] = {v: median(xs) for v, xs in tput.items()}
-            print(f"{runs} concurrent: {json.dumps(results['throughput'][str(runs)])}", flush=True)
+                for variant in samples:
+                    samples[variant].append(await bench.one(variant, n, pad))
+            row = {v: {k: median([s[k] for s in ss]) for k in ss[0]} for v, ss in samples.items()}
+            results["sizes"][f"{n}/{pad}"] = row
+            save()
+            print(f"N={n} pad={pad}: {json.dumps(row)}", flush=True)
     finally:
         await bench.stop()
         server.stop()
-    out = HERE / ("lean_results_quick.json" if quick else "lean_results.json")
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    save()
     print(report(results))
     plot(results, HERE / ("lean_quick.png" if quick else "lean.png"))
+
+
+async def measure_local_and_throughput(bench: Bench, results: dict[str, Any], reps: int, concurrency: list, save: Any) -> None:
+    local: dict[str, list[float]] = {"rein-local": [], "rein": [], "floor": []}
+    for _ in range(reps):
+        for variant in local:
+            local[variant].append((await bench.one(variant, 100, 1024, shape_of=False))["s"] / 100)
+    results["local"] = {v: median(xs) for v, xs in local.items()}
+    save()
+    print(f"ms/iteration at N=100: {json.dumps(results['local'])}", flush=True)
+    for runs, n_reps in concurrency:
+        tput: dict[str, list[float]] = {"rein": [], "floor": []}
+        for _ in range(n_reps):
+            for variant in tput:
+                tput[variant].append(await bench.throughput(variant, runs))
+        results["throughput"][str(runs)] = {v: median(xs) for v, xs in tput.items()}
+        save()
+        print(f"{runs} concurrent: {json.dumps(results['throughput'][str(runs)])}", flush=True)
 
 
 def report(results: dict[str, Any]) -> str:

@@ -196,8 +196,9 @@ class ModelCallInput(BaseModel):
     total: int = 0
     """Length of the conversation after new_messages."""
     digest: str = ""
-    run_id: str = ""
-    workflow_run_id: str = ""
+    run_id: str = Field(default="", exclude_if=lambda v: not v)
+    workflow_run_id: str = Field(default="", exclude_if=lambda v: not v)
+    """Both default to the calling workflow's (activity.info()); the history need not repeat them."""
     stream: bool = False
     """Stream chunks to an in-process listener when one is registered for this run."""
     conversation: str = Field(default="", exclude_if=lambda v: not v)
@@ -272,7 +273,8 @@ class CompactResult(BaseModel):
 class ToolCallInput(BaseModel):
     agent: str
     call: ToolCall
-    run_id: str = ""
+    run_id: str = Field(default="", exclude_if=lambda v: not v)
+    """Defaults to the calling workflow's id (activity.info())."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
 

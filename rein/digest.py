@@ -14,10 +14,17 @@ from collections.abc import Iterable
 from rein.ir import Message
 
 EMPTY = ""
+REF_CHARS = 12
+"""A model-call input names a worker-produced message by this prefix of its hash: the chain
+digest (full hashes) still verifies the whole conversation, so a short reference suffices."""
 
 
 def message_hash(message: Message) -> str:
     return hashlib.sha256(message.model_dump_json().encode()).hexdigest()[:32]
+
+
+def ref(message_hash: str) -> str:
+    return message_hash[:REF_CHARS]
 
 
 def extend(digest: str, hashes: Iterable[str]) -> str:

@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
         WaitRequest,
         apply_overrides,
     )
-    from rein.digest import EMPTY, extend, message_hash
+    from rein.digest import EMPTY, extend, message_hash, ref
     from rein.ir import Completion, Message, ToolCall, ToolResult
     from rein.result import Interrupt, Step
     from rein.session import Session
@@ -401,14 +401,13 @@ class AgentWorkflow:
 
     async def _call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
         assert self.agent is not None
-        info = workflow.info()
         began = workflow.time()
         if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
             self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
             self.sent_conversation = self.conversation
         new = self.session.messages[self.sent_messages :]
         hashes = [message_hash(m) for m in new]
-        entries: list[Message | str] = [h if h in self.produced else m for h, m in zip(hashes, new)]
+        entries: list[Message | str] = [ref(h) if h in self.produced else m for h, m in zip(hashes, new)]
         digest = extend(self.sent_digest, hashes)
         total = len(self.session.messages)
         try:
@@ -421,8 +420,6 @@ class AgentWorkflow:
                     first_index=self.sent_messages,
                     total=total,
                     digest=digest,
-                    run_id=info.workflow_id,
-                    workflow_run_id=info.run_id,
                     stream=True,
                     conversation=self.conversation,
                 ),
@@ -477,14 +474,14 @@ class AgentWorkflow:
         info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
-        request = ToolCallInput(agent=self.agent_key, call=call, run_id=workflow.info().workflow_id)
+        request = ToolCallInput(agent=self.agent_key, call=call)
         # A raising tool is retried only `retries` times (the activity decides);
-        # two more attempts cover a worker lost mid-call. A result too large to record is final.
+        # two more attempts cover a worker lost mid-call. A result too large to record is
+        # final: the activity raises it non-retryable.
         retry = RetryPolicy(
             initial_interval=timedelta(seconds=1),
             maximum_interval=timedelta(seconds=30),
             maximum_attempts=retries + 3,
-            non_retryable_error_types=[PAYLOAD_TOO_LARGE],
         )
         try:
             if info is not None and info.local:
