@@ -564,7 +564,7 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
             handle = await dev.client.start_workflow(
                 "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
             )
-            result = RunResult.model_validate(await asyncio.wait_for(handle.result(), 60))
+            result = RunResult.model_validate(await asyncio.wait_for(full_result(handle), 60))
             history = json.loads((await handle.fetch_history()).to_json())
         finally:
             worker.terminate()
