@@ -178,7 +178,7 @@ class Bench:
         else:
             client = self.rein_client
             agent = "bench-local" if variant == "rein-local" else "bench"
-            handle = await self.rein.start(agent, f"n={n} pad={pad} go", run_id=wf_id)
+            handle = await self.rein.start(agent, f"n={n} pad={pad} go", run_id=wf_id, stream=False)
             outcome = await handle.result()
             assert outcome.output == f"done after {n}", outcome
         elapsed = time.perf_counter() - began

@@ -29,7 +29,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     agent = load_agent(args.agent)
     approver = None if sys.stdin.isatty() and not args.no_input else (lambda _: args.auto_approve)
-    result = agent.run_interactive(args.prompt, approver)
+    try:
+        result = agent.run_interactive(args.prompt, approver)
+    except Exception as exc:  # a failed run (no key, a rejected key, a fatal model error): one line, exit 1
+        print(f"rein run: the run failed: {exc}", file=sys.stderr)
+        return 1
     print(result)
     if result.status == "interrupted" and result.interrupt:
         print(f"[interrupted: {result.interrupt.type}] {result.interrupt.message}", file=sys.stderr)

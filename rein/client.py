@@ -7,9 +7,12 @@ CLI; this only spells the contract (rein.contract) out once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 import weakref
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import (
@@ -21,6 +24,7 @@ from temporalio.client import (
 )
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
 from rein.contract import (
@@ -31,6 +35,7 @@ from rein.contract import (
     DENY_UPDATE,
     RETRY_UPDATE,
     SEARCH_ATTRIBUTES,
+    STREAM_SIGNAL,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
     AgentInput,
@@ -38,6 +43,8 @@ from rein.contract import (
     RunStatusView,
     WaitRequest,
 )
+from rein.events import TOPIC, StreamEvent, TextDeduplicator
+from rein.ir import StreamChunk
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
@@ -46,7 +53,18 @@ from rein.temporal.plugin import with_rein_plugin
 
 
 class RunFailed(RuntimeError):
-    """A durable run ended in failure (for example a non-retryable model error)."""
+    """A durable run ended in failure, for example a non-retryable model error.
+
+    The original exception lives in the worker that raised it (maybe another process); what
+    reaches the caller is its type name (`error_type`, e.g. the provider's `AuthenticationError`)
+    and its message, secrets scrubbed.
+    """
+
+    def __init__(self, run_id: str, error_type: str, message: str):
+        super().__init__(f"run {run_id} failed: {message}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.message = message
 
 
 class DecisionRejected(ValueError):
@@ -106,12 +124,15 @@ class ReinClient:
         run_id: str | None = None,
         config: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
+        stream: bool = True,
     ) -> WorkflowHandle[Any, RunOutcome]:
-        """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the RunResult)."""
+        """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
+        RunResult). `stream` (default): its model calls publish text live for `stream(run_id)` from
+        the first call on (a run started without it streams live once a reader asks)."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
-            AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}).model_dump(
-                mode="json", exclude_none=True
+            AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}, stream=stream).model_dump(
+                mode="json", exclude_none=True, exclude_defaults=True
             ),
             id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
@@ -194,7 +215,8 @@ class ReinClient:
             outcome = await self.handle(run_id).result()
         except WorkflowFailureError as err:
             cause = err.cause
-            raise RunFailed(f"run {run_id} failed: {getattr(cause, 'message', cause)}") from None
+            kind = getattr(cause, "type", None) or type(cause).__name__
+            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
         return await self.full_result(run_id, outcome)
 
     async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
@@ -241,8 +263,34 @@ class ReinClient:
             outcome = await latest.result()
         except WorkflowFailureError as err:
             cause = err.cause
-            raise RunFailed(f"run {run_id} failed: {getattr(cause, 'message', cause)}") from None
+            kind = getattr(cause, "type", None) or type(cause).__name__
+            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
         return await self.full_result(run_id, outcome, request.steps_from)
+
+    async def stream(
+        self, run_id: str, *, from_offset: int = 0, until_pause: bool = False
+    ) -> AsyncIterator[StreamChunk]:
+        """The run's stream, live, from any process: text deltas, tool calls, steps, interrupts,
+        events, and a last `done` chunk. Follows continue-as-new; ends when the run has ended
+        (with `until_pause`, at its next `interrupt` or `done`).
+
+        Asks the run to publish model text as it is generated (a `rein.stream` signal); text of a
+        model call retried by Temporal is never repeated.
+        """
+        with contextlib.suppress(RPCError):  # an ended run still has its stream to drain
+            await self.handle(run_id).signal(STREAM_SIGNAL)
+        fresh = TextDeduplicator()
+        items = WorkflowStreamClient.create(self.client, run_id).subscribe(
+            TOPIC, from_offset, poll_cooldown=timedelta(milliseconds=50)
+        )
+        async with contextlib.aclosing(items):
+            async for item in items:
+                chunk = fresh(StreamEvent.model_validate(item.data))
+                if chunk is None:
+                    continue
+                yield chunk
+                if until_pause and chunk.type in ("interrupt", "done"):
+                    return
 
     async def _until_paused(self, handle: WorkflowHandle[Any, RunOutcome], after_pause: int, delay: float) -> None:
         while True:
@@ -256,5 +304,9 @@ class ReinClient:
             delay = min(delay * 2, 2.0)
 
     async def waiting(self, status: str = "waiting_approval") -> list[str]:
-        """Ids of runs in this ReinStatus (visibility is eventually consistent)."""
-        return [wf.id async for wf in self.client.list_workflows(f'ReinStatus="{status}"')]
+        """Ids of running runs in this ReinStatus (visibility is eventually consistent).
+
+        Only running workflows: a run terminated while it waited keeps its last ReinStatus.
+        """
+        query = f'ReinStatus="{status}" AND ExecutionStatus="Running"'
+        return [wf.id async for wf in self.client.list_workflows(query)]

@@ -130,13 +130,19 @@ def start_dev_server(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"temporal dev server exited with code {process.returncode}: {' '.join(args)}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return server
-        except OSError:
-            time.sleep(0.05)
+        if _listening(port) and _healthy(server.address):  # a port that accepts is not yet a server that answers
+            return server
+        time.sleep(0.05)
     server.stop()
-    raise RuntimeError(f"temporal dev server did not listen on port {port} within {wait_s:g}s")
+    raise RuntimeError(f"temporal dev server on port {port} was not healthy within {wait_s:g}s")
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------- the shared embedded server
@@ -484,21 +490,16 @@ def _supervise(home: Path, timeout_s: float) -> int:
 
 
 def _launch(home: Path, deadline: float) -> DevServer | None:
-    """One start-dev on a free port, healthy before `deadline`, else stopped."""
+    """One start-dev on a free port, healthy before `deadline` (else stopped: None)."""
     try:
         server = start_dev_server(
-            db_filename=str(home / _DB), wait_s=max(deadline - time.monotonic(), 1),
+            db_filename=str(home / _DB), wait_s=max(deadline - time.monotonic(), 0.01),
             log_path=home / _LOG, preexec_fn=_die_with_parent,
         )
     except RuntimeError as exc:
         print(f"rein: {exc}", file=sys.stderr, flush=True)
         return None
-    while time.monotonic() < deadline and server.process.poll() is None:
-        if _healthy(server.address):
-            return server
-        time.sleep(0.1)
-    server.stop()
-    return None
+    return server
 
 
 def _retire(home: Path, server: DevServer) -> None:

@@ -31,7 +31,7 @@ import griffe
 import typing_extensions
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, to_jsonable_python
 
 __all__ = ["ToolSignature", "ToolArgumentsError", "param_descriptions", "type_schema"]
 
@@ -201,6 +201,14 @@ def _exact_choices(tp: Any, choices: tuple) -> Any:
     return Annotated[tp, BeforeValidator(check)]
 
 
+def _readable(tp: Any) -> Any:
+    """`tp` made compatible, or Any when even that fails (a TypedDict with unresolvable hints)."""
+    try:
+        return _compatible(tp)
+    except Exception:
+        return Any
+
+
 def _usable(tp: Any) -> Any:
     """`tp` (made compatible) if pydantic can both validate it and describe it, else Any."""
     if tp is Any:
@@ -353,7 +361,7 @@ class ToolSignature:
                 continue
             field = f"p{len(self.params)}"
             self.params.append((field, pname, param))
-            tp = _usable(hints[pname]) if hints is not None and pname in hints else str
+            tp = _readable(hints[pname]) if hints is not None and pname in hints else str
             if param.default is inspect.Parameter.empty:
                 info = Field(..., alias=pname)
             elif isinstance(param.default, FieldInfo):  # `x: int = Field(3, ge=0)`
@@ -367,8 +375,13 @@ class ToolSignature:
                 info = FieldInfo.merge_field_infos(info, Field(description=descriptions[pname]))
             fields[field] = (tp, info)
         config = ConfigDict(extra="allow" if self.accepts_extra else "forbid", populate_by_name=False)
-        self.model: type[BaseModel] = create_model("ToolArguments", __config__=config, **fields)
-        self.schema: dict[str, Any] = self._schema()
+        try:
+            self.model: type[BaseModel] = create_model("ToolArguments", __config__=config, **fields)
+            self.schema: dict[str, Any] = self._schema()
+        except Exception:  # some type pydantic cannot validate or describe: find it, accept any JSON there
+            fields = {f: (_usable(tp), info) for f, (tp, info) in fields.items()}
+            self.model = create_model("ToolArguments", __config__=config, **fields)
+            self.schema = self._schema()
 
     def _schema(self) -> dict[str, Any]:
         raw = self.model.model_json_schema(by_alias=True)
@@ -388,7 +401,7 @@ class ToolSignature:
     def validate(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments, validated and converted; only those given (function defaults apply to the rest)."""
         try:
-            text = json.dumps(_whole_numbers(arguments), allow_nan=False)
+            text = json.dumps(_whole_numbers(arguments), allow_nan=False, default=to_jsonable_python)
         except (TypeError, ValueError) as exc:
             raise ToolArgumentsError(f"Invalid arguments for tool '{tool_name}': not JSON ({exc})") from None
         try:

@@ -156,6 +156,8 @@ class Tool:
         self.requires_approval = bool(requires_approval)
         self.local = bool(local)
         """Every call waits for a person's approval, even under `permission="allow"`."""
+        self.agent: Any = None
+        """Set by `Agent.as_tool`: the agent this tool runs (a child workflow in durable runs)."""
         self._signature: ToolSignature | None = None
 
     @classmethod

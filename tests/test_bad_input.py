@@ -194,6 +194,9 @@ BAD_INPUTS: list[tuple[str, Any, str]] = [
     ("continue-as-new-too-early", {"agent": "open", "prompt": "x", "continue_as_new_after": 1},
      "continue_as_new_after"),
     ("metadata-not-object", {"agent": "open", "prompt": "x", "metadata": "tags"}, "metadata"),
+    ("carry-from-a-client", {"agent": "open", "prompt": "x", "carry": {"pause": 5, "active_s": 1e308}}, "carry"),
+    ("session-repeat-count-huge", {"agent": "open", "prompt": "x", "session": session_with(repeat_count=10**20)},
+     "repeat_count"),
 ]
 
 
@@ -430,3 +433,24 @@ async def test_a_sync_tool_can_heartbeat_in_a_durable_run(env, tq):
     (tool_message,) = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert tool_message["content"] == "beat ok"
     assert TOUCHED[handle.id] == 1
+
+
+async def test_stored_failed_history_replays():
+    """A run that failed before it knew its agent (the rein-failed-status path) replays."""
+    import json
+    from pathlib import Path
+
+    from temporalio.client import WorkflowHistory
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Replayer
+
+    from rein.workflows import AgentWorkflow
+
+    data = json.loads((Path(__file__).parent / "histories" / "agent_failed_v1.json").read_text())
+    history = WorkflowHistory.from_json("agent-failed", data)
+    types = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED in types
+    assert EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES in types  # ReinStatus=failed
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure

@@ -187,6 +187,7 @@ def test_a_process_killed_mid_tool_loses_nothing(home: Path, out: Path) -> None:
         doomed.communicate()
     run_id = json.loads((out / "session.json").read_text())["run_id"]
     assert _lines(out / "effects") == []  # killed before the tool finished
+    _no_server_left(home)  # the kernel dropped the killed process's lease: the idle server stopped
 
     finished = _script(home, RESUME, str(out / "session.json"))  # the next process serving the agent
     assert finished["run_id"] == run_id and finished["status"] == "done"
@@ -225,6 +226,28 @@ def test_a_waiting_script_and_the_cli_share_runs(home: Path, out: Path) -> None:
     _no_server_left(home)
 
 
+def test_worker_py_finishes_a_run_a_script_left_waiting(home: Path, out: Path) -> None:
+    """`python worker.py` (no address: the same embedded server) serves the agent's own queue too."""
+    first = _script(home, RUN, str(out / "session.json"))
+    worker = subprocess.Popen(
+        [sys.executable, "worker.py", "--agent", "tests.agents.durable:agent"], cwd=ROOT, env=_env(home),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert _rein(home, "approve", first["run_id"])["signalled"] == "approve"
+        result = _rein(home, "result", first["run_id"])
+        assert result["output"] == "Done: recorded hello."
+        assert _lines(out / "effects") == [f"hello by {worker.pid}"]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.communicate()
+    _no_server_left(home)
+
+
 def test_cli_status_sees_a_run_a_script_left_waiting(home: Path, out: Path) -> None:
     first = _script(home, RUN, str(out / "session.json"))
     _no_server_left(home)  # no process serves the agent now, and the server was stopped
@@ -248,6 +271,28 @@ def test_server_kept_while_idle_when_asked_then_stopped(home: Path, out: Path) -
     assert stop_embedded(home) is False
 
 
+def test_processes_starting_at_once_share_one_server(home: Path) -> None:
+    code = (
+        "import json, os, time\n"
+        "from rein.server import embedded_status, ensure_embedded\n"
+        "address = ensure_embedded()\n"
+        "print(json.dumps({'address': address, 'pid': embedded_status()['pid']}), flush=True)\n"
+        "time.sleep(1)\n"
+    )
+    starters = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=_env(home), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        for _ in range(3)
+    ]
+    seen = []
+    for starter in starters:
+        stdout, stderr = starter.communicate(timeout=TIMEOUT)
+        assert starter.returncode == 0, stderr[-3000:]
+        seen.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert len({s["address"] for s in seen}) == 1 and len({s["pid"] for s in seen}) == 1
+    _no_server_left(home)
+
+
 @pytest.mark.parametrize("failure", ["timeout", "unusable-db"])
 def test_a_failed_start_leaves_no_process(home: Path, failure: str) -> None:
     extra = {}
@@ -264,3 +309,35 @@ def test_a_failed_start_leaves_no_process(home: Path, failure: str) -> None:
     assert str(home) in proc.stderr  # the message says where its log is
     assert _processes_using(home) == []
     assert embedded_status(home) is None
+
+
+async def test_replayed_history_answers_queries_exactly_as_the_worker_does() -> None:
+    """rein.temporal.history (used when no worker serves a run) against the real queries."""
+    import uuid
+
+    from rein import Agent, LoopConfig, MockProvider, ToolCall
+    from rein.engine import engine
+    from rein.temporal import history
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    agent = Agent(
+        provider=MockProvider([[ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})], "3",
+                               [ToolCall(id="c2", name="add", arguments={"a": 3, "b": 4})]]),
+        tools=[add], config=LoopConfig(permission="ask"), name=f"replayed-{uuid.uuid4().hex[:6]}",
+    )
+    first = await agent.arun("1 + 2, then 3 + 4")
+    second = await agent.aresume(first.session, approve=True)
+    assert second.run_id == first.run_id and second.status == "done"
+    third = await agent.arun("again")
+    assert third.status == "interrupted"
+
+    eng = await engine()
+    for run_id in (first.run_id, third.run_id):
+        handle = eng.client.get_workflow_handle(run_id)
+        replayed = await eng.submit(history.replayed(eng.client, run_id))
+        for name in ("status", "session", "steps"):
+            assert replayed.query(name) == await eng.submit(handle.query(name)), name
+    assert replayed.query("status")["status"] == "waiting_approval"

@@ -94,13 +94,13 @@ async def test_reused_workflow_id_never_sees_the_previous_runs_conversation(dev)
     agent = Agent(provider=model, tools=[risky], name="reuse", config=LoopConfig(permission="ask"))
     client = ReinClient(dev.client, tq)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
-        await client.start("reuse", "alpha", run_id=wf_id)
+        await client.start("reuse", "alpha", run_id=wf_id, stream=False)
         first = await client.wait(wf_id)
         assert first.interrupt is not None and first.interrupt.type == "need_approval"
         await client.cancel(wf_id, "done with alpha")
         await client.result(wf_id)
         # Same workflow id, a conversation of the same shape: the worker still holds alpha's.
-        await client.start("reuse", "beta", run_id=wf_id)
+        await client.start("reuse", "beta", run_id=wf_id, stream=False)
         await client.wait(wf_id)
         await client.cancel(wf_id)
     users = [[m.content for m in seen if m.role == "user"] for seen in model.seen]
@@ -132,7 +132,7 @@ async def test_reset_run_never_sees_the_pre_reset_tool_result(dev):
     agent = Agent(provider=model, tools=[fetch, rein.ask_human], name="resettable")
     client = ReinClient(dev.client, tq)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
-        handle = await client.start("resettable", "go", run_id=wf_id)
+        handle = await client.start("resettable", "go", run_id=wf_id, stream=False)
         paused = await client.wait(wf_id)
         assert paused.interrupt is not None and paused.interrupt.type == "need_input"
         history = await handle.fetch_history()
@@ -397,5 +397,9 @@ async def test_local_tool_runs_as_a_local_activity(dev):
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert "rein.run_tool" not in names and names.count("rein.call_model") == 3
-    markers = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
-    assert len(markers) == 3  # describe_agent and the two tool calls
+    local = [
+        e for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    assert len(local) == 3  # describe_agent and the two tool calls

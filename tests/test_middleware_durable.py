@@ -22,6 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 
 import rein
+from rein.client import RunFailed
 from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session, ToolCall
 from rein.compaction import SlidingWindow, SummarizeCompaction
 from rein.session import Stage
@@ -254,8 +255,9 @@ async def test_middleware_that_raises_fails_the_durable_run_with_its_error():
     async def broken(ctx, call_next):  # noqa: ANN001, ANN202
         raise LookupError("no such policy")
 
-    with pytest.raises(LookupError, match="no such policy"):
+    with pytest.raises(RunFailed, match="no such policy") as info:  # the exception stays in the worker
         await agent.arun("hi")
+    assert info.value.error_type == "LookupError"
 
 
 async def test_event_handlers_fire_for_durable_runs_where_the_step_runs():
@@ -632,5 +634,46 @@ async def test_a_summarizer_that_fails_for_good_fails_the_run_as_in_process():
             provider=MockProvider(many_rounds(3)), tools=[add], name=f"compact-fail-{engine}", engine=engine,  # type: ignore[arg-type]
             compaction=SummarizeCompaction(max_tokens=5, keep_recent=2, summarizer=summarizer),
         )
-        with pytest.raises(Forbidden, match="summaries are not allowed"):
+        # In-process the exception itself; durably its type and message (it stays in the worker).
+        expected = Forbidden if engine == "local" else RunFailed
+        with pytest.raises(expected, match="summaries are not allowed") as info:
             await agent.arun("add things")
+        if engine == "temporal":
+            assert info.value.error_type == "Forbidden"
+
+
+async def test_the_worker_never_serves_a_conversation_from_before_a_rewrite(env, ids):
+    """The worker's conversation cache: a rewrite (compaction, middleware) changes the run's
+    `conversation` token, so a copy cached under another token is never served, even when its
+    length fits; a full resend replaces whatever the worker held."""
+    from temporalio.testing import ActivityEnvironment
+
+    from rein.activities.agents import Conversations
+    from rein.contract import ModelCallInput
+
+    def m(text: str) -> Message:
+        return Message(role="user", content=text)
+
+    tq, wf_id = ids
+    agent = Agent(provider=MockProvider([[tc("add", a=1, b=2)], "3"]), tools=[add], name="cache-owner",
+                  config=LoopConfig(permission="ask"))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "cache-owner", "prompt": "add"}, id=wf_id, task_queue=tq
+        )
+        for _ in range(500):
+            if (await handle.query("status"))["status"] == "waiting_approval":
+                break
+            await asyncio.sleep(0.02)
+        cache = Conversations()
+        cache.remember(wf_id, "before-rewrite", [m("stale 1"), m("stale 2")])
+        request = ModelCallInput(agent="cache-owner", iteration=2, new_messages=[], first_index=2, total=2,
+                                 run_id=wf_id, conversation="after-rewrite")
+        served = await ActivityEnvironment(client=env.client).run(cache.messages_for, request)
+        assert [x.content for x in served] == ["add", ""]  # the run's own conversation, asked of the workflow
+        # A full resend wins over a cached copy of the same length, whatever its token.
+        resend = request.model_copy(update={"first_index": 0, "new_messages": [m("new 1"), m("new 2")]})
+        cache.remember(wf_id, "after-rewrite", [m("stale 1"), m("stale 2")])
+        assert [x.content for x in await cache.messages_for(resend)] == ["new 1", "new 2"]
+        await handle.signal("cancel", {"reason": "test over"})
+        await handle.result()

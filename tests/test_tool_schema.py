@@ -67,6 +67,10 @@ class Tree(BaseModel):
     children: list[Tree] = []
 
 
+class Opaque:
+    """A plain class: no schema, so the parameter takes any JSON value and gets it as is."""
+
+
 Missing = object()  # the argument is left out
 
 # (annotation, default or Missing, values the contract accepts, values it refuses)
@@ -117,6 +121,7 @@ ROWS: list[tuple[str, Any, Any, list[Any], list[Any]]] = [
     ("Annotated[str, Field(min_length=2)]", Annotated[str, Field(min_length=2, max_length=3)], Missing, ["ab"], ["a", "abcd"]),
     ("Annotated[list[int], Field(max_length=2)]", Annotated[list[int], Field(max_length=2)], Missing, [[1, 2]], [[1, 2, 3]]),
     ("Any", Any, Missing, [1, "a", None, [1], {"a": [1]}], []),
+    ("a class pydantic cannot describe", Opaque, Missing, [1, "a", {"a": [1]}], []),
     ("dict", dict, Missing, [{}, {"a": [1]}], [[], "x"]),
     ("list", list, Missing, [[], [1, "a"]], [{}, "x"]),
 ]

@@ -760,11 +760,12 @@ def patches_in(path: Path) -> set[str]:
 
 def test_histories_cover_every_patch_generation():
     names = [p.name for p in STORED_HISTORIES]
-    assert names[:4] == ["agent_approval_v1.json", "agent_approval_v2.json", "agent_approval_v3.json", "agent_approval_v4.json"]
+    assert names[:5] == [f"agent_approval_v{n}.json" for n in range(1, 6)]
     assert patches_in(STORED_HISTORIES[0]) == set()
     assert patches_in(STORED_HISTORIES[1]) == {"rein-throttled-counters"}
     assert patches_in(STORED_HISTORIES[2]) == {"rein-throttled-counters", "rein-prompt-cancel"}
-    assert patches_in(STORED_HISTORIES[3]) == set(), "v4 records no patch markers: both patches are retired"
+    assert patches_in(STORED_HISTORIES[3]) == {"rein-throttled-counters", "rein-prompt-cancel", "rein-native-cancel"}
+    assert patches_in(STORED_HISTORIES[4]) == {"rein-native-cancel"}, "v5: the two retired patches record no marker"
 
 
 async def test_history_from_before_the_retired_patch_no_longer_replays():

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from temporalio import workflow
 from temporalio.workflow import HandlerUnfinishedPolicy
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
@@ -34,7 +35,9 @@ with workflow.unsafe.imports_passed_through():
         MAX_SECONDS,
         RETRY_UPDATE,
         DESCRIBE_AGENT,
+        CHILD_SIGNAL,
         RUN_TOOL,
+        STREAM_SIGNAL,
         WAIT_UPDATE,
         WAITING_STATUS,
         WORKFLOW_TYPE,
@@ -54,7 +57,8 @@ with workflow.unsafe.imports_passed_through():
         apply_overrides,
     )
     from rein.digest import EMPTY, extend, message_hash, ref
-    from rein.ir import Completion, Message, ToolCall, ToolResult
+    from rein.events import TOPIC, StreamEvent
+    from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt, Step
     from rein.session import Session
     from rein.summaries import details_for, model_summary, tool_summary
@@ -76,7 +80,11 @@ histories recorded before rein-throttled-counters (tests/histories v1) no longer
 PATCH_FAILED_STATUS = "rein-failed-status"
 """Since this patch, a run that fails before it knows its agent still learns the search attributes to
 publish ReinStatus=failed (one extra local activity on that path only)."""
+PATCH_NATIVE_CANCEL = "rein-native-cancel"
+"""Since this patch, Temporal cancellation of the workflow ends the run like the `cancel` signal."""
 TOOL_TIMEOUT = timedelta(minutes=5)
+STREAM_KEEP_ON_CONTINUE = 100
+"""Stream items handed to the next run on continue-as-new; older ones are truncated."""
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 SIGNALS_BEFORE_CONTINUE_AS_NEW = 1000
 SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW = 4_000_000
@@ -96,6 +104,18 @@ class Misfit(ValueError):
 class AgentWorkflow:
     @workflow.init
     def __init__(self, *args: Any) -> None:
+        # The run's stream (temporalio.contrib.workflow_streams): text, steps, interrupts, events.
+        self.stream = WorkflowStream(_prior_stream_state(args))
+        self.stream_topic = self.stream.topic(TOPIC)
+        self.streaming = False
+        """Model calls publish text live (the input's `stream`, or a reader's STREAM_SIGNAL)."""
+        self.model_calls = 0
+        self.parent_call: str | None = None
+        """This run is an agent-as-tool call of a parent run: the parent's tool call id."""
+        self.children: dict[str, str] = {}
+        """Agent-as-tool calls running as child runs: tool call id -> child workflow id."""
+        self.child_wait: tuple[str, RunStatusView] | None = None
+        """A child run waiting for a person: (its workflow id, its status). The parent shows it."""
         self.session = Session()
         self.steps: list[Step] = []
         """The steps this run recorded; earlier runs of a continue-as-new chain hold theirs."""
@@ -122,6 +142,7 @@ class AgentWorkflow:
         self.produced: set[str] = set()
         """Hashes of messages the worker produced since the last model call (sent as references)."""
         self.details = ""
+        self.native_cancel = False
         self.prompt = ""
         self.last_ignored = ""
         self.cannot_continue_as_new = False
@@ -193,8 +214,10 @@ class AgentWorkflow:
                     summary="search attributes for the failed status",
                 )
             self._publish()
+            self._emit(StreamChunk(type="done", finish_reason="failed", usage=self.session.usage))
         except Exception:
             workflow.logger.exception("could not publish the failed status")
+        self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _run(self, *args: Any) -> dict[str, Any]:
@@ -206,6 +229,12 @@ class AgentWorkflow:
                 non_retryable=True,
             )
         raw_input = args[0]
+        if isinstance(raw_input, dict) and raw_input.get("carry") is not None and workflow.info().continued_run_id is None:
+            raise ApplicationError(
+                "Invalid AgentWorkflow input: 'carry' is rein's own continue-as-new state; a client may not send it",
+                type="InvalidInput",
+                non_retryable=True,
+            )
         # Read the clock and patches before the local activity: a local activity may resolve in a
         # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
@@ -215,17 +244,13 @@ class AgentWorkflow:
             workflow.deprecate_patch(PATCH_THROTTLED_COUNTERS)
             workflow.deprecate_patch(PATCH_PROMPT_CANCEL)
         self._published_at_start()
+        self.native_cancel = workflow.patched(PATCH_NATIVE_CANCEL)
         request = self._parse_input(raw_input)
         self.request = request
+        self.streaming = self.streaming or request.stream
+        self.parent_call = request.parent_call if workflow.info().parent is not None else None
         self.agent_key = request.agent
-        self.agent = await workflow.execute_local_activity(
-            DESCRIBE_AGENT,
-            DescribeInput(agent=request.agent),
-            result_type=AgentDescription,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
-            summary=f"describe agent {request.agent}",
-        )
+        self.agent = await self._describe(request.agent)
         config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
@@ -286,7 +311,9 @@ class AgentWorkflow:
         self.pause += 1
         self.ended = True
         self._publish()
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
+        self.stream.detach_pollers()  # stream readers drain the rest once the run has closed
+        await self._settle()
         return self.final.model_dump(mode="json")
 
     def _restore(self, request: AgentInput, carry: RunCarry) -> None:
@@ -315,6 +342,43 @@ class AgentWorkflow:
             return False
         limit = self.request.continue_as_new_after or SIGNALS_BEFORE_CONTINUE_AS_NEW
         return self.signals_in_run >= limit or self.signal_bytes_in_run >= SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW
+
+    async def _describe(self, agent: str) -> AgentDescription:
+        def describe() -> Awaitable[AgentDescription]:
+            return workflow.execute_local_activity(
+                DESCRIBE_AGENT,
+                DescribeInput(agent=agent),
+                result_type=AgentDescription,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
+                summary=f"describe agent {agent}",
+            )
+
+        try:
+            return await describe()
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+            return await describe()  # the loop then ends the run as cancelled, with the agent known
+
+    def _cancelled_natively(self) -> bool:
+        """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as
+        asyncio.CancelledError: treat it as the `cancel` signal. False: re-raise (runs before the patch)."""
+        requested = workflow.cancellation_reason()  # None for cache eviction and inner cancels
+        if not self.native_cancel or requested is None:
+            return False
+        if self.cancel_reason is None:
+            self.cancel_reason = requested or "workflow cancellation requested"
+        return True
+
+    async def _settle(self) -> None:
+        """Let signal and update handlers finish before the run returns."""
+        try:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+            await workflow.wait_condition(workflow.all_handlers_finished)
 
     def _history_is_long(self) -> bool:
         if self.cannot_continue_as_new or self.request is None:
@@ -359,7 +423,12 @@ class AgentWorkflow:
         session = self.session
         if waiting is not None:
             session = session.model_copy(update={"stop_reason": None})
-        return self.request.model_copy(update={"prompt": None, "session": session, "carry": carry})
+        stream_state = self.stream.get_state()
+        stream_state.base_offset += max(0, len(stream_state.log) - STREAM_KEEP_ON_CONTINUE)
+        stream_state.log = stream_state.log[-STREAM_KEEP_ON_CONTINUE:]
+        return self.request.model_copy(update={
+            "prompt": None, "session": session, "carry": carry, "stream": self.streaming, "stream_state": stream_state,
+        })
 
     def _parse_input(self, raw: Any) -> AgentInput:
         try:
@@ -402,6 +471,9 @@ class AgentWorkflow:
     async def _call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
         assert self.agent is not None
         began = workflow.time()
+        self.model_calls += 1
+        source = f"{workflow.info().run_id}/{self.model_calls}"
+        live = self.streaming
         if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
             self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
             self.sent_conversation = self.conversation
@@ -420,7 +492,8 @@ class AgentWorkflow:
                     first_index=self.sent_messages,
                     total=total,
                     digest=digest,
-                    stream=True,
+                    stream=live,
+                    stream_source=source,
                     conversation=self.conversation,
                 ),
                 result_type=Completion,
@@ -438,6 +511,11 @@ class AgentWorkflow:
             return self._model_call_failed(err)
         if completion is None:  # cancelled while the model was answering
             return None
+        if not live:  # the activity did not publish the answer as it came: publish it whole
+            if completion.message.content:
+                self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
+            if completion.message.tool_calls:
+                self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
         self.sent_messages, self.sent_digest = total, digest
         self.produced = {message_hash(completion.message)}
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
@@ -463,15 +541,14 @@ class AgentWorkflow:
         too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
         if too_large is not None:
             raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
-        self.produced |= {
-            message_hash(Message(role="tool", tool_call_id=r.tool_call_id, content=r.content)) for r in results
-        }
         self._record(machine.apply_tool_results(self.session, list(results), workflow.time() - began))
 
     async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError:
         """The tool's result; an ApplicationError when its result is too large to record."""
         assert self.agent is not None
         info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
+        if info is not None and info.agent:
+            return await self._run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
         request = ToolCallInput(agent=self.agent_key, call=call)
@@ -485,19 +562,20 @@ class AgentWorkflow:
         )
         try:
             if info is not None and info.local:
-                return await workflow.execute_local_activity(
+                result = await workflow.execute_local_activity(
                     RUN_TOOL, request, result_type=ToolResult, start_to_close_timeout=timeout,
                     retry_policy=retry, summary=tool_summary(call),
                 )
-            return await workflow.execute_activity(
-                RUN_TOOL,
-                request,
-                result_type=ToolResult,
-                start_to_close_timeout=timeout,
-                heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
-                retry_policy=retry,
-                summary=tool_summary(call),
-            )
+            else:
+                result = await workflow.execute_activity(
+                    RUN_TOOL,
+                    request,
+                    result_type=ToolResult,
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
+                    retry_policy=retry,
+                    summary=tool_summary(call),
+                )
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
@@ -510,11 +588,99 @@ class AgentWorkflow:
                 content=f"Tool '{call.name}' did not complete: {detail}",
                 is_error=True,
             )
+        # The worker keeps what it produced: the next model call names it by hash.
+        self.produced.add(message_hash(Message(role="tool", tool_call_id=call.id, content=result.content)))
+        return result
+
+    async def _run_child(self, call: ToolCall, agent: str) -> ToolResult:
+        """An agent used as a tool: its run is a child workflow; its answer is the tool result."""
+        prompt = call.arguments.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return ToolResult(tool_call_id=call.id, content=f"Agent tool '{call.name}' needs a 'prompt' string.", is_error=True)
+        child_id = f"{workflow.info().workflow_id}/{call.id}"
+        self.children[call.id] = child_id
+        try:
+            result = await workflow.execute_child_workflow(
+                WORKFLOW_TYPE,
+                AgentInput(agent=agent, prompt=prompt, stream=self.streaming, parent_call=call.id).model_dump(
+                    mode="json", exclude_defaults=True
+                ),
+                id=child_id,
+                static_summary=f"agent {agent} (tool call {call.id})",
+            )
+        except ChildWorkflowError as err:
+            cause = err.cause
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            return ToolResult(tool_call_id=call.id, content=f"Agent '{agent}' failed: {detail}", is_error=True)
+        finally:
+            self.children.pop(call.id, None)
+            if self.child_wait is not None and self.child_wait[0] == child_id:
+                self._child_goes_on()
+        stop = result.get("stop_reason") if isinstance(result, dict) else None
+        output = result.get("output") if isinstance(result, dict) else None
+        return ToolResult(
+            tool_call_id=call.id,
+            content=str(output or f"(agent '{agent}' ended: {stop})"),
+            is_error=stop not in ("done", None),
+        )
+
+    @workflow.signal(name=CHILD_SIGNAL, description='From an agent-as-tool child run: {"call_id", "status"}')
+    def child_status(self, payload: Any = None) -> None:
+        try:
+            call_id = payload["call_id"]
+            view = RunStatusView.model_validate(payload["status"])
+        except (KeyError, TypeError, ValidationError):
+            self._ignore(CHILD_SIGNAL, "malformed child status")
+            return
+        child_id = self.children.get(call_id)
+        if child_id is None:
+            self._ignore(CHILD_SIGNAL, f"no child run for tool call {call_id!r}")
+            return
+        if view.status in ("waiting_approval", "waiting_input", "waiting_retry") and view.interrupt is not None:
+            self.child_wait = (child_id, view)
+            self.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
+            self._publish()
+            self._emit(StreamChunk(
+                type="interrupt", name=view.interrupt.type, data=view.interrupt.model_dump(mode="json"),
+                finish_reason="interrupted", usage=self.session.usage,
+            ))
+        elif self.child_wait is not None and self.child_wait[0] == child_id:
+            self._child_goes_on()
+
+    def _child_goes_on(self) -> None:
+        self.child_wait = None
+        self._publish()
+
+    def _for_child(self, name: str, payload: BaseModel) -> Any:
+        """A decision sent to this run while its child waits: passed on to the child, unchanged."""
+        assert self.child_wait is not None
+        child = workflow.get_external_workflow_handle(self.child_wait[0])
+        asyncio.ensure_future(child.signal(name, payload.model_dump(mode="json")))
+        return [c.id for c in self.child_wait[1].pending_tool_calls]
+
+    async def _tell_parent(self) -> None:
+        """An agent-as-tool child run tells its parent run that it waits, or goes on."""
+        parent = workflow.info().parent
+        if self.parent_call is None or parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id).signal(
+                CHILD_SIGNAL, {"call_id": self.parent_call, "status": self._status_view().model_dump(mode="json")}
+            )
+        except (ApplicationError, FailureError) as err:  # the parent has ended: nothing to tell
+            workflow.logger.warning("could not tell the parent run: %s", err)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
 
     async def _unless_cancelled(self, work: Awaitable[T]) -> T | None:
         """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too)."""
         task = asyncio.ensure_future(work)
-        await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+        try:
+            await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
         if task.done():
             return task.result()
         task.cancel()
@@ -528,6 +694,11 @@ class AgentWorkflow:
         for step in steps:
             step.index = self.first_step + len(self.steps)
             self.steps.append(step)
+            self._emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
+
+    def _emit(self, chunk: StreamChunk, source: str = "") -> None:
+        """Append to the run's stream (in memory: no command; in history only once a reader polls it)."""
+        self.stream_topic.publish(StreamEvent(chunk=chunk, source=source).to_json())
 
     # ------------------------------------------------------------ waiting for people
 
@@ -544,6 +715,12 @@ class AgentWorkflow:
         if not resumed:
             self.pause += 1
         self._publish()
+        if not resumed:  # the predecessor already published it to the stream it handed over
+            self._emit(StreamChunk(
+                type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
+                finish_reason="interrupted", usage=self.session.usage,
+            ))
+        await self._tell_parent()
         timeout = _seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         if timeout is not None and self.wait_deadline is None:
             self.wait_deadline = workflow.time() + timeout.total_seconds()
@@ -560,10 +737,15 @@ class AgentWorkflow:
             except asyncio.TimeoutError:
                 self._time_out(interrupt, timeout.total_seconds() if timeout else 0)
                 break
+            except asyncio.CancelledError:
+                if not self._cancelled_natively():
+                    raise
+                break
             if self.woken or self.cancel_reason is not None:
                 break
             await self._continue_as_new(waiting=interrupt)
         self._stop_waiting()
+        await self._tell_parent()
 
     def _stop_waiting(self) -> None:
         self.woken = False
@@ -623,6 +805,8 @@ class AgentWorkflow:
 
     def _check_decision(self, args: Sequence[Any]) -> DecisionSignal:
         decision = self._payload(DecisionSignal, args)
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_approval":
+            return decision  # for the child run (see _for_child); the child checks it
         if self.status != "waiting_approval":
             raise Misfit(f"the run is {self.status}, not waiting for approval")
         self._check_approver(decision.approver)
@@ -635,6 +819,8 @@ class AgentWorkflow:
         return decision
 
     def _decide(self, decision: DecisionSignal, approved: bool) -> list[str]:
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_approval":
+            return self._for_child("approve" if approved else "deny", decision)
         decided = machine.decide(
             self.session, approved, decision.tool_call_id, decision.approver, decision.reason, self.input_tools
         )
@@ -645,12 +831,17 @@ class AgentWorkflow:
 
     def _check_answer(self, args: Sequence[Any]) -> AnswerSignal:
         answer = self._payload(AnswerSignal, args)
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_input":
+            return answer
         if self.status != "waiting_input":
             raise Misfit(f"the run is {self.status}, not waiting for input")
         self._check_approver(answer.approver)
         return answer
 
     def _answer(self, answer: AnswerSignal) -> str:
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_input":
+            self._for_child("answer", answer)
+            return "forwarded"
         used = machine.answer(self.session, answer.text, answer.approver, self.input_tools)
         self.woken = True
         return used
@@ -688,6 +879,10 @@ class AgentWorkflow:
     @workflow.signal(name="retry", description="Retry the model call after an error interrupt")
     def retry(self, *args: Any) -> None:
         self._signal("retry", self._check_retry, self._retry, args)
+
+    @workflow.signal(name=STREAM_SIGNAL, description="rein's stream readers: model calls publish their text live")
+    def stream_on(self, *args: Any) -> None:
+        self.streaming = True
 
     @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
     def cancel(self, *args: Any) -> None:
@@ -787,14 +982,15 @@ class AgentWorkflow:
     # ------------------------------------------------------------ views
 
     def _status_view(self) -> RunStatusView:
+        child = self.child_wait[1] if self.child_wait is not None else None
         return RunStatusView(
-            status=self.status,
+            status=child.status if child else self.status,
             stage=self.session.stage.value,
             iteration=self.session.iteration,
             usage=self.session.usage,
-            interrupt=self.interrupt,
-            pending_tool_calls=self.session.pending_tool_calls,
-            stop_reason=self.session.stop_reason,
+            interrupt=child.interrupt if child else self.interrupt,
+            pending_tool_calls=child.pending_tool_calls if child else self.session.pending_tool_calls,
+            stop_reason="interrupted" if child else self.session.stop_reason,
             pause=self.pause,
             ignored_signals=self.ignored_signals,
             first_step=self.first_step,
@@ -802,7 +998,8 @@ class AgentWorkflow:
         )
 
     def _outcome(self) -> RunOutcome:
-        interrupted = self.interrupt is not None
+        interrupt = self.child_wait[1].interrupt if self.child_wait is not None else self.interrupt
+        interrupted = interrupt is not None
         return RunOutcome(
             status="interrupted" if interrupted else "done",
             output=machine.run_output(self.session),
@@ -810,7 +1007,7 @@ class AgentWorkflow:
             usage=self.session.usage,
             elapsed_s=self.active_s,
             stop_reason="interrupted" if interrupted else (self.session.stop_reason or "done"),
-            interrupt=self.interrupt,
+            interrupt=interrupt,
             run_id=workflow.info().workflow_id,
             iterations=self.session.iteration,
             step_count=self.first_step + len(self.steps),
@@ -876,6 +1073,19 @@ def _carried(args: Sequence[Any]) -> tuple[AgentInput, RunCarry] | None:
 def _seconds(value: float) -> timedelta:
     """A duration Temporal can hold; an absurd configured value is capped, not a crash."""
     return timedelta(seconds=min(max(float(value), 0.001), MAX_SECONDS))
+
+
+def _prior_stream_state(args: Sequence[Any]) -> Any:
+    """The stream a continued run hands over in its input, or None (never fails: `run` checks the input)."""
+    raw = args[0] if len(args) == 1 else None
+    if isinstance(raw, BaseModel):
+        return getattr(raw, "stream_state", None)
+    if not isinstance(raw, dict) or not raw.get("stream_state"):
+        return None
+    try:
+        return AgentInput.model_validate(raw).stream_state
+    except (ValidationError, ValueError, TypeError):
+        return None
 
 
 def _short_error(exc: Exception) -> str:

@@ -54,8 +54,9 @@ class Replayed:
         self.instance = instance
 
     def query(self, name: str, *args: Any) -> Any:
-        handlers = {"status": "status_query", "session": "session_query", "steps": "steps_query"}
-        return getattr(self.instance, handlers[name])(*args)
+        """What the workflow's query handler `name` returns for this state."""
+        handler = workflow._Definition.must_from_class(type(self.instance)).queries[name]
+        return handler.fn(self.instance, *args)
 
 
 async def replayed(client: Client, run_id: str, run: str | None = None) -> Replayed:

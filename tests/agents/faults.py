@@ -5,6 +5,8 @@
 Side effects are appended as lines to files under $FAULTS_DIR (one file per run), so the
 test process can count how many times a tool really ran across worker kills and restarts.
 A tool can be held at a point by the test: it waits while `$FAULTS_DIR/<run>.hold` exists.
+The model records each call in `$FAULTS_DIR/<prompt>.model` and waits while
+`$FAULTS_DIR/<prompt>.model-hold` exists (tests use the run id as the prompt).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def run_of(ctx: ToolContext) -> str:
     return ctx.idempotency_key.split("/", 1)[0]
 
 
-@tool(retries=0, timeout_s=60)
+@tool(retries=0, timeout_s=8)
 async def charge(amount: int, ctx: ToolContext) -> str:
     """Charge a card (here: append one line per real execution, then maybe wait to be released)."""
     run = run_of(ctx)
@@ -58,6 +60,12 @@ class CallThenReport:
 
     async def complete(self, messages: list[Message], tools: Any = None, **_: Any) -> Completion:
         usage = Usage(input_tokens=3, output_tokens=2)
+        if "FAULTS_DIR" in os.environ:
+            prompt = next(m.content for m in messages if m.role == "user")
+            with open(_dir() / f"{prompt}.model", "a") as out:
+                out.write("call\n")
+            while (_dir() / f"{prompt}.model-hold").exists():
+                await asyncio.sleep(0.1)
         results = [m for m in messages if m.role == "tool"]
         if not results:
             call = ToolCall(id="call-1", name=self.tool_name, arguments=self.arguments)
