@@ -201,6 +201,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small N and few repetitions (smoke run)")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated N/pad entries (e.g. 10000/1024) added to the saved results")
     args = parser.parse_args()
     disable_logging()
     quick = args.quick
@@ -215,12 +216,17 @@ async def main() -> None:
     def save() -> None:  # after every figure: a long run interrupted still leaves what it measured
         out.write_text(json.dumps(results, indent=1) + "\n")
 
+    if args.only and out.exists():
+        results = json.loads(out.read_text())
     try:
         await bench.start()
-        await measure_local_and_throughput(bench, results, args.reps, concurrency, save)
+        if not args.only:
+            await measure_local_and_throughput(bench, results, args.reps, concurrency, save)
         # The longest run last: an interrupted benchmark still has the rest.
         plan = [(n, pad, reps) for pad in pads for n, reps in sizes if n < 10_000]
         plan += [(n, 1024, reps) for n, reps in sizes if n >= 10_000]  # 10,000 x 10 KB left out (time)
+        if args.only:
+            plan = [(int(e.split("/")[0]), int(e.split("/")[1]), 1) for e in args.only.split(",")]
         for n, pad, reps in plan:
             samples: dict[str, list[dict[str, float]]] = {"rein": [], "floor": []}
             for _ in range(reps):
