@@ -49,6 +49,11 @@ class Stack:
         self.server.process.kill()
         self.server.process.wait(timeout=10)
 
+    def live_worker(self) -> WorkerProcess:
+        """The running worker, or a new one (starting a worker costs seconds: tests share them)."""
+        alive = [w for w in self.workers if w.process is not None and w.process.poll() is None]
+        return alive[-1] if alive else self.worker()
+
     def worker(self) -> WorkerProcess:
         log = self.root / f"worker-{len(self.workers)}.log"
         proc = WorkerProcess(self.address, AGENTS, self.tq, log, FAULTS_DIR=str(self.root)).start()
@@ -127,7 +132,7 @@ def assert_no_task_failures(history) -> None:  # noqa: ANN001
 
 
 async def test_sigkill_while_a_tool_runs(stack: Stack, client: ReinClient):
-    worker = stack.worker()
+    worker = stack.live_worker()
     run_id = f"effects-{uuid.uuid4().hex[:8]}"
     hold = stack.hold(f"{run_id}.hold")
     await client.client.start_workflow(
@@ -146,11 +151,10 @@ async def test_sigkill_while_a_tool_runs(stack: Stack, client: ReinClient):
     assert [line.split()[1] for line in effects] == ["attempt=1", "attempt=2"]
     assert stack.model_calls(run_id) == 2  # one per iteration: the model call was not repeated
     assert_no_task_failures(await client.client.get_workflow_handle(run_id).fetch_history())
-    stack.workers[-1].kill()
 
 
 async def test_sigkill_during_a_model_call(stack: Stack, client: ReinClient):
-    worker = stack.worker()
+    worker = stack.live_worker()
     run_id = f"effects-{uuid.uuid4().hex[:8]}"
     hold = stack.hold(f"{run_id}.model-hold")
     await client.client.start_workflow(
@@ -164,11 +168,10 @@ async def test_sigkill_during_a_model_call(stack: Stack, client: ReinClient):
     assert result.output == "Report: charged 5"
     assert stack.model_calls(run_id) == 3  # iteration 1 twice (killed, retried), iteration 2 once
     assert len(stack.effects(run_id)) == 1
-    stack.workers[-1].kill()
 
 
 async def test_sigkill_while_waiting_for_approval(stack: Stack, client: ReinClient):
-    worker = stack.worker()
+    worker = stack.live_worker()
     run_id = await start(client, "approved-effects")
     await until(lambda: _waiting(client, run_id), "the approval wait")
     worker.kill()
@@ -178,7 +181,6 @@ async def test_sigkill_while_waiting_for_approval(stack: Stack, client: ReinClie
     assert result.output == "Report: charged 7"
     assert len(stack.effects(run_id)) == 1
     assert stack.model_calls(run_id) == 2
-    stack.workers[-1].kill()
 
 
 async def _waiting(client: ReinClient, run_id: str) -> bool:
@@ -186,7 +188,7 @@ async def _waiting(client: ReinClient, run_id: str) -> bool:
 
 
 async def test_server_killed_and_restarted_while_waiting(stack: Stack, client: ReinClient):
-    stack.worker()
+    stack.live_worker()
     run_id = await start(client, "approved-effects")
     await until(lambda: _waiting(client, run_id), "the approval wait")
     stack.kill_server()
@@ -197,11 +199,10 @@ async def test_server_killed_and_restarted_while_waiting(stack: Stack, client: R
     assert result.output == "Report: charged 7"
     assert len(stack.effects(run_id)) == 1
     assert stack.model_calls(run_id) == 2
-    stack.workers[-1].kill()
 
 
 async def test_server_killed_and_restarted_while_a_tool_runs(stack: Stack, client: ReinClient):
-    stack.worker()
+    stack.live_worker()
     run_id = f"effects-{uuid.uuid4().hex[:8]}"
     hold = stack.hold(f"{run_id}.hold")
     await client.client.start_workflow(
@@ -219,4 +220,3 @@ async def test_server_killed_and_restarted_while_a_tool_runs(stack: Stack, clien
     assert len(effects) == await tool_attempts(client.client, run_id) >= 1
     assert len({line.split()[0] for line in effects}) == 1
     assert stack.model_calls(run_id) == 2
-    stack.workers[-1].kill()

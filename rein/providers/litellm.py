@@ -15,6 +15,7 @@ messages, because activity failures are persisted in the workflow history.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -25,6 +26,8 @@ from rein.providers.errors import MissingApiKey
 from rein.secrets import scrub_exception
 
 _FINISH = ("stop", "tool_calls", "length", "error")
+_LOADED: list[Any] = []
+"""litellm once its import has finished (a partly imported module is in sys.modules earlier)."""
 
 
 def _import_litellm() -> Any:
@@ -35,7 +38,14 @@ def _import_litellm() -> Any:
     except ImportError as e:  # pragma: no cover - litellm is a core dependency
         raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
     litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
+    _LOADED[:] = [litellm]
     return litellm
+
+
+async def _import_litellm_off_loop() -> Any:
+    """The first import takes seconds: done in a thread, so the event loop keeps running (an
+    activity's heartbeats among other things) instead of stalling until a heartbeat timeout."""
+    return _LOADED[0] if _LOADED else await asyncio.to_thread(_import_litellm)
 
 
 def _extract_cost(resp: Any) -> float | None:
@@ -90,7 +100,7 @@ class LiteLLMProvider:
     async def complete(
         self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
     ) -> Completion:
-        litellm = _import_litellm()
+        litellm = await _import_litellm_off_loop()
         args = self._call_args(messages, tools, kwargs)
         try:
             resp = await litellm.acompletion(**args)
@@ -110,7 +120,7 @@ class LiteLLMProvider:
     async def stream(
         self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
     ) -> AsyncIterator[StreamChunk]:
-        litellm = _import_litellm()
+        litellm = await _import_litellm_off_loop()
         args = self._call_args(messages, tools, kwargs)
         args.update(stream=True, stream_options={"include_usage": True})
         calls: dict[int, dict[str, Any]] = {}
