@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from rein import local_bus
 from rein.activities import steps
 from rein.contract import (
     CALL_MODEL,
@@ -40,6 +39,7 @@ from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import FallbackProvider, is_retryable
+from rein.temporal.streaming import ModelText, activity_stream, current_stream
 from rein.secrets import scrub
 from rein.session import Session
 from rein.tools import ToolContext, execute_tool
@@ -115,7 +115,7 @@ class AgentActivities:
         self.conversations = Conversations()
 
     def _agent(self, name: str) -> Agent:
-        agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0])
+        agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0]) or _tool_agent(self.agents, name)
         if agent is None:
             served = ", ".join(sorted(self.agents)) or "(none)"
             raise ApplicationError(
@@ -144,6 +144,7 @@ class AgentActivities:
                     retries=t.retries,
                     timeout_s=t.timeout_s,
                     asks_human=t.asks_human,
+                    agent=t.agent.name if t.agent is not None else None,
                     requires_approval=getattr(t, "requires_approval", False),
                 )
                 for t in tools
@@ -158,10 +159,11 @@ class AgentActivities:
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome:
         agent = self._agent(request.agent)
         if request.step is not None:
-            return await steps.model_step(self, agent, request)
+            async with activity_stream():
+                return await steps.model_step(self, agent, request)
         messages = await self.conversations.messages_for(request)
         try:
-            async with heartbeating():
+            async with heartbeating(), activity_stream():
                 return await complete(agent, messages, request)
         except Exception as exc:
             raise model_failure(request.run_id, exc, agent.model_label) from None
@@ -169,10 +171,11 @@ class AgentActivities:
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
         agent = self._agent(request.agent)
-        if request.step is not None:
-            return await steps.tool_step(self, agent, request)
-        async with heartbeating():
-            return await run_call(agent, request.call, request.run_id)
+        async with activity_stream():  # middleware and hooks may publish events (publish_event)
+            if request.step is not None:
+                return await steps.tool_step(self, agent, request)
+            async with heartbeating():
+                return await run_call(agent, request.call, request.run_id)
 
     @activity.defn(name=COMPACT)
     async def compact(self, request: ModelCallInput) -> CompactResult:
@@ -183,9 +186,26 @@ class AgentActivities:
         return [self.describe_agent, self.call_model, self.run_tool, self.compact]
 
 
+def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
+    """An agent one of the served agents uses as a tool (`Agent.as_tool`), found by its name."""
+    seen: set[int] = set()
+    todo = list(agents.values())
+    while todo:
+        agent = todo.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        for tool in agent.registry:
+            if tool.agent is not None:
+                if tool.agent.name == name:
+                    return tool.agent
+                todo.append(tool.agent)
+    return None
+
+
 async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
-    """One completion from the agent's provider (streamed to a listener when the run has one),
-    with the output type's verdict attached."""
+    """One completion from the agent's provider (its text published live to the run's stream when
+    the run streams), with the output type's verdict attached."""
     provider = agent._resolve_provider()
     answered_by = None
     if isinstance(provider, FallbackProvider):
@@ -193,8 +213,11 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
         provider = provider.for_attempt(activity.info().attempt)
         answered_by = getattr(provider, "model", None) or type(provider).__name__
     tools = await agent.model_tool_specs() or None
-    if request.stream and local_bus.has_listener(request.run_id):
-        completion = await _streamed_completion(provider, messages, request.run_id, tools)
+    stream = current_stream()
+    if request.stream and stream is not None:
+        info = activity.info()
+        source = request.stream_source or f"{info.workflow_run_id}/{info.activity_id}"
+        completion = await _streamed_completion(provider, messages, tools, ModelText(stream, source))
     else:
         completion = await provider.complete(messages, tools=tools)
     if answered_by is not None:
@@ -206,8 +229,6 @@ def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> 
     """A provider error as Temporal sees it: retried when transient (after the vendor's Retry-After,
     when it gave one), fatal otherwise; secrets scrubbed."""
     retryable = is_retryable(exc)
-    if not retryable:
-        local_bus.record_error(run_id, exc)
     wait = retry_after_s(exc) if retryable else None
     return ApplicationError(
         scrub(failure_message(exc, model)),
@@ -223,6 +244,7 @@ def heartbeat_from_any_thread() -> Any:
     context = contextvars.copy_context()
 
     def beat(*details: Any) -> None:
+        details = tuple(scrub(d) if isinstance(d, str) else d for d in details)  # they reach history
         try:
             here = asyncio.get_running_loop()
         except RuntimeError:
@@ -258,14 +280,13 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
     return result.model_copy(update={"content": scrub(result.content)})
 
 
-async def _streamed_completion(provider: Any, messages: list[Message], run_id: str, tools: Any) -> Completion:
-    out = local_bus.AttemptStream(run_id, activity.info().activity_id)
+async def _streamed_completion(provider: Any, messages: list[Message], tools: Any, out: ModelText) -> Completion:
+    """The provider's stream, published live to the run's stream while it is assembled."""
     fold = StreamFold()
     async for chunk in provider.stream(messages, tools=tools):
         if fold.add(chunk):
             if chunk.type == "text":
                 out.text(chunk)
             else:
-                out.other(chunk)
-    out.finished()
+                out.tool_calls(chunk)
     return fold.completion()

@@ -20,6 +20,7 @@ from rein.activities import agents as base
 from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
 from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.middleware import StepContext, run_step
+from rein.temporal import streaming
 
 if TYPE_CHECKING:
     from rein.activities.agents import AgentActivities
@@ -33,7 +34,7 @@ async def model_step(acts: AgentActivities, agent: Agent, request: ModelCallInpu
 
 async def tool_step(acts: AgentActivities, agent: Agent, request: ToolCallInput) -> StepOutcome:
     assert request.step is not None
-    model_request = ModelCallInput(agent=request.agent, iteration=0, new_messages=[], run_id=request.run_id, stream=True)
+    model_request = ModelCallInput(agent=request.agent, iteration=0, new_messages=[], run_id=request.run_id)
     return await _run(acts, agent, request.step, model_request)
 
 
@@ -118,3 +119,4 @@ def _emitter(run_id: str) -> Any:
 def publish_event(run_id: str, event: dict[str, Any]) -> None:
     """Put one `agent.on` event on the run's stream."""
     activity.logger.debug("event %s for %s", event["event"], run_id)
+    streaming.publish_event(event["event"], event)

@@ -71,6 +71,8 @@ class Agent:
         self._event_handlers: dict[str, list[Callable[[StepContext], Any]]] = {}
         self.registry = ToolRegistry()
         for item in tools or []:
+            if isinstance(item, Agent):
+                item = item.as_tool()
             self.registry.add(item if isinstance(item, Tool) else Tool.from_function(item))
         self.output: OutputSpec | None = OutputSpec(output_type) if output_type is not None else None
         """The final answer's type (`output_type`): the model answers with a `final_result` call."""
@@ -94,6 +96,34 @@ class Agent:
             return lambda f: self.tool(f, **options)
         self.registry.add(Tool.from_function(fn, **options))
         return fn
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool of another agent: the model sends a `prompt`, gets the final answer.
+
+        In a durable run the call runs as a child workflow (`AgentWorkflow` of this agent, id
+        `<parent run id>/<tool call id>`); while it waits for a person, the parent run shows the
+        child's interrupt and pending calls, and decisions sent to the parent reach the child.
+        """
+        child = self
+
+        async def ask(prompt: str) -> str:
+            result = await child.arun(prompt)  # the in-process engine's path; durable runs use a child workflow
+            return result.output
+
+        tool = Tool(
+            ask,
+            name or child.name.replace("-", "_"),
+            description or f"Ask the agent '{child.name}' to do a task; it answers with its result."
+            + (f" It is instructed: {child.system[:200]}" if child.system else ""),
+            {
+                "type": "object",
+                "properties": {"prompt": {"type": "string", "description": "The task, in full."}},
+                "required": ["prompt"],
+            },
+            True,
+        )
+        tool.agent = child
+        return tool
 
     def _resolve_provider(self) -> Any:
         """The provider, built once and cached: injected, else model + fallbacks via LiteLLM."""

@@ -7,8 +7,11 @@ CLI; this only spells the contract (rein.contract) out once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import (
@@ -18,6 +21,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
 from rein.contract import (
@@ -27,12 +31,15 @@ from rein.contract import (
     DEFAULT_TASK_QUEUE,
     DENY_UPDATE,
     RETRY_UPDATE,
+    STREAM_SIGNAL,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
     AgentInput,
     RunStatusView,
     WaitRequest,
 )
+from rein.events import TOPIC, StreamEvent, TextDeduplicator
+from rein.ir import StreamChunk
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
@@ -41,7 +48,18 @@ from rein.temporal.plugin import with_rein_plugin
 
 
 class RunFailed(RuntimeError):
-    """A durable run ended in failure (for example a non-retryable model error)."""
+    """A durable run ended in failure, for example a non-retryable model error.
+
+    The original exception lives in the worker that raised it (maybe another process); what
+    reaches the caller is its type name (`error_type`, e.g. the provider's `AuthenticationError`)
+    and its message, secrets scrubbed.
+    """
+
+    def __init__(self, run_id: str, error_type: str, message: str):
+        super().__init__(f"run {run_id} failed: {message}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.message = message
 
 
 class DecisionRejected(ValueError):
@@ -71,11 +89,14 @@ class ReinClient:
         run_id: str | None = None,
         config: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
+        stream: bool = True,
     ) -> WorkflowHandle[Any, RunResult]:
+        """Start a run; `stream` (default): its model calls publish text live for `stream(run_id)`
+        from the first call on (a run started without it streams live once a reader asks)."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
-            AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}).model_dump(
-                mode="json", exclude_none=True
+            AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}, stream=stream).model_dump(
+                mode="json", exclude_none=True, exclude_defaults=True
             ),
             id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
@@ -169,7 +190,33 @@ class ReinClient:
             return await latest.result()
         except WorkflowFailureError as err:
             cause = err.cause
-            raise RunFailed(f"run {run_id} failed: {getattr(cause, 'message', cause)}") from None
+            kind = getattr(cause, "type", None) or type(cause).__name__
+            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
+
+    async def stream(
+        self, run_id: str, *, from_offset: int = 0, until_pause: bool = False
+    ) -> AsyncIterator[StreamChunk]:
+        """The run's stream, live, from any process: text deltas, tool calls, steps, interrupts,
+        events, and a last `done` chunk. Follows continue-as-new; ends when the run has ended
+        (with `until_pause`, at its next `interrupt` or `done`).
+
+        Asks the run to publish model text as it is generated (a `rein.stream` signal); text of a
+        model call retried by Temporal is never repeated.
+        """
+        with contextlib.suppress(RPCError):  # an ended run still has its stream to drain
+            await self.handle(run_id).signal(STREAM_SIGNAL)
+        fresh = TextDeduplicator()
+        items = WorkflowStreamClient.create(self.client, run_id).subscribe(
+            TOPIC, from_offset, poll_cooldown=timedelta(milliseconds=50)
+        )
+        async with contextlib.aclosing(items):
+            async for item in items:
+                chunk = fresh(StreamEvent.model_validate(item.data))
+                if chunk is None:
+                    continue
+                yield chunk
+                if until_pause and chunk.type in ("interrupt", "done"):
+                    return
 
     async def _until_paused(self, handle: WorkflowHandle[Any, RunResult], after_pause: int, delay: float) -> None:
         while True:
@@ -183,5 +230,9 @@ class ReinClient:
             delay = min(delay * 2, 2.0)
 
     async def waiting(self, status: str = "waiting_approval") -> list[str]:
-        """Ids of runs in this ReinStatus (visibility is eventually consistent)."""
-        return [wf.id async for wf in self.client.list_workflows(f'ReinStatus="{status}"')]
+        """Ids of running runs in this ReinStatus (visibility is eventually consistent).
+
+        Only running workflows: a run terminated while it waited keeps its last ReinStatus.
+        """
+        query = f'ReinStatus="{status}" AND ExecutionStatus="Running"'
+        return [wf.id async for wf in self.client.list_workflows(query)]

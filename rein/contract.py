@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
 from rein.config import LoopConfig
@@ -37,6 +38,10 @@ COMPACT = "rein.compact"
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
+CHILD_SIGNAL = "rein.child"
+"""Internal signal from an agent-as-tool child run to its parent: `{"call_id", "status"}`."""
+STREAM_SIGNAL = "rein.stream"
+"""Internal signal a stream reader sends: from now on, model calls publish their text live."""
 
 APPROVE_UPDATE = "rein.approve"
 DENY_UPDATE = "rein.deny"
@@ -80,14 +85,15 @@ class _Lenient(BaseModel):
 
 
 class RunCarry(BaseModel):
-    """What a run hands to its continuation when it continues-as-new (internal)."""
+    """What a run hands to its continuation when it continues-as-new (internal: a run started
+    by a client with a `carry` fails at once)."""
 
     steps: list[Step] = Field(default_factory=list)
-    active_s: float = 0.0
-    pause: int = 0
-    ignored_signals: int = 0
-    sent_messages: int = 0
-    conversation: str = Field(default="", exclude_if=lambda v: not v)
+    active_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    pause: int = Field(default=0, ge=0, le=2**31)
+    ignored_signals: int = Field(default=0, ge=0, le=2**62)
+    sent_messages: int = Field(default=0, ge=0, le=2**31)
+    conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
 
 
 class AgentInput(_Lenient):
@@ -102,6 +108,13 @@ class AgentInput(_Lenient):
     continue_as_new_after: int | None = Field(default=None, ge=20)
     """History length after which the run continues as a new run (default: when Temporal suggests it)."""
     carry: RunCarry | None = None
+    stream: bool = False
+    """Model calls publish text deltas live to the run's stream (also turned on by STREAM_SIGNAL)."""
+    stream_state: WorkflowStreamState | None = None
+    """The run's stream, handed over on continue-as-new (internal)."""
+    parent_call: str | None = None
+    """Set when this run is an agent-as-tool call of a parent AgentWorkflow: that tool call's id.
+    The run then tells its parent when it waits for a person and when it goes on."""
 
     def model_post_init(self, _context: Any) -> None:
         if self.prompt is None and self.session is None:
@@ -135,6 +148,8 @@ class ToolInfo(BaseModel):
     asks_human: bool = False
     requires_approval: bool = False
     """Asks a person before every call, whatever the run's `permission`."""
+    agent: str | None = None
+    """Set for an agent used as a tool (`Agent.as_tool`): the call runs that agent as a child run."""
 
 
 class AgentDescription(BaseModel):
@@ -172,8 +187,10 @@ class ModelCallInput(BaseModel):
     run_id: str = ""
     workflow_run_id: str = ""
     stream: bool = False
-    """Stream chunks to an in-process listener when one is registered for this run."""
-    conversation: str = Field(default="", exclude_if=lambda v: not v)
+    """Publish the answer's text deltas and tool calls live to the run's stream."""
+    stream_source: str = Field(default="", exclude_if=lambda v: not v)
+    """Names this model call on the stream (the same across its retries; see rein.events.StreamEvent)."""
+    conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """Changes whenever the run rewrites its conversation (compaction, middleware), so a
     worker never serves a cached copy from before the rewrite."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)

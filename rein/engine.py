@@ -21,10 +21,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
-from rein import local_bus, machine
-from rein.client import ReinClient, RunFailed
+from rein import machine
+from rein.client import ReinClient
 from rein.contract import WORKFLOW_TYPE, AgentInput, RunStatusView, WaitRequest, agent_task_queue
-from rein.ir import Message, StreamChunk
+from rein.ir import StreamChunk
 from rein.log import logger
 from rein.result import RunResult
 from rein.summaries import run_summary
@@ -144,26 +144,26 @@ class Engine:
     # ------------------------------------------------------------ on the engine loop
 
     async def start(self, agent_key: str, workflow_id: str, prompt: str | None, session: Any) -> RunResult:
+        return await self.wait(await self.begin(agent_key, workflow_id, prompt, session), WaitRequest())
+
+    async def begin(
+        self, agent_key: str, workflow_id: str, prompt: str | None, session: Any, *, stream: bool = False
+    ) -> WorkflowHandle:
+        """Start the run; `stream`: its model calls publish text live from the first one."""
         assert self.client is not None
-        handle = await self.client.start_workflow(
+        return await self.client.start_workflow(
             WORKFLOW_TYPE,
-            AgentInput(agent=agent_key, prompt=prompt, session=session),
+            AgentInput(agent=agent_key, prompt=prompt, session=session, stream=stream),
             id=workflow_id,
             task_queue=self.task_queue(agent_key),
             result_type=RunResult,
             static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
         )
-        return await self.wait(handle, WaitRequest())
 
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:
+        """Until the run pauses or ends; rein.client.RunFailed when it failed."""
         assert self.client is not None
-        try:
-            return await ReinClient(self.client).wait(handle.id, request)
-        except RunFailed:
-            original = local_bus.take_error(handle.id)
-            if original is None:
-                raise
-            raise original from None
+        return await ReinClient(self.client).wait(handle.id, request)
 
     async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None) -> RunResult | None:
         """Continue the run `session.run_id` names, from any process; None when it no longer runs.
@@ -343,45 +343,30 @@ def _signal_for(
 
 
 async def stream_session(agent: Agent, prompt: str) -> AsyncIterator[StreamChunk]:
-    """Live chunks from the in-process worker; a remote worker's answers arrive whole."""
+    """The run's text and tool calls as they come (through its stream, wherever its worker runs),
+    then a `done` chunk with the stop reason: "interrupted" when it pauses (resume with `resume`)."""
     eng = await engine()
     key = eng.register(agent)
     workflow_id = new_workflow_id(agent)
-    queue: asyncio.Queue[StreamChunk] = asyncio.Queue()
-    local_bus.listen(workflow_id, queue)
-    run = asyncio.ensure_future(eng.submit(eng.start(key, workflow_id, prompt, None)))
-    streamed = 0
+    caller = asyncio.get_running_loop()
+    chunks: asyncio.Queue[StreamChunk | None] = asyncio.Queue()
+
+    async def pump() -> WorkflowHandle:  # on the engine loop, which owns the client
+        try:
+            handle = await eng.begin(key, workflow_id, prompt, None, stream=True)
+            async for chunk in ReinClient(eng.client).stream(workflow_id, until_pause=True):  # type: ignore[arg-type]
+                caller.call_soon_threadsafe(chunks.put_nowait, chunk)
+            return handle
+        finally:
+            caller.call_soon_threadsafe(chunks.put_nowait, None)
+
+    pumping = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(pump(), eng.loop))
     try:
-        while True:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter, run}, return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                streamed += 1
-                yield getter.result()
-                continue
-            getter.cancel()
-            break
-        while not queue.empty():
-            streamed += 1
-            yield queue.get_nowait()
-        result = run.result()
+        while (chunk := await chunks.get()) is not None:
+            if chunk.type in ("text", "tool_calls"):
+                yield chunk
+        handle = await pumping
     finally:
-        local_bus.stop_listening(workflow_id)
-        if not run.done():
-            run.cancel()
-    if not streamed:
-        for chunk in _chunks_from_messages(result.session.messages):
-            yield chunk
+        pumping.cancel()
+    result = _logged(await eng.submit(eng.wait(handle, WaitRequest())))
     yield StreamChunk(type="done", finish_reason=result.stop_reason, usage=result.usage)
-
-
-def _chunks_from_messages(messages: list[Message]) -> list[StreamChunk]:
-    chunks = []
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        if message.content:
-            chunks.append(StreamChunk(type="text", text=message.content))
-        if message.tool_calls:
-            chunks.append(StreamChunk(type="tool_calls", tool_calls=message.tool_calls))
-    return chunks

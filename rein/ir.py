@@ -128,13 +128,21 @@ class ToolSpec(BaseModel):
 
 
 class StreamChunk(BaseModel):
-    """An incremental piece of a streamed answer; observation only, never state."""
+    """An incremental piece of a streamed run; observation only, never state.
 
-    type: Literal["text", "tool_calls", "done"]
+    `text`, `tool_calls` and `done` are what a model stream yields (and `Agent.astream`).
+    A durable run's stream (`rein.client.ReinClient.stream`) also carries the run's events:
+    `step` (a Step recorded; `name` is its kind, `data` the Step), `interrupt` (the run
+    pauses; `data` is the Interrupt) and `event` (`name` and `data` from middleware/hooks).
+    """
+
+    type: Literal["text", "tool_calls", "done", "step", "interrupt", "event"]
     text: str = ""
     tool_calls: list[ToolCall] | None = None
     usage: Usage | None = None
     finish_reason: str | None = None
+    name: str | None = None
+    data: dict[str, Any] | None = None
 
 
 class StreamFold:

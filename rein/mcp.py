@@ -36,8 +36,8 @@ log = logging.getLogger("rein.mcp")
 
 _MAX_PAGES = 100
 LISTING_TIMEOUT_S = 20.0
-"""Bounds listing one server when a run starts, below `rein.describe_agent`'s 30 s: a server
-that takes longer is left out of that listing rather than failing the run."""
+"""Bounds listing one server, connecting included, when a run starts (below `rein.describe_agent`'s
+30 s): a server that takes longer is left out of that listing rather than failing the run."""
 _closing: set[asyncio.Task] = set()
 
 
@@ -54,7 +54,9 @@ class _Server:
     tool_prefix: str | None = field(default=None, kw_only=True)
     """Prepended as `<prefix>_<tool>` to every tool name of this server, to keep names apart."""
     timeout_s: float = field(default=30.0, kw_only=True)
-    """Bounds connecting, listing, and each call (the durable tool activity allows a little more)."""
+    """Bounds each request: a listing, a call (the durable tool activity allows connecting on top)."""
+    connect_timeout_s: float = field(default=30.0, kw_only=True)
+    """Bounds opening a connection (starting a stdio server, the HTTP handshake)."""
     retries: int = field(default=0, kw_only=True)
     """Durable engine: extra attempts of a failed call, as `@tool(retries=...)`."""
     requires_approval: bool = field(default=False, kw_only=True)
@@ -79,10 +81,12 @@ class _Server:
             conn = _Connection(self)
             self._pool[loop] = conn
         try:
-            return await asyncio.wait_for(asyncio.shield(conn.ready), self.timeout_s)
+            return await asyncio.wait_for(asyncio.shield(conn.ready), self.connect_timeout_s)
         except TimeoutError:
             self._drop(conn)
-            raise MCPServerError(f"MCP server {self.label} did not answer within {self.timeout_s:g}s") from None
+            raise MCPServerError(
+                f"MCP server {self.label} could not be connected to within {self.connect_timeout_s:g}s"
+            ) from None
         except Exception as exc:
             self._drop(conn)
             raise MCPServerError(f"MCP server {self.label} is unreachable: {_why(exc)}") from None
@@ -254,7 +258,7 @@ class MCPTool(Tool):
             parameters=dict(remote.input_schema or {"type": "object", "properties": {}}),
             is_async=True,
             retries=server.retries,
-            timeout_s=server.timeout_s * 2 + 5,  # connecting and calling, each bounded by timeout_s
+            timeout_s=server.connect_timeout_s + server.timeout_s + 5,
             requires_approval=server.requires_approval,
         )
         self.server = server
@@ -281,7 +285,7 @@ class MCPTools:
         """List every server again, concurrently."""
         reserved = set(self.local.names())
         listings = await asyncio.gather(
-            *(asyncio.wait_for(s.list_tools(), min(s.timeout_s, LISTING_TIMEOUT_S)) for s in self.servers),
+            *(asyncio.wait_for(s.list_tools(), LISTING_TIMEOUT_S) for s in self.servers),
             return_exceptions=True,
         )
         tools: dict[str, MCPTool] = {}

@@ -152,6 +152,8 @@ class Tool:
         """True for `rein.ask_human`: its calls are questions for a person, never executed."""
         self.requires_approval = bool(requires_approval)
         """Every call waits for a person's approval, even under `permission="allow"`."""
+        self.agent: Any = None
+        """Set by `Agent.as_tool`: the agent this tool runs (a child workflow in durable runs)."""
         self._signature: ToolSignature | None = None
 
     @classmethod

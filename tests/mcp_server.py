@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
+import anyio
+
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -47,6 +49,13 @@ def check_auth(ctx: Context) -> str:
 def refuse(reason: str) -> str:
     """Always fails, with the given reason."""
     raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+async def sleep(seconds: float) -> str:
+    """Answers after `seconds`."""
+    await anyio.sleep(seconds)
+    return "awake"
 
 
 @server.tool()

@@ -194,6 +194,9 @@ BAD_INPUTS: list[tuple[str, Any, str]] = [
     ("continue-as-new-too-early", {"agent": "open", "prompt": "x", "continue_as_new_after": 1},
      "continue_as_new_after"),
     ("metadata-not-object", {"agent": "open", "prompt": "x", "metadata": "tags"}, "metadata"),
+    ("carry-from-a-client", {"agent": "open", "prompt": "x", "carry": {"pause": 5, "active_s": 1e308}}, "carry"),
+    ("session-repeat-count-huge", {"agent": "open", "prompt": "x", "session": session_with(repeat_count=10**20)},
+     "repeat_count"),
 ]
 
 

@@ -1,16 +1,27 @@
-"""`cancel` ends a run at once, even while a model call or tool is in flight."""
+"""`cancel` (the signal, or Temporal's own workflow cancellation) ends a run at once, even mid-activity."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
 
 import rein
-from rein import Agent, MockProvider, ToolCall
-from rein.testing import start_time_skipping
+from temporalio.common import SearchAttributeKey
+
+from rein import Agent, LoopConfig, MockProvider, StreamChunk, ToolCall
+from rein.client import ReinClient
+from rein.temporal import ReinPlugin
+from rein.testing import start_local, start_time_skipping
+
+HISTORIES = Path(__file__).parent / "histories"
+REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
 
 started = asyncio.Event()
 
@@ -53,3 +64,136 @@ async def test_cancel_interrupts_a_running_tool(env):
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in types
     # It ended without waiting for the tool: one activity completed (the first model call), not two.
     assert types.count(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) == 1
+
+
+# --------------------------------------------------------------------------- Temporal's own cancellation
+
+
+async def test_workflow_cancellation_interrupts_a_running_tool_like_the_signal(env):
+    """`handle.cancel()` (UI, CLI) ends the run as cancelled: the workflow completes with its result."""
+    started.clear()
+    agent = Agent(
+        provider=MockProvider([[ToolCall(id="t1", name="slow_tool", arguments={"x": 1})], "never reached"]),
+        tools=[slow_tool],
+        name="slow-native",
+    )
+    tq = f"cancel-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "slow-native", "prompt": "go"}, id=f"cancel-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        await asyncio.wait_for(started.wait(), 10)
+        await handle.cancel()
+        result = await handle.result()  # completes normally: no WorkflowFailureError
+        status = await handle.query("status")
+        history = await handle.fetch_history()
+    assert result["stop_reason"] == "cancelled"
+    assert status["status"] == "cancelled" and status["stop_reason"] == "cancelled"
+    assert [c["id"] for c in result["session"]["pending_tool_calls"]] == ["t1"]
+    types = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED in types
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in types
+    assert types[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in types
+
+
+@pytest.mark.parametrize("name", ["agent_cancel_v1", "agent_cancel_v2"])
+async def test_cancelled_histories_replay(name):
+    """v1 was cancelled before the rein-native-cancel patch (it ended CANCELED), v2 after it (COMPLETED)."""
+    data = json.loads((HISTORIES / f"{name}.json").read_text())
+    history = WorkflowHistory.from_json("agent-cancel", data)
+    types = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED in types
+    ended = {
+        "agent_cancel_v1": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+        "agent_cancel_v2": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    }[name]
+    assert types[-1] == ended
+    replayer = Replayer(workflows=[], plugins=[ReinPlugin(agents=[])])
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+# --------------------------------------------------------------------------- on a real dev server: visibility
+
+
+@pytest.fixture(scope="module")
+async def dev():
+    environment = await start_local()
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+async def _until(check, what: str, attempts: int = 200) -> None:  # noqa: ANN001
+    for _ in range(attempts):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never {what}")
+
+
+class AddsOnce(MockProvider):
+    """Stateless, so one agent serves many runs: a tool call first, then the result as text."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        done = [m.content for m in messages if m.role == "tool"]
+        self._responses, self._index = [done[-1] if done else [ToolCall(id="a1", name="add", arguments={"a": 1, "b": 2})]], 0
+        return await super().complete(messages, tools, **kwargs)
+
+    async def stream(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        completion = await self.complete(messages, tools)
+        if completion.message.tool_calls:
+            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
+        if completion.message.content:
+            yield StreamChunk(type="text", text=completion.message.content)
+        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
+
+
+def approval_agent(name: str) -> Agent:
+    return Agent(provider=AddsOnce(), tools=[add], name=name, config=LoopConfig(permission="ask"))
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
+    tq = f"cancel-dev-{uuid.uuid4().hex[:6]}"
+    ops = ReinClient(dev.client, task_queue=tq)
+    async with rein.create_worker(dev.client, agents=[approval_agent("cancel-dev")], task_queue=tq):
+        cancelled = await ops.start("cancel-dev", "1+2?")
+        terminated = await ops.start("cancel-dev", "1+2?")
+        for handle in (cancelled, terminated):
+            await _until(lambda h=handle: _status_is(ops, h.id, "waiting_approval"), "waiting")
+
+        async def both_listed() -> bool:
+            return {cancelled.id, terminated.id} <= set(await ops.waiting("waiting_approval"))
+
+        await _until(both_listed, "listed as waiting")
+
+        await cancelled.cancel()  # what the UI's "Request Cancellation" and `temporal workflow cancel` do
+        result = await cancelled.result()
+        await terminated.terminate("gone")  # keeps its last ReinStatus, but is not running
+
+        assert result.stop_reason == "cancelled"
+        assert (await ops.status(cancelled.id)).status == "cancelled"
+        assert (await cancelled.describe()).typed_search_attributes.get(REIN_STATUS) == "cancelled"
+
+        async def neither_listed() -> bool:
+            return not {cancelled.id, terminated.id} & set(await ops.waiting("waiting_approval"))
+
+        await _until(neither_listed, "dropped from the waiting list")
+        assert cancelled.id in [wf.id async for wf in dev.client.list_workflows('ReinStatus="cancelled"')]
+        # the terminated run still carries waiting_approval: only the ExecutionStatus filter drops it
+        assert (await terminated.describe()).typed_search_attributes.get(REIN_STATUS) == "waiting_approval"
+
+
+async def _status_is(ops: ReinClient, run_id: str, status: str) -> bool:
+    return (await ops.status(run_id)).status == status

@@ -197,10 +197,18 @@ async def test_codec_server_decodes_for_the_ui(server, worker, tmp_path):
         proc.wait(timeout=10)
 
 
-async def test_rein_converter_keeps_a_client_codec():
+async def test_rein_keeps_a_client_codec(server):
+    """A user's own encrypting Client keeps its codec when rein's client and converter take it over."""
+    from temporalio.converter import DataConverter
+
+    from rein.client import ReinClient
     from rein.temporal.converter import rein_data_converter
 
     codec = AesGcmCodec(parse_keys(KEY))
     mine = dataclasses.replace(pydantic_data_converter, payload_codec=codec)
     assert rein_data_converter(mine).payload_codec is codec
-    assert isinstance(Client, type)
+    plain = await Client.connect(server.client.service_client.config.target_host,
+                                 data_converter=DataConverter(payload_codec=codec))
+    converter = ReinClient(plain).client.data_converter
+    assert converter.payload_codec is codec
+    assert converter.payload_converter_class is pydantic_data_converter.payload_converter_class

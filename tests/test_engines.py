@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 import rein
+from rein.client import RunFailed
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, RunResult, Session, StreamChunk, ToolCall, Usage
 
 # --------------------------------------------------------------------------- helpers
@@ -409,10 +410,13 @@ async def test_temporal_astream_text_matches_the_answer_when_a_streamed_attempt_
     assert "".join(c.text for c in chunks if c.type == "text") == "abc"
 
 
-def test_temporal_fatal_provider_error_raises():
+def test_temporal_fatal_provider_error_raises_run_failed_with_the_providers_error():
+    """The exception object stays in the worker (maybe another process); its type and message reach the caller."""
     agent = Agent(provider=MockProvider([AuthFailed("bad key")]), engine="temporal")
-    with pytest.raises(AuthFailed, match="bad key"):
+    with pytest.raises(RunFailed, match="bad key") as info:
         agent.run("go")
+    assert info.value.error_type == "AuthFailed"
+    assert "AuthFailed: bad key" in info.value.message
 
 
 def test_temporal_retryable_error_interrupts_after_retries_and_resume_retries():

@@ -196,6 +196,16 @@ async def test_stdio_server_dying_mid_call_is_an_error_result_and_the_next_call_
     assert failed == []
 
 
+async def test_a_call_that_never_returns_times_out_into_an_error_result(env, ids):
+    script = [[call("1", "sleep", seconds=3600)], [call("2", "add", a=1, b=1)], "ok"]
+    agent = Agent(provider=MockProvider(script), mcp_servers=[stdio(timeout_s=3)], name="mcp-hang")
+    result, _ = await run(env, ids, agent)
+    hung, added = tool_messages(result)
+    assert "MCP server" in hung and "sleep" in hung
+    assert added == "2"
+    assert result["output"] == "ok"
+
+
 async def test_server_retries_are_temporal_retries_of_the_tool_activity(env, ids):
     agent = Agent(provider=MockProvider([[call("1", "die")], "ok"]), mcp_servers=[stdio(retries=1)], name="mcp-retry")
     result, events = await run(env, ids, agent)
@@ -243,7 +253,7 @@ async def test_a_server_down_at_start_leaves_its_tools_out(env, ids):
         return x
 
     provider = RecordingProvider([[call("1", "add", a=1, b=1)], "fine"])
-    down = MCPServerHTTP(f"http://127.0.0.1:{free_port()}/mcp", timeout_s=5)
+    down = MCPServerHTTP(f"http://127.0.0.1:{free_port()}/mcp", connect_timeout_s=5)
     agent = Agent(provider=provider, tools=[local], mcp_servers=[down], name="mcp-down")
     result, _ = await run(env, ids, agent)
     assert result["output"] == "fine"
@@ -261,7 +271,7 @@ async def test_a_server_that_never_answers_is_left_out_after_its_timeout(env, id
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         provider = RecordingProvider(["fine"])
-        hung = MCPServerHTTP(f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", timeout_s=2)
+        hung = MCPServerHTTP(f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", connect_timeout_s=2)
         agent = Agent(provider=provider, tools=[local], mcp_servers=[hung], name="mcp-hung")
         result, _ = await run(env, ids, agent)
     assert result["output"] == "fine"

@@ -15,6 +15,8 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+import rein
+import rein.contract
 from rein import Agent, MockProvider, RunResult, ToolCall
 from rein.server import start_dev_server
 from rein.temporal import ReinPlugin
@@ -170,3 +172,61 @@ def test_user_project_with_its_own_workflows_package(tmp_path: Path, dev_server)
     assert report["out"]["output"] == "The sum is 5."
     assert report["out"]["status"] == "done"
     assert report["out"]["child"].startswith(f"{queue}-triage/adder-")
+
+
+# --------------------------------------------------------------------------- an agent as another agent's tool
+
+
+async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_the_parent():
+    from temporalio.common import SearchAttributeKey
+
+    from rein import LoopConfig
+    from rein.client import ReinClient
+    from rein.testing import start_local
+
+    looked_up: list[str] = []
+
+    def lookup(topic: str) -> str:
+        """Look a topic up."""
+        looked_up.append(topic)
+        return f"{topic} purr"
+
+    researcher = Agent(
+        provider=MockProvider([[ToolCall(id="l1", name="lookup", arguments={"topic": "cats"})], "Cats purr."]),
+        tools=[lookup],
+        name="researcher",
+        config=LoopConfig(permission="ask"),
+    )
+    boss = Agent(
+        provider=MockProvider([[ToolCall(id="r1", name="researcher", arguments={"prompt": "Find out about cats"})],
+                               "The researcher says: cats purr."]),
+        tools=[researcher],
+        name="boss",
+    )
+    env = await start_local()
+    try:
+        tq = f"boss-{uuid.uuid4().hex[:6]}"
+        async with rein.create_worker(env.client, agents=[boss], task_queue=tq):  # serves researcher too
+            runs = ReinClient(env.client, task_queue=tq)
+            handle = await runs.start("boss", "Tell me about cats")
+            paused = await runs.wait(handle.id)
+            # The parent run shows the child's interrupt and pending call.
+            assert paused.status == "interrupted" and paused.interrupt.type == "need_approval"
+            assert paused.interrupt.tool_call.name == "lookup"
+            view = await runs.status(handle.id)
+            assert view.status == "waiting_approval" and [c.id for c in view.pending_tool_calls] == ["l1"]
+            assert (await handle.describe()).typed_search_attributes.get(
+                SearchAttributeKey.for_keyword("ReinStatus")) == "waiting_approval"
+            assert looked_up == []
+
+            await runs.approve(handle.id, approver="alice")  # sent to the parent, decided in the child
+            result = await runs.wait(handle.id, rein.contract.WaitRequest(after_pause=view.pause))
+            child = await env.client.get_workflow_handle(f"{handle.id}/r1").result()
+    finally:
+        await env.shutdown()
+    assert result.status == "done" and result.output == "The researcher says: cats purr."
+    assert looked_up == ["cats"]
+    tool_results = [m.content for m in result.session.messages if m.role == "tool"]
+    assert tool_results == ["Cats purr."]
+    assert child["output"] == "Cats purr."
+    assert child["session"]["decisions"][0]["approver"] == "alice"

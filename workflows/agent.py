@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from temporalio import workflow
 from temporalio.workflow import HandlerUnfinishedPolicy
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
@@ -33,7 +34,9 @@ with workflow.unsafe.imports_passed_through():
         MAX_SECONDS,
         RETRY_UPDATE,
         DESCRIBE_AGENT,
+        CHILD_SIGNAL,
         RUN_TOOL,
+        STREAM_SIGNAL,
         WAIT_UPDATE,
         WAITING_STATUS,
         WORKFLOW_TYPE,
@@ -51,7 +54,8 @@ with workflow.unsafe.imports_passed_through():
         WaitRequest,
         apply_overrides,
     )
-    from rein.ir import Completion, ToolCall, ToolResult
+    from rein.events import TOPIC, StreamEvent
+    from rein.ir import Completion, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt, RunResult, Step
     from rein.session import Session
     from rein.summaries import details_for, model_summary, tool_summary
@@ -71,8 +75,12 @@ PATCH_FAILED_STATUS = "rein-failed-status"
 publish ReinStatus=failed (one extra local activity on that path only)."""
 PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
 """Since this patch, `cancel` interrupts in-flight activities instead of waiting for them."""
+PATCH_NATIVE_CANCEL = "rein-native-cancel"
+"""Since this patch, Temporal cancellation of the workflow ends the run like the `cancel` signal."""
 """Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
 TOOL_TIMEOUT = timedelta(minutes=5)
+STREAM_KEEP_ON_CONTINUE = 100
+"""Stream items handed to the next run on continue-as-new; older ones are truncated."""
 MAX_PARKED_WAITS = 6
 """`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
 (10 per run) always leaves room for new waits and for the decision updates."""
@@ -86,7 +94,20 @@ class Misfit(ValueError):
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class AgentWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, *args: Any) -> None:
+        # The run's stream (temporalio.contrib.workflow_streams): text, steps, interrupts, events.
+        self.stream = WorkflowStream(_prior_stream_state(args))
+        self.stream_topic = self.stream.topic(TOPIC)
+        self.streaming = False
+        """Model calls publish text live (the input's `stream`, or a reader's STREAM_SIGNAL)."""
+        self.model_calls = 0
+        self.parent_call: str | None = None
+        """This run is an agent-as-tool call of a parent run: the parent's tool call id."""
+        self.children: dict[str, str] = {}
+        """Agent-as-tool calls running as child runs: tool call id -> child workflow id."""
+        self.child_wait: tuple[str, RunStatusView] | None = None
+        """A child run waiting for a person: (its workflow id, its status). The parent shows it."""
         self.session = Session()
         self.steps: list[Step] = []
         self.status: RunStatus = "running"
@@ -107,6 +128,7 @@ class AgentWorkflow:
         self.details = ""
         self.throttle_counters = False
         self.prompt_cancel = False
+        self.native_cancel = False
         self.prompt = ""
         self.last_ignored = ""
         self.cannot_continue_as_new = False
@@ -163,8 +185,10 @@ class AgentWorkflow:
                     summary="search attributes for the failed status",
                 )
             self._publish()
+            self._emit(StreamChunk(type="done", finish_reason="failed", usage=self.session.usage))
         except Exception:
             workflow.logger.exception("could not publish the failed status")
+        self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _run(self, *args: Any) -> dict[str, Any]:
@@ -176,21 +200,23 @@ class AgentWorkflow:
                 non_retryable=True,
             )
         raw_input = args[0]
+        if isinstance(raw_input, dict) and raw_input.get("carry") is not None and workflow.info().continued_run_id is None:
+            raise ApplicationError(
+                "Invalid AgentWorkflow input: 'carry' is rein's own continue-as-new state; a client may not send it",
+                type="InvalidInput",
+                non_retryable=True,
+            )
         # Read the clock and patches before the local activity: a local activity may resolve in a
         # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
         self.throttle_counters = workflow.patched(PATCH_THROTTLED_COUNTERS)
         self.prompt_cancel = workflow.patched(PATCH_PROMPT_CANCEL)
+        self.native_cancel = workflow.patched(PATCH_NATIVE_CANCEL)
         request = self._parse_input(raw_input)
+        self.streaming = self.streaming or request.stream
+        self.parent_call = request.parent_call if workflow.info().parent is not None else None
         self.agent_key = request.agent
-        self.agent = await workflow.execute_local_activity(
-            DESCRIBE_AGENT,
-            DescribeInput(agent=request.agent),
-            result_type=AgentDescription,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
-            summary=f"describe agent {request.agent}",
-        )
+        self.agent = await self._describe(request.agent)
         config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
@@ -246,8 +272,47 @@ class AgentWorkflow:
         self.pause += 1
         self.ended = True
         self._publish()
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
+        self.stream.detach_pollers()  # stream readers drain the rest once the run has closed
+        await self._settle()
         return self.final.model_dump(mode="json")
+
+    async def _describe(self, agent: str) -> AgentDescription:
+        def describe() -> Awaitable[AgentDescription]:
+            return workflow.execute_local_activity(
+                DESCRIBE_AGENT,
+                DescribeInput(agent=agent),
+                result_type=AgentDescription,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
+                summary=f"describe agent {agent}",
+            )
+
+        try:
+            return await describe()
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+            return await describe()  # the loop then ends the run as cancelled, with the agent known
+
+    def _cancelled_natively(self) -> bool:
+        """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as
+        asyncio.CancelledError: treat it as the `cancel` signal. False: re-raise (runs before the patch)."""
+        requested = workflow.cancellation_reason()  # None for cache eviction and inner cancels
+        if not self.native_cancel or requested is None:
+            return False
+        if self.cancel_reason is None:
+            self.cancel_reason = requested or "workflow cancellation requested"
+        return True
+
+    async def _settle(self) -> None:
+        """Let signal and update handlers finish before the run returns."""
+        try:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+            await workflow.wait_condition(workflow.all_handlers_finished)
 
     def _history_is_long(self, request: AgentInput) -> bool:
         if self.cannot_continue_as_new:
@@ -267,7 +332,13 @@ class AgentWorkflow:
             sent_messages=self.sent_messages,
             conversation=self.conversation,
         )
-        successor = request.model_copy(update={"prompt": None, "session": self.session, "carry": carry})
+        stream_state = self.stream.get_state()
+        stream_state.base_offset += max(0, len(stream_state.log) - STREAM_KEEP_ON_CONTINUE)
+        stream_state.log = stream_state.log[-STREAM_KEEP_ON_CONTINUE:]
+        successor = request.model_copy(
+            update={"prompt": None, "session": self.session, "carry": carry, "stream": self.streaming,
+                    "stream_state": stream_state}
+        )
         if len(successor.model_dump_json()) > CONTINUE_AS_NEW_MAX_BYTES:
             # Temporal rejects a larger input and the run would be stuck: keep this history.
             workflow.logger.warning("Session too large to continue as new; the run keeps its history")
@@ -317,6 +388,9 @@ class AgentWorkflow:
         assert self.agent is not None
         info = workflow.info()
         began = workflow.time()
+        self.model_calls += 1
+        source = f"{info.run_id}/{self.model_calls}"
+        live = self.streaming
         try:
             completion = await self._unless_cancelled(workflow.execute_activity(
                 CALL_MODEL,
@@ -328,7 +402,8 @@ class AgentWorkflow:
                     total=len(self.session.messages),
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
-                    stream=True,
+                    stream=live,
+                    stream_source=source,
                     conversation=self.conversation,
                 ),
                 result_type=Completion,
@@ -346,6 +421,11 @@ class AgentWorkflow:
             return self._model_call_failed(err)
         if completion is None:  # cancelled while the model was answering
             return None
+        if not live:  # the activity did not publish the answer as it came: publish it whole
+            if completion.message.content:
+                self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
+            if completion.message.tool_calls:
+                self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
         self.sent_messages = len(self.session.messages)
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
@@ -372,6 +452,8 @@ class AgentWorkflow:
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         assert self.agent is not None
         info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
+        if info is not None and info.agent:
+            return await self._run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
         try:
@@ -399,12 +481,97 @@ class AgentWorkflow:
                 is_error=True,
             )
 
+    async def _run_child(self, call: ToolCall, agent: str) -> ToolResult:
+        """An agent used as a tool: its run is a child workflow; its answer is the tool result."""
+        prompt = call.arguments.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return ToolResult(tool_call_id=call.id, content=f"Agent tool '{call.name}' needs a 'prompt' string.", is_error=True)
+        child_id = f"{workflow.info().workflow_id}/{call.id}"
+        self.children[call.id] = child_id
+        try:
+            result = await workflow.execute_child_workflow(
+                WORKFLOW_TYPE,
+                AgentInput(agent=agent, prompt=prompt, stream=self.streaming, parent_call=call.id).model_dump(
+                    mode="json", exclude_defaults=True
+                ),
+                id=child_id,
+                static_summary=f"agent {agent} (tool call {call.id})",
+            )
+        except ChildWorkflowError as err:
+            cause = err.cause
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            return ToolResult(tool_call_id=call.id, content=f"Agent '{agent}' failed: {detail}", is_error=True)
+        finally:
+            self.children.pop(call.id, None)
+            if self.child_wait is not None and self.child_wait[0] == child_id:
+                self._child_goes_on()
+        stop = result.get("stop_reason") if isinstance(result, dict) else None
+        output = result.get("output") if isinstance(result, dict) else None
+        return ToolResult(
+            tool_call_id=call.id,
+            content=str(output or f"(agent '{agent}' ended: {stop})"),
+            is_error=stop not in ("done", None),
+        )
+
+    @workflow.signal(name=CHILD_SIGNAL, description='From an agent-as-tool child run: {"call_id", "status"}')
+    def child_status(self, payload: Any = None) -> None:
+        try:
+            call_id = payload["call_id"]
+            view = RunStatusView.model_validate(payload["status"])
+        except (KeyError, TypeError, ValidationError):
+            self._ignore(CHILD_SIGNAL, "malformed child status")
+            return
+        child_id = self.children.get(call_id)
+        if child_id is None:
+            self._ignore(CHILD_SIGNAL, f"no child run for tool call {call_id!r}")
+            return
+        if view.status in ("waiting_approval", "waiting_input", "waiting_retry") and view.interrupt is not None:
+            self.child_wait = (child_id, view)
+            self.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
+            self._publish()
+            self._emit(StreamChunk(
+                type="interrupt", name=view.interrupt.type, data=view.interrupt.model_dump(mode="json"),
+                finish_reason="interrupted", usage=self.session.usage,
+            ))
+        elif self.child_wait is not None and self.child_wait[0] == child_id:
+            self._child_goes_on()
+
+    def _child_goes_on(self) -> None:
+        self.child_wait = None
+        self._publish()
+
+    def _for_child(self, name: str, payload: BaseModel) -> Any:
+        """A decision sent to this run while its child waits: passed on to the child, unchanged."""
+        assert self.child_wait is not None
+        child = workflow.get_external_workflow_handle(self.child_wait[0])
+        asyncio.ensure_future(child.signal(name, payload.model_dump(mode="json")))
+        return [c.id for c in self.child_wait[1].pending_tool_calls]
+
+    async def _tell_parent(self) -> None:
+        """An agent-as-tool child run tells its parent run that it waits, or goes on."""
+        parent = workflow.info().parent
+        if self.parent_call is None or parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id).signal(
+                CHILD_SIGNAL, {"call_id": self.parent_call, "status": self._status_view().model_dump(mode="json")}
+            )
+        except (ApplicationError, FailureError) as err:  # the parent has ended: nothing to tell
+            workflow.logger.warning("could not tell the parent run: %s", err)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+
     async def _unless_cancelled(self, work: Awaitable[T]) -> T | None:
         """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too)."""
         if not self.prompt_cancel:
             return await work
         task = asyncio.ensure_future(work)
-        await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+        try:
+            await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
         if task.done():
             return task.result()
         task.cancel()
@@ -418,6 +585,11 @@ class AgentWorkflow:
         for step in steps:
             step.index = len(self.steps)
             self.steps.append(step)
+            self._emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
+
+    def _emit(self, chunk: StreamChunk, source: str = "") -> None:
+        """Append to the run's stream (in memory: no command; in history only once a reader polls it)."""
+        self.stream_topic.publish(StreamEvent(chunk=chunk, source=source).to_json())
 
     # ------------------------------------------------------------ waiting for people
 
@@ -428,7 +600,12 @@ class AgentWorkflow:
         self.session.stop_reason = "interrupted"
         self.pause += 1
         self._publish()
+        self._emit(StreamChunk(
+            type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
+            finish_reason="interrupted", usage=self.session.usage,
+        ))
         self.woken = False
+        await self._tell_parent()
         timeout = _seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         try:
             await workflow.wait_condition(
@@ -438,9 +615,13 @@ class AgentWorkflow:
             )
         except asyncio.TimeoutError:
             self._time_out(interrupt, timeout.total_seconds() if timeout else 0)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
         self.session.stop_reason = None
         self.interrupt = None
         self.status = "running"
+        await self._tell_parent()
 
     def _time_out(self, interrupt: Interrupt, timeout_s: float) -> None:
         reason = f"no decision within {timeout_s:g} seconds"
@@ -484,6 +665,8 @@ class AgentWorkflow:
 
     def _check_decision(self, args: Sequence[Any]) -> DecisionSignal:
         decision = self._payload(DecisionSignal, args)
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_approval":
+            return decision  # for the child run (see _for_child); the child checks it
         if self.status != "waiting_approval":
             raise Misfit(f"the run is {self.status}, not waiting for approval")
         self._check_approver(decision.approver)
@@ -496,6 +679,8 @@ class AgentWorkflow:
         return decision
 
     def _decide(self, decision: DecisionSignal, approved: bool) -> list[str]:
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_approval":
+            return self._for_child("approve" if approved else "deny", decision)
         decided = machine.decide(
             self.session, approved, decision.tool_call_id, decision.approver, decision.reason, self.input_tools
         )
@@ -506,12 +691,17 @@ class AgentWorkflow:
 
     def _check_answer(self, args: Sequence[Any]) -> AnswerSignal:
         answer = self._payload(AnswerSignal, args)
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_input":
+            return answer
         if self.status != "waiting_input":
             raise Misfit(f"the run is {self.status}, not waiting for input")
         self._check_approver(answer.approver)
         return answer
 
     def _answer(self, answer: AnswerSignal) -> str:
+        if self.child_wait is not None and self.child_wait[1].status == "waiting_input":
+            self._for_child("answer", answer)
+            return "forwarded"
         used = machine.answer(self.session, answer.text, answer.approver, self.input_tools)
         self.woken = True
         return used
@@ -549,6 +739,10 @@ class AgentWorkflow:
     @workflow.signal(name="retry", description="Retry the model call after an error interrupt")
     def retry(self, *args: Any) -> None:
         self._signal("retry", self._check_retry, self._retry, args)
+
+    @workflow.signal(name=STREAM_SIGNAL, description="rein's stream readers: model calls publish their text live")
+    def stream_on(self, *args: Any) -> None:
+        self.streaming = True
 
     @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
     def cancel(self, *args: Any) -> None:
@@ -640,21 +834,23 @@ class AgentWorkflow:
     # ------------------------------------------------------------ views
 
     def _status_view(self) -> RunStatusView:
+        child = self.child_wait[1] if self.child_wait is not None else None
         return RunStatusView(
-            status=self.status,
+            status=child.status if child else self.status,
             stage=self.session.stage.value,
             iteration=self.session.iteration,
             usage=self.session.usage,
-            interrupt=self.interrupt,
-            pending_tool_calls=self.session.pending_tool_calls,
-            stop_reason=self.session.stop_reason,
+            interrupt=child.interrupt if child else self.interrupt,
+            pending_tool_calls=child.pending_tool_calls if child else self.session.pending_tool_calls,
+            stop_reason="interrupted" if child else self.session.stop_reason,
             pause=self.pause,
             ignored_signals=self.ignored_signals,
         )
 
     def _snapshot(self, steps_from: int) -> RunResult:
         steps = [s.model_copy(update={"index": i}) for i, s in enumerate(self.steps[steps_from:])]
-        interrupted = self.interrupt is not None
+        interrupt = self.child_wait[1].interrupt if self.child_wait is not None else self.interrupt
+        interrupted = interrupt is not None
         return RunResult(
             status="interrupted" if interrupted else "done",
             output=machine.run_output(self.session),
@@ -664,7 +860,7 @@ class AgentWorkflow:
             elapsed_s=self.active_s,
             stop_reason="interrupted" if interrupted else (self.session.stop_reason or "done"),
             steps=steps,
-            interrupt=self.interrupt,
+            interrupt=interrupt,
             run_id=workflow.info().workflow_id,
         )
 
@@ -707,6 +903,19 @@ class AgentWorkflow:
 def _seconds(value: float) -> timedelta:
     """A duration Temporal can hold; an absurd configured value is capped, not a crash."""
     return timedelta(seconds=min(max(float(value), 0.001), MAX_SECONDS))
+
+
+def _prior_stream_state(args: Sequence[Any]) -> Any:
+    """The stream a continued run hands over in its input, or None (never fails: `run` checks the input)."""
+    raw = args[0] if len(args) == 1 else None
+    if isinstance(raw, BaseModel):
+        return getattr(raw, "stream_state", None)
+    if not isinstance(raw, dict) or not raw.get("stream_state"):
+        return None
+    try:
+        return AgentInput.model_validate(raw).stream_state
+    except (ValidationError, ValueError, TypeError):
+        return None
 
 
 def _short_error(exc: Exception) -> str:

@@ -92,7 +92,7 @@ async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, el
                     new_messages=[],
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
-                    stream=True,
+                    stream=wf.streaming,
                     step=request,
                 ),
                 result_type=StepOutcome,

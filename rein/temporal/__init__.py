@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "ReinPlugin": "rein.temporal.plugin",
+    "publish_event": "rein.temporal.streaming",
     "run_agent": "rein.temporal.child",
     "start_agent": "rein.temporal.child",
 }
@@ -30,3 +31,4 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from rein.temporal.child import run_agent, start_agent
     from rein.temporal.plugin import ReinPlugin
+    from rein.temporal.streaming import publish_event

@@ -12,12 +12,20 @@ the current code must still replay (via workflow.patched).
   v1: before the rein-throttled-counters patch
   v2: with it
   v3: with the rein-prompt-cancel patch
+  v4: with the rein-native-cancel patch
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
   v1: the first durable middleware and compaction
 
     .venv/bin/python tests/histories/make_histories.py extensions   # only that one
+
+agent_cancel_v<N>.json: the approval agent waits for approval and the workflow is cancelled
+the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
+  v1: before the rein-native-cancel patch (the workflow ended CANCELED)
+  v2: with it (the run ends with stop_reason `cancelled` and completes with its result)
+
+    .venv/bin/python tests/histories/make_histories.py cancel
 
 agent_failed_v<N>.json: a run for an agent no worker serves; it fails at once.
   v1: with the rein-failed-status patch (ReinStatus=failed published before it closes)
@@ -36,8 +44,9 @@ from rein.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v3.json"
+CURRENT = "agent_approval_v4.json"
 EXTENSIONS = "agent_extensions_v1.json"
+CANCEL = "agent_cancel_v2.json"
 FAILED = "agent_failed_v1.json"
 
 
@@ -139,6 +148,22 @@ async def record_extensions(env) -> None:  # noqa: ANN001
     write(EXTENSIONS, history)
 
 
+async def record_cancel(env) -> None:  # noqa: ANN001
+    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories-cancel"):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "history-agent", "prompt": "What is 1 + 2?"},
+            id="agent-cancel",
+            task_queue="histories-cancel",
+        )
+        await wait_for(handle, "waiting_approval")
+        await handle.cancel()
+        result = await handle.result()
+        assert result["stop_reason"] == "cancelled", result
+        history = await handle.fetch_history()
+    write(CANCEL, history)
+
+
 async def record_failed(env) -> None:  # noqa: ANN001
     from temporalio.client import WorkflowFailureError
 
@@ -168,6 +193,8 @@ async def main(which: list[str]) -> None:
             await record_approval(env)
         if not which or "extensions" in which:
             await record_extensions(env)
+        if not which or "cancel" in which:
+            await record_cancel(env)
         if not which or "failed" in which:
             await record_failed(env)
     finally:
