@@ -456,7 +456,7 @@ def _supervise(home: Path, timeout_s: float) -> int:
     if server is None:
         return 1
     state = {
-        "pid": os.getpid(), "server_pid": server.process.pid, "address": server.address,
+        "pid": os.getpid(), "server_pid": server.process.pid, "address": server.address, "ui": server.ui_url,
         "db": str(home / _DB), "log": str(home / _LOG), "idle_s": idle_s, "ready": True,
         "started_at": time.time(),
     }
@@ -492,7 +492,11 @@ def _supervise(home: Path, timeout_s: float) -> int:
 def _launch(home: Path, deadline: float) -> DevServer | None:
     """One start-dev on a free port, healthy before `deadline` (else stopped: None)."""
     try:
+        # With the web UI (same process, little cost): `rein server` prints its URL. REIN_SERVER_PORT
+        # and REIN_UI_PORT (set by `rein server --port/--ui-port`) fix the ports; default: free ones.
         server = start_dev_server(
+            port=int(os.environ.get("REIN_SERVER_PORT") or 0) or None,
+            ui=True, ui_port=int(os.environ.get("REIN_UI_PORT") or 0) or None,
             db_filename=str(home / _DB), wait_s=max(deadline - time.monotonic(), 0.01),
             log_path=home / _LOG, preexec_fn=_die_with_parent,
         )
