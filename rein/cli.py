@@ -527,7 +527,7 @@ def run(
     prompt: Annotated[str, typer.Argument(help="What to ask.", show_default=False)],
     auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve every tool call without asking.")] = False,
 ) -> None:
-    """Run an agent in this process, printing its steps at each pause and asking here when it needs a person.
+    """Run an agent in this process, streaming the answer and each step live; asks here when it needs a person.
 
     Without a terminal and without --auto-approve it stops at the first question with a hint:
     the run waits (durably) for `rein approve` / `rein answer` / `rein retry`.
@@ -575,14 +575,91 @@ def run(
                     return result
                 result = await target.aresume(result.session)
 
+    async def go_durable() -> Any:
+        """The run's stream, live: text as the model writes it, each step as it is recorded."""
+        from rein import engine
+        from rein.client import ReinClient
+
+        eng = await engine.engine()
+        key = eng.register(target)
+        run_id = engine.new_workflow_id(target)
+        client = ReinClient(eng.client)  # lives on the engine's loop: every call goes through eng.submit
+        await eng.submit(eng.begin(key, run_id, prompt, None, stream=True))
+        caller = asyncio.get_running_loop()
+        seen, answer, open_line = 0, "", False
+        while True:
+            queue: asyncio.Queue[Any] = asyncio.Queue()
+
+            async def pump(skip: int) -> None:  # on the engine loop; the stream replays from its start
+                try:
+                    count = 0
+                    async for chunk in client.stream(run_id):
+                        count += 1
+                        if count > skip:
+                            caller.call_soon_threadsafe(queue.put_nowait, chunk)
+                            if chunk.type in ("interrupt", "done"):
+                                break
+                finally:
+                    caller.call_soon_threadsafe(queue.put_nowait, None)
+
+            pumping = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(pump(seen), eng.loop))
+            last = None
+            while (chunk := await queue.get()) is not None:
+                seen += 1
+                last = chunk
+                if chunk.type == "text":
+                    console.print(escape(chunk.text), end="")
+                    answer, open_line = answer + chunk.text, True
+                elif chunk.type == "step":
+                    if open_line:
+                        console.print()
+                        open_line = False
+                    if chunk.name == "tool":
+                        answer = ""  # the answer is what the model writes after the last tool
+                    _render_chunk(console, err, chunk)
+            await pumping
+            if last is None or last.type == "done":
+                result = await eng.submit(client.wait(run_id))
+                if open_line:
+                    console.print()
+                if answer.strip() != (result.output or "").strip():  # not streamed (or not all of it)
+                    console.print(escape(result.output or ""))
+                return result
+            view = await eng.submit(client.status(run_id))
+            itr = view.interrupt
+            if itr is None:
+                continue
+            detail = RunDetail(id=run_id, agent=target.name, status=view.status, summary=None,
+                               started=datetime.now(timezone.utc), closed=None, iteration=view.iteration,
+                               usage=view.usage, interrupt=itr, pending_tool_calls=view.pending_tool_calls)
+            if itr.type == "need_approval" and auto_approve:
+                for call in view.pending_tool_calls:
+                    err.print(f"[dim]auto-approved[/] {escape(_call_line(call))}")
+                await eng.submit(client.approve(run_id, None, "rein run --auto-approve"))
+            elif not interactive:
+                _render_interrupt(err, run_id, detail)
+                raise CliError(_stop_hint(detail, agent), EXIT_NEEDS_PERSON)
+            elif itr.type == "need_approval":
+                decide = client.approve if _ask_approval(err, view.pending_tool_calls) else client.deny
+                await eng.submit(decide(run_id))
+            elif itr.type == "need_input":
+                await eng.submit(client.answer(run_id, typer.prompt(itr.message or "Your answer")))
+            else:
+                err.print(f"[red]the model call failed:[/] {escape(itr.message)}")
+                if not typer.confirm("Retry?", default=True, err=True):
+                    raise CliError(_stop_hint(detail, agent), EXIT_NEEDS_PERSON)
+                await eng.submit(client.retry(run_id))
+
+    durable = target._engine() == "temporal"
     try:
-        result = asyncio.run(go())
+        result = asyncio.run(go_durable() if durable else go())
     except (CliError, KeyboardInterrupt):
         raise
     except Exception as exc:  # no key, a rejected key, a fatal model error: the run failed
         message, _ = _explain(exc)
         raise CliError(f"the run failed: {message}", EXIT_RUN_FAILED) from exc
-    console.print(escape(result.output or ""))
+    if not durable:
+        console.print(escape(result.output or ""))
     err.print(f"[dim]{result.stop_reason} · {result.usage.total_tokens} tokens · run {result.run_id or 'local'}[/]")
 
 
@@ -610,7 +687,8 @@ def _ask_approval(console: Console, calls: list[Any]) -> bool:
 
 
 def _stop_hint(result: Any, target: str) -> str:
-    run_id = result.run_id
+    run_id = getattr(result, "run_id", None) or getattr(result, "id", None)
+    run_id = None if run_id == "local" else run_id
     if not run_id:
         return "stopped: the run needs a person and there is no terminal; rerun with --auto-approve"
     quoted = shlex.quote(run_id)
