@@ -83,6 +83,8 @@ class Engine:
         except Exception:
             pass
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.client = None  # so rein.temporal.connection's exit hook can free the core (sdk-python#300)
 
     async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the engine's loop and await it from any other loop."""

@@ -265,11 +265,9 @@ def _take_lease(home: Path) -> None:
     if _lease is not None:
         release_embedded()
     fd = os.open(home / _CLIENTS, os.O_RDWR | os.O_CREAT, 0o600)
-    os.set_inheritable(fd, False)
     fcntl.flock(fd, fcntl.LOCK_SH)
-    if _lease is None and not getattr(_take_lease, "registered", False):
-        atexit.register(release_embedded)
-        _take_lease.registered = True  # type: ignore[attr-defined]
+    atexit.unregister(release_embedded)
+    atexit.register(release_embedded)  # once, however often the lease is taken
     _lease = (home, fd)
 
 
@@ -328,7 +326,8 @@ def _start_supervisor(home: Path, timeout_s: float) -> dict:
     """Start a supervisor and wait until it reports a healthy server; on failure kill it all."""
     leftover = _read_state(home)
     if leftover is not None:  # a supervisor that never became ready, or a stale file
-        _kill_group(leftover.get("pid"))
+        if leftover.get("pid") and _alive(leftover["pid"]):
+            _kill_group(leftover["pid"])
         (home / _STATE).unlink(missing_ok=True)
     open(home / _LOG, "wb").close()
     log = open(home / _LOG, "ab")
@@ -391,13 +390,14 @@ def _stop(home: Path) -> bool:
         deadline = time.monotonic() + 20
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-    _kill_group(pid)  # whatever is left of its group
+    if pid and (_alive(pid) or pid in _started):
+        _kill_group(pid)  # it did not stop in time: it and its server, at once
     server_pid = state.get("server_pid")
-    if server_pid:
-        try:
+    try:  # normally gone with its supervisor; never kill a recycled pid
+        if server_pid and str(home).encode() in Path(f"/proc/{server_pid}/cmdline").read_bytes():
             os.kill(server_pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    except (OSError, ProcessLookupError):
+        pass
     (home / _STATE).unlink(missing_ok=True)
     return was_running
 
@@ -456,7 +456,7 @@ def _supervise(home: Path, timeout_s: float) -> int:
     if server is None:
         return 1
     state = {
-        "pid": os.getpid(), "server_pid": server.process.pid, "address": server.address,
+        "pid": os.getpid(), "server_pid": server.process.pid, "address": server.address, "ui": server.ui_url,
         "db": str(home / _DB), "log": str(home / _LOG), "idle_s": idle_s, "ready": True,
         "started_at": time.time(),
     }
@@ -492,7 +492,11 @@ def _supervise(home: Path, timeout_s: float) -> int:
 def _launch(home: Path, deadline: float) -> DevServer | None:
     """One start-dev on a free port, healthy before `deadline` (else stopped: None)."""
     try:
+        # With the web UI (same process, little cost): `rein server` prints its URL. REIN_SERVER_PORT
+        # and REIN_UI_PORT (set by `rein server --port/--ui-port`) fix the ports; default: free ones.
         server = start_dev_server(
+            port=int(os.environ.get("REIN_SERVER_PORT") or 0) or None,
+            ui=True, ui_port=int(os.environ.get("REIN_UI_PORT") or 0) or None,
             db_filename=str(home / _DB), wait_s=max(deadline - time.monotonic(), 0.01),
             log_path=home / _LOG, preexec_fn=_die_with_parent,
         )

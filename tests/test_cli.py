@@ -1,10 +1,9 @@
-"""The `rein` command line.
+"""The `rein` command line, against a real dev server with an in-process worker.
 
-Remote commands (`start`, `status`, `waiting`, `approve`, `deny`, `answer`,
-`retry`, `cancel`, `result`) run in-process through `rein.cli.main(argv)` (in a
-thread, since each one calls `asyncio.run`) against a real dev server
-(`rein.testing.start_local()`) and an in-process worker on task queue "rein".
-`rein server` and `rein run` run as subprocesses, as a user runs them.
+Happy paths run in-process through `rein.cli.main(argv)` (in a thread: each command calls
+`asyncio.run`) with `--json`. Error paths, `rein run`, `rein server` and the exit-134 check
+run the real `rein` console script as a subprocess, as a user runs it: every error is one
+line on stderr, no traceback, and the documented exit code.
 """
 
 from __future__ import annotations
@@ -12,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
+import re
+import select
 import signal
 import socket
 import subprocess
@@ -19,6 +21,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,15 @@ from temporalio.client import Client
 
 import rein
 from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
-from rein.cli import main
+from rein.cli import (
+    EXIT_NEEDS_PERSON,
+    EXIT_NOT_FOUND,
+    EXIT_REJECTED,
+    EXIT_RUN_FAILED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    main,
+)
 from rein.client import ReinClient
 from rein.server import free_port
 from rein.testing import start_local
@@ -160,18 +171,27 @@ def address(env, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: ANN001
 
 
 class Cli:
-    """`rein ...` in this process; returns the JSON it printed."""
+    """`rein ... --json` in this process; returns the JSON it printed."""
 
     def __init__(self, address: str, capsys: pytest.CaptureFixture[str]):
         self.address = address
         self.capsys = capsys
 
-    async def __call__(self, *argv: str) -> Any:
+    async def run(self, *argv: str) -> tuple[int, str, str]:
         self.capsys.readouterr()
         code = await asyncio.to_thread(main, [*argv, "--address", self.address])
-        out = self.capsys.readouterr().out
-        assert code == 0, out
+        captured = self.capsys.readouterr()
+        return code, captured.out, captured.err
+
+    async def __call__(self, *argv: str) -> Any:
+        code, out, err = await self.run(*argv, "--json")
+        assert code == 0, err
         return json.loads(out)
+
+    async def text(self, *argv: str) -> str:
+        code, out, err = await self.run(*argv)
+        assert code == 0, err
+        return out
 
 
 @pytest.fixture
@@ -192,8 +212,7 @@ async def poll(check: Callable[[], Any], timeout: float, what: str, interval: fl
 
 async def start_and_wait(cli: Cli, agent: str, prompt: str, status: str) -> tuple[str, dict]:
     """`rein start`, then `rein status` until the run is in `status`."""
-    started = await cli("start", agent, prompt)
-    run_id = started["run_id"]
+    run_id = (await cli("start", agent, prompt))["run_id"]
 
     async def reached() -> dict | None:
         view = await cli("status", run_id)
@@ -202,14 +221,44 @@ async def start_and_wait(cli: Cli, agent: str, prompt: str, status: str) -> tupl
     return run_id, await poll(reached, 15, f"{run_id} to be {status}")
 
 
+async def listed(cli: Cli, run_id: str, *argv: str) -> dict:
+    """The run's row in `rein list ARGV --json` (visibility is eventually consistent)."""
+
+    async def row() -> dict | None:
+        return next((r for r in await cli("list", *argv) if r["run_id"] == run_id), None)
+
+    return await poll(row, 15, f"`rein list {' '.join(argv)}` to show {run_id}")
+
+
 async def session_of(env, run_id: str) -> rein.Session:  # noqa: ANN001
     return await ReinClient(env.client).session(run_id)
 
 
-# --------------------------------------------------------------------------- start, status, waiting, approve, result
+def rein_cli(*argv: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """The real `rein` console script."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS")}
+    environ.update(env)
+    return subprocess.run([REIN_BIN, *argv], cwd=str(ROOT), env=environ, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-async def test_start_status_waiting_approve_result(env, cli: Cli) -> None:  # noqa: ANN001
+def assert_one_line_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    """Exit `code`, nothing on stdout, exactly one line on stderr naming the problem, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout == "", proc.stdout
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("rein: "), lines
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- start, list, show, status, approve, result
+
+
+async def test_start_list_show_approve_result(env, cli: Cli) -> None:  # noqa: ANN001
     started = await cli("start", "cli-ops", "billing please")
     assert set(started) == {"run_id"}
     run_id = started["run_id"]
@@ -224,17 +273,25 @@ async def test_start_status_waiting_approve_result(env, cli: Cli) -> None:  # no
     assert view["pending_tool_calls"] == [{"id": "call-restart", "name": "restart", "arguments": {"service": "billing"}}]
     assert view["stage"] == "run_tools"
     assert view["iteration"] == 1
+    assert view["summary"] == "cli-ops: billing please"  # the static summary rein start sets
 
-    async def listed() -> list | None:
-        ids = await cli("waiting")
-        return ids if run_id in ids else None
+    row = await listed(cli, run_id, "--status", "waiting_approval")
+    assert row["agent"] == "cli-ops" and row["status"] == "waiting_approval"
+    assert row["waits_for"] == 'approval: restart(service="billing")'
+    assert row["iterations"] == 1 and row["tokens"] == 5
+    assert run_id not in [r["run_id"] for r in await cli("list", "--status", "waiting_input")]
+    assert run_id in [r["run_id"] for r in await cli("list", "--agent", "cli-ops")]
+    assert run_id not in [r["run_id"] for r in await cli("list", "--agent", "cli-human")]
 
-    assert run_id in await poll(listed, 15, "`rein waiting` to list the run")
-    assert run_id not in await cli("waiting", "--status", "waiting_input")
+    # the human views: the table and the pending call with its arguments and the commands to answer
+    table = await cli.text("list", "--status", "waiting_approval")
+    assert run_id in table and 'restart(service="billing")' in table
+    shown = await cli.text("show", run_id)
+    assert "waiting_approval" in shown and "tool calls: restart" in shown
+    assert '"service": "billing"' in shown and f"rein approve {run_id}" in shown
 
-    assert await cli("approve", run_id, "--approver", "alice", "--reason", "change ticket 42") == {
-        "signalled": "approve", "run_id": run_id,
-    }
+    out = await cli.text("approve", run_id, "--approver", "alice", "--reason", "change ticket 42")
+    assert out.strip() == f"approved call-restart in run {run_id}"
     result = await cli("result", run_id)
     assert result["status"] == "done"
     assert result["output"] == "Report: billing restarted"
@@ -242,74 +299,55 @@ async def test_start_status_waiting_approve_result(env, cli: Cli) -> None:  # no
     assert result["run_id"] == run_id
     assert "session" not in result
     assert [s["kind"] for s in result["steps"]] == ["model", "tool", "model"]
+    assert (await cli.text("result", run_id)).strip() == "Report: billing restarted"
 
     session = await session_of(env, run_id)
-    assert [d.model_dump() for d in session.decisions] == [
-        {"tool_call_id": "call-restart", "approved": True, "approver": "alice",
-         "reason": "change ticket 42", "answer": None}
+    assert [(d.tool_call_id, d.approved, d.approver, d.reason) for d in session.decisions] == [
+        ("call-restart", True, "alice", "change ticket 42")
     ]
     assert (await cli("status", run_id))["status"] == "done"
+    detail = await cli("show", run_id)
+    assert [(s["kind"], s["summary"]) for s in detail["steps"]] == [
+        ("model", "tool calls: restart"), ("tool", "restart → billing restarted"), ("model", "text reply"),
+    ] or [s["kind"] for s in detail["steps"]] == ["model", "tool", "model"]
+    assert (await listed(cli, run_id, "--status", "done"))["waits_for"] == ""
 
-    async def unlisted() -> bool:
-        return run_id not in await cli("waiting")
 
-    await poll(unlisted, 15, "the finished run to leave `rein waiting`")
-
-
-async def test_approve_one_call_by_id(env, cli: Cli) -> None:  # noqa: ANN001
+async def test_approve_one_call_by_id_and_a_bogus_id_is_rejected(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, _ = await start_and_wait(cli, "cli-ops", "search please", "waiting_approval")
-    # An unknown id is rejected to the caller (the `rein.approve` update's validator): exit 1, one line.
-    cli.capsys.readouterr()
-    code = await asyncio.to_thread(
-        main, ["approve", run_id, "--tool-call-id", "no-such-call", "--approver", "eve", "--address", cli.address]
-    )
-    err = cli.capsys.readouterr().err
-    assert code == 1
+    code, out, err = await cli.run("approve", run_id, "--tool-call-id", "no-such-call", "--approver", "eve")
+    assert code == EXIT_REJECTED and out == ""
     assert "no pending tool call with id 'no-such-call'" in err and err.count("\n") == 1
-    view = await cli("status", run_id)
-    assert view["status"] == "waiting_approval"
+    assert (await cli("status", run_id))["status"] == "waiting_approval"
     assert (await session_of(env, run_id)).decisions == []
 
-    await cli("approve", run_id, "--tool-call-id", "call-restart", "--approver", "dave")
-    result = await cli("result", run_id)
-    assert result["output"] == "Report: search restarted"
+    await cli.text("approve", run_id, "--tool-call-id", "call-restart", "--approver", "dave")
+    assert (await cli("result", run_id))["output"] == "Report: search restarted"
     decisions = (await session_of(env, run_id)).decisions
-    assert [(d.tool_call_id, d.approved, d.approver, d.reason) for d in decisions] == [
-        ("call-restart", True, "dave", "")
-    ]
+    assert [(d.tool_call_id, d.approved, d.approver) for d in decisions] == [("call-restart", True, "dave")]
 
 
 async def test_deny_with_approver_and_reason(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, _ = await start_and_wait(cli, "cli-ops", "payments please", "waiting_approval")
-    assert await cli("deny", run_id, "--approver", "bob", "--reason", "not during business hours") == {
-        "signalled": "deny", "run_id": run_id,
-    }
+    out = await cli.text("deny", run_id, "--approver", "bob", "--reason", "not during business hours")
+    assert out.strip() == f"denied call-restart in run {run_id}"
     result = await cli("result", run_id)
     assert result["status"] == "done"
-    # the model saw a denial naming the approver and the reason; the tool never ran
     assert result["output"].startswith("Report: Denied by bob")
     assert "not during business hours" in result["output"]
     assert "payments" not in restarted
-    tool_steps = [s for s in result["steps"] if s["kind"] == "tool"]
-    assert [s["is_error"] for s in tool_steps] == [True]
-    decisions = (await session_of(env, run_id)).decisions
-    assert [(d.approved, d.approver, d.reason) for d in decisions] == [(False, "bob", "not during business hours")]
+    assert [s["is_error"] for s in result["steps"] if s["kind"] == "tool"] == [True]
 
 
 async def test_answer(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, view = await start_and_wait(cli, "cli-human", "deploy the app", "waiting_input")
-    assert view["interrupt"]["type"] == "need_input"
-    assert view["interrupt"]["message"] == "Which region?"
+    assert view["interrupt"] == {"type": "need_input", "tool_call": view["interrupt"]["tool_call"],
+                                 "message": "Which region?"}
+    row = await listed(cli, run_id, "--status", "waiting_input")
+    assert row["waits_for"] == "input: Which region?"
 
-    async def listed() -> list | None:
-        ids = await cli("waiting", "--status", "waiting_input")
-        return ids if run_id in ids else None
-
-    await poll(listed, 15, "`rein waiting --status waiting_input` to list the run")
-
-    assert await cli("answer", run_id, "eu-west-1", "--approver", "carol") == {"signalled": "answer", "run_id": run_id}
-    result = await cli("result", run_id)
-    assert result["output"] == "Deploying to eu-west-1"
+    assert (await cli.text("answer", run_id, "eu-west-1", "--approver", "carol")).strip() == f"answered run {run_id}"
+    assert (await cli("result", run_id))["output"] == "Deploying to eu-west-1"
     decisions = (await session_of(env, run_id)).decisions
     assert [(d.tool_call_id, d.answer, d.approver) for d in decisions] == [("call-ask", "eu-west-1", "carol")]
 
@@ -319,91 +357,217 @@ async def test_retry_after_exhausted_model_attempts(env, cli: Cli) -> None:  # n
     run_id, view = await start_and_wait(cli, "cli-flaky", "flaky question", "waiting_retry")
     assert view["interrupt"]["type"] == "error"
     assert "503" in view["interrupt"]["message"]
-    assert flaky_model.calls - calls_before == 1  # model_attempts=1: no Temporal retry before the interrupt
+    assert "503" in (await listed(cli, run_id, "--status", "waiting_retry"))["waits_for"]
 
-    assert await cli("retry", run_id) == {"signalled": "retry", "run_id": run_id}
+    assert (await cli.text("retry", run_id)).strip() == f"retrying run {run_id}"
     result = await cli("result", run_id)
-    assert result["status"] == "done"
     assert result["output"] == "recovered after retry"
     assert flaky_model.calls - calls_before == 2
 
 
 async def test_cancel(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, _ = await start_and_wait(cli, "cli-ops", "ledger please", "waiting_approval")
-    assert await cli("cancel", run_id, "--reason", "wrong ticket") == {"signalled": "cancel", "run_id": run_id}
+    assert (await cli.text("cancel", run_id, "--reason", "wrong ticket")).strip() == f"cancelled run {run_id}"
     result = await cli("result", run_id)
     assert result["stop_reason"] == "cancelled"
-    assert "ledger restarted" not in json.dumps(result)
     assert "ledger" not in restarted
     assert (await cli("status", run_id))["status"] == "cancelled"
+    assert (await listed(cli, run_id, "--status", "cancelled"))["status"] == "cancelled"
 
 
-async def test_decision_commands_on_a_run_in_the_wrong_state_are_rejected(env, cli: Cli) -> None:  # noqa: ANN001
+async def test_watch_prints_steps_until_the_run_pauses(env, cli: Cli) -> None:  # noqa: ANN001
+    run_id = (await cli("start", "cli-ops", "watch please"))["run_id"]
+    code, out, err = await cli.run("watch", run_id)
+    assert code == 0, err
+    assert "tool calls: restart" in err  # the model step, live
+    assert "waiting_approval" in err and f"rein approve {run_id}" in err
+    await cli.text("approve", run_id)
+    code, out, err = await cli.run("watch", run_id)
+    assert code == 0, err
+    assert "done" in err and "Report: watch restarted" in err
+
+
+# --------------------------------------------------------------------------- error paths, through the real entry point
+
+
+def test_errors_are_one_line_with_exit_codes(env, address: str) -> None:  # noqa: ANN001
+    proc = rein_cli("status", "no-such-run", "--address", address)
+    assert_one_line_error(proc, EXIT_NOT_FOUND, "no run with id 'no-such-run'")
+    assert_one_line_error(rein_cli("approve", "no-such-run", "--address", address), EXIT_NOT_FOUND, "no-such-run")
+    assert_one_line_error(rein_cli("result", "no-such-run", "--address", address), EXIT_NOT_FOUND, "no-such-run")
+
+    closed = f"127.0.0.1:{free_port()}"  # a stale TEMPORAL_ADDRESS: nothing listens there
+    assert_one_line_error(rein_cli("list", TEMPORAL_ADDRESS=closed), EXIT_UNREACHABLE, closed, "connection refused")
+    assert_one_line_error(rein_cli("status", "x", "--address", closed), EXIT_UNREACHABLE, closed)
+
+    for target, needle in (("examples.calculator", "expected MODULE:ATTR"),
+                           ("examples.nowhere:agent", "no module named 'examples.nowhere'"),
+                           ("examples.calculator:nothing", "is not a rein.Agent")):
+        assert_one_line_error(rein_cli("run", target, "hi"), EXIT_USAGE, needle)
+        assert_one_line_error(rein_cli("worker", "--agent", target, "--address", address), EXIT_USAGE, needle)
+
+    debug = rein_cli("status", "no-such-run", "--address", address, "--debug")
+    assert debug.returncode == EXIT_NOT_FOUND and "Traceback" in debug.stderr
+
+
+async def test_rejected_decisions_are_one_line(env, cli: Cli, address: str) -> None:  # noqa: ANN001
     run_id, _ = await start_and_wait(cli, "cli-ops", "cache please", "waiting_approval")
-    for argv, why in ((["retry", run_id], "not waiting after an error"), (["answer", run_id, "hello"], "not waiting for input")):
-        cli.capsys.readouterr()
-        code = await asyncio.to_thread(main, [*argv, "--address", cli.address])
-        assert code == 1
-        assert why in cli.capsys.readouterr().err
+    for argv, why in ((["retry", run_id], "not waiting after an error"),
+                      (["answer", run_id, "hello"], "not waiting for input"),
+                      (["approve", run_id, "--tool-call-id", "bogus"], "no pending tool call with id 'bogus'")):
+        proc = await asyncio.to_thread(rein_cli, *argv, "--address", address)
+        assert_one_line_error(proc, EXIT_REJECTED, why)
     view = await cli("status", run_id)
     assert view["status"] == "waiting_approval" and view["ignored_signals"] == 0
-    await cli("approve", run_id)
+    await cli.text("approve", run_id)
     assert (await cli("result", run_id))["output"] == "Report: cache restarted"
+    proc = await asyncio.to_thread(rein_cli, "approve", run_id, "--address", address)  # a finished run
+    assert_one_line_error(proc, EXIT_REJECTED, run_id)
+
+
+async def test_a_run_of_an_unknown_agent_is_failed_everywhere(env, cli: Cli, address: str) -> None:  # noqa: ANN001
+    run_id = (await cli("start", "no-such-agent", "hello"))["run_id"]
+    proc = await asyncio.to_thread(rein_cli, "result", run_id, "--address", address)
+    assert_one_line_error(proc, EXIT_RUN_FAILED, f"run {run_id} failed", "Unknown agent 'no-such-agent'")
+    view = await cli("status", run_id)
+    assert view["status"] == "failed" and "Unknown agent" in view["error"]
+    assert view["summary"] == "no-such-agent: hello"
+
+    async def recorded() -> bool:  # the search attribute itself, as `temporal workflow list` sees it
+        ids = [w.id async for w in env.client.list_workflows(f'ReinStatus="failed" AND WorkflowId="{run_id}"')]
+        return ids == [run_id]
+
+    await poll(recorded, 15, "ReinStatus=failed")
+    assert (await listed(cli, run_id, "--status", "failed"))["status"] == "failed"
+
+
+async def test_status_reflects_a_terminated_run(env, cli: Cli, address: str) -> None:  # noqa: ANN001
+    run_id, _ = await start_and_wait(cli, "cli-ops", "terminate please", "waiting_approval")
+    await env.client.get_workflow_handle(run_id).terminate(reason="operator pulled the plug")
+    view = await cli("status", run_id)
+    assert view["status"] == "failed"  # not the stale ReinStatus=waiting_approval
+    assert "operator pulled the plug" in view["error"] or "terminated" in view["error"].lower()
+    assert (await listed(cli, run_id, "--status", "failed"))["status"] == "failed"
+    proc = await asyncio.to_thread(rein_cli, "result", run_id, "--address", address)
+    assert_one_line_error(proc, EXIT_RUN_FAILED, run_id)
+
+
+async def test_fifty_short_commands_exit_cleanly(env, cli: Cli, address: str) -> None:  # noqa: ANN001
+    """temporalio's shutdown race (sdk-python#300) used to abort ~15% of short calls with exit 134."""
+    run_id, _ = await start_and_wait(cli, "cli-ops", "fifty please", "waiting_approval")
+
+    def once(_: int) -> subprocess.CompletedProcess:
+        return rein_cli("status", run_id, "--json", "--address", address, timeout=60)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        procs = await asyncio.to_thread(lambda: list(pool.map(once, range(50))))
+    codes = [p.returncode for p in procs]
+    assert codes == [0] * 50, [(p.returncode, p.stderr[-300:]) for p in procs if p.returncode]
+    assert all(json.loads(p.stdout)["status"] == "waiting_approval" for p in procs)
+    assert not [p.stderr for p in procs if p.stderr]
+    await cli.text("cancel", run_id)
+
+
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    def help_of(*argv: str) -> str:
+        assert main([*argv, "--help"]) == 0, argv
+        return " ".join(capsys.readouterr().out.split())
+
+    for command in ("server", "worker", "start", "run", "list", "show", "status", "result", "approve", "deny",
+                    "answer", "retry", "cancel", "watch", "new", "codec-server"):
+        assert "Usage: rein " + command in help_of(command), command
+    assert "Usage: rein server status" in help_of("server", "status")
+    assert "Usage: rein server stop" in help_of("server", "stop")
+    for status in ("running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"):
+        assert status in help_of("list")
+    assert "--task-queue" not in help_of("status")
+    top = rein_cli("--help", timeout=60)  # and through the console script
+    assert top.returncode == 0 and "Exit codes" in top.stdout and "codec-server" in top.stdout
 
 
 # --------------------------------------------------------------------------- rein run (subprocess)
 
 
-def _run_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TEMPORAL_ADDRESS", "REIN_MODEL", "REIN_TASK_QUEUE")}
-    env.update(extra)
-    return env
-
-
 def test_rein_run_local_auto_approve() -> None:
-    proc = subprocess.run(
-        [REIN_BIN, "run", "examples.calculator:agent", "What is 2 + 3?", "--no-input", "--auto-approve"],
-        cwd=str(ROOT), env=_run_env(REIN_ENGINE="local"), capture_output=True, text=True, timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = rein_cli("run", "examples.calculator:agent", "What is 2 + 3?", "--auto-approve", REIN_ENGINE="local")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "The answer is 5."
+    assert "auto-approved add(a=2.0, b=3.0)" in proc.stderr
+    assert "tool calls: add" in proc.stderr and "add → 5" in proc.stderr  # the steps, as they happen
     assert "run local" in proc.stderr
 
 
-def test_rein_run_local_without_auto_approve_denies() -> None:
-    proc = subprocess.run(
-        [REIN_BIN, "run", "examples.calculator:agent", "What is 2 + 3?", "--no-input"],
-        cwd=str(ROOT), env=_run_env(REIN_ENGINE="local"), capture_output=True, text=True, timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr
-    # --no-input without --auto-approve denies every call: the add tool never runs
-    assert "The answer is 5." not in proc.stdout
-    assert "run local" in proc.stderr
+def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = rein_cli("run", "examples.calculator:agent", "What is 2 + 3?")
+    assert proc.returncode == EXIT_NEEDS_PERSON, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert '"a": 2.0' in proc.stderr and "add" in proc.stderr  # what it waits for, with the arguments
+    hint = proc.stderr.strip().splitlines()[-1]
+    assert hint.startswith("rein: stopped: run calculator-") and "rein approve calculator-" in hint
+    run_id = hint.split("run ", 1)[1].split()[0]
+    # The run was not denied: it waits, durably, in the shared embedded server (REIN_HOME).
+    assert main(["status", run_id, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["status"] == "waiting_approval"
+
+    # ...and `rein worker` (another process) serves it once someone approves it.
+    environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+    worker = subprocess.Popen([REIN_BIN, "worker", "--agent", "examples.calculator:agent"], cwd=str(ROOT),
+                              env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL)
+    try:
+        assert main(["approve", run_id, "--approver", "ops"]) == 0
+        assert main(["result", run_id]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == "The answer is 5."
+    finally:
+        worker.send_signal(signal.SIGINT)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 0, worker.stderr.read()[-2000:]
+
+
+def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
+    master, slave = pty.openpty()
+    environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+    process = subprocess.Popen([REIN_BIN, "run", "examples.calculator:agent", "What is 2 + 3?"], cwd=str(ROOT),
+                               env={**environ, "COLUMNS": "120", "NO_COLOR": "1"}, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+
+    def read_until(text: bytes, timeout: float) -> bytes:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while text not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        return seen
+
+    try:
+        assert b"Approve?" in read_until(b"Approve?", 90), seen
+        plain = re.sub(rb"\x1b\[[0-9;]*m", b"", seen)  # a terminal gets styles
+        assert b"Approval needed" in plain and b"add" in plain
+        assert b'"a": 2.0' in plain and b'"b": 3.0' in plain
+        os.write(master, b"y\n")
+        read_until(b"The answer is", 90)
+        assert process.wait(timeout=60) == 0, seen
+        read_until(b"run calculator-", 5)
+        plain = re.sub(rb"\x1b\[[0-9;]*m", b"", seen)
+        assert b"The answer is 5." in plain
+        assert "add → 5".encode() in plain  # the approved tool's step, shown as it ran
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(master)
 
 
 # --------------------------------------------------------------------------- rein server (subprocess)
-
-
-def _children(pid: int) -> set[int]:
-    """Direct children of `pid` (all its threads), from /proc."""
-    found: set[int] = set()
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                found |= {int(c) for c in f.read().split()}
-    except OSError:
-        pass
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _listening(port: int) -> bool:
@@ -424,11 +588,13 @@ def _wait_until(check: Callable[[], bool], timeout: float) -> bool:
 
 
 class ReinServer:
-    """`rein server` as a subprocess; stdout read without blocking."""
+    """`rein server` as a subprocess with its own REIN_HOME; stdout read without blocking."""
 
-    def __init__(self, unbuffered: bool):
-        self.port, self.ui_port = free_port(), free_port()
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    def __init__(self, home: Path, unbuffered: bool, port: int | None = None, ui_port: int | None = None):
+        self.home = home
+        self.port, self.ui_port = port or free_port(), ui_port or free_port()
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "TEMPORAL_ADDRESS")}
+        env["REIN_HOME"] = str(home)
         if unbuffered:
             env["PYTHONUNBUFFERED"] = "1"
         self.process = subprocess.Popen(
@@ -437,7 +603,6 @@ class ReinServer:
         )
         os.set_blocking(self.process.stdout.fileno(), False)
         self.output = b""
-        self.children: set[int] = set()
 
     def read(self) -> str:
         try:
@@ -445,7 +610,6 @@ class ReinServer:
                 self.output += chunk
         except BlockingIOError:
             pass
-        self.children |= _children(self.process.pid)
         return self.output.decode(errors="replace")
 
     def read_until(self, text: str, timeout: float) -> str:
@@ -456,17 +620,16 @@ class ReinServer:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=10)
-        for pid in self.children:  # the dev server rein started, if rein left it behind
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        subprocess.run([REIN_BIN, "server", "stop"], env={**os.environ, "REIN_HOME": str(self.home)},
+                       capture_output=True, timeout=60)
 
 
 @pytest.fixture
-def rein_server() -> Iterator[Callable[[bool], ReinServer]]:
+def rein_server(tmp_path: Path) -> Iterator[Callable[..., ReinServer]]:
     started: list[ReinServer] = []
 
-    def start(unbuffered: bool = True) -> ReinServer:
-        server = ReinServer(unbuffered)
+    def start(unbuffered: bool = True, name: str = "home", **ports: int) -> ReinServer:
+        server = ReinServer(tmp_path / name, unbuffered, **ports)
         started.append(server)
         return server
 
@@ -477,12 +640,13 @@ def rein_server() -> Iterator[Callable[[bool], ReinServer]]:
 
 async def test_rein_server_prints_addresses_registers_attributes_serves_ui(rein_server) -> None:  # noqa: ANN001
     server = rein_server(True)
-    out = await asyncio.to_thread(server.read_until, "Temporal UI:", 30)
+    out = await asyncio.to_thread(server.read_until, "Ctrl-C", 60)
     assert "Temporal UI:" in out, f"rein server printed: {out!r} (exit code {server.process.poll()})"
     address = out.split("Temporal dev server:", 1)[1].split()[0]
     assert address == f"127.0.0.1:{server.port}"
     ui_url = out.split("Temporal UI:", 1)[1].split()[0]
     assert ui_url == f"http://127.0.0.1:{server.ui_port}"
+    assert str(server.home / "temporal.db") in out  # where the runs live
 
     client = await Client.connect(address)
     listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace="default"))
@@ -502,36 +666,80 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(rein_
 
     assert await asyncio.to_thread(_wait_until, lambda: ui_status() == 200, 20), f"no HTTP 200 from {ui_url}"
 
-    # Ctrl-C (the documented way to stop it) ends rein and the dev server it started
+    env = {"REIN_HOME": str(server.home)}
+    status = await asyncio.to_thread(rein_cli, "server", "status", "--json", **env)
+    assert status.returncode == 0, status.stderr
+    state = json.loads(status.stdout)
+    assert state["address"] == address and state["ui"] == ui_url and state["in_use"] is True
+
+    # Ctrl-C (the documented way to stop it): the last user leaves, the server stops.
     server.process.send_signal(signal.SIGINT)
-    assert await asyncio.to_thread(server.process.wait, 20) == 0
-    assert await asyncio.to_thread(_wait_until, lambda: not _listening(server.port), 15)
+    assert await asyncio.to_thread(server.process.wait, 30) == 0
+    assert await asyncio.to_thread(_wait_until, lambda: not _listening(server.port), 30)
+    stopped = await asyncio.to_thread(rein_cli, "server", "status", **env)
+    assert stopped.returncode == 1 and "not running" in stopped.stdout
+
+
+def test_rein_server_on_a_busy_port_fails_with_one_line(rein_server) -> None:  # noqa: ANN001
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    try:
+        server = rein_server(True, port=busy.getsockname()[1])
+        assert server.process.wait(timeout=60) == 1
+        out = server.read()
+        assert out.count("\n") == 1 and "already in use" in out and "Traceback" not in out, out
+        assert "Temporal UI:" not in out
+    finally:
+        busy.close()
 
 
 def test_rein_server_terminate_stops_the_dev_server(rein_server) -> None:  # noqa: ANN001
     """SIGTERM (Popen.terminate, `kill`, docker stop, systemd) must not leave the dev server running."""
     server = rein_server(True)
-    assert "Temporal UI:" in server.read_until("Temporal UI:", 30)
-    assert server.children, "rein server started no child process"
-    dev_servers = set(server.children)
-
+    assert "Ctrl-C" in server.read_until("Ctrl-C", 60)
+    assert _listening(server.port)
     server.process.terminate()
-    server.process.wait(timeout=20)
-    assert server.process.returncode is not None
-    stopped = _wait_until(lambda: not _listening(server.port) and not any(_alive(p) for p in dev_servers), 5)
-    assert stopped, (
-        f"`rein server` exited on SIGTERM (code {server.process.returncode}) but its Temporal dev server "
-        f"(pid {sorted(p for p in dev_servers if _alive(p))}) still listens on {server.port}"
-    )
+    assert server.process.wait(timeout=30) == 0
+    assert _wait_until(lambda: not _listening(server.port), 30), "the dev server still listens after SIGTERM"
 
 
 def test_rein_server_prints_addresses_when_stdout_is_a_pipe(rein_server) -> None:  # noqa: ANN001
     """A user piping `rein server` (tee, docker logs, systemd) must see the addresses while it runs."""
     server = rein_server(False)  # no PYTHONUNBUFFERED: Python block-buffers a piped stdout
-    assert _wait_until(lambda: _listening(server.port) or server.process.poll() is not None, 30)
-    out = server.read_until("Temporal UI:", 3)
+    assert _wait_until(lambda: _listening(server.port) or server.process.poll() is not None, 60)
+    out = server.read_until("Ctrl-C", 30)
     assert server.process.poll() is None, out
-    assert f"127.0.0.1:{server.port}" in out and "Temporal UI:" in out, (
-        f"`rein server` is running and its dev server listens on {server.port}, "
-        f"but nothing was printed on the pipe after 3 s: {out!r}"
-    )
+    assert f"127.0.0.1:{server.port}" in out and "Temporal UI:" in out, out
+
+
+# --------------------------------------------------------------------------- rein codec-server (subprocess)
+
+
+def test_rein_codec_server_round_trips_payloads() -> None:
+    import base64
+
+    key = base64.b64encode(os.urandom(32)).decode()
+    port = free_port()
+    environ = {**os.environ, "REIN_CODEC_KEY": key}
+    process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert _wait_until(lambda: _listening(port) or process.poll() is not None, 60) and process.poll() is None
+
+        def post(path: str, body: dict) -> dict:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())
+
+        plain = {"metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
+                 "data": base64.b64encode(b'{"secret": "tool output"}').decode()}
+        encoded = post("/encode", {"payloads": [plain]})
+        assert b"tool output" not in base64.b64decode(encoded["payloads"][0]["data"])
+        assert post("/decode", encoded)["payloads"] == [plain]
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    no_key = rein_cli("codec-server", REIN_CODEC_KEY="", timeout=60)
+    assert_one_line_error(no_key, EXIT_USAGE, "REIN_CODEC_KEY is not set")

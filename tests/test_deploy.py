@@ -31,9 +31,9 @@ DYNAMIC_CONFIG_PATH = ROOT / "deploy" / "temporal" / "dynamicconfig.yaml"
 DOCKERFILE_PATH = ROOT / "Dockerfile"
 DOCKERIGNORE_PATH = ROOT / ".dockerignore"
 
-SERVICES = {"postgresql", "temporal", "temporal-ui", "temporal-setup", "rein-worker"}
+SERVICES = {"postgresql", "temporal-schema", "temporal", "temporal-ui", "temporal-setup", "rein-worker"}
 WORKER = "rein-worker"
-API_KEY_NAME = re.compile(r"API_KEY|ACCESS_KEY|SECRET_KEY|_TOKEN\b", re.IGNORECASE)
+API_KEY_NAME = re.compile(r"API_KEY|ACCESS_KEY|SECRET_KEY|CODEC_KEY|_TOKEN\b", re.IGNORECASE)
 SA_FLAGS = re.compile(r"--name\s+(\w+)\s+--type\s+(\w+)")
 # Compose interpolation: `$$` is a literal `$`; `${NAME...}` and `$NAME` are substituted.
 INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -45,6 +45,11 @@ INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$([A-Za-z_][A-
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
     return yaml.safe_load(COMPOSE_PATH.read_text())
+
+
+@pytest.fixture(scope="module")
+def compose_text() -> str:
+    return COMPOSE_PATH.read_text()
 
 
 @pytest.fixture(scope="module")
@@ -98,18 +103,44 @@ def test_services_exist(services: dict[str, Any]) -> None:
     assert SERVICES <= set(services)
 
 
-def test_postgres_and_temporal_server(services: dict[str, Any]) -> None:
+def _version(image: str) -> tuple[int, ...]:
+    tag = image.rsplit(":", 1)[1].split("@")[0]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tag), image
+    return tuple(int(part) for part in tag.split("."))
+
+
+def test_postgres_and_the_production_temporal_server(services: dict[str, Any]) -> None:
     assert services["postgresql"]["image"] == "postgres:16"
     temporal = services["temporal"]
-    image, tag = temporal["image"].rsplit(":", 1)
-    assert image == "temporalio/auto-setup"
-    assert re.fullmatch(r"1\.2\d\.\d+", tag), tag
+    assert temporal["image"].rsplit(":", 1)[0] == "temporalio/server"  # not the development auto-setup image
+    # user metadata (summaries, current details) and activity summaries need a current server
+    assert _version(temporal["image"]) >= (1, 31, 0), temporal["image"]
     env = environment(temporal)
     assert env["DB"] == "postgres12"
     assert env["POSTGRES_SEEDS"] == "postgresql"
     assert env["POSTGRES_USER"] == environment(services["postgresql"])["POSTGRES_USER"]
     assert env["POSTGRES_PWD"] == environment(services["postgresql"])["POSTGRES_PASSWORD"]
+    assert env["BIND_ON_IP"] == "0.0.0.0"
     assert "7233:7233" in [str(p) for p in temporal["ports"]]
+    assert not [name for name, s in services.items() if "auto-setup" in s.get("image", "")]
+    assert temporal["depends_on"]["temporal-schema"]["condition"] == "service_completed_successfully"
+
+
+def test_schema_job_sets_up_both_databases(services: dict[str, Any]) -> None:
+    job = services["temporal-schema"]
+    image = job["image"]
+    assert image.rsplit(":", 1)[0] == "temporalio/admin-tools"
+    assert _version(image) == _version(services["temporal"]["image"])  # the schema matches the server
+    assert job["depends_on"]["postgresql"]["condition"] == "service_healthy"
+    env = environment(job)
+    assert env["SQL_PLUGIN"] == "postgres12" and env["SQL_HOST"] == "postgresql"
+    assert env["SQL_PASSWORD"] == environment(services["postgresql"])["POSTGRES_PASSWORD"]
+    script = job["command"][-1].replace("$$", "$")
+    assert "for db in temporal temporal_visibility" in script
+    for step in ("create-database", "setup-schema -v 0.0", "update-schema -d"):
+        assert f"temporal-sql-tool --db \"$db\" {step}" in script, step
+    assert "/etc/temporal/schema/postgresql/v12" in script and "versioned" in script
+    assert job.get("restart") == "no"
 
 
 def test_dynamic_config_is_mounted_where_the_server_reads_it(services: dict[str, Any]) -> None:
@@ -126,11 +157,15 @@ def test_dynamic_config_is_mounted_where_the_server_reads_it(services: dict[str,
     pytest.fail(f"no volume provides {target}")
 
 
-def test_ui(services: dict[str, Any]) -> None:
+def test_ui(services: dict[str, Any], compose_text: str) -> None:
     ui = services["temporal-ui"]
     assert ui["image"].rsplit(":", 1)[0] == "temporalio/ui"
-    assert environment(ui)["TEMPORAL_ADDRESS"] == "temporal:7233"
+    assert _version(ui["image"]) >= (2, 55, 0), ui["image"]
+    env = environment(ui)
+    assert env["TEMPORAL_ADDRESS"] == "temporal:7233"
+    assert "TEMPORAL_CORS_ORIGINS" not in env  # a leftover of a development setup
     assert "8080:8080" in [str(p) for p in ui["ports"]]
+    assert "http://localhost:8080" in compose_text  # the documented port
 
 
 def test_worker_runs_worker_py_with_an_agent(services: dict[str, Any]) -> None:
@@ -163,6 +198,7 @@ def test_worker_environment(services: dict[str, Any]) -> None:
     assert env["REIN_TASK_QUEUE"] == DEFAULT_TASK_QUEUE
     assert env["REIN_MODEL"] == "${REIN_MODEL:-}"
     assert {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} <= set(env)
+    assert env["REIN_CODEC_KEY"] == "${REIN_CODEC_KEY:-}"  # encryption key passed through, never written down
 
 
 def test_api_keys_appear_only_in_the_worker_environment(compose: dict[str, Any]) -> None:
@@ -318,13 +354,10 @@ def test_setup_job_fails_on_a_search_attribute_of_another_type(
     assert "ReinTokens" in done.stderr
 
 
-def test_temporal_healthcheck_command_works(services: dict[str, Any], bare_dev_server: str) -> None:
+def test_temporal_healthcheck_probes_the_frontend_port(services: dict[str, Any]) -> None:
     test = services["temporal"]["healthcheck"]["test"]
-    assert test[0] == "CMD" and test[1] == "temporal"
-    args = [bare_dev_server if a == "temporal:7233" else a for a in test[2:]]
-    assert bare_dev_server in args
-    done = subprocess.run([temporal_binary(), *args], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    assert test[0] == "CMD"
+    assert test[1:] == ["nc", "-z", "127.0.0.1", "7233"]  # the server image has busybox nc, no client
 
 
 # ----------------------------------------------------------------------------- dynamic config

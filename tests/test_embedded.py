@@ -95,17 +95,26 @@ def _script(home: Path, code: str, *args: str, **env: str) -> dict:
         [sys.executable, "-c", code, *args], cwd=ROOT, env=_env(home, **env),
         capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, f"{proc.stderr[-3000:]}\nstdout: {proc.stdout[-500:]}\nserver log: {_log(home)}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _rein(home: Path, *argv: str) -> dict:
+def _log(home: Path) -> str:
+    log = home / "server.log"
+    return log.read_text(errors="replace")[-1500:] if log.exists() else "(none)"
+
+
+def _rein_text(home: Path, *argv: str) -> str:
     proc = subprocess.run(
         [REIN_BIN, *argv], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return proc.stdout.strip()
+
+
+def _rein(home: Path, *argv: str) -> dict:
+    return json.loads(_rein_text(home, *argv))
 
 
 def _processes_using(home: Path) -> list[int]:
@@ -209,10 +218,10 @@ def test_a_waiting_script_and_the_cli_share_runs(home: Path, out: Path) -> None:
         assert started.get("status") == "interrupted", script.stderr.read()[-3000:] if script.poll() is not None else started
         run_id = started["run_id"]
 
-        view = _rein(home, "status", run_id)  # another process, no TEMPORAL_ADDRESS: the same runs
+        view = _rein(home, "status", run_id, "--json")  # another process, no TEMPORAL_ADDRESS: the same runs
         assert view["status"] == "waiting_approval"
         assert [c["name"] for c in view["pending_tool_calls"]] == ["record"]
-        assert _rein(home, "approve", run_id) == {"signalled": "approve", "run_id": run_id}
+        assert _rein_text(home, "approve", run_id) == f"approved call-record in run {run_id}"
 
         stdout, stderr = script.communicate(timeout=TIMEOUT)
         assert script.returncode == 0, stderr[-3000:]
@@ -234,8 +243,8 @@ def test_worker_py_finishes_a_run_a_script_left_waiting(home: Path, out: Path) -
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
     )
     try:
-        assert _rein(home, "approve", first["run_id"])["signalled"] == "approve"
-        result = _rein(home, "result", first["run_id"])
+        assert _rein_text(home, "approve", first["run_id"]) == f"approved call-record in run {first['run_id']}"
+        result = _rein(home, "result", first["run_id"], "--json")
         assert result["output"] == "Done: recorded hello."
         assert _lines(out / "effects") == [f"hello by {worker.pid}"]
     finally:
@@ -252,7 +261,7 @@ def test_cli_status_sees_a_run_a_script_left_waiting(home: Path, out: Path) -> N
     first = _script(home, RUN, str(out / "session.json"))
     _no_server_left(home)  # no process serves the agent now, and the server was stopped
 
-    view = _rein(home, "status", first["run_id"])  # restarts the server; read from the run's history
+    view = _rein(home, "status", first["run_id"], "--json")  # restarts the server; read from the run's history
     assert view["status"] == "waiting_approval"
     assert view["interrupt"]["type"] == "need_approval"
     assert [c["id"] for c in view["pending_tool_calls"]] == ["call-record"]

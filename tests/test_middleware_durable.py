@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -677,3 +678,33 @@ async def test_the_worker_never_serves_a_conversation_from_before_a_rewrite(env,
         assert [x.content for x in await cache.messages_for(resend)] == ["new 1", "new 2"]
         await handle.signal("cancel", {"reason": "test over"})
         await handle.result()
+
+
+async def test_agent_on_events_are_on_the_run_stream():
+    """`agent.on` handlers fire on the worker; each event is also on the run's stream, in order
+    with the steps, for readers in any process (`ReinClient.stream`)."""
+    from rein.client import ReinClient
+    from rein.testing import start_local
+
+    fired: list[str] = []
+    agent = Agent(provider=MockProvider([[tc("add", a=1, b=2)], "3"]), tools=[add], name="mw-on-stream")
+    agent.on("step", lambda ctx: fired.append(f"step:{ctx.stage.value}"))
+    agent.on("tool", lambda ctx: fired.append("tool"))
+    tq = f"mw-on-stream-{uuid.uuid4().hex[:6]}"
+    async with await start_local() as dev:
+        async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+            runs = ReinClient(dev.client, task_queue=tq)
+            handle = await runs.start("mw-on-stream", "add")
+            seen = [chunk async for chunk in runs.stream(handle.id)]
+    events = [(c.name, c.data["stage"], [s["kind"] for s in c.data["steps"]]) for c in seen if c.type == "event"]
+    assert events == [
+        ("step", "call_model", ["model"]),
+        ("step", "run_tools", ["tool"]),
+        ("tool", "run_tools", ["tool"]),
+        ("step", "call_model", ["model"]),
+    ]
+    assert fired == ["step:call_model", "step:run_tools", "tool", "step:call_model"]
+    kinds = [(c.type, c.name) for c in seen]
+    # Each step's events come before the workflow records that step.
+    assert kinds.index(("event", "tool")) < kinds.index(("step", "tool"))
+    assert kinds[-1] == ("done", None)

@@ -154,7 +154,7 @@ def test_minimal_main_runs_through_rein_run(tmp_path: Path) -> None:
     path = create_project("Demo", target_dir=tmp_path)
     rein_bin = str(Path(sys.executable).parent / "rein")
     done = subprocess.run(
-        [rein_bin, "run", "main:agent", "count the words", "--no-input"],
+        [rein_bin, "run", "main:agent", "count the words"], stdin=subprocess.DEVNULL,
         cwd=path, env=offline_env(), capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -82,6 +82,7 @@ async def connect(
     """
     from rein.temporal.converter import rein_data_converter
 
+    _free_core_at_exit()
     if target is None:
         target = await asyncio.to_thread(resolve, address, namespace, profile=profile)
     client_kwargs.setdefault("data_converter", rein_data_converter())
@@ -104,3 +105,31 @@ async def _connect_embedded(target: Target, client_kwargs: dict[str, Any]) -> Cl
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.1)
+
+
+def _free_core_at_exit() -> None:
+    """Free temporalio's core (clients, its Rust runtime) at exit, while the interpreter is alive.
+
+    Left to interpreter teardown, the core's threads may call into Python while it finalizes,
+    which aborts a process that has done its work (exit 134, `PyGILState_Release`, upstream
+    sdk-python#300): 12 of 40 short scripts here, 0 of 40 with this hook. atexit hooks run after
+    threading's (the engine's close), so workers are shut down by then.
+    """
+    global _core_hook
+    if _core_hook:
+        return
+    _core_hook = True
+    import atexit
+
+    def free() -> None:
+        import gc
+
+        from temporalio import runtime
+
+        runtime._runtime_ref._default_runtime = None  # private, but the only reference that keeps it
+        gc.collect()
+
+    atexit.register(free)
+
+
+_core_hook = False

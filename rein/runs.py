@@ -1,0 +1,271 @@
+"""What ops tooling reads about runs: list rows and one run's detail.
+
+Visibility (search attributes) answers for every run; the `status` and `steps` queries
+come from a worker when one serves the run, else from its replayed history
+(rein.temporal.history); a finished run's result is read from its history.
+The CLI renders these; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from temporalio.client import WorkflowExecution, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCError, RPCStatusCode
+
+from rein.client import ReinClient
+from rein.contract import WORKFLOW_TYPE, RunStatusView
+from rein.ir import ToolCall, Usage
+from rein.result import Interrupt, RunResult, Step
+from rein.summaries import tool_summary
+
+_AGENT = SearchAttributeKey.for_keyword("ReinAgent")
+_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
+_ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
+_TOKENS = SearchAttributeKey.for_int("ReinTokens")
+
+_CLOSED_STATUS = {
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.TERMINATED: "failed",
+    WorkflowExecutionStatus.TIMED_OUT: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+}
+_WAITS_FOR = {"waiting_approval": "approval", "waiting_input": "input", "waiting_retry": "retry"}
+
+
+class RunNotFound(LookupError):
+    """No run with this id in the namespace."""
+
+
+def is_not_found(err: BaseException) -> bool:
+    return isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
+
+
+def list_query(status: str | None = None, agent: str | None = None) -> str:
+    """The visibility query behind `rein list`; waiting statuses include only running runs."""
+    clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
+    if agent:
+        clauses.append(f'ReinAgent="{_quote(agent)}"')
+    if status == "failed":
+        # A run can fail before its workflow code records ReinStatus (or be terminated).
+        clauses.append('(ReinStatus="failed" OR ExecutionStatus="Failed" OR ExecutionStatus="Terminated" '
+                       'OR ExecutionStatus="TimedOut")')
+    elif status == "cancelled":
+        clauses.append('(ReinStatus="cancelled" OR ExecutionStatus="Canceled")')
+    elif status in ("running", "waiting_approval", "waiting_input", "waiting_retry"):
+        clauses.append(f'ReinStatus="{status}" AND ExecutionStatus="Running"')
+    elif status:
+        clauses.append(f'ReinStatus="{_quote(status)}"')
+    return " AND ".join(clauses)
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def status_of(execution: WorkflowExecution) -> str:
+    """rein's status for a run: the workflow's closed state wins over a stale ReinStatus."""
+    recorded = execution.typed_search_attributes.get(_STATUS)
+    closed = _CLOSED_STATUS.get(execution.status) if execution.status is not None else None
+    if closed:
+        return closed
+    if execution.status == WorkflowExecutionStatus.COMPLETED:
+        return recorded if recorded in ("done", "cancelled") else "done"
+    if execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+        return "continued"
+    return recorded or "running"
+
+
+@dataclass
+class RunRow:
+    """One line of `rein list`."""
+
+    id: str
+    agent: str
+    status: str
+    iterations: int | None
+    tokens: int | None
+    waits_for: str
+    started: datetime
+    closed: datetime | None
+
+    def age(self, now: datetime | None = None) -> timedelta:
+        return (now or datetime.now(timezone.utc)) - self.started
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.id, "agent": self.agent, "status": self.status, "iterations": self.iterations,
+            "tokens": self.tokens, "waits_for": self.waits_for, "started": self.started.isoformat(),
+            "closed": self.closed.isoformat() if self.closed else None,
+        }
+
+
+def waits_for(view: RunStatusView | None, status: str) -> str:
+    """What a paused run needs from a person, in a few words."""
+    kind = _WAITS_FOR.get(status)
+    if kind is None:
+        return ""
+    if view is None or view.interrupt is None:
+        return kind
+    if view.interrupt.type == "need_approval" and view.pending_tool_calls:
+        return "approval: " + ", ".join(tool_summary(c, 60).removeprefix("tool ") for c in view.pending_tool_calls)
+    message = " ".join(view.interrupt.message.split())
+    return f"{kind}: {message[:80]}" if message else kind
+
+
+async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
+                    limit: int = 50) -> list[RunRow]:
+    executions = [e async for e in client.client.list_workflows(list_query(status, agent), limit=limit)]
+    views = await asyncio.gather(*(
+        _query_status(client, e.id) if status_of(e) in _WAITS_FOR else _none() for e in executions
+    ))
+    rows = []
+    for execution, view in zip(executions, views):
+        attributes = execution.typed_search_attributes
+        run_status = status_of(execution)
+        rows.append(RunRow(
+            id=execution.id,
+            agent=attributes.get(_AGENT) or "",
+            status=run_status,
+            iterations=view.iteration if view else attributes.get(_ITERATIONS),
+            tokens=view.usage.total_tokens if view else attributes.get(_TOKENS),
+            waits_for=waits_for(view, run_status),
+            started=execution.start_time,
+            closed=execution.close_time,
+        ))
+    return rows
+
+
+async def _none() -> None:
+    return None
+
+
+async def _query_status(client: ReinClient, run_id: str) -> RunStatusView | None:
+    """The status query (replayed from history when no worker serves the run), or None when neither answers."""
+    try:
+        return await client.status(run_id)
+    except Exception as err:
+        if is_not_found(err):
+            raise RunNotFound(run_id) from None
+        return None
+
+
+async def _steps(client: ReinClient, run_id: str) -> list[Step] | None:
+    try:
+        return await client.steps(run_id)
+    except Exception:
+        return None
+
+
+@dataclass
+class RunDetail:
+    """`rein status` / `rein show`: a run's state from the best source that answers."""
+
+    id: str
+    agent: str
+    status: str
+    summary: str | None
+    started: datetime
+    closed: datetime | None
+    iteration: int | None
+    usage: Usage | None
+    stage: str | None = None
+    interrupt: Interrupt | None = None
+    pending_tool_calls: list[ToolCall] = field(default_factory=list)
+    stop_reason: str | None = None
+    error: str | None = None
+    """Why a failed run failed."""
+    output: str | None = None
+    steps: list[Step] | None = None
+    """None when no worker answered and the run has not finished."""
+    ignored_signals: int = 0
+    pause: int = 0
+    """How many times the run has paused so far (each pause is one `interrupt` on its stream)."""
+    live: bool = True
+    """False when the run is open but no worker answered: the data is visibility's."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.id,
+            "agent": self.agent,
+            "status": self.status,
+            "stage": self.stage,
+            "iteration": self.iteration,
+            "usage": self.usage.model_dump(mode="json") if self.usage else None,
+            "interrupt": self.interrupt.model_dump(mode="json") if self.interrupt else None,
+            "pending_tool_calls": [c.model_dump(mode="json") for c in self.pending_tool_calls],
+            "stop_reason": self.stop_reason,
+            "ignored_signals": self.ignored_signals,
+            "error": self.error,
+            "output": self.output,
+            "summary": self.summary,
+            "started": self.started.isoformat(),
+            "closed": self.closed.isoformat() if self.closed else None,
+            "live": self.live,
+        }
+
+
+async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) -> RunDetail:
+    """Everything `rein status`/`show` print. Raises RunNotFound for an unknown id."""
+    handle = client.handle(run_id)
+    try:
+        description = await handle.describe()
+    except RPCError as err:
+        if is_not_found(err):
+            raise RunNotFound(run_id) from None
+        raise
+    attributes = description.typed_search_attributes
+    tokens = attributes.get(_TOKENS)
+    detail = RunDetail(
+        id=run_id,
+        agent=attributes.get(_AGENT) or "",
+        status=status_of(description),
+        summary=await description.static_summary(),
+        started=description.start_time,
+        closed=description.close_time,
+        iteration=attributes.get(_ITERATIONS),
+        usage=Usage(input_tokens=0, output_tokens=tokens) if tokens is not None else None,
+    )
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        view = await _query_status(client, run_id)
+        if view is None:
+            detail.live = False
+            return detail
+        detail.status, detail.stage, detail.iteration, detail.usage = view.status, view.stage, view.iteration, view.usage
+        detail.interrupt, detail.pending_tool_calls = view.interrupt, view.pending_tool_calls
+        detail.stop_reason, detail.ignored_signals, detail.pause = view.stop_reason, view.ignored_signals, view.pause
+        if steps:
+            detail.steps = await _steps(client, run_id)
+        return detail
+    try:
+        result: RunResult = await handle.result(follow_runs=False)
+    except WorkflowFailureError as err:
+        detail.error = failure_message(err)
+        if steps:
+            detail.steps = await _steps(client, run_id)
+        return detail
+    except Exception as err:  # continued-as-new and the like: the chain's latest run tells
+        detail.error = str(err)
+        return detail
+    detail.status = "cancelled" if result.stop_reason == "cancelled" else "done"
+    detail.stage = "done"
+    detail.iteration = result.session.iteration
+    detail.usage = result.usage
+    detail.stop_reason = result.stop_reason
+    detail.output = result.output
+    detail.steps = result.steps
+    return detail
+
+
+def failure_message(err: WorkflowFailureError) -> str:
+    """The innermost cause's message: what actually went wrong, not the wrapper."""
+    cause: BaseException | None = err.cause
+    message = str(err)
+    while cause is not None:
+        message = getattr(cause, "message", None) or str(cause) or message
+        cause = cause.__cause__
+    return message

@@ -1,0 +1,260 @@
+"""The Temporal UI, looked at in a real browser: headless Chromium (Debian's `chromium`,
+installed by .ci/run) driven over the DevTools protocol against `rein server`'s UI.
+
+The UI polls the server, so every check waits in real time for the text to appear
+(bounded); `--virtual-time-budget` would never finish. Screenshots of each page go
+to tests/artifacts/ (ignored by git) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import websockets
+
+import rein
+from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
+from rein.cli import main
+from rein.client import ReinClient, connect
+from rein.server import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+REIN_BIN = str(Path(sys.executable).parent / "rein")
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM_FLAGS = [  # the machine's closed network: no background connections, no sandbox as root
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--window-size=1400,1000",
+]
+PAGE_WAIT_S = 90
+TEXT_JS = """(() => {
+  if (!document.body) return '';
+  const frames = [...document.querySelectorAll('iframe')].map(f => {
+    try { if (f.contentDocument && f.contentDocument.body) return f.contentDocument.body.innerText; } catch (e) {}
+    const doc = new DOMParser().parseFromString(f.srcdoc || '', 'text/html');
+    return doc.body ? doc.body.textContent : '';
+  });
+  return [document.body.innerText, ...frames].join('\\n');
+})()"""
+
+
+class OpsModel:
+    """restart(service=<first word of the prompt>) then a report; stateless."""
+
+    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
+        usage = Usage(input_tokens=7, output_tokens=3)
+        results = [m for m in messages if m.role == "tool"]
+        if results:
+            text = f"Report: {results[-1].content}"
+            return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
+        service = next(m.content for m in messages if m.role == "user").split()[0]
+        call = ToolCall(id="call-restart", name="restart", arguments={"service": service})
+        return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=usage)
+
+
+def restart(service: str) -> str:
+    """Restart a service.
+
+    Args:
+        service: Which service.
+    """
+    return f"{service} restarted"
+
+
+AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name="ui-ops")
+
+
+# --------------------------------------------------------------------------- a small DevTools client
+
+
+class Page:
+    """One Chromium tab over the DevTools protocol (flattened target session)."""
+
+    def __init__(self, ws: Any, session: str):
+        self.ws, self.session, self.ids = ws, session, itertools.count(1)
+
+    @classmethod
+    async def open(cls, ws_url: str) -> Page:
+        ws = await websockets.connect(ws_url, max_size=64 * 1024 * 1024)
+        browser = cls(ws, "")
+        target = await browser.send("Target.createTarget", url="about:blank")
+        attached = await browser.send("Target.attachToTarget", targetId=target["targetId"], flatten=True)
+        page = cls(ws, attached["sessionId"])
+        page.ids = browser.ids
+        await page.send("Page.enable")
+        return page
+
+    async def send(self, method: str, **params: Any) -> dict:
+        message_id = next(self.ids)
+        message: dict[str, Any] = {"id": message_id, "method": method, "params": params}
+        if self.session:
+            message["sessionId"] = self.session
+        await self.ws.send(json.dumps(message))
+        while True:
+            reply = json.loads(await asyncio.wait_for(self.ws.recv(), 60))
+            if reply.get("id") == message_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    async def goto(self, url: str) -> None:
+        await self.send("Page.navigate", url=url)
+
+    async def text(self) -> str:
+        """What the page shows, including Markdown the UI renders in sandboxed iframes (summaries, details)."""
+        result = await self.send("Runtime.evaluate", expression=TEXT_JS, returnByValue=True)
+        return result["result"].get("value") or ""
+
+    async def wait_for(self, *needles: str, timeout: float = PAGE_WAIT_S) -> str:
+        """The page's text once it shows every needle (the UI loads and polls asynchronously)."""
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = await self.text()
+            if all(n in text for n in needles):
+                return text
+            await asyncio.sleep(0.5)
+        missing = [n for n in needles if n not in text]
+        raise AssertionError(f"the page never showed {missing}; it shows:\n{text[:4000]}")
+
+    async def url(self) -> str:
+        return (await self.send("Runtime.evaluate", expression="location.href", returnByValue=True))["result"]["value"]
+
+    async def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        data = (await self.send("Page.captureScreenshot", format="png"))["data"]
+        path = ARTIFACTS / f"{name}.png"
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def rein_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """`rein server` as a user runs it, with its own REIN_HOME; its address and UI URL."""
+    home = tmp_path_factory.mktemp("ui-home")
+    env = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+    env.update(REIN_HOME=str(home), PYTHONUNBUFFERED="1")
+    ui_port = free_port()
+    process = subprocess.Popen([REIN_BIN, "server", "--ui-port", str(ui_port)], env=env, cwd=str(ROOT),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("Ctrl-C" in line for line in lines):
+            line = process.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+        out = "".join(lines)
+        assert "Temporal UI:" in out, out
+        yield {"address": out.split("Temporal dev server:", 1)[1].split()[0],
+               "ui": out.split("Temporal UI:", 1)[1].split()[0]}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        subprocess.run([REIN_BIN, "server", "stop"], env=env, capture_output=True, timeout=60)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def page(tmp_path: Path) -> AsyncIterator[Page]:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert binary, "Debian's chromium is needed (apt-get install -y chromium; .ci/run installs it)"
+    process = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                                "--remote-debugging-port=0", "about:blank"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        ws_url = None
+        deadline = time.monotonic() + 60
+        while ws_url is None and time.monotonic() < deadline:
+            line = await asyncio.to_thread(process.stderr.readline)
+            if not line and process.poll() is not None:
+                break
+            found = re.search(r"DevTools listening on (ws://\S+)", line)
+            ws_url = found.group(1) if found else None
+        assert ws_url, "chromium did not start its DevTools endpoint"
+        tab = await Page.open(ws_url)
+        yield tab
+        await tab.ws.close()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def cli(address: str, *argv: str) -> None:
+    assert main([*argv, "--address", address]) == 0, argv
+
+
+# --------------------------------------------------------------------------- the test
+
+
+async def test_the_ui_shows_summaries_waiting_text_and_activity_summaries(rein_server: dict, page: Page) -> None:
+    address, ui = rein_server["address"], rein_server["ui"]
+    client = await connect(address)
+    async with rein.create_worker(client, agents=[AGENT], task_queue="rein"):
+        await asyncio.to_thread(cli, address, "start", "ui-ops", "billing restart, please", "--id", "ui-waiting")
+        await asyncio.to_thread(cli, address, "start", "ui-ops", "search restart, please", "--id", "ui-finished")
+        handle = ReinClient(client)
+        for run_id in ("ui-waiting", "ui-finished"):
+            for _ in range(200):
+                if (await handle.status(run_id)).status == "waiting_approval":
+                    break
+                await asyncio.sleep(0.1)
+        await asyncio.to_thread(cli, address, "approve", "ui-finished", "--approver", "alice")
+        assert (await handle.result("ui-finished")).output == "Report: search restarted"
+
+        # The list page: both runs, their states.
+        await page.goto(f"{ui}/namespaces/default/workflows")
+        listing = await page.wait_for("ui-waiting", "ui-finished", "AgentWorkflow")
+        assert "RUNNING" in listing and "COMPLETED" in listing
+        await page.screenshot("ui-list")
+
+        # A waiting run: the summary rein start set, what it waits for (the current details)
+        # with the tool's arguments and the command to answer, and the model call's summary.
+        await page.goto(f"{ui}/namespaces/default/workflows/ui-waiting")
+        await page.wait_for("rein.call_model", "ui-waiting")
+        run_url = (await page.url()).rsplit("/", 1)[0]
+        await page.goto(f"{run_url}/user-metadata")
+        details = await page.wait_for("ui-ops: billing restart, please", "Waiting for approval",
+                                      'tool restart(service="billing")', "--name approve")
+        assert "waiting_approval" in details
+        await page.screenshot("ui-waiting-user-metadata")
+        await page.goto(f"{run_url}/history")
+        history = await page.wait_for("model OpsModel · iteration 1")
+        assert "rein.call_model" in history
+        await page.screenshot("ui-waiting-history")
+
+        # A finished run: its summary, the stop reason and output, and every activity's summary.
+        await page.goto(f"{ui}/namespaces/default/workflows/ui-finished")
+        await page.wait_for("rein.run_tool", "ui-finished")
+        run_url = (await page.url()).rsplit("/", 1)[0]
+        await page.goto(f"{run_url}/history")
+        history = await page.wait_for('tool restart(service="search")', "model OpsModel · iteration 1",
+                                      "model OpsModel · iteration 2", "rein.approve")
+        assert "Report: search restarted" in history
+        await page.screenshot("ui-finished-history")
+        await page.goto(f"{run_url}/user-metadata")
+        await page.wait_for("ui-ops: search restart, please", "Stop reason", "Report: search restarted")
+        await page.screenshot("ui-finished-user-metadata")
