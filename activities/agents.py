@@ -35,6 +35,7 @@ from rein.contract import (
     ToolInfo,
 )
 from rein.compaction import trigger_of
+from rein.digest import EMPTY, conversation_digest, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
@@ -42,7 +43,10 @@ from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.temporal.streaming import ModelText, activity_stream, current_stream
 from rein.secrets import scrub
 from rein.session import Session
+from rein.temporal.storage import INLINE_LIMIT
 from rein.tools import ToolContext, execute_tool
+
+PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -66,53 +70,125 @@ async def heartbeating() -> AsyncIterator[None]:
         task.cancel()
 
 
-class Conversations:
-    """Each run's conversation as this worker last saw it, so model calls carry only new messages.
+class _Conversation:
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.digest: str | None = EMPTY
+        """rein.digest chain digest of `messages` (None: unknown, after a rewrite by a step)."""
+        self.token = ""
+        """The run's conversation token for steps with middleware and compaction (see StepRequest)."""
+        self.produced: dict[str, Message] = {}
+        """Messages this worker produced for the run, by rein.digest hash, until a model call refers to them."""
 
-    Bounded (least recently used runs are dropped); a miss is never an error,
-    it only costs one `session` query to the workflow. An entry is tagged with the
-    run's `conversation` token, which changes when the run rewrites its messages
-    (compaction, middleware), so a copy from before a rewrite is never served.
+
+class Conversations:
+    """Each run's conversation as this worker last saw it, so model calls carry only references.
+
+    A plain model call's cached conversation is used only when its chain digest (rein.digest)
+    matches the one the workflow sent, so a reused workflow id or a reset run can never be
+    served another conversation. Steps with middleware (and compaction) tag the conversation
+    with a token that changes when they rewrite it. Bounded like the worker's workflow cache
+    (least recently used runs go first); a run's entry goes when its model gives a final
+    answer. A miss costs one `session` query to the workflow.
     """
 
-    def __init__(self, capacity: int = 512):
-        self.capacity = capacity
-        self._runs: OrderedDict[str, tuple[str, list[Message]]] = OrderedDict()
+    def __init__(self, capacity: int = 1000):
+        self.capacity = max(capacity, 1)
+        self._runs: OrderedDict[str, _Conversation] = OrderedDict()
+        self.rebuilds = 0
+        """How many conversations were read back from workflows (cache misses)."""
 
-    async def messages_for(self, request: ModelCallInput | StepRequest) -> list[Message]:
-        key = request.run_id  # the workflow id: the conversation carries over continue-as-new
-        token, known = self._runs.pop(key, ("", None))
-        if token != request.conversation or request.first_index == 0:
-            known = None
-        if known is not None and len(known) == request.first_index:
-            known = known + request.new_messages
-        if known is None or len(known) != request.total:
-            known = await _conversation_from_workflow(request)
-        self.remember(request.run_id, request.conversation, known)
-        return known
-
-    def remember(self, run_id: str, conversation: str, messages: list[Message]) -> None:
-        """The run's conversation is now `messages` (the worker produced or rewrote them)."""
-        self._runs.pop(run_id, None)
-        self._runs[run_id] = (conversation, messages)
+    def _entry(self, run_id: str) -> _Conversation:
+        entry = self._runs.pop(run_id, None) or _Conversation()
+        self._runs[run_id] = entry
         while len(self._runs) > self.capacity:
             self._runs.popitem(last=False)
+        return entry
+
+    def produced(self, run_id: str, message: Message) -> None:
+        self._entry(run_id).produced[ref(message_hash(message))] = message
+
+    def drop(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+
+    def remember(self, run_id: str, conversation: str, messages: list[Message]) -> None:
+        """The run's conversation is now `messages` (a step produced or rewrote them)."""
+        entry = self._entry(run_id)
+        entry.messages, entry.token, entry.digest, entry.produced = messages, conversation, None, {}
+
+    async def messages_for(self, request: ModelCallInput | StepRequest) -> list[Message]:
+        entry = self._entry(request.run_id)  # the workflow id: the conversation carries over continue-as-new
+        digest = getattr(request, "digest", "")
+        messages = self._extended(entry, request) if digest else self._tokened(entry, request)
+        if messages is None:
+            self.rebuilds += 1
+            messages = await _conversation_from_workflow(request)
+            if digest and conversation_digest(messages) != digest:
+                raise ApplicationError("the run's conversation changed while its model call was starting; retrying")
+        entry.messages, entry.produced = messages, {}
+        entry.digest, entry.token = (digest, entry.token) if digest else (None, request.conversation)
+        return messages
+
+    def _extended(self, entry: _Conversation, request: ModelCallInput) -> list[Message] | None:
+        """The cached conversation continued by the request, or None when the two do not add up."""
+        if request.first_index == 0:
+            base, digest = [], EMPTY
+        elif len(entry.messages) == request.first_index and entry.digest is not None:
+            base, digest = entry.messages, entry.digest
+        else:
+            return None
+        new: list[Message] = []
+        for item in request.new_messages:
+            message = entry.produced.get(item) if isinstance(item, str) else item
+            if message is None:
+                return None
+            new.append(message)
+        if extend(digest, (message_hash(m) for m in new)) != request.digest:
+            return None
+        return base + new
+
+    def _tokened(self, entry: _Conversation, request: ModelCallInput | StepRequest) -> list[Message] | None:
+        if request.first_index == 0:
+            known: list[Message] | None = [m for m in request.new_messages if isinstance(m, Message)]
+        elif entry.token == request.conversation and len(entry.messages) == request.first_index:
+            known = entry.messages + [m for m in request.new_messages if isinstance(m, Message)]
+        else:
+            known = None
+        return known if known is not None and len(known) == request.total else None
+
+
+def _with_run(request: Any) -> Any:
+    """The request with the calling workflow's ids filled in (the workflow leaves them out)."""
+    if request.run_id:
+        return request
+    info = activity.info()
+    update = {"run_id": info.workflow_id}
+    if hasattr(request, "workflow_run_id"):
+        update["workflow_run_id"] = info.workflow_run_id
+    return request.model_copy(update=update)
 
 
 async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
-    if request.first_index == 0:
-        return list(request.new_messages)
     handle = activity.client().get_workflow_handle(request.run_id, run_id=request.workflow_run_id or None)
     session = Session.model_validate(await handle.query("session"))
     return session.messages[: request.total]
 
 
 class AgentActivities:
-    def __init__(self, agents: Mapping[str, Agent], search_attributes: Any = None):
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        search_attributes: Any = None,
+        *,
+        cache_size: int = 1000,
+        max_payload_bytes: int = INLINE_LIMIT,
+    ):
         self.agents = agents
         self.search_attributes = search_attributes
         """An async callable returning the rein search attributes the server has."""
-        self.conversations = Conversations()
+        self.conversations = Conversations(cache_size)
+        self.max_payload_bytes = max_payload_bytes
+        """The largest result this worker's converter can record; larger ones fail without retries."""
 
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0]) or _tool_agent(self.agents, name)
@@ -146,10 +222,12 @@ class AgentActivities:
                     asks_human=t.asks_human,
                     agent=t.agent.name if t.agent is not None else None,
                     requires_approval=getattr(t, "requires_approval", False),
+                    local=getattr(t, "local", False),
                 )
                 for t in tools
             ],
             search_attributes=list(available),
+            max_payload_bytes=self.max_payload_bytes,
             client_overrides=sorted(agent.client_overrides),
             middleware=bool(agent.middlewares),
             compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
@@ -157,6 +235,7 @@ class AgentActivities:
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome:
+        request = _with_run(request)
         agent = self._agent(request.agent)
         if request.step is not None:
             async with activity_stream():
@@ -164,18 +243,41 @@ class AgentActivities:
         messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating(), activity_stream():
-                return await complete(agent, messages, request)
+                completion = await complete(agent, messages, request)
         except Exception as exc:
             raise model_failure(request.run_id, exc, agent.model_label) from None
+        self._check_size(completion, "The model's reply")
+        if completion.message.tool_calls:
+            self.conversations.produced(request.run_id, completion.message)
+        else:
+            self.conversations.drop(request.run_id)  # a final answer: the run ends here
+        return completion
+
+    def _check_size(self, result: Completion | ToolResult, what: str) -> None:
+        """Fail at once, without retries, when `result` is larger than this worker can record."""
+        size = len(result.model_dump_json())
+        if size > self.max_payload_bytes:
+            raise ApplicationError(
+                f"{what} is {size} bytes, more than the {self.max_payload_bytes} bytes this worker can record "
+                "(REIN_STORAGE_MAX_BYTES, or Temporal's 2 MB limit without external storage)",
+                type=PAYLOAD_TOO_LARGE,
+                non_retryable=True,
+            )
 
     @activity.defn(name=RUN_TOOL)
     async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
+        request = _with_run(request)
         agent = self._agent(request.agent)
         async with activity_stream():  # middleware and hooks may publish events (publish_event)
             if request.step is not None:
                 return await steps.tool_step(self, agent, request)
             async with heartbeating():
-                return await run_call(agent, request.call, request.run_id)
+                result = await run_call(agent, request.call, request.run_id)
+        self._check_size(result, f"The result of tool '{request.call.name}'")
+        self.conversations.produced(
+            request.run_id, Message(role="tool", tool_call_id=request.call.id, content=result.content)
+        )
+        return result
 
     @activity.defn(name=COMPACT)
     async def compact(self, request: ModelCallInput) -> CompactResult:

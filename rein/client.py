@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -21,6 +22,8 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
@@ -31,10 +34,12 @@ from rein.contract import (
     DEFAULT_TASK_QUEUE,
     DENY_UPDATE,
     RETRY_UPDATE,
+    SEARCH_ATTRIBUTES,
     STREAM_SIGNAL,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
     AgentInput,
+    RunOutcome,
     RunStatusView,
     WaitRequest,
 )
@@ -76,6 +81,36 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
     return await connection.connect(address, namespace, **client_kwargs)
 
 
+_NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
+
+
+async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttributes | None:
+    """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
+
+    Only those the namespace has (asked once per client): a missing one must never fail a start.
+    """
+    have = _NAMESPACE_ATTRIBUTES.get(client)
+    if have is None:
+        try:
+            listed = await client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=client.namespace)
+            )
+            have = {name for name in SEARCH_ATTRIBUTES if name in listed.custom_attributes}
+        except RPCError:
+            have = set()
+        _NAMESPACE_ATTRIBUTES[client] = have
+    values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
+    pairs = [
+        SearchAttributePair(
+            SearchAttributeKey.for_keyword(name) if SEARCH_ATTRIBUTES[name] == "Keyword" else SearchAttributeKey.for_int(name),
+            value,
+        )
+        for name, value in values.items()
+        if name in have
+    ]
+    return TypedSearchAttributes(pairs) if pairs else None
+
+
 class ReinClient:
     def __init__(self, client: Client, task_queue: str | None = None):
         self.client = with_rein_plugin(client)
@@ -90,9 +125,10 @@ class ReinClient:
         config: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         stream: bool = True,
-    ) -> WorkflowHandle[Any, RunResult]:
-        """Start a run; `stream` (default): its model calls publish text live for `stream(run_id)`
-        from the first call on (a run started without it streams live once a reader asks)."""
+    ) -> WorkflowHandle[Any, RunOutcome]:
+        """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
+        RunResult). `stream` (default): its model calls publish text live for `stream(run_id)` from
+        the first call on (a run started without it streams live once a reader asks)."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
             AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}, stream=stream).model_dump(
@@ -100,12 +136,13 @@ class ReinClient:
             ),
             id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
-            result_type=RunResult,
+            result_type=RunOutcome,
             static_summary=run_summary(agent, prompt),
+            search_attributes=await start_search_attributes(self.client, agent),
         )
 
-    def handle(self, run_id: str) -> WorkflowHandle[Any, RunResult]:
-        return self.client.get_workflow_handle(run_id, result_type=RunResult)
+    def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
+        return self.client.get_workflow_handle(run_id, run_id=run, result_type=RunOutcome)
 
     # Decisions go through the run's validated updates: a decision that does not fit (unknown
     # tool call id, nothing pending, wrong approver, run ended) raises DecisionRejected here
@@ -159,11 +196,45 @@ class ReinClient:
     async def session(self, run_id: str) -> Session:
         return Session.model_validate(await history.query(self.client, run_id, "session"))
 
-    async def steps(self, run_id: str) -> list[Step]:
-        return [Step.model_validate(s) for s in await history.query(self.client, run_id, "steps")]
+    async def steps(self, run_id: str, start: int = 0) -> list[Step]:
+        """Steps from index `start`, gathered across the runs of a continue-as-new chain."""
+        chunks: list[list[Step]] = []
+        run: str | None = None  # the newest run first, then the ones it continued from
+        while True:
+            view = RunStatusView.model_validate(await history.query(self.client, run_id, "status", run=run))
+            steps = await history.query(self.client, run_id, "steps", start, run=run)
+            chunks.append([Step.model_validate(s) for s in steps])
+            if view.first_step <= start or not view.continued_from:
+                break
+            run = view.continued_from
+        return [step for chunk in reversed(chunks) for step in chunk]
 
     async def result(self, run_id: str) -> RunResult:
-        return await self.handle(run_id).result()
+        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries)."""
+        try:
+            outcome = await self.handle(run_id).result()
+        except WorkflowFailureError as err:
+            cause = err.cause
+            kind = getattr(cause, "type", None) or type(cause).__name__
+            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
+        return await self.full_result(run_id, outcome)
+
+    async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
+        """A RunResult from a run's slim outcome: the Session, and the Steps from `steps_from` on."""
+        session = await self.session(run_id)
+        steps = await self.steps(run_id, steps_from)
+        return RunResult(
+            status=outcome.status,
+            output=outcome.output,
+            data=outcome.data,
+            stop_reason=outcome.stop_reason,
+            usage=outcome.usage,
+            elapsed_s=outcome.elapsed_s,
+            interrupt=outcome.interrupt,
+            run_id=outcome.run_id,
+            steps=[s.model_copy(update={"index": i}) for i, s in enumerate(steps)],
+            session=session,
+        )
 
     async def wait(self, run_id: str, request: WaitRequest | None = None) -> RunResult:
         """Until the run pauses (an interrupt) or ends; follows it across continue-as-new.
@@ -176,7 +247,7 @@ class ReinClient:
         backoff = 0.05
         while True:
             try:
-                return await latest.execute_update(WAIT_UPDATE, request, result_type=RunResult)
+                outcome = await latest.execute_update(WAIT_UPDATE, request, result_type=RunOutcome)
             except (WorkflowUpdateFailedError, RPCError) as err:
                 kind = getattr(getattr(err, "cause", None), "type", None)
                 if kind == "RunFailed" or (await latest.describe()).status != WorkflowExecutionStatus.RUNNING:
@@ -186,12 +257,15 @@ class ReinClient:
                     # poll until it moves on, then wait again.
                     await self._until_paused(latest, request.after_pause, backoff)
                     backoff = min(backoff * 2, 2.0)
+                continue
+            return await self.full_result(run_id, outcome, request.steps_from)
         try:
-            return await latest.result()
+            outcome = await latest.result()
         except WorkflowFailureError as err:
             cause = err.cause
             kind = getattr(cause, "type", None) or type(cause).__name__
             raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
+        return await self.full_result(run_id, outcome, request.steps_from)
 
     async def stream(
         self, run_id: str, *, from_offset: int = 0, until_pause: bool = False
@@ -218,7 +292,7 @@ class ReinClient:
                 if until_pause and chunk.type in ("interrupt", "done"):
                     return
 
-    async def _until_paused(self, handle: WorkflowHandle[Any, RunResult], after_pause: int, delay: float) -> None:
+    async def _until_paused(self, handle: WorkflowHandle[Any, RunOutcome], after_pause: int, delay: float) -> None:
         while True:
             try:
                 view = RunStatusView.model_validate(await handle.query("status"))

@@ -86,13 +86,28 @@ class _Lenient(BaseModel):
 
 class RunCarry(BaseModel):
     """What a run hands to its continuation when it continues-as-new (internal: a run started
-    by a client with a `carry` fails at once)."""
+    by a client with a `carry` fails at once).
 
-    steps: list[Step] = Field(default_factory=list)
+    The conversation travels as the input's `session`; the step log stays with the run
+    that made it (the `steps` query of each run in the chain serves it).
+    """
+
+    step_count: int = Field(default=0, ge=0, le=2**62)
+    """Steps recorded by earlier runs of the chain: this run's first step index."""
     active_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     pause: int = Field(default=0, ge=0, le=2**31)
     ignored_signals: int = Field(default=0, ge=0, le=2**62)
     sent_messages: int = Field(default=0, ge=0, le=2**31)
+    sent_digest: str | None = Field(default=None, max_length=64)
+    """Chain digest of the first `sent_messages` messages (None: send them all again)."""
+    produced: list[str] = Field(default_factory=list, max_length=10_000)
+    """Hashes of messages the worker produced that no model call has referred to yet."""
+    input_tools: list[str] = Field(default_factory=list, max_length=10_000)
+    """Tools whose calls are questions for a person (known before the agent is described again)."""
+    interrupt: Interrupt | None = None
+    """The interrupt the run was waiting on when it continued as new."""
+    wait_deadline: float | None = Field(default=None, allow_inf_nan=False)
+    """When the approval wait in progress times out (workflow time, seconds)."""
     conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
 
 
@@ -146,6 +161,8 @@ class ToolInfo(BaseModel):
     retries: int = 0
     timeout_s: float | None = None
     asks_human: bool = False
+    local: bool = False
+    """Run as a local activity (`@tool(local=True)`)."""
     requires_approval: bool = False
     """Asks a person before every call, whatever the run's `permission`."""
     agent: str | None = None
@@ -162,6 +179,8 @@ class AgentDescription(BaseModel):
     tools: list[ToolInfo] = Field(default_factory=list)
     search_attributes: list[str] = Field(default_factory=list)
     """The rein search attributes the server has; the workflow upserts only these."""
+    max_payload_bytes: int = 1_500_000
+    """The largest payload the worker's converter can record (its external store's limit)."""
     middleware: bool = Field(default=False, exclude_if=lambda v: not v)
     """The agent has middleware, hooks or event handlers: each step runs them on the worker."""
     compaction: CompactionTrigger | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -171,21 +190,26 @@ class AgentDescription(BaseModel):
 
 
 class ModelCallInput(BaseModel):
-    """Only the messages the worker has not seen yet, so history grows linearly with the run.
+    """Only what the worker does not hold yet, so history grows linearly with the run.
 
-    The worker keeps each run's conversation in memory; after a restart or on
-    another worker it reads the whole conversation back with the `session` query.
+    `new_messages` continue the conversation from `first_index`; an entry that is a string
+    is the hash (rein.digest) of a message this worker produced (a model reply, a tool
+    result) and keeps in its cache. `digest` is the chain digest of the whole conversation:
+    the worker uses its cache only when it matches, else reads the conversation back with
+    the `session` query.
     """
 
     agent: str
     iteration: int
-    new_messages: list[Message]
+    new_messages: list[Message | str]
     first_index: int = 0
     """Position of new_messages[0] in the conversation."""
     total: int = 0
-    """Length of the conversation after new_messages: the worker's consistency check."""
-    run_id: str = ""
-    workflow_run_id: str = ""
+    """Length of the conversation after new_messages."""
+    digest: str = ""
+    run_id: str = Field(default="", exclude_if=lambda v: not v)
+    workflow_run_id: str = Field(default="", exclude_if=lambda v: not v)
+    """Both default to the calling workflow's (activity.info()); the history need not repeat them."""
     stream: bool = False
     """Publish the answer's text deltas and tool calls live to the run's stream."""
     stream_source: str = Field(default="", exclude_if=lambda v: not v)
@@ -262,7 +286,8 @@ class CompactResult(BaseModel):
 class ToolCallInput(BaseModel):
     agent: str
     call: ToolCall
-    run_id: str = ""
+    run_id: str = Field(default="", exclude_if=lambda v: not v)
+    """Defaults to the calling workflow's id (activity.info())."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
 
@@ -306,6 +331,28 @@ class CancelSignal(_Lenient):
         return "" if value is None else value
 
 
+class RunOutcome(BaseModel):
+    """The workflow's result (and the `rein.wait` update's): small whatever the run's length.
+
+    The conversation and the step log are served by the `session` and `steps` queries;
+    rein's client turns an outcome into a full RunResult with them.
+    """
+
+    status: Literal["done", "interrupted"]
+    output: str | None
+    data: Any = None
+    """Agents with an output type: the validated final result's JSON value."""
+    stop_reason: str = "done"
+    usage: Usage = Field(default_factory=Usage)
+    elapsed_s: float | None = None
+    interrupt: Interrupt | None = None
+    run_id: str | None = None
+    iterations: int = 0
+    step_count: int = 0
+    """Steps over the whole run (all runs of a continue-as-new chain)."""
+    message_count: int = 0
+
+
 class WaitRequest(BaseModel):
     after_pause: int = Field(default=0, ge=0, le=2**31)
     """Return once the run has paused (or ended) more times than this."""
@@ -324,6 +371,10 @@ class RunStatusView(BaseModel):
     stop_reason: str | None
     pause: int = 0
     ignored_signals: int = 0
+    first_step: int = 0
+    """Index of the first step this run recorded (earlier ones are in `continued_from`)."""
+    continued_from: str | None = None
+    """Run id of the run this one continued as new from."""
 
 
 # ------------------------------------------------------------ config overrides from clients

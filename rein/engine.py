@@ -22,8 +22,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from rein import machine
-from rein.client import ReinClient
-from rein.contract import WORKFLOW_TYPE, AgentInput, RunStatusView, WaitRequest, agent_task_queue
+from rein.client import ReinClient, start_search_attributes
+from rein.contract import WORKFLOW_TYPE, AgentInput, RunOutcome, RunStatusView, WaitRequest, agent_task_queue
 from rein.ir import StreamChunk
 from rein.log import logger
 from rein.result import RunResult
@@ -158,8 +158,9 @@ class Engine:
             AgentInput(agent=agent_key, prompt=prompt, session=session, stream=stream),
             id=workflow_id,
             task_queue=self.task_queue(agent_key),
-            result_type=RunResult,
+            result_type=RunOutcome,
             static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
+            search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0]),
         )
 
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:
@@ -175,7 +176,7 @@ class Engine:
         Session) when the run has ended, is unknown, or waits at a different point.
         """
         assert self.client is not None
-        handle = self.client.get_workflow_handle(session.run_id, result_type=RunResult)
+        handle = self.client.get_workflow_handle(session.run_id, result_type=RunOutcome)
         runs = ReinClient(self.client)
         try:
             if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
@@ -199,7 +200,7 @@ class Engine:
     async def decide(self, run_id: str, signals: list[tuple[str, dict]]) -> RunResult:
         """Send `signals` to a waiting run and wait for its next pause or its end."""
         assert self.client is not None
-        handle = self.client.get_workflow_handle(run_id, result_type=RunResult)
+        handle = self.client.get_workflow_handle(run_id, result_type=RunOutcome)
         runs = ReinClient(self.client)
         view = await runs.status(run_id)
         return await self._signal_and_wait(handle, signals, view.pause, len(await runs.steps(run_id)))

@@ -20,7 +20,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from rein.client import ReinClient
 from rein.contract import WORKFLOW_TYPE, RunStatusView
 from rein.ir import ToolCall, Usage
-from rein.result import Interrupt, RunResult, Step
+from rein.contract import RunOutcome
+from rein.result import Interrupt, Step
 from rein.summaries import tool_summary
 
 _AGENT = SearchAttributeKey.for_keyword("ReinAgent")
@@ -242,7 +243,7 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
             detail.steps = await _steps(client, run_id)
         return detail
     try:
-        result: RunResult = await handle.result(follow_runs=False)
+        result: RunOutcome = await handle.result(follow_runs=False)
     except WorkflowFailureError as err:
         detail.error = failure_message(err)
         if steps:
@@ -253,11 +254,12 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         return detail
     detail.status = "cancelled" if result.stop_reason == "cancelled" else "done"
     detail.stage = "done"
-    detail.iteration = result.session.iteration
+    detail.iteration = result.iterations
     detail.usage = result.usage
     detail.stop_reason = result.stop_reason
     detail.output = result.output
-    detail.steps = result.steps
+    if steps:  # the result is slim: the steps come from the `steps` queries
+        detail.steps = await _steps(client, run_id)
     return detail
 
 

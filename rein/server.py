@@ -265,11 +265,9 @@ def _take_lease(home: Path) -> None:
     if _lease is not None:
         release_embedded()
     fd = os.open(home / _CLIENTS, os.O_RDWR | os.O_CREAT, 0o600)
-    os.set_inheritable(fd, False)
     fcntl.flock(fd, fcntl.LOCK_SH)
-    if _lease is None and not getattr(_take_lease, "registered", False):
-        atexit.register(release_embedded)
-        _take_lease.registered = True  # type: ignore[attr-defined]
+    atexit.unregister(release_embedded)
+    atexit.register(release_embedded)  # once, however often the lease is taken
     _lease = (home, fd)
 
 
@@ -328,7 +326,8 @@ def _start_supervisor(home: Path, timeout_s: float) -> dict:
     """Start a supervisor and wait until it reports a healthy server; on failure kill it all."""
     leftover = _read_state(home)
     if leftover is not None:  # a supervisor that never became ready, or a stale file
-        _kill_group(leftover.get("pid"))
+        if leftover.get("pid") and _alive(leftover["pid"]):
+            _kill_group(leftover["pid"])
         (home / _STATE).unlink(missing_ok=True)
     open(home / _LOG, "wb").close()
     log = open(home / _LOG, "ab")
@@ -391,13 +390,14 @@ def _stop(home: Path) -> bool:
         deadline = time.monotonic() + 20
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-    _kill_group(pid)  # whatever is left of its group
+    if pid and (_alive(pid) or pid in _started):
+        _kill_group(pid)  # it did not stop in time: it and its server, at once
     server_pid = state.get("server_pid")
-    if server_pid:
-        try:
+    try:  # normally gone with its supervisor; never kill a recycled pid
+        if server_pid and str(home).encode() in Path(f"/proc/{server_pid}/cmdline").read_bytes():
             os.kill(server_pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    except (OSError, ProcessLookupError):
+        pass
     (home / _STATE).unlink(missing_ok=True)
     return was_running
 

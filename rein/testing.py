@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from rein.temporal.converter import rein_data_converter
+from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from rein.server import installed_binary, rein_server_flags, temporal_binary
@@ -28,3 +29,17 @@ async def start_local() -> WorkflowEnvironment:
         dev_server_extra_args=rein_server_flags(),
         ui=False,
     )
+
+
+async def full_result(handle: WorkflowHandle) -> dict:
+    """A finished run's result as JSON, with its `session` and `steps` (across continue-as-new).
+
+    The workflow's own result is slim (output, status, usage, counts); the conversation and
+    the step log come from the `session` and `steps` queries, so a worker must be running.
+    """
+    from rein.client import ReinClient
+    from rein.contract import RunOutcome
+
+    outcome = RunOutcome.model_validate(await handle.result())
+    result = await ReinClient(handle._client).full_result(handle.id, outcome)
+    return result.model_dump(mode="json")

@@ -120,6 +120,8 @@ class Tool:
     `retries` is how many extra attempts the durable engine may make when the
     tool raises (opt-in: with 0, an exception becomes an error result at once).
     `timeout_s` bounds one attempt in the durable engine (None = engine default).
+    `local` runs it as a Temporal local activity (in the worker that runs the workflow, no
+    task-queue round trip): for quick, cheap tools; its result must stay small.
     """
 
     def __init__(
@@ -133,6 +135,7 @@ class Tool:
         retries: int = 0,
         timeout_s: float | None = None,
         requires_approval: bool = False,
+        local: bool = False,
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"Tool '{name}': retries must be a non-negative integer, got {retries!r}")
@@ -151,6 +154,7 @@ class Tool:
         self.asks_human = False
         """True for `rein.ask_human`: its calls are questions for a person, never executed."""
         self.requires_approval = bool(requires_approval)
+        self.local = bool(local)
         """Every call waits for a person's approval, even under `permission="allow"`."""
         self.agent: Any = None
         """Set by `Agent.as_tool`: the agent this tool runs (a child workflow in durable runs)."""
@@ -166,6 +170,7 @@ class Tool:
         retries: int = 0,
         timeout_s: float | None = None,
         requires_approval: bool = False,
+        local: bool = False,
     ) -> Tool:
         """Build a Tool from a function: name from `__name__`, description from the docstring."""
         if not callable(fn):
@@ -180,6 +185,7 @@ class Tool:
             retries=retries,
             timeout_s=timeout_s,
             requires_approval=requires_approval,
+            local=local,
         )
         made._signature = signature  # the schema above and validation come from this one model
         return made
@@ -234,10 +240,11 @@ def tool(
     retries: int = 0,
     timeout_s: float | None = None,
     requires_approval: bool = False,
+    local: bool = False,
 ) -> Any:
-    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, requires_approval=True)`."""
+    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, requires_approval=True, local=True)`."""
     options = dict(name=name, description=description, retries=retries, timeout_s=timeout_s,
-                   requires_approval=requires_approval)
+                   requires_approval=requires_approval, local=local)
     if fn is not None:
         if not callable(fn):
             raise TypeError(

@@ -24,7 +24,7 @@ from rein import Agent, LoopConfig, ToolCall, ToolContext
 from rein.client import DecisionRejected, ReinClient
 from rein.contract import WAIT_UPDATE
 from rein.ir import Completion, Message, Usage
-from rein.testing import start_local
+from rein.testing import full_result, start_local
 
 REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
 TOUCHED: Counter[str] = Counter()
@@ -219,7 +219,7 @@ async def test_bad_input_table_fails_each_run_at_once(env, tq):
         else:
             handle = await env.client.start_workflow("AgentWorkflow", payload, id=wf_id, task_queue=tq)
         with pytest.raises(WorkflowFailureError) as failure:
-            await asyncio.wait_for(handle.result(), 60)
+            await asyncio.wait_for(full_result(handle), 60)
         text = error_text(failure.value.cause)
         assert expected in text, (label, text)
         cause = failure.value.cause
@@ -244,7 +244,7 @@ async def test_harmless_extras_and_tightening_are_accepted(env, tq):
         id=new_id("tightened"), task_queue=tq,
     )
     assert (await extra.result())["output"] == "finished"
-    result = await denied.result()
+    result = await full_result(denied)
     assert "Denied by policy" in [m for m in result["session"]["messages"] if m["role"] == "tool"][0]["content"]
     assert TOUCHED[extra.id] == 1
     assert TOUCHED[denied.id] == 0
@@ -277,7 +277,7 @@ async def test_session_from_input_needs_a_fresh_decision(env, tq):
     with pytest.raises(DecisionRejected, match="not among this run's approvers"):
         await client.approve(handle.id, approver="ceo")
     assert await client.approve(handle.id, approver="alice") == ["c1"]
-    result = await handle.result()
+    result = await full_result(handle)
     assert [(d["approver"], d["approved"]) for d in result["session"]["decisions"]] == [("alice", True)]
     assert TOUCHED[handle.id] == 1
 
@@ -289,7 +289,7 @@ async def test_requires_approval_asks_even_when_permission_allows(env, tq):
     await wait_status(handle, lambda s: s["status"] == "waiting_approval")
     assert TOUCHED[handle.id] == 0
     await ReinClient(env.client, tq).deny(handle.id, approver="ops", reason="not today")
-    result = await handle.result()
+    result = await full_result(handle)
     assert "not today" in [m for m in result["session"]["messages"] if m["role"] == "tool"][0]["content"]
     assert TOUCHED[handle.id] == 0
 
@@ -350,7 +350,7 @@ async def test_bad_signals_and_updates_are_recorded_or_rejected(env, tq):
     assert session["decisions"] == []
     assert TOUCHED[handle.id] == 0
     await handle.signal("approve", {"approver": "bob"})
-    result = await handle.result()
+    result = await full_result(handle)
     assert result["output"] == "finished"
     assert TOUCHED[handle.id] == 1
     assert not task_failures(await events(handle))
@@ -405,7 +405,7 @@ async def test_unreadable_argument_json_is_an_error_result_not_defaults(env, tq)
     handle = await env.client.start_workflow(
         "AgentWorkflow", {"agent": "truncated", "prompt": "x"}, id=new_id("truncated"), task_queue=tq
     )
-    result = await handle.result()
+    result = await full_result(handle)
     (tool_message,) = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert "Invalid arguments for tool 'touch'" in tool_message["content"]
     assert "not valid JSON" in tool_message["content"]
@@ -416,7 +416,7 @@ async def test_duplicate_call_ids_in_one_batch_each_get_their_own_result(env, tq
     handle = await env.client.start_workflow(
         "AgentWorkflow", {"agent": "duplicates", "prompt": "x"}, id=new_id("duplicates"), task_queue=tq
     )
-    result = await handle.result()
+    result = await full_result(handle)
     calls = [m for m in result["session"]["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
     ids = [c["id"] for c in calls[0]["tool_calls"]]
     assert ids == ["dup", "dup~2"]
@@ -429,7 +429,7 @@ async def test_a_sync_tool_can_heartbeat_in_a_durable_run(env, tq):
     handle = await env.client.start_workflow(
         "AgentWorkflow", {"agent": "beats", "prompt": "x"}, id=new_id("beats"), task_queue=tq
     )
-    result = await handle.result()
+    result = await full_result(handle)
     (tool_message,) = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert tool_message["content"] == "beat ok"
     assert TOUCHED[handle.id] == 1

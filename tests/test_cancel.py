@@ -18,7 +18,7 @@ from temporalio.common import SearchAttributeKey
 from rein import Agent, LoopConfig, MockProvider, StreamChunk, ToolCall
 from rein.client import ReinClient
 from rein.temporal import ReinPlugin
-from rein.testing import start_local, start_time_skipping
+from rein.testing import full_result, start_local, start_time_skipping
 
 HISTORIES = Path(__file__).parent / "histories"
 REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
@@ -53,7 +53,7 @@ async def test_cancel_interrupts_a_running_tool(env):
         )
         await asyncio.wait_for(started.wait(), 10)
         await handle.signal("cancel", {"reason": "operator stopped it"})
-        result = await handle.result()
+        result = await full_result(handle)
         history = await handle.fetch_history()
     assert result["stop_reason"] == "cancelled"
     assert result["status"] == "done"
@@ -85,7 +85,7 @@ async def test_workflow_cancellation_interrupts_a_running_tool_like_the_signal(e
         )
         await asyncio.wait_for(started.wait(), 10)
         await handle.cancel()
-        result = await handle.result()  # completes normally: no WorkflowFailureError
+        result = await full_result(handle)  # completes normally: no WorkflowFailureError
         status = await handle.query("status")
         history = await handle.fetch_history()
     assert result["stop_reason"] == "cancelled"

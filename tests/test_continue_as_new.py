@@ -11,7 +11,7 @@ import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
 from rein.client import ReinClient
 from rein.contract import WaitRequest
-from rein.testing import start_local, start_time_skipping
+from rein.testing import full_result, start_local, start_time_skipping
 
 
 class Counter:
@@ -62,7 +62,7 @@ async def test_long_run_continues_as_new_and_keeps_everything(env):
             task_queue=tq,
         )
         first_run = handle.result_run_id
-        result = await handle.result()
+        result = await full_result(handle)
     assert result["output"] == "bumped 8 times"
     assert result["session"]["iteration"] == 9
     assert [s["kind"] for s in result["steps"]] == ["model", "tool"] * 8 + ["model"]
@@ -124,7 +124,7 @@ async def test_a_session_too_large_to_carry_keeps_its_history(env):
             id=f"can-{uuid.uuid4().hex[:8]}",
             task_queue=tq,
         )
-        result = await handle.result()
+        result = await full_result(handle)
         history = await env.client.get_workflow_handle(handle.id).fetch_history()  # the last run
         first = await env.client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
     assert first.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW

@@ -95,8 +95,13 @@ def _script(home: Path, code: str, *args: str, **env: str) -> dict:
         [sys.executable, "-c", code, *args], cwd=ROOT, env=_env(home, **env),
         capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, f"{proc.stderr[-3000:]}\nstdout: {proc.stdout[-500:]}\nserver log: {_log(home)}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _log(home: Path) -> str:
+    log = home / "server.log"
+    return log.read_text(errors="replace")[-1500:] if log.exists() else "(none)"
 
 
 def _rein_text(home: Path, *argv: str) -> str:

@@ -29,7 +29,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.contract import AgentDescription
 from rein.mcp import MCPServerHTTP, MCPServerStdio
 from rein.server import free_port
-from rein.testing import start_time_skipping
+from rein.testing import full_result, start_time_skipping
 
 SERVER = Path(__file__).parent / "mcp_server.py"
 TOKEN = "tok-" + uuid.uuid4().hex
@@ -96,7 +96,7 @@ async def run(env, ids, agent: Agent, prompt: str = "go") -> tuple[dict, list]:
         handle = await env.client.start_workflow(
             "AgentWorkflow", {"agent": agent.name, "prompt": prompt}, id=wf_id, task_queue=tq
         )
-        result = await handle.result()
+        result = await full_result(handle)
         history = await handle.fetch_history()
     return result, list(history.events)
 
@@ -162,7 +162,7 @@ async def test_approval_applies_to_mcp_calls(env, ids, how):
             status = await wait_status(handle, "waiting_approval", tool_call_id)
             assert status["interrupt"]["tool_call"]["name"] == "shout"
             await handle.signal(decision, {"approver": "ops", "reason": "checked"})
-        result = await handle.result()
+        result = await full_result(handle)
     assert tool_messages(result)[0] == "HI"
     assert tool_messages(result)[1].startswith("Denied by ops")
     assert [d["approved"] for d in result["session"]["decisions"]] == [True, False]

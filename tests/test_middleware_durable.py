@@ -27,7 +27,7 @@ from rein.client import RunFailed
 from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session, ToolCall
 from rein.compaction import SlidingWindow, SummarizeCompaction
 from rein.session import Stage
-from rein.testing import start_time_skipping
+from rein.testing import full_result, start_time_skipping
 
 
 class Busy(Exception):
@@ -363,7 +363,7 @@ async def test_compaction_shrinks_the_conversation_the_workflow_carries(env, ids
         handle = await env.client.start_workflow(
             "AgentWorkflow", {"agent": "shrinker", "prompt": "add things"}, id=wf_id, task_queue=tq
         )
-        result = await handle.result()
+        result = await full_result(handle)
         carried = Session.model_validate(await handle.query("session"))
         events = list((await handle.fetch_history()).events)
     assert result["output"] == "finished"
@@ -413,7 +413,7 @@ async def test_middleware_steps_run_as_the_contract_activities_with_an_approval(
             await asyncio.sleep(0.02)
         assert stages == ["call_model", "run_tools"]  # the middleware saw the step that asked
         await handle.signal("approve", {"approver": "alice"})
-        result = await handle.result()
+        result = await full_result(handle)
         events = list((await handle.fetch_history()).events)
     assert result["output"] == "3"
     assert stages == ["call_model", "run_tools", "run_tools", "call_model"]
@@ -478,7 +478,7 @@ async def test_middleware_and_compaction_across_continue_as_new(env, ids):
             task_queue=tq,
         )
         first_run = handle.result_run_id
-        result = RunResult.model_validate(await handle.result())
+        result = RunResult.model_validate(await full_result(handle))
         final_run = (await env.client.get_workflow_handle(wf_id).describe()).run_id
     assert final_run != first_run, "the run did not continue as new"
     assert view(result) == expected
@@ -567,7 +567,7 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
             handle = await dev.client.start_workflow(
                 "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
             )
-            result = RunResult.model_validate(await asyncio.wait_for(handle.result(), 60))
+            result = RunResult.model_validate(await asyncio.wait_for(full_result(handle), 60))
             history = json.loads((await handle.fetch_history()).to_json())
         finally:
             worker.terminate()

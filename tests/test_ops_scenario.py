@@ -33,6 +33,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from rein.server import free_port, temporal_binary
+from rein.testing import full_result
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT_TARGET = "tests.agents.ops:agent"
@@ -230,7 +231,7 @@ async def scenario(stack: Stack) -> dict[str, Any]:
     result_proc = await cli("workflow", "result", "--workflow-id", wf_id, "-o", "json")
     seen["cli_result_raw"] = result_proc.stdout
     seen["cli_result"] = json.loads(result_proc.stdout)
-    seen["client_result"] = await asyncio.wait_for(handle.result(), 20)
+    seen["client_result"] = await asyncio.wait_for(full_result(handle), 20)
     seen["status_done"] = await handle.query("status")
 
     show = await cli("workflow", "show", "--workflow-id", wf_id, "-o", "json")

@@ -22,7 +22,7 @@ from vendor_server import Reply, VendorServer  # noqa: E402
 import rein  # noqa: E402
 from rein import Agent, Completion, LiteLLMProvider, LoopConfig, Message, MockProvider, ToolCall  # noqa: E402
 from rein.output import OutputSpec  # noqa: E402
-from rein.testing import start_time_skipping  # noqa: E402
+from rein.testing import full_result, start_time_skipping  # noqa: E402
 
 
 class Address(BaseModel):
@@ -140,7 +140,7 @@ async def test_durable_run_carries_the_value_as_json(env, ids):
         handle = await env.client.start_workflow(
             "AgentWorkflow", {"agent": "people", "prompt": "Who is Ada?"}, id=wf_id, task_queue=tq
         )
-        result = await handle.result()
+        result = await full_result(handle)
     assert isinstance(result, dict)  # a raw client gets plain JSON
     assert result["data"] == GOOD
     assert (result["status"], result["stop_reason"]) == ("done", "done")
@@ -159,7 +159,7 @@ async def test_durable_run_ends_when_retries_are_exhausted(env, ids):
         handle = await env.client.start_workflow(
             "AgentWorkflow", {"agent": "people-strict", "prompt": "Who?"}, id=wf_id, task_queue=tq
         )
-        result = await handle.result()
+        result = await full_result(handle)
     assert result["stop_reason"] == "invalid_output" and result["data"] is None
     assert result["session"]["messages"][-1]["role"] == "user"  # the last verdict, never answered
 
@@ -177,7 +177,7 @@ async def test_litellm_answers_through_the_final_tool_over_http(env, ids):
             handle = await env.client.start_workflow(
                 "AgentWorkflow", {"agent": agent.name, "prompt": "Who?"}, id=wf_id, task_queue=tq
             )
-            result = await handle.result()
+            result = await full_result(handle)
         first, second = srv.requests[0].body, srv.requests[1].body
     assert result["data"] == GOOD
     assert [t["function"]["name"] for t in first["tools"]] == ["final_result"]

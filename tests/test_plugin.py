@@ -17,11 +17,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 import rein
 import rein.contract
-from rein import Agent, MockProvider, RunResult, ToolCall
+from rein import Agent, MockProvider, RunResult, Session, ToolCall
+from rein.contract import RunOutcome
 from rein.server import start_dev_server
 from rein.temporal import ReinPlugin
 from rein.temporal.plugin import SANDBOX_PASSTHROUGH, has_rein_converter
-from rein.testing import start_time_skipping
+from rein.testing import full_result, start_time_skipping
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,12 +57,14 @@ async def test_plugin_on_a_plain_worker_of_a_plain_client(env):
     assert set(SANDBOX_PASSTHROUGH) <= set(runner.restrictions.passthrough_modules)
     async with worker:
         client = Client(**{**plain.config(), "plugins": [ReinPlugin()]})
-        result = await client.execute_workflow(
-            "AgentWorkflow", {"agent": "adder", "prompt": "2+3?"}, id=f"wf-{tq}", task_queue=tq, result_type=RunResult
+        handle = await client.start_workflow(
+            "AgentWorkflow", {"agent": "adder", "prompt": "2+3?"}, id=f"wf-{tq}", task_queue=tq, result_type=RunOutcome
         )
-    assert isinstance(result, RunResult)
+        result = await handle.result()
+        session = Session.model_validate(await handle.query("session"))
+    assert isinstance(result, RunOutcome)
     assert result.output == "The sum is 5."
-    assert [m.content for m in result.session.messages if m.role == "tool"] == ["5"]
+    assert [m.content for m in session.messages if m.role == "tool"] == ["5"]
 
 
 async def test_sandbox_opt_out_and_a_client_level_plugin_merge(env):
@@ -76,7 +79,7 @@ async def test_sandbox_opt_out_and_a_client_level_plugin_merge(env):
         for name in ("first", "second"):  # both plugins' agents are served by the one registration
             result = await client.execute_workflow(
                 "AgentWorkflow", {"agent": name, "prompt": "2+3?"}, id=f"wf-{tq}-{name}", task_queue=tq,
-                result_type=RunResult,
+                result_type=RunOutcome,
             )
             assert result.output == "The sum is 5."
 
@@ -221,7 +224,7 @@ async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_
 
             await runs.approve(handle.id, approver="alice")  # sent to the parent, decided in the child
             result = await runs.wait(handle.id, rein.contract.WaitRequest(after_pause=view.pause))
-            child = await env.client.get_workflow_handle(f"{handle.id}/r1").result()
+            child = await full_result(env.client.get_workflow_handle(f"{handle.id}/r1"))
     finally:
         await env.shutdown()
     assert result.status == "done" and result.output == "The researcher says: cats purr."

@@ -27,7 +27,7 @@ from temporalio.worker import Replayer
 
 import rein
 from rein import Agent, LoopConfig, MockProvider, Session, Step, ToolCall, ToolContext
-from rein.testing import start_time_skipping
+from rein.testing import full_result, start_time_skipping
 from rein.workflows import AgentWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -152,7 +152,7 @@ async def test_approve_whole_batch_with_default_json_converter(env, ids):
         assert ran == []  # nothing runs before the approval
 
         await handle.signal("approve", {"approver": "alice", "reason": "looks fine"})
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert isinstance(result, dict)
     assert result["status"] == "done" and result["stop_reason"] == "done"
@@ -194,7 +194,7 @@ async def test_approve_one_then_deny_the_other(env, ids):
         assert ran == []  # the batch runs only once it is fully decided
 
         await handle.signal("deny", {"tool_call_id": "c2", "approver": "bob", "reason": "b.txt is protected"})
-        result = await handle.result()
+        result = await full_result(handle)
         final = await handle.query("status")  # queries need a worker, even after the run ended
 
     assert ran == ["a.txt"]
@@ -217,7 +217,7 @@ async def test_deny_feeds_the_denial_to_the_model(env, ids):
         handle = await start(env, "denied", "add", wf_id, tq)
         await wait_status(handle, "waiting_approval")
         await handle.signal("deny", {"approver": "ops", "reason": "not today"})
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert result["output"] == "understood"
     assert len(provider.seen) == 2
@@ -237,7 +237,7 @@ async def test_answer_becomes_the_ask_human_result(env, ids):
         assert status["interrupt"]["type"] == "need_input"
         assert status["interrupt"]["message"] == "Which colour?"
         await handle.signal("answer", {"text": "blue, please", "approver": "carol"})
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert tool_messages(result) == {"q1": "blue, please"}
     assert provider.seen[1][-1].content == "blue, please"
@@ -265,7 +265,7 @@ async def test_cancel_while_waiting(env, ids):
         handle = await start(env, "cancelled", "touch", wf_id, tq)
         await wait_status(handle, "waiting_approval")
         await handle.signal("cancel", {"reason": "changed my mind"})
-        result = await handle.result()
+        result = await full_result(handle)
         final = await handle.query("status")
 
     assert result["stop_reason"] == "cancelled"
@@ -293,7 +293,7 @@ async def test_cancel_with_malformed_payload_is_counted_consistently(env, ids):
         )
         if status["status"] != "cancelled":
             await handle.signal("approve", {})
-        result = await handle.result()
+        result = await full_result(handle)
         final = await handle.query("status")
 
     cancelled = result["stop_reason"] == "cancelled"
@@ -330,7 +330,7 @@ async def test_malformed_and_misplaced_signals_are_ignored(env, ids):
         assert session.decisions == []
 
         await handle.signal("approve", {"approver": "alice"})
-        result = await handle.result()
+        result = await full_result(handle)
         final = await handle.query("status")
 
     assert result["output"] == "five"
@@ -340,7 +340,7 @@ async def test_malformed_and_misplaced_signals_are_ignored(env, ids):
     # A signal after the run ended cannot reach it, and the result stays as it was.
     with pytest.raises(RPCError):
         await handle.signal("approve", {"approver": "late"})
-    assert (await handle.result()) == result
+    assert (await handle.result())["output"] == result["output"]
     assert_no_task_failures(await history_events(handle))
 
 
@@ -398,7 +398,7 @@ async def test_config_override_from_input(env, ids):
         handle = await start(env, "overridden", "add", wf_id, tq, config={"permission": "ask"})
         await wait_status(handle, "waiting_approval")
         await handle.signal("approve", {"approver": "ops"})
-        result = await handle.result()
+        result = await full_result(handle)
     assert tool_messages(result) == {"c1": "4"}
     assert [d["approver"] for d in result["session"]["decisions"]] == ["ops"]
 
@@ -449,7 +449,7 @@ async def test_approval_after_two_simulated_days(env, ids):
         # Still waiting: no approval timeout by default, and waiting is not active time.
         await wait_status(handle, "waiting_approval")
         await handle.signal("approve", {"approver": "late-reviewer"})
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert result["stop_reason"] == "done"
     assert result["output"] == "forty-two"
@@ -473,7 +473,7 @@ async def test_approval_timeout_denies(env, ids):
     )
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "unanswered", "do it", wf_id, tq)
-        result = await handle.result()  # nobody answers; the test server skips the 3 days
+        result = await full_result(handle)  # nobody answers; the test server skips the 3 days
 
     assert ran == []
     assert result["stop_reason"] == "done" and result["output"] == "gave up"
@@ -506,7 +506,7 @@ async def test_parallel_tool_calls_keep_call_order(env, ids):
     agent = Agent(provider=MockProvider([batch, "all back"]), tools=[slow], name="parallel")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "parallel", "go", wf_id, tq)
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert finished == ["third", "second", "first"]  # they really overlapped
     tool_msgs = [m for m in result["session"]["messages"] if m["role"] == "tool"]
@@ -559,7 +559,7 @@ async def test_retry_after_model_attempts_are_exhausted(env, ids):
 
         provider.failing = False
         await handle.signal("retry", {})
-        result = await handle.result()
+        result = await full_result(handle)
         final = await handle.query("status")
 
     assert result["status"] == "done" and result["output"] == "recovered"
@@ -586,7 +586,7 @@ async def test_tool_retries_with_stable_idempotency_key(env, ids):
     agent = Agent(provider=MockProvider([[call("t1", "flaky_write", text="hi")], "ok"]), tools=[flaky_write], name="retrier")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "retrier", "write", wf_id, tq)
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert [a for a, _ in seen] == [1, 2, 3]
     assert {k for _, k in seen} == {f"{wf_id}/t1"}
@@ -609,7 +609,7 @@ async def test_tool_error_without_retries_is_a_result(env, ids):
     agent = Agent(provider=provider, tools=[boom], name="boomer")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "boomer", "explode", wf_id, tq)
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert attempts == [1]
     content = tool_messages(result)["b1"]
@@ -642,7 +642,7 @@ async def test_tool_retries_exhausted_become_an_error_result(env, ids):
     agent = Agent(provider=provider, tools=[always_down], name="exhausted")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "exhausted", "try", wf_id, tq)
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert attempts == [1, 2]
     content = tool_messages(result)["d1"]
@@ -663,7 +663,7 @@ async def test_tool_timeout_becomes_an_error_result(env, ids):
     agent = Agent(provider=provider, tools=[stuck], name="stuck")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "stuck", "go", wf_id, tq)
-        result = await handle.result()
+        result = await full_result(handle)
 
     content = tool_messages(result)["s1"]
     assert "stuck" in content and "did not complete" in content
@@ -704,7 +704,7 @@ async def test_queries_status_session_steps(env, ids):
         assert steps[0].tool_calls and steps[0].tool_calls[0].name == "add"
 
         await handle.signal("approve", {})
-        result = await handle.result()
+        result = await full_result(handle)
         raw_steps = await handle.query("steps")
         final = await handle.query("status")
 
@@ -742,24 +742,42 @@ async def test_activity_summaries_read_well(env, ids):
 
 
 STORED_HISTORIES = sorted(HISTORIES.glob("agent_approval_v*.json"))
+RETIRED = ["agent_approval_v1.json"]
+"""Recorded before the rein-throttled-counters patch, which is now retired (workflow.deprecate_patch):
+Temporal replays a deprecated patch's new path only, so runs without its marker cannot replay."""
+REPLAYING = [p for p in STORED_HISTORIES if p.name not in RETIRED]
 
 
-def test_histories_cover_before_and_after_the_counter_patch():
-    def patched(path):
-        events = json.loads(path.read_text())["events"]
-        patches = [
-            base64.b64decode(p["data"]).decode()
-            for e in events
-            if e.get("markerRecordedEventAttributes", {}).get("markerName") == "core_patch"
-            for p in e["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"]
-        ]
-        return any("rein-throttled-counters" in p for p in patches)
-
-    assert [p.name for p in STORED_HISTORIES][:2] == ["agent_approval_v1.json", "agent_approval_v2.json"]
-    assert not patched(STORED_HISTORIES[0]) and patched(STORED_HISTORIES[-1])
+def patches_in(path: Path) -> set[str]:
+    events = json.loads(path.read_text())["events"]
+    return {
+        json.loads(base64.b64decode(p["data"]))["id"]
+        for e in events
+        if e.get("markerRecordedEventAttributes", {}).get("markerName") == "core_patch"
+        for p in e["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"]
+    }
 
 
-@pytest.mark.parametrize("path", STORED_HISTORIES, ids=lambda p: p.stem)
+def test_histories_cover_every_patch_generation():
+    names = [p.name for p in STORED_HISTORIES]
+    assert names[:5] == [f"agent_approval_v{n}.json" for n in range(1, 6)]
+    assert patches_in(STORED_HISTORIES[0]) == set()
+    assert patches_in(STORED_HISTORIES[1]) == {"rein-throttled-counters"}
+    assert patches_in(STORED_HISTORIES[2]) == {"rein-throttled-counters", "rein-prompt-cancel"}
+    assert patches_in(STORED_HISTORIES[3]) == {"rein-throttled-counters", "rein-prompt-cancel", "rein-native-cancel"}
+    assert patches_in(STORED_HISTORIES[4]) == {"rein-native-cancel"}, "v5: the two retired patches record no marker"
+
+
+async def test_history_from_before_the_retired_patch_no_longer_replays():
+    from temporalio.client import WorkflowHistory
+
+    history = WorkflowHistory.from_json("agent-approval", json.loads((HISTORIES / RETIRED[0]).read_text()))
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None and "Nondeterminism" in str(result.replay_failure)
+
+
+@pytest.mark.parametrize("path", REPLAYING, ids=lambda p: p.stem)
 async def test_stored_history_replays(path):
     from temporalio.client import WorkflowHistory
 

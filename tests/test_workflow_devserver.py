@@ -28,7 +28,7 @@ from temporalio.worker import Replayer
 
 import rein
 from rein import Agent, LoopConfig, MockProvider, ToolCall
-from rein.testing import start_local
+from rein.testing import full_result, start_local
 from rein.workflows import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,7 +166,7 @@ async def test_search_attributes_find_waiting_runs(env, ids):
         assert attrs.get(REIN_TOKENS) == 2
 
         await handle.signal("approve", {"approver": "ops"})
-        result = await handle.result()
+        result = await full_result(handle)
 
     assert result["output"] == "three"
     assert await poll(lambda: listed("done"), 10, "visibility of done") == [wf_id]
@@ -209,7 +209,7 @@ async def test_worker_shut_down_mid_tool_another_finishes(env, ids):
     assert a_cancelled.is_set()
 
     async with rein.create_worker(env.client, agents=[agent_b], task_queue=tq):
-        result = await asyncio.wait_for(handle.result(), 40)
+        result = await asyncio.wait_for(full_result(handle), 40)
         events = list((await handle.fetch_history()).events)
 
     assert result["output"] == "B final"
@@ -262,7 +262,7 @@ async def test_worker_killed_mid_tool_another_finishes(env, ids, tmp_path):
 
     agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="crash")
     async with rein.create_worker(env.client, agents=[agent_b], task_queue=tq):
-        result = await asyncio.wait_for(handle.result(), 40)
+        result = await asyncio.wait_for(full_result(handle), 40)
         events = list((await handle.fetch_history()).events)
 
     assert result["output"] == "B final"
@@ -292,7 +292,7 @@ async def test_fresh_approval_history_matches_stored_shape(env, ids):
         await handle.signal("approve", {"approver": "alice", "reason": "read-only"})
         await wait_status(handle, "waiting_input")
         await handle.signal("answer", {"text": "No rounding.", "approver": "alice"})
-        result = await handle.result()
+        result = await full_result(handle)
         fresh = list((await handle.fetch_history()).events)
 
     assert result["output"] == "The sum is 3."

@@ -9,6 +9,7 @@ error or an ignored signal, never a failing workflow task.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from collections.abc import Awaitable
 from collections.abc import Sequence
@@ -47,16 +48,18 @@ with workflow.unsafe.imports_passed_through():
         DecisionSignal,
         DescribeInput,
         ModelCallInput,
-        RunStatus,
         RunCarry,
+        RunOutcome,
+        RunStatus,
         RunStatusView,
         ToolCallInput,
         WaitRequest,
         apply_overrides,
     )
+    from rein.digest import EMPTY, extend, message_hash, ref
     from rein.events import TOPIC, StreamEvent
-    from rein.ir import Completion, StreamChunk, ToolCall, ToolResult
-    from rein.result import Interrupt, RunResult, Step
+    from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult
+    from rein.result import Interrupt, Step
     from rein.session import Session
     from rein.summaries import details_for, model_summary, tool_summary
 
@@ -66,21 +69,26 @@ T = TypeVar("T")
 
 MODEL_HEARTBEAT = timedelta(seconds=20)
 COUNTER_EVERY = 5
+"""Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
 CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
-"""Below Temporal's 2 MB payload limit, with room for encoding overhead."""
+"""Without external storage: below Temporal's 2 MB payload limit, with room for encoding overhead."""
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
-"""Runs recorded before this patch upserted the counters at every step; they replay that way."""
+PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
+"""Retired patches: their behaviour is now the only one and new runs record no marker for them.
+Histories that carry their markers still replay (workflow.deprecate_patch while replaying);
+histories recorded before rein-throttled-counters (tests/histories v1) no longer do."""
 PATCH_FAILED_STATUS = "rein-failed-status"
 """Since this patch, a run that fails before it knows its agent still learns the search attributes to
 publish ReinStatus=failed (one extra local activity on that path only)."""
-PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
-"""Since this patch, `cancel` interrupts in-flight activities instead of waiting for them."""
 PATCH_NATIVE_CANCEL = "rein-native-cancel"
 """Since this patch, Temporal cancellation of the workflow ends the run like the `cancel` signal."""
-"""Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
 TOOL_TIMEOUT = timedelta(minutes=5)
 STREAM_KEEP_ON_CONTINUE = 100
 """Stream items handed to the next run on continue-as-new; older ones are truncated."""
+PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+SIGNALS_BEFORE_CONTINUE_AS_NEW = 1000
+SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW = 4_000_000
+"""A waiting run continues as new after this many signals and updates (or bytes of them) in one history."""
 MAX_PARKED_WAITS = 6
 """`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
 (10 per run) always leaves room for new waits and for the decision updates."""
@@ -110,6 +118,8 @@ class AgentWorkflow:
         """A child run waiting for a person: (its workflow id, its status). The parent shows it."""
         self.session = Session()
         self.steps: list[Step] = []
+        """The steps this run recorded; earlier runs of a continue-as-new chain hold theirs."""
+        self.first_step = 0
         self.status: RunStatus = "running"
         self.interrupt: Interrupt | None = None
         self.pause = 0
@@ -121,13 +131,17 @@ class AgentWorkflow:
         """The name the worker knows the agent by (the input's `agent`)."""
         self.input_tools: frozenset[str] = frozenset()
         self.active_s = 0.0
-        self.final: RunResult | None = None
+        self.final: RunOutcome | None = None
         self.published: dict[str, Any] = {}
         self.sent_messages = 0
         """How many conversation messages model-call activities have been given so far."""
+        self.sent_digest = EMPTY
+        """rein.digest chain digest of those messages."""
+        self.sent_conversation = ""
+        """The conversation token they belong to (a compaction starts a new one)."""
+        self.produced: set[str] = set()
+        """Hashes of messages the worker produced since the last model call (sent as references)."""
         self.details = ""
-        self.throttle_counters = False
-        self.prompt_cancel = False
         self.native_cancel = False
         self.prompt = ""
         self.last_ignored = ""
@@ -140,6 +154,21 @@ class AgentWorkflow:
         self.parked: list[int] = []
         self.released: set[int] = set()
         self.tickets = 0
+        self.request: AgentInput | None = None
+        self.rolling = False
+        """Set once the run has decided to continue as new (waiting handlers let go)."""
+        self.resuming: Interrupt | None = None
+        """The wait a predecessor run was in when it continued as new."""
+        self.wait_deadline: float | None = None
+        self.signals_in_run = 0
+        self.signal_bytes_in_run = 0
+        self.continued_from = workflow.info().continued_run_id
+        """Kept here: queries of a replayed history run outside the workflow's context."""
+        # A continuation takes over before any handler runs: signals and updates delivered with
+        # its first task must find it as the predecessor left it (waiting, with its counters).
+        carried = _carried(args)
+        if carried is not None:
+            self._restore(*carried)
 
     # ------------------------------------------------------------ main loop
 
@@ -209,10 +238,15 @@ class AgentWorkflow:
         # Read the clock and patches before the local activity: a local activity may resolve in a
         # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
-        self.throttle_counters = workflow.patched(PATCH_THROTTLED_COUNTERS)
-        self.prompt_cancel = workflow.patched(PATCH_PROMPT_CANCEL)
+        if workflow.unsafe.is_replaying():
+            # Histories recorded with these (retired) patches carry their markers and must see the
+            # same calls; a new run records none (on replay without a marker the call adds nothing).
+            workflow.deprecate_patch(PATCH_THROTTLED_COUNTERS)
+            workflow.deprecate_patch(PATCH_PROMPT_CANCEL)
+        self._published_at_start()
         self.native_cancel = workflow.patched(PATCH_NATIVE_CANCEL)
         request = self._parse_input(raw_input)
+        self.request = request
         self.streaming = self.streaming or request.stream
         self.parent_call = request.parent_call if workflow.info().parent is not None else None
         self.agent_key = request.agent
@@ -220,21 +254,17 @@ class AgentWorkflow:
         config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
-        self.session = self._initial_session(request)
+        if request.carry is None:
+            self.session = self._initial_session(request)
         self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
-        if request.carry is not None:
-            self.steps = request.carry.steps
-            self.active_s = request.carry.active_s
-            self.pause = request.carry.pause
-            self.ignored_signals = request.carry.ignored_signals
-            self.sent_messages = request.carry.sent_messages
-            self.conversation = request.carry.conversation
         self._publish()
 
         while True:
-            if self._history_is_long(request):
-                self._continue_as_new(request, self.active_s + (workflow.time() - started))
+            if self._history_is_long():
+                self.active_s += workflow.time() - started
+                started = workflow.time()
+                await self._continue_as_new()
             elapsed = self.active_s + (workflow.time() - started)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
             if self.cancel_reason is not None and not isinstance(action, machine.Finish):
@@ -243,6 +273,15 @@ class AgentWorkflow:
                 continue
             if isinstance(action, machine.Finish):
                 break
+            resumed, self.resuming = self.resuming, None
+            if resumed is not None:
+                if resumed.type == "error":
+                    action = machine.Wait(interrupt=resumed)  # still waiting for `retry`
+                if isinstance(action, machine.Wait):
+                    await self._wait_for_human(action.interrupt, config, resumed=True)
+                    started = workflow.time()
+                    continue
+                self._stop_waiting()  # a decision delivered as this run started settled the wait
             if isinstance(action, machine.CallModel) and self.agent.compaction is not None:
                 await worker_steps.compact_if_due(self, action, config)
             if self.agent.middleware:
@@ -268,7 +307,7 @@ class AgentWorkflow:
         self.active_s += workflow.time() - started
         self.status = "cancelled" if self.session.stop_reason == "cancelled" else "done"
         self.interrupt = None
-        self.final = self._snapshot(0)
+        self.final = self._outcome()
         self.pause += 1
         self.ended = True
         self._publish()
@@ -276,6 +315,33 @@ class AgentWorkflow:
         self.stream.detach_pollers()  # stream readers drain the rest once the run has closed
         await self._settle()
         return self.final.model_dump(mode="json")
+
+    def _restore(self, request: AgentInput, carry: RunCarry) -> None:
+        assert request.session is not None
+        self.session = request.session
+        self.first_step = carry.step_count
+        self.active_s = carry.active_s
+        self.pause = carry.pause
+        self.ignored_signals += carry.ignored_signals
+        self.input_tools = frozenset(carry.input_tools)
+        self.conversation = carry.conversation
+        if carry.sent_digest is not None and carry.sent_messages <= len(self.session.messages):
+            self.sent_messages, self.sent_digest = carry.sent_messages, carry.sent_digest
+            self.sent_conversation = carry.conversation
+            self.produced = set(carry.produced)
+        if carry.interrupt is not None:
+            self.resuming = self.interrupt = carry.interrupt
+            self.status = WAITING_STATUS[carry.interrupt.type]
+            self.session.stop_reason = "interrupted"
+            self.wait_deadline = carry.wait_deadline
+
+    def _signals_piled_up(self) -> bool:
+        """While a run waits only signals and updates grow its history; counted here, not read from
+        the history length, so replay decides the same wherever a local activity resolves."""
+        if self.cannot_continue_as_new or self.request is None:
+            return False
+        limit = self.request.continue_as_new_after or SIGNALS_BEFORE_CONTINUE_AS_NEW
+        return self.signals_in_run >= limit or self.signal_bytes_in_run >= SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW
 
     async def _describe(self, agent: str) -> AgentDescription:
         def describe() -> Awaitable[AgentDescription]:
@@ -314,37 +380,55 @@ class AgentWorkflow:
                 raise
             await workflow.wait_condition(workflow.all_handlers_finished)
 
-    def _history_is_long(self, request: AgentInput) -> bool:
-        if self.cannot_continue_as_new:
+    def _history_is_long(self) -> bool:
+        if self.cannot_continue_as_new or self.request is None:
             return False
         info = workflow.info()
-        if request.continue_as_new_after is not None:
-            return info.get_current_history_length() >= request.continue_as_new_after
+        if self.request.continue_as_new_after is not None:
+            return info.get_current_history_length() >= self.request.continue_as_new_after
         return info.is_continue_as_new_suggested()
 
-    def _continue_as_new(self, request: AgentInput, active_s: float) -> None:
-        """Start a fresh history with the same Session; a client waiting on `rein.wait` re-attaches."""
-        carry = RunCarry(
-            steps=self.steps,
-            active_s=active_s,
-            pause=self.pause,
-            ignored_signals=self.ignored_signals,
-            sent_messages=self.sent_messages,
-            conversation=self.conversation,
-        )
-        stream_state = self.stream.get_state()
-        stream_state.base_offset += max(0, len(stream_state.log) - STREAM_KEEP_ON_CONTINUE)
-        stream_state.log = stream_state.log[-STREAM_KEEP_ON_CONTINUE:]
-        successor = request.model_copy(
-            update={"prompt": None, "session": self.session, "carry": carry, "stream": self.streaming,
-                    "stream_state": stream_state}
-        )
-        if len(successor.model_dump_json()) > CONTINUE_AS_NEW_MAX_BYTES:
-            # Temporal rejects a larger input and the run would be stuck: keep this history.
+    async def _continue_as_new(self, waiting: Interrupt | None = None) -> None:
+        """Start a fresh history with the same Session, once handlers finish; clients re-attach.
+
+        While waiting for a person, the successor waits again at the same pause number (see
+        `_restore`, which runs before any of its handlers).
+        """
+        limit = self.agent.max_payload_bytes if self.agent else CONTINUE_AS_NEW_MAX_BYTES
+        if len(self._successor(waiting).model_dump_json()) > limit:
+            # Temporal (or the payload store) would refuse a larger input: keep this history.
             workflow.logger.warning("Session too large to continue as new; the run keeps its history")
             self.cannot_continue_as_new = True
             return
-        workflow.continue_as_new(successor.model_dump(mode="json"))
+        self.rolling = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        # Built after the handlers finished, so nothing they changed is left behind.
+        workflow.continue_as_new(self._successor(waiting).model_dump(mode="json"))
+
+    def _successor(self, waiting: Interrupt | None) -> AgentInput:
+        assert self.request is not None
+        carry = RunCarry(
+            step_count=self.first_step + len(self.steps),
+            active_s=self.active_s,
+            pause=self.pause,
+            ignored_signals=self.ignored_signals,
+            sent_messages=self.sent_messages,
+            sent_digest=self.sent_digest if self.sent_conversation == self.conversation else None,
+            produced=sorted(self.produced),
+            input_tools=sorted(self.input_tools),
+            interrupt=waiting,
+            wait_deadline=self.wait_deadline if waiting is not None else None,
+            conversation=self.conversation,
+        )
+        session = self.session
+        if waiting is not None:
+            session = session.model_copy(update={"stop_reason": None})
+        stream_state = self.stream.get_state()
+        stream_state.base_offset += max(0, len(stream_state.log) - STREAM_KEEP_ON_CONTINUE)
+        stream_state.log = stream_state.log[-STREAM_KEEP_ON_CONTINUE:]
+        return self.request.model_copy(update={
+            "prompt": None, "session": session, "carry": carry, "stream": self.streaming, "stream_state": stream_state,
+        })
 
     def _parse_input(self, raw: Any) -> AgentInput:
         try:
@@ -386,22 +470,28 @@ class AgentWorkflow:
 
     async def _call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
         assert self.agent is not None
-        info = workflow.info()
         began = workflow.time()
         self.model_calls += 1
-        source = f"{info.run_id}/{self.model_calls}"
+        source = f"{workflow.info().run_id}/{self.model_calls}"
         live = self.streaming
+        if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
+            self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
+            self.sent_conversation = self.conversation
+        new = self.session.messages[self.sent_messages :]
+        hashes = [message_hash(m) for m in new]
+        entries: list[Message | str] = [ref(h) if h in self.produced else m for h, m in zip(hashes, new)]
+        digest = extend(self.sent_digest, hashes)
+        total = len(self.session.messages)
         try:
             completion = await self._unless_cancelled(workflow.execute_activity(
                 CALL_MODEL,
                 ModelCallInput(
                     agent=self.agent_key,
                     iteration=action.iteration,
-                    new_messages=self.session.messages[self.sent_messages :],
+                    new_messages=entries,
                     first_index=self.sent_messages,
-                    total=len(self.session.messages),
-                    run_id=info.workflow_id,
-                    workflow_run_id=info.run_id,
+                    total=total,
+                    digest=digest,
                     stream=live,
                     stream_source=source,
                     conversation=self.conversation,
@@ -426,7 +516,8 @@ class AgentWorkflow:
                 self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
             if completion.message.tool_calls:
                 self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
-        self.sent_messages = len(self.session.messages)
+        self.sent_messages, self.sent_digest = total, digest
+        self.produced = {message_hash(completion.message)}
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
 
@@ -447,39 +538,59 @@ class AgentWorkflow:
         results = await self._unless_cancelled(asyncio.gather(*(self._run_tool(call) for call in calls)))
         if results is None:  # cancelled while tools ran; the batch stays pending in the Session
             return
+        too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
+        if too_large is not None:
+            raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
         self._record(machine.apply_tool_results(self.session, list(results), workflow.time() - began))
 
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
+    async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError:
+        """The tool's result; an ApplicationError when its result is too large to record."""
         assert self.agent is not None
         info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
         if info is not None and info.agent:
             return await self._run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
+        request = ToolCallInput(agent=self.agent_key, call=call)
+        # A raising tool is retried only `retries` times (the activity decides);
+        # two more attempts cover a worker lost mid-call. A result too large to record is
+        # final: the activity raises it non-retryable.
+        retry = RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=30),
+            maximum_attempts=retries + 3,
+        )
         try:
-            return await workflow.execute_activity(
-                RUN_TOOL,
-                ToolCallInput(agent=self.agent_key, call=call, run_id=workflow.info().workflow_id),
-                result_type=ToolResult,
-                start_to_close_timeout=timeout,
-                heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
-                # A raising tool is retried only `retries` times (the activity decides);
-                # two more attempts cover a worker lost mid-call.
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=1),
-                    maximum_interval=timedelta(seconds=30),
-                    maximum_attempts=retries + 3,
-                ),
-                summary=tool_summary(call),
-            )
+            if info is not None and info.local:
+                result = await workflow.execute_local_activity(
+                    RUN_TOOL, request, result_type=ToolResult, start_to_close_timeout=timeout,
+                    retry_policy=retry, summary=tool_summary(call),
+                )
+            else:
+                result = await workflow.execute_activity(
+                    RUN_TOOL,
+                    request,
+                    result_type=ToolResult,
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
+                    retry_policy=retry,
+                    summary=tool_summary(call),
+                )
         except ActivityError as err:
             cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
+                return ApplicationError(
+                    f"Tool '{call.name}' failed: {cause.message}", type=PAYLOAD_TOO_LARGE, non_retryable=True
+                )
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             return ToolResult(
                 tool_call_id=call.id,
                 content=f"Tool '{call.name}' did not complete: {detail}",
                 is_error=True,
             )
+        # The worker keeps what it produced: the next model call names it by hash.
+        self.produced.add(message_hash(Message(role="tool", tool_call_id=call.id, content=result.content)))
+        return result
 
     async def _run_child(self, call: ToolCall, agent: str) -> ToolResult:
         """An agent used as a tool: its run is a child workflow; its answer is the tool result."""
@@ -564,8 +675,6 @@ class AgentWorkflow:
 
     async def _unless_cancelled(self, work: Awaitable[T]) -> T | None:
         """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too)."""
-        if not self.prompt_cancel:
-            return await work
         task = asyncio.ensure_future(work)
         try:
             await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
@@ -583,7 +692,7 @@ class AgentWorkflow:
 
     def _record(self, steps: list[Step]) -> None:
         for step in steps:
-            step.index = len(self.steps)
+            step.index = self.first_step + len(self.steps)
             self.steps.append(step)
             self._emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
 
@@ -593,35 +702,57 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------ waiting for people
 
-    async def _wait_for_human(self, interrupt: Interrupt, config: LoopConfig) -> None:
-        """Pause until a fitting signal arrives (or the approval timeout, which denies)."""
+    async def _wait_for_human(self, interrupt: Interrupt, config: LoopConfig, resumed: bool = False) -> None:
+        """Pause until a fitting signal arrives (or the approval timeout, which denies).
+
+        `resumed`: the predecessor run already paused here (same pause number); a fitting
+        decision may even have arrived before this run got here. While waiting, a pile of
+        signals continues the run as new (still waiting).
+        """
         self.interrupt = interrupt
         self.status = WAITING_STATUS[interrupt.type]
         self.session.stop_reason = "interrupted"
-        self.pause += 1
+        if not resumed:
+            self.pause += 1
         self._publish()
-        self._emit(StreamChunk(
-            type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
-            finish_reason="interrupted", usage=self.session.usage,
-        ))
-        self.woken = False
+        if not resumed:  # the predecessor already published it to the stream it handed over
+            self._emit(StreamChunk(
+                type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
+                finish_reason="interrupted", usage=self.session.usage,
+            ))
         await self._tell_parent()
         timeout = _seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
-        try:
-            await workflow.wait_condition(
-                lambda: self.woken or self.cancel_reason is not None,
-                timeout=timeout,
-                timeout_summary=f"{interrupt.type} timeout" if timeout else None,
-            )
-        except asyncio.TimeoutError:
-            self._time_out(interrupt, timeout.total_seconds() if timeout else 0)
-        except asyncio.CancelledError:
-            if not self._cancelled_natively():
-                raise
+        if timeout is not None and self.wait_deadline is None:
+            self.wait_deadline = workflow.time() + timeout.total_seconds()
+        while True:
+            remaining = None if self.wait_deadline is None else self.wait_deadline - workflow.time()
+            try:
+                if remaining is not None and remaining <= 0:
+                    raise asyncio.TimeoutError
+                await workflow.wait_condition(
+                    lambda: self.woken or self.cancel_reason is not None or self._signals_piled_up(),
+                    timeout=None if remaining is None else _seconds(remaining),
+                    timeout_summary=f"{interrupt.type} timeout" if remaining is not None else None,
+                )
+            except asyncio.TimeoutError:
+                self._time_out(interrupt, timeout.total_seconds() if timeout else 0)
+                break
+            except asyncio.CancelledError:
+                if not self._cancelled_natively():
+                    raise
+                break
+            if self.woken or self.cancel_reason is not None:
+                break
+            await self._continue_as_new(waiting=interrupt)
+        self._stop_waiting()
+        await self._tell_parent()
+
+    def _stop_waiting(self) -> None:
+        self.woken = False
+        self.wait_deadline = None
         self.session.stop_reason = None
         self.interrupt = None
         self.status = "running"
-        await self._tell_parent()
 
     def _time_out(self, interrupt: Interrupt, timeout_s: float) -> None:
         reason = f"no decision within {timeout_s:g} seconds"
@@ -641,7 +772,16 @@ class AgentWorkflow:
         self.last_ignored = f"`{name}`: {why}"[:500]
         workflow.logger.warning("Ignored signal %s: %s", name, why[:500])
 
+    def _count(self, args: Sequence[Any]) -> None:
+        """Signals and decision updates grow the history; a waiting run continues as new on many."""
+        self.signals_in_run += 1
+        try:
+            self.signal_bytes_in_run += len(json.dumps(list(args), default=str))
+        except (TypeError, ValueError):
+            pass
+
     def _signal(self, name: str, check: Any, apply: Any, args: Sequence[Any]) -> None:
+        self._count(args)
         try:
             apply(check(args))
         except Misfit as misfit:
@@ -750,6 +890,8 @@ class AgentWorkflow:
 
     @workflow.signal(dynamic=True, description="Any other signal name: recorded and ignored")
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        self.signals_in_run += 1
+        self.signal_bytes_in_run += sum(len(a.payload.data) for a in args if hasattr(a, "payload"))
         self._ignore(name[:100], f"unknown signal; rein accepts {', '.join(SIGNALS)}")
 
     @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')
@@ -802,16 +944,20 @@ class AgentWorkflow:
     def session_query(self) -> dict[str, Any]:
         return self.session.model_dump(mode="json")
 
-    @workflow.query(name="steps", description="The Step records so far")
-    def steps_query(self) -> list[dict[str, Any]]:
-        return [s.model_dump(mode="json") for s in self.steps]
+    @workflow.query(
+        name="steps",
+        description="The Step records this run made, from index `start` (earlier runs of a "
+        "continue-as-new chain hold earlier steps; see status.first_step and status.continued_from)",
+    )
+    def steps_query(self, start: int = 0) -> list[dict[str, Any]]:
+        return [s.model_dump(mode="json") for s in self.steps if s.index >= start]
 
     @workflow.update(
         name=WAIT_UPDATE,
         unfinished_policy=HandlerUnfinishedPolicy.ABANDON,
         description="rein's client: wait until the run pauses or ends",
     )
-    async def wait(self, request: WaitRequest) -> RunResult:
+    async def wait(self, request: WaitRequest) -> RunOutcome:
         ticket = self.tickets
         self.tickets += 1
         self.parked.append(ticket)
@@ -819,7 +965,7 @@ class AgentWorkflow:
             self.released.add(self.parked.pop(0))
         try:
             await workflow.wait_condition(
-                lambda: self.pause > request.after_pause or self.ended or ticket in self.released
+                lambda: self.pause > request.after_pause or self.ended or ticket in self.released or self.rolling
             )
         finally:
             if ticket in self.parked:
@@ -829,7 +975,9 @@ class AgentWorkflow:
             raise ApplicationError("newer waits replaced this one; wait again", type="WaitReleased")
         if self.status == "failed":
             raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
-        return self._snapshot(request.steps_from)
+        if self.pause <= request.after_pause and not self.ended:
+            raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
+        return self._outcome()
 
     # ------------------------------------------------------------ views
 
@@ -845,24 +993,34 @@ class AgentWorkflow:
             stop_reason="interrupted" if child else self.session.stop_reason,
             pause=self.pause,
             ignored_signals=self.ignored_signals,
+            first_step=self.first_step,
+            continued_from=self.continued_from,
         )
 
-    def _snapshot(self, steps_from: int) -> RunResult:
-        steps = [s.model_copy(update={"index": i}) for i, s in enumerate(self.steps[steps_from:])]
+    def _outcome(self) -> RunOutcome:
         interrupt = self.child_wait[1].interrupt if self.child_wait is not None else self.interrupt
         interrupted = interrupt is not None
-        return RunResult(
+        return RunOutcome(
             status="interrupted" if interrupted else "done",
             output=machine.run_output(self.session),
             data=machine.run_data(self.session),
-            session=self.session,
             usage=self.session.usage,
             elapsed_s=self.active_s,
             stop_reason="interrupted" if interrupted else (self.session.stop_reason or "done"),
-            steps=steps,
             interrupt=interrupt,
             run_id=workflow.info().workflow_id,
+            iterations=self.session.iteration,
+            step_count=self.first_step + len(self.steps),
+            message_count=len(self.session.messages),
         )
+
+    def _published_at_start(self) -> None:
+        """Search attributes the client set at start (or the predecessor had) need no upsert."""
+        attributes = workflow.info().typed_search_attributes
+        for name, key in _SEARCH_KEYS.items():
+            value = attributes.get(key)
+            if value is not None:
+                self.published[name] = value
 
     def _publish(self) -> None:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
@@ -874,7 +1032,7 @@ class AgentWorkflow:
             "ReinTokens": view.usage.total_tokens,
         }
         available = set(self.agent.search_attributes) if self.agent else set()
-        if self.throttle_counters and self.published.get("ReinStatus") == view.status and view.iteration % COUNTER_EVERY:
+        if self.published.get("ReinStatus") == view.status and view.iteration % COUNTER_EVERY:
             # Counters change every iteration; each upsert is a history event and a visibility
             # write, so between status changes they are refreshed every COUNTER_EVERY iterations.
             available -= {"ReinIterations", "ReinTokens"}
@@ -898,6 +1056,18 @@ class AgentWorkflow:
         if details != self.details:
             workflow.set_current_details(details)
             self.details = details
+
+
+def _carried(args: Sequence[Any]) -> tuple[AgentInput, RunCarry] | None:
+    """The input and carry of a continuation (None for a new run, or an input `run` will reject)."""
+    if len(args) != 1:
+        return None
+    raw = args[0]
+    try:
+        request = AgentInput.model_validate(raw.model_dump() if isinstance(raw, BaseModel) else raw)
+    except (ValidationError, ValueError, TypeError):
+        return None
+    return (request, request.carry) if request.carry is not None and request.session is not None else None
 
 
 def _seconds(value: float) -> timedelta:

@@ -24,8 +24,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-from rein.contract import WORKFLOW_TYPE, AgentInput
-from rein.result import RunResult
+from rein.contract import WORKFLOW_TYPE, AgentInput, RunOutcome
 from rein.session import Session
 
 
@@ -47,7 +46,7 @@ async def start_agent(
     task_queue: str | None = None,
     parent_close_policy: ParentClosePolicy = ParentClosePolicy.TERMINATE,
     **child_options: Any,
-) -> ChildWorkflowHandle[Any, RunResult]:
+) -> ChildWorkflowHandle[Any, RunOutcome]:
     """Start agent `agent` (its registered name) as a child AgentWorkflow; returns its handle.
 
     `id` defaults to `<parent id>/<agent>-<n>` (deterministic); `task_queue` to the parent's.
@@ -59,7 +58,7 @@ async def start_agent(
         _input(agent, prompt, session, config, metadata),
         id=id,
         task_queue=task_queue,
-        result_type=RunResult,
+        result_type=RunOutcome,
         parent_close_policy=parent_close_policy,
         static_summary=f"agent {agent}",
         **child_options,
@@ -76,8 +75,9 @@ async def run_agent(
     id: str | None = None,
     task_queue: str | None = None,
     **child_options: Any,
-) -> RunResult:
-    """Run agent `agent` as a child AgentWorkflow and return its final RunResult."""
+) -> RunOutcome:
+    """Run agent `agent` as a child AgentWorkflow and return its slim result (output, status, usage,
+    counts; the child's `session`/`steps` queries serve the rest)."""
     handle = await start_agent(
         agent, prompt, session=session, config=config, metadata=metadata, id=id, task_queue=task_queue,
         **child_options,

@@ -32,16 +32,19 @@ POLLER_FRESH_S = 70.0
 _UNSERVED = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
 
 
-async def query(client: Client, run_id: str, name: str) -> Any:
-    """The query's answer from a worker when one serves the run, else from the replayed history."""
-    handle = client.get_workflow_handle(run_id)
+async def query(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> Any:
+    """The query's answer from a worker when one serves the run, else from the replayed history.
+
+    `run`: one run of a continue-as-new chain (default: the newest).
+    """
+    handle = client.get_workflow_handle(run_id, run_id=run)
     if await _served(client, handle):
         try:
-            return await handle.query(name, rpc_timeout=_timedelta(QUERY_TIMEOUT_S))
+            return await handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S))
         except RPCError as err:
             if err.status not in _UNSERVED:
                 raise
-    return (await replayed(client, run_id)).query(name)
+    return (await replayed(client, run_id, run)).query(name, *args)
 
 
 class Replayed:
@@ -50,17 +53,17 @@ class Replayed:
     def __init__(self, instance: Any):
         self.instance = instance
 
-    def query(self, name: str) -> Any:
+    def query(self, name: str, *args: Any) -> Any:
         """What the workflow's query handler `name` returns for this state."""
         handler = workflow._Definition.must_from_class(type(self.instance)).queries[name]
-        return handler.fn(self.instance)
+        return handler.fn(self.instance, *args)
 
 
-async def replayed(client: Client, run_id: str) -> Replayed:
-    """Replay the newest run of `run_id` in this process (workflow code only)."""
+async def replayed(client: Client, run_id: str, run: str | None = None) -> Replayed:
+    """Replay the newest run of `run_id` (or the run `run`) in this process (workflow code only)."""
     from rein.workflows import AgentWorkflow
 
-    history = await client.get_workflow_handle(run_id).fetch_history()
+    history = await client.get_workflow_handle(run_id, run_id=run).fetch_history()
     capture = _Capture()
     replayer = Replayer(
         workflows=[AgentWorkflow],

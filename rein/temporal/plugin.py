@@ -23,6 +23,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowR
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from rein.temporal.converter import rein_data_converter
+from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -99,6 +100,8 @@ class ReinPlugin(SimplePlugin):
 
     def __init__(self, agents: Iterable[Agent] | Mapping[str, Agent] | None = None, *, sandboxed: bool = True):
         self.agents = agent_map(agents) if agents is not None else None
+        self._cache_size = 1000
+        self._max_payload_bytes = INLINE_LIMIT
         self.sandboxed = sandboxed
         super().__init__(
             PLUGIN_NAME,
@@ -112,6 +115,11 @@ class ReinPlugin(SimplePlugin):
         client = config.get("client")
         if client is not None and not has_rein_converter(client):
             config["client"] = Client(**{**client.config(), "data_converter": rein_data_converter(client.data_converter)})
+        # The activities' conversation cache is as large as the workflow cache, and they refuse
+        # results larger than the client's converter can record (its external store's limit).
+        self._cache_size = config.get("max_cached_workflows", 1000)
+        if config.get("client") is not None:
+            self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
         return super().configure_worker(config)
 
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
@@ -141,6 +149,11 @@ class ReinPlugin(SimplePlugin):
             previous = earlier[0].__self__.agents  # type: ignore[attr-defined]
             agents = {**previous, **self.agents}
             activities = [a for a in activities if a not in earlier]
-        served = AgentActivities(agents, SearchAttributeRegistry())
+        served = AgentActivities(
+            agents,
+            SearchAttributeRegistry(),
+            cache_size=getattr(self, "_cache_size", 1000),
+            max_payload_bytes=getattr(self, "_max_payload_bytes", INLINE_LIMIT),
+        )
         return [*activities, *served.definitions()]
 

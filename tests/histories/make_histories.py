@@ -13,6 +13,9 @@ the current code must still replay (via workflow.patched).
   v2: with it
   v3: with the rein-prompt-cancel patch
   v4: with the rein-native-cancel patch
+  v5: both patches retired (deprecate_patch only while replaying: new runs record no markers for
+      rein-throttled-counters and rein-prompt-cancel), slim result, model calls that refer to
+      worker-produced messages; v1 no longer replays
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
@@ -44,7 +47,7 @@ from rein.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v4.json"
+CURRENT = "agent_approval_v5.json"
 EXTENSIONS = "agent_extensions_v1.json"
 CANCEL = "agent_cancel_v2.json"
 FAILED = "agent_failed_v1.json"

@@ -1,0 +1,405 @@
+"""Unbounded, lean runs: references instead of content in model calls, large payloads offloaded,
+continue-as-new while waiting, a slim result, and history bytes per iteration at a raw floor.
+
+Runs use a real Temporal dev server (rein.testing.start_local), which enforces the 2 MB
+payload limit, and the payload store under the temporary REIN_HOME set in conftest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio import activity, workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.converter import ExternalStorage
+from temporalio.worker import Worker
+
+import rein
+from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
+from rein.client import ReinClient
+from rein.contract import WaitRequest
+from rein.temporal.converter import rein_data_converter
+from rein.temporal.storage import FileStorageDriver, rein_home
+from rein.testing import full_result, start_local
+
+FREE = LoopConfig(detect_loops=False, max_iterations=10_000, max_tokens=None, timeout_s=None)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def dev():
+    env = await start_local()
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+class Scripted:
+    """Stateless model: calls `tool` (with `calls` calls per batch) `rounds` times, then reports what it saw."""
+
+    def __init__(self, rounds: int, tool: str = "make", calls: int = 1, args: dict | None = None):
+        self.rounds, self.tool, self.calls, self.args = rounds, tool, calls, args or {}
+        self.seen: list[list[Message]] = []
+
+    async def complete(self, messages, tools=None, **kw):  # noqa: ANN001, ANN201
+        self.seen.append(list(messages))
+        results = [m for m in messages if m.role == "tool"]
+        done = len(results) // self.calls
+        if done < self.rounds:
+            batch = [
+                ToolCall(id=f"c{done}-{k}", name=self.tool, arguments={**self.args, "n": done}) for k in range(self.calls)
+            ]
+            return Completion(message=Message(role="assistant", tool_calls=batch), finish_reason="tool_calls", usage=Usage(input_tokens=1, output_tokens=1))
+        sizes = ",".join(str(len(m.content or "")) for m in results)
+        last = results[-1].content[:40] if results else ""
+        return Completion(message=Message(role="assistant", content=f"sizes {sizes} last {last}"), finish_reason="stop", usage=Usage(input_tokens=1, output_tokens=1))
+
+    async def stream(self, messages, tools=None, **kw):  # pragma: no cover - not used
+        yield
+
+
+def ids() -> tuple[str, str]:
+    suffix = uuid.uuid4().hex[:8]
+    return f"lean-{suffix}", f"lean-wf-{suffix}"
+
+
+def history_bytes(history: Any) -> int:
+    return sum(e.ByteSize() for e in history.events)
+
+
+def event_types(history: Any) -> list[int]:
+    return [e.event_type for e in history.events]
+
+
+# --------------------------------------------------------------------------- the conversation cache
+
+
+async def test_reused_workflow_id_never_sees_the_previous_runs_conversation(dev):
+    tq, wf_id = ids()
+    model = Scripted(1, tool="risky")
+
+    def risky(n: int) -> str:
+        """A tool that needs approval."""
+        return "ran"
+
+    agent = Agent(provider=model, tools=[risky], name="reuse", config=LoopConfig(permission="ask"))
+    client = ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        await client.start("reuse", "alpha", run_id=wf_id, stream=False)
+        first = await client.wait(wf_id)
+        assert first.interrupt is not None and first.interrupt.type == "need_approval"
+        await client.cancel(wf_id, "done with alpha")
+        await client.result(wf_id)
+        # Same workflow id, a conversation of the same shape: the worker still holds alpha's.
+        await client.start("reuse", "beta", run_id=wf_id, stream=False)
+        await client.wait(wf_id)
+        await client.cancel(wf_id)
+    users = [[m.content for m in seen if m.role == "user"] for seen in model.seen]
+    assert users == [["alpha"], ["beta"]]
+
+
+async def test_reset_run_never_sees_the_pre_reset_tool_result(dev):
+    tq, wf_id = ids()
+    made: list[str] = []
+
+    def fetch(n: int) -> str:
+        """Different on every execution."""
+        made.append(f"version {len(made) + 1}")
+        return made[-1]
+
+    class AskAfterFetch(Scripted):
+        async def complete(self, messages, tools=None, **kw):  # noqa: ANN001, ANN201
+            self.seen.append(list(messages))
+            tools_done = [m for m in messages if m.role == "tool"]
+            if not tools_done:
+                call = ToolCall(id="f1", name="fetch", arguments={"n": 1})
+            elif len(tools_done) == 1:
+                call = ToolCall(id="q1", name="ask_human", arguments={"question": "go on?"})
+            else:
+                return Completion(message=Message(role="assistant", content=f"fetched {tools_done[0].content}"), finish_reason="stop")
+            return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls")
+
+    model = AskAfterFetch(0)
+    agent = Agent(provider=model, tools=[fetch, rein.ask_human], name="resettable")
+    client = ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await client.start("resettable", "go", run_id=wf_id, stream=False)
+        paused = await client.wait(wf_id)
+        assert paused.interrupt is not None and paused.interrupt.type == "need_input"
+        history = await handle.fetch_history()
+        # Back to the workflow task that received the first model reply: `fetch` runs again.
+        model_done = next(
+            i for i, e in enumerate(history.events) if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        )
+        task_done = next(
+            e.event_id
+            for e in history.events[model_done:]
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+        )
+        reset = await dev.client.workflow_service.reset_workflow_execution(
+            ResetWorkflowExecutionRequest(
+                namespace=dev.client.namespace,
+                workflow_execution=WorkflowExecution(workflow_id=wf_id, run_id=handle.result_run_id),
+                reason="test",
+                workflow_task_finish_event_id=task_done,
+                request_id=str(uuid.uuid4()),
+            )
+        )
+        reset_handle = dev.client.get_workflow_handle(wf_id, run_id=reset.run_id)
+        for _ in range(300):
+            if (await reset_handle.query("status"))["status"] == "waiting_input":
+                break
+            await asyncio.sleep(0.05)
+        await reset_handle.signal("answer", {"text": "yes"})
+        result = await client.result(wf_id)
+    assert made == ["version 1", "version 2"]
+    assert result.output == "fetched version 2"
+    # The model call after the reset saw the re-executed result, never the pre-reset one.
+    second_calls = [seen for seen in model.seen if sum(m.role == "tool" for m in seen) == 1]
+    assert [[m.content for m in seen if m.role == "tool"] for seen in second_calls] == [["version 1"], ["version 2"]]
+
+
+async def test_model_calls_carry_references_to_what_the_worker_produced(dev):
+    tq, wf_id = ids()
+    pad = "p" * 1024
+
+    def make(n: int) -> str:
+        """1 KB of output."""
+        return f"{n}:{pad}"
+
+    agent = Agent(provider=Scripted(5), tools=[make], name="refs", config=FREE)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await dev.client.start_workflow("AgentWorkflow", {"agent": "refs", "prompt": "go"}, id=wf_id, task_queue=tq)
+        result = await full_result(handle)
+        history = await handle.fetch_history()
+    assert result["output"].startswith("sizes " + ",".join(["1026"] * 5))
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.call_model"
+    ]
+    converter = dev.client.data_converter.payload_converter
+    inputs = [converter.from_payload(a.input.payloads[0]) for a in scheduled]
+    assert len(inputs) == 6
+    assert all(pad not in str(i["new_messages"]) for i in inputs), "tool output sent back to the worker"
+    assert all(isinstance(entry, str) for i in inputs[1:] for entry in i["new_messages"])
+
+
+# --------------------------------------------------------------------------- large payloads
+
+
+async def test_large_tool_results_complete(dev):
+    tq, wf_id = ids()
+    runs: list[int] = []
+
+    def big(n: int, size: int) -> str:
+        """A large output."""
+        runs.append(size)
+        return "x" * size
+
+    five = Scripted(1, tool="big", args={"size": 5_000_000})
+    pair = Scripted(1, tool="big", calls=2, args={"size": 1_200_000})
+    agents = [
+        Agent(provider=five, tools=[big], name="big-one", config=FREE),
+        Agent(provider=pair, tools=[big], name="big-pair", config=FREE),
+    ]
+    async with rein.create_worker(dev.client, agents=agents, task_queue=tq):
+        one = await dev.client.start_workflow("AgentWorkflow", {"agent": "big-one", "prompt": "go"}, id=wf_id, task_queue=tq)
+        two = await dev.client.start_workflow("AgentWorkflow", {"agent": "big-pair", "prompt": "go"}, id=wf_id + "-2", task_queue=tq)
+        first, second = await one.result(), await two.result()
+        histories = [await one.fetch_history(), await two.fetch_history()]
+    assert first["output"].startswith("sizes 5000000 ")
+    assert second["output"].startswith("sizes 1200000,1200000 ")
+    assert sorted(runs) == [1_200_000, 1_200_000, 5_000_000], "each large result produced once"
+    assert len(five.seen[-1][-1].content) == 5_000_000
+    for history in histories:
+        assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in event_types(history)
+        assert history_bytes(history) < 100_000, "large payloads are stored outside the history"
+    assert any((rein_home() / "payloads").rglob("*")), "payloads went to the store under REIN_HOME"
+
+
+async def test_a_payload_that_cannot_be_stored_fails_the_run_clearly(dev):
+    tq, wf_id = ids()
+    runs: list[int] = []
+
+    def huge(n: int) -> str:
+        """Larger than the store accepts."""
+        runs.append(n)
+        return "y" * 1_500_000
+
+    small_store = ExternalStorage(
+        drivers=[FileStorageDriver(rein_home() / "small", max_payload_size=1_000_000)], payload_size_threshold=100_000
+    )
+    converter = dataclasses.replace(rein_data_converter(), external_storage=small_store)
+    client = Client(**{**dev.client.config(), "data_converter": converter})
+    agent = Agent(provider=Scripted(1, tool="huge"), tools=[huge], name="huge", config=FREE)
+    async with rein.create_worker(client, agents=[agent], task_queue=tq):
+        handle = await client.start_workflow("AgentWorkflow", {"agent": "huge", "prompt": "go"}, id=wf_id, task_queue=tq)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        status = await handle.query("status")
+        history = await handle.fetch_history()
+    assert runs == [0], "a too-large result is not retried"
+    cause = failure.value.cause
+    assert cause.type == "PayloadTooLarge" and cause.non_retryable
+    assert "huge" in cause.message and "1000000" in cause.message
+    assert status["status"] == "failed"
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in event_types(history)
+    described = await handle.describe()
+    assert described.typed_search_attributes.get(rein_status_key()) == "failed"
+
+
+def rein_status_key():  # noqa: ANN201
+    from temporalio.common import SearchAttributeKey
+
+    return SearchAttributeKey.for_keyword("ReinStatus")
+
+
+# --------------------------------------------------------------------------- continue-as-new
+
+
+async def test_run_continues_as_new_while_waiting_and_across_approvals(dev):
+    tq, wf_id = ids()
+
+    def step(n: int) -> int:
+        """Needs approval."""
+        return n + 1
+
+    agent = Agent(provider=Scripted(3, tool="step"), tools=[step], name="patient", config=LoopConfig(permission="ask", detect_loops=False))
+    client = ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await dev.client.start_workflow(
+            "AgentWorkflow", {"agent": "patient", "prompt": "go", "continue_as_new_after": 20}, id=wf_id, task_queue=tq
+        )
+        first_run = handle.result_run_id
+        paused = await client.wait(wf_id)
+        assert paused.interrupt is not None and paused.interrupt.type == "need_approval"
+        # Ignored signals grow the history while the run waits: it continues as new, still waiting.
+        for _ in range(25):  # more than continue_as_new_after=20 signals in one run
+            await handle.signal("answer", {"text": "not a question"})
+        for _ in range(300):  # the successor's first task re-derives the approval wait
+            waiting = await client.status(wf_id)
+            if (await client.handle(wf_id).describe()).run_id != first_run and waiting.status == "waiting_approval":
+                break
+            await asyncio.sleep(0.05)
+        assert (await client.handle(wf_id).describe()).run_id != first_run
+        assert waiting.status == "waiting_approval" and waiting.pause == 1
+        assert [c.id for c in waiting.pending_tool_calls] == ["c0-0"]
+        pauses = 1
+        while True:
+            await client.approve(wf_id, approver="ops")
+            result = await asyncio.wait_for(client.wait(wf_id, WaitRequest(after_pause=pauses)), 60)
+            if result.status == "done":
+                break
+            pauses += 1
+        final = await client.status(wf_id)
+        runs, run = [], None
+        while True:  # walk the chain back from the latest run
+            status = await client.handle(wf_id, run).query("status")
+            runs.append(run)
+            run = status["continued_from"]
+            if run is None:
+                break
+    assert result.output.startswith("sizes 1,1,1 last 3")
+    assert [d.approver for d in result.session.decisions] == ["ops"] * 3
+    assert [s.kind for s in result.steps] == ["model", "tool"] * 3 + ["model"]
+    assert final.ignored_signals == 25
+    assert len(runs) >= 3, "continued as new while waiting, and again later"
+
+
+# --------------------------------------------------------------------------- history at the floor
+
+
+@activity.defn(name="lean.floor_model")
+async def floor_model(request: dict) -> dict:
+    return {"text": "done"} if request["i"] >= request["n"] else {"tool": "make", "n": request["i"]}
+
+
+@activity.defn(name="lean.floor_tool")
+async def floor_tool(request: dict) -> str:
+    return f"{request['n']}:" + "p" * 1024
+
+
+@workflow.defn(name="LeanFloor", sandboxed=False)
+class LeanFloor:
+    """Two plain activities per iteration, the same 1 KB tool output: Temporal's own floor."""
+
+    @workflow.run
+    async def run(self, n: int) -> str:
+        i = 0
+        while True:
+            call = await workflow.execute_activity(floor_model, {"i": i, "n": n}, start_to_close_timeout=timedelta(seconds=30))
+            if "text" in call:
+                return call["text"]
+            await workflow.execute_activity(floor_tool, call, start_to_close_timeout=timedelta(seconds=30))
+            i += 1
+
+
+async def test_history_bytes_per_iteration_stay_flat_and_near_a_raw_floor(dev):
+    tq, wf_id = ids()
+    pad = "p" * 1024
+
+    def make(n: int) -> str:
+        """1 KB of output."""
+        return f"{n}:{pad}"
+
+    agent = Agent(provider=Scripted(100), tools=[make], name="flat", config=FREE)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        async with Worker(dev.client, task_queue=tq + "-raw", workflows=[LeanFloor], activities=[floor_model, floor_tool]):
+            sizes, floors = {}, {}
+            for n in (1, 100):
+                agent.provider = Scripted(n)
+                handle = await dev.client.start_workflow(
+                    "AgentWorkflow", {"agent": "flat", "prompt": "go"}, id=f"{wf_id}-{n}", task_queue=tq
+                )
+                await handle.result()
+                sizes[n] = history_bytes(await handle.fetch_history())
+                raw = await dev.client.start_workflow(LeanFloor.run, n, id=f"{wf_id}-raw-{n}", task_queue=tq + "-raw")
+                await raw.result()
+                floors[n] = history_bytes(await raw.fetch_history())
+    per_iteration = (sizes[100] - sizes[1]) / 99
+    floor_per_iteration = (floors[100] - floors[1]) / 99
+    # Iteration 100 costs what iteration 2 does: nothing grows with the conversation.
+    assert per_iteration <= 1.3 * floor_per_iteration, (per_iteration, floor_per_iteration)
+    assert sizes[100] / 100 <= sizes[1] * 1.2, sizes
+
+
+# --------------------------------------------------------------------------- local tools
+
+
+async def test_local_tool_runs_as_a_local_activity(dev):
+    tq, wf_id = ids()
+
+    @rein.tool(local=True)
+    def quick(n: int) -> str:
+        """Cheap."""
+        return f"quick {n}"
+
+    agent = Agent(provider=Scripted(2, tool="quick"), tools=[quick], name="quick", config=FREE)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await dev.client.start_workflow("AgentWorkflow", {"agent": "quick", "prompt": "go"}, id=wf_id, task_queue=tq)
+        result = await full_result(handle)
+        history = await handle.fetch_history()
+    assert result["output"] == "sizes 7,7 last quick 1"
+    names = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "rein.run_tool" not in names and names.count("rein.call_model") == 3
+    local = [
+        e for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    assert len(local) == 3  # describe_agent and the two tool calls
