@@ -37,7 +37,7 @@ from rein.contract import (
 from rein.compaction import trigger_of
 from rein.digest import EMPTY, conversation_digest, extend, message_hash, ref
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, StreamFold, ToolCall, ToolResult
+from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.temporal.streaming import ModelText, activity_stream, current_stream
@@ -318,8 +318,12 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
     stream = current_stream()
     if request.stream and stream is not None:
         info = activity.info()
-        source = request.stream_source or f"{info.workflow_run_id}/{info.activity_id}"
-        completion = await _streamed_completion(provider, messages, tools, ModelText(stream, source))
+        out = ModelText(stream, request.stream_source or f"{info.workflow_run_id}/{info.activity_id}")
+        if callable(getattr(provider, "stream", None)):
+            completion = await _streamed_completion(provider, messages, tools, out)
+        else:  # a provider with only `complete` still streams, one whole answer at a time
+            completion = await provider.complete(messages, tools=tools)
+            _publish_whole(completion, out)
     else:
         completion = await provider.complete(messages, tools=tools)
     if answered_by is not None:
@@ -380,6 +384,13 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
         ) from None
     activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
     return result.model_copy(update={"content": scrub(result.content)})
+
+
+def _publish_whole(completion: Completion, out: ModelText) -> None:
+    if completion.message.content:
+        out.text(StreamChunk(type="text", text=completion.message.content))
+    if completion.message.tool_calls:
+        out.tool_calls(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
 
 
 async def _streamed_completion(provider: Any, messages: list[Message], tools: Any, out: ModelText) -> Completion:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rein import Agent, LoopConfig, MockProvider, StreamChunk, ToolCall, Usage
+from rein import Agent, Completion, LoopConfig, Message, MockProvider, StreamChunk, ToolCall, Usage
 from rein.client import ReinClient
 from rein.server import DevServer, start_dev_server
 from rein.testing import start_local
@@ -208,3 +208,25 @@ def test_publish_event_outside_an_activity_is_a_clear_error():
 
     with pytest.raises(RuntimeError, match="only inside a rein activity"):
         publish_event("x")
+
+
+class CompleteOnly:
+    """A user's provider that implements only `complete` (no `stream`)."""
+
+    model = "scripted/complete-only"
+
+    async def complete(self, messages, tools=None, **kwargs):
+        return Completion(message=Message(role="assistant", content="whole answer"), finish_reason="stop")
+
+
+async def test_a_provider_without_stream_still_answers_a_streamed_run(dev):
+    """ReinClient.start streams by default; a provider with only `complete` puts its whole answer on the stream."""
+    tq = f"stream-co-{uuid.uuid4().hex[:6]}"
+    agent = Agent(provider=CompleteOnly(), name="complete-only")
+    async with create_worker(dev.client, agents=[agent], task_queue=tq):
+        runs = ReinClient(dev.client, task_queue=tq)
+        handle = await runs.start("complete-only", "answer")
+        seen = [c async for c in runs.stream(handle.id)]
+        result = await runs.result(handle.id)
+    assert result.status == "done" and result.output == "whole answer"
+    assert "".join(c.text for c in seen if c.type == "text") == "whole answer"
