@@ -13,6 +13,7 @@ import tempfile
 import uuid
 
 import pytest
+import pytest_asyncio
 
 _HOME = tempfile.mkdtemp(prefix="rein-home-")
 os.environ["REIN_HOME"] = _HOME  # at import: before any test module or subprocess reads it
@@ -35,3 +36,15 @@ def ids(request: pytest.FixtureRequest) -> tuple[str, str]:
     suffix = uuid.uuid4().hex[:8]
     name = request.node.name.replace("[", "-").replace("]", "")
     return f"tq-{name}-{suffix}", f"wf-{name}-{suffix}"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env():
+    """A time-skipping test server (rein's data converter), one per test module."""
+    from rein.testing import start_time_skipping
+
+    environment = await start_time_skipping()
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()

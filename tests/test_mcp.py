@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 
@@ -29,7 +28,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.contract import AgentDescription
 from rein.mcp import MCPServerHTTP, MCPServerStdio
 from rein.server import free_port
-from rein.testing import full_result, start_time_skipping
+from rein.testing import full_result
 
 SERVER = Path(__file__).parent / "mcp_server.py"
 TOKEN = "tok-" + uuid.uuid4().hex
@@ -79,15 +78,6 @@ class RecordingProvider(MockProvider):
     async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
         self.offered.append(list(tools or []))
         return await super().complete(messages, tools, **kwargs)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await start_time_skipping()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
 
 
 async def run(env, ids, agent: Agent, prompt: str = "go") -> tuple[dict, list]:

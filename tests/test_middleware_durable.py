@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 
@@ -27,7 +26,7 @@ from rein.client import RunFailed
 from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session, ToolCall
 from rein.compaction import SlidingWindow, SummarizeCompaction
 from rein.session import Stage
-from rein.testing import full_result, start_time_skipping
+from rein.testing import full_result
 
 
 class Busy(Exception):
@@ -335,15 +334,6 @@ async def test_compaction_matches_the_in_process_engine(strategy):
     # It did compact: later calls saw fewer messages than an uncompacted run (1 + 1 + 2 per round).
     assert len(seen["local"][-1]) < 2 + 2 * 4
     assert seen["local"][-1][0] == {"role": "system", "content": "You add.", "tool_calls": None, "tool_call_id": None}
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await start_time_skipping()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
 
 
 def scheduled(events: list, activity_type: str) -> int:

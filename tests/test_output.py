@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
-import pytest_asyncio
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -22,7 +21,7 @@ from vendor_server import Reply, VendorServer  # noqa: E402
 import rein  # noqa: E402
 from rein import Agent, Completion, LiteLLMProvider, LoopConfig, Message, MockProvider, ToolCall  # noqa: E402
 from rein.output import OutputSpec  # noqa: E402
-from rein.testing import full_result, start_time_skipping  # noqa: E402
+from rein.testing import full_result  # noqa: E402
 
 
 class Address(BaseModel):
@@ -121,15 +120,6 @@ async def test_local_run_corrects_one_invalid_answer():
 
 
 # --------------------------------------------------------------------------- durable
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await start_time_skipping()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
 
 
 async def test_durable_run_carries_the_value_as_json(env, ids):

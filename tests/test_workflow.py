@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 import temporalio.converter
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -27,7 +26,7 @@ from temporalio.worker import Replayer
 
 import rein
 from rein import Agent, LoopConfig, MockProvider, Session, Step, ToolCall, ToolContext
-from rein.testing import full_result, start_time_skipping
+from rein.testing import full_result
 from rein.workflows import AgentWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -35,15 +34,6 @@ STATUS_KEYS = {"status", "stage", "iteration", "usage", "interrupt", "pending_to
 
 
 # --------------------------------------------------------------------------- fixtures and helpers
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await start_time_skipping()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
 
 
 def call(cid: str, name: str, **arguments: Any) -> ToolCall:
