@@ -56,12 +56,20 @@ HEARTBEAT_EVERY_S = 5.0
 
 @contextlib.asynccontextmanager
 async def heartbeating() -> AsyncIterator[None]:
-    """Heartbeat in the background so a lost worker's call is retried elsewhere quickly."""
+    """Heartbeat in the background so a lost worker's call is retried elsewhere quickly.
+
+    The first beat comes after HEARTBEAT_EVERY_S, not at once: the heartbeat timeout counts from
+    the start anyway, and a call that ends sooner (most tool calls) costs the server no heartbeat
+    RPC. Local activities cannot heartbeat; their start-to-close timeout covers them.
+    """
+    if activity.info().is_local:
+        yield
+        return
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
             await asyncio.sleep(HEARTBEAT_EVERY_S)
+            activity.heartbeat()
 
     task = asyncio.create_task(beat())
     try:
@@ -234,7 +242,7 @@ class AgentActivities:
         )
 
     @activity.defn(name=CALL_MODEL)
-    async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome:
+    async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
         if request.step is not None:
@@ -251,7 +259,7 @@ class AgentActivities:
             self.conversations.produced(request.run_id, completion.message)
         else:
             self.conversations.drop(request.run_id)  # a final answer: the run ends here
-        return completion
+        return wire(completion)
 
     def _check_size(self, result: Completion | ToolResult, what: str) -> None:
         """Fail at once, without retries, when `result` is larger than this worker can record."""
@@ -265,7 +273,7 @@ class AgentActivities:
             )
 
     @activity.defn(name=RUN_TOOL)
-    async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome:
+    async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome | str | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
         async with activity_stream():  # middleware and hooks may publish events (publish_event)
@@ -277,7 +285,7 @@ class AgentActivities:
         self.conversations.produced(
             request.run_id, Message(role="tool", tool_call_id=request.call.id, content=result.content)
         )
-        return result
+        return wire(result)
 
     @activity.defn(name=COMPACT)
     async def compact(self, request: ModelCallInput) -> CompactResult:
@@ -344,8 +352,27 @@ def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> 
     )
 
 
+def wire(result: Completion | ToolResult) -> dict[str, Any] | str:
+    """An activity's result as recorded in history: only what the workflow cannot restore.
+
+    Every result costs history bytes on every iteration, so a Completion leaves out its
+    defaults and what follows from the rest (`Completion.compact`), and a plain tool result
+    is its content alone (the workflow knows the call it answers).
+    """
+    if isinstance(result, Completion):
+        return result.compact()
+    if not result.is_error:
+        return result.content
+    return result.model_dump(mode="json")
+
+
 def heartbeat_from_any_thread() -> Any:
-    """`activity.heartbeat` that also works from a sync tool's worker thread (it needs the activity's loop)."""
+    """`activity.heartbeat` that also works from a sync tool's worker thread (it needs the activity's loop).
+
+    A no-op in a local activity (`@tool(local=True)`): those cannot heartbeat.
+    """
+    if activity.info().is_local:
+        return lambda *details: None
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
 

@@ -34,7 +34,7 @@ async def model_step(acts: AgentActivities, agent: Agent, request: ModelCallInpu
 
 async def tool_step(acts: AgentActivities, agent: Agent, request: ToolCallInput) -> StepOutcome:
     assert request.step is not None
-    model_request = ModelCallInput(agent=request.agent, iteration=0, new_messages=[], run_id=request.run_id)
+    model_request = ModelCallInput(agent=request.agent, new_messages=[], run_id=request.run_id)
     return await _run(acts, agent, request.step, model_request)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
@@ -200,17 +200,16 @@ class ModelCallInput(BaseModel):
     """
 
     agent: str
-    iteration: int
     new_messages: list[Message | str]
-    first_index: int = 0
+    first_index: int = Field(default=0, exclude_if=lambda v: not v)
     """Position of new_messages[0] in the conversation."""
     total: int = 0
-    """Length of the conversation after new_messages."""
-    digest: str = ""
+    """Length of the conversation after new_messages (left out of history: first_index + len(new_messages))."""
+    digest: str = Field(default="", exclude_if=lambda v: not v)
     run_id: str = Field(default="", exclude_if=lambda v: not v)
     workflow_run_id: str = Field(default="", exclude_if=lambda v: not v)
     """Both default to the calling workflow's (activity.info()); the history need not repeat them."""
-    stream: bool = False
+    stream: bool = Field(default=False, exclude_if=lambda v: not v)
     """Publish the answer's text deltas and tool calls live to the run's stream."""
     stream_source: str = Field(default="", exclude_if=lambda v: not v)
     """Names this model call on the stream (the same across its retries; see rein.events.StreamEvent)."""
@@ -219,6 +218,20 @@ class ModelCallInput(BaseModel):
     worker never serves a cached copy from before the rewrite."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole step, middleware included (result: StepOutcome)."""
+
+    @model_validator(mode="after")
+    def _derive_total(self) -> ModelCallInput:
+        if not self.total:
+            self.total = self.first_index + len(self.new_messages)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_derived_total(self, handler: Any) -> Any:
+        # Every field at its default stays out of the history; so does `total` when it follows from the rest.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("total") == self.first_index + len(self.new_messages):
+            data.pop("total")
+        return data
 
 
 class StepRequest(BaseModel):

@@ -14,13 +14,15 @@ from collections.abc import Iterable
 from rein.ir import Message
 
 EMPTY = ""
-REF_CHARS = 12
-"""A model-call input names a worker-produced message by this prefix of its hash: the chain
-digest (full hashes) still verifies the whole conversation, so a short reference suffices."""
+HASH_CHARS = 16
+"""64 bits of SHA-256: a check against serving the wrong conversation, not a signature."""
+REF_CHARS = 8
+"""A model-call input names a worker-produced message by this prefix of its hash (among the
+few the worker holds for the run): the chain digest still verifies the whole conversation."""
 
 
 def message_hash(message: Message) -> str:
-    return hashlib.sha256(message.model_dump_json().encode()).hexdigest()[:32]
+    return hashlib.sha256(message.model_dump_json().encode()).hexdigest()[:HASH_CHARS]
 
 
 def ref(message_hash: str) -> str:
@@ -30,7 +32,7 @@ def ref(message_hash: str) -> str:
 def extend(digest: str, hashes: Iterable[str]) -> str:
     """The chain digest of a conversation with `digest` after appending messages with these hashes."""
     for h in hashes:
-        digest = hashlib.sha256(f"{digest}:{h}".encode()).hexdigest()[:32]
+        digest = hashlib.sha256(f"{digest}:{h}".encode()).hexdigest()[:HASH_CHARS]
     return digest
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_serializer
+from pydantic import BaseModel, Field, model_serializer, model_validator
 
 
 class ToolCall(BaseModel):
@@ -116,6 +116,26 @@ class Completion(BaseModel):
         data = handler(self)
         if isinstance(data, dict) and data.get("model") is None:
             data.pop("model", None)
+        return data
+
+    def compact(self) -> dict[str, Any]:
+        """The JSON an activity records: defaults left out, and what `_implied` restores."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        if data["message"].get("role") == "assistant":
+            del data["message"]["role"]
+        if self.finish_reason == "tool_calls" and self.message.tool_calls:
+            del data["finish_reason"]
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _implied(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("message"), dict):
+            message = data["message"]
+            if "role" not in message:
+                data = {**data, "message": {**message, "role": "assistant"}}
+            if "finish_reason" not in data and message.get("tool_calls"):
+                data = {**data, "finish_reason": "tool_calls"}
         return data
 
 

@@ -658,7 +658,7 @@ async def test_the_worker_never_serves_a_conversation_from_before_a_rewrite(env,
             await asyncio.sleep(0.02)
         cache = Conversations()
         cache.remember(wf_id, "before-rewrite", [m("stale 1"), m("stale 2")])
-        request = ModelCallInput(agent="cache-owner", iteration=2, new_messages=[], first_index=2, total=2,
+        request = ModelCallInput(agent="cache-owner", new_messages=[], first_index=2, total=2,
                                  run_id=wf_id, conversation="after-rewrite")
         served = await ActivityEnvironment(client=env.client).run(cache.messages_for, request)
         assert [x.content for x in served] == ["add", ""]  # the run's own conversation, asked of the workflow

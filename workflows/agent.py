@@ -487,13 +487,11 @@ class AgentWorkflow:
                 CALL_MODEL,
                 ModelCallInput(
                     agent=self.agent_key,
-                    iteration=action.iteration,
                     new_messages=entries,
                     first_index=self.sent_messages,
-                    total=total,
                     digest=digest,
                     stream=live,
-                    stream_source=source,
+                    stream_source=source if live else "",
                     conversation=self.conversation,
                 ),
                 result_type=Completion,
@@ -563,14 +561,14 @@ class AgentWorkflow:
         try:
             if info is not None and info.local:
                 result = await workflow.execute_local_activity(
-                    RUN_TOOL, request, result_type=ToolResult, start_to_close_timeout=timeout,
+                    RUN_TOOL, request, result_type=ToolResult | str, start_to_close_timeout=timeout,
                     retry_policy=retry, summary=tool_summary(call),
                 )
             else:
                 result = await workflow.execute_activity(
                     RUN_TOOL,
                     request,
-                    result_type=ToolResult,
+                    result_type=ToolResult | str,
                     start_to_close_timeout=timeout,
                     heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
                     retry_policy=retry,
@@ -588,6 +586,8 @@ class AgentWorkflow:
                 content=f"Tool '{call.name}' did not complete: {detail}",
                 is_error=True,
             )
+        if isinstance(result, str):  # the compact form of a plain result (activities.agents.wire)
+            result = ToolResult(tool_call_id=call.id, content=result)
         # The worker keeps what it produced: the next model call names it by hash.
         self.produced.add(message_hash(Message(role="tool", tool_call_id=call.id, content=result.content)))
         return result

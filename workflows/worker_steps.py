@@ -88,7 +88,6 @@ async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, el
                 CALL_MODEL,
                 ModelCallInput(
                     agent=wf.agent_key,
-                    iteration=action.iteration,
                     new_messages=[],
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
@@ -165,7 +164,6 @@ async def compact_if_due(wf: AgentWorkflow, action: machine.CallModel, config: L
             COMPACT,
             ModelCallInput(
                 agent=wf.agent_key,
-                iteration=action.iteration,
                 new_messages=wf.session.messages[wf.sent_messages :],
                 first_index=wf.sent_messages,
                 total=len(wf.session.messages),
