@@ -45,6 +45,9 @@ READER = textwrap.dedent('''
         print(json.dumps({"run_id": handle.id, "chunks": chunks}), flush=True)
 
     asyncio.run(main())
+    # temporalio's Rust threads can abort a short client process during interpreter teardown
+    # (temporalio/sdk-python#300, "PyGILState_Release"): skip the teardown, as rein's CLI does.
+    os._exit(0)
 ''')
 
 

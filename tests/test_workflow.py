@@ -750,12 +750,13 @@ def patches_in(path: Path) -> set[str]:
 
 def test_histories_cover_every_patch_generation():
     names = [p.name for p in STORED_HISTORIES]
-    assert names[:5] == [f"agent_approval_v{n}.json" for n in range(1, 6)]
+    assert names[:6] == [f"agent_approval_v{n}.json" for n in range(1, 7)]
     assert patches_in(STORED_HISTORIES[0]) == set()
     assert patches_in(STORED_HISTORIES[1]) == {"rein-throttled-counters"}
     assert patches_in(STORED_HISTORIES[2]) == {"rein-throttled-counters", "rein-prompt-cancel"}
     assert patches_in(STORED_HISTORIES[3]) == {"rein-throttled-counters", "rein-prompt-cancel", "rein-native-cancel"}
     assert patches_in(STORED_HISTORIES[4]) == {"rein-native-cancel"}, "v5: the two retired patches record no marker"
+    assert patches_in(STORED_HISTORIES[5]) == set(), "v6: rein-native-cancel retired too"
 
 
 async def test_history_from_before_the_retired_patch_no_longer_replays():

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.summaries import model_summary, tool_summary
 
 if TYPE_CHECKING:
-    from rein.workflows.agent import AgentWorkflow
+    from rein.workflows.loop import AgentLoop
 
 def _model_retry(config: LoopConfig) -> RetryPolicy:
     return RetryPolicy(
@@ -49,7 +49,7 @@ def _model_retry(config: LoopConfig) -> RetryPolicy:
     )
 
 
-def _step_request(wf: AgentWorkflow, config: LoopConfig, elapsed_s: float) -> StepRequest:
+def _step_request(wf: AgentLoop, config: LoopConfig, elapsed_s: float) -> StepRequest:
     info = workflow.info()
     return StepRequest(
         state=wf.session.model_copy(update={"messages": []}),
@@ -66,7 +66,7 @@ def _step_request(wf: AgentWorkflow, config: LoopConfig, elapsed_s: float) -> St
     )
 
 
-def _apply(wf: AgentWorkflow, outcome: StepOutcome) -> Interrupt | None:
+def _apply(wf: AgentLoop, outcome: StepOutcome) -> Interrupt | None:
     if outcome.conversation:
         wf.conversation = outcome.conversation
     wf.session = outcome.session_from(wf.session)
@@ -75,9 +75,9 @@ def _apply(wf: AgentWorkflow, outcome: StepOutcome) -> Interrupt | None:
     return outcome.interrupt
 
 
-async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, elapsed_s: float) -> Interrupt | None:
+async def step(wf: AgentLoop, action: machine.Action, config: LoopConfig, elapsed_s: float) -> Interrupt | None:
     """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
-    from rein.workflows.agent import MODEL_HEARTBEAT, TOOL_TIMEOUT, _seconds
+    from rein.workflows.loop import MODEL_HEARTBEAT, TOOL_TIMEOUT, _seconds
 
     assert wf.agent is not None
     info = workflow.info()
@@ -150,9 +150,9 @@ async def step(wf: AgentWorkflow, action: machine.Action, config: LoopConfig, el
     return _apply(wf, outcome) if outcome is not None else None
 
 
-async def compact_if_due(wf: AgentWorkflow, action: machine.CallModel, config: LoopConfig) -> None:
+async def compact_if_due(wf: AgentLoop, action: machine.CallModel, config: LoopConfig) -> None:
     """Before a model call: let the worker compact the conversation when the strategy's trigger is due."""
-    from rein.workflows.agent import MODEL_HEARTBEAT, _seconds
+    from rein.workflows.loop import MODEL_HEARTBEAT, _seconds
 
     assert wf.agent is not None
     trigger = wf.agent.compaction

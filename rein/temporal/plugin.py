@@ -41,8 +41,12 @@ PURE_MODULES = (
     "rein.session",
     "rein.summaries",
     "rein.temporal.child",
+    "rein.digest",
+    "rein.workflows.loop",
+    "rein.workflows.worker_steps",
 )
-"""rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O."""
+"""rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
+`rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
 
 SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *PURE_MODULES)
 """Imported once per worker instead of once per run inside the sandbox; all deterministic."""

@@ -8,6 +8,7 @@ Streaming is observation: a failure to publish is logged and never fails the act
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
@@ -29,33 +30,80 @@ _current: contextvars.ContextVar[RunStream | None] = contextvars.ContextVar("rei
 
 
 class RunStream:
-    """The stream of the run whose activity is running: buffered publishes, flushed in batches."""
+    """The stream of the run whose activity is running: buffered publishes, signalled in batches.
 
-    def __init__(self, client: WorkflowStreamClient):
-        self.client = client
-        self.topic: TopicHandle[Any] = client.topic(TOPIC)
+    Opened on the first publish: most activities publish nothing (no reader asked for live
+    text, no middleware event), and those cost no stream client at all. rein runs its own
+    batching loop instead of the client's context manager: that flusher waits with
+    `asyncio.wait_for`, which on Python 3.11 can swallow the cancellation that stops it when
+    a force-flush lands at the same moment, and the activity then never completes.
+    """
+
+    def __init__(self) -> None:
+        self.client: WorkflowStreamClient | None = None
+        self.topic: TopicHandle[Any] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
 
     def publish(self, chunk: StreamChunk, *, source: str = "", offset: int = 0, now: bool = False) -> None:
-        self.topic.publish(StreamEvent(chunk=chunk, source=source, offset=offset).to_json(), force_flush=now)
+        """Buffer one chunk; `now` signals it without waiting for the batch (a first text delta).
+
+        Safe from a sync tool's thread: the batching runs on the activity's loop.
+        """
+        if self.topic is None:
+            self.client = WorkflowStreamClient.from_within_activity()
+            self.topic = self.client.topic(TOPIC)
+        self.topic.publish(StreamEvent(chunk=chunk, source=source, offset=offset).to_json())
+        self._loop.call_soon_threadsafe(self._flush_soon, now)
+
+    def _flush_soon(self, now: bool) -> None:
+        if self._closed:
+            return
+        if self._flusher is None:
+            self._flusher = self._loop.create_task(self._flush_batches())
+        if now:
+            self._wake.set()
+
+    async def _flush_batches(self) -> None:
+        while True:
+            woken = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({woken}, timeout=BATCH_INTERVAL.total_seconds())
+            finally:
+                woken.cancel()
+            self._wake.clear()
+            await self._send()
+
+    async def _send(self) -> None:
+        assert self.client is not None
+        try:
+            await self.client.flush()  # a failed batch stays pending and goes with the next one
+        except Exception as exc:  # the run may have ended; the stream never fails the activity
+            log.warning("could not publish to the run's stream: %s", exc)
+
+    async def close(self) -> None:
+        """Signal what is still buffered; later publishes are dropped."""
+        self._closed = True
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        if self.client is not None:
+            await self._send()
 
 
 @contextlib.asynccontextmanager
 async def activity_stream() -> AsyncIterator[RunStream]:
-    """Open the current activity's run stream for the duration of the block (flushed at its end)."""
-    stream = RunStream(WorkflowStreamClient.from_within_activity(batch_interval=BATCH_INTERVAL))
+    """The current activity's run stream for the duration of the block (flushed at its end)."""
+    stream = RunStream()
     token = _current.set(stream)
-    entered = False
     try:
-        await stream.client.__aenter__()
-        entered = True
         yield stream
     finally:
         _current.reset(token)
-        if entered:
-            try:
-                await stream.client.__aexit__(None, None, None)
-            except Exception as exc:  # the run may have ended; the stream never fails the activity
-                log.warning("could not publish to the run's stream: %s", exc)
+        await stream.close()
 
 
 def current_stream() -> RunStream | None:

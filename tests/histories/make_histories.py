@@ -16,6 +16,9 @@ the current code must still replay (via workflow.patched).
   v5: both patches retired (deprecate_patch only while replaying: new runs record no markers for
       rein-throttled-counters and rein-prompt-cancel), slim result, model calls that refer to
       worker-produced messages; v1 no longer replays
+  v6: rein-native-cancel retired too (no patch marker, no TemporalChangeVersion upsert in new
+      runs), compact activity results and model-call inputs, AgentWorkflow's body in
+      rein.workflows.loop
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
@@ -27,6 +30,7 @@ agent_cancel_v<N>.json: the approval agent waits for approval and the workflow i
 the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
   v1: before the rein-native-cancel patch (the workflow ended CANCELED)
   v2: with it (the run ends with stop_reason `cancelled` and completes with its result)
+  v3: the patch retired: the same behaviour, no marker; v1 no longer replays
 
     .venv/bin/python tests/histories/make_histories.py cancel
 
@@ -47,9 +51,9 @@ from rein.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v5.json"
+CURRENT = "agent_approval_v6.json"
 EXTENSIONS = "agent_extensions_v1.json"
-CANCEL = "agent_cancel_v2.json"
+CANCEL = "agent_cancel_v3.json"
 FAILED = "agent_failed_v1.json"
 
 
