@@ -11,10 +11,7 @@ time-skipping test server with a raw client.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +24,7 @@ from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session, T
 from rein.compaction import SlidingWindow, SummarizeCompaction
 from rein.session import Stage
 from rein.testing import full_result
+from tests.support.history import decoded_values
 
 
 class Busy(Exception):
@@ -43,18 +41,6 @@ class RecordingProvider(MockProvider):
     async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
         self.seen.append([m.model_dump() for m in messages])
         return await super().complete(messages, tools, **kwargs)
-
-
-def payload_texts(node: Any) -> Iterator[str]:
-    """Every payload in a history's JSON, decoded (the JSON itself holds them base64-encoded)."""
-    if isinstance(node, dict):
-        if isinstance(node.get("data"), str) and "metadata" in node:
-            yield base64.b64decode(node["data"]).decode("utf-8", errors="replace")
-        for value in node.values():
-            yield from payload_texts(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from payload_texts(value)
 
 
 def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
@@ -558,7 +544,7 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
                 "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
             )
             result = RunResult.model_validate(await asyncio.wait_for(full_result(handle), 60))
-            history = json.loads((await handle.fetch_history()).to_json())
+            history = await handle.fetch_history()
         finally:
             worker.terminate()
             worker.wait(15)
@@ -568,7 +554,8 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
     assert [m.content for m in result.session.messages if m.role == "tool"] == ["account acme: card ****"]
     # The conversation the run recorded holds only the masked result (Step summaries, made by the
     # core before after-hooks run, keep the tool's own text, on both engines).
-    recorded = [json.loads(text) for text in payload_texts(history) if text.startswith("{")]
+    recorded = [value for value in await decoded_values(history, dev.client.data_converter)
+                if isinstance(value, dict)]
     tool_messages = {
         m["content"]
         for payload in recorded

@@ -8,7 +8,6 @@ durable runs), `Retry-After` is honoured, a missing or rejected key fails at onc
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 
 import pytest
@@ -22,7 +21,7 @@ from rein import Agent, LiteLLMProvider, LoopConfig
 from rein.client import ReinClient
 from rein.providers import FallbackProvider
 from rein.testing import start_local
-from tests.processes import decoded_history_text
+from tests.support.history import assert_secret_absent, decode_payload
 from tests.vendor_server import Fail, Reply, Slow, VendorServer
 
 KEY = "sk-test-" + uuid.uuid4().hex
@@ -127,7 +126,8 @@ async def test_a_401_fails_fast_in_one_clear_sentence(env, srv):
     assert KEY not in message
     assert len(srv.requests) == 1
     assert (await handle.describe()).typed_search_attributes.get(REIN_STATUS) == "failed"
-    assert KEY not in await decoded_history_text(await handle.fetch_history(), env.client.data_converter)
+    # the agent's name is in the run's input: proof the payloads were decoded
+    await assert_secret_absent(await handle.fetch_history(), KEY, env.client.data_converter, present="mf-401")
 
 
 async def test_a_missing_key_fails_fast_without_calling_the_vendor(env, srv, monkeypatch):
@@ -162,6 +162,7 @@ async def test_fallback_is_one_provider_per_activity_attempt(env):
         assert (len(primary.requests), len(backup.requests)) == (1, 1)
     history = await handle.fetch_history()
     completed = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
-    answer = json.loads(completed[0].activity_task_completed_event_attributes.result.payloads[0].data)
+    answer = await decode_payload(completed[0].activity_task_completed_event_attributes.result.payloads[0],
+                                  env.client.data_converter)
     assert answer["model"] == "openai/gpt-4o-mini"  # the UI's activity result says which model answered
     assert await attempts_started(handle) == [2]  # Temporal's second attempt, not a retry inside the first
