@@ -147,3 +147,19 @@ def assert_no_task_failures(events: Sequence[Any] | WorkflowHistory) -> None:
     """No workflow task failed: nothing a client, model or tool sent wedged the run."""
     failed = task_failures(events.events if isinstance(events, WorkflowHistory) else events)
     assert not failed, f"workflow task failed: {failed[0].workflow_task_failed_event_attributes}"
+
+
+async def history_events(handle: Any) -> list:
+    """The events of the run behind a WorkflowHandle, as fetched now."""
+    return list((await handle.fetch_history()).events)
+
+
+def tool_attempts(events: Sequence[Any]) -> list[int]:
+    """The attempt number of every start of a `rein.run_tool` activity, in order."""
+    tool_ids = {e.event_id for e in scheduled(events, "rein.run_tool")}
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id in tool_ids
+    ]
