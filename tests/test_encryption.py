@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest

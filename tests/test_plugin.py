@@ -17,7 +17,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 import rein
 import rein.contract
-from rein import Agent, MockProvider, RunResult, Session, ToolCall
+from rein import Agent, MockProvider, Session, ToolCall
 from rein.contract import RunOutcome
 from rein.server import start_dev_server
 from rein.temporal import ReinPlugin

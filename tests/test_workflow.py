@@ -29,7 +29,8 @@ from rein.testing import full_result
 from rein.workflows import AgentWorkflow
 from tests.support.history import assert_no_task_failures, history_events, scheduled, summaries
 from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
-from tests.support.tools import add, tc, tool_messages
+from tests.support.results import tool_messages
+from tests.support.tools import add, tc
 from tests.support.waiting import wait_status
 
 HISTORIES = Path(__file__).parent / "histories"

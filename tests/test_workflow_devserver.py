@@ -27,7 +27,8 @@ from rein.testing import full_result
 from rein.workflows import AgentWorkflow
 from tests.support.history import assert_no_task_failures, tool_attempts
 from tests.support.runs import start
-from tests.support.tools import add, tc, tool_messages
+from tests.support.results import tool_messages
+from tests.support.tools import add, tc
 from tests.support.waiting import poll, wait_status
 
 ROOT = Path(__file__).resolve().parent.parent

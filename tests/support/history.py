@@ -123,10 +123,11 @@ async def decode_payload(payload: Payload, converter: DataConverter | None = Non
     return value
 
 
-async def summaries(history: WorkflowHistory, converter: DataConverter | None = None,
+async def summaries(history: WorkflowHistory | Sequence[Any], converter: DataConverter | None = None,
                     activity: str | None = None) -> list[str]:
     """The UI summary of every scheduled activity (of type `activity`, if given), in order."""
-    return [await decode_payload(event.user_metadata.summary, converter) for event in scheduled(history.events, activity)]
+    events = history.events if isinstance(history, WorkflowHistory) else history
+    return [await decode_payload(event.user_metadata.summary, converter) for event in scheduled(events, activity)]
 
 
 def scheduled(events: Sequence[Any], activity: str | None = None) -> list:

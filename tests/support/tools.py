@@ -26,7 +26,3 @@ def explode() -> str:
     """Always fails."""
     raise ZeroDivisionError("kaboom")
 
-
-def tool_messages(result: dict) -> dict[str, str]:
-    """{tool_call_id: content} of the tool results in a run's result (as a plain dict)."""
-    return {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
