@@ -33,10 +33,10 @@ class AuthFailed(Exception):
 
 
 class StreamsItsCompletion:
-    """`stream` as the chunks of `complete`'s answer: its tool calls or its text, then `done`."""
+    """`stream` as the chunks of `complete`'s answer: its tool calls or its text, then `done`.
 
-    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
-        raise NotImplementedError
+    A mixin: the class (or one after it in the MRO, e.g. MockProvider) defines `complete`.
+    """
 
     async def stream(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> AsyncIterator[StreamChunk]:
         completion = await self.complete(messages, tools)

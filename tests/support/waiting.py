@@ -77,3 +77,8 @@ async def wait_status(
         return await poll(check, what, timeout, ignore=(RPCError,))
     except AssertionError as timed_out:
         raise AssertionError(f"{timed_out}; last status: {seen[0] if seen else None}") from None
+
+
+async def rein_status_is(ops: Any, run_id: str, status: str) -> bool:
+    """Whether rein's client (`ReinClient`) sees run `run_id` in `status` now."""
+    return (await ops.status(run_id)).status == status
