@@ -44,6 +44,7 @@ from rein.cli import (
 )
 from rein.client import ReinClient
 from rein.server import free_port
+from tests.support.processes import stop_process
 from tests.support.providers import CallThenReport, OpsModel, StreamsItsCompletion, Unavailable
 from tests.support.waiting import poll, wait_until
 
@@ -456,13 +457,8 @@ def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFix
         assert main(["result", run_id]) == 0
         assert capsys.readouterr().out.splitlines()[-1] == "The answer is 5."
     finally:
-        worker.send_signal(signal.SIGINT)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
-    assert worker.returncode == 0, worker.stderr.read()[-2000:]
+        _, stderr = stop_process(worker, 30, signal.SIGINT)
+    assert worker.returncode == 0, stderr[-2000:]
 
 
 def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
@@ -667,7 +663,6 @@ def test_rein_codec_server_round_trips_payloads() -> None:
         assert b"tool output" not in base64.b64decode(encoded["payloads"][0]["data"])
         assert post("/decode", encoded)["payloads"] == [plain]
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop_process(process, 20)
     no_key = rein_cli("codec-server", REIN_CODEC_KEY="", timeout=60)
     assert_one_line_error(no_key, EXIT_USAGE, "REIN_CODEC_KEY is not set")

@@ -23,7 +23,7 @@ import yaml
 
 from rein.contract import DEFAULT_TASK_QUEUE, SEARCH_ATTRIBUTES
 from rein.server import TUNED_DYNAMIC_CONFIG, free_port, temporal_binary
-from tests.support.processes import wait_for_port
+from tests.support.processes import stop_process, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_PATH = ROOT / "docker-compose.yml"
@@ -283,11 +283,7 @@ def bare_dev_server() -> Iterator[str]:
         wait_for_port(port, process)
         yield f"127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)
 
 
 def _cli(address: str, *args: str) -> subprocess.CompletedProcess:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rein.server import embedded_status, stop_embedded
+from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,12 +240,7 @@ def test_worker_py_finishes_a_run_a_script_left_waiting(home: Path, out: Path) -
         assert result["output"] == "Done: recorded hello."
         assert _lines(out / "effects") == [f"hello by {worker.pid}"]
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.communicate()
+        stop_process(worker, 30)
     _no_server_left(home)
 
 

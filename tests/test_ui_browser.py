@@ -31,6 +31,7 @@ from rein import Agent, LoopConfig
 from rein.cli import main
 from rein.client import ReinClient, connect
 from rein.server import free_port
+from tests.support.processes import stop_process
 from tests.support.providers import OpsModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,11 +155,7 @@ def rein_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         yield {"address": out.split("Temporal dev server:", 1)[1].split()[0],
                "ui": out.split("Temporal UI:", 1)[1].split()[0]}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process, 30)
         subprocess.run([REIN_BIN, "server", "stop"], env=env, capture_output=True, timeout=60)
 
 
@@ -183,11 +180,7 @@ async def page(tmp_path: Path) -> AsyncIterator[Page]:
         yield tab
         await tab.ws.close()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process, 20)
 
 
 def cli(address: str, *argv: str) -> None:
