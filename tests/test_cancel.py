@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,66 @@ async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
 
 async def _status_is(ops: ReinClient, run_id: str, status: str) -> bool:
     return (await ops.status(run_id)).status == status
+
+
+# --------------------------------------------------------------------------- a model call in flight
+
+
+class BlockingModel:
+    """A model that answers only when released; it records that it was called and whether its
+    call was cancelled (the activity's cancellation reaches it as CancelledError)."""
+
+    def __init__(self) -> None:
+        self.called = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        self.called.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return rein.Completion(message=rein.Message(role="assistant", content="answered anyway"), finish_reason="stop")
+
+
+@pytest.mark.parametrize("how", ["signal", "workflow-cancel"])
+async def test_cancel_interrupts_a_model_call_in_flight(env, how):
+    """The run ends `cancelled` while its model call is still running (never released), and the
+    model activity itself is cancelled: a cancel request in history, and the provider saw it."""
+    model = BlockingModel()
+    agent = Agent(provider=model, name=f"thinking-{how}")
+    tq = f"cancel-{uuid.uuid4().hex[:6]}"
+    # Heartbeats go to the server at once (not throttled), so the cancellation comes back on the next one.
+    fast = timedelta(milliseconds=100)
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq, max_heartbeat_throttle_interval=fast,
+                                  default_heartbeat_throttle_interval=fast):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"cancel-{uuid.uuid4().hex[:8]}", task_queue=tq
+        )
+        await asyncio.wait_for(model.called.wait(), 30)
+        if how == "signal":
+            await handle.signal("cancel", {"reason": "operator stopped it"})
+        else:
+            await handle.cancel()
+        try:
+            # Never released: without cancellation reaching the model call the run would hang here.
+            result = await asyncio.wait_for(full_result(handle), 30)
+            # The activity learns of its cancellation on its next heartbeat.
+            await asyncio.wait_for(model.cancelled.wait(), 30)
+        finally:
+            model.release.set()
+        history = await handle.fetch_history()
+    assert result["stop_reason"] == "cancelled"
+    assert result["output"] is None and result["steps"] == []
+    types = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in types
+    (model_call,) = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                     and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.call_model"]
+    cancel_requests = [e.activity_task_cancel_requested_event_attributes.scheduled_event_id for e in history.events
+                       if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED]
+    completions = [e.activity_task_completed_event_attributes.scheduled_event_id for e in history.events
+                   if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    assert cancel_requests == [model_call.event_id]
+    assert model_call.event_id not in completions
