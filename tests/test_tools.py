@@ -6,6 +6,7 @@ import asyncio
 import threading
 from typing import Any, List, Literal, Optional, Union
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -716,6 +717,12 @@ async def test_a_tool_built_directly_validates_lazily_and_a_builtin_without_sign
     assert direct.validate_arguments({"a": 1, "b": 2}) == {"a": 1, "b": 2}
     with pytest.raises(ToolArgumentsError):
         direct.validate_arguments({"a": "x", "b": 2})
+    def stamp(text: str, ctx: ToolContext) -> str:
+        return f"{text}@{ctx.idempotency_key}"
+
+    with_context = Tool(stamp, "stamp", "", {}, False)
+    assert with_context.validate_arguments({"text": "a"}) == {"text": "a"}
+    assert (await execute_tool(with_context, call("stamp", cid="k1", text="a"))).content == "a@k1"
     builtin = Tool(dict, "as_dict", "", {}, False)  # inspect.signature(dict) fails: nothing to check
     assert builtin.validate_arguments({"k": 1}) == {"k": 1}
     assert (await execute_tool(builtin, call("as_dict", k=1))).content == '{"k": 1}'
@@ -759,25 +766,37 @@ async def test_unknown_tool_with_no_tools_at_all() -> None:
     assert result.is_error and result.content == "Unknown tool 'nope'. Available tools: (none)"
 
 
-async def test_a_cancelled_sync_tool_is_abandoned_not_waited_for() -> None:
-    # A sync tool's thread cannot be stopped: cancelling the call returns at once and the
-    # thread finishes on its own later (the run does not hang on a stuck tool).
-    started, release = threading.Event(), threading.Event()
+@pytest.mark.parametrize("canceller", ["asyncio task.cancel()", "anyio cancel scope"])
+async def test_a_cancelled_sync_tool_is_abandoned_not_waited_for(canceller: str) -> None:
+    # A sync tool's thread cannot be stopped: cancelling the call (a Temporal activity cancel is
+    # an asyncio cancel; an app's anyio timeout is a cancel scope) returns at once and the thread
+    # finishes on its own later, so a run never hangs on a stuck tool.
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
 
     @tool
     def stuck() -> str:
         started.set()
-        release.wait(30)
+        release.wait(5)  # bounds the test if the call wrongly waits for the thread
+        finished.set()
         return "late"
 
-    task = asyncio.ensure_future(execute_tool(stuck, call("stuck")))
-    try:
+    async def until_started() -> None:
         while not started.is_set():
             await asyncio.sleep(0.01)
-        task.cancel()
-        done, _ = await asyncio.wait([task], timeout=10)
-        assert task in done and task.cancelled()
-        assert not release.is_set()  # the tool was still running when the call returned
+
+    try:
+        if canceller == "anyio cancel scope":
+            async with anyio.create_task_group() as group:
+                group.start_soon(execute_tool, stuck, call("stuck"))
+                await until_started()
+                group.cancel_scope.cancel()
+        else:
+            task = asyncio.ensure_future(execute_tool(stuck, call("stuck")))
+            await until_started()
+            task.cancel()
+            await asyncio.wait([task])
+            assert task.cancelled()
+        assert not finished.is_set()  # the call returned while the tool was still running
     finally:
         release.set()
 
