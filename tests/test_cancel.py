@@ -15,10 +15,13 @@ from temporalio.worker import Replayer
 import rein
 from temporalio.common import SearchAttributeKey
 
-from rein import Agent, LoopConfig, MockProvider, StreamChunk, ToolCall
+from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.client import ReinClient
 from rein.temporal import ReinPlugin
-from rein.testing import full_result, start_local, start_time_skipping
+from rein.testing import full_result
+from tests.support.providers import StreamsItsCompletion
+from tests.support.tools import add
+from tests.support.waiting import poll, rein_status_is
 
 HISTORIES = Path(__file__).parent / "histories"
 REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
@@ -31,12 +34,6 @@ async def slow_tool(x: int) -> str:
     started.set()
     await asyncio.sleep(60)
     return "finished"
-
-
-@pytest.fixture(scope="module")
-async def env():
-    async with await start_time_skipping() as env:
-        yield env
 
 
 async def test_cancel_interrupts_a_running_tool(env):
@@ -118,24 +115,7 @@ async def test_cancelled_histories_replay(name):
 # --------------------------------------------------------------------------- on a real dev server: visibility
 
 
-@pytest.fixture(scope="module")
-async def dev():
-    environment = await start_local()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
-
-
-async def _until(check, what: str, attempts: int = 200) -> None:  # noqa: ANN001
-    for _ in range(attempts):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never {what}")
-
-
-class AddsOnce(MockProvider):
+class AddsOnce(StreamsItsCompletion, MockProvider):
     """Stateless, so one agent serves many runs: a tool call first, then the result as text."""
 
     def __init__(self) -> None:
@@ -146,22 +126,9 @@ class AddsOnce(MockProvider):
         self._responses, self._index = [done[-1] if done else [ToolCall(id="a1", name="add", arguments={"a": 1, "b": 2})]], 0
         return await super().complete(messages, tools, **kwargs)
 
-    async def stream(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        completion = await self.complete(messages, tools)
-        if completion.message.tool_calls:
-            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
-        if completion.message.content:
-            yield StreamChunk(type="text", text=completion.message.content)
-        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
-
 
 def approval_agent(name: str) -> Agent:
     return Agent(provider=AddsOnce(), tools=[add], name=name, config=LoopConfig(permission="ask"))
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
@@ -171,12 +138,12 @@ async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
         cancelled = await ops.start("cancel-dev", "1+2?")
         terminated = await ops.start("cancel-dev", "1+2?")
         for handle in (cancelled, terminated):
-            await _until(lambda h=handle: _status_is(ops, h.id, "waiting_approval"), "waiting")
+            await poll(lambda h=handle: rein_status_is(ops, h.id, "waiting_approval"), "waiting")
 
         async def both_listed() -> bool:
             return {cancelled.id, terminated.id} <= set(await ops.waiting("waiting_approval"))
 
-        await _until(both_listed, "listed as waiting")
+        await poll(both_listed, "listed as waiting")
 
         await cancelled.cancel()  # what the UI's "Request Cancellation" and `temporal workflow cancel` do
         result = await cancelled.result()
@@ -189,11 +156,9 @@ async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
         async def neither_listed() -> bool:
             return not {cancelled.id, terminated.id} & set(await ops.waiting("waiting_approval"))
 
-        await _until(neither_listed, "dropped from the waiting list")
+        await poll(neither_listed, "dropped from the waiting list")
         assert cancelled.id in [wf.id async for wf in dev.client.list_workflows('ReinStatus="cancelled"')]
         # the terminated run still carries waiting_approval: only the ExecutionStatus filter drops it
         assert (await terminated.describe()).typed_search_attributes.get(REIN_STATUS) == "waiting_approval"
 
 
-async def _status_is(ops: ReinClient, run_id: str, status: str) -> bool:
-    return (await ops.status(run_id)).status == status

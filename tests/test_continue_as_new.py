@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
 from temporalio.api.enums.v1 import EventType
 
 import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
 from rein.client import ReinClient
 from rein.contract import WaitRequest
-from rein.testing import full_result, start_local, start_time_skipping
+from rein.testing import full_result
 
 
 class Counter:
@@ -34,21 +33,6 @@ class Counter:
 def bump(n: int) -> int:
     """Return n + 1."""
     return n + 1
-
-
-@pytest.fixture(scope="module")
-async def env():
-    async with await start_time_skipping() as env:
-        yield env
-
-
-@pytest.fixture(scope="module")
-async def dev_env():
-    # The Java time-skipping server takes ~10 s to reject an update aimed at a run that
-    # just continued as new; the dev server answers at once, as production servers do.
-    async with await start_local() as env:
-        yield env
-
 
 
 async def test_long_run_continues_as_new_and_keeps_everything(env):
@@ -75,8 +59,10 @@ async def test_long_run_continues_as_new_and_keeps_everything(env):
     assert (await env.client.get_workflow_handle(handle.id).describe()).run_id != first_run
 
 
-async def test_waiting_client_follows_the_run_across_continue_as_new(dev_env):
-    env = dev_env
+async def test_waiting_client_follows_the_run_across_continue_as_new(dev):
+    # The Java time-skipping server takes ~10 s to reject an update aimed at a run that
+    # just continued as new; the dev server answers at once, as production servers do.
+    env = dev
     agent = Agent(provider=Counter(4), tools=[bump], name="asker", config=LoopConfig(permission="ask", detect_loops=False))
     tq = f"can-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):

@@ -40,40 +40,10 @@ from rein.circuit import tripped_breaker
 from rein.providers.fallback import is_retryable
 from rein.providers.mock import EXHAUSTED_TEXT
 from rein.tools import ToolRegistry
+from tests.support.providers import AuthFailed, EchoProvider, RateLimited
+from tests.support.tools import tc
 
 # --------------------------------------------------------------------------- helpers
-
-
-class RateLimited(Exception):
-    """A transient provider error (HTTP 429)."""
-
-    status_code = 429
-
-
-class AuthFailed(Exception):
-    """A fatal provider error (HTTP 401)."""
-
-    status_code = 401
-
-
-class EchoProvider:
-    """Stateless: answers with the last user message, so concurrent runs cannot mix."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, messages, tools=None, **kwargs):
-        self.calls += 1
-        await asyncio.sleep(0)  # let concurrent runs interleave
-        last_user = next(m.content for m in reversed(messages) if m.role == "user")
-        return Completion(
-            message=Message(role="assistant", content=last_user), finish_reason="stop", usage=Usage(input_tokens=1)
-        )
-
-    async def stream(self, messages, tools=None, **kwargs):
-        c = await self.complete(messages, tools)
-        yield StreamChunk(type="text", text=c.message.content)
-        yield StreamChunk(type="done", usage=c.usage, finish_reason="stop")
 
 
 class Counting:
@@ -91,10 +61,6 @@ class Counting:
         self.calls += 1
         async for chunk in self.inner.stream(messages, tools, **kwargs):
             yield chunk
-
-
-def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
 
 
 def make_tools() -> tuple[list, list[tuple[str, tuple]]]:

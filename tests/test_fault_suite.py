@@ -23,7 +23,7 @@ from temporalio.client import Client
 
 from rein.client import ReinClient, connect
 from rein.server import DevServer, free_port, start_dev_server
-from tests.processes import WorkerProcess
+from tests.support.processes import WorkerProcess
 
 AGENTS = ["tests.agents.faults:effects", "tests.agents.faults:approved_effects"]
 

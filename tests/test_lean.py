@@ -14,7 +14,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
@@ -29,18 +28,9 @@ from rein.client import ReinClient
 from rein.contract import WaitRequest
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.storage import FileStorageDriver, rein_home
-from rein.testing import full_result, start_local
+from rein.testing import full_result
 
 FREE = LoopConfig(detect_loops=False, max_iterations=10_000, max_tokens=None, timeout_s=None)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def dev():
-    env = await start_local()
-    try:
-        yield env
-    finally:
-        await env.shutdown()
 
 
 class Scripted:

@@ -17,12 +17,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 import rein
 import rein.contract
-from rein import Agent, MockProvider, RunResult, Session, ToolCall
+from rein import Agent, MockProvider, Session, ToolCall
 from rein.contract import RunOutcome
 from rein.server import start_dev_server
 from rein.temporal import ReinPlugin
 from rein.temporal.plugin import SANDBOX_PASSTHROUGH, has_rein_converter
-from rein.testing import full_result, start_time_skipping
+from rein.testing import full_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,12 +38,6 @@ def adder(name: str = "adder") -> Agent:
         tools=[add],
         name=name,
     )
-
-
-@pytest.fixture(scope="module")
-async def env():
-    async with await start_time_skipping() as env:
-        yield env
 
 
 async def test_plugin_on_a_plain_worker_of_a_plain_client(env):

@@ -17,7 +17,6 @@ import pytest
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, StreamChunk, ToolCall, Usage
 from rein.client import ReinClient
 from rein.server import DevServer, start_dev_server
-from rein.testing import start_local
 from rein.worker import create_worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,15 +112,6 @@ def test_text_reaches_a_reader_in_another_process_while_the_remote_model_runs(se
 
 
 # --------------------------------------------------------------------------- in one process, on a dev server
-
-
-@pytest.fixture(scope="module")
-async def dev():
-    environment = await start_local()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
 
 
 def add(a: int, b: int) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,15 +18,20 @@ from typing import Any
 import pytest
 import temporalio.converter
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 import rein
-from rein import Agent, LoopConfig, MockProvider, Session, Step, ToolCall, ToolContext
+from rein import Agent, LoopConfig, MockProvider, Session, Step, ToolContext
 from rein.testing import full_result
 from rein.workflows import AgentWorkflow
+from tests.support.history import assert_no_task_failures, history_events, scheduled, summaries
+from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
+from tests.support.results import tool_messages
+from tests.support.tools import add, tc
+from tests.support.waiting import wait_status
 
 HISTORIES = Path(__file__).parent / "histories"
 STATUS_KEYS = {"status", "stage", "iteration", "usage", "interrupt", "pending_tool_calls", "stop_reason"}
@@ -36,83 +40,11 @@ STATUS_KEYS = {"status", "stage", "iteration", "usage", "interrupt", "pending_to
 # --------------------------------------------------------------------------- fixtures and helpers
 
 
-def call(cid: str, name: str, **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-class RecordingProvider(MockProvider):
-    """A MockProvider that keeps the conversation each model call saw."""
-
-    def __init__(self, responses: list, gate: asyncio.Event | None = None):
-        super().__init__(responses)
-        self.seen: list[list[rein.Message]] = []
-        self.gate = gate
-
-    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        self.seen.append([m.model_copy(deep=True) for m in messages])
-        if self.gate is not None and len(self.seen) == 1:
-            await self.gate.wait()
-        return await super().complete(messages, tools, **kwargs)
-
-
 async def start(env, agent: str, prompt: str, wf_id: str, tq: str, client: Client | None = None, **extra: Any):
     client = client or env.client
     return await client.start_workflow(
         "AgentWorkflow", {"agent": agent, "prompt": prompt, **extra}, id=wf_id, task_queue=tq
     )
-
-
-async def wait_status(
-    handle: WorkflowHandle,
-    status: str | None = None,
-    until: Callable[[dict], bool] | None = None,
-    timeout: float = 15.0,
-) -> dict:
-    """Poll the `status` query until `status` (and `until`) hold."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: dict | None = None
-    while asyncio.get_running_loop().time() < deadline:
-        try:
-            last = await handle.query("status")
-        except RPCError:
-            last = None  # the first workflow task has not run yet
-        if last is not None and (status is None or last["status"] == status) and (until is None or until(last)):
-            return last
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"run never reached status={status!r}; last status: {last}")
-
-
-async def history_events(handle: WorkflowHandle) -> list:
-    history = await handle.fetch_history()
-    return list(history.events)
-
-
-def assert_no_task_failures(events: list) -> None:
-    failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
-    assert not failed, f"workflow task failed: {failed[0].workflow_task_failed_event_attributes}"
-
-
-def scheduled(events: list, activity: str) -> list:
-    return [
-        e
-        for e in events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == activity
-    ]
-
-
-def tool_messages(result: dict) -> dict[str, str]:
-    return {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
-
-
-def summary_of(event) -> str:  # noqa: ANN001
-    payload = event.user_metadata.summary
-    return json.loads(payload.data)
 
 
 # --------------------------------------------------------------------------- approvals
@@ -128,7 +60,7 @@ async def test_approve_whole_batch_with_default_json_converter(env, ids):
         return a + b
 
     agent = Agent(
-        provider=MockProvider([[call("c1", "add_logged", a=1, b=2), call("c2", "add_logged", a=3, b=4)], "sum done"]),
+        provider=MockProvider([[tc("add_logged", "c1", a=1, b=2), tc("add_logged", "c2", a=3, b=4)], "sum done"]),
         tools=[add_logged],
         name="batch",
         config=LoopConfig(permission="ask"),
@@ -166,7 +98,7 @@ async def test_approve_one_then_deny_the_other(env, ids):
         return f"wrote {path}"
 
     agent = Agent(
-        provider=MockProvider([[call("c1", "write_file", path="a.txt"), call("c2", "write_file", path="b.txt")], "ok"]),
+        provider=MockProvider([[tc("write_file", "c1", path="a.txt"), tc("write_file", "c2", path="b.txt")], "ok"]),
         tools=[write_file],
         name="mixed",
         config=LoopConfig(permission="ask"),
@@ -201,7 +133,7 @@ async def test_approve_one_then_deny_the_other(env, ids):
 
 async def test_deny_feeds_the_denial_to_the_model(env, ids):
     tq, wf_id = ids
-    provider = RecordingProvider([[call("c1", "add", a=1, b=2)], "understood"])
+    provider = RecordingProvider([[tc("add", "c1", a=1, b=2)], "understood"])
     agent = Agent(provider=provider, tools=[add], name="denied", config=LoopConfig(permission="ask"))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "denied", "add", wf_id, tq)
@@ -219,7 +151,7 @@ async def test_deny_feeds_the_denial_to_the_model(env, ids):
 
 async def test_answer_becomes_the_ask_human_result(env, ids):
     tq, wf_id = ids
-    provider = RecordingProvider([[call("q1", "ask_human", question="Which colour?")], "blue it is"])
+    provider = RecordingProvider([[tc("ask_human", "q1", question="Which colour?")], "blue it is"])
     agent = Agent(provider=provider, tools=[rein.ask_human, add], name="asker", config=LoopConfig(permission="ask"))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "asker", "paint it", wf_id, tq)
@@ -246,7 +178,7 @@ async def test_cancel_while_waiting(env, ids):
         return n
 
     agent = Agent(
-        provider=MockProvider([[call("c1", "touch", n=1)], "never"]),
+        provider=MockProvider([[tc("touch", "c1", n=1)], "never"]),
         tools=[touch],
         name="cancelled",
         config=LoopConfig(permission="ask"),
@@ -269,7 +201,7 @@ async def test_cancel_with_malformed_payload_is_counted_consistently(env, ids):
     recorded and ignored) or honoured; it must not be both acted on and counted as ignored."""
     tq, wf_id = ids
     agent = Agent(
-        provider=MockProvider([[call("c1", "add", a=1, b=1)], "two"]),
+        provider=MockProvider([[tc("add", "c1", a=1, b=1)], "two"]),
         tools=[add],
         name="cancel-garbage",
         config=LoopConfig(permission="ask"),
@@ -296,7 +228,7 @@ async def test_cancel_with_malformed_payload_is_counted_consistently(env, ids):
 async def test_malformed_and_misplaced_signals_are_ignored(env, ids):
     tq, wf_id = ids
     gate = asyncio.Event()
-    provider = RecordingProvider([[call("c1", "add", a=2, b=3)], "five"], gate=gate)
+    provider = RecordingProvider([[tc("add", "c1", a=2, b=3)], "five"], gate=gate)
     agent = Agent(provider=provider, tools=[add], name="robust", config=LoopConfig(permission="ask"))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "robust", "add", wf_id, tq)
@@ -382,7 +314,7 @@ async def test_unknown_agent_failure_message_names_the_agent(env, ids):
 async def test_config_override_from_input(env, ids):
     """`config` in the workflow input overrides the agent's LoopConfig for that run only."""
     tq, wf_id = ids
-    agent = Agent(provider=MockProvider([[call("c1", "add", a=2, b=2)], "four"]), tools=[add], name="overridden")
+    agent = Agent(provider=MockProvider([[tc("add", "c1", a=2, b=2)], "four"]), tools=[add], name="overridden")
     assert agent.config.permission == "allow"
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "overridden", "add", wf_id, tq, config={"permission": "ask"})
@@ -425,7 +357,7 @@ async def test_non_retryable_model_error_fails_the_run_clearly(env, ids):
 async def test_approval_after_two_simulated_days(env, ids):
     tq, wf_id = ids
     agent = Agent(
-        provider=MockProvider([[call("c1", "add", a=20, b=22)], "forty-two"]),
+        provider=MockProvider([[tc("add", "c1", a=20, b=22)], "forty-two"]),
         tools=[add],
         name="patient",
         config=LoopConfig(permission="ask", timeout_s=60),
@@ -456,7 +388,7 @@ async def test_approval_timeout_denies(env, ids):
         return n
 
     agent = Agent(
-        provider=MockProvider([[call("c1", "risky", n=1)], "gave up"]),
+        provider=MockProvider([[tc("risky", "c1", n=1)], "gave up"]),
         tools=[risky],
         name="unanswered",
         config=LoopConfig(permission="ask", approval_timeout_s=3 * 86400),
@@ -489,9 +421,9 @@ async def test_parallel_tool_calls_keep_call_order(env, ids):
         return f"{label} after {seconds}s"
 
     batch = [
-        call("c1", "slow", label="first", seconds=0.3),
-        call("c2", "slow", label="second", seconds=0.2),
-        call("c3", "slow", label="third", seconds=0.1),
+        tc("slow", "c1", label="first", seconds=0.3),
+        tc("slow", "c2", label="second", seconds=0.2),
+        tc("slow", "c3", label="third", seconds=0.1),
     ]
     agent = Agent(provider=MockProvider([batch, "all back"]), tools=[slow], name="parallel")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
@@ -511,31 +443,9 @@ async def test_parallel_tool_calls_keep_call_order(env, ids):
 # --------------------------------------------------------------------------- model retries
 
 
-class Unavailable(Exception):
-    status_code = 503
-
-
-class FlakyProvider:
-    """Fails with a 503 while `failing` is set."""
-
-    def __init__(self) -> None:
-        self.failing = True
-        self.calls = 0
-
-    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        self.calls += 1
-        if self.failing:
-            raise Unavailable("upstream overloaded (503)")
-        return rein.Completion(message=rein.Message(role="assistant", content="recovered"), finish_reason="stop")
-
-    async def stream(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        raise NotImplementedError
-        yield
-
-
 async def test_retry_after_model_attempts_are_exhausted(env, ids):
     tq, wf_id = ids
-    provider = FlakyProvider()
+    provider = OutageProvider(Unavailable, "upstream overloaded (503)")
     agent = Agent(provider=provider, name="flaky-model", config=LoopConfig(model_attempts=2))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "flaky-model", "hello", wf_id, tq)
@@ -573,7 +483,7 @@ async def test_tool_retries_with_stable_idempotency_key(env, ids):
             raise ConnectionError(f"attempt {ctx.attempt} lost")
         return f"written on attempt {ctx.attempt}"
 
-    agent = Agent(provider=MockProvider([[call("t1", "flaky_write", text="hi")], "ok"]), tools=[flaky_write], name="retrier")
+    agent = Agent(provider=MockProvider([[tc("flaky_write", "t1", text="hi")], "ok"]), tools=[flaky_write], name="retrier")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "retrier", "write", wf_id, tq)
         result = await full_result(handle)
@@ -595,7 +505,7 @@ async def test_tool_error_without_retries_is_a_result(env, ids):
         attempts.append(ctx.attempt)
         raise RuntimeError("kaboom")
 
-    provider = RecordingProvider([[call("b1", "boom")], "handled"])
+    provider = RecordingProvider([[tc("boom", "b1")], "handled"])
     agent = Agent(provider=provider, tools=[boom], name="boomer")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "boomer", "explode", wf_id, tq)
@@ -628,7 +538,7 @@ async def test_tool_retries_exhausted_become_an_error_result(env, ids):
         attempts.append(ctx.attempt)
         raise ConnectionError("service down")
 
-    provider = RecordingProvider([[call("d1", "always_down")], "gave up"])
+    provider = RecordingProvider([[tc("always_down", "d1")], "gave up"])
     agent = Agent(provider=provider, tools=[always_down], name="exhausted")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "exhausted", "try", wf_id, tq)
@@ -649,7 +559,7 @@ async def test_tool_timeout_becomes_an_error_result(env, ids):
         await asyncio.sleep(30)
         return "never"
 
-    provider = RecordingProvider([[call("s1", "stuck", x=1)], "moved on"])
+    provider = RecordingProvider([[tc("stuck", "s1", x=1)], "moved on"])
     agent = Agent(provider=provider, tools=[stuck], name="stuck")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "stuck", "go", wf_id, tq)
@@ -668,7 +578,7 @@ async def test_tool_timeout_becomes_an_error_result(env, ids):
 async def test_queries_status_session_steps(env, ids):
     tq, wf_id = ids
     agent = Agent(
-        provider=MockProvider([[call("c1", "add", a=1, b=2)], "three"]),
+        provider=MockProvider([[tc("add", "c1", a=1, b=2)], "three"]),
         tools=[add],
         system="You add.",
         name="queried",
@@ -716,14 +626,14 @@ async def test_queries_status_session_steps(env, ids):
 
 async def test_activity_summaries_read_well(env, ids):
     tq, wf_id = ids
-    agent = Agent(provider=MockProvider([[call("c1", "add", a=1, b=2)], "3"]), tools=[add], name="summarised")
+    agent = Agent(provider=MockProvider([[tc("add", "c1", a=1, b=2)], "3"]), tools=[add], name="summarised")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "summarised", "add", wf_id, tq)
         await handle.result()
 
-    events = await history_events(handle)
-    models = [summary_of(e) for e in scheduled(events, "rein.call_model")]
-    tools = [summary_of(e) for e in scheduled(events, "rein.run_tool")]
+    history = await handle.fetch_history()
+    models = await summaries(history, env.client.data_converter, "rein.call_model")
+    tools = await summaries(history, env.client.data_converter, "rein.run_tool")
     assert models == ["model MockProvider · iteration 1", "model MockProvider · iteration 2"]
     assert tools == ["tool add(a=1, b=2)"]
 

@@ -1,4 +1,4 @@
-"""Real processes for the fault tests: `worker.py` workers and dev servers, started, killed, restarted.
+"""Real processes for the tests: `worker.py` workers, servers and their logs, started, killed, restarted.
 
 Everything is bounded in time and uses loopback, free ports and a temporary REIN_HOME.
 """
@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from google.protobuf.message import Message as ProtoMessage
-from temporalio.api.common.v1 import Payload
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class WorkerProcess:
@@ -58,6 +54,7 @@ class WorkerProcess:
 
 
 def wait_for_text(log: Path, text: str, process: subprocess.Popen, timeout: float, offset: int = 0) -> None:
+    """Until `text` is in `log` (after byte `offset`); fails at once if the process exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         content = log.read_bytes()[offset:].decode(errors="replace") if log.exists() else ""
@@ -69,42 +66,29 @@ def wait_for_text(log: Path, text: str, process: subprocess.Popen, timeout: floa
     raise AssertionError(f"{text!r} not in {log} within {timeout:g}s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-def payloads_in(message: Any, skip: tuple[str, ...] = ("search_attributes",)) -> Iterator[Payload]:
-    """Every Payload inside a history (temporalio's WorkflowHistory) or protobuf message, recursively.
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60, log: Path | None = None) -> None:
+    """Until something listens on 127.0.0.1:`port`; fails at once if the process exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            output = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+            raise AssertionError(f"{process.args[0]} exited with {process.returncode} before listening on {port}:\n"
+                                 f"{output}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listened on {port} within {timeout:g}s")
 
-    Search attributes are skipped: they are indexed by the server, so never encrypted by design.
-    """
-    if not isinstance(message, ProtoMessage):  # a WorkflowHistory
-        for event in message.events:
-            marker = event.marker_recorded_event_attributes
-            if marker.marker_name:
-                # SDK bookkeeping (patch ids, a local activity's seq/attempt/type) is written by
-                # the SDK in plain JSON; only a local activity's `result` is user data.
-                if "result" in marker.details:
-                    yield from payloads_in(marker.details["result"], skip)
-                continue
-            yield from payloads_in(event, skip)
+
+def stop_process(process: subprocess.Popen | None, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
+    if process is None or process.poll() is not None:
         return
-    if isinstance(message, Payload):
-        yield message
-        return
-    for field, value in message.ListFields():
-        if field.name in skip or field.message_type is None:
-            continue
-        if field.message_type.GetOptions().map_entry:
-            items: Any = value.values()
-        elif field.is_repeated:
-            items = value
-        else:
-            items = [value]
-        for item in items:
-            if isinstance(item, ProtoMessage):
-                yield from payloads_in(item, skip)
-
-
-async def decoded_history_text(history: Any, data_converter: Any) -> str:
-    """Every payload of a history, decoded with the converter's codec (if any), as one text."""
-    payloads = list(payloads_in(history))
-    if data_converter.payload_codec is not None:
-        payloads = await data_converter.payload_codec.decode(payloads)
-    return "\n".join(p.data.decode("utf-8", "replace") for p in payloads)
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
