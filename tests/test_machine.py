@@ -11,12 +11,9 @@ from rein import machine
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, OutputCheck, ToolCall, ToolResult, Usage
 from rein.session import Decision, Session, Stage
+from tests.support.tools import tc
 
 ASK = machine.ASK_HUMAN
-
-
-def tc(cid: str, name: str = "search", **arguments) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
 
 
 def answered(text: str, usage: Usage | None = None) -> Completion:
@@ -75,7 +72,7 @@ def test_run_tools_with_nothing_pending_goes_back_to_the_model():
 
 
 def test_deny_policy_refuses_even_tools_that_require_approval_without_waiting():
-    session = waiting_on(tc("a", "wire_money"), tc("b", "search"))
+    session = waiting_on(tc("wire_money", "a"), tc("search", "b"))
     action = machine.next_action(session, LoopConfig(permission="deny"), 0, approval_tools=frozenset({"wire_money"}))
     assert action == machine.RunTools(calls=[])
     steps = machine.apply_tool_results(session, [])
@@ -87,16 +84,16 @@ def test_deny_policy_refuses_even_tools_that_require_approval_without_waiting():
 
 
 def test_allow_policy_waits_only_for_tools_that_require_approval():
-    session = waiting_on(tc("a", "wire_money"), tc("b", "search"))
+    session = waiting_on(tc("wire_money", "a"), tc("search", "b"))
     action = machine.next_action(session, LoopConfig(), 0, approval_tools=frozenset({"wire_money"}))
     assert isinstance(action, machine.Wait)
     assert action.interrupt.type == "need_approval"
-    assert action.interrupt.tool_call == tc("a", "wire_money")
+    assert action.interrupt.tool_call == tc("wire_money", "a")
     assert action.interrupt.message == "Approval needed to run: wire_money. Approve or deny to continue."
 
 
 def test_ask_policy_names_every_undecided_call_in_the_approval_message():
-    session = waiting_on(tc("a", "search"), tc("b", "fetch"))
+    session = waiting_on(tc("search", "a"), tc("fetch", "b"))
     action = machine.next_action(session, LoopConfig(permission="ask"), 0)
     assert action.interrupt.message == "Approval needed to run: search, fetch. Approve or deny to continue."
     machine.decide(session, True, "a")
@@ -108,11 +105,11 @@ def test_ask_policy_names_every_undecided_call_in_the_approval_message():
 
 
 def test_input_interrupt_shows_the_question_or_a_default():
-    assert machine.input_interrupt(tc("q", ASK, question="Which city?")).message == "Which city?"
+    assert machine.input_interrupt(tc(ASK, "q", question="Which city?")).message == "Which city?"
     default = "The agent needs input from a person."
-    assert machine.input_interrupt(tc("q", ASK)).message == default
-    assert machine.input_interrupt(tc("q", ASK, question="")).message == default
-    assert machine.input_interrupt(tc("q", ASK, question=["not", "text"])).message == default
+    assert machine.input_interrupt(tc(ASK, "q")).message == default
+    assert machine.input_interrupt(tc(ASK, "q", question="")).message == default
+    assert machine.input_interrupt(tc(ASK, "q", question=["not", "text"])).message == default
 
 
 # ---------------------------------------------------------------- apply_completion
@@ -132,11 +129,11 @@ def test_a_text_answer_ends_the_turn_with_a_step_carrying_its_usage():
 def test_tool_calls_become_pending_with_a_summary_naming_them():
     session = machine.new_session("hi")
     usage = Usage(input_tokens=5, output_tokens=2)
-    step = machine.apply_completion(session, calling(tc("a", "search"), tc("b", "fetch"), usage=usage), 0.25)
+    step = machine.apply_completion(session, calling(tc("search", "a"), tc("fetch", "b"), usage=usage), 0.25)
     assert session.stage == Stage.RUN_TOOLS and not session.done
     assert [c.id for c in session.pending_tool_calls] == ["a", "b"]
     assert step.summary == "tool calls: search, fetch"
-    assert step.tool_calls == [tc("a", "search"), tc("b", "fetch")]
+    assert step.tool_calls == [tc("search", "a"), tc("fetch", "b")]
     assert step.usage == usage and step.duration_s == 0.25
     assert session.repeat_count == 1
 
@@ -144,7 +141,7 @@ def test_tool_calls_become_pending_with_a_summary_naming_them():
 def test_only_a_tool_calls_finish_runs_tools():
     # finish_reason "stop" with stray tool calls: the answer is final, nothing runs
     session = machine.new_session("hi")
-    stray = Completion(message=Message(role="assistant", content="done", tool_calls=[tc("a")]), finish_reason="stop")
+    stray = Completion(message=Message(role="assistant", content="done", tool_calls=[tc("search", "a")]), finish_reason="stop")
     machine.apply_completion(session, stray)
     assert session.done and session.pending_tool_calls == []
     # finish_reason "tool_calls" without any call: also final, not an empty tool batch
@@ -154,17 +151,17 @@ def test_only_a_tool_calls_finish_runs_tools():
 
 
 def test_repeated_call_ids_in_one_answer_get_distinct_ids():
-    calls = [tc("a", x=1), tc("a", x=2), tc("a", x=3), tc("b")]
+    calls = [tc("search", "a", x=1), tc("search", "a", x=2), tc("search", "a", x=3), tc("search", "b")]
     unique = machine.unique_call_ids(calls)
     assert [c.id for c in unique] == ["a", "a~2", "a~3", "b"]
     assert [c.arguments for c in unique] == [{"x": 1}, {"x": 2}, {"x": 3}, {}]
     assert calls[1].id == "a"  # the model's own objects are not changed
     # a suffix that collides with an id the model used is skipped
-    assert [c.id for c in machine.unique_call_ids([tc("a"), tc("a~2"), tc("a")])] == ["a", "a~2", "a~3"]
+    assert [c.id for c in machine.unique_call_ids([tc("search", "a"), tc("search", "a~2"), tc("search", "a")])] == ["a", "a~2", "a~3"]
 
 
 def test_each_duplicate_id_gets_its_own_tool_result():
-    session = waiting_on(tc("a", "search", q="x"), tc("a", "search", q="y"))
+    session = waiting_on(tc("search", "a", q="x"), tc("search", "a", q="y"))
     assert [c.id for c in session.pending_tool_calls] == ["a", "a~2"]
     machine.apply_tool_results(
         session, [ToolResult(tool_call_id="a", content="X"), ToolResult(tool_call_id="a~2", content="Y")]
@@ -189,7 +186,7 @@ def test_an_accepted_final_result_ends_the_run_and_answers_every_call():
     data = '{"answer": "' + "y" * 200 + '"}'
     step = machine.apply_completion(
         session,
-        final(OutputCheck(tool_call_id="f", data_json=data), tc("s", "search"), tc("f", "final_result")),
+        final(OutputCheck(tool_call_id="f", data_json=data), tc("search", "s"), tc("final_result", "f")),
         duration_s=2.0,
     )
     assert session.output_json == data
@@ -209,7 +206,7 @@ def test_an_accepted_final_result_ends_the_run_and_answers_every_call():
 def test_an_invalid_final_result_goes_back_to_the_model_as_the_calls_tool_result():
     session = machine.new_session("hi")
     error = "answer: field required " + "z" * 200
-    step = machine.apply_completion(session, final(OutputCheck(tool_call_id="f", error=error), tc("f", "final_result")), 1.0)
+    step = machine.apply_completion(session, final(OutputCheck(tool_call_id="f", error=error), tc("final_result", "f")), 1.0)
     assert session.output_failures == 1 and session.output_json is None
     assert session.messages[-1] == Message(role="tool", tool_call_id="f", content=error)
     assert (session.done, session.stage) == (False, Stage.CALL_MODEL)
@@ -221,9 +218,9 @@ def test_an_invalid_final_result_goes_back_to_the_model_as_the_calls_tool_result
 def test_invalid_final_results_are_counted_until_the_retries_run_out():
     session = machine.new_session("hi")
     config = LoopConfig(output_retries=1)
-    machine.apply_completion(session, final(OutputCheck(tool_call_id="f1", error="bad"), tc("f1", "final_result")))
+    machine.apply_completion(session, final(OutputCheck(tool_call_id="f1", error="bad"), tc("final_result", "f1")))
     assert machine.next_action(session, config, 0) == machine.CallModel(iteration=2)
-    machine.apply_completion(session, final(OutputCheck(tool_call_id="f2", error="bad"), tc("f2", "final_result")))
+    machine.apply_completion(session, final(OutputCheck(tool_call_id="f2", error="bad"), tc("final_result", "f2")))
     assert session.output_failures == 2
     assert machine.next_action(session, config, 0) == machine.Finish(stop_reason="invalid_output")
 
@@ -238,11 +235,11 @@ def test_an_invalid_final_result_without_a_call_is_a_user_message():
 def test_other_calls_next_to_an_invalid_final_result_still_run():
     session = machine.new_session("hi")
     step = machine.apply_completion(
-        session, final(OutputCheck(tool_call_id="f", error="bad"), tc("f", "final_result"), tc("s", "search"))
+        session, final(OutputCheck(tool_call_id="f", error="bad"), tc("final_result", "f"), tc("search", "s"))
     )
     assert session.stage == Stage.RUN_TOOLS
-    assert session.pending_tool_calls == [tc("s", "search")] == step.tool_calls
-    assert machine.next_action(session, LoopConfig(), 0) == machine.RunTools(calls=[tc("s", "search")])
+    assert session.pending_tool_calls == [tc("search", "s")] == step.tool_calls
+    assert machine.next_action(session, LoopConfig(), 0) == machine.RunTools(calls=[tc("search", "s")])
 
 
 def test_run_output_prefers_the_final_result_over_the_last_text():
@@ -257,7 +254,7 @@ def test_run_output_prefers_the_final_result_over_the_last_text():
 
 
 def test_tool_steps_summarise_the_result_and_close_the_batch():
-    session = waiting_on(tc("a", "search"), tc("b", "fetch"))
+    session = waiting_on(tc("search", "a"), tc("fetch", "b"))
     steps = machine.apply_tool_results(
         session,
         [ToolResult(tool_call_id="b", content="short", is_error=True), ToolResult(tool_call_id="a", content="r" * 100)],
@@ -270,7 +267,7 @@ def test_tool_steps_summarise_the_result_and_close_the_batch():
 
 
 def test_a_denial_tells_the_model_who_denied_and_why():
-    session = waiting_on(tc("a", "rm"), tc("b", "rm"))
+    session = waiting_on(tc("rm", "a"), tc("rm", "b"))
     machine.decide(session, False, "a", approver="alice", reason="too risky")
     machine.decide(session, False, "b")
     machine.apply_tool_results(session, [])
@@ -285,10 +282,10 @@ def test_a_denial_tells_the_model_who_denied_and_why():
 
 
 def test_answer_to_a_pending_question_is_its_result_and_is_recorded():
-    session = waiting_on(tc("q", ASK, question="Which city?"))
+    session = waiting_on(tc(ASK, "q", question="Which city?"))
     assert machine.answer(session, "Oslo", approver="bob", input_tools=frozenset({ASK})) == "tool"
     assert session.decisions == [Decision(tool_call_id="q", approved=True, approver="bob", answer="Oslo")]
-    machine.answer(waiting := waiting_on(tc("q", ASK)), "Rome", input_tools=frozenset({ASK}))
+    machine.answer(waiting := waiting_on(tc(ASK, "q")), "Rome", input_tools=frozenset({ASK}))
     assert waiting.decisions[0].approver == ""
     assert machine.next_action(session, LoopConfig(), 0, input_tools=frozenset({ASK})) == machine.RunTools(calls=[])
     machine.apply_tool_results(session, [])
@@ -296,7 +293,7 @@ def test_answer_to_a_pending_question_is_its_result_and_is_recorded():
 
 
 def test_an_answer_while_approval_is_pending_is_a_new_message_not_a_tool_result():
-    session = waiting_on(tc("a", "rm"))
+    session = waiting_on(tc("rm", "a"))
     assert machine.answer(session, "do something else", input_tools=frozenset({ASK})) == "message"
     assert session.decisions == []
     assert session.messages[-1] == Message(role="user", content="do something else")
@@ -305,7 +302,7 @@ def test_an_answer_while_approval_is_pending_is_a_new_message_not_a_tool_result(
 
 def test_an_answer_after_a_finished_turn_resets_the_loop_for_the_next_call():
     session = machine.new_session("hi")
-    machine.apply_completion(session, final(OutputCheck(tool_call_id="f", data_json="{}"), tc("f", "final_result")))
+    machine.apply_completion(session, final(OutputCheck(tool_call_id="f", data_json="{}"), tc("final_result", "f")))
     session.output_failures = 1
     assert machine.answer(session, "and now?") == "message"
     state = loop_state(session)
@@ -315,8 +312,8 @@ def test_an_answer_after_a_finished_turn_resets_the_loop_for_the_next_call():
 
 
 def test_a_new_turn_starts_with_fresh_budgets_and_keeps_the_conversation():
-    session = waiting_on(tc("a", "search"))
-    machine.apply_completion(session, calling(tc("a", "search"), usage=Usage(input_tokens=9)))
+    session = waiting_on(tc("search", "a"))
+    machine.apply_completion(session, calling(tc("search", "a"), usage=Usage(input_tokens=9)))
     session.done, session.stop_reason, session.output_json, session.output_failures = True, "loop_detected", "{}", 2
     before = len(session.messages)
     machine.prepare_turn(session, "next question")
@@ -325,14 +322,14 @@ def test_a_new_turn_starts_with_fresh_budgets_and_keeps_the_conversation():
 
 
 def test_resume_approves_the_pending_batch_by_default():
-    session = waiting_on(tc("a", "rm"))
+    session = waiting_on(tc("rm", "a"))
     machine.prepare_resume(session)
     assert session.decisions == [Decision(tool_call_id="a", approved=True)]
-    assert machine.next_action(session, LoopConfig(permission="ask"), 0) == machine.RunTools(calls=[tc("a", "rm")])
+    assert machine.next_action(session, LoopConfig(permission="ask"), 0) == machine.RunTools(calls=[tc("rm", "a")])
 
 
 def test_resume_without_an_answer_leaves_a_pending_question_waiting():
-    session = waiting_on(tc("q", ASK, question="Which city?"), tc("a", "search"))
+    session = waiting_on(tc(ASK, "q", question="Which city?"), tc("search", "a"))
     session.done, session.stop_reason = True, "interrupted"
     machine.prepare_resume(session, approve=True, input_tools=frozenset({ASK}))
     assert (session.done, session.stop_reason) == (False, None)
@@ -350,7 +347,7 @@ def test_resume_with_an_answer_is_never_dropped():
 
 
 def test_forget_pending_decisions_keeps_the_decisions_of_closed_calls():
-    session = waiting_on(tc("new", "rm"))
+    session = waiting_on(tc("rm", "new"))
     session.decisions = [Decision(tool_call_id="old", approved=True), Decision(tool_call_id="new", approved=True)]
     machine.forget_pending_decisions(session)
     assert session.decisions == [Decision(tool_call_id="old", approved=True)]
