@@ -54,13 +54,20 @@ if TYPE_CHECKING:
 HEARTBEAT_EVERY_S = 5.0
 
 
+_LATEST_DETAILS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("rein_heartbeat_details", default=None)
+"""The details a tool last reported with `ToolContext.heartbeat` in this activity."""
+
+
 @contextlib.asynccontextmanager
 async def heartbeating() -> AsyncIterator[None]:
-    """Heartbeat in the background so a lost worker's call is retried elsewhere quickly."""
+    """Heartbeat in the background so a lost worker's call is retried elsewhere quickly. Each beat
+    repeats the details a tool last reported: an empty beat would erase them on the server."""
+    latest: list[Any] = []
+    token = _LATEST_DETAILS.set(latest)
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
+            activity.heartbeat(*latest)
             await asyncio.sleep(HEARTBEAT_EVERY_S)
 
     task = asyncio.create_task(beat())
@@ -68,6 +75,7 @@ async def heartbeating() -> AsyncIterator[None]:
         yield
     finally:
         task.cancel()
+        _LATEST_DETAILS.reset(token)
 
 
 class _Conversation:
@@ -348,9 +356,12 @@ def heartbeat_from_any_thread() -> Any:
     """`activity.heartbeat` that also works from a sync tool's worker thread (it needs the activity's loop)."""
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
+    latest = _LATEST_DETAILS.get()
 
     def beat(*details: Any) -> None:
         details = tuple(scrub(d) if isinstance(d, str) else d for d in details)  # they reach history
+        if latest is not None:
+            latest[:] = details
         try:
             here = asyncio.get_running_loop()
         except RuntimeError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.client import ReinClient
 from rein.temporal import ReinPlugin
 from rein.testing import full_result
+from tests.support.history import assert_no_task_failures, scheduled
 from tests.support.providers import StreamsItsCompletion
 from tests.support.tools import add
 from tests.support.waiting import poll, rein_status_is
@@ -162,3 +164,62 @@ async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
         assert (await terminated.describe()).typed_search_attributes.get(REIN_STATUS) == "waiting_approval"
 
 
+# --------------------------------------------------------------------------- a model call in flight
+
+
+class BlockingModel:
+    """A model that answers only when released; it records that it was called and whether its
+    call was cancelled (the activity's cancellation reaches it as CancelledError)."""
+
+    def __init__(self) -> None:
+        self.called = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        self.called.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return rein.Completion(message=rein.Message(role="assistant", content="answered anyway"), finish_reason="stop")
+
+
+@pytest.mark.parametrize("how", ["signal", "workflow-cancel"])
+async def test_cancel_interrupts_a_model_call_in_flight(env, how):
+    """The run ends `cancelled` while its model call is still running (never released), and the
+    model activity itself is cancelled: a cancel request in history, and the provider saw it."""
+    model = BlockingModel()
+    agent = Agent(provider=model, name=f"thinking-{how}")
+    tq = f"cancel-{uuid.uuid4().hex[:6]}"
+    # Heartbeats go to the server at once (not throttled), so the cancellation comes back on the next one.
+    fast = timedelta(milliseconds=100)
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq, max_heartbeat_throttle_interval=fast,
+                                  default_heartbeat_throttle_interval=fast):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"cancel-{uuid.uuid4().hex[:8]}", task_queue=tq
+        )
+        await asyncio.wait_for(model.called.wait(), 30)
+        if how == "signal":
+            await handle.signal("cancel", {"reason": "operator stopped it"})
+        else:
+            await handle.cancel()
+        try:
+            # Never released: without cancellation reaching the model call the run would hang here.
+            result = await asyncio.wait_for(full_result(handle), 30)
+            # The activity learns of its cancellation on its next heartbeat.
+            await asyncio.wait_for(model.cancelled.wait(), 30)
+        finally:
+            model.release.set()
+        history = await handle.fetch_history()
+    assert result["stop_reason"] == "cancelled"
+    assert result["output"] is None and result["steps"] == []
+    assert_no_task_failures(history)
+    (model_call,) = scheduled(history.events, "rein.call_model")
+    cancel_requests = [e.activity_task_cancel_requested_event_attributes.scheduled_event_id for e in history.events
+                       if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED]
+    completions = [e.activity_task_completed_event_attributes.scheduled_event_id for e in history.events
+                   if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    assert cancel_requests == [model_call.event_id]
+    assert model_call.event_id not in completions

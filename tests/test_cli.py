@@ -567,6 +567,58 @@ def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
         os.close(master)
 
 
+@pytest.mark.parametrize("engine", ["temporal", "local"])
+def test_rein_run_at_the_terminal_denies_what_is_refused(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Answering no denies the call: the tool does not run, the model is told, and the run finishes
+    (it does not stop at the refusal, and it does not wait for someone else)."""
+    master, slave = pty.openpty()
+    environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+    process = subprocess.Popen([REIN_BIN, "run", "examples.calculator:agent", "What is 2 + 3?"], cwd=str(ROOT),
+                               env={**environ, "COLUMNS": "200", "NO_COLOR": "1", "REIN_ENGINE": engine},
+                               stdin=slave, stdout=slave,
+                               stderr=slave)
+    os.close(slave)
+    seen = b""
+
+    def read_until(text: bytes, timeout: float) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while text not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+
+    try:
+        read_until(b"Approve?", 90)
+        assert b"Approve?" in seen, seen
+        os.write(master, b"n\n")
+        read_until(b"tokens \xc2\xb7 run ", 90)
+        assert process.wait(timeout=60) == 0, seen
+        read_until(b"\n", 5)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(master)
+    plain = re.sub(rb"\x1b\[[0-9;]*m", b"", seen).decode(errors="replace")
+    assert "I could not compute that: a tool call was not approved." in plain
+    assert "add \u2192 5" not in plain and "The answer is" not in plain
+    assert re.search(r"\u2717 +tool +add \u2192 Denied\b.*was not run", plain), plain  # the step, as shown
+    if engine == "local":
+        return
+    run_id = re.search(r"run (calculator-\S+)", plain.rsplit("tokens", 1)[1]).group(1)
+    assert main(["show", run_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "done"
+    steps = shown["steps"]
+    assert [s["kind"] for s in steps] == ["model", "tool", "model"], steps
+    assert steps[1]["is_error"] is True and steps[1]["summary"].startswith("add \u2192 Denied by "), steps[1]
+    assert "was not run" in steps[1]["summary"]
+    assert steps[2]["summary"] == "I could not compute that: a tool call was not approved."
+
+
 # --------------------------------------------------------------------------- rein server (subprocess)
 
 

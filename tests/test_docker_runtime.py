@@ -89,6 +89,32 @@ def slow(seconds: float) -> str:
     return "woke up"
 
 
+def rendezvous(folder: str, label: str, expected: int) -> str:
+    """Marks itself started, then waits (bounded) until `expected` calls have started: a barrier
+    only calls that run at the same time can pass."""
+    import os
+    import time
+
+    open(os.path.join(folder, label + ".started"), "w").close()
+    for _ in range(600):
+        if len([f for f in os.listdir(folder) if f.endswith(".started")]) >= expected:
+            return f"{label} met {expected}"
+        time.sleep(0.05)
+    return f"{label} alone"
+
+
+def await_flag(path: str) -> str:
+    """Waits (bounded) until `path` exists: someone else must create it meanwhile."""
+    import os
+    import time
+
+    for _ in range(600):
+        if os.path.exists(path):
+            return "flagged"
+        time.sleep(0.05)
+    return "never flagged"
+
+
 async def async_double(x: float) -> float:
     import asyncio
 
@@ -132,7 +158,7 @@ NO_ARGS = lambda: 1  # noqa: E731
 
 REGISTRY = ToolRegistry(
     [add, describe, chatty, boom, unserialisable, uses_a_global, positional_only, nothing, value, dies, slow,
-     async_double, norm1, shout_impl, too_slow, with_context]
+     rendezvous, await_flag, async_double, norm1, shout_impl, too_slow, with_context]
 )
 
 
@@ -391,30 +417,32 @@ async def test_a_container_that_dies_is_an_error_result(fake_docker: FakeDocker)
 
 
 async def test_timeout_kills_and_removes_the_container(fake_docker: FakeDocker) -> None:
-    started = time.monotonic()
     result = await DockerRuntime().execute(call("too_slow"), REGISTRY)
-    assert time.monotonic() - started < 10
     assert result.is_error
     assert result.content.startswith("Tool 'too_slow' failed in the Docker sandbox: TimeoutError: no result within 0.5 s")
     container = fake_docker.containers_made[0]
-    assert container.removed and container.proc.returncode is not None
+    # Killed (by a signal), not waited for: a container that ran to its end would have exited 0.
+    assert container.removed and container.proc.returncode is not None and container.proc.returncode < 0
 
 
-async def test_execute_all_keeps_the_call_order(fake_docker: FakeDocker) -> None:
+async def test_execute_all_keeps_the_call_order(fake_docker: FakeDocker, tmp_path) -> None:  # noqa: ANN001
+    """The calls run at the same time (each container waits until all three have started, which
+    one-after-the-other execution never reaches), and results come back in call order."""
+    folder = str(tmp_path)
     calls = [
-        call("slow", "c1", seconds=0.6),
+        call("rendezvous", "c1", folder=folder, label="first", expected=3),
         call("add", "c2", a=1, b=1),
         call("nope", "c3"),
         call("add", "c4", a=1),
-        call("slow", "c5", seconds=0.0),
+        call("rendezvous", "c5", folder=folder, label="second", expected=3),
+        call("rendezvous", "c6", folder=folder, label="third", expected=3),
     ]
-    started = time.monotonic()
     results = await DockerRuntime().execute_all(calls, REGISTRY)
-    assert time.monotonic() - started < 0.6 * 2 + 2  # concurrent, not one after the other
-    assert [r.tool_call_id for r in results] == ["c1", "c2", "c3", "c4", "c5"]
-    assert [r.content for r in results[:2]] == ["woke up", "2"]
-    assert [r.is_error for r in results] == [False, False, True, True, False]
-    assert len(fake_docker.runs) == 3  # the unknown tool and the bad arguments needed no container
+    assert [r.tool_call_id for r in results] == ["c1", "c2", "c3", "c4", "c5", "c6"]
+    assert [r.content for r in results[:2]] == ["first met 3", "2"]
+    assert [r.content for r in results[4:]] == ["second met 3", "third met 3"]
+    assert [r.is_error for r in results] == [False, False, True, True, False, False]
+    assert len(fake_docker.runs) == 4  # the unknown tool and the bad arguments needed no container
 
 
 async def test_execute_all_deny(fake_docker: FakeDocker) -> None:
@@ -450,24 +478,22 @@ async def test_the_in_process_runner_can_use_it(fake_docker: FakeDocker) -> None
     assert len(fake_docker.runs) == 1
 
 
-def test_runtime_call_from_a_thread_does_not_block_the_loop(fake_docker: FakeDocker) -> None:
-    """The container is waited for in a worker thread: the event loop keeps running meanwhile."""
+def test_runtime_call_from_a_thread_does_not_block_the_loop(fake_docker: FakeDocker, tmp_path) -> None:  # noqa: ANN001
+    """The container is waited for in a worker thread: the event loop keeps running meanwhile (here it
+    raises the flag the container waits for; a blocked loop would leave it waiting)."""
+    flag = tmp_path / "flag"
 
-    async def scenario() -> int:
-        ticks = 0
+    async def scenario() -> str:
+        async def raise_flag() -> None:
+            while not fake_docker.containers_made:  # the container has started
+                await asyncio.sleep(0.01)
+            flag.touch()
 
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.02)
-                ticks += 1
-
-        task = asyncio.create_task(ticker())
+        task = asyncio.create_task(raise_flag())
         try:
-            result = await DockerRuntime().execute(call("slow", seconds=0.5), REGISTRY)
-            assert result.content == "woke up"
+            result = await DockerRuntime().execute(call("await_flag", path=str(flag)), REGISTRY)
         finally:
             task.cancel()
-        return ticks
+        return result.content
 
-    assert asyncio.run(scenario()) >= 5
+    assert asyncio.run(scenario()) == "flagged"

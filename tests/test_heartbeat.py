@@ -1,0 +1,94 @@
+"""`ToolContext.heartbeat()` in a durable run reaches Temporal, from a sync tool (worker thread)
+and from an async tool alike: the engine shows each tool's own heartbeat details while it runs.
+
+Nothing is injected: the worker builds the ToolContext exactly as in production, and the test
+reads the heartbeat back from the server (`describe()` → pending activities, decoded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+
+import rein
+from rein import Agent, MockProvider, ToolCall, ToolContext
+from rein.testing import full_result, start_local
+
+SYNC_RELEASE = threading.Event()
+ASYNC_RELEASE: dict[str, asyncio.Event] = {}
+
+
+def sync_progress(ctx: ToolContext) -> str:
+    """A sync tool (it runs in a worker thread) that reports progress, then waits to be released."""
+    ctx.heartbeat("sync at 50%")
+    if not SYNC_RELEASE.wait(60):
+        return "sync never released"
+    return "sync done"
+
+
+async def async_progress(ctx: ToolContext) -> str:
+    """An async tool that reports progress, then waits to be released."""
+    ctx.heartbeat("async at 50%")
+    try:
+        await asyncio.wait_for(ASYNC_RELEASE["event"].wait(), 60)
+    except asyncio.TimeoutError:
+        return "async never released"
+    return "async done"
+
+
+async def heartbeat_details(handle, converter) -> dict[str, list]:  # noqa: ANN001
+    """Each pending activity's last heartbeat details as the server holds them, decoded, by tool call."""
+    description = await handle.describe()
+    out = {}
+    for pending in description.raw_description.pending_activities:
+        if pending.heartbeat_details.payloads:
+            out[pending.activity_id] = await converter.decode(pending.heartbeat_details.payloads)
+    return out
+
+
+@pytest.fixture(scope="module")
+async def dev():
+    """A real dev server: it keeps each pending activity's heartbeat details for `describe()`."""
+    async with await start_local() as environment:
+        yield environment
+
+
+async def test_sync_and_async_tools_heartbeat_through_to_temporal(dev):
+    env = dev
+    SYNC_RELEASE.clear()
+    ASYNC_RELEASE["event"] = asyncio.Event()
+    batch = [ToolCall(id="s1", name="sync_progress", arguments={}),
+             ToolCall(id="a1", name="async_progress", arguments={})]
+    agent = Agent(provider=MockProvider([batch, "both reported"]), tools=[sync_progress, async_progress],
+                  name="heartbeats")
+    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
+    # No throttling of heartbeats to the server, so the details are there while the tools wait.
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq,
+                                  max_heartbeat_throttle_interval=timedelta(milliseconds=50),
+                                  default_heartbeat_throttle_interval=timedelta(milliseconds=50)):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "heartbeats", "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        try:
+            details: dict[str, list] = {}
+            for _ in range(400):  # both tools are running, each waiting to be released
+                details = await heartbeat_details(handle, env.client.data_converter)
+                if sorted(d for ds in details.values() for d in ds) == ["async at 50%", "sync at 50%"]:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pending = (await handle.describe()).raw_description.pending_activities
+                raise AssertionError(f"the tools' heartbeats never reached the server: {details}; pending: {pending}")
+        finally:
+            SYNC_RELEASE.set()
+            ASYNC_RELEASE["event"].set()
+        result = await full_result(handle)
+
+    assert result["output"] == "both reported"
+    contents = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
+    assert contents == {"s1": "sync done", "a1": "async done"}
