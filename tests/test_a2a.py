@@ -34,18 +34,10 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 import rein
-from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session, ToolCall
+from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session
 from rein.a2a import A2A_PROTOCOL_VERSION, A2AServer, make_server
 from rein.client import ReinClient, connect
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
+from tests.support.tools import add, tc
 
 
 def request(text: str, task_id: str | None = None, context_id: str | None = None) -> SendMessageRequest:
