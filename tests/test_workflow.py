@@ -487,6 +487,28 @@ async def test_retry_after_model_attempts_are_exhausted(env, ids):
     assert_no_task_failures(await history_events(handle))
 
 
+async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids):
+    """`approval_timeout_s` bounds waiting for a person's decision; a run waiting for `retry` after
+    exhausted model attempts keeps waiting past it (on the test server's clock), then retries."""
+    tq, wf_id = ids
+    provider = OutageProvider(Unavailable, "upstream overloaded (503)")
+    agent = Agent(provider=provider, name="flaky-patient",
+                  config=LoopConfig(model_attempts=1, approval_timeout_s=60))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "flaky-patient", "hello", wf_id, tq)
+        await wait_status(handle, "waiting_retry")
+        await env.sleep(timedelta(minutes=10))
+        status = await wait_status(handle, "waiting_retry")
+        assert status["interrupt"]["type"] == "error" and provider.calls == 1
+        provider.failing = False
+        await handle.signal("retry", {})
+        result = await full_result(handle)
+
+    assert result["output"] == "recovered" and provider.calls == 2
+    timers = [e for e in await history_events(handle) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert timers == []
+
+
 # --------------------------------------------------------------------------- tool retries
 
 
