@@ -6,10 +6,11 @@ import asyncio
 import threading
 from typing import Any, List, Literal, Optional, Union
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
-from rein.ir import ToolCall, ToolSpec
+from rein.ir import ToolCall, ToolResult, ToolSpec
 from rein.tools import (
     Tool,
     ToolArgumentsError,
@@ -642,3 +643,185 @@ async def test_execute_all_context_factory() -> None:
     )
     assert [r.content for r in results] == ["run-1/a", "run-1/b"]
     assert await execute_all(reg, []) == []
+
+
+# --------------------------------------------------------------------------- exact behaviour
+# (written against mutation testing, docs/mutation.md: what users and models see)
+
+
+def test_a_plain_tool_needs_no_approval_runs_as_a_normal_activity_and_never_retries() -> None:
+    def lookup(q: str) -> str:
+        return q
+
+    for made in (tool(lookup), Tool.from_function(lookup), Tool(lookup, "lookup", "", {}, False)):
+        assert (made.requires_approval, made.local, made.retries, made.timeout_s) == (False, False, 0, None)
+        assert made.asks_human is False and made.agent is None
+
+
+def test_tool_options_reach_the_tool_on_every_path() -> None:
+    def lookup(q: str) -> str:
+        return q
+
+    options = dict(name="find", retries=2, timeout_s=0.5, requires_approval=True, local=True)
+    for made in (tool(lookup, **options), tool(**options)(lookup), Tool.from_function(lookup, **options)):
+        assert (made.name, made.retries, made.timeout_s, made.requires_approval, made.local) == (
+            "find", 2, 0.5, True, True,
+        )
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("retries", True, "Tool 'f': retries must be a non-negative integer, got True"),
+        ("retries", -1, "Tool 'f': retries must be a non-negative integer, got -1"),
+        ("retries", 1.0, "Tool 'f': retries must be a non-negative integer, got 1.0"),
+        ("timeout_s", True, "Tool 'f': timeout_s must be a positive number or None, got True"),
+        ("timeout_s", "5", "Tool 'f': timeout_s must be a positive number or None, got '5'"),
+        ("timeout_s", 0, "Tool 'f': timeout_s must be a positive number or None, got 0"),
+    ],
+)
+def test_bad_tool_options_are_refused_with_a_clear_error(option: str, value: Any, message: str) -> None:
+    def f() -> None: ...
+
+    with pytest.raises(ValueError) as raised:
+        tool(f, **{option: value})
+    assert str(raised.value) == message
+
+
+def test_tool_refuses_a_non_callable_and_says_how_to_name_a_tool() -> None:
+    with pytest.raises(TypeError) as raised:
+        tool("weather")
+    assert str(raised.value) == (
+        "@tool expects a function or keyword options only, got str; write @tool(name=...) to set the name"
+    )
+    with pytest.raises(TypeError) as raised:
+        Tool.from_function(42)
+    assert str(raised.value) == "a tool must wrap a callable, got int"
+
+
+async def test_a_callable_object_is_named_after_its_class_and_an_async_call_is_awaited() -> None:
+    class Forecast:
+        async def __call__(self, city: str) -> str:
+            return f"sunny in {city}"
+
+    made = Tool.from_function(Forecast())
+    assert made.name == "Forecast" and not made.is_async  # a sync callable returning an awaitable
+    assert (await execute_tool(made, call("Forecast", city="Oslo"))).content == "sunny in Oslo"
+
+
+async def test_a_tool_built_directly_validates_lazily_and_a_builtin_without_signature_runs() -> None:
+    def add_(a: int, b: int) -> int:
+        return a + b
+
+    direct = Tool(add_, "add", "", {}, False)
+    assert direct.validate_arguments({"a": 1, "b": 2}) == {"a": 1, "b": 2}
+    with pytest.raises(ToolArgumentsError):
+        direct.validate_arguments({"a": "x", "b": 2})
+    def stamp(text: str, ctx: ToolContext) -> str:
+        return f"{text}@{ctx.idempotency_key}"
+
+    with_context = Tool(stamp, "stamp", "", {}, False)
+    assert with_context.validate_arguments({"text": "a"}) == {"text": "a"}
+    assert (await execute_tool(with_context, call("stamp", cid="k1", text="a"))).content == "a@k1"
+    builtin = Tool(dict, "as_dict", "", {}, False)  # inspect.signature(dict) fails: nothing to check
+    assert builtin.validate_arguments({"k": 1}) == {"k": 1}
+    assert (await execute_tool(builtin, call("as_dict", k=1))).content == '{"k": 1}'
+
+
+async def test_an_omitted_positional_only_argument_keeps_its_default() -> None:
+    @tool
+    def f(a: int = 7, b: int = 2, /) -> str:
+        return f"{a}{b}"
+
+    assert (await execute_tool(f, call("f", b=5))).content == "75"
+
+    @tool
+    async def g(a: int, /, b: int = 2) -> str:
+        return f"{a}{b}"
+
+    assert (await execute_tool(g, call("g", a=1))).content == "12"
+
+
+async def test_unreadable_arguments_are_an_error_result_and_the_tool_does_not_run() -> None:
+    ran: list[str] = []
+
+    @tool
+    def f(x: int) -> str:
+        ran.append("f")
+        return "ran"
+
+    broken = ToolCall(id="c9", name="f", arguments={}, arguments_error="Expecting ',' delimiter")
+    result = await execute_tool(f, broken)
+    assert result == ToolResult(
+        tool_call_id="c9",
+        content="Invalid arguments for tool 'f': Expecting ',' delimiter. "
+        "The tool was not run; send the arguments again as one complete JSON object.",
+        is_error=True,
+    )
+    assert ran == []
+
+
+async def test_unknown_tool_with_no_tools_at_all() -> None:
+    result = await execute_tool(None, call("nope"))
+    assert result.is_error and result.content == "Unknown tool 'nope'. Available tools: (none)"
+
+
+@pytest.mark.parametrize("canceller", ["asyncio task.cancel()", "anyio cancel scope"])
+async def test_a_cancelled_sync_tool_is_abandoned_not_waited_for(canceller: str) -> None:
+    # A sync tool's thread cannot be stopped: cancelling the call (a Temporal activity cancel is
+    # an asyncio cancel; an app's anyio timeout is a cancel scope) returns at once and the thread
+    # finishes on its own later, so a run never hangs on a stuck tool.
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    @tool
+    def stuck() -> str:
+        started.set()
+        release.wait(5)  # bounds the test if the call wrongly waits for the thread
+        finished.set()
+        return "late"
+
+    async def until_started() -> None:
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+
+    try:
+        if canceller == "anyio cancel scope":
+            async with anyio.create_task_group() as group:
+                group.start_soon(execute_tool, stuck, call("stuck"))
+                await until_started()
+                group.cancel_scope.cancel()
+        else:
+            task = asyncio.ensure_future(execute_tool(stuck, call("stuck")))
+            await until_started()
+            task.cancel()
+            await asyncio.wait([task])
+            assert task.cancelled()
+        assert not finished.is_set()  # the call returned while the tool was still running
+    finally:
+        release.set()
+
+
+async def test_describe_agent_reports_each_tools_flags_to_the_durable_run() -> None:
+    from temporalio.testing import ActivityEnvironment
+
+    from rein import Agent, MockProvider, ask_human
+    from rein.activities.agents import AgentActivities
+    from rein.contract import DescribeInput
+
+    @tool(requires_approval=True, local=True, retries=2, timeout_s=9)
+    def pay(amount: int) -> str:
+        return "paid"
+
+    helper = Agent(provider=MockProvider([]), name="helper", engine="local")
+    agent = Agent(provider=MockProvider([]), tools=[pay, add, ask_human, helper.as_tool("delegate")], engine="local")
+    described = await ActivityEnvironment().run(AgentActivities({"main": agent}).describe_agent, DescribeInput(agent="main"))
+    flags = {
+        t.spec.name: (t.requires_approval, t.local, t.asks_human, t.agent, t.retries, t.timeout_s)
+        for t in described.tools
+    }
+    assert flags == {
+        "pay": (True, True, False, None, 2, 9),
+        "add": (False, False, False, None, 0, None),
+        "ask_human": (False, False, True, None, 0, None),
+        "delegate": (False, False, False, "helper", 0, None),
+    }
