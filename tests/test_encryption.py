@@ -24,7 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from rein.server import free_port
 from rein.temporal.codec import AesGcmCodec, CodecKeyError, new_key, parse_keys
 from tests.support.history import assert_secret_absent, payloads_in
-from tests.support.processes import ROOT, WorkerProcess, wait_for_text
+from tests.support.processes import ROOT, WorkerProcess, stop_process, wait_for_text
 
 KEY = new_key()
 OLD_KEY = new_key()
@@ -180,8 +180,7 @@ async def test_codec_server_decodes_for_the_ui(dev, worker, tmp_path):
                                       headers={"Content-Type": "application/json"})
             assert garbage.status_code == 400
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_process(proc)
 
 
 async def test_rein_keeps_a_client_codec(dev):

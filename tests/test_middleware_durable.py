@@ -25,6 +25,7 @@ from rein.compaction import SlidingWindow, SummarizeCompaction
 from rein.session import Stage
 from rein.testing import full_result
 from tests.support.history import decoded_values
+from tests.support.processes import stop_process
 from tests.support.providers import RecordingProvider, Unavailable
 from tests.support.results import engine_view
 from tests.support.tools import add, mul, tc
@@ -507,8 +508,7 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
             result = RunResult.model_validate(await asyncio.wait_for(full_result(handle), 60))
             history = await handle.fetch_history()
         finally:
-            worker.terminate()
-            worker.wait(15)
+            stop_process(worker, 15)
     assert result.output == f"I saw: account acme: card **** | notes: ['served by pid {worker.pid}']", (
         log_file.read_text()[-2000:]
     )

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,12 +46,7 @@ class WorkerProcess:
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.process, 15)
 
 
 def wait_for_text(log: Path, text: str, process: subprocess.Popen, timeout: float, offset: int = 0) -> None:
@@ -82,13 +78,18 @@ def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60, log
     raise AssertionError(f"nothing listened on {port} within {timeout:g}s")
 
 
-def stop_process(process: subprocess.Popen | None, timeout: float = 10) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
-    if process is None or process.poll() is not None:
-        return
-    process.terminate()
+def stop_process(process: subprocess.Popen | None, timeout: float = 10,
+                 sig: int = signal.SIGTERM) -> tuple[Any, Any]:
+    """Send `sig` (default SIGTERM), then SIGKILL if it has not exited within `timeout`.
+
+    Returns what `communicate()` read from the process's pipes (stdout, stderr), if it has any.
+    """
+    if process is None:
+        return None, None
+    if process.poll() is None:
+        process.send_signal(sig)
     try:
-        process.wait(timeout=timeout)
+        return process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
-        process.wait(timeout=5)
+        return process.communicate(timeout=5)

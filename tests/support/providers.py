@@ -8,10 +8,10 @@ or concurrent run can use one instance), and outages a test switches off.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from rein import Completion, Message, MockProvider, StreamChunk, Usage
+from rein import Completion, Message, MockProvider, StreamChunk, ToolCall, Usage
 
 
 class RateLimited(Exception):
@@ -101,3 +101,36 @@ class OutageProvider(StreamsItsCompletion):
             raise self.error(self.message)
         return Completion(message=Message(role="assistant", content="recovered"), finish_reason="stop",
                           usage=Usage(input_tokens=3, output_tokens=4))
+
+
+class CallThenReport(StreamsItsCompletion):
+    """Stateless (decides by the conversation alone, so any worker can serve any run at any point):
+    asks for one tool call, then answers `report` filled with the last tool result.
+
+    `arguments`: the call's arguments, or a function of the user's prompt that returns them.
+    """
+
+    def __init__(self, tool_name: str, arguments: dict[str, Any] | Callable[[str], dict[str, Any]],
+                 call_id: str = "call-1", report: str = "Report: {}",
+                 usage: Usage = Usage(input_tokens=3, output_tokens=2)) -> None:
+        self.tool_name, self.arguments, self.call_id = tool_name, arguments, call_id
+        self.report, self.usage = report, usage
+
+    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
+        results = [m for m in messages if m.role == "tool"]
+        if results:
+            text = self.report.format(results[-1].content)
+            return Completion(message=Message(role="assistant", content=text), finish_reason="stop",
+                              usage=self.usage.model_copy())
+        prompt = next(m.content for m in messages if m.role == "user")
+        arguments = self.arguments(prompt) if callable(self.arguments) else self.arguments
+        call = ToolCall(id=self.call_id, name=self.tool_name, arguments=arguments)
+        return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls",
+                          usage=self.usage.model_copy())
+
+
+class OpsModel(CallThenReport):
+    """restart(service=<first word of the prompt>), then "Report: <what restart said>"."""
+
+    def __init__(self) -> None:
+        super().__init__("restart", lambda prompt: {"service": prompt.split()[0]}, call_id="call-restart")
