@@ -41,11 +41,12 @@ def agent_for(srv: VendorServer, name: str, **config) -> Agent:
     )
 
 
-async def run(dev, agent: Agent, prompt: str = "2 + 3?"):
+async def run(dev, agent: Agent, prompt: str = "2 + 3?", stream: bool = False):
     tq = f"llm-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
         handle = await dev.client.start_workflow(
-            "AgentWorkflow", {"agent": agent.name, "prompt": prompt}, id=f"llm-{uuid.uuid4().hex[:8]}", task_queue=tq
+            "AgentWorkflow", {"agent": agent.name, "prompt": prompt, "stream": stream}, id=f"llm-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
         )
         try:
             result = await handle.result()
@@ -67,6 +68,17 @@ async def test_tool_round_over_http_with_a_transient_error(dev, srv):
     assert await summaries(history, dev.client.data_converter) == [
         "model openai/gpt-4o · iteration 1", "tool add(a=2, b=3)", "model openai/gpt-4o · iteration 2"]
     # "It is 5." shows the decoded payloads really are readable.
+    await assert_secret_absent(history, SECRET, dev.client.data_converter, present="It is 5.")
+    assert SECRET not in json.dumps(result)
+
+
+async def test_a_streamed_run_keeps_the_key_out_of_every_payload(dev, srv):
+    """The streaming path (the model's answer published live to the run's stream) also keeps the key
+    out of every decoded payload of the history and out of the result."""
+    srv.script([Reply(tool_calls=[("c1", "add", {"a": 2, "b": 3})]), Reply(text="It is 5.")])
+    result, history = await run(dev, agent_for(srv, "llm-stream"), stream=True)
+    assert result["output"] == "It is 5."
+    assert all(r.body.get("stream") is True for r in srv.requests) and len(srv.requests) == 2  # really streamed
     await assert_secret_absent(history, SECRET, dev.client.data_converter, present="It is 5.")
     assert SECRET not in json.dumps(result)
 

@@ -367,6 +367,7 @@ async def test_approval_after_two_simulated_days(env, ids):
         config=LoopConfig(permission="ask", timeout_s=60),
     )
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        began = await env.get_current_time()
         handle = await start(env, "patient", "add", wf_id, tq)
         await wait_status(handle, "waiting_approval")
         before = await env.get_current_time()
@@ -376,11 +377,14 @@ async def test_approval_after_two_simulated_days(env, ids):
         await wait_status(handle, "waiting_approval")
         await handle.signal("approve", {"approver": "late-reviewer"})
         result = await full_result(handle)
+        span = await env.get_current_time() - began
 
+    # Done, not stopped by timeout_s=60: the two days of waiting did not count as active time
+    # (on the test server's clock, the run's active time is its span minus the wait).
     assert result["stop_reason"] == "done"
     assert result["output"] == "forty-two"
     assert tool_messages(result) == {"c1": "42"}
-    assert result["elapsed_s"] < 60
+    assert 0 < result["elapsed_s"] <= (span - timedelta(days=2)).total_seconds()
 
 
 async def test_approval_timeout_denies(env, ids):
@@ -416,28 +420,39 @@ async def test_approval_timeout_denies(env, ids):
 
 
 async def test_parallel_tool_calls_keep_call_order(env, ids):
+    """The batch runs at once (every call starts before any finishes), the calls finish in reverse
+    order (each released by the one after it), and the results still come back in call order."""
     tq, wf_id = ids
-    finished: list[str] = []
+    log: list[tuple[str, str]] = []
+    all_started = asyncio.Event()
+    finish_order = ["third", "second", "first"]
+    turn = {label: asyncio.Event() for label in finish_order}
+    turn["third"].set()
 
-    async def slow(label: str, seconds: float) -> str:
-        await asyncio.sleep(seconds)
-        finished.append(label)
-        return f"{label} after {seconds}s"
+    async def slow(label: str) -> str:
+        log.append(("start", label))
+        if len(log) == 3:
+            all_started.set()
+        # One call at a time would never get past this: the others have not started.
+        await asyncio.wait_for(all_started.wait(), 30)
+        await turn[label].wait()
+        log.append(("end", label))
+        following = finish_order.index(label) + 1
+        if following < len(finish_order):
+            turn[finish_order[following]].set()
+        return f"{label} done"
 
-    batch = [
-        tc("slow", "c1", label="first", seconds=0.3),
-        tc("slow", "c2", label="second", seconds=0.2),
-        tc("slow", "c3", label="third", seconds=0.1),
-    ]
+    batch = [tc("slow", "c1", label="first"), tc("slow", "c2", label="second"), tc("slow", "c3", label="third")]
     agent = Agent(provider=MockProvider([batch, "all back"]), tools=[slow], name="parallel")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "parallel", "go", wf_id, tq)
         result = await full_result(handle)
 
-    assert finished == ["third", "second", "first"]  # they really overlapped
+    assert [kind for kind, _ in log] == ["start"] * 3 + ["end"] * 3  # they really overlapped
+    assert [label for kind, label in log if kind == "end"] == finish_order
     tool_msgs = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_msgs] == ["c1", "c2", "c3"]
-    assert [m["content"] for m in tool_msgs] == ["first after 0.3s", "second after 0.2s", "third after 0.1s"]
+    assert [m["content"] for m in tool_msgs] == ["first done", "second done", "third done"]
     events = await history_events(handle)
     runs = scheduled(events, "rein.run_tool")
     assert len(runs) == 3
@@ -470,6 +485,28 @@ async def test_retry_after_model_attempts_are_exhausted(env, ids):
     assert provider.calls == 3
     assert final["ignored_signals"] == 0
     assert_no_task_failures(await history_events(handle))
+
+
+async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids):
+    """`approval_timeout_s` bounds waiting for a person's decision; a run waiting for `retry` after
+    exhausted model attempts keeps waiting past it (on the test server's clock), then retries."""
+    tq, wf_id = ids
+    provider = OutageProvider(Unavailable, "upstream overloaded (503)")
+    agent = Agent(provider=provider, name="flaky-patient",
+                  config=LoopConfig(model_attempts=1, approval_timeout_s=60))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "flaky-patient", "hello", wf_id, tq)
+        await wait_status(handle, "waiting_retry")
+        await env.sleep(timedelta(minutes=10))
+        status = await wait_status(handle, "waiting_retry")
+        assert status["interrupt"]["type"] == "error" and provider.calls == 1
+        provider.failing = False
+        await handle.signal("retry", {})
+        result = await full_result(handle)
+
+    assert result["output"] == "recovered" and provider.calls == 2
+    timers = [e for e in await history_events(handle) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert timers == []
 
 
 # --------------------------------------------------------------------------- tool retries
