@@ -95,3 +95,24 @@ async def test_sync_and_async_tools_heartbeat_through_to_temporal(dev):
     assert result["output"] == "both reported"
     contents = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
     assert contents == {"s1": "sync done", "a1": "async done"}
+
+
+@rein.tool(local=True)
+def local_progress(ctx: ToolContext) -> str:
+    """A local-activity tool: its heartbeat has no server to go to, and must not fail the tool."""
+    ctx.heartbeat("local at 50%")
+    return "local done"
+
+
+async def test_a_local_tool_may_heartbeat(env):
+    agent = Agent(provider=MockProvider([[ToolCall(id="l1", name="local_progress", arguments={})], "fine"]),
+                  tools=[local_progress], name="local-heartbeats")
+    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        result = await full_result(handle)
+    contents = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
+    assert contents == {"l1": "local done"} and result["output"] == "fine"
