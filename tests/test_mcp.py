@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from rein.mcp import MCPServerHTTP, MCPServerStdio
 from rein.server import free_port
 from rein.testing import full_result
 from tests.support.history import assert_secret_absent, summaries
+from tests.support.processes import wait_for_port
 from tests.support.providers import RecordingProvider
 from tests.support.results import tool_messages
 from tests.support.tools import tc
@@ -54,15 +54,7 @@ def http_server() -> Iterator[tuple[subprocess.Popen, str]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "the MCP test server exited at start"
-            assert time.monotonic() < deadline, "the MCP test server did not listen within 30 s"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port, proc, timeout=30)
         yield proc, f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.kill()
