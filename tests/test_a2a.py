@@ -203,6 +203,8 @@ async def test_ask_permission_input_required_then_approve_durable(serve: Any) ->
     assert run_id is not None  # the task is that durable run
     canceled = await client.cancel(paused.id)
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    with pytest.raises(TaskNotCancelableError):
+        await client.cancel(paused.id)  # canceled is terminal too: the A2A spec's answer, not "canceled" again
     assert server.paused.load(paused.id) is None
     eng = engine.Engine._instance
     result = asyncio.run_coroutine_threadsafe(eng.client.get_workflow_handle(run_id).result(), eng.loop).result(30)

@@ -186,12 +186,19 @@ class BlockingModel:
         return rein.Completion(message=rein.Message(role="assistant", content="answered anyway"), finish_reason="stop")
 
 
-@pytest.mark.parametrize("how", ["signal", "workflow-cancel"])
+async def unchanged(ctx, call_next):  # noqa: ANN001, ANN201
+    """A middleware that changes nothing: the model call then runs as a middleware step activity."""
+    return await call_next(ctx)
+
+
+@pytest.mark.parametrize("how", ["signal", "workflow-cancel", "signal-middleware"])
 async def test_cancel_interrupts_a_model_call_in_flight(env, how):
     """The run ends `cancelled` while its model call is still running (never released), and the
     model activity itself is cancelled: a cancel request in history, and the provider saw it."""
     model = BlockingModel()
     agent = Agent(provider=model, name=f"thinking-{how}")
+    if how.endswith("middleware"):
+        agent.middleware(unchanged)
     tq = f"cancel-{uuid.uuid4().hex[:6]}"
     # Heartbeats go to the server at once (not throttled), so the cancellation comes back on the next one.
     fast = timedelta(milliseconds=100)
@@ -201,7 +208,7 @@ async def test_cancel_interrupts_a_model_call_in_flight(env, how):
             "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"cancel-{uuid.uuid4().hex[:8]}", task_queue=tq
         )
         await asyncio.wait_for(model.called.wait(), 30)
-        if how == "signal":
+        if how.startswith("signal"):
             await handle.signal("cancel", {"reason": "operator stopped it"})
         else:
             await handle.cancel()

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
 import re
+import select
 import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +44,7 @@ from rein.cli import (
 )
 from rein.client import ReinClient
 from rein.server import free_port
-from tests.support.processes import Terminal, stop_process
+from tests.support.processes import stop_process
 from tests.support.providers import CallThenReport, OpsModel, StreamsItsCompletion, Unavailable
 from tests.support.waiting import poll, wait_until
 
@@ -458,42 +461,68 @@ def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFix
     assert worker.returncode == 0, stderr[-2000:]
 
 
+class Terminal:
+    """`rein run ...` with a pseudo-terminal as its stdin, stdout and stderr (so it asks there)."""
+
+    def __init__(self, *args: str, **env: str):
+        self.master, slave = pty.openpty()
+        environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+        self.process = subprocess.Popen([REIN_BIN, "run", *args], cwd=str(ROOT),
+                                        env={**environ, "COLUMNS": "200", "NO_COLOR": "1", **env},
+                                        stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        self.seen = b""
+
+    def read_until(self, text: bytes, timeout: float) -> bytes:
+        """What the terminal showed, once it shows `text` (or the bound passed, or the process closed it)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 4096)
+                except OSError:
+                    break
+        return self.seen
+
+    @property
+    def plain(self) -> str:
+        return re.sub(rb"\x1b\[[0-9;]*m", b"", self.seen).decode(errors="replace")  # a terminal gets styles
+
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.master)
+
+
 def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
-    environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
-    term = Terminal([REIN_BIN, "run", "examples.calculator:agent", "What is 2 + 3?"], cwd=str(ROOT),
-                    env={**environ, "COLUMNS": "120", "NO_COLOR": "1"})
-    try:
+    with Terminal("examples.calculator:agent", "What is 2 + 3?") as term:
         assert b"Approve?" in term.read_until(b"Approve?", 90), term.seen
-        plain = term.plain()  # a terminal gets styles
-        assert "Approval needed" in plain and "add" in plain
-        assert '"a": 2.0' in plain and '"b": 3.0' in plain
-        term.type(b"y\n")
+        assert "Approval needed" in term.plain and "add" in term.plain
+        assert '"a": 2.0' in term.plain and '"b": 3.0' in term.plain
+        os.write(term.master, b"y\n")
         term.read_until(b"The answer is", 90)
         assert term.process.wait(timeout=60) == 0, term.seen
         term.read_until(b"run calculator-", 5)
-        plain = term.plain()
-        assert "The answer is 5." in plain
-        assert "add → 5" in plain  # the approved tool's step, shown as it ran
-    finally:
-        term.close()
+    assert "The answer is 5." in term.plain
+    assert "add \u2192 5" in term.plain  # the approved tool's step, shown as it ran
 
 
 @pytest.mark.parametrize("engine", ["temporal", "local"])
 def test_rein_run_at_the_terminal_denies_what_is_refused(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Answering no denies the call: the tool does not run, the model is told, and the run finishes
     (it does not stop at the refusal, and it does not wait for someone else)."""
-    environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
-    term = Terminal([REIN_BIN, "run", "examples.calculator:agent", "What is 2 + 3?"], cwd=str(ROOT),
-                    env={**environ, "COLUMNS": "200", "NO_COLOR": "1", "REIN_ENGINE": engine})
-    try:
+    with Terminal("examples.calculator:agent", "What is 2 + 3?", REIN_ENGINE=engine) as term:
         assert b"Approve?" in term.read_until(b"Approve?", 90), term.seen
-        term.type(b"n\n")
+        os.write(term.master, b"n\n")
         term.read_until(b"tokens \xc2\xb7 run ", 90)
         assert term.process.wait(timeout=60) == 0, term.seen
         term.read_until(b"\n", 5)
-    finally:
-        term.close()
-    plain = term.plain()
+    plain = term.plain
     assert "I could not compute that: a tool call was not approved." in plain
     assert "add \u2192 5" not in plain and "The answer is" not in plain
     assert re.search(r"\u2717 +tool +add \u2192 Denied\b.*was not run", plain), plain  # the step, as shown

@@ -19,12 +19,14 @@ from rein import Agent, MockProvider, ToolCall, ToolContext
 from rein.testing import full_result, start_local
 
 SYNC_RELEASE = threading.Event()
+PASTED_KEY = "sk-proj-" + "Q" * 30
+"""A credential a careless tool puts in its progress details: heartbeat details reach the server."""
 ASYNC_RELEASE: dict[str, asyncio.Event] = {}
 
 
 def sync_progress(ctx: ToolContext) -> str:
     """A sync tool (it runs in a worker thread) that reports progress, then waits to be released."""
-    ctx.heartbeat("sync at 50%")
+    ctx.heartbeat("sync at 50%", f"using {PASTED_KEY}")
     if not SYNC_RELEASE.wait(60):
         return "sync never released"
     return "sync done"
@@ -78,7 +80,7 @@ async def test_sync_and_async_tools_heartbeat_through_to_temporal(dev):
             details: dict[str, list] = {}
             for _ in range(400):  # both tools are running, each waiting to be released
                 details = await heartbeat_details(handle, env.client.data_converter)
-                if sorted(d for ds in details.values() for d in ds) == ["async at 50%", "sync at 50%"]:
+                if sorted(map(tuple, details.values())) == [("async at 50%",), ("sync at 50%", "using [redacted]")]:
                     break
                 await asyncio.sleep(0.05)
             else:
@@ -89,6 +91,28 @@ async def test_sync_and_async_tools_heartbeat_through_to_temporal(dev):
             ASYNC_RELEASE["event"].set()
         result = await full_result(handle)
 
+    assert PASTED_KEY not in str(details)  # scrubbed before it left the worker
     assert result["output"] == "both reported"
     contents = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
     assert contents == {"s1": "sync done", "a1": "async done"}
+
+
+@rein.tool(local=True)
+def local_progress(ctx: ToolContext) -> str:
+    """A local-activity tool: its heartbeat has no server to go to, and must not fail the tool."""
+    ctx.heartbeat("local at 50%")
+    return "local done"
+
+
+async def test_a_local_tool_may_heartbeat(env):
+    agent = Agent(provider=MockProvider([[ToolCall(id="l1", name="local_progress", arguments={})], "fine"]),
+                  tools=[local_progress], name="local-heartbeats")
+    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        result = await full_result(handle)
+    contents = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
+    assert contents == {"l1": "local done"} and result["output"] == "fine"

@@ -54,7 +54,7 @@ def http_server() -> Iterator[tuple[subprocess.Popen, str]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for_port(port, proc, 30)
+        wait_for_port(port, proc, timeout=30)
         yield proc, f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.kill()

@@ -33,6 +33,7 @@ from rein.client import ReinClient, connect
 from rein.server import free_port
 from tests.support.processes import stop_process
 from tests.support.providers import OpsModel
+from tests.support.waiting import poll, rein_status_is
 
 ROOT = Path(__file__).resolve().parent.parent
 REIN_BIN = str(Path(sys.executable).parent / "rein")
@@ -198,10 +199,8 @@ async def test_the_ui_shows_summaries_waiting_text_and_activity_summaries(rein_s
         await asyncio.to_thread(cli, address, "start", "ui-ops", "search restart, please", "--id", "ui-finished")
         handle = ReinClient(client)
         for run_id in ("ui-waiting", "ui-finished"):
-            deadline = time.monotonic() + PAGE_WAIT_S
-            while (status := (await handle.status(run_id)).status) != "waiting_approval":
-                assert time.monotonic() < deadline, f"{run_id} is {status}, not waiting_approval"
-                await asyncio.sleep(0.2)
+            await poll(lambda r=run_id: rein_status_is(handle, r, "waiting_approval"), f"{run_id} waiting_approval",
+                       PAGE_WAIT_S, interval=0.2)
         await asyncio.to_thread(cli, address, "approve", "ui-finished", "--approver", "alice")
         assert (await handle.result("ui-finished")).output == "Report: search restarted"
 

@@ -487,6 +487,27 @@ async def test_retry_after_model_attempts_are_exhausted(env, ids):
     assert_no_task_failures(await history_events(handle))
 
 
+async def test_an_unanswered_question_times_out_as_no_answer(env, ids):
+    """`approval_timeout_s` also bounds waiting for an `answer`: the model gets "no answer", the
+    decision is recorded as the timeout's, and the run goes on (the test server skips the day)."""
+    tq, wf_id = ids
+    provider = RecordingProvider([[tc("ask_human", "q1", question="Which colour?")], "I will pick one"])
+    agent = Agent(provider=provider, tools=[rein.ask_human], name="unanswered-question",
+                  config=LoopConfig(approval_timeout_s=86400))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "unanswered-question", "paint it", wf_id, tq)
+        result = await full_result(handle)
+
+    assert result["output"] == "I will pick one"
+    answer = tool_messages(result)["q1"]
+    assert answer.startswith("No answer") and "86400 seconds" in answer
+    assert provider.seen[1][-1].content == answer
+    (decision,) = result["session"]["decisions"]
+    assert decision["approver"] == "timeout"
+    timers = [e for e in await history_events(handle) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert [t.timer_started_event_attributes.start_to_fire_timeout.ToSeconds() for t in timers] == [86400]
+
+
 async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids):
     """`approval_timeout_s` bounds waiting for a person's decision; a run waiting for `retry` after
     exhausted model attempts keeps waiting past it (on the test server's clock), then retries."""

@@ -6,9 +6,6 @@ Everything is bounded in time and uses loopback, free ports and a temporary REIN
 from __future__ import annotations
 
 import os
-import pty
-import re
-import select
 import signal
 import socket
 import subprocess
@@ -50,43 +47,6 @@ class WorkerProcess:
 
     def stop(self) -> None:
         stop_process(self.process, 15)
-
-
-class Terminal:
-    """A process on a pseudo-terminal, so it believes a person sits at the keyboard.
-
-    `seen` is everything it printed so far; `plain()` the same without terminal styles.
-    """
-
-    def __init__(self, args: list[str], **popen: Any):
-        self.master, replica = pty.openpty()
-        self.process = subprocess.Popen(args, stdin=replica, stdout=replica, stderr=replica, **popen)
-        os.close(replica)
-        self.seen = b""
-
-    def read_until(self, text: bytes, timeout: float) -> bytes:
-        """Read what it prints until `text` appears (or it closes the terminal, or `timeout`); returns `seen`."""
-        deadline = time.monotonic() + timeout
-        while text not in self.seen and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.master], [], [], 0.2)
-            if ready:
-                try:
-                    self.seen += os.read(self.master, 4096)
-                except OSError:  # the process exited and closed the terminal
-                    break
-        return self.seen
-
-    def type(self, keys: bytes) -> None:
-        os.write(self.master, keys)
-
-    def plain(self) -> str:
-        return re.sub(rb"\x1b\[[0-9;]*m", b"", self.seen).decode(errors="replace")
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        os.close(self.master)
 
 
 def wait_for_text(log: Path, text: str, process: subprocess.Popen, timeout: float, offset: int = 0) -> None:
