@@ -51,6 +51,9 @@ async def test_long_run_continues_as_new_and_keeps_everything(env):
     assert result["session"]["iteration"] == 9
     assert [s["kind"] for s in result["steps"]] == ["model", "tool"] * 8 + ["model"]
     assert [s["index"] for s in result["steps"]] == list(range(17))
+    # Active time is carried across runs: the whole run took at least what all its steps took.
+    assert all(s["duration_s"] > 0 for s in result["steps"]), result["steps"]
+    assert result["elapsed_s"] >= sum(s["duration_s"] for s in result["steps"]), result["elapsed_s"]
     tool_messages = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == [str(i + 1) for i in range(8)]
     first = env.client.get_workflow_handle(handle.id, run_id=first_run)

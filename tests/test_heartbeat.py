@@ -16,7 +16,7 @@ import pytest
 
 import rein
 from rein import Agent, MockProvider, ToolCall, ToolContext
-from rein.testing import full_result, start_local
+from rein.testing import full_result
 
 SYNC_RELEASE = threading.Event()
 PASTED_KEY = "sk-proj-" + "Q" * 30
@@ -52,35 +52,43 @@ async def heartbeat_details(handle, converter) -> dict[str, list]:  # noqa: ANN0
     return out
 
 
-@pytest.fixture(scope="module")
-async def dev():
-    """A real dev server: it keeps each pending activity's heartbeat details for `describe()`."""
-    async with await start_local() as environment:
-        yield environment
+BOTH = [("async at 50%",), ("sync at 50%", "using [redacted]")]
 
 
-async def test_sync_and_async_tools_heartbeat_through_to_temporal(dev):
+async def unchanged(ctx, call_next):  # noqa: ANN001, ANN201
+    """A middleware that changes nothing: tools then run inside a middleware step activity."""
+    return await call_next(ctx)
+
+
+@pytest.mark.parametrize("middleware", [False, True], ids=["plain", "middleware"])
+async def test_sync_and_async_tools_heartbeat_through_to_temporal(dev, middleware):
+    """On a real dev server: it keeps each pending activity's heartbeat details for `describe()`."""
     env = dev
     SYNC_RELEASE.clear()
     ASYNC_RELEASE["event"] = asyncio.Event()
     batch = [ToolCall(id="s1", name="sync_progress", arguments={}),
              ToolCall(id="a1", name="async_progress", arguments={})]
     agent = Agent(provider=MockProvider([batch, "both reported"]), tools=[sync_progress, async_progress],
-                  name="heartbeats")
+                  name=f"heartbeats-{middleware}")
+    if middleware:
+        agent.middleware(unchanged)
     tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
     # No throttling of heartbeats to the server, so the details are there while the tools wait.
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq,
                                   max_heartbeat_throttle_interval=timedelta(milliseconds=50),
                                   default_heartbeat_throttle_interval=timedelta(milliseconds=50)):
         handle = await env.client.start_workflow(
-            "AgentWorkflow", {"agent": "heartbeats", "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
             task_queue=tq,
         )
         try:
             details: dict[str, list] = {}
             for _ in range(400):  # both tools are running, each waiting to be released
                 details = await heartbeat_details(handle, env.client.data_converter)
-                if sorted(map(tuple, details.values())) == [("async at 50%",), ("sync at 50%", "using [redacted]")]:
+                reported = sorted(map(tuple, details.values()))
+                # Each tool activity shows its tool's details; a middleware step runs both tools in one
+                # activity, which shows the details reported last.
+                if (reported == BOTH) if not middleware else (len(reported) == 1 and reported[0] in BOTH):
                     break
                 await asyncio.sleep(0.05)
             else:
