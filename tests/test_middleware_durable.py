@@ -477,7 +477,7 @@ async def test_a_tool_with_retries_retries_the_middleware_step():
 # --------------------------------------------------------------------------- a worker in another process
 
 
-async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
+async def test_middleware_runs_in_a_separate_worker_process(dev, tmp_path):
     """`python worker.py --agent tests.agents.guarded:agent` serves the run: the hook masks the tool
     result before the model sees it, the middleware's note reaches the model, handlers fire there."""
     import os
@@ -486,29 +486,27 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
     import uuid
     from pathlib import Path
 
-    from rein.testing import start_local
 
     root = Path(__file__).resolve().parent.parent
     events_file, log_file = tmp_path / "events.log", tmp_path / "worker.log"
     tq = f"guarded-{uuid.uuid4().hex[:8]}"
-    async with await start_local() as dev:
-        address = dev.client.service_client.config.target_host
-        env = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_ENGINE")}
-        env.update(REIN_TEST_EVENTS=str(events_file), PYTHONPATH=str(root))
-        with open(log_file, "wb") as log:
-            worker = subprocess.Popen(
-                [sys.executable, "worker.py", "--agent", "tests.agents.guarded:agent", "--task-queue", tq,
-                 "--address", address],
-                cwd=str(root), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )
-        try:
-            handle = await dev.client.start_workflow(
-                "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
-            )
-            result = RunResult.model_validate(await asyncio.wait_for(full_result(handle), 60))
-            history = await handle.fetch_history()
-        finally:
-            stop_process(worker, 15)
+    address = dev.client.service_client.config.target_host
+    env = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_ENGINE")}
+    env.update(REIN_TEST_EVENTS=str(events_file), PYTHONPATH=str(root))
+    with open(log_file, "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "worker.py", "--agent", "tests.agents.guarded:agent", "--task-queue", tq,
+             "--address", address],
+            cwd=str(root), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    try:
+        handle = await dev.client.start_workflow(
+            "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
+        )
+        result = RunResult.model_validate(await asyncio.wait_for(full_result(handle), 60))
+        history = await handle.fetch_history()
+    finally:
+        stop_process(worker, 15)
     assert result.output == f"I saw: account acme: card **** | notes: ['served by pid {worker.pid}']", (
         log_file.read_text()[-2000:]
     )
@@ -618,22 +616,20 @@ async def test_the_worker_never_serves_a_conversation_from_before_a_rewrite(env,
         await handle.result()
 
 
-async def test_agent_on_events_are_on_the_run_stream():
+async def test_agent_on_events_are_on_the_run_stream(dev):
     """`agent.on` handlers fire on the worker; each event is also on the run's stream, in order
     with the steps, for readers in any process (`ReinClient.stream`)."""
     from rein.client import ReinClient
-    from rein.testing import start_local
 
     fired: list[str] = []
     agent = Agent(provider=MockProvider([[tc("add", a=1, b=2)], "3"]), tools=[add], name="mw-on-stream")
     agent.on("step", lambda ctx: fired.append(f"step:{ctx.stage.value}"))
     agent.on("tool", lambda ctx: fired.append("tool"))
     tq = f"mw-on-stream-{uuid.uuid4().hex[:6]}"
-    async with await start_local() as dev:
-        async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
-            runs = ReinClient(dev.client, task_queue=tq)
-            handle = await runs.start("mw-on-stream", "add")
-            seen = [chunk async for chunk in runs.stream(handle.id)]
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        runs = ReinClient(dev.client, task_queue=tq)
+        handle = await runs.start("mw-on-stream", "add")
+        seen = [chunk async for chunk in runs.stream(handle.id)]
     events = [(c.name, c.data["stage"], [s["kind"] for s in c.data["steps"]]) for c in seen if c.type == "event"]
     assert events == [
         ("step", "call_model", ["model"]),
