@@ -476,13 +476,18 @@ async def test_retry_after_model_attempts_are_exhausted(env, ids):
         assert status["stage"] == "call_model"
         assert provider.calls == 2
 
+        # A retry while the outage lasts: the model call gets its model_attempts again, then waits again.
+        await handle.signal("retry", {})
+        await wait_status(handle, "waiting_retry", until=lambda s: provider.calls >= 4)
+        assert provider.calls == 4
+
         provider.failing = False
         await handle.signal("retry", {})
         result = await full_result(handle)
         final = await handle.query("status")
 
     assert result["status"] == "done" and result["output"] == "recovered"
-    assert provider.calls == 3
+    assert provider.calls == 5
     assert final["ignored_signals"] == 0
     assert_no_task_failures(await history_events(handle))
 
