@@ -23,13 +23,9 @@ from rein.server import start_dev_server
 from rein.temporal import ReinPlugin
 from rein.temporal.plugin import SANDBOX_PASSTHROUGH, has_rein_converter
 from rein.testing import full_result
+from tests.support.tools import add
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def adder(name: str = "adder") -> Agent:

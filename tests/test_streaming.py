@@ -18,6 +18,7 @@ from rein.client import ReinClient
 from rein.server import DevServer, start_dev_server
 from rein.worker import create_worker
 from tests.support.processes import stop_process, wait_for_text
+from tests.support.tools import add
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 120
@@ -99,11 +100,6 @@ def test_text_reaches_a_reader_in_another_process_while_the_remote_model_runs(se
 
 
 # --------------------------------------------------------------------------- in one process, on a dev server
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 class Counting(MockProvider):

@@ -67,7 +67,11 @@ def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60, log
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            output = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+            output: Any = log.read_text(errors="replace") if log is not None and log.exists() else ""
+            if not output and process.stdout is not None:
+                output = process.stdout.read()
+                output = output.decode(errors="replace") if isinstance(output, bytes) else output
+            output = output[-3000:]
             raise AssertionError(f"{process.args[0]} exited with {process.returncode} before listening on {port}:\n"
                                  f"{output}")
         try:

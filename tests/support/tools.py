@@ -7,8 +7,8 @@ from typing import Any
 from rein import ToolCall
 
 
-def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
-    """A tool call `cid` of `name` with keyword arguments, as a model would ask for it."""
+def tc(name: str, /, cid: str = "1", **arguments: Any) -> ToolCall:
+    """A tool call `cid` of `name` with keyword arguments (any names, even `name`), as a model would ask for it."""
     return ToolCall(id=cid, name=name, arguments=arguments)
 
 
