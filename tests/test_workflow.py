@@ -31,7 +31,7 @@ from tests.support.history import assert_no_task_failures, history_events, sched
 from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
 from tests.support.results import tool_messages
 from tests.support.tools import add, tc
-from tests.support.waiting import wait_status
+from tests.support.waiting import poll, wait_status
 
 HISTORIES = Path(__file__).parent / "histories"
 STATUS_KEYS = {"status", "stage", "iteration", "usage", "interrupt", "pending_tool_calls", "stop_reason"}
@@ -476,15 +476,54 @@ async def test_retry_after_model_attempts_are_exhausted(env, ids):
         assert status["stage"] == "call_model"
         assert provider.calls == 2
 
+        # A retry while the outage lasts: the model call gets its model_attempts again, then waits again.
+        await handle.signal("retry", {})
+        await wait_status(handle, "waiting_retry", until=lambda s: provider.calls >= 4)
+        assert provider.calls == 4
+
         provider.failing = False
         await handle.signal("retry", {})
         result = await full_result(handle)
         final = await handle.query("status")
 
     assert result["status"] == "done" and result["output"] == "recovered"
-    assert provider.calls == 3
+    assert provider.calls == 5
     assert final["ignored_signals"] == 0
     assert_no_task_failures(await history_events(handle))
+
+
+async def test_the_approval_deadline_survives_continue_as_new(env, ids):
+    """A waiting run that continues as new (a pile of ignored signals) keeps its approval deadline:
+    on the test server's clock it times out a day after it began waiting, not a day after the
+    continuation."""
+    tq, wf_id = ids
+    agent = Agent(
+        provider=MockProvider([[tc("add", "c1", a=1, b=2)], "gave up"]),
+        tools=[add],
+        name="deadline-carried",
+        config=LoopConfig(permission="ask", approval_timeout_s=86400),
+    )
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "deadline-carried", "add", wf_id, tq, continue_as_new_after=20)
+        await wait_status(handle, "waiting_approval")
+        first_run = (await handle.describe()).run_id
+        await env.sleep(timedelta(hours=12))
+        for _ in range(25):  # ignored (no question is pending): the run continues as new, still waiting
+            await handle.signal("answer", {"text": "not a question"})
+        await poll(lambda: _continued(handle, first_run), "the waiting run to continue as new")
+        await wait_status(handle, "waiting_approval")
+        await env.sleep(timedelta(hours=13))  # 25 h since the wait began, 13 h since the continuation
+        await wait_status(handle, "done")
+        result = await full_result(handle)
+
+    assert result["output"] == "gave up"
+    (decision,) = result["session"]["decisions"]
+    assert decision["approved"] is False and decision["approver"] == "timeout"
+    assert "86400 seconds" in tool_messages(result)["c1"]
+
+
+async def _continued(handle, first_run: str) -> bool:  # noqa: ANN001
+    return (await handle.describe()).run_id != first_run
 
 
 async def test_an_unanswered_question_times_out_as_no_answer(env, ids):
