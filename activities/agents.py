@@ -54,9 +54,14 @@ if TYPE_CHECKING:
 HEARTBEAT_EVERY_S = 5.0
 
 
+_LATEST_DETAILS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("rein_heartbeat_details", default=None)
+"""The details a tool last reported with `ToolContext.heartbeat` in this activity."""
+
+
 @contextlib.asynccontextmanager
 async def heartbeating() -> AsyncIterator[None]:
-    """Heartbeat in the background so a lost worker's call is retried elsewhere quickly.
+    """Heartbeat in the background so a lost worker's call is retried elsewhere quickly. Each beat
+    repeats the details a tool last reported: an empty beat would erase them on the server.
 
     The first beat comes after HEARTBEAT_EVERY_S, not at once: the heartbeat timeout counts from
     the start anyway, and a call that ends sooner (most tool calls) costs the server no heartbeat
@@ -65,17 +70,20 @@ async def heartbeating() -> AsyncIterator[None]:
     if activity.info().is_local:
         yield
         return
+    latest: list[Any] = []
+    token = _LATEST_DETAILS.set(latest)
 
     async def beat() -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_EVERY_S)
-            activity.heartbeat()
+            activity.heartbeat(*latest)
 
     task = asyncio.create_task(beat())
     try:
         yield
     finally:
         task.cancel()
+        _LATEST_DETAILS.reset(token)
 
 
 class _Conversation:
@@ -375,9 +383,12 @@ def heartbeat_from_any_thread() -> Any:
         return lambda *details: None
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
+    latest = _LATEST_DETAILS.get()
 
     def beat(*details: Any) -> None:
         details = tuple(scrub(d) if isinstance(d, str) else d for d in details)  # they reach history
+        if latest is not None:
+            latest[:] = details
         try:
             here = asyncio.get_running_loop()
         except RuntimeError:

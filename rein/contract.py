@@ -435,7 +435,8 @@ def apply_overrides(base: LoopConfig, raw: Any, may_loosen: Any = ()) -> LoopCon
     """`base` with a client's overrides; raises ValueError for unknown keys, out-of-bound values,
     or a loosening of safety (`permission`, breakers, `approvers`) the agent did not opt into."""
     overrides = ConfigOverrides.model_validate(raw)
-    given = {name: getattr(overrides, name) for name in overrides.model_fields_set}
+    # in LoopConfig's field order, not the set's (which varies with hash seeding): a stable error text
+    given = {name: getattr(overrides, name) for name in ConfigOverrides.model_fields if name in overrides.model_fields_set}
     free = set(may_loosen)
     looser = [
         name for name, value in given.items()

@@ -48,3 +48,15 @@ async def env():
         yield environment
     finally:
         await environment.shutdown()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def dev():
+    """A real Temporal dev server (rein.testing.start_local), one per test module."""
+    from rein.testing import start_local
+
+    environment = await start_local()
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,18 +32,12 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 import rein
-from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session, ToolCall
+from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session
 from rein.a2a import A2A_PROTOCOL_VERSION, A2AServer, make_server
 from rein.client import ReinClient, connect
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
+from rein.server import free_port
+from tests.support.tools import add, tc
+from tests.support.processes import stop_process, wait_for_port
 
 
 def request(text: str, task_id: str | None = None, context_id: str | None = None) -> SendMessageRequest:
@@ -211,6 +203,8 @@ async def test_ask_permission_input_required_then_approve_durable(serve: Any) ->
     assert run_id is not None  # the task is that durable run
     canceled = await client.cancel(paused.id)
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    with pytest.raises(TaskNotCancelableError):
+        await client.cancel(paused.id)  # canceled is terminal too: the A2A spec's answer, not "canceled" again
     assert server.paused.load(paused.id) is None
     eng = engine.Engine._instance
     result = asyncio.run_coroutine_threadsafe(eng.client.get_workflow_handle(run_id).result(), eng.loop).result(30)
@@ -307,28 +301,17 @@ serve_a2a(agent, port=int(sys.argv[1]), state_dir=sys.argv[2])
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_server(script: Path, port: int, state: Path, engine: str) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, str(script), str(port), str(state), engine],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(proc.stdout.read().decode() if proc.stdout else "server exited")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("the A2A server did not start")
+    try:
+        wait_for_port(port, proc, 60)
+    except AssertionError:
+        stop_process(proc)
+        raise
+    return proc
 
 
 @pytest.mark.parametrize("engine", ["temporal", "local"])
@@ -336,7 +319,7 @@ async def test_a_paused_task_survives_a_server_restart(tmp_path: Path, engine: s
     """Durable: the restarted server signals the very workflow that waits (the task is that run)."""
     script = tmp_path / "server.py"
     script.write_text(textwrap.dedent(SERVER_MODULE))
-    state, port = tmp_path / "state", _free_port()
+    state, port = tmp_path / "state", free_port()
     base = f"http://127.0.0.1:{port}"
     proc = _start_server(script, port, state, engine)
     try:

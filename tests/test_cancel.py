@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,14 @@ from temporalio.worker import Replayer
 import rein
 from temporalio.common import SearchAttributeKey
 
-from rein import Agent, LoopConfig, MockProvider, StreamChunk, ToolCall
+from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.client import ReinClient
 from rein.temporal import ReinPlugin
-from rein.testing import full_result, start_local, start_time_skipping
+from rein.testing import full_result
+from tests.support.history import assert_no_task_failures, scheduled
+from tests.support.providers import StreamsItsCompletion
+from tests.support.tools import add
+from tests.support.waiting import poll, rein_status_is
 
 HISTORIES = Path(__file__).parent / "histories"
 REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
@@ -31,12 +36,6 @@ async def slow_tool(x: int) -> str:
     started.set()
     await asyncio.sleep(60)
     return "finished"
-
-
-@pytest.fixture(scope="module")
-async def env():
-    async with await start_time_skipping() as env:
-        yield env
 
 
 async def test_cancel_interrupts_a_running_tool(env):
@@ -123,24 +122,7 @@ async def test_cancelled_histories_replay_only_after_the_retired_patch(name):
 # --------------------------------------------------------------------------- on a real dev server: visibility
 
 
-@pytest.fixture(scope="module")
-async def dev():
-    environment = await start_local()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
-
-
-async def _until(check, what: str, attempts: int = 200) -> None:  # noqa: ANN001
-    for _ in range(attempts):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never {what}")
-
-
-class AddsOnce(MockProvider):
+class AddsOnce(StreamsItsCompletion, MockProvider):
     """Stateless, so one agent serves many runs: a tool call first, then the result as text."""
 
     def __init__(self) -> None:
@@ -151,22 +133,9 @@ class AddsOnce(MockProvider):
         self._responses, self._index = [done[-1] if done else [ToolCall(id="a1", name="add", arguments={"a": 1, "b": 2})]], 0
         return await super().complete(messages, tools, **kwargs)
 
-    async def stream(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        completion = await self.complete(messages, tools)
-        if completion.message.tool_calls:
-            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
-        if completion.message.content:
-            yield StreamChunk(type="text", text=completion.message.content)
-        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
-
 
 def approval_agent(name: str) -> Agent:
     return Agent(provider=AddsOnce(), tools=[add], name=name, config=LoopConfig(permission="ask"))
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
@@ -176,12 +145,12 @@ async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
         cancelled = await ops.start("cancel-dev", "1+2?")
         terminated = await ops.start("cancel-dev", "1+2?")
         for handle in (cancelled, terminated):
-            await _until(lambda h=handle: _status_is(ops, h.id, "waiting_approval"), "waiting")
+            await poll(lambda h=handle: rein_status_is(ops, h.id, "waiting_approval"), "waiting")
 
         async def both_listed() -> bool:
             return {cancelled.id, terminated.id} <= set(await ops.waiting("waiting_approval"))
 
-        await _until(both_listed, "listed as waiting")
+        await poll(both_listed, "listed as waiting")
 
         await cancelled.cancel()  # what the UI's "Request Cancellation" and `temporal workflow cancel` do
         result = await cancelled.result()
@@ -194,11 +163,75 @@ async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
         async def neither_listed() -> bool:
             return not {cancelled.id, terminated.id} & set(await ops.waiting("waiting_approval"))
 
-        await _until(neither_listed, "dropped from the waiting list")
+        await poll(neither_listed, "dropped from the waiting list")
         assert cancelled.id in [wf.id async for wf in dev.client.list_workflows('ReinStatus="cancelled"')]
         # the terminated run still carries waiting_approval: only the ExecutionStatus filter drops it
         assert (await terminated.describe()).typed_search_attributes.get(REIN_STATUS) == "waiting_approval"
 
 
-async def _status_is(ops: ReinClient, run_id: str, status: str) -> bool:
-    return (await ops.status(run_id)).status == status
+# --------------------------------------------------------------------------- a model call in flight
+
+
+class BlockingModel:
+    """A model that answers only when released; it records that it was called and whether its
+    call was cancelled (the activity's cancellation reaches it as CancelledError)."""
+
+    def __init__(self) -> None:
+        self.called = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+        self.called.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return rein.Completion(message=rein.Message(role="assistant", content="answered anyway"), finish_reason="stop")
+
+
+async def unchanged(ctx, call_next):  # noqa: ANN001, ANN201
+    """A middleware that changes nothing: the model call then runs as a middleware step activity."""
+    return await call_next(ctx)
+
+
+@pytest.mark.parametrize("how", ["signal", "workflow-cancel", "signal-middleware"])
+async def test_cancel_interrupts_a_model_call_in_flight(env, how):
+    """The run ends `cancelled` while its model call is still running (never released), and the
+    model activity itself is cancelled: a cancel request in history, and the provider saw it."""
+    model = BlockingModel()
+    agent = Agent(provider=model, name=f"thinking-{how}")
+    if how.endswith("middleware"):
+        agent.middleware(unchanged)
+    tq = f"cancel-{uuid.uuid4().hex[:6]}"
+    # Heartbeats go to the server at once (not throttled), so the cancellation comes back on the next one.
+    fast = timedelta(milliseconds=100)
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq, max_heartbeat_throttle_interval=fast,
+                                  default_heartbeat_throttle_interval=fast):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"cancel-{uuid.uuid4().hex[:8]}", task_queue=tq
+        )
+        await asyncio.wait_for(model.called.wait(), 30)
+        if how.startswith("signal"):
+            await handle.signal("cancel", {"reason": "operator stopped it"})
+        else:
+            await handle.cancel()
+        try:
+            # Never released: without cancellation reaching the model call the run would hang here.
+            result = await asyncio.wait_for(full_result(handle), 30)
+            # The activity learns of its cancellation on its next heartbeat.
+            await asyncio.wait_for(model.cancelled.wait(), 30)
+        finally:
+            model.release.set()
+        history = await handle.fetch_history()
+    assert result["stop_reason"] == "cancelled"
+    assert result["output"] is None and result["steps"] == []
+    assert_no_task_failures(history)
+    (model_call,) = scheduled(history.events, "rein.call_model")
+    cancel_requests = [e.activity_task_cancel_requested_event_attributes.scheduled_event_id for e in history.events
+                       if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED]
+    completions = [e.activity_task_completed_event_attributes.scheduled_event_id for e in history.events
+                   if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    assert cancel_requests == [model_call.event_id]
+    assert model_call.event_id not in completions

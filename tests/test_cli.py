@@ -32,7 +32,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
 import rein
-from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
+from rein import Agent, Completion, LoopConfig, Message, Usage
 from rein.cli import (
     EXIT_NEEDS_PERSON,
     EXIT_NOT_FOUND,
@@ -44,31 +44,15 @@ from rein.cli import (
 )
 from rein.client import ReinClient
 from rein.server import free_port
-from rein.testing import start_local
+from tests.support.processes import stop_process
+from tests.support.providers import CallThenReport, OpsModel, StreamsItsCompletion, Unavailable
+from tests.support.waiting import poll, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 REIN_BIN = str(Path(sys.executable).parent / "rein")
 
 
 # --------------------------------------------------------------------------- agents the worker serves
-
-
-class _Scripted:
-    """Stateless scripted model: `decide(messages)` returns a Completion; `stream` follows it."""
-
-    def decide(self, messages: list[Message]) -> Completion:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
-        return self.decide(messages)
-
-    async def stream(self, messages: list[Message], tools: Any = None, **kwargs: Any):
-        completion = await self.complete(messages, tools)
-        if completion.message.tool_calls:
-            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
-        else:
-            yield StreamChunk(type="text", text=completion.message.content)
-        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
 
 
 USAGE = Usage(input_tokens=3, output_tokens=2)
@@ -78,53 +62,19 @@ def _text(text: str) -> Completion:
     return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=USAGE)
 
 
-def _call(call_id: str, name: str, **arguments: Any) -> Completion:
-    call = ToolCall(id=call_id, name=name, arguments=arguments)
-    return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=USAGE)
-
-
-def _tool_results(messages: list[Message]) -> list[Message]:
-    return [m for m in messages if m.role == "tool"]
-
-
-class OpsModel(_Scripted):
-    """restart(service=<first word of the prompt>), then report the tool result."""
-
-    def decide(self, messages: list[Message]) -> Completion:
-        results = _tool_results(messages)
-        if results:
-            return _text(f"Report: {results[-1].content}")
-        service = next(m.content for m in messages if m.role == "user").split()[0]
-        return _call("call-restart", "restart", service=service)
-
-
-class AskingModel(_Scripted):
-    """Asks a person which region, then deploys there."""
-
-    def decide(self, messages: list[Message]) -> Completion:
-        results = _tool_results(messages)
-        if results:
-            return _text(f"Deploying to {results[-1].content}")
-        return _call("call-ask", "ask_human", question="Which region?")
-
-
-class ServiceUnavailable(Exception):
-    status_code = 503
-
-
-class FlakyModel(_Scripted):
+class FlakyModel(StreamsItsCompletion):
     """The first call for each prompt fails with a 503; later calls answer."""
 
     def __init__(self) -> None:
         self.failed: set[str] = set()
         self.calls = 0
 
-    def decide(self, messages: list[Message]) -> Completion:
+    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
         self.calls += 1
         prompt = next(m.content for m in messages if m.role == "user")
         if prompt not in self.failed:
             self.failed.add(prompt)
-            raise ServiceUnavailable("upstream said 503 Service Unavailable")
+            raise Unavailable("upstream said 503 Service Unavailable")
         return _text("recovered after retry")
 
 
@@ -145,7 +95,8 @@ def restart(service: str) -> str:
 flaky_model = FlakyModel()
 AGENTS = [
     Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name="cli-ops"),
-    Agent(provider=AskingModel(), tools=[rein.ask_human], name="cli-human"),
+    Agent(provider=CallThenReport("ask_human", {"question": "Which region?"}, "call-ask", "Deploying to {}"),
+          tools=[rein.ask_human], name="cli-human"),
     Agent(provider=flaky_model, config=LoopConfig(model_attempts=1), name="cli-flaky"),
 ]
 
@@ -154,13 +105,10 @@ AGENTS = [
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await start_local()
-    try:
-        async with rein.create_worker(environment.client, agents=AGENTS, task_queue="rein"):
-            yield environment
-    finally:
-        await environment.shutdown()
+async def env(dev):  # noqa: ANN001
+    """The module's dev server, with a worker serving AGENTS on rein's default task queue."""
+    async with rein.create_worker(dev.client, agents=AGENTS, task_queue="rein"):
+        yield dev
 
 
 @pytest.fixture
@@ -199,17 +147,6 @@ def cli(address: str, capsys: pytest.CaptureFixture[str]) -> Cli:
     return Cli(address, capsys)
 
 
-async def poll(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last: {last!r}")
-
-
 async def start_and_wait(cli: Cli, agent: str, prompt: str, status: str) -> tuple[str, dict]:
     """`rein start`, then `rein status` until the run is in `status`."""
     run_id = (await cli("start", agent, prompt))["run_id"]
@@ -218,7 +155,7 @@ async def start_and_wait(cli: Cli, agent: str, prompt: str, status: str) -> tupl
         view = await cli("status", run_id)
         return view if view["status"] == status else None
 
-    return run_id, await poll(reached, 15, f"{run_id} to be {status}")
+    return run_id, await poll(reached, f"{run_id} to be {status}", 15, interval=0.1)
 
 
 async def listed(cli: Cli, run_id: str, *argv: str) -> dict:
@@ -227,7 +164,7 @@ async def listed(cli: Cli, run_id: str, *argv: str) -> dict:
     async def row() -> dict | None:
         return next((r for r in await cli("list", *argv) if r["run_id"] == run_id), None)
 
-    return await poll(row, 15, f"`rein list {' '.join(argv)}` to show {run_id}")
+    return await poll(row, f"`rein list {' '.join(argv)}` to show {run_id}", 15, interval=0.1)
 
 
 async def session_of(env, run_id: str) -> rein.Session:  # noqa: ANN001
@@ -268,7 +205,7 @@ async def test_start_list_show_approve_result(env, cli: Cli) -> None:  # noqa: A
         view = await cli("status", run_id)
         return view if view["status"] == "waiting_approval" else None
 
-    view = await poll(waiting, 15, "waiting_approval")
+    view = await poll(waiting, "waiting_approval", 15, interval=0.1)
     assert view["interrupt"]["type"] == "need_approval"
     assert view["pending_tool_calls"] == [{"id": "call-restart", "name": "restart", "arguments": {"service": "billing"}}]
     assert view["stage"] == "run_tools"
@@ -437,7 +374,7 @@ async def test_a_run_of_an_unknown_agent_is_failed_everywhere(env, cli: Cli, add
         ids = [w.id async for w in env.client.list_workflows(f'ReinStatus="failed" AND WorkflowId="{run_id}"')]
         return ids == [run_id]
 
-    await poll(recorded, 15, "ReinStatus=failed")
+    await poll(recorded, "ReinStatus=failed", 15, interval=0.1)
     assert (await listed(cli, run_id, "--status", "failed"))["status"] == "failed"
 
 
@@ -520,51 +457,86 @@ def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFix
         assert main(["result", run_id]) == 0
         assert capsys.readouterr().out.splitlines()[-1] == "The answer is 5."
     finally:
-        worker.send_signal(signal.SIGINT)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
-    assert worker.returncode == 0, worker.stderr.read()[-2000:]
+        _, stderr = stop_process(worker, 30, signal.SIGINT)
+    assert worker.returncode == 0, stderr[-2000:]
+
+
+class Terminal:
+    """`rein run ...` with a pseudo-terminal as its stdin, stdout and stderr (so it asks there)."""
+
+    def __init__(self, *args: str, **env: str):
+        self.master, slave = pty.openpty()
+        environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+        self.process = subprocess.Popen([REIN_BIN, "run", *args], cwd=str(ROOT),
+                                        env={**environ, "COLUMNS": "200", "NO_COLOR": "1", **env},
+                                        stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        self.seen = b""
+
+    def read_until(self, text: bytes, timeout: float) -> bytes:
+        """What the terminal showed, once it shows `text` (or the bound passed, or the process closed it)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 4096)
+                except OSError:
+                    break
+        return self.seen
+
+    @property
+    def plain(self) -> str:
+        return re.sub(rb"\x1b\[[0-9;]*m", b"", self.seen).decode(errors="replace")  # a terminal gets styles
+
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.master)
 
 
 def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
-    master, slave = pty.openpty()
-    environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
-    process = subprocess.Popen([REIN_BIN, "run", "examples.calculator:agent", "What is 2 + 3?"], cwd=str(ROOT),
-                               env={**environ, "COLUMNS": "120", "NO_COLOR": "1"}, stdin=slave, stdout=slave, stderr=slave)
-    os.close(slave)
-    seen = b""
+    with Terminal("examples.calculator:agent", "What is 2 + 3?") as term:
+        assert b"Approve?" in term.read_until(b"Approve?", 90), term.seen
+        assert "Approval needed" in term.plain and "add" in term.plain
+        assert '"a": 2.0' in term.plain and '"b": 3.0' in term.plain
+        os.write(term.master, b"y\n")
+        term.read_until(b"The answer is", 90)
+        assert term.process.wait(timeout=60) == 0, term.seen
+        term.read_until(b"run calculator-", 5)
+    assert "The answer is 5." in term.plain
+    assert "add \u2192 5" in term.plain  # the approved tool's step, shown as it ran
 
-    def read_until(text: bytes, timeout: float) -> bytes:
-        nonlocal seen
-        deadline = time.monotonic() + timeout
-        while text not in seen and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    seen += os.read(master, 4096)
-                except OSError:
-                    break
-        return seen
 
-    try:
-        assert b"Approve?" in read_until(b"Approve?", 90), seen
-        plain = re.sub(rb"\x1b\[[0-9;]*m", b"", seen)  # a terminal gets styles
-        assert b"Approval needed" in plain and b"add" in plain
-        assert b'"a": 2.0' in plain and b'"b": 3.0' in plain
-        os.write(master, b"y\n")
-        read_until(b"The answer is", 90)
-        assert process.wait(timeout=60) == 0, seen
-        read_until(b"run calculator-", 5)
-        plain = re.sub(rb"\x1b\[[0-9;]*m", b"", seen)
-        assert b"The answer is 5." in plain
-        assert "add → 5".encode() in plain  # the approved tool's step, shown as it ran
-    finally:
-        if process.poll() is None:
-            process.kill()
-        os.close(master)
+@pytest.mark.parametrize("engine", ["temporal", "local"])
+def test_rein_run_at_the_terminal_denies_what_is_refused(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Answering no denies the call: the tool does not run, the model is told, and the run finishes
+    (it does not stop at the refusal, and it does not wait for someone else)."""
+    with Terminal("examples.calculator:agent", "What is 2 + 3?", REIN_ENGINE=engine) as term:
+        assert b"Approve?" in term.read_until(b"Approve?", 90), term.seen
+        os.write(term.master, b"n\n")
+        term.read_until(b"tokens \xc2\xb7 run ", 90)
+        assert term.process.wait(timeout=60) == 0, term.seen
+        term.read_until(b"\n", 5)
+    plain = term.plain
+    assert "I could not compute that: a tool call was not approved." in plain
+    assert "add \u2192 5" not in plain and "The answer is" not in plain
+    assert re.search(r"\u2717 +tool +add \u2192 Denied\b.*was not run", plain), plain  # the step, as shown
+    if engine == "local":
+        return
+    run_id = re.search(r"run (calculator-\S+)", plain.rsplit("tokens", 1)[1]).group(1)
+    assert main(["show", run_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "done"
+    steps = shown["steps"]
+    assert [s["kind"] for s in steps] == ["model", "tool", "model"], steps
+    assert steps[1]["is_error"] is True and steps[1]["summary"].startswith("add \u2192 Denied by "), steps[1]
+    assert "was not run" in steps[1]["summary"]
+    assert steps[2]["summary"] == "I could not compute that: a tool call was not approved."
 
 
 # --------------------------------------------------------------------------- rein server (subprocess)
@@ -576,15 +548,6 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def _wait_until(check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return check()
 
 
 class ReinServer:
@@ -613,7 +576,7 @@ class ReinServer:
         return self.output.decode(errors="replace")
 
     def read_until(self, text: str, timeout: float) -> str:
-        _wait_until(lambda: text in self.read() or self.process.poll() is not None, timeout)
+        wait_until(lambda: text in self.read() or self.process.poll() is not None, f"{text!r} or an exit", timeout)
         return self.read()
 
     def cleanup(self) -> None:
@@ -664,7 +627,7 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(rein_
         except OSError:
             return None
 
-    assert await asyncio.to_thread(_wait_until, lambda: ui_status() == 200, 20), f"no HTTP 200 from {ui_url}"
+    await asyncio.to_thread(wait_until, lambda: ui_status() == 200, f"HTTP 200 from {ui_url}", 20)
 
     env = {"REIN_HOME": str(server.home)}
     status = await asyncio.to_thread(rein_cli, "server", "status", "--json", **env)
@@ -675,7 +638,7 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(rein_
     # Ctrl-C (the documented way to stop it): the last user leaves, the server stops.
     server.process.send_signal(signal.SIGINT)
     assert await asyncio.to_thread(server.process.wait, 30) == 0
-    assert await asyncio.to_thread(_wait_until, lambda: not _listening(server.port), 30)
+    await asyncio.to_thread(wait_until, lambda: not _listening(server.port), "the dev server to stop listening", 30)
     stopped = await asyncio.to_thread(rein_cli, "server", "status", **env)
     assert stopped.returncode == 1 and "not running" in stopped.stdout
 
@@ -701,13 +664,13 @@ def test_rein_server_terminate_stops_the_dev_server(rein_server) -> None:  # noq
     assert _listening(server.port)
     server.process.terminate()
     assert server.process.wait(timeout=30) == 0
-    assert _wait_until(lambda: not _listening(server.port), 30), "the dev server still listens after SIGTERM"
+    wait_until(lambda: not _listening(server.port), "the dev server to stop listening after SIGTERM", 30)
 
 
 def test_rein_server_prints_addresses_when_stdout_is_a_pipe(rein_server) -> None:  # noqa: ANN001
     """A user piping `rein server` (tee, docker logs, systemd) must see the addresses while it runs."""
     server = rein_server(False)  # no PYTHONUNBUFFERED: Python block-buffers a piped stdout
-    assert _wait_until(lambda: _listening(server.port) or server.process.poll() is not None, 60)
+    wait_until(lambda: _listening(server.port) or server.process.poll() is not None, "the server to listen", 60)
     out = server.read_until("Ctrl-C", 30)
     assert server.process.poll() is None, out
     assert f"127.0.0.1:{server.port}" in out and "Temporal UI:" in out, out
@@ -725,7 +688,8 @@ def test_rein_codec_server_round_trips_payloads() -> None:
     process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        assert _wait_until(lambda: _listening(port) or process.poll() is not None, 60) and process.poll() is None
+        wait_until(lambda: _listening(port) or process.poll() is not None, "the codec server to listen", 60)
+        assert process.poll() is None
 
         def post(path: str, body: dict) -> dict:
             request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
@@ -739,7 +703,6 @@ def test_rein_codec_server_round_trips_payloads() -> None:
         assert b"tool output" not in base64.b64decode(encoded["payloads"][0]["data"])
         assert post("/decode", encoded)["payloads"] == [plain]
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop_process(process, 20)
     no_key = rein_cli("codec-server", REIN_CODEC_KEY="", timeout=60)
     assert_one_line_error(no_key, EXIT_USAGE, "REIN_CODEC_KEY is not set")

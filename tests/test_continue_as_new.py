@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
 from temporalio.api.enums.v1 import EventType
 
 import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
 from rein.client import ReinClient
 from rein.contract import WaitRequest
-from rein.testing import full_result, start_local, start_time_skipping
+from rein.testing import full_result
 
 
 class Counter:
@@ -36,21 +35,6 @@ def bump(n: int) -> int:
     return n + 1
 
 
-@pytest.fixture(scope="module")
-async def env():
-    async with await start_time_skipping() as env:
-        yield env
-
-
-@pytest.fixture(scope="module")
-async def dev_env():
-    # The Java time-skipping server takes ~10 s to reject an update aimed at a run that
-    # just continued as new; the dev server answers at once, as production servers do.
-    async with await start_local() as env:
-        yield env
-
-
-
 async def test_long_run_continues_as_new_and_keeps_everything(env):
     agent = Agent(provider=Counter(8), tools=[bump], name="counter", config=LoopConfig(detect_loops=False))
     tq = f"can-{uuid.uuid4().hex[:6]}"
@@ -67,6 +51,9 @@ async def test_long_run_continues_as_new_and_keeps_everything(env):
     assert result["session"]["iteration"] == 9
     assert [s["kind"] for s in result["steps"]] == ["model", "tool"] * 8 + ["model"]
     assert [s["index"] for s in result["steps"]] == list(range(17))
+    # Active time is carried across runs: the whole run took at least what all its steps took.
+    assert all(s["duration_s"] > 0 for s in result["steps"]), result["steps"]
+    assert result["elapsed_s"] >= sum(s["duration_s"] for s in result["steps"]), result["elapsed_s"]
     tool_messages = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == [str(i + 1) for i in range(8)]
     first = env.client.get_workflow_handle(handle.id, run_id=first_run)
@@ -75,8 +62,10 @@ async def test_long_run_continues_as_new_and_keeps_everything(env):
     assert (await env.client.get_workflow_handle(handle.id).describe()).run_id != first_run
 
 
-async def test_waiting_client_follows_the_run_across_continue_as_new(dev_env):
-    env = dev_env
+async def test_waiting_client_follows_the_run_across_continue_as_new(dev):
+    # The Java time-skipping server takes ~10 s to reject an update aimed at a run that
+    # just continued as new; the dev server answers at once, as production servers do.
+    env = dev
     agent = Agent(provider=Counter(4), tools=[bump], name="asker", config=LoopConfig(permission="ask", detect_loops=False))
     tq = f"can-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):

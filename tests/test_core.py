@@ -40,40 +40,10 @@ from rein.circuit import tripped_breaker
 from rein.providers.fallback import is_retryable
 from rein.providers.mock import EXHAUSTED_TEXT
 from rein.tools import ToolRegistry
+from tests.support.providers import AuthFailed, EchoProvider, RateLimited
+from tests.support.tools import tc
 
 # --------------------------------------------------------------------------- helpers
-
-
-class RateLimited(Exception):
-    """A transient provider error (HTTP 429)."""
-
-    status_code = 429
-
-
-class AuthFailed(Exception):
-    """A fatal provider error (HTTP 401)."""
-
-    status_code = 401
-
-
-class EchoProvider:
-    """Stateless: answers with the last user message, so concurrent runs cannot mix."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, messages, tools=None, **kwargs):
-        self.calls += 1
-        await asyncio.sleep(0)  # let concurrent runs interleave
-        last_user = next(m.content for m in reversed(messages) if m.role == "user")
-        return Completion(
-            message=Message(role="assistant", content=last_user), finish_reason="stop", usage=Usage(input_tokens=1)
-        )
-
-    async def stream(self, messages, tools=None, **kwargs):
-        c = await self.complete(messages, tools)
-        yield StreamChunk(type="text", text=c.message.content)
-        yield StreamChunk(type="done", usage=c.usage, finish_reason="stop")
 
 
 class Counting:
@@ -91,10 +61,6 @@ class Counting:
         self.calls += 1
         async for chunk in self.inner.stream(messages, tools, **kwargs):
             yield chunk
-
-
-def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
 
 
 def make_tools() -> tuple[list, list[tuple[str, tuple]]]:
@@ -126,7 +92,7 @@ def kinds(result: RunResult) -> list[str]:
     return [s.kind for s in result.steps]
 
 
-def tool_messages(session: Session) -> list[Message]:
+def tool_messages_of(session: Session) -> list[Message]:
     return [m for m in session.messages if m.role == "tool"]
 
 
@@ -548,7 +514,7 @@ def test_permission_deny_feeds_errors_back_and_continues():
     assert ran == []
     assert r.status == "done" and r.output == "I could not use the tools"
     assert [(s.kind, s.is_error) for s in r.steps] == [("model", None), ("tool", True), ("tool", True), ("model", None)]
-    results = tool_messages(r.session)
+    results = tool_messages_of(r.session)
     assert [m.tool_call_id for m in results] == ["a", "b"]
     assert all("denied" in m.content.lower() for m in results)
     assert "'add'" in results[0].content and "'mul'" in results[1].content
@@ -587,7 +553,7 @@ def test_resume_approve_runs_the_tool(via_json):
     assert ran == [("add", (1, 2))]
     assert (r2.status, r2.output, r2.stop_reason) == ("done", "3", "done")
     assert kinds(r2) == ["tool", "model"] and r2.steps[0].is_error is False
-    assert tool_messages(r2.session) == [Message(role="tool", tool_call_id="1", content="3")]
+    assert tool_messages_of(r2.session) == [Message(role="tool", tool_call_id="1", content="3")]
     assert r2.usage == Usage(input_tokens=2, output_tokens=2)  # cumulative over run + resume
     assert r2.session.iteration == 2
 
@@ -600,7 +566,7 @@ def test_resume_deny_writes_an_error_and_the_model_continues(via_json):
     assert ran == []
     assert (r2.status, r2.output) == ("done", "fine, no tools")
     assert [(s.kind, s.is_error) for s in r2.steps] == [("tool", True), ("model", None)]
-    (msg,) = tool_messages(r2.session)
+    (msg,) = tool_messages_of(r2.session)
     assert msg.tool_call_id == "1" and "denied" in msg.content.lower() and "add" in msg.content
     assert r2.session.decisions[-1].approved is False
 
@@ -632,7 +598,7 @@ def test_resume_multi_round_approval(via_json):
     r = agent.resume(_maybe_roundtrip(r.session, via_json))
     assert (r.status, r.output) == ("done", "all done")
     assert ran == [("add", (1, 2)), ("mul", (3, 4))]
-    assert [m.content for m in tool_messages(r.session)] == ["3", "12"]
+    assert [m.content for m in tool_messages_of(r.session)] == ["3", "12"]
 
 
 async def test_aresume_is_the_async_form():
@@ -659,7 +625,7 @@ def test_ask_human_interrupts_and_the_answer_becomes_the_tool_result(via_json):
     assert r.session.stage == Stage.RUN_TOOLS
     r2 = agent.resume(_maybe_roundtrip(r.session, via_json), answer="x")
     assert (r2.status, r2.output) == ("done", "Hello, Ada")
-    assert tool_messages(r2.session) == [Message(role="tool", tool_call_id="q1", content="x")]
+    assert tool_messages_of(r2.session) == [Message(role="tool", tool_call_id="q1", content="x")]
     assert [(s.kind, s.summary, s.is_error) for s in r2.steps][0] == ("tool", "ask_human → x", False)
     assert ran == []
 
@@ -772,7 +738,7 @@ def test_bad_tool_arguments_are_error_results(call, needles):
     assert ran == []
     assert (r.status, r.output) == ("done", "I will fix that")
     assert [(s.kind, s.is_error) for s in r.steps] == [("model", None), ("tool", True), ("model", None)]
-    (msg,) = tool_messages(r.session)
+    (msg,) = tool_messages_of(r.session)
     for needle in needles:
         assert needle in msg.content, (needle, msg.content)
 
@@ -782,7 +748,7 @@ def test_tool_arguments_are_held_to_the_advertised_schema():
     tools, ran = make_tools()
     r = local_agent([[tc("add", a="1", b=2)], [tc("add", a=1, b=2)], "ok"], tools=tools).run("go")
     assert ran == [("add", (1, 2))]
-    first, second = tool_messages(r.session)
+    first, second = tool_messages_of(r.session)
     assert "a: Input should be a valid integer (got '1')" in first.content
     assert second.content == "3"
 
@@ -793,7 +759,7 @@ def test_raising_tool_is_an_error_result_and_the_run_goes_on():
 
     r = local_agent([[tc("explode")], "recovered"], tools=[explode]).run("go")
     assert r.output == "recovered"
-    (msg,) = tool_messages(r.session)
+    (msg,) = tool_messages_of(r.session)
     assert "KeyError" in msg.content and r.steps[1].is_error is True
 
 

@@ -12,7 +12,6 @@ import os
 import posixpath
 import re
 import shlex
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import yaml
 
 from rein.contract import DEFAULT_TASK_QUEUE, SEARCH_ATTRIBUTES
 from rein.server import TUNED_DYNAMIC_CONFIG, free_port, temporal_binary
+from tests.support.processes import stop_process, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_PATH = ROOT / "docker-compose.yml"
@@ -270,18 +270,6 @@ def test_dependencies_wait_on_conditions(services: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- the setup job, for real
 
 
-def _wait_for_port(port: int, process: subprocess.Popen, wait_s: float = 60) -> None:
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "temporal dev server exited"
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    pytest.fail("temporal dev server did not start")
-
-
 @pytest.fixture(scope="module")
 def bare_dev_server() -> Iterator[str]:
     """A dev server without rein's search attributes (rein.server would register them)."""
@@ -292,14 +280,10 @@ def bare_dev_server() -> Iterator[str]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True,
     )
     try:
-        _wait_for_port(port, process)
+        wait_for_port(port, process)
         yield f"127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)
 
 
 def _cli(address: str, *args: str) -> subprocess.CompletedProcess:

@@ -26,15 +26,11 @@ from rein import LoopConfig, Message, MockProvider, Session, ToolCall, ToolConte
 from rein.machine import policy_denial
 from rein.runtime import DockerRuntime, LocalRuntime, Runtime, read_sandbox_output, sandbox_script, tool_source
 from rein.tools import Tool, execute_tool
+from tests.support.tools import add, tc
 
 # --------------------------------------------------------------------------- tools (self-contained)
 
 GREETING = "hello"  # module globals do not exist in the container
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def describe(city: str, days: int = 3, *, units: str = "metric") -> dict:
@@ -89,6 +85,32 @@ def slow(seconds: float) -> str:
     return "woke up"
 
 
+def rendezvous(folder: str, label: str, expected: int) -> str:
+    """Marks itself started, then waits (bounded) until `expected` calls have started: a barrier
+    only calls that run at the same time can pass."""
+    import os
+    import time
+
+    open(os.path.join(folder, label + ".started"), "w").close()
+    for _ in range(600):
+        if len([f for f in os.listdir(folder) if f.endswith(".started")]) >= expected:
+            return f"{label} met {expected}"
+        time.sleep(0.05)
+    return f"{label} alone"
+
+
+def await_flag(path: str) -> str:
+    """Waits (bounded) until `path` exists: someone else must create it meanwhile."""
+    import os
+    import time
+
+    for _ in range(600):
+        if os.path.exists(path):
+            return "flagged"
+        time.sleep(0.05)
+    return "never flagged"
+
+
 async def async_double(x: float) -> float:
     import asyncio
 
@@ -132,12 +154,8 @@ NO_ARGS = lambda: 1  # noqa: E731
 
 REGISTRY = ToolRegistry(
     [add, describe, chatty, boom, unserialisable, uses_a_global, positional_only, nothing, value, dies, slow,
-     async_double, norm1, shout_impl, too_slow, with_context]
+     rendezvous, await_flag, async_double, norm1, shout_impl, too_slow, with_context]
 )
-
-
-def call(name: str, cid: str = "c1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
 
 
 def run_locally(script: str) -> str:
@@ -231,13 +249,13 @@ def test_is_a_runtime() -> None:
 
 
 async def test_deny_is_the_policy_denial(fake_docker: FakeDocker) -> None:
-    c = call("add", a=1, b=2)
+    c = tc("add", "c1", a=1, b=2)
     assert await DockerRuntime().execute(c, REGISTRY, "deny") == policy_denial(c)
     assert fake_docker.runs == []
 
 
 async def test_unknown_tool_is_the_same_error_as_execute_tool(fake_docker: FakeDocker) -> None:
-    c = call("nope")
+    c = tc("nope", "c1")
     result = await DockerRuntime().execute(c, REGISTRY)
     assert result == await execute_tool(None, c, available=REGISTRY.names())
     assert result.is_error and "Unknown tool 'nope'" in result.content
@@ -259,7 +277,7 @@ async def test_bad_arguments_never_reach_a_container(
 
 
 async def test_tools_taking_a_context_are_refused(fake_docker: FakeDocker) -> None:
-    result = await DockerRuntime().execute(call("with_context", x=1), REGISTRY)
+    result = await DockerRuntime().execute(tc("with_context", "c1", x=1), REGISTRY)
     assert result.is_error and "ToolContext" in result.content
     assert fake_docker.runs == []
 
@@ -275,7 +293,7 @@ async def test_tools_without_usable_source_are_error_results(fake_docker: FakeDo
 
 
 async def test_missing_docker_sdk_is_an_error_result_with_the_install_hint(no_docker: None) -> None:
-    result = await DockerRuntime().execute(call("add", a=1, b=2), REGISTRY)
+    result = await DockerRuntime().execute(tc("add", "c1", a=1, b=2), REGISTRY)
     assert result.is_error and result.tool_call_id == "c1"
     assert "ImportError" in result.content
     assert "pip install 'rein[docker]'" in result.content
@@ -286,7 +304,7 @@ async def test_unreachable_engine_is_an_error_result(monkeypatch: pytest.MonkeyP
         pass
 
     monkeypatch.setitem(sys.modules, "docker", FakeDocker(DockerException("Error while fetching server API version")))
-    result = await DockerRuntime().execute(call("add", a=1, b=2), REGISTRY)
+    result = await DockerRuntime().execute(tc("add", "c1", a=1, b=2), REGISTRY)
     assert result.is_error
     assert result.content == (
         "Tool 'add' failed in the Docker sandbox: DockerException: Error while fetching server API version"
@@ -344,13 +362,13 @@ async def test_script_prints_what_execute_tool_returns(name: str, arguments: dic
 def test_script_reports_the_tools_failures(name: str, arguments: dict, expected: str) -> None:
     t = REGISTRY.get(name)
     script = sandbox_script(t, t.validate_arguments(arguments))
-    result = read_sandbox_output(t.name, call(name), run_locally(script))
+    result = read_sandbox_output(t.name, tc(name, "c1"), run_locally(script))
     assert result.is_error
     assert result.content.startswith(expected)
 
 
 def test_output_without_a_result_is_an_error() -> None:
-    result = read_sandbox_output("add", call("add"), "Traceback ...\nSyntaxError: oops\n")
+    result = read_sandbox_output("add", tc("add", "c1"), "Traceback ...\nSyntaxError: oops\n")
     assert result.is_error and "produced no result" in result.content and "SyntaxError: oops" in result.content
 
 
@@ -359,7 +377,7 @@ def test_output_without_a_result_is_an_error() -> None:
 
 async def test_runs_in_a_container_that_is_removed(fake_docker: FakeDocker) -> None:
     rt = DockerRuntime("python:3.13-alpine", mem_limit="64m", cpu_quota=50_000)
-    result = await rt.execute(call("describe", city="Zürich"), REGISTRY)
+    result = await rt.execute(tc("describe", "c1", city="Zürich"), REGISTRY)
     assert result.model_dump() == {
         "tool_call_id": "c1", "content": '{"city": "Zürich", "days": 3, "units": "metric"}', "is_error": False
     }
@@ -373,66 +391,68 @@ async def test_runs_in_a_container_that_is_removed(fake_docker: FakeDocker) -> N
 
 
 async def test_network_can_be_enabled(fake_docker: FakeDocker) -> None:
-    await DockerRuntime(network_disabled=False, mem_limit=None).execute(call("add", a=1, b=2), REGISTRY)
+    await DockerRuntime(network_disabled=False, mem_limit=None).execute(tc("add", "c1", a=1, b=2), REGISTRY)
     assert fake_docker.runs[0]["network_disabled"] is False and fake_docker.runs[0]["mem_limit"] is None
 
 
 async def test_tool_failure_in_the_container(fake_docker: FakeDocker) -> None:
-    result = await DockerRuntime().execute(call("boom", reason="no"), REGISTRY)
+    result = await DockerRuntime().execute(tc("boom", "c1", reason="no"), REGISTRY)
     assert (result.is_error, result.content) == (True, "Tool 'boom' failed: ValueError: no")
     assert fake_docker.containers_made[0].removed
 
 
 async def test_a_container_that_dies_is_an_error_result(fake_docker: FakeDocker) -> None:
-    result = await DockerRuntime().execute(call("dies"), REGISTRY)
+    result = await DockerRuntime().execute(tc("dies", "c1"), REGISTRY)
     assert result.is_error
     assert result.content.startswith("Tool 'dies' failed in the Docker sandbox: RuntimeError: the container exited with code 3")
     assert fake_docker.containers_made[0].removed
 
 
 async def test_timeout_kills_and_removes_the_container(fake_docker: FakeDocker) -> None:
-    started = time.monotonic()
-    result = await DockerRuntime().execute(call("too_slow"), REGISTRY)
-    assert time.monotonic() - started < 10
+    result = await DockerRuntime().execute(tc("too_slow", "c1"), REGISTRY)
     assert result.is_error
     assert result.content.startswith("Tool 'too_slow' failed in the Docker sandbox: TimeoutError: no result within 0.5 s")
     container = fake_docker.containers_made[0]
-    assert container.removed and container.proc.returncode is not None
+    # Killed (by a signal), not waited for: a container that ran to its end would have exited 0.
+    assert container.removed and container.proc.returncode is not None and container.proc.returncode < 0
 
 
-async def test_execute_all_keeps_the_call_order(fake_docker: FakeDocker) -> None:
+async def test_execute_all_keeps_the_call_order(fake_docker: FakeDocker, tmp_path) -> None:  # noqa: ANN001
+    """The calls run at the same time (each container waits until all three have started, which
+    one-after-the-other execution never reaches), and results come back in call order."""
+    folder = str(tmp_path)
     calls = [
-        call("slow", "c1", seconds=0.6),
-        call("add", "c2", a=1, b=1),
-        call("nope", "c3"),
-        call("add", "c4", a=1),
-        call("slow", "c5", seconds=0.0),
+        tc("rendezvous", "c1", folder=folder, label="first", expected=3),
+        tc("add", "c2", a=1, b=1),
+        tc("nope", "c3"),
+        tc("add", "c4", a=1),
+        tc("rendezvous", "c5", folder=folder, label="second", expected=3),
+        tc("rendezvous", "c6", folder=folder, label="third", expected=3),
     ]
-    started = time.monotonic()
     results = await DockerRuntime().execute_all(calls, REGISTRY)
-    assert time.monotonic() - started < 0.6 * 2 + 2  # concurrent, not one after the other
-    assert [r.tool_call_id for r in results] == ["c1", "c2", "c3", "c4", "c5"]
-    assert [r.content for r in results[:2]] == ["woke up", "2"]
-    assert [r.is_error for r in results] == [False, False, True, True, False]
-    assert len(fake_docker.runs) == 3  # the unknown tool and the bad arguments needed no container
+    assert [r.tool_call_id for r in results] == ["c1", "c2", "c3", "c4", "c5", "c6"]
+    assert [r.content for r in results[:2]] == ["first met 3", "2"]
+    assert [r.content for r in results[4:]] == ["second met 3", "third met 3"]
+    assert [r.is_error for r in results] == [False, False, True, True, False, False]
+    assert len(fake_docker.runs) == 4  # the unknown tool and the bad arguments needed no container
 
 
 async def test_execute_all_deny(fake_docker: FakeDocker) -> None:
-    calls = [call("add", "c1", a=1, b=2), call("add", "c2", a=3, b=4)]
+    calls = [tc("add", "c1", a=1, b=2), tc("add", "c2", a=3, b=4)]
     assert await DockerRuntime().execute_all(calls, REGISTRY, "deny") == [policy_denial(c) for c in calls]
     assert fake_docker.runs == []
 
 
 async def test_same_results_as_local_runtime(fake_docker: FakeDocker) -> None:
     calls = [
-        call("add", "c1", a=2, b=5),
-        call("describe", "c2", city="Kyōto", days=2),
-        call("boom", "c3", reason="x"),
-        call("positional_only", "c4", a=7),
-        call("async_double", "c5", x=4),
-        call("shout", "c6", text="ok"),
-        call("add", "c7", a=[1]),
-        call("missing", "c8"),
+        tc("add", "c1", a=2, b=5),
+        tc("describe", "c2", city="Kyōto", days=2),
+        tc("boom", "c3", reason="x"),
+        tc("positional_only", "c4", a=7),
+        tc("async_double", "c5", x=4),
+        tc("shout", "c6", text="ok"),
+        tc("add", "c7", a=[1]),
+        tc("missing", "c8"),
     ]
     docker_results = await DockerRuntime().execute_all(calls, REGISTRY)
     local_results = await LocalRuntime().execute_all(calls, REGISTRY)
@@ -450,24 +470,22 @@ async def test_the_in_process_runner_can_use_it(fake_docker: FakeDocker) -> None
     assert len(fake_docker.runs) == 1
 
 
-def test_runtime_call_from_a_thread_does_not_block_the_loop(fake_docker: FakeDocker) -> None:
-    """The container is waited for in a worker thread: the event loop keeps running meanwhile."""
+def test_runtime_call_from_a_thread_does_not_block_the_loop(fake_docker: FakeDocker, tmp_path) -> None:  # noqa: ANN001
+    """The container is waited for in a worker thread: the event loop keeps running meanwhile (here it
+    raises the flag the container waits for; a blocked loop would leave it waiting)."""
+    flag = tmp_path / "flag"
 
-    async def scenario() -> int:
-        ticks = 0
+    async def scenario() -> str:
+        async def raise_flag() -> None:
+            while not fake_docker.containers_made:  # the container has started
+                await asyncio.sleep(0.01)
+            flag.touch()
 
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.02)
-                ticks += 1
-
-        task = asyncio.create_task(ticker())
+        task = asyncio.create_task(raise_flag())
         try:
-            result = await DockerRuntime().execute(call("slow", seconds=0.5), REGISTRY)
-            assert result.content == "woke up"
+            result = await DockerRuntime().execute(tc("await_flag", "c1", path=str(flag)), REGISTRY)
         finally:
             task.cancel()
-        return ticks
+        return result.content
 
-    assert asyncio.run(scenario()) >= 5
+    assert asyncio.run(scenario()) == "flagged"

@@ -12,13 +12,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rein.server import embedded_status, stop_embedded
+from tests.support.processes import stop_process
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 REIN_BIN = str(Path(sys.executable).parent / "rein")
@@ -144,17 +145,8 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def _wait_for(check, timeout: float, what: str) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-
-
 def _no_server_left(home: Path) -> None:
-    _wait_for(lambda: not _processes_using(home), 30, f"the embedded server of {home} to stop")
+    wait_until(lambda: not _processes_using(home), f"the embedded server of {home} to stop", 30)
     assert embedded_status(home) is None
 
 
@@ -186,7 +178,7 @@ def test_a_process_killed_mid_tool_loses_nothing(home: Path, out: Path) -> None:
         stdin=subprocess.DEVNULL,
     )
     try:
-        _wait_for(lambda: (out / "started").exists() or doomed.poll() is not None, TIMEOUT, "the tool to start")
+        wait_until(lambda: (out / "started").exists() or doomed.poll() is not None, "the tool to start", TIMEOUT)
         assert doomed.poll() is None, doomed.communicate()[1][-3000:]
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(timeout=10)
@@ -248,12 +240,7 @@ def test_worker_py_finishes_a_run_a_script_left_waiting(home: Path, out: Path) -
         assert result["output"] == "Done: recorded hello."
         assert _lines(out / "effects") == [f"hello by {worker.pid}"]
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.communicate()
+        stop_process(worker, 30)
     _no_server_left(home)
 
 

@@ -13,20 +13,18 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
-import pytest_asyncio
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from rein.server import free_port
-from rein.temporal.codec import AesGcmCodec, CodecKeyError, codec_from_env, new_key, parse_keys
-from rein.testing import start_local
-from tests.processes import ROOT, WorkerProcess, payloads_in, wait_for_text
+from rein.temporal.codec import AesGcmCodec, CodecKeyError, new_key, parse_keys
+from tests.support.history import assert_secret_absent, payloads_in
+from tests.support.processes import ROOT, WorkerProcess, stop_process, wait_for_text
 
 KEY = new_key()
 OLD_KEY = new_key()
@@ -101,21 +99,12 @@ async def test_rotation_old_payloads_stay_readable_and_a_missing_key_is_named():
 # --------------------------------------------------------------------------- a real run
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def server():
-    environment = await start_local()  # no key here: this client reads the history raw
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
-
-
 @pytest.fixture(scope="module")
-def worker(server, tmp_path_factory: pytest.TempPathFactory):
+def worker(dev, tmp_path_factory: pytest.TempPathFactory):
     logs = tmp_path_factory.mktemp("encryption")
     tq = f"enc-{uuid.uuid4().hex[:6]}"
     proc = WorkerProcess(
-        server.client.service_client.config.target_host, ["tests.agents.faults:leaky"], tq, logs / "worker.log",
+        dev.client.service_client.config.target_host, ["tests.agents.faults:leaky"], tq, logs / "worker.log",
         REIN_CODEC_KEY=KEYS, FAULTS_DIR=str(logs), FAULTS_API_KEY=API_KEY,
         DATABASE_URL=f"postgres://app:{DB_PASSWORD}@db.internal:5432/app",
     ).start()
@@ -125,10 +114,10 @@ def worker(server, tmp_path_factory: pytest.TempPathFactory):
         proc.stop()
 
 
-async def test_encrypted_run_history_is_unreadable_without_the_key(server, worker, monkeypatch):
+async def test_encrypted_run_history_is_unreadable_without_the_key(dev, worker, monkeypatch):
     _, tq = worker
     monkeypatch.setenv("REIN_CODEC_KEY", KEYS)
-    monkeypatch.setenv("TEMPORAL_ADDRESS", server.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev.client.service_client.config.target_host)
     from rein.client import ReinClient, connect
 
     client = ReinClient(await connect(), tq)
@@ -138,28 +127,26 @@ async def test_encrypted_run_history_is_unreadable_without_the_key(server, worke
     result = await client.result(handle.id)
     assert result.output.startswith(f"Report: TOOL-MARKER-{handle.id}")
 
-    raw = await server.client.get_workflow_handle(handle.id).fetch_history()
-    payloads = list(payloads_in(raw))
+    raw = await dev.client.get_workflow_handle(handle.id).fetch_history()  # dev has no key: the raw history
+    # Search attributes are indexed by the server, so never encrypted by design.
+    payloads = list(payloads_in(raw, skip=("search_attributes",)))
     assert len(payloads) >= 8  # input, activity inputs/results, result, summaries
     for payload in payloads:
         assert payload.metadata["encoding"] == b"binary/encrypted", (payload, [
-            (e.event_type, str(e)[:300]) for e in raw.events if payload in list(payloads_in(e))])
+            (e.event_type, str(e)[:300]) for e in raw.events if payload in list(payloads_in(e, skip=("search_attributes",)))])
         assert payload.metadata["encryption-key-id"] == b"2026b"
         assert prompt.encode() not in payload.data and b"TOOL-MARKER" not in payload.data
     # Without the key, rein's client cannot read the result either.
     with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the decode failure
-        await server.client.get_workflow_handle(handle.id).result()
+        await dev.client.get_workflow_handle(handle.id).result()
 
     # With the key: every payload decodes; the conversation is there, the worker's secrets are not.
-    decoded = await codec_from_env().decode(payloads)
-    text = "\n".join(p.data.decode() for p in decoded)
-    assert prompt in text and f"TOOL-MARKER-{handle.id}" in text
-    for secret in SECRETS:
-        assert secret not in text, secret
+    text = await assert_secret_absent(raw, SECRETS, client.client.data_converter,
+                                      present=[prompt, f"TOOL-MARKER-{handle.id}"])
     assert "postgres://app:[redacted]@db.internal" in text
 
 
-async def test_codec_server_decodes_for_the_ui(server, worker, tmp_path):
+async def test_codec_server_decodes_for_the_ui(dev, worker, tmp_path):
     port = free_port()
     log = tmp_path / "codec.log"
     env = {**os.environ, "REIN_CODEC_KEY": KEYS}
@@ -193,11 +180,10 @@ async def test_codec_server_decodes_for_the_ui(server, worker, tmp_path):
                                       headers={"Content-Type": "application/json"})
             assert garbage.status_code == 400
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_process(proc)
 
 
-async def test_rein_keeps_a_client_codec(server):
+async def test_rein_keeps_a_client_codec(dev):
     """A user's own encrypting Client keeps its codec when rein's client and converter take it over."""
     from temporalio.converter import DataConverter
 
@@ -207,7 +193,7 @@ async def test_rein_keeps_a_client_codec(server):
     codec = AesGcmCodec(parse_keys(KEY))
     mine = dataclasses.replace(pydantic_data_converter, payload_codec=codec)
     assert rein_data_converter(mine).payload_codec is codec
-    plain = await Client.connect(server.client.service_client.config.target_host,
+    plain = await Client.connect(dev.client.service_client.config.target_host,
                                  data_converter=DataConverter(payload_codec=codec))
     converter = ReinClient(plain).client.data_converter
     assert converter.payload_codec is codec

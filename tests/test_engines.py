@@ -19,87 +19,12 @@ from pydantic import BaseModel
 
 import rein
 from rein.client import RunFailed
-from rein import Agent, Completion, LoopConfig, Message, MockProvider, RunResult, Session, StreamChunk, ToolCall, Usage
+from rein import Agent, Completion, LoopConfig, Message, MockProvider, Session, StreamChunk, ToolCall, Usage
+from tests.support.providers import AuthFailed, EchoProvider, OutageProvider, RateLimited
+from tests.support.results import engine_view
+from tests.support.tools import add, explode, mul, tc
 
 # --------------------------------------------------------------------------- helpers
-
-
-class RateLimited(Exception):
-    status_code = 429
-
-
-class AuthFailed(Exception):
-    status_code = 401
-
-
-class EchoProvider:
-    """Stateless: answers with the last user message."""
-
-    async def complete(self, messages, tools=None, **kwargs):
-        last_user = next(m.content for m in reversed(messages) if m.role == "user")
-        return Completion(message=Message(role="assistant", content=f"echo: {last_user}"), finish_reason="stop")
-
-    async def stream(self, messages, tools=None, **kwargs):
-        c = await self.complete(messages, tools)
-        yield StreamChunk(type="text", text=c.message.content)
-        yield StreamChunk(type="done", usage=c.usage, finish_reason="stop")
-
-
-class FlakyProvider:
-    """Raises a 429 on every call while `failing`; answers "recovered" afterwards."""
-
-    def __init__(self) -> None:
-        self.failing = True
-        self.calls = 0
-
-    async def complete(self, messages, tools=None, **kwargs):
-        self.calls += 1
-        if self.failing:
-            raise RateLimited("rate limited, try later")
-        return Completion(
-            message=Message(role="assistant", content="recovered"),
-            finish_reason="stop",
-            usage=Usage(input_tokens=3, output_tokens=4),
-        )
-
-    async def stream(self, messages, tools=None, **kwargs):
-        c = await self.complete(messages, tools)
-        yield StreamChunk(type="text", text=c.message.content)
-        yield StreamChunk(type="done", usage=c.usage, finish_reason="stop")
-
-
-def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def mul(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
-
-
-def explode() -> str:
-    """Always fails."""
-    raise ZeroDivisionError("kaboom")
-
-
-def view(result: RunResult) -> dict[str, Any]:
-    """What must be equal across engines, frozen (local runs mutate their Session later)."""
-    return {
-        "status": result.status,
-        "output": result.output,
-        "data": result.data.model_copy() if isinstance(result.data, BaseModel) else result.data,
-        "stop_reason": result.stop_reason,
-        "usage": result.usage.model_dump(),
-        "steps": [(s.kind, s.summary, s.is_error) for s in result.steps],
-        "indices": [s.index for s in result.steps],
-        "messages": [m.model_dump() for m in result.session.messages],
-        "interrupt": result.interrupt.model_dump() if result.interrupt else None,
-    }
 
 
 @dataclass
@@ -215,11 +140,11 @@ async def play(name: str, scenario: Scenario, engine: str, via_json: bool) -> li
         output_type=scenario.output_type,
     )
     result = await agent.arun("please help")
-    views = [view(result)]
+    views = [engine_view(result)]
     for kwargs in scenario.resumes:
         session = Session.model_validate_json(result.session.model_dump_json()) if via_json else result.session
         result = await agent.aresume(session, **kwargs)
-        views.append(view(result))
+        views.append(engine_view(result))
     if engine == "temporal":
         assert result.run_id
     else:
@@ -281,8 +206,8 @@ async def test_chat_parity():
     for engine in ("local", "temporal"):
         agent = Agent(provider=MockProvider(["one", [ADD_1_2], "two"]), tools=[add], system="sys", engine=engine)
         chat = agent.chat()
-        first = view(await chat.asend("hi"))
-        second = view(await chat.asend("and now?"))
+        first = engine_view(await chat.asend("hi"))
+        second = engine_view(await chat.asend("and now?"))
         views[engine] = (first, second)
     assert views["local"][1]["output"] == "two"
     assert [m["role"] for m in views["local"][1]["messages"]] == ["system", "user", "assistant", "user", "assistant", "tool", "assistant"]
@@ -321,7 +246,7 @@ async def test_resume_with_answer_after_error_interrupt_parity():
                       engine=engine)  # type: ignore[arg-type]
         r = await agent.arun("question")
         assert r.interrupt is not None and r.interrupt.type == "error"
-        results[engine] = view(await agent.aresume(r.session, answer="more context"))
+        results[engine] = engine_view(await agent.aresume(r.session, answer="more context"))
     assert [(m["role"], m["content"]) for m in results["local"]["messages"]] == [
         ("user", "question"), ("user", "more context"), ("assistant", "fine")]
     assert results["temporal"] == results["local"]
@@ -336,7 +261,7 @@ async def test_resume_approve_with_answer_for_a_mixed_batch_parity():
                       config=LoopConfig(permission="ask"), engine=engine)  # type: ignore[arg-type]
         r = await agent.arun("go")
         assert r.interrupt is not None and r.interrupt.type == "need_approval"
-        results[engine] = view(await agent.aresume(r.session, approve=True, answer="Paris"))
+        results[engine] = engine_view(await agent.aresume(r.session, approve=True, answer="Paris"))
     assert (results["local"]["status"], results["local"]["output"]) == ("done", "Paris and 3")
     assert results["temporal"] == results["local"]
 
@@ -345,7 +270,7 @@ async def test_resume_approve_with_answer_for_a_mixed_batch_parity():
 
 
 def test_temporal_sync_run_from_successive_asyncio_runs():
-    agent = Agent(provider=EchoProvider(), engine="temporal")
+    agent = Agent(provider=EchoProvider(prefix="echo: "), engine="temporal")
     first = agent.run("one")
     second = agent.run("two")
     third = asyncio.run(agent.arun("three"))
@@ -354,7 +279,7 @@ def test_temporal_sync_run_from_successive_asyncio_runs():
 
 
 def test_temporal_run_from_8_threads():
-    agent = Agent(provider=EchoProvider(), engine="temporal")
+    agent = Agent(provider=EchoProvider(prefix="echo: "), engine="temporal")
     prompts = [f"thread-{i}" for i in range(8)]
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(agent.run, prompts))
@@ -420,7 +345,7 @@ def test_temporal_fatal_provider_error_raises_run_failed_with_the_providers_erro
 
 
 def test_temporal_retryable_error_interrupts_after_retries_and_resume_retries():
-    provider = FlakyProvider()
+    provider = OutageProvider(RateLimited, "rate limited, try later")
     agent = Agent(provider=provider, engine="temporal", config=LoopConfig(model_attempts=2))
     r = agent.run("go")
     assert r.status == "interrupted" and r.stop_reason == "interrupted"

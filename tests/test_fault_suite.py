@@ -11,21 +11,21 @@ poison input in test_bad_input.py.
 from __future__ import annotations
 
 import asyncio
-import inspect
-import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
 
 from rein.client import ReinClient, connect
 from rein.server import DevServer, free_port, start_dev_server
-from tests.processes import WorkerProcess
+from tests.support.history import assert_no_task_failures, history_events, tool_attempts
+from tests.support.processes import WorkerProcess
+from tests.support.waiting import poll, rein_status_is
 
 AGENTS = ["tests.agents.faults:effects", "tests.agents.faults:approved_effects"]
+until = partial(poll, timeout=90, interval=0.1, ignore=(Exception,))  # the server may be restarting
 
 
 class Stack:
@@ -92,22 +92,6 @@ async def client(stack: Stack) -> ReinClient:
     return ReinClient(await connect(stack.address), stack.tq)
 
 
-async def until(check, what: str, timeout: float = 90.0):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if inspect.isawaitable(last):
-                last = await last
-        except Exception as exc:  # noqa: BLE001 - the server may be restarting
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-
 async def start(client: ReinClient, agent: str) -> str:
     run_id = f"{agent}-{uuid.uuid4().hex[:8]}"
     await client.client.start_workflow(
@@ -116,19 +100,9 @@ async def start(client: ReinClient, agent: str) -> str:
     return run_id
 
 
-async def tool_attempts(raw: Client, run_id: str) -> int:
+async def started_tool_attempts(client: ReinClient, run_id: str) -> int:
     """How many attempts of the tool activity the server started (the last started event says)."""
-    history = await raw.get_workflow_handle(run_id).fetch_history()
-    scheduled = {e.event_id for e in history.events
-                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-                 and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.run_tool"}
-    return max(e.activity_task_started_event_attributes.attempt for e in history.events
-               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
-               and e.activity_task_started_event_attributes.scheduled_event_id in scheduled)
-
-
-def assert_no_task_failures(history) -> None:  # noqa: ANN001
-    assert not [e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+    return max(tool_attempts(await history_events(client.client.get_workflow_handle(run_id))))
 
 
 async def test_sigkill_while_a_tool_runs(stack: Stack, client: ReinClient):
@@ -146,7 +120,7 @@ async def test_sigkill_while_a_tool_runs(stack: Stack, client: ReinClient):
     assert result.output == "Report: charged 5"
     effects = stack.effects(run_id)
     # Re-run once by Temporal on the new worker, with the same idempotency key: the tool can dedupe.
-    assert len(effects) == 2 == await tool_attempts(client.client, run_id)
+    assert len(effects) == 2 == await started_tool_attempts(client, run_id)
     assert len({line.split()[0] for line in effects}) == 1
     assert [line.split()[1] for line in effects] == ["attempt=1", "attempt=2"]
     assert stack.model_calls(run_id) == 2  # one per iteration: the model call was not repeated
@@ -173,7 +147,7 @@ async def test_sigkill_during_a_model_call(stack: Stack, client: ReinClient):
 async def test_sigkill_while_waiting_for_approval(stack: Stack, client: ReinClient):
     worker = stack.live_worker()
     run_id = await start(client, "approved-effects")
-    await until(lambda: _waiting(client, run_id), "the approval wait")
+    await until(lambda: rein_status_is(client, run_id, "waiting_approval"), "the approval wait")
     worker.kill()
     stack.worker()
     assert await client.approve(run_id, approver="ops") == ["call-1"]
@@ -183,17 +157,13 @@ async def test_sigkill_while_waiting_for_approval(stack: Stack, client: ReinClie
     assert stack.model_calls(run_id) == 2
 
 
-async def _waiting(client: ReinClient, run_id: str) -> bool:
-    return (await client.status(run_id)).status == "waiting_approval"
-
-
 async def test_server_killed_and_restarted_while_waiting(stack: Stack, client: ReinClient):
     stack.live_worker()
     run_id = await start(client, "approved-effects")
-    await until(lambda: _waiting(client, run_id), "the approval wait")
+    await until(lambda: rein_status_is(client, run_id, "waiting_approval"), "the approval wait")
     stack.kill_server()
     stack.start_server()
-    await until(lambda: _waiting(client, run_id), "the run to be back after the restart")
+    await until(lambda: rein_status_is(client, run_id, "waiting_approval"), "the run to be back after the restart")
     assert await client.approve(run_id, approver="ops") == ["call-1"]
     result = await asyncio.wait_for(client.result(run_id), 120)
     assert result.output == "Report: charged 7"
@@ -217,6 +187,6 @@ async def test_server_killed_and_restarted_while_a_tool_runs(stack: Stack, clien
     effects = stack.effects(run_id)
     # Once, or (if the restart outlasted the tool's heartbeat timeout) once per started attempt;
     # either way every execution used the same idempotency key.
-    assert len(effects) == await tool_attempts(client.client, run_id) >= 1
+    assert len(effects) == await started_tool_attempts(client, run_id) >= 1
     assert len({line.split()[0] for line in effects}) == 1
     assert stack.model_calls(run_id) == 2

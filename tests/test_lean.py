@@ -14,7 +14,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
@@ -29,18 +28,10 @@ from rein.client import ReinClient
 from rein.contract import WaitRequest
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.storage import FileStorageDriver, rein_home
-from rein.testing import full_result, start_local
+from rein.testing import full_result
+from tests.support.history import decode_payload, scheduled
 
 FREE = LoopConfig(detect_loops=False, max_iterations=10_000, max_tokens=None, timeout_s=None)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def dev():
-    env = await start_local()
-    try:
-        yield env
-    finally:
-        await env.shutdown()
 
 
 class Scripted:
@@ -182,14 +173,8 @@ async def test_model_calls_carry_references_to_what_the_worker_produced(dev):
         result = await full_result(handle)
         history = await handle.fetch_history()
     assert result["output"].startswith("sizes " + ",".join(["1026"] * 5))
-    scheduled = [
-        e.activity_task_scheduled_event_attributes
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.call_model"
-    ]
-    converter = dev.client.data_converter.payload_converter
-    inputs = [converter.from_payload(a.input.payloads[0]) for a in scheduled]
+    inputs = [await decode_payload(e.activity_task_scheduled_event_attributes.input.payloads[0], dev.client.data_converter)
+              for e in scheduled(history.events, "rein.call_model")]
     assert len(inputs) == 6
     assert all(pad not in str(i["new_messages"]) for i in inputs), "tool output sent back to the worker"
     assert all(isinstance(entry, str) for i in inputs[1:] for entry in i["new_messages"])
@@ -391,11 +376,7 @@ async def test_local_tool_runs_as_a_local_activity(dev):
         result = await full_result(handle)
         history = await handle.fetch_history()
     assert result["output"] == "sizes 7,7 last quick 1"
-    names = [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    names = [e.activity_task_scheduled_event_attributes.activity_type.name for e in scheduled(history.events)]
     assert "rein.run_tool" not in names and names.count("rein.call_model") == 3
     local = [
         e for e in history.events

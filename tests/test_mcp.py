@@ -8,11 +8,9 @@ time-skipping test server; the engine test goes through `Agent.run` on both engi
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,13 +20,20 @@ from typing import Any
 import pytest
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
 
 import rein
-from rein import Agent, LoopConfig, MockProvider, ToolCall
+from rein import Agent, LoopConfig, MockProvider
 from rein.contract import AgentDescription
 from rein.mcp import MCPServerHTTP, MCPServerStdio
 from rein.server import free_port
 from rein.testing import full_result
+from tests.support.history import assert_secret_absent, summaries
+from tests.support.processes import wait_for_port
+from tests.support.providers import RecordingProvider
+from tests.support.results import tool_messages
+from tests.support.tools import tc
+from tests.support.waiting import wait_status
 
 SERVER = Path(__file__).parent / "mcp_server.py"
 TOKEN = "tok-" + uuid.uuid4().hex
@@ -49,38 +54,14 @@ def http_server() -> Iterator[tuple[subprocess.Popen, str]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "the MCP test server exited at start"
-            assert time.monotonic() < deadline, "the MCP test server did not listen within 30 s"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port, proc, timeout=30)
         yield proc, f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.kill()
         proc.wait(timeout=10)
 
 
-def call(cid: str, name: str, **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
-
-
-class RecordingProvider(MockProvider):
-    """A MockProvider that keeps the tools each model call was offered."""
-
-    def __init__(self, responses: list):
-        super().__init__(responses)
-        self.offered: list[list] = []
-
-    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        self.offered.append(list(tools or []))
-        return await super().complete(messages, tools, **kwargs)
-
-
-async def run(env, ids, agent: Agent, prompt: str = "go") -> tuple[dict, list]:
+async def run(env, ids, agent: Agent, prompt: str = "go") -> tuple[dict, WorkflowHistory]:
     tq, wf_id = ids
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await env.client.start_workflow(
@@ -88,11 +69,7 @@ async def run(env, ids, agent: Agent, prompt: str = "go") -> tuple[dict, list]:
         )
         result = await full_result(handle)
         history = await handle.fetch_history()
-    return result, list(history.events)
-
-
-def tool_messages(result: dict) -> list[str]:
-    return [m["content"] for m in result["session"]["messages"] if m["role"] == "tool"]
+    return result, history
 
 
 async def recorded_description(env, events: list) -> AgentDescription:
@@ -103,28 +80,17 @@ async def recorded_description(env, events: list) -> AgentDescription:
     return description
 
 
-def scheduled_tools(events: list) -> list[tuple[str, str]]:
-    import json
-
-    return [
-        (e.activity_task_scheduled_event_attributes.activity_type.name, json.loads(e.user_metadata.summary.data))
-        for e in events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.run_tool"
-    ]
-
-
 # --------------------------------------------------------------------------- stdio
 
 
 async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env, ids):
-    provider = RecordingProvider([[call("1", "add", a=1, b=2), call("2", "read_env")], "3 and a value"])
+    provider = RecordingProvider([[tc("add", "1", a=1, b=2), tc("read_env", "2")], "3 and a value"])
     agent = Agent(provider=provider, mcp_servers=[stdio(env={"REIN_TEST_VALUE": "from-env"})], name="mcp-stdio")
-    result, events = await run(env, ids, agent)
+    result, history = await run(env, ids, agent)
     assert result["status"] == "done" and result["output"] == "3 and a value"
-    assert tool_messages(result) == ["3", "from-env"]
+    assert list(tool_messages(result).values()) == ["3", "from-env"]
     # The worker listed the server in describe_agent: the specs are recorded in the run's history.
-    description = await recorded_description(env, events)
+    description = await recorded_description(env, history.events)
     specs = {t.spec.name: t.spec for t in description.tools}
     assert {"add", "shout", "read_env", "refuse", "die"} <= set(specs)
     assert specs["add"].parameters["properties"]["a"]["type"] == "integer"
@@ -132,14 +98,15 @@ async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env,
     assert specs["add"].description == "Add two integers."
     # ... and the model was offered exactly those.
     assert [t.name for t in provider.offered[0]] == [t.spec.name for t in description.tools]
-    assert scheduled_tools(events) == [("rein.run_tool", "tool add(a=1, b=2)"), ("rein.run_tool", "tool read_env()")]
+    assert await summaries(history, env.client.data_converter, "rein.run_tool") == [
+        "tool add(a=1, b=2)", "tool read_env()"]
 
 
 @pytest.mark.parametrize("how", ["permission-ask", "server-requires-approval"])
 async def test_approval_applies_to_mcp_calls(env, ids, how):
     tq, wf_id = ids
     agent = Agent(
-        provider=MockProvider([[call("s1", "shout", text="hi")], [call("s2", "shout", text="no")], "done"]),
+        provider=MockProvider([[tc("shout", "s1", text="hi")], [tc("shout", "s2", text="no")], "done"]),
         mcp_servers=[stdio(requires_approval=how == "server-requires-approval")],
         config=LoopConfig(permission="ask" if how == "permission-ask" else "allow"),
         name=f"mcp-{how}",
@@ -149,59 +116,47 @@ async def test_approval_applies_to_mcp_calls(env, ids, how):
             "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=wf_id, task_queue=tq
         )
         for decision, tool_call_id in (("approve", "s1"), ("deny", "s2")):
-            status = await wait_status(handle, "waiting_approval", tool_call_id)
+            status = await wait_status(
+                handle, "waiting_approval", until=lambda s: [c["id"] for c in s["pending_tool_calls"]] == [tool_call_id])
             assert status["interrupt"]["tool_call"]["name"] == "shout"
             await handle.signal(decision, {"approver": "ops", "reason": "checked"})
         result = await full_result(handle)
-    assert tool_messages(result)[0] == "HI"
-    assert tool_messages(result)[1].startswith("Denied by ops")
+    assert list(tool_messages(result).values())[0] == "HI"
+    assert list(tool_messages(result).values())[1].startswith("Denied by ops")
     assert [d["approved"] for d in result["session"]["decisions"]] == [True, False]
 
 
-async def wait_status(handle, status: str, pending_id: str, timeout: float = 30.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            now = await handle.query("status")
-        except Exception:
-            now = None
-        if now and now["status"] == status and [c["id"] for c in now["pending_tool_calls"]] == [pending_id]:
-            return now
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the run never waited for approval of {pending_id}")
-
-
 async def test_stdio_server_dying_mid_call_is_an_error_result_and_the_next_call_restarts_it(env, ids):
-    script = [[call("1", "die")], [call("2", "add", a=2, b=2)], [call("3", "refuse", reason="policy")], "ok"]
+    script = [[tc("die", "1")], [tc("add", "2", a=2, b=2)], [tc("refuse", "3", reason="policy")], "ok"]
     agent = Agent(provider=MockProvider(script), mcp_servers=[stdio()], name="mcp-die")
-    result, events = await run(env, ids, agent)
+    result, history = await run(env, ids, agent)
     assert (result["status"], result["stop_reason"], result["output"]) == ("done", "done", "ok")
-    died, added, refused = tool_messages(result)
+    died, added, refused = list(tool_messages(result).values())
     assert "MCP server" in died and "mcp_server.py" in died and "die" in died
     assert added == "4"
     assert "refused: policy" in refused
     assert [s["is_error"] for s in result["steps"] if s["kind"] == "tool"] == [True, False, True]
     # Each failure is a tool result, not an activity failure or retry.
-    failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
+    failed = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
     assert failed == []
 
 
 async def test_a_call_that_never_returns_times_out_into_an_error_result(env, ids):
-    script = [[call("1", "sleep", seconds=3600)], [call("2", "add", a=1, b=1)], "ok"]
+    script = [[tc("sleep", "1", seconds=3600)], [tc("add", "2", a=1, b=1)], "ok"]
     agent = Agent(provider=MockProvider(script), mcp_servers=[stdio(timeout_s=3)], name="mcp-hang")
     result, _ = await run(env, ids, agent)
-    hung, added = tool_messages(result)
+    hung, added = list(tool_messages(result).values())
     assert "MCP server" in hung and "sleep" in hung
     assert added == "2"
     assert result["output"] == "ok"
 
 
 async def test_server_retries_are_temporal_retries_of_the_tool_activity(env, ids):
-    agent = Agent(provider=MockProvider([[call("1", "die")], "ok"]), mcp_servers=[stdio(retries=1)], name="mcp-retry")
-    result, events = await run(env, ids, agent)
-    [died] = tool_messages(result)
+    agent = Agent(provider=MockProvider([[tc("die", "1")], "ok"]), mcp_servers=[stdio(retries=1)], name="mcp-retry")
+    result, history = await run(env, ids, agent)
+    [died] = list(tool_messages(result).values())
     assert "MCP server" in died and "die" in died
-    attempts = [e.activity_task_started_event_attributes.attempt for e in events
+    attempts = [e.activity_task_started_event_attributes.attempt for e in history.events
                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
                 and e.activity_task_started_event_attributes.attempt > 0]
     assert max(attempts) == 2  # the first death was retried (a new server process), the second is the result
@@ -214,24 +169,24 @@ async def test_http_tools_with_headers_that_stay_out_of_history(env, ids):
     with http_server() as (_, url):
         server = MCPServerHTTP(url, headers={"Authorization": f"Bearer {TOKEN}"}, tool_prefix="calc")
         agent = Agent(
-            provider=MockProvider([[call("1", "calc_add", a=20, b=22), call("2", "calc_check_auth")], "42"]),
+            provider=MockProvider([[tc("calc_add", "1", a=20, b=22), tc("calc_check_auth", "2")], "42"]),
             mcp_servers=[server],
             name="mcp-http",
         )
-        result, events = await run(env, ids, agent)
-    assert tool_messages(result) == ["42", "authorized"]
+        result, history = await run(env, ids, agent)
+    assert list(tool_messages(result).values()) == ["42", "authorized"]
     assert TOKEN not in repr(server)
-    assert all(TOKEN not in str(e) for e in events)
-    assert scheduled_tools(events)[0] == ("rein.run_tool", "tool calc_add(a=20, b=22)")
+    await assert_secret_absent(history, TOKEN, env.client.data_converter, present="authorized")
+    assert (await summaries(history, env.client.data_converter, "rein.run_tool"))[0] == "tool calc_add(a=20, b=22)"
 
 
 async def test_http_server_dying_mid_call_then_unreachable(env, ids):
     with http_server() as (proc, url):
-        script = [[call("1", "die")], [call("2", "add", a=1, b=1)], "gave up"]
+        script = [[tc("die", "1")], [tc("add", "2", a=1, b=1)], "gave up"]
         agent = Agent(provider=MockProvider(script), mcp_servers=[MCPServerHTTP(url, timeout_s=10)], name="mcp-http-die")
         result, _ = await run(env, ids, agent)
         assert proc.wait(timeout=10) == 3  # the server really died, mid-call
-    died, after = tool_messages(result)
+    died, after = list(tool_messages(result).values())
     assert result["output"] == "gave up"
     assert "MCP server 'http://127.0.0.1" in died and "die" in died
     assert "unreachable" in after
@@ -242,13 +197,13 @@ async def test_a_server_down_at_start_leaves_its_tools_out(env, ids):
         """A local tool."""
         return x
 
-    provider = RecordingProvider([[call("1", "add", a=1, b=1)], "fine"])
+    provider = RecordingProvider([[tc("add", "1", a=1, b=1)], "fine"])
     down = MCPServerHTTP(f"http://127.0.0.1:{free_port()}/mcp", connect_timeout_s=5)
     agent = Agent(provider=provider, tools=[local], mcp_servers=[down], name="mcp-down")
     result, _ = await run(env, ids, agent)
     assert result["output"] == "fine"
     assert [t.name for t in provider.offered[0]] == ["local"]
-    [message] = tool_messages(result)
+    [message] = list(tool_messages(result).values())
     assert "Unknown tool 'add'" in message and "local" in message
 
 
@@ -273,7 +228,7 @@ async def test_a_server_that_never_answers_is_left_out_after_its_timeout(env, id
 
 @pytest.mark.parametrize("engine", ["local", "temporal"])
 async def test_agent_run_on_both_engines(engine):
-    script = [[call("1", "add", a=1, b=2), call("2", "refuse", reason="no")], "3"]
+    script = [[tc("add", "1", a=1, b=2), tc("refuse", "2", reason="no")], "3"]
     agent = Agent(provider=MockProvider(script), mcp_servers=[stdio()], engine=engine)
     result = await agent.arun("go")
     assert result.output == "3"
@@ -289,7 +244,7 @@ async def test_tool_name_clash_is_a_clear_error():
     clashing = Agent(provider=MockProvider(["x"]), tools=[add], mcp_servers=[stdio()], engine="local")
     with pytest.raises(ValueError, match="'add'.*tool_prefix"):
         await clashing.arun("go")
-    prefixed = Agent(provider=MockProvider([[call("1", "m_add", a=1, b=1)], "2"]), tools=[add],
+    prefixed = Agent(provider=MockProvider([[tc("m_add", "1", a=1, b=1)], "2"]), tools=[add],
                      mcp_servers=[stdio(tool_prefix="m")], engine="local")
     result = await prefixed.arun("go")
     assert [m.content for m in result.session.messages if m.role == "tool"] == ["2"]

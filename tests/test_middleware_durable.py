@@ -11,10 +11,7 @@ time-skipping test server with a raw client.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,64 +20,15 @@ from temporalio.client import WorkflowFailureError
 
 import rein
 from rein.client import RunFailed
-from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session, ToolCall
+from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session
 from rein.compaction import SlidingWindow, SummarizeCompaction
 from rein.session import Stage
 from rein.testing import full_result
-
-
-class Busy(Exception):
-    status_code = 503
-
-
-class RecordingProvider(MockProvider):
-    """A MockProvider that keeps the conversation each model call saw."""
-
-    def __init__(self, responses: list):
-        super().__init__(responses)
-        self.seen: list[list[dict[str, Any]]] = []
-
-    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        self.seen.append([m.model_dump() for m in messages])
-        return await super().complete(messages, tools, **kwargs)
-
-
-def payload_texts(node: Any) -> Iterator[str]:
-    """Every payload in a history's JSON, decoded (the JSON itself holds them base64-encoded)."""
-    if isinstance(node, dict):
-        if isinstance(node.get("data"), str) and "metadata" in node:
-            yield base64.b64decode(node["data"]).decode("utf-8", errors="replace")
-        for value in node.values():
-            yield from payload_texts(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from payload_texts(value)
-
-
-def tc(name: str, cid: str = "1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def mul(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
-
-
-def view(result: RunResult) -> dict[str, Any]:
-    return {
-        "status": result.status,
-        "output": result.output,
-        "stop_reason": result.stop_reason,
-        "usage": result.usage.model_dump(),
-        "steps": [(s.index, s.kind, s.summary, s.is_error) for s in result.steps],
-        "messages": [m.model_dump() for m in result.session.messages],
-        "interrupt": result.interrupt.model_dump() if result.interrupt else None,
-    }
+from tests.support.history import decoded_values
+from tests.support.processes import stop_process
+from tests.support.providers import RecordingProvider, Unavailable
+from tests.support.results import engine_view
+from tests.support.tools import add, mul, tc
 
 
 def with_kit(agent: Agent, seen: list) -> Agent:
@@ -141,7 +89,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "expect": ["need_approval", "done"],
     },
     "transient-error": {
-        "script": lambda: [Busy("overloaded"), "recovered"],
+        "script": lambda: [Unavailable("overloaded"), "recovered"],
         "config": LoopConfig(model_attempts=1),
         "resumes": [{}],
         "expect": ["error", "done"],
@@ -169,12 +117,12 @@ async def play(name: str, engine: str) -> tuple[list[dict[str, Any]], list, list
         seen,
     )
     result = await agent.arun("please help")
-    views = [view(result)]
+    views = [engine_view(result)]
     for kwargs in scenario.get("resumes", []):
         result = await agent.aresume(Session.model_validate_json(result.session.model_dump_json()), **kwargs)
-        views.append(view(result))
+        views.append(engine_view(result))
     assert (result.run_id is not None) == (engine == "temporal")
-    return views, provider.seen, seen
+    return views, provider.seen_dumped, seen
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -202,7 +150,7 @@ async def test_an_after_tool_hook_changes_what_the_model_sees():
 
     result = await agent.arun("add")
     assert result.run_id and result.output == "done"
-    assert provider.seen[1][-1] == {"role": "tool", "content": "[redacted]", "tool_calls": None, "tool_call_id": "1"}
+    assert provider.seen_dumped[1][-1] == {"role": "tool", "content": "[redacted]", "tool_calls": None, "tool_call_id": "1"}
     assert result.session.messages[-2].content == "[redacted]"
     assert [s.summary for s in result.steps] == ["tool calls: add", "add → 4", "done"]
 
@@ -229,7 +177,7 @@ async def test_a_before_tool_hook_answers_instead_of_the_tool():
     result = await agent.arun("launch")
     assert ran == []
     assert result.output == "understood"
-    assert provider.seen[1][-1]["content"] == "blocked by policy"
+    assert provider.seen_dumped[1][-1]["content"] == "blocked by policy"
     assert [s.kind for s in result.steps] == ["model", "model"]
 
 
@@ -245,7 +193,7 @@ async def test_a_before_model_hook_ends_the_run_without_calling_the_model():
 
     result = await agent.arun("hi")
     assert result.run_id and (result.status, result.stop_reason, result.steps) == ("done", "halted", [])
-    assert provider.seen == []
+    assert provider.seen_dumped == []
 
 
 async def test_middleware_that_raises_fails_the_durable_run_with_its_error():
@@ -327,8 +275,8 @@ async def test_compaction_matches_the_in_process_engine(strategy):
             provider=provider, tools=[add], system="You add.", compaction=strategy(),
             name=f"compact-{engine}", engine=engine,  # type: ignore[arg-type]
         )
-        results[engine] = view(await agent.arun("add things"))
-        seen[engine] = provider.seen
+        results[engine] = engine_view(await agent.arun("add things"))
+        seen[engine] = provider.seen_dumped
     assert results["temporal"] == results["local"]
     assert seen["temporal"] == seen["local"]
     # It did compact: later calls saw fewer messages than an uncompacted run (1 + 1 + 2 per round).
@@ -360,7 +308,7 @@ async def test_compaction_shrinks_the_conversation_the_workflow_carries(env, ids
     # The workflow's Session is the compacted one: the system prompt plus a window, not 2 + 2 * 6 + 1 messages.
     assert len(carried.messages) <= 1 + 2 + 1
     assert carried.messages[0].content == "You add."
-    assert all(len(conversation) <= 1 + 2 for conversation in provider.seen)
+    assert all(len(conversation) <= 1 + 2 for conversation in provider.seen_dumped)
     assert scheduled(events, "rein.compact") >= 5
     assert scheduled(events, "rein.call_model") == 7
     assert not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in events)
@@ -434,7 +382,7 @@ async def test_a_fatal_middleware_error_fails_the_run_with_a_clear_message(env, 
 async def test_transient_model_errors_are_retried_by_temporal_inside_middleware():
     seen: list = []
     agent = with_kit(
-        Agent(provider=RecordingProvider([Busy("overloaded"), "recovered"]), name="mw-retry", engine="temporal"),
+        Agent(provider=RecordingProvider([Unavailable("overloaded"), "recovered"]), name="mw-retry", engine="temporal"),
         seen,
     )
     result = await agent.arun("hi")
@@ -454,7 +402,7 @@ async def test_middleware_and_compaction_across_continue_as_new(env, ids):
               config=LoopConfig(detect_loops=False)),
         [],
     )
-    expected = view(await local.arun("add"))
+    expected = engine_view(await local.arun("add"))
     durable = with_kit(
         Agent(provider=MockProvider(script()), tools=[add], compaction=SlidingWindow(4), name="mw-long",
               config=LoopConfig(detect_loops=False)),
@@ -471,7 +419,7 @@ async def test_middleware_and_compaction_across_continue_as_new(env, ids):
         result = RunResult.model_validate(await full_result(handle))
         final_run = (await env.client.get_workflow_handle(wf_id).describe()).run_id
     assert final_run != first_run, "the run did not continue as new"
-    assert view(result) == expected
+    assert engine_view(result) == expected
     assert expected["output"] == "all added" and len(expected["messages"]) <= 2 + 4 + 1
 
 
@@ -521,7 +469,7 @@ async def test_a_tool_with_retries_retries_the_middleware_step():
 
     result = await agent.arun("go")
     assert result.output == "forty" and attempts == [4, 4]
-    assert provider.seen[1][-1]["content"] == "40"
+    assert provider.seen_dumped[1][-1]["content"] == "40"
     assert [s.summary for s in result.steps] == ["tool calls: flaky", "flaky → 40", "forty"]
     assert stages == ["call_model", "run_tools", "run_tools", "call_model"]  # the step ran again, whole
 
@@ -529,7 +477,7 @@ async def test_a_tool_with_retries_retries_the_middleware_step():
 # --------------------------------------------------------------------------- a worker in another process
 
 
-async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
+async def test_middleware_runs_in_a_separate_worker_process(dev, tmp_path):
     """`python worker.py --agent tests.agents.guarded:agent` serves the run: the hook masks the tool
     result before the model sees it, the middleware's note reaches the model, handlers fire there."""
     import os
@@ -538,37 +486,35 @@ async def test_middleware_runs_in_a_separate_worker_process(tmp_path):
     import uuid
     from pathlib import Path
 
-    from rein.testing import start_local
 
     root = Path(__file__).resolve().parent.parent
     events_file, log_file = tmp_path / "events.log", tmp_path / "worker.log"
     tq = f"guarded-{uuid.uuid4().hex[:8]}"
-    async with await start_local() as dev:
-        address = dev.client.service_client.config.target_host
-        env = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_ENGINE")}
-        env.update(REIN_TEST_EVENTS=str(events_file), PYTHONPATH=str(root))
-        with open(log_file, "wb") as log:
-            worker = subprocess.Popen(
-                [sys.executable, "worker.py", "--agent", "tests.agents.guarded:agent", "--task-queue", tq,
-                 "--address", address],
-                cwd=str(root), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )
-        try:
-            handle = await dev.client.start_workflow(
-                "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
-            )
-            result = RunResult.model_validate(await asyncio.wait_for(full_result(handle), 60))
-            history = json.loads((await handle.fetch_history()).to_json())
-        finally:
-            worker.terminate()
-            worker.wait(15)
+    address = dev.client.service_client.config.target_host
+    env = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_ENGINE")}
+    env.update(REIN_TEST_EVENTS=str(events_file), PYTHONPATH=str(root))
+    with open(log_file, "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "worker.py", "--agent", "tests.agents.guarded:agent", "--task-queue", tq,
+             "--address", address],
+            cwd=str(root), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    try:
+        handle = await dev.client.start_workflow(
+            "AgentWorkflow", {"agent": "guarded", "prompt": "look up acme"}, id=tq, task_queue=tq
+        )
+        result = RunResult.model_validate(await asyncio.wait_for(full_result(handle), 60))
+        history = await handle.fetch_history()
+    finally:
+        stop_process(worker, 15)
     assert result.output == f"I saw: account acme: card **** | notes: ['served by pid {worker.pid}']", (
         log_file.read_text()[-2000:]
     )
     assert [m.content for m in result.session.messages if m.role == "tool"] == ["account acme: card ****"]
     # The conversation the run recorded holds only the masked result (Step summaries, made by the
     # core before after-hooks run, keep the tool's own text, on both engines).
-    recorded = [json.loads(text) for text in payload_texts(history) if text.startswith("{")]
+    recorded = [value for value in await decoded_values(history, dev.client.data_converter)
+                if isinstance(value, dict)]
     tool_messages = {
         m["content"]
         for payload in recorded
@@ -608,7 +554,7 @@ async def test_middleware_may_replace_the_session_object(engine):
         return await call_next(ctx)
 
     result = await agent.arun("a long question nobody should see")
-    assert provider.seen == [[{"role": "user", "content": "only this", "tool_calls": None, "tool_call_id": None}]]
+    assert provider.seen_dumped == [[{"role": "user", "content": "only this", "tool_calls": None, "tool_call_id": None}]]
     assert [m.content for m in result.session.messages] == ["only this", "fresh start"]
     assert (result.status, result.output) == ("done", "fresh start")
 
@@ -670,22 +616,20 @@ async def test_the_worker_never_serves_a_conversation_from_before_a_rewrite(env,
         await handle.result()
 
 
-async def test_agent_on_events_are_on_the_run_stream():
+async def test_agent_on_events_are_on_the_run_stream(dev):
     """`agent.on` handlers fire on the worker; each event is also on the run's stream, in order
     with the steps, for readers in any process (`ReinClient.stream`)."""
     from rein.client import ReinClient
-    from rein.testing import start_local
 
     fired: list[str] = []
     agent = Agent(provider=MockProvider([[tc("add", a=1, b=2)], "3"]), tools=[add], name="mw-on-stream")
     agent.on("step", lambda ctx: fired.append(f"step:{ctx.stage.value}"))
     agent.on("tool", lambda ctx: fired.append("tool"))
     tq = f"mw-on-stream-{uuid.uuid4().hex[:6]}"
-    async with await start_local() as dev:
-        async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
-            runs = ReinClient(dev.client, task_queue=tq)
-            handle = await runs.start("mw-on-stream", "add")
-            seen = [chunk async for chunk in runs.stream(handle.id)]
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        runs = ReinClient(dev.client, task_queue=tq)
+        handle = await runs.start("mw-on-stream", "add")
+        seen = [chunk async for chunk in runs.stream(handle.id)]
     events = [(c.name, c.data["stage"], [s["kind"] for s in c.data["steps"]]) for c in seen if c.type == "event"]
     assert events == [
         ("step", "call_model", ["model"]),

@@ -8,11 +8,9 @@ durable runs), `Retry-After` is honoured, a missing or rejected key fails at onc
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 
 import pytest
-import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.common import SearchAttributeKey
@@ -21,21 +19,11 @@ import rein
 from rein import Agent, LiteLLMProvider, LoopConfig
 from rein.client import ReinClient
 from rein.providers import FallbackProvider
-from rein.testing import start_local
-from tests.processes import decoded_history_text
+from tests.support.history import assert_secret_absent, decode_payload
 from tests.vendor_server import Fail, Reply, Slow, VendorServer
 
 KEY = "sk-test-" + uuid.uuid4().hex
 REIN_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await start_local()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
 
 
 @pytest.fixture()
@@ -48,15 +36,15 @@ def litellm(srv: VendorServer, model: str = "openai/gpt-4o", **params) -> LiteLL
     return LiteLLMProvider(model, api_base=srv.base_url + "/v1", **({"api_key": KEY} | params))
 
 
-async def start(env, agent: Agent, **config):  # noqa: ANN001, ANN201
+async def start(dev, agent: Agent, **config):  # noqa: ANN001, ANN201
     tq = f"mf-{uuid.uuid4().hex[:6]}"
-    worker = rein.create_worker(env.client, agents=[agent], task_queue=tq)
+    worker = rein.create_worker(dev.client, agents=[agent], task_queue=tq)
     await worker.__aenter__()
-    handle = await env.client.start_workflow(
+    handle = await dev.client.start_workflow(
         "AgentWorkflow", {"agent": agent.name, "prompt": "hi", **({"config": config} if config else {})},
         id=f"mf-{uuid.uuid4().hex[:8]}", task_queue=tq,
     )
-    return worker, handle, ReinClient(env.client, tq)
+    return worker, handle, ReinClient(dev.client, tq)
 
 
 async def attempts_started(handle) -> list[int]:  # noqa: ANN001
@@ -65,9 +53,9 @@ async def attempts_started(handle) -> list[int]:  # noqa: ANN001
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
 
 
-async def test_429_retry_after_is_honoured(env, srv):
+async def test_429_retry_after_is_honoured(dev, srv):
     srv.script([Fail(429, headers={"Retry-After": "40"}), Reply(text="late but fine")])
-    worker, handle, client = await start(env, Agent(provider=litellm(srv), name="mf-429"))
+    worker, handle, client = await start(dev, Agent(provider=litellm(srv), name="mf-429"))
     try:
         for _ in range(1200):  # the first attempt imports litellm in this process: allow a minute
             pending = (await handle.describe()).raw_description.pending_activities
@@ -88,10 +76,10 @@ async def test_429_retry_after_is_honoured(env, srv):
     assert len(srv.requests) == 1
 
 
-async def test_5xx_is_retried_by_temporal_only(env, srv):
+async def test_5xx_is_retried_by_temporal_only(dev, srv):
     srv.script([Fail(503), Fail(500), Reply(text="recovered")])
     agent = Agent(provider=litellm(srv), name="mf-5xx", config=LoopConfig(model_attempts=3))
-    worker, handle, _ = await start(env, agent)
+    worker, handle, _ = await start(dev, agent)
     try:
         result = await handle.result()
     finally:
@@ -101,10 +89,10 @@ async def test_5xx_is_retried_by_temporal_only(env, srv):
     assert await attempts_started(handle) == [3]  # the started event records the last attempt
 
 
-async def test_a_hanging_vendor_times_out_and_is_retried(env, srv):
+async def test_a_hanging_vendor_times_out_and_is_retried(dev, srv):
     srv.script([Slow(5, Reply(text="too late")), Reply(text="on time")])
     agent = Agent(provider=litellm(srv, timeout=30), name="mf-slow", config=LoopConfig(model_attempts=2))
-    worker, handle, _ = await start(env, agent, model_timeout_s=2)
+    worker, handle, _ = await start(dev, agent, model_timeout_s=2)
     try:
         result = await handle.result()
     finally:
@@ -113,9 +101,9 @@ async def test_a_hanging_vendor_times_out_and_is_retried(env, srv):
     assert len(srv.requests) == 2
 
 
-async def test_a_401_fails_fast_in_one_clear_sentence(env, srv):
+async def test_a_401_fails_fast_in_one_clear_sentence(dev, srv):
     srv.script([Fail(401, echo_auth=True)])
-    worker, handle, _ = await start(env, Agent(provider=litellm(srv), name="mf-401"))
+    worker, handle, _ = await start(dev, Agent(provider=litellm(srv), name="mf-401"))
     try:
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
@@ -127,13 +115,14 @@ async def test_a_401_fails_fast_in_one_clear_sentence(env, srv):
     assert KEY not in message
     assert len(srv.requests) == 1
     assert (await handle.describe()).typed_search_attributes.get(REIN_STATUS) == "failed"
-    assert KEY not in await decoded_history_text(await handle.fetch_history(), env.client.data_converter)
+    # the agent's name is in the run's input: proof the payloads were decoded
+    await assert_secret_absent(await handle.fetch_history(), KEY, dev.client.data_converter, present="mf-401")
 
 
-async def test_a_missing_key_fails_fast_without_calling_the_vendor(env, srv, monkeypatch):
+async def test_a_missing_key_fails_fast_without_calling_the_vendor(dev, srv, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     provider = LiteLLMProvider("openai/gpt-4o", api_base=srv.base_url + "/v1")
-    worker, handle, _ = await start(env, Agent(provider=provider, name="mf-nokey"))
+    worker, handle, _ = await start(dev, Agent(provider=provider, name="mf-nokey"))
     try:
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
@@ -148,12 +137,12 @@ async def test_a_missing_key_fails_fast_without_calling_the_vendor(env, srv, mon
     assert await attempts_started(handle) == [1]
 
 
-async def test_fallback_is_one_provider_per_activity_attempt(env):
+async def test_fallback_is_one_provider_per_activity_attempt(dev):
     with VendorServer() as primary, VendorServer() as backup:
         primary.script([Fail(503)])
         backup.script([Reply(text="from the backup")])
         chain = FallbackProvider([litellm(primary), litellm(backup, model="openai/gpt-4o-mini")])
-        worker, handle, _ = await start(env, Agent(provider=chain, name="mf-fallback"))
+        worker, handle, _ = await start(dev, Agent(provider=chain, name="mf-fallback"))
         try:
             result = await handle.result()
         finally:
@@ -162,6 +151,7 @@ async def test_fallback_is_one_provider_per_activity_attempt(env):
         assert (len(primary.requests), len(backup.requests)) == (1, 1)
     history = await handle.fetch_history()
     completed = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
-    answer = json.loads(completed[0].activity_task_completed_event_attributes.result.payloads[0].data)
+    answer = await decode_payload(completed[0].activity_task_completed_event_attributes.result.payloads[0],
+                                  dev.client.data_converter)
     assert answer["model"] == "openai/gpt-4o-mini"  # the UI's activity result says which model answered
     assert await attempts_started(handle) == [2]  # Temporal's second attempt, not a retry inside the first

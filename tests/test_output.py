@@ -22,6 +22,7 @@ import rein  # noqa: E402
 from rein import Agent, Completion, LiteLLMProvider, LoopConfig, Message, MockProvider, ToolCall  # noqa: E402
 from rein.output import OutputSpec  # noqa: E402
 from rein.testing import full_result  # noqa: E402
+from tests.support.providers import RecordingProvider  # noqa: E402
 
 
 class Address(BaseModel):
@@ -41,16 +42,6 @@ BAD = {"name": "Ada", "age": -1, "address": {"city": "Paris", "country": "UK"}}
 
 def final(cid: str, arguments: dict) -> list[ToolCall]:
     return [ToolCall(id=cid, name="final_result", arguments=arguments)]
-
-
-class RecordingProvider(MockProvider):
-    def __init__(self, responses: list):
-        super().__init__(responses)
-        self.calls: list[tuple[list[Message], list]] = []
-
-    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        self.calls.append(([m.model_copy() for m in messages], list(tools or [])))
-        return await super().complete(messages, tools, **kwargs)
 
 
 # --------------------------------------------------------------------------- the spec
@@ -114,8 +105,8 @@ async def test_local_run_corrects_one_invalid_answer():
     assert result.data == Person.model_validate(GOOD)
     assert result.output == Person.model_validate(GOOD).model_dump_json()
     # The model saw the final tool, and on its second call the verdict on its first answer.
-    assert [t.name for t in provider.calls[0][1]] == ["final_result"]
-    feedback = provider.calls[1][0][-1]
+    assert [t.name for t in provider.offered[0]] == ["final_result"]
+    feedback = provider.seen[1][-1]
     assert feedback.role == "tool" and feedback.tool_call_id == "c1" and "address.country" in feedback.content
 
 
@@ -138,7 +129,7 @@ async def test_durable_run_carries_the_value_as_json(env, ids):
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "tool"]
     assert "age" in messages[2]["content"] and messages[4]["content"] == "Final result accepted."
     assert [s["is_error"] for s in result["steps"]] == [True, None]
-    assert "address.country" in provider.calls[1][0][-1].content
+    assert "address.country" in provider.seen[1][-1].content
 
 
 async def test_durable_run_ends_when_retries_are_exhausted(env, ids):

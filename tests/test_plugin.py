@@ -17,19 +17,15 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 import rein
 import rein.contract
-from rein import Agent, MockProvider, RunResult, Session, ToolCall
+from rein import Agent, MockProvider, Session, ToolCall
 from rein.contract import RunOutcome
 from rein.server import start_dev_server
 from rein.temporal import ReinPlugin
 from rein.temporal.plugin import SANDBOX_PASSTHROUGH, has_rein_converter
-from rein.testing import full_result, start_time_skipping
+from rein.testing import full_result
+from tests.support.tools import add
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def adder(name: str = "adder") -> Agent:
@@ -38,12 +34,6 @@ def adder(name: str = "adder") -> Agent:
         tools=[add],
         name=name,
     )
-
-
-@pytest.fixture(scope="module")
-async def env():
-    async with await start_time_skipping() as env:
-        yield env
 
 
 async def test_plugin_on_a_plain_worker_of_a_plain_client(env):
@@ -180,12 +170,11 @@ def test_user_project_with_its_own_workflows_package(tmp_path: Path, dev_server)
 # --------------------------------------------------------------------------- an agent as another agent's tool
 
 
-async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_the_parent():
+async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_the_parent(dev):
     from temporalio.common import SearchAttributeKey
 
     from rein import LoopConfig
     from rein.client import ReinClient
-    from rein.testing import start_local
 
     looked_up: list[str] = []
 
@@ -206,27 +195,23 @@ async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_
         tools=[researcher],
         name="boss",
     )
-    env = await start_local()
-    try:
-        tq = f"boss-{uuid.uuid4().hex[:6]}"
-        async with rein.create_worker(env.client, agents=[boss], task_queue=tq):  # serves researcher too
-            runs = ReinClient(env.client, task_queue=tq)
-            handle = await runs.start("boss", "Tell me about cats")
-            paused = await runs.wait(handle.id)
-            # The parent run shows the child's interrupt and pending call.
-            assert paused.status == "interrupted" and paused.interrupt.type == "need_approval"
-            assert paused.interrupt.tool_call.name == "lookup"
-            view = await runs.status(handle.id)
-            assert view.status == "waiting_approval" and [c.id for c in view.pending_tool_calls] == ["l1"]
-            assert (await handle.describe()).typed_search_attributes.get(
-                SearchAttributeKey.for_keyword("ReinStatus")) == "waiting_approval"
-            assert looked_up == []
+    tq = f"boss-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(dev.client, agents=[boss], task_queue=tq):  # serves researcher too
+        runs = ReinClient(dev.client, task_queue=tq)
+        handle = await runs.start("boss", "Tell me about cats")
+        paused = await runs.wait(handle.id)
+        # The parent run shows the child's interrupt and pending call.
+        assert paused.status == "interrupted" and paused.interrupt.type == "need_approval"
+        assert paused.interrupt.tool_call.name == "lookup"
+        view = await runs.status(handle.id)
+        assert view.status == "waiting_approval" and [c.id for c in view.pending_tool_calls] == ["l1"]
+        assert (await handle.describe()).typed_search_attributes.get(
+            SearchAttributeKey.for_keyword("ReinStatus")) == "waiting_approval"
+        assert looked_up == []
 
-            await runs.approve(handle.id, approver="alice")  # sent to the parent, decided in the child
-            result = await runs.wait(handle.id, rein.contract.WaitRequest(after_pause=view.pause))
-            child = await full_result(env.client.get_workflow_handle(f"{handle.id}/r1"))
-    finally:
-        await env.shutdown()
+        await runs.approve(handle.id, approver="alice")  # sent to the parent, decided in the child
+        result = await runs.wait(handle.id, rein.contract.WaitRequest(after_pause=view.pause))
+        child = await full_result(dev.client.get_workflow_handle(f"{handle.id}/r1"))
     assert result.status == "done" and result.output == "The researcher says: cats purr."
     assert looked_up == ["cats"]
     tool_results = [m.content for m in result.session.messages if m.role == "tool"]

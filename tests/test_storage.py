@@ -29,7 +29,7 @@ from rein.temporal.storage import (
     rein_home,
     storage_from_env,
 )
-from rein.testing import full_result, start_time_skipping
+from rein.testing import full_result
 
 
 async def test_files_round_trip_and_refuse_what_is_too_large(tmp_path):
@@ -83,7 +83,7 @@ def s3(monkeypatch):
         server.stop()
 
 
-async def test_s3_when_configured_carries_a_large_tool_result(s3):
+async def test_s3_when_configured_carries_a_large_tool_result(env, s3):
     client_s3, bucket = s3
     storage = storage_from_env()
     assert isinstance(storage.drivers[0], S3StorageDriver)
@@ -105,16 +105,15 @@ async def test_s3_when_configured_carries_a_large_tool_result(s3):
 
     model = Once()
     tq = f"s3-{uuid.uuid4().hex[:6]}"
-    async with await start_time_skipping() as env:
-        client = Client(**{**env.client.config(), "data_converter": rein_data_converter()})
-        assert isinstance(client.data_converter.external_storage.drivers[0], S3StorageDriver)
-        agent = Agent(provider=model, tools=[big], name="s3-agent", config=LoopConfig(detect_loops=False))
-        async with rein.create_worker(client, agents=[agent], task_queue=tq):
-            handle = await client.start_workflow(
-                "AgentWorkflow", {"agent": "s3-agent", "prompt": "go"}, id=f"s3-{uuid.uuid4().hex[:8]}", task_queue=tq
-            )
-            result = await full_result(handle)
-            history = await handle.fetch_history()
+    client = Client(**{**env.client.config(), "data_converter": rein_data_converter()})
+    assert isinstance(client.data_converter.external_storage.drivers[0], S3StorageDriver)
+    agent = Agent(provider=model, tools=[big], name="s3-agent", config=LoopConfig(detect_loops=False))
+    async with rein.create_worker(client, agents=[agent], task_queue=tq):
+        handle = await client.start_workflow(
+            "AgentWorkflow", {"agent": "s3-agent", "prompt": "go"}, id=f"s3-{uuid.uuid4().hex[:8]}", task_queue=tq
+        )
+        result = await full_result(handle)
+        history = await handle.fetch_history()
     assert result["output"] == "got 600000"
     assert len(model.seen[-1][-1].content) == 600_000
     assert sum(e.ByteSize() for e in history.events) < 100_000

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,9 @@ import pytest
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, StreamChunk, ToolCall, Usage
 from rein.client import ReinClient
 from rein.server import DevServer, start_dev_server
-from rein.testing import start_local
 from rein.worker import create_worker
+from tests.support.processes import stop_process, wait_for_text
+from tests.support.tools import add
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 120
@@ -51,16 +51,6 @@ READER = textwrap.dedent('''
 ''')
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[DevServer]:
     dev = start_dev_server()
@@ -90,17 +80,14 @@ def test_text_reaches_a_reader_in_another_process_while_the_remote_model_runs(se
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while "rein worker on" not in worker_log.read_text(errors="replace"):
-            assert worker.poll() is None and time.monotonic() < deadline, worker_log.read_text(errors="replace")
-            time.sleep(0.1)
+        wait_for_text(worker_log, "rein worker on", worker, TIMEOUT)
         reader = subprocess.run(
             [sys.executable, "-c", READER], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT,
             stdin=subprocess.DEVNULL,
         )
         assert reader.returncode == 0, reader.stderr[-3000:] + worker_log.read_text(errors="replace")[-3000:]
     finally:
-        _stop(worker)
+        stop_process(worker)
     report = json.loads(reader.stdout.strip().splitlines()[-1])
     chunks = [StreamChunk.model_validate(c) for c in report["chunks"]]
 
@@ -116,20 +103,6 @@ def test_text_reaches_a_reader_in_another_process_while_the_remote_model_runs(se
 
 
 # --------------------------------------------------------------------------- in one process, on a dev server
-
-
-@pytest.fixture(scope="module")
-async def dev():
-    environment = await start_local()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 class Counting(MockProvider):

@@ -324,6 +324,23 @@ def test_classes_local_to_the_defining_function_resolve() -> None:
     assert feel.validate_arguments({"mood": "happy", "where": {"city": "Oslo"}})["mood"] is Mood.HAPPY
 
 
+def test_a_tool_made_in_a_factory_validates_later_with_its_local_classes() -> None:
+    # The worker validates calls long after the defining frame is gone: validation uses the
+    # model built when the tool was made, not one rebuilt from whatever frame calls it.
+    def make() -> Tool:
+        class Mood(enum.Enum):
+            HAPPY = "happy"
+
+        @tool
+        def feel(mood: Mood) -> str:
+            return mood.value
+
+        return feel
+
+    feel = make()
+    assert feel.validate_arguments({"mood": "happy"})["mood"].value == "happy"
+
+
 async def test_a_refused_argument_is_an_error_result_the_model_can_read() -> None:
     @tool
     def paint(color: Color, pair: tuple[int, int]) -> str:

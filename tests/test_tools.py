@@ -6,10 +6,12 @@ import asyncio
 import threading
 from typing import Any, List, Literal, Optional, Union
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
-from rein.ir import ToolCall, ToolSpec
+from rein.ir import ToolCall, ToolResult, ToolSpec
+from tests.support.tools import tc
 from rein.tools import (
     Tool,
     ToolArgumentsError,
@@ -29,10 +31,6 @@ class Point(BaseModel):
 
     x: int
     y: int = 0
-
-
-def call(tool_name: str, /, cid: str = "c1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=tool_name, arguments=arguments)
 
 
 # --------------------------------------------------------------------------- _type_to_schema
@@ -393,7 +391,7 @@ async def test_execute_sync_tool_runs_in_worker_thread() -> None:
         seen.append(threading.get_ident())
         return a + b
 
-    result = await execute_tool(add, call("add", a=1, b=2))
+    result = await execute_tool(add, tc("add", "c1", a=1, b=2))
     assert result.model_dump() == {"tool_call_id": "c1", "content": "3", "is_error": False}
     assert seen and seen[0] != main_thread
 
@@ -404,7 +402,7 @@ async def test_execute_async_tool_and_serialisation() -> None:
         await asyncio.sleep(0)
         return {"city": city}
 
-    result = await execute_tool(info, call("info", city="北京"))
+    result = await execute_tool(info, tc("info", "c1", city="北京"))
     assert not result.is_error
     assert result.content == '{"city": "北京"}'
 
@@ -414,7 +412,7 @@ async def test_execute_raising_tool_becomes_error_result() -> None:
     def boom() -> None:
         raise ValueError("bad thing")
 
-    result = await execute_tool(boom, call("boom"))
+    result = await execute_tool(boom, tc("boom", "c1"))
     assert result.is_error
     assert result.content == "Tool 'boom' failed: ValueError: bad thing"
 
@@ -425,7 +423,7 @@ async def test_execute_raise_errors_propagates() -> None:
         raise ConnectionError("down")
 
     with pytest.raises(ConnectionError, match="down"):
-        await execute_tool(flaky, call("flaky"), raise_errors=True)
+        await execute_tool(flaky, tc("flaky", "c1"), raise_errors=True)
 
 
 async def test_execute_unserialisable_result_is_error() -> None:
@@ -433,7 +431,7 @@ async def test_execute_unserialisable_result_is_error() -> None:
     def weird() -> dict:
         return {"x": object()}
 
-    result = await execute_tool(weird, call("weird"), raise_errors=True)
+    result = await execute_tool(weird, tc("weird", "c1"), raise_errors=True)
     assert result.is_error
     assert "weird" in result.content and "TypeError" in result.content
 
@@ -444,15 +442,15 @@ async def test_execute_cancellation_is_not_caught() -> None:
         raise asyncio.CancelledError
 
     with pytest.raises(asyncio.CancelledError):
-        await execute_tool(cancelled, call("cancelled"))
+        await execute_tool(cancelled, tc("cancelled", "c1"))
 
 
 async def test_execute_unknown_tool() -> None:
-    result = await execute_tool(None, call("nope"), available=["a", "b"])
+    result = await execute_tool(None, tc("nope", "c1"), available=["a", "b"])
     assert result.is_error
     assert result.tool_call_id == "c1"
     assert result.content == "Unknown tool 'nope'. Available tools: a, b"
-    empty = await execute_tool(None, call("nope"))
+    empty = await execute_tool(None, tc("nope", "c1"))
     assert empty.is_error and "Unknown tool 'nope'" in empty.content
 
 
@@ -463,7 +461,7 @@ def add(a: int, b: int) -> int:
 
 
 async def test_execute_bad_argument_type() -> None:
-    result = await execute_tool(add, call("add", a=1, b="x"))
+    result = await execute_tool(add, tc("add", "c1", a=1, b="x"))
     assert result.is_error
     assert result.content.startswith("Invalid arguments for tool 'add': ")
     assert "b: Input should be a valid integer" in result.content
@@ -471,13 +469,13 @@ async def test_execute_bad_argument_type() -> None:
 
 
 async def test_execute_missing_required_argument() -> None:
-    result = await execute_tool(add, call("add", a=1))
+    result = await execute_tool(add, tc("add", "c1", a=1))
     assert result.is_error
     assert result.content == "Invalid arguments for tool 'add': b: missing required argument"
 
 
 async def test_execute_unexpected_argument_and_multiple_problems() -> None:
-    result = await execute_tool(add, call("add", a=1, b="x", c=3))
+    result = await execute_tool(add, tc("add", "c1", a=1, b="x", c=3))
     assert result.is_error
     assert "b: Input should be a valid integer" in result.content
     assert "c: unexpected argument" in result.content
@@ -485,7 +483,7 @@ async def test_execute_unexpected_argument_and_multiple_problems() -> None:
 
 
 async def test_invalid_arguments_never_raise_even_with_raise_errors() -> None:
-    result = await execute_tool(add, call("add", c=1), raise_errors=True)
+    result = await execute_tool(add, tc("add", "c1", c=1), raise_errors=True)
     assert result.is_error and "a: missing required argument" in result.content
 
 
@@ -505,7 +503,7 @@ async def test_optional_arguments_keep_function_defaults() -> None:
     def f(a: int, marker: Any = sentinel, n: int = None) -> str:  # type: ignore[assignment]
         return f"{a} {marker is sentinel} {n}"
 
-    result = await execute_tool(f, call("f", a=1))
+    result = await execute_tool(f, tc("f", "c1", a=1))
     assert result.content == "1 True None"
 
 
@@ -515,8 +513,8 @@ async def test_unannotated_params_are_strings() -> None:
         return repr(x)
 
     assert echo.parameters["properties"] == {"x": {"type": "string"}}
-    assert (await execute_tool(echo, call("echo", x="hi"))).content == "'hi'"
-    bad = await execute_tool(echo, call("echo", x=[1, {"a": 2}]))
+    assert (await execute_tool(echo, tc("echo", "c1", x="hi"))).content == "'hi'"
+    bad = await execute_tool(echo, tc("echo", "c1", x=[1, {"a": 2}]))
     assert bad.is_error and "x: Input should be a valid string" in bad.content
 
 
@@ -525,8 +523,8 @@ async def test_parameter_names_that_clash_with_basemodel_attributes() -> None:
     def f(json: str, copy: int, model_config: bool = False) -> str:
         return f"{json}-{copy}-{model_config}"
 
-    assert (await execute_tool(f, call("f", json="j", copy=2, model_config=True))).content == "j-2-True"
-    bad = await execute_tool(f, call("f", json="j", copy="x"))
+    assert (await execute_tool(f, tc("f", "c1", json="j", copy=2, model_config=True))).content == "j-2-True"
+    bad = await execute_tool(f, tc("f", "c1", json="j", copy="x"))
     assert "copy: " in bad.content
 
 
@@ -539,12 +537,12 @@ async def test_pydantic_param_receives_model_instance() -> None:
         received.append(points)
         return f"{p.x},{p.y}"
 
-    result = await execute_tool(move, call("move", p={"x": 3}, points=[{"x": 1, "y": 2}]))
+    result = await execute_tool(move, tc("move", "c1", p={"x": 3}, points=[{"x": 1, "y": 2}]))
     assert result.content == "3,0"
     assert isinstance(received[0], Point)
     assert isinstance(received[1][0], Point)
 
-    bad = await execute_tool(move, call("move", p={"y": 1}))
+    bad = await execute_tool(move, tc("move", "c1", p={"y": 1}))
     assert bad.is_error and "p.x: missing required field" in bad.content
 
 
@@ -553,7 +551,7 @@ async def test_positional_only_parameters() -> None:
     def f(a: int, /, b: int = 2, c: int = 3) -> str:
         return f"{a}{b}{c}"
 
-    assert (await execute_tool(f, call("f", a=1, c=5))).content == "125"
+    assert (await execute_tool(f, tc("f", "c1", a=1, c=5))).content == "125"
 
 
 async def test_var_keyword_tool_accepts_extra_arguments() -> None:
@@ -562,7 +560,7 @@ async def test_var_keyword_tool_accepts_extra_arguments() -> None:
         return f"{a} {sorted(extra.items())}"
 
     assert f.parameters == {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    assert (await execute_tool(f, call("f", a=1, z=2))).content == "1 [('z', 2)]"
+    assert (await execute_tool(f, tc("f", "c1", a=1, z=2))).content == "1 [('z', 2)]"
 
 
 async def test_tool_context_injected() -> None:
@@ -576,7 +574,7 @@ async def test_tool_context_injected() -> None:
         return ctx.idempotency_key
 
     ctx = ToolContext("wf-9/call-7", attempt=2, tool_call_id="call-7", heartbeat=lambda *d: beats.append(d))
-    result = await execute_tool(charge, call("charge", cid="call-7", amount=10), ctx)
+    result = await execute_tool(charge, tc("charge", cid="call-7", amount=10), ctx)
     assert result.content == "wf-9/call-7"
     assert seen == [ctx] and seen[0].attempt == 2
     assert beats == [("charging", 10)]
@@ -588,7 +586,7 @@ async def test_tool_context_default_when_none_given() -> None:
         return f"{context.idempotency_key}|{context.attempt}|{context.tool_call_id}"
 
     assert whoami.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
-    assert (await execute_tool(whoami, call("whoami", cid="abc"))).content == "abc|1|abc"
+    assert (await execute_tool(whoami, tc("whoami", cid="abc"))).content == "abc|1|abc"
 
 
 async def test_tool_context_cannot_be_supplied_by_the_model() -> None:
@@ -596,7 +594,7 @@ async def test_tool_context_cannot_be_supplied_by_the_model() -> None:
     def f(ctx: ToolContext) -> str:
         return "x"
 
-    result = await execute_tool(f, call("f", ctx="forged"))
+    result = await execute_tool(f, tc("f", "c1", ctx="forged"))
     assert result.is_error and "ctx: unexpected argument" in result.content
 
 
@@ -614,11 +612,11 @@ async def test_execute_all_keeps_call_order_and_runs_concurrently() -> None:
 
     reg = ToolRegistry([sleepy, add])
     calls = [
-        call("sleepy", cid="1", name="slow", delay=0.15),
-        call("missing", cid="2"),
-        call("sleepy", cid="3", name="fast", delay=0.0),
-        call("add", cid="4", a=2, b=3),
-        call("sleepy", cid="5", name="mid", delay=0.05),
+        tc("sleepy", cid="1", name="slow", delay=0.15),
+        tc("missing", cid="2"),
+        tc("sleepy", cid="3", name="fast", delay=0.0),
+        tc("add", cid="4", a=2, b=3),
+        tc("sleepy", cid="5", name="mid", delay=0.05),
     ]
     results = await execute_all(reg, calls)
     assert [r.tool_call_id for r in results] == ["1", "2", "3", "4", "5"]
@@ -637,8 +635,190 @@ async def test_execute_all_context_factory() -> None:
     reg = ToolRegistry([key])
     results = await execute_all(
         reg,
-        [call("key", cid="a"), call("key", cid="b")],
+        [tc("key", cid="a"), tc("key", cid="b")],
         context_factory=lambda c: ToolContext(f"run-1/{c.id}", tool_call_id=c.id),
     )
     assert [r.content for r in results] == ["run-1/a", "run-1/b"]
     assert await execute_all(reg, []) == []
+
+
+# --------------------------------------------------------------------------- exact behaviour
+# (written against mutation testing, docs/mutation.md: what users and models see)
+
+
+def test_a_plain_tool_needs_no_approval_runs_as_a_normal_activity_and_never_retries() -> None:
+    def lookup(q: str) -> str:
+        return q
+
+    for made in (tool(lookup), Tool.from_function(lookup), Tool(lookup, "lookup", "", {}, False)):
+        assert (made.requires_approval, made.local, made.retries, made.timeout_s) == (False, False, 0, None)
+        assert made.asks_human is False and made.agent is None
+
+
+def test_tool_options_reach_the_tool_on_every_path() -> None:
+    def lookup(q: str) -> str:
+        return q
+
+    options = dict(name="find", retries=2, timeout_s=0.5, requires_approval=True, local=True)
+    for made in (tool(lookup, **options), tool(**options)(lookup), Tool.from_function(lookup, **options)):
+        assert (made.name, made.retries, made.timeout_s, made.requires_approval, made.local) == (
+            "find", 2, 0.5, True, True,
+        )
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("retries", True, "Tool 'f': retries must be a non-negative integer, got True"),
+        ("retries", -1, "Tool 'f': retries must be a non-negative integer, got -1"),
+        ("retries", 1.0, "Tool 'f': retries must be a non-negative integer, got 1.0"),
+        ("timeout_s", True, "Tool 'f': timeout_s must be a positive number or None, got True"),
+        ("timeout_s", "5", "Tool 'f': timeout_s must be a positive number or None, got '5'"),
+        ("timeout_s", 0, "Tool 'f': timeout_s must be a positive number or None, got 0"),
+    ],
+)
+def test_bad_tool_options_are_refused_with_a_clear_error(option: str, value: Any, message: str) -> None:
+    def f() -> None: ...
+
+    with pytest.raises(ValueError) as raised:
+        tool(f, **{option: value})
+    assert str(raised.value) == message
+
+
+def test_tool_refuses_a_non_callable_and_says_how_to_name_a_tool() -> None:
+    with pytest.raises(TypeError) as raised:
+        tool("weather")
+    assert str(raised.value) == (
+        "@tool expects a function or keyword options only, got str; write @tool(name=...) to set the name"
+    )
+    with pytest.raises(TypeError) as raised:
+        Tool.from_function(42)
+    assert str(raised.value) == "a tool must wrap a callable, got int"
+
+
+async def test_a_callable_object_is_named_after_its_class_and_an_async_call_is_awaited() -> None:
+    class Forecast:
+        async def __call__(self, city: str) -> str:
+            return f"sunny in {city}"
+
+    made = Tool.from_function(Forecast())
+    assert made.name == "Forecast" and not made.is_async  # a sync callable returning an awaitable
+    assert (await execute_tool(made, tc("Forecast", "c1", city="Oslo"))).content == "sunny in Oslo"
+
+
+async def test_a_tool_built_directly_validates_lazily_and_a_builtin_without_signature_runs() -> None:
+    def add_(a: int, b: int) -> int:
+        return a + b
+
+    direct = Tool(add_, "add", "", {}, False)
+    assert direct.validate_arguments({"a": 1, "b": 2}) == {"a": 1, "b": 2}
+    with pytest.raises(ToolArgumentsError):
+        direct.validate_arguments({"a": "x", "b": 2})
+    def stamp(text: str, ctx: ToolContext) -> str:
+        return f"{text}@{ctx.idempotency_key}"
+
+    with_context = Tool(stamp, "stamp", "", {}, False)
+    assert with_context.validate_arguments({"text": "a"}) == {"text": "a"}
+    assert (await execute_tool(with_context, tc("stamp", cid="k1", text="a"))).content == "a@k1"
+    builtin = Tool(dict, "as_dict", "", {}, False)  # inspect.signature(dict) fails: nothing to check
+    assert builtin.validate_arguments({"k": 1}) == {"k": 1}
+    assert (await execute_tool(builtin, tc("as_dict", "c1", k=1))).content == '{"k": 1}'
+
+
+async def test_an_omitted_positional_only_argument_keeps_its_default() -> None:
+    @tool
+    def f(a: int = 7, b: int = 2, /) -> str:
+        return f"{a}{b}"
+
+    assert (await execute_tool(f, tc("f", "c1", b=5))).content == "75"
+
+    @tool
+    async def g(a: int, /, b: int = 2) -> str:
+        return f"{a}{b}"
+
+    assert (await execute_tool(g, tc("g", "c1", a=1))).content == "12"
+
+
+async def test_unreadable_arguments_are_an_error_result_and_the_tool_does_not_run() -> None:
+    ran: list[str] = []
+
+    @tool
+    def f(x: int) -> str:
+        ran.append("f")
+        return "ran"
+
+    broken = ToolCall(id="c9", name="f", arguments={}, arguments_error="Expecting ',' delimiter")
+    result = await execute_tool(f, broken)
+    assert result == ToolResult(
+        tool_call_id="c9",
+        content="Invalid arguments for tool 'f': Expecting ',' delimiter. "
+        "The tool was not run; send the arguments again as one complete JSON object.",
+        is_error=True,
+    )
+    assert ran == []
+
+
+async def test_unknown_tool_with_no_tools_at_all() -> None:
+    result = await execute_tool(None, tc("nope", "c1"))
+    assert result.is_error and result.content == "Unknown tool 'nope'. Available tools: (none)"
+
+
+@pytest.mark.parametrize("canceller", ["asyncio task.cancel()", "anyio cancel scope"])
+async def test_a_cancelled_sync_tool_is_abandoned_not_waited_for(canceller: str) -> None:
+    # A sync tool's thread cannot be stopped: cancelling the call (a Temporal activity cancel is
+    # an asyncio cancel; an app's anyio timeout is a cancel scope) returns at once and the thread
+    # finishes on its own later, so a run never hangs on a stuck tool.
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    @tool
+    def stuck() -> str:
+        started.set()
+        release.wait(5)  # bounds the test if the call wrongly waits for the thread
+        finished.set()
+        return "late"
+
+    async def until_started() -> None:
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+
+    try:
+        if canceller == "anyio cancel scope":
+            async with anyio.create_task_group() as group:
+                group.start_soon(execute_tool, stuck, tc("stuck", "c1"))
+                await until_started()
+                group.cancel_scope.cancel()
+        else:
+            task = asyncio.ensure_future(execute_tool(stuck, tc("stuck", "c1")))
+            await until_started()
+            task.cancel()
+            await asyncio.wait([task])
+            assert task.cancelled()
+        assert not finished.is_set()  # the call returned while the tool was still running
+    finally:
+        release.set()
+
+
+async def test_describe_agent_reports_each_tools_flags_to_the_durable_run() -> None:
+    from temporalio.testing import ActivityEnvironment
+
+    from rein import Agent, MockProvider, ask_human
+    from rein.activities.agents import AgentActivities
+    from rein.contract import DescribeInput
+
+    @tool(requires_approval=True, local=True, retries=2, timeout_s=9)
+    def pay(amount: int) -> str:
+        return "paid"
+
+    helper = Agent(provider=MockProvider([]), name="helper", engine="local")
+    agent = Agent(provider=MockProvider([]), tools=[pay, add, ask_human, helper.as_tool("delegate")], engine="local")
+    described = await ActivityEnvironment().run(AgentActivities({"main": agent}).describe_agent, DescribeInput(agent="main"))
+    flags = {
+        t.spec.name: (t.requires_approval, t.local, t.asks_human, t.agent, t.retries, t.timeout_s)
+        for t in described.tools
+    }
+    assert flags == {
+        "pay": (True, True, False, None, 2, 9),
+        "add": (False, False, False, None, 0, None),
+        "ask_human": (False, False, True, None, 0, None),
+        "delegate": (False, False, False, "helper", 0, None),
+    }

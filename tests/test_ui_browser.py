@@ -27,10 +27,13 @@ import pytest_asyncio
 import websockets
 
 import rein
-from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
+from rein import Agent, LoopConfig
 from rein.cli import main
 from rein.client import ReinClient, connect
 from rein.server import free_port
+from tests.support.processes import stop_process
+from tests.support.providers import OpsModel
+from tests.support.waiting import poll, rein_status_is
 
 ROOT = Path(__file__).resolve().parent.parent
 REIN_BIN = str(Path(sys.executable).parent / "rein")
@@ -50,29 +53,6 @@ TEXT_JS = """(() => {
   });
   return [document.body.innerText, ...frames].join('\\n');
 })()"""
-
-
-class OpsModel:
-    """restart(service=<first word of the prompt>) then a report; stateless."""
-
-    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
-        usage = Usage(input_tokens=7, output_tokens=3)
-        results = [m for m in messages if m.role == "tool"]
-        if results:
-            text = f"Report: {results[-1].content}"
-            return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
-        service = next(m.content for m in messages if m.role == "user").split()[0]
-        call = ToolCall(id="call-restart", name="restart", arguments={"service": service})
-        return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=usage)
-
-
-    async def stream(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Any:
-        completion = await self.complete(messages, tools)
-        if completion.message.tool_calls:
-            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
-        else:
-            yield StreamChunk(type="text", text=completion.message.content)
-        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
 
 
 def restart(service: str) -> str:
@@ -176,11 +156,7 @@ def rein_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         yield {"address": out.split("Temporal dev server:", 1)[1].split()[0],
                "ui": out.split("Temporal UI:", 1)[1].split()[0]}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process, 30)
         subprocess.run([REIN_BIN, "server", "stop"], env=env, capture_output=True, timeout=60)
 
 
@@ -205,11 +181,7 @@ async def page(tmp_path: Path) -> AsyncIterator[Page]:
         yield tab
         await tab.ws.close()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process, 20)
 
 
 def cli(address: str, *argv: str) -> None:
@@ -227,10 +199,8 @@ async def test_the_ui_shows_summaries_waiting_text_and_activity_summaries(rein_s
         await asyncio.to_thread(cli, address, "start", "ui-ops", "search restart, please", "--id", "ui-finished")
         handle = ReinClient(client)
         for run_id in ("ui-waiting", "ui-finished"):
-            deadline = time.monotonic() + PAGE_WAIT_S
-            while (status := (await handle.status(run_id)).status) != "waiting_approval":
-                assert time.monotonic() < deadline, f"{run_id} is {status}, not waiting_approval"
-                await asyncio.sleep(0.2)
+            await poll(lambda r=run_id: rein_status_is(handle, r, "waiting_approval"), f"{run_id} waiting_approval",
+                       PAGE_WAIT_S, interval=0.2)
         await asyncio.to_thread(cli, address, "approve", "ui-finished", "--approver", "alice")
         assert (await handle.result("ui-finished")).output == "Report: search restarted"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,15 +18,20 @@ from typing import Any
 import pytest
 import temporalio.converter
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 import rein
-from rein import Agent, LoopConfig, MockProvider, Session, Step, ToolCall, ToolContext
+from rein import Agent, LoopConfig, MockProvider, Session, Step, ToolContext
 from rein.testing import full_result
 from rein.workflows import AgentWorkflow
+from tests.support.history import assert_no_task_failures, history_events, scheduled, summaries
+from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
+from tests.support.results import tool_messages
+from tests.support.tools import add, tc
+from tests.support.waiting import poll, wait_status
 
 HISTORIES = Path(__file__).parent / "histories"
 STATUS_KEYS = {"status", "stage", "iteration", "usage", "interrupt", "pending_tool_calls", "stop_reason"}
@@ -36,83 +40,11 @@ STATUS_KEYS = {"status", "stage", "iteration", "usage", "interrupt", "pending_to
 # --------------------------------------------------------------------------- fixtures and helpers
 
 
-def call(cid: str, name: str, **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-class RecordingProvider(MockProvider):
-    """A MockProvider that keeps the conversation each model call saw."""
-
-    def __init__(self, responses: list, gate: asyncio.Event | None = None):
-        super().__init__(responses)
-        self.seen: list[list[rein.Message]] = []
-        self.gate = gate
-
-    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        self.seen.append([m.model_copy(deep=True) for m in messages])
-        if self.gate is not None and len(self.seen) == 1:
-            await self.gate.wait()
-        return await super().complete(messages, tools, **kwargs)
-
-
 async def start(env, agent: str, prompt: str, wf_id: str, tq: str, client: Client | None = None, **extra: Any):
     client = client or env.client
     return await client.start_workflow(
         "AgentWorkflow", {"agent": agent, "prompt": prompt, **extra}, id=wf_id, task_queue=tq
     )
-
-
-async def wait_status(
-    handle: WorkflowHandle,
-    status: str | None = None,
-    until: Callable[[dict], bool] | None = None,
-    timeout: float = 15.0,
-) -> dict:
-    """Poll the `status` query until `status` (and `until`) hold."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: dict | None = None
-    while asyncio.get_running_loop().time() < deadline:
-        try:
-            last = await handle.query("status")
-        except RPCError:
-            last = None  # the first workflow task has not run yet
-        if last is not None and (status is None or last["status"] == status) and (until is None or until(last)):
-            return last
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"run never reached status={status!r}; last status: {last}")
-
-
-async def history_events(handle: WorkflowHandle) -> list:
-    history = await handle.fetch_history()
-    return list(history.events)
-
-
-def assert_no_task_failures(events: list) -> None:
-    failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
-    assert not failed, f"workflow task failed: {failed[0].workflow_task_failed_event_attributes}"
-
-
-def scheduled(events: list, activity: str) -> list:
-    return [
-        e
-        for e in events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == activity
-    ]
-
-
-def tool_messages(result: dict) -> dict[str, str]:
-    return {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
-
-
-def summary_of(event) -> str:  # noqa: ANN001
-    payload = event.user_metadata.summary
-    return json.loads(payload.data)
 
 
 # --------------------------------------------------------------------------- approvals
@@ -128,7 +60,7 @@ async def test_approve_whole_batch_with_default_json_converter(env, ids):
         return a + b
 
     agent = Agent(
-        provider=MockProvider([[call("c1", "add_logged", a=1, b=2), call("c2", "add_logged", a=3, b=4)], "sum done"]),
+        provider=MockProvider([[tc("add_logged", "c1", a=1, b=2), tc("add_logged", "c2", a=3, b=4)], "sum done"]),
         tools=[add_logged],
         name="batch",
         config=LoopConfig(permission="ask"),
@@ -166,7 +98,7 @@ async def test_approve_one_then_deny_the_other(env, ids):
         return f"wrote {path}"
 
     agent = Agent(
-        provider=MockProvider([[call("c1", "write_file", path="a.txt"), call("c2", "write_file", path="b.txt")], "ok"]),
+        provider=MockProvider([[tc("write_file", "c1", path="a.txt"), tc("write_file", "c2", path="b.txt")], "ok"]),
         tools=[write_file],
         name="mixed",
         config=LoopConfig(permission="ask"),
@@ -201,7 +133,7 @@ async def test_approve_one_then_deny_the_other(env, ids):
 
 async def test_deny_feeds_the_denial_to_the_model(env, ids):
     tq, wf_id = ids
-    provider = RecordingProvider([[call("c1", "add", a=1, b=2)], "understood"])
+    provider = RecordingProvider([[tc("add", "c1", a=1, b=2)], "understood"])
     agent = Agent(provider=provider, tools=[add], name="denied", config=LoopConfig(permission="ask"))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "denied", "add", wf_id, tq)
@@ -219,7 +151,7 @@ async def test_deny_feeds_the_denial_to_the_model(env, ids):
 
 async def test_answer_becomes_the_ask_human_result(env, ids):
     tq, wf_id = ids
-    provider = RecordingProvider([[call("q1", "ask_human", question="Which colour?")], "blue it is"])
+    provider = RecordingProvider([[tc("ask_human", "q1", question="Which colour?")], "blue it is"])
     agent = Agent(provider=provider, tools=[rein.ask_human, add], name="asker", config=LoopConfig(permission="ask"))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "asker", "paint it", wf_id, tq)
@@ -246,7 +178,7 @@ async def test_cancel_while_waiting(env, ids):
         return n
 
     agent = Agent(
-        provider=MockProvider([[call("c1", "touch", n=1)], "never"]),
+        provider=MockProvider([[tc("touch", "c1", n=1)], "never"]),
         tools=[touch],
         name="cancelled",
         config=LoopConfig(permission="ask"),
@@ -265,11 +197,12 @@ async def test_cancel_while_waiting(env, ids):
 
 
 async def test_cancel_with_malformed_payload_is_counted_consistently(env, ids):
-    """A `cancel` whose payload has the wrong shape is either ignored (DESIGN: wrong shape =>
-    recorded and ignored) or honoured; it must not be both acted on and counted as ignored."""
+    """A `cancel` whose payload has the wrong shape (a string, not an object) is recorded and
+    ignored (DESIGN: wrong shape => recorded and ignored): the run keeps waiting, counts it, and
+    finishes normally once approved."""
     tq, wf_id = ids
     agent = Agent(
-        provider=MockProvider([[call("c1", "add", a=1, b=1)], "two"]),
+        provider=MockProvider([[tc("add", "c1", a=1, b=1)], "two"]),
         tools=[add],
         name="cancel-garbage",
         config=LoopConfig(permission="ask"),
@@ -278,16 +211,19 @@ async def test_cancel_with_malformed_payload_is_counted_consistently(env, ids):
         handle = await start(env, "cancel-garbage", "add", wf_id, tq)
         await wait_status(handle, "waiting_approval")
         await handle.signal("cancel", "garbage")
+        # Whichever happens first: the signal counted as ignored, or (wrongly) the run cancelled.
         status = await wait_status(
-            handle, until=lambda s: s["status"] == "cancelled" or s["ignored_signals"] == 1
+            handle, until=lambda s: s["status"] == "cancelled" or s["ignored_signals"] >= 1
         )
-        if status["status"] != "cancelled":
-            await handle.signal("approve", {})
+        assert status["status"] == "waiting_approval", status
+        assert status["ignored_signals"] == 1 and status["stop_reason"] != "cancelled"
+        await handle.signal("approve", {})
         result = await full_result(handle)
         final = await handle.query("status")
 
-    cancelled = result["stop_reason"] == "cancelled"
-    assert cancelled != (final["ignored_signals"] == 1), (result["stop_reason"], final["ignored_signals"])
+    assert (result["stop_reason"], result["output"]) == ("done", "two")
+    assert tool_messages(result) == {"c1": "2"}
+    assert final["status"] == "done" and final["ignored_signals"] == 1
 
 
 # --------------------------------------------------------------------------- malformed signals
@@ -296,7 +232,7 @@ async def test_cancel_with_malformed_payload_is_counted_consistently(env, ids):
 async def test_malformed_and_misplaced_signals_are_ignored(env, ids):
     tq, wf_id = ids
     gate = asyncio.Event()
-    provider = RecordingProvider([[call("c1", "add", a=2, b=3)], "five"], gate=gate)
+    provider = RecordingProvider([[tc("add", "c1", a=2, b=3)], "five"], gate=gate)
     agent = Agent(provider=provider, tools=[add], name="robust", config=LoopConfig(permission="ask"))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "robust", "add", wf_id, tq)
@@ -382,7 +318,7 @@ async def test_unknown_agent_failure_message_names_the_agent(env, ids):
 async def test_config_override_from_input(env, ids):
     """`config` in the workflow input overrides the agent's LoopConfig for that run only."""
     tq, wf_id = ids
-    agent = Agent(provider=MockProvider([[call("c1", "add", a=2, b=2)], "four"]), tools=[add], name="overridden")
+    agent = Agent(provider=MockProvider([[tc("add", "c1", a=2, b=2)], "four"]), tools=[add], name="overridden")
     assert agent.config.permission == "allow"
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "overridden", "add", wf_id, tq, config={"permission": "ask"})
@@ -425,12 +361,13 @@ async def test_non_retryable_model_error_fails_the_run_clearly(env, ids):
 async def test_approval_after_two_simulated_days(env, ids):
     tq, wf_id = ids
     agent = Agent(
-        provider=MockProvider([[call("c1", "add", a=20, b=22)], "forty-two"]),
+        provider=MockProvider([[tc("add", "c1", a=20, b=22)], "forty-two"]),
         tools=[add],
         name="patient",
         config=LoopConfig(permission="ask", timeout_s=60),
     )
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        began = await env.get_current_time()
         handle = await start(env, "patient", "add", wf_id, tq)
         await wait_status(handle, "waiting_approval")
         before = await env.get_current_time()
@@ -440,11 +377,14 @@ async def test_approval_after_two_simulated_days(env, ids):
         await wait_status(handle, "waiting_approval")
         await handle.signal("approve", {"approver": "late-reviewer"})
         result = await full_result(handle)
+        span = await env.get_current_time() - began
 
+    # Done, not stopped by timeout_s=60: the two days of waiting did not count as active time
+    # (on the test server's clock, the run's active time is its span minus the wait).
     assert result["stop_reason"] == "done"
     assert result["output"] == "forty-two"
     assert tool_messages(result) == {"c1": "42"}
-    assert result["elapsed_s"] < 60
+    assert 0 < result["elapsed_s"] <= (span - timedelta(days=2)).total_seconds()
 
 
 async def test_approval_timeout_denies(env, ids):
@@ -456,7 +396,7 @@ async def test_approval_timeout_denies(env, ids):
         return n
 
     agent = Agent(
-        provider=MockProvider([[call("c1", "risky", n=1)], "gave up"]),
+        provider=MockProvider([[tc("risky", "c1", n=1)], "gave up"]),
         tools=[risky],
         name="unanswered",
         config=LoopConfig(permission="ask", approval_timeout_s=3 * 86400),
@@ -480,28 +420,39 @@ async def test_approval_timeout_denies(env, ids):
 
 
 async def test_parallel_tool_calls_keep_call_order(env, ids):
+    """The batch runs at once (every call starts before any finishes), the calls finish in reverse
+    order (each released by the one after it), and the results still come back in call order."""
     tq, wf_id = ids
-    finished: list[str] = []
+    log: list[tuple[str, str]] = []
+    all_started = asyncio.Event()
+    finish_order = ["third", "second", "first"]
+    turn = {label: asyncio.Event() for label in finish_order}
+    turn["third"].set()
 
-    async def slow(label: str, seconds: float) -> str:
-        await asyncio.sleep(seconds)
-        finished.append(label)
-        return f"{label} after {seconds}s"
+    async def slow(label: str) -> str:
+        log.append(("start", label))
+        if len(log) == 3:
+            all_started.set()
+        # One call at a time would never get past this: the others have not started.
+        await asyncio.wait_for(all_started.wait(), 30)
+        await turn[label].wait()
+        log.append(("end", label))
+        following = finish_order.index(label) + 1
+        if following < len(finish_order):
+            turn[finish_order[following]].set()
+        return f"{label} done"
 
-    batch = [
-        call("c1", "slow", label="first", seconds=0.3),
-        call("c2", "slow", label="second", seconds=0.2),
-        call("c3", "slow", label="third", seconds=0.1),
-    ]
+    batch = [tc("slow", "c1", label="first"), tc("slow", "c2", label="second"), tc("slow", "c3", label="third")]
     agent = Agent(provider=MockProvider([batch, "all back"]), tools=[slow], name="parallel")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "parallel", "go", wf_id, tq)
         result = await full_result(handle)
 
-    assert finished == ["third", "second", "first"]  # they really overlapped
+    assert [kind for kind, _ in log] == ["start"] * 3 + ["end"] * 3  # they really overlapped
+    assert [label for kind, label in log if kind == "end"] == finish_order
     tool_msgs = [m for m in result["session"]["messages"] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_msgs] == ["c1", "c2", "c3"]
-    assert [m["content"] for m in tool_msgs] == ["first after 0.3s", "second after 0.2s", "third after 0.1s"]
+    assert [m["content"] for m in tool_msgs] == ["first done", "second done", "third done"]
     events = await history_events(handle)
     runs = scheduled(events, "rein.run_tool")
     assert len(runs) == 3
@@ -511,31 +462,9 @@ async def test_parallel_tool_calls_keep_call_order(env, ids):
 # --------------------------------------------------------------------------- model retries
 
 
-class Unavailable(Exception):
-    status_code = 503
-
-
-class FlakyProvider:
-    """Fails with a 503 while `failing` is set."""
-
-    def __init__(self) -> None:
-        self.failing = True
-        self.calls = 0
-
-    async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        self.calls += 1
-        if self.failing:
-            raise Unavailable("upstream overloaded (503)")
-        return rein.Completion(message=rein.Message(role="assistant", content="recovered"), finish_reason="stop")
-
-    async def stream(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
-        raise NotImplementedError
-        yield
-
-
 async def test_retry_after_model_attempts_are_exhausted(env, ids):
     tq, wf_id = ids
-    provider = FlakyProvider()
+    provider = OutageProvider(Unavailable, "upstream overloaded (503)")
     agent = Agent(provider=provider, name="flaky-model", config=LoopConfig(model_attempts=2))
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "flaky-model", "hello", wf_id, tq)
@@ -547,15 +476,97 @@ async def test_retry_after_model_attempts_are_exhausted(env, ids):
         assert status["stage"] == "call_model"
         assert provider.calls == 2
 
+        # A retry while the outage lasts: the model call gets its model_attempts again, then waits again.
+        await handle.signal("retry", {})
+        await wait_status(handle, "waiting_retry", until=lambda s: provider.calls >= 4)
+        assert provider.calls == 4
+
         provider.failing = False
         await handle.signal("retry", {})
         result = await full_result(handle)
         final = await handle.query("status")
 
     assert result["status"] == "done" and result["output"] == "recovered"
-    assert provider.calls == 3
+    assert provider.calls == 5
     assert final["ignored_signals"] == 0
     assert_no_task_failures(await history_events(handle))
+
+
+async def test_the_approval_deadline_survives_continue_as_new(env, ids):
+    """A waiting run that continues as new (a pile of ignored signals) keeps its approval deadline:
+    on the test server's clock it times out a day after it began waiting, not a day after the
+    continuation."""
+    tq, wf_id = ids
+    agent = Agent(
+        provider=MockProvider([[tc("add", "c1", a=1, b=2)], "gave up"]),
+        tools=[add],
+        name="deadline-carried",
+        config=LoopConfig(permission="ask", approval_timeout_s=86400),
+    )
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "deadline-carried", "add", wf_id, tq, continue_as_new_after=20)
+        await wait_status(handle, "waiting_approval")
+        first_run = (await handle.describe()).run_id
+        await env.sleep(timedelta(hours=12))
+        for _ in range(25):  # ignored (no question is pending): the run continues as new, still waiting
+            await handle.signal("answer", {"text": "not a question"})
+        await poll(lambda: _continued(handle, first_run), "the waiting run to continue as new")
+        await wait_status(handle, "waiting_approval")
+        await env.sleep(timedelta(hours=13))  # 25 h since the wait began, 13 h since the continuation
+        await wait_status(handle, "done")
+        result = await full_result(handle)
+
+    assert result["output"] == "gave up"
+    (decision,) = result["session"]["decisions"]
+    assert decision["approved"] is False and decision["approver"] == "timeout"
+    assert "86400 seconds" in tool_messages(result)["c1"]
+
+
+async def _continued(handle, first_run: str) -> bool:  # noqa: ANN001
+    return (await handle.describe()).run_id != first_run
+
+
+async def test_an_unanswered_question_times_out_as_no_answer(env, ids):
+    """`approval_timeout_s` also bounds waiting for an `answer`: the model gets "no answer", the
+    decision is recorded as the timeout's, and the run goes on (the test server skips the day)."""
+    tq, wf_id = ids
+    provider = RecordingProvider([[tc("ask_human", "q1", question="Which colour?")], "I will pick one"])
+    agent = Agent(provider=provider, tools=[rein.ask_human], name="unanswered-question",
+                  config=LoopConfig(approval_timeout_s=86400))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "unanswered-question", "paint it", wf_id, tq)
+        result = await full_result(handle)
+
+    assert result["output"] == "I will pick one"
+    answer = tool_messages(result)["q1"]
+    assert answer.startswith("No answer") and "86400 seconds" in answer
+    assert provider.seen[1][-1].content == answer
+    (decision,) = result["session"]["decisions"]
+    assert decision["approver"] == "timeout"
+    timers = [e for e in await history_events(handle) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert [t.timer_started_event_attributes.start_to_fire_timeout.ToSeconds() for t in timers] == [86400]
+
+
+async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids):
+    """`approval_timeout_s` bounds waiting for a person's decision; a run waiting for `retry` after
+    exhausted model attempts keeps waiting past it (on the test server's clock), then retries."""
+    tq, wf_id = ids
+    provider = OutageProvider(Unavailable, "upstream overloaded (503)")
+    agent = Agent(provider=provider, name="flaky-patient",
+                  config=LoopConfig(model_attempts=1, approval_timeout_s=60))
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await start(env, "flaky-patient", "hello", wf_id, tq)
+        await wait_status(handle, "waiting_retry")
+        await env.sleep(timedelta(minutes=10))
+        status = await wait_status(handle, "waiting_retry")
+        assert status["interrupt"]["type"] == "error" and provider.calls == 1
+        provider.failing = False
+        await handle.signal("retry", {})
+        result = await full_result(handle)
+
+    assert result["output"] == "recovered" and provider.calls == 2
+    timers = [e for e in await history_events(handle) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert timers == []
 
 
 # --------------------------------------------------------------------------- tool retries
@@ -573,7 +584,7 @@ async def test_tool_retries_with_stable_idempotency_key(env, ids):
             raise ConnectionError(f"attempt {ctx.attempt} lost")
         return f"written on attempt {ctx.attempt}"
 
-    agent = Agent(provider=MockProvider([[call("t1", "flaky_write", text="hi")], "ok"]), tools=[flaky_write], name="retrier")
+    agent = Agent(provider=MockProvider([[tc("flaky_write", "t1", text="hi")], "ok"]), tools=[flaky_write], name="retrier")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "retrier", "write", wf_id, tq)
         result = await full_result(handle)
@@ -595,7 +606,7 @@ async def test_tool_error_without_retries_is_a_result(env, ids):
         attempts.append(ctx.attempt)
         raise RuntimeError("kaboom")
 
-    provider = RecordingProvider([[call("b1", "boom")], "handled"])
+    provider = RecordingProvider([[tc("boom", "b1")], "handled"])
     agent = Agent(provider=provider, tools=[boom], name="boomer")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "boomer", "explode", wf_id, tq)
@@ -628,7 +639,7 @@ async def test_tool_retries_exhausted_become_an_error_result(env, ids):
         attempts.append(ctx.attempt)
         raise ConnectionError("service down")
 
-    provider = RecordingProvider([[call("d1", "always_down")], "gave up"])
+    provider = RecordingProvider([[tc("always_down", "d1")], "gave up"])
     agent = Agent(provider=provider, tools=[always_down], name="exhausted")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "exhausted", "try", wf_id, tq)
@@ -649,7 +660,7 @@ async def test_tool_timeout_becomes_an_error_result(env, ids):
         await asyncio.sleep(30)
         return "never"
 
-    provider = RecordingProvider([[call("s1", "stuck", x=1)], "moved on"])
+    provider = RecordingProvider([[tc("stuck", "s1", x=1)], "moved on"])
     agent = Agent(provider=provider, tools=[stuck], name="stuck")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "stuck", "go", wf_id, tq)
@@ -668,7 +679,7 @@ async def test_tool_timeout_becomes_an_error_result(env, ids):
 async def test_queries_status_session_steps(env, ids):
     tq, wf_id = ids
     agent = Agent(
-        provider=MockProvider([[call("c1", "add", a=1, b=2)], "three"]),
+        provider=MockProvider([[tc("add", "c1", a=1, b=2)], "three"]),
         tools=[add],
         system="You add.",
         name="queried",
@@ -716,14 +727,14 @@ async def test_queries_status_session_steps(env, ids):
 
 async def test_activity_summaries_read_well(env, ids):
     tq, wf_id = ids
-    agent = Agent(provider=MockProvider([[call("c1", "add", a=1, b=2)], "3"]), tools=[add], name="summarised")
+    agent = Agent(provider=MockProvider([[tc("add", "c1", a=1, b=2)], "3"]), tools=[add], name="summarised")
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "summarised", "add", wf_id, tq)
         await handle.result()
 
-    events = await history_events(handle)
-    models = [summary_of(e) for e in scheduled(events, "rein.call_model")]
-    tools = [summary_of(e) for e in scheduled(events, "rein.run_tool")]
+    history = await handle.fetch_history()
+    models = await summaries(history, env.client.data_converter, "rein.call_model")
+    tools = await summaries(history, env.client.data_converter, "rein.run_tool")
     assert models == ["model MockProvider · iteration 1", "model MockProvider · iteration 2"]
     assert tools == ["tool add(a=1, b=2)"]
 

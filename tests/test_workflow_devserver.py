@@ -12,13 +12,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pytest
-import pytest_asyncio
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowHandle
 from temporalio.common import SearchAttributeKey
@@ -28,8 +23,13 @@ from temporalio.worker import Replayer
 
 import rein
 from rein import Agent, LoopConfig, MockProvider, ToolCall
-from rein.testing import full_result, start_local
+from rein.testing import full_result
 from rein.workflows import AgentWorkflow
+from tests.support.history import assert_no_task_failures, tool_attempts
+from tests.support.runs import start
+from tests.support.results import tool_messages
+from tests.support.tools import add, tc
+from tests.support.waiting import poll, wait_status
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,60 +59,6 @@ crash_agent = Agent(
 # --------------------------------------------------------------------------- fixtures and helpers
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await start_local()
-    try:
-        yield environment
-    finally:
-        await environment.shutdown()
-
-
-def call(cid: str, name: str, **arguments: Any) -> ToolCall:
-    return ToolCall(id=cid, name=name, arguments=arguments)
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-async def start(env, agent: str, prompt: str, wf_id: str, tq: str) -> WorkflowHandle:  # noqa: ANN001
-    return await env.client.start_workflow("AgentWorkflow", {"agent": agent, "prompt": prompt}, id=wf_id, task_queue=tq)
-
-
-async def poll(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Await `check()` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await check()
-        except RPCError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-
-async def wait_status(handle: WorkflowHandle, status: str, timeout: float = 15.0) -> dict:
-    async def check() -> dict | None:
-        view = await handle.query("status")
-        return view if view["status"] == status else None
-
-    return await poll(check, timeout, f"status {status}")
-
-
-def tool_messages(result: dict) -> dict[str, str]:
-    return {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
-
-
-def assert_no_task_failures(events: list) -> None:
-    assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
-
-
 async def assert_replays(handle: WorkflowHandle) -> None:
     history = await handle.fetch_history()
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
@@ -120,43 +66,28 @@ async def assert_replays(handle: WorkflowHandle) -> None:
     assert result.replay_failure is None, result.replay_failure
 
 
-def tool_attempts(events: list) -> list[int]:
-    tool_ids = {
-        e.event_id
-        for e in events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.run_tool"
-    }
-    return [
-        e.activity_task_started_event_attributes.attempt
-        for e in events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
-        and e.activity_task_started_event_attributes.scheduled_event_id in tool_ids
-    ]
-
-
 # --------------------------------------------------------------------------- search attributes
 
 
-async def test_search_attributes_find_waiting_runs(env, ids):
+async def test_search_attributes_find_waiting_runs(dev, ids):
     tq, wf_id = ids
     agent = Agent(
-        provider=MockProvider([[call("c1", "add", a=1, b=2)], "three"]),
+        provider=MockProvider([[tc("add", "c1", a=1, b=2)], "three"]),
         tools=[add],
         name="visible",
         config=LoopConfig(permission="ask"),
     )
-    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
-        handle = await start(env, "visible", "add", wf_id, tq)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await start(dev, "visible", "add", wf_id, tq)
         await wait_status(handle, "waiting_approval")
 
         async def listed(status: str) -> list[str]:
             query = f'WorkflowId = "{wf_id}" AND ReinStatus = "{status}"'
-            return [w.id async for w in env.client.list_workflows(query)]
+            return [w.id async for w in dev.client.list_workflows(query)]
 
-        assert await poll(lambda: listed("waiting_approval"), 10, "visibility of waiting_approval") == [wf_id]
+        assert await poll(lambda: listed("waiting_approval"), "visibility of waiting_approval", 10, ignore=(RPCError,)) == [wf_id]
         # the ops query from the design, unfiltered
-        waiting = [w.id async for w in env.client.list_workflows('ReinStatus="waiting_approval"')]
+        waiting = [w.id async for w in dev.client.list_workflows('ReinStatus="waiting_approval"')]
         assert wf_id in waiting
 
         attrs = (await handle.describe()).typed_search_attributes
@@ -169,7 +100,7 @@ async def test_search_attributes_find_waiting_runs(env, ids):
         result = await full_result(handle)
 
     assert result["output"] == "three"
-    assert await poll(lambda: listed("done"), 10, "visibility of done") == [wf_id]
+    assert await poll(lambda: listed("done"), "visibility of done", 10, ignore=(RPCError,)) == [wf_id]
     attrs = (await handle.describe()).typed_search_attributes
     assert attrs.get(REIN_STATUS) == "done"
     assert attrs.get(REIN_ITERATIONS) == 2
@@ -180,7 +111,7 @@ async def test_search_attributes_find_waiting_runs(env, ids):
 # --------------------------------------------------------------------------- losing a worker
 
 
-async def test_worker_shut_down_mid_tool_another_finishes(env, ids):
+async def test_worker_shut_down_mid_tool_another_finishes(dev, ids):
     """Worker A shuts down while its tool runs; worker B (same queue) retries the tool and finishes."""
     tq, wf_id = ids
     entered = asyncio.Event()
@@ -200,15 +131,15 @@ async def test_worker_shut_down_mid_tool_another_finishes(env, ids):
     async def block_b(x: str) -> str:
         return f"from B ({x})"
 
-    agent_a = Agent(provider=MockProvider([[call("k1", "block", x="1")], "A final"]), tools=[block_a], name="handover")
+    agent_a = Agent(provider=MockProvider([[tc("block", "k1", x="1")], "A final"]), tools=[block_a], name="handover")
     agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="handover")
 
-    async with rein.create_worker(env.client, agents=[agent_a], task_queue=tq):
-        handle = await start(env, "handover", "go", wf_id, tq)
+    async with rein.create_worker(dev.client, agents=[agent_a], task_queue=tq):
+        handle = await start(dev, "handover", "go", wf_id, tq)
         await asyncio.wait_for(entered.wait(), 15)
     assert a_cancelled.is_set()
 
-    async with rein.create_worker(env.client, agents=[agent_b], task_queue=tq):
+    async with rein.create_worker(dev.client, agents=[agent_b], task_queue=tq):
         result = await asyncio.wait_for(full_result(handle), 40)
         events = list((await handle.fetch_history()).events)
 
@@ -220,11 +151,11 @@ async def test_worker_shut_down_mid_tool_another_finishes(env, ids):
     await assert_replays(handle)
 
 
-async def test_worker_killed_mid_tool_another_finishes(env, ids, tmp_path):
+async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
     """Worker A (a separate process) is SIGKILLed while its tool runs: the heartbeat
     timeout (20 s) lets worker B retry the tool. Takes ~20-25 s of wall time."""
     tq, wf_id = ids
-    address = env.client.service_client.config.target_host
+    address = dev.client.service_client.config.target_host
     log = open(tmp_path / "worker-a.log", "wb")
     process = subprocess.Popen(
         [
@@ -238,7 +169,7 @@ async def test_worker_killed_mid_tool_another_finishes(env, ids, tmp_path):
         stderr=subprocess.STDOUT,
     )
     try:
-        handle = await start(env, "crash", "go", wf_id, tq)
+        handle = await start(dev, "crash", "go", wf_id, tq)
 
         async def tool_running() -> bool:
             if process.poll() is not None:
@@ -250,7 +181,7 @@ async def test_worker_killed_mid_tool_another_finishes(env, ids, tmp_path):
                 for p in desc.raw_description.pending_activities
             )
 
-        await poll(tool_running, 20, "worker A to start the tool")
+        await poll(tool_running, "worker A to start the tool", 20, ignore=(RPCError,))
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
@@ -261,7 +192,7 @@ async def test_worker_killed_mid_tool_another_finishes(env, ids, tmp_path):
         return f"from B ({x})"
 
     agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="crash")
-    async with rein.create_worker(env.client, agents=[agent_b], task_queue=tq):
+    async with rein.create_worker(dev.client, agents=[agent_b], task_queue=tq):
         result = await asyncio.wait_for(full_result(handle), 40)
         events = list((await handle.fetch_history()).events)
 
@@ -275,7 +206,7 @@ async def test_worker_killed_mid_tool_another_finishes(env, ids, tmp_path):
 # --------------------------------------------------------------------------- a stored history still replays
 
 
-async def test_fresh_approval_history_matches_stored_shape(env, ids):
+async def test_fresh_approval_history_matches_stored_shape(dev, ids):
     """The stored replay history (tests/histories) has the same event types as a fresh run of its scenario,
     so a change of the command sequence is noticed here too, not only by the replayer."""
     sys.path.insert(0, str(ROOT / "tests" / "histories"))
@@ -284,8 +215,8 @@ async def test_fresh_approval_history_matches_stored_shape(env, ids):
     finally:
         sys.path.pop(0)
     tq, wf_id = ids
-    async with rein.create_worker(env.client, agents=[make_histories.approval_agent()], task_queue=tq):
-        handle = await env.client.start_workflow(
+    async with rein.create_worker(dev.client, agents=[make_histories.approval_agent()], task_queue=tq):
+        handle = await dev.client.start_workflow(
             "AgentWorkflow", {"agent": "history-agent", "prompt": "What is 1 + 2?"}, id=wf_id, task_queue=tq
         )
         await wait_status(handle, "waiting_approval")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
-from rein import Agent, Completion, LoopConfig, Message, ToolCall, ToolContext, Usage, tool
+from rein import Agent, LoopConfig, ToolContext, Usage, tool
+from tests.support.providers import CallThenReport
 
 
 @tool(timeout_s=6)
@@ -34,15 +34,6 @@ def record(note: str, ctx: ToolContext) -> str:
     return f"recorded {note}"
 
 
-class Model:
-    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
-        usage = Usage(input_tokens=10, output_tokens=5)
-        results = [m.content for m in messages if m.role == "tool"]
-        if results:
-            text = f"Done: {results[-1]}."
-            return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
-        call = ToolCall(id="call-record", name="record", arguments={"note": "hello"})
-        return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=usage)
-
-
-agent = Agent(provider=Model(), tools=[record], config=LoopConfig(permission="ask"), name="durable-notes")
+MODEL = CallThenReport("record", {"note": "hello"}, call_id="call-record", report="Done: {}.",
+                       usage=Usage(input_tokens=10, output_tokens=5))
+agent = Agent(provider=MODEL, tools=[record], config=LoopConfig(permission="ask"), name="durable-notes")

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, ToolContext, Usage, tool
+from rein import Agent, Completion, LoopConfig, Message, ToolContext, tool
+from tests.support.providers import CallThenReport
 
 
 def _dir() -> Path:
@@ -51,41 +51,23 @@ def leak(ctx: ToolContext) -> str:
     )
 
 
-class CallThenReport:
-    """Calls `tool_name` once, then reports its result; decides by the conversation only."""
+class WatchedModel(CallThenReport):
+    """Calls the tool once, then reports its result; each call is counted in `$FAULTS_DIR/<prompt>.model`
+    and waits while `$FAULTS_DIR/<prompt>.model-hold` exists."""
 
-    def __init__(self, tool_name: str, arguments: dict[str, Any]):
-        self.tool_name = tool_name
-        self.arguments = arguments
-
-    async def complete(self, messages: list[Message], tools: Any = None, **_: Any) -> Completion:
-        usage = Usage(input_tokens=3, output_tokens=2)
+    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
         if "FAULTS_DIR" in os.environ:
             prompt = next(m.content for m in messages if m.role == "user")
             with open(_dir() / f"{prompt}.model", "a") as out:
                 out.write("call\n")
             while (_dir() / f"{prompt}.model-hold").exists():
                 await asyncio.sleep(0.1)
-        results = [m for m in messages if m.role == "tool"]
-        if not results:
-            call = ToolCall(id="call-1", name=self.tool_name, arguments=self.arguments)
-            return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls",
-                              usage=usage)
-        return Completion(message=Message(role="assistant", content=f"Report: {results[-1].content}"),
-                          finish_reason="stop", usage=usage)
-
-    async def stream(self, messages: list[Message], tools: Any = None, **kw: Any) -> AsyncIterator[StreamChunk]:
-        completion = await self.complete(messages, tools)
-        if completion.message.tool_calls:
-            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
-        else:
-            yield StreamChunk(type="text", text=completion.message.content)
-        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
+        return await super().complete(messages, tools, **kwargs)
 
 
-effects = Agent(provider=CallThenReport("charge", {"amount": 5}), tools=[charge], name="effects")
+effects = Agent(provider=WatchedModel("charge", {"amount": 5}), tools=[charge], name="effects")
 approved_effects = Agent(
-    provider=CallThenReport("charge", {"amount": 7}), tools=[charge], name="approved-effects",
+    provider=WatchedModel("charge", {"amount": 7}), tools=[charge], name="approved-effects",
     config=LoopConfig(permission="ask"),
 )
-leaky = Agent(provider=CallThenReport("leak", {}), tools=[leak], name="leaky")
+leaky = Agent(provider=WatchedModel("leak", {}), tools=[leak], name="leaky")

@@ -9,10 +9,8 @@ so any worker process can serve any run at any point. First it asks to run
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
-from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
+from rein import Agent, LoopConfig, Usage
+from tests.support.providers import CallThenReport
 
 SERVICE = "billing"
 TOOL_CALL_ID = "call-restart-1"
@@ -27,27 +25,15 @@ def restart_service(service: str) -> str:
     return f"{service} restarted cleanly"
 
 
-class ScriptedOpsModel:
-    """Tool call first, then a text answer quoting the tool's result."""
+class ScriptedOpsModel(CallThenReport):
+    """restart_service(service="billing") first, then a report quoting the tool's result.
 
-    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
-        usage = Usage(input_tokens=10, output_tokens=5)
-        results = [m for m in messages if m.role == "tool"]
-        if not results:
-            call = ToolCall(id=TOOL_CALL_ID, name="restart_service", arguments={"service": SERVICE})
-            return Completion(
-                message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=usage
-            )
-        text = f"Report: {results[-1].content}"
-        return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
+    Its class name is the model label the ops scenario reads in activity summaries.
+    """
 
-    async def stream(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> AsyncIterator[StreamChunk]:
-        completion = await self.complete(messages, tools)
-        if completion.message.tool_calls:
-            yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
-        else:
-            yield StreamChunk(type="text", text=completion.message.content)
-        yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
+    def __init__(self) -> None:
+        super().__init__("restart_service", {"service": SERVICE}, call_id=TOOL_CALL_ID,
+                         usage=Usage(input_tokens=10, output_tokens=5))
 
 
 agent = Agent(

@@ -1,0 +1,126 @@
+"""`ToolContext.heartbeat()` in a durable run reaches Temporal, from a sync tool (worker thread)
+and from an async tool alike: the engine shows each tool's own heartbeat details while it runs.
+
+Nothing is injected: the worker builds the ToolContext exactly as in production, and the test
+reads the heartbeat back from the server (`describe()` → pending activities, decoded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+
+import rein
+from rein import Agent, MockProvider, ToolCall, ToolContext
+from rein.testing import full_result
+
+SYNC_RELEASE = threading.Event()
+PASTED_KEY = "sk-proj-" + "Q" * 30
+"""A credential a careless tool puts in its progress details: heartbeat details reach the server."""
+ASYNC_RELEASE: dict[str, asyncio.Event] = {}
+
+
+def sync_progress(ctx: ToolContext) -> str:
+    """A sync tool (it runs in a worker thread) that reports progress, then waits to be released."""
+    ctx.heartbeat("sync at 50%", f"using {PASTED_KEY}")
+    if not SYNC_RELEASE.wait(60):
+        return "sync never released"
+    return "sync done"
+
+
+async def async_progress(ctx: ToolContext) -> str:
+    """An async tool that reports progress, then waits to be released."""
+    ctx.heartbeat("async at 50%")
+    try:
+        await asyncio.wait_for(ASYNC_RELEASE["event"].wait(), 60)
+    except asyncio.TimeoutError:
+        return "async never released"
+    return "async done"
+
+
+async def heartbeat_details(handle, converter) -> dict[str, list]:  # noqa: ANN001
+    """Each pending activity's last heartbeat details as the server holds them, decoded, by tool call."""
+    description = await handle.describe()
+    out = {}
+    for pending in description.raw_description.pending_activities:
+        if pending.heartbeat_details.payloads:
+            out[pending.activity_id] = await converter.decode(pending.heartbeat_details.payloads)
+    return out
+
+
+BOTH = [("async at 50%",), ("sync at 50%", "using [redacted]")]
+
+
+async def unchanged(ctx, call_next):  # noqa: ANN001, ANN201
+    """A middleware that changes nothing: tools then run inside a middleware step activity."""
+    return await call_next(ctx)
+
+
+@pytest.mark.parametrize("middleware", [False, True], ids=["plain", "middleware"])
+async def test_sync_and_async_tools_heartbeat_through_to_temporal(dev, middleware):
+    """On a real dev server: it keeps each pending activity's heartbeat details for `describe()`."""
+    env = dev
+    SYNC_RELEASE.clear()
+    ASYNC_RELEASE["event"] = asyncio.Event()
+    batch = [ToolCall(id="s1", name="sync_progress", arguments={}),
+             ToolCall(id="a1", name="async_progress", arguments={})]
+    agent = Agent(provider=MockProvider([batch, "both reported"]), tools=[sync_progress, async_progress],
+                  name=f"heartbeats-{middleware}")
+    if middleware:
+        agent.middleware(unchanged)
+    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
+    # No throttling of heartbeats to the server, so the details are there while the tools wait.
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq,
+                                  max_heartbeat_throttle_interval=timedelta(milliseconds=50),
+                                  default_heartbeat_throttle_interval=timedelta(milliseconds=50)):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        try:
+            details: dict[str, list] = {}
+            for _ in range(400):  # both tools are running, each waiting to be released
+                details = await heartbeat_details(handle, env.client.data_converter)
+                reported = sorted(map(tuple, details.values()))
+                # Each tool activity shows its tool's details; a middleware step runs both tools in one
+                # activity, which shows the details reported last.
+                if (reported == BOTH) if not middleware else (len(reported) == 1 and reported[0] in BOTH):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pending = (await handle.describe()).raw_description.pending_activities
+                raise AssertionError(f"the tools' heartbeats never reached the server: {details}; pending: {pending}")
+        finally:
+            SYNC_RELEASE.set()
+            ASYNC_RELEASE["event"].set()
+        result = await full_result(handle)
+
+    assert PASTED_KEY not in str(details)  # scrubbed before it left the worker
+    assert result["output"] == "both reported"
+    contents = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
+    assert contents == {"s1": "sync done", "a1": "async done"}
+
+
+@rein.tool(local=True)
+def local_progress(ctx: ToolContext) -> str:
+    """A local-activity tool: its heartbeat has no server to go to, and must not fail the tool."""
+    ctx.heartbeat("local at 50%")
+    return "local done"
+
+
+async def test_a_local_tool_may_heartbeat(env):
+    agent = Agent(provider=MockProvider([[ToolCall(id="l1", name="local_progress", arguments={})], "fine"]),
+                  tools=[local_progress], name="local-heartbeats")
+    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        result = await full_result(handle)
+    contents = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
+    assert contents == {"l1": "local done"} and result["output"] == "fine"
