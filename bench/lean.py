@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark: rein's AgentWorkflow against a raw Temporal floor, on one dev server, in one run.
 
-The floor (`LeanFloor` below) is the least any Temporal program can record for the same
+The floor (`LeanFloor` in bench/floor.py) is the least any Temporal program can record for the same
 workload: per iteration one "model" activity and one "tool" activity returning a padded
 result, temporalio's default converter, continue-as-new when Temporal suggests it. rein
 runs the same workload: a scripted model calls a tool that returns the same padded result.
@@ -32,9 +32,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("REIN_HOME", tempfile.mkdtemp(prefix="rein-bench-"))
 
-from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
@@ -45,6 +45,8 @@ from rein.client import ReinClient  # noqa: E402
 from rein.log import disable_logging  # noqa: E402
 from rein.server import start_dev_server  # noqa: E402
 from rein.temporal.converter import rein_data_converter  # noqa: E402
+
+from floor import LeanFloor, LeanFloorSandboxed, floor_model, floor_tool  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONFIG = LoopConfig(max_iterations=1_000_000, max_tokens=None, timeout_s=None, detect_loops=False)
@@ -60,33 +62,7 @@ ACTIONS = {
 }
 
 
-# ---------------------------------------------------------------- the floor
-
-
-@activity.defn(name="floor.model")
-async def floor_model(request: dict[str, Any]) -> dict[str, Any]:
-    i = request["i"]
-    return {"text": f"done after {i}"} if i >= request["n"] else {"tool": "make", "n": i}
-
-
-@activity.defn(name="floor.tool")
-async def floor_tool(request: dict[str, Any]) -> str:
-    return (str(request["n"] + 1) + ":").ljust(request["pad"], "x")
-
-
-@workflow.defn(name="LeanFloor", sandboxed=False)
-class LeanFloor:
-    @workflow.run
-    async def run(self, request: dict[str, Any]) -> str:
-        i, timeout = request.get("i", 0), timedelta(seconds=60)
-        while True:
-            if workflow.info().is_continue_as_new_suggested():
-                workflow.continue_as_new({**request, "i": i})
-            call = await workflow.execute_activity(floor_model, {"i": i, "n": request["n"]}, start_to_close_timeout=timeout)
-            if "text" in call:
-                return call["text"]
-            await workflow.execute_activity(floor_tool, {**call, "pad": request["pad"]}, start_to_close_timeout=timeout)
-            i += 1
+# ---------------------------------------------------------------- the floor: bench/floor.py
 
 
 # ---------------------------------------------------------------- rein's side
@@ -159,10 +135,13 @@ class Bench:
         ]
         self.workers = [
             rein.create_worker(self.rein_client, agents=self.agents, task_queue="bench-rein"),
-            Worker(self.raw_client, task_queue="bench-floor", workflows=[LeanFloor], activities=[floor_model, floor_tool]),
+            rein.create_worker(self.rein_client, agents=self.agents, task_queue="bench-rein-unsandboxed", sandboxed=False),
+            Worker(self.raw_client, task_queue="bench-floor", workflows=[LeanFloor, LeanFloorSandboxed],
+                   activities=[floor_model, floor_tool]),
         ]
         self.tasks = [asyncio.create_task(w.run()) for w in self.workers]
         self.rein = ReinClient(self.rein_client, "bench-rein")
+        self.rein_unsandboxed = ReinClient(self.rein_client, "bench-rein-unsandboxed")
 
     async def stop(self) -> None:
         await asyncio.gather(*(w.shutdown() for w in self.workers))
@@ -170,15 +149,17 @@ class Bench:
     async def one(self, variant: str, n: int, pad: int, shape_of: bool = True) -> dict[str, float]:
         wf_id = f"{variant}-{n}-{pad}-{uuid.uuid4().hex[:8]}"
         began = time.perf_counter()
-        if variant == "floor":
+        if variant.startswith("floor"):
             client = self.raw_client
-            handle = await client.start_workflow(LeanFloor.run, {"n": n, "pad": pad}, id=wf_id, task_queue="bench-floor")
+            floor = LeanFloorSandboxed if variant == "floor-sandboxed" else LeanFloor
+            handle = await client.start_workflow(floor.run, {"n": n, "pad": pad}, id=wf_id, task_queue="bench-floor")
             result = await handle.result()
             assert result == f"done after {n}", result
         else:
             client = self.rein_client
             agent = "bench-local" if variant == "rein-local" else "bench"
-            handle = await self.rein.start(agent, f"n={n} pad={pad} go", run_id=wf_id, stream=False)
+            runs = self.rein_unsandboxed if variant == "rein-unsandboxed" else self.rein
+            handle = await runs.start(agent, f"n={n} pad={pad} go", run_id=wf_id, stream=False)
             outcome = await handle.result()
             assert outcome.output == f"done after {n}", outcome
         elapsed = time.perf_counter() - began
@@ -245,7 +226,7 @@ async def main() -> None:
 
 
 async def measure_local_and_throughput(bench: Bench, results: dict[str, Any], reps: int, concurrency: list, save: Any) -> None:
-    local: dict[str, list[float]] = {"rein-local": [], "rein": [], "floor": []}
+    local: dict[str, list[float]] = {v: [] for v in ("rein-local", "rein", "floor-sandboxed", "rein-unsandboxed", "floor")}
     for _ in range(reps):
         for variant in local:
             local[variant].append((await bench.one(variant, 100, 1024, shape_of=False))["s"] / 100)
@@ -253,7 +234,7 @@ async def measure_local_and_throughput(bench: Bench, results: dict[str, Any], re
     save()
     print(f"ms/iteration at N=100: {json.dumps(results['local'])}", flush=True)
     for runs, n_reps in concurrency:
-        tput: dict[str, list[float]] = {"rein": [], "floor": []}
+        tput: dict[str, list[float]] = {v: [] for v in ("rein", "floor-sandboxed", "rein-unsandboxed", "floor")}
         for _ in range(n_reps):
             for variant in tput:
                 tput[variant].append(await bench.throughput(variant, runs))
@@ -279,16 +260,24 @@ def report(results: dict[str, Any]) -> str:
     loc = results["local"]
     lines += [
         "",
-        "| ms/iteration, N = 100, 1 KB | rein | rein, `@tool(local=True)` | floor (two activities) |",
-        "|---|---|---|---|",
-        f"| | {1000 * loc['rein']:.1f} (**{loc['rein'] / loc['floor']:.2f}×**) "
-        f"| {1000 * loc['rein-local']:.1f} (**{loc['rein-local'] / loc['floor']:.2f}×**) | {1000 * loc['floor']:.1f} |",
+        "ms per iteration, N = 100, 1 KB outputs. Defaults: rein's `create_worker` (sandboxed) against a plain",
+        "temporalio `Worker` (sandboxed); unsandboxed: `create_worker(sandboxed=False)` against an unsandboxed floor.",
         "",
-        "| concurrent 3-iteration runs | rein runs/s | floor runs/s | ratio |",
+        "| workers | rein | rein, `@tool(local=True)` | floor (two activities) |",
         "|---|---|---|---|",
+        f"| defaults (sandboxed) | {1000 * loc['rein']:.1f} (**{loc['rein'] / loc['floor-sandboxed']:.2f}×**) "
+        f"| {1000 * loc['rein-local']:.1f} (**{loc['rein-local'] / loc['floor-sandboxed']:.2f}×**) | {1000 * loc['floor-sandboxed']:.1f} |",
+        f"| unsandboxed | {1000 * loc['rein-unsandboxed']:.1f} (**{loc['rein-unsandboxed'] / loc['floor']:.2f}×**) "
+        f"| {1000 * loc['rein-local']:.1f} vs this floor: **{loc['rein-local'] / loc['floor']:.2f}×** | {1000 * loc['floor']:.1f} |",
+        "",
+        "| concurrent 3-iteration runs | rein / floor runs/s, defaults (sandboxed) | rein / floor runs/s, unsandboxed |",
+        "|---|---|---|",
     ]
     for runs, row in results["throughput"].items():
-        lines.append(f"| {int(runs):,} | {row['rein']:.1f} | {row['floor']:.1f} | **{row['rein'] / row['floor']:.2f}×** |")
+        lines.append(
+            f"| {int(runs):,} | {row['rein']:.1f} / {row['floor-sandboxed']:.1f} = **{row['rein'] / row['floor-sandboxed']:.2f}×** "
+            f"| {row['rein-unsandboxed']:.1f} / {row['floor']:.1f} = **{row['rein-unsandboxed'] / row['floor']:.2f}×** |"
+        )
     return "\n".join(lines)
 
 
@@ -315,8 +304,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax.set_title(title)
         ax.legend(fontsize=8)
     runs = list(results["throughput"])
-    axes[2].bar([i - 0.2 for i in range(len(runs))], [results["throughput"][r]["rein"] for r in runs], 0.4, label="rein")
-    axes[2].bar([i + 0.2 for i in range(len(runs))], [results["throughput"][r]["floor"] for r in runs], 0.4, label="floor")
+    bars = (("rein", "rein"), ("floor-sandboxed", "floor"), ("rein-unsandboxed", "rein, unsandboxed"), ("floor", "floor, unsandboxed"))
+    for k, (key, label) in enumerate(bars):
+        axes[2].bar([i + (k - 1.5) * 0.2 for i in range(len(runs))], [results["throughput"][r][key] for r in runs], 0.2, label=label)
     axes[2].set_xticks(range(len(runs)), [f"{int(r):,}" for r in runs])
     axes[2].set_xlabel("concurrent 3-iteration runs")
     axes[2].set_title("completed runs per second")

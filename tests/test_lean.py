@@ -178,6 +178,44 @@ async def test_model_calls_carry_references_to_what_the_worker_produced(dev):
     assert len(inputs) == 6
     assert all(pad not in str(i["new_messages"]) for i in inputs), "tool output sent back to the worker"
     assert all(isinstance(entry, str) for i in inputs[1:] for entry in i["new_messages"])
+    # What the activities recorded is only what the workflow cannot restore: no nulls, no
+    # defaults, a plain tool result as its bare content.
+    completed = {e.activity_task_completed_event_attributes.scheduled_event_id: e for e in history.events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED}
+    recorded = {
+        e.activity_task_scheduled_event_attributes.activity_type.name + f"#{e.event_id}": await decode_payload(
+            completed[e.event_id].activity_task_completed_event_attributes.result.payloads[0], dev.client.data_converter)
+        for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    replies = [v for k, v in recorded.items() if k.startswith("rein.call_model")]
+    tool_results = [v for k, v in recorded.items() if k.startswith("rein.run_tool")]
+    assert len(replies) == 6 and len(tool_results) == 5
+    assert all(r["message"].keys() == {"tool_calls"} and set(r) == {"message", "usage"} for r in replies[:5]), replies[0]
+    assert "null" not in str(replies) and "None" not in str(replies)
+    assert all(isinstance(t, str) and t.endswith(pad) for t in tool_results), tool_results[0][:80]
+
+
+@pytest.mark.parametrize("completion", [
+    Completion(message=Message(role="assistant", tool_calls=[ToolCall(id="c1", name="make", arguments={"n": 1})]),
+               finish_reason="tool_calls", usage=Usage(input_tokens=3, output_tokens=2)),
+    Completion(message=Message(role="assistant", content="done"), finish_reason="stop"),
+    Completion(message=Message(role="assistant", content="cut", tool_calls=[ToolCall(id="c", name="t", arguments={})]),
+               finish_reason="length", usage=Usage(input_tokens=1, output_tokens=1, cost_usd=0.5), model="b/model"),
+    Completion(message=Message(role="assistant", content=""), finish_reason="error"),
+])
+def test_a_recorded_model_reply_restores_exactly(completion):
+    from rein.activities.agents import wire
+
+    assert Completion.model_validate(wire(completion)) == completion
+
+
+def test_a_recorded_tool_result_is_its_content_unless_it_is_an_error():
+    from rein.activities.agents import wire
+    from rein.ir import ToolResult
+
+    assert wire(ToolResult(tool_call_id="c1", content="42")) == "42"
+    failed = ToolResult(tool_call_id="c1", content="boom", is_error=True)
+    assert ToolResult.model_validate(wire(failed)) == failed
 
 
 # --------------------------------------------------------------------------- large payloads
