@@ -124,11 +124,12 @@ class ReinClient:
         run_id: str | None = None,
         config: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
-        stream: bool = True,
+        stream: bool = False,
     ) -> WorkflowHandle[Any, RunOutcome]:
         """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
-        RunResult). `stream` (default): its model calls publish text live for `stream(run_id)` from
-        the first call on (a run started without it streams live once a reader asks)."""
+        RunResult). `stream=True`: its model calls publish text live for `stream(run_id)` from the
+        first call on. Without it the run streams live once a reader asks (`stream(run_id)`), and
+        until then costs no history: live text is one signal per 200 ms batch."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
             AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}, stream=stream).model_dump(

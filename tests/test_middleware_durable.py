@@ -628,7 +628,7 @@ async def test_agent_on_events_are_on_the_run_stream(dev):
     tq = f"mw-on-stream-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
         runs = ReinClient(dev.client, task_queue=tq)
-        handle = await runs.start("mw-on-stream", "add")
+        handle = await runs.start("mw-on-stream", "add", stream=True)
         seen = [chunk async for chunk in runs.stream(handle.id)]
     events = [(c.name, c.data["stage"], [s["kind"] for s in c.data["steps"]]) for c in seen if c.type == "event"]
     assert events == [

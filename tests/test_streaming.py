@@ -33,7 +33,7 @@ READER = textwrap.dedent('''
     async def main():
         client = await Client.connect(os.environ["STREAM_TEMPORAL"], plugins=[ReinPlugin()])
         runs = ReinClient(client, task_queue=os.environ["STREAM_QUEUE"])
-        handle = await runs.start("streamer", "Say hello slowly")
+        handle = await runs.start("streamer", "Say hello slowly", stream=True)
         out = Path(os.environ["REIN_TEST_DIR"])
         chunks = []
         async for chunk in runs.stream(handle.id):
@@ -201,7 +201,7 @@ async def test_a_provider_without_stream_still_answers_a_streamed_run(dev):
     agent = Agent(provider=CompleteOnly(), name="complete-only")
     async with create_worker(dev.client, agents=[agent], task_queue=tq):
         runs = ReinClient(dev.client, task_queue=tq)
-        handle = await runs.start("complete-only", "answer")
+        handle = await runs.start("complete-only", "answer", stream=True)
         seen = [c async for c in runs.stream(handle.id)]
         result = await runs.result(handle.id)
     assert result.status == "done" and result.output == "whole answer"
