@@ -376,24 +376,26 @@ async def test_history_bytes_per_iteration_stay_flat_and_near_a_raw_floor(dev):
         """1 KB of output."""
         return f"{n}:{pad}"
 
-    agent = Agent(provider=Scripted(100), tools=[make], name="flat", config=FREE)
-    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+    agents = [Agent(provider=Scripted(n), tools=[make], name=f"flat-{n}", config=FREE) for n in (1, 100)]
+    async with rein.create_worker(dev.client, agents=agents, task_queue=tq):
         async with Worker(dev.client, task_queue=tq + "-raw", workflows=[LeanFloor], activities=[floor_model, floor_tool]):
             sizes, floors = {}, {}
             for n in (1, 100):
-                agent.provider = Scripted(n)
                 handle = await dev.client.start_workflow(
-                    "AgentWorkflow", {"agent": "flat", "prompt": "go"}, id=f"{wf_id}-{n}", task_queue=tq
+                    "AgentWorkflow", {"agent": f"flat-{n}", "prompt": "go"}, id=f"{wf_id}-{n}", task_queue=tq
                 )
-                await handle.result()
+                assert (await handle.result())["iterations"] == n + 1  # n tool rounds, then the answer
                 sizes[n] = history_bytes(await handle.fetch_history())
                 raw = await dev.client.start_workflow(LeanFloor.run, n, id=f"{wf_id}-raw-{n}", task_queue=tq + "-raw")
                 await raw.result()
                 floors[n] = history_bytes(await raw.fetch_history())
     per_iteration = (sizes[100] - sizes[1]) / 99
     floor_per_iteration = (floors[100] - floors[1]) / 99
-    # Iteration 100 costs what iteration 2 does: nothing grows with the conversation.
-    assert per_iteration <= 1.3 * floor_per_iteration, (per_iteration, floor_per_iteration)
+    # 1.17x here, 1.18x in bench/lean.py (bytes do not depend on load): what rein adds per
+    # iteration is its summaries and references, not conversation content (recording the
+    # activities' results with their defaults and wrappers was 1.24x).
+    assert floor_per_iteration > 1024, floors
+    assert per_iteration <= 1.2 * floor_per_iteration, (per_iteration, floor_per_iteration)
     assert sizes[100] / 100 <= sizes[1] * 1.2, sizes
 
 
