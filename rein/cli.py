@@ -21,7 +21,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import sys
 import time
 import traceback
@@ -346,14 +345,6 @@ def _render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
 # --------------------------------------------------------------------------- server
 
 
-def _port_in_use(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
-
 @server_app.callback()
 def server(
     ctx: typer.Context,
@@ -367,12 +358,12 @@ def server(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from rein.server import embedded_status, ensure_embedded, release_embedded, rein_home
+    from rein.server import embedded_status, ensure_embedded, listening, release_embedded, rein_home
 
     running = embedded_status()
     if running is None:
         for name, value in (("--port", port), ("--ui-port", ui_port)):
-            if value and _port_in_use(value):
+            if value and listening(value):
                 raise CliError(f"port {value} ({name}) is already in use by another program; pick another {name}")
         if port:
             os.environ["REIN_SERVER_PORT"] = str(port)

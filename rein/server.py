@@ -130,14 +130,15 @@ def start_dev_server(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"temporal dev server exited with code {process.returncode}: {' '.join(args)}")
-        if _listening(port) and _healthy(server.address):  # a port that accepts is not yet a server that answers
+        if listening(port) and _healthy(server.address):  # a port that accepts is not yet a server that answers
             return server
         time.sleep(0.05)
     server.stop()
     raise RuntimeError(f"temporal dev server on port {port} was not healthy within {wait_s:g}s")
 
 
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
+    """Something accepts connections on 127.0.0.1:`port` (not yet proof of a healthy server)."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.2):
             return True

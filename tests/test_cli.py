@@ -43,7 +43,7 @@ from rein.cli import (
     main,
 )
 from rein.client import ReinClient
-from rein.server import free_port
+from rein.server import free_port, listening
 from tests.support.processes import stop_process
 from tests.support.providers import CallThenReport, OpsModel, StreamsItsCompletion, Unavailable
 from tests.support.waiting import poll, wait_until
@@ -542,13 +542,6 @@ def test_rein_run_at_the_terminal_denies_what_is_refused(engine: str, capsys: py
 # --------------------------------------------------------------------------- rein server (subprocess)
 
 
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
 
 class ReinServer:
     """`rein server` as a subprocess with its own REIN_HOME; stdout read without blocking."""
@@ -638,7 +631,7 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(rein_
     # Ctrl-C (the documented way to stop it): the last user leaves, the server stops.
     server.process.send_signal(signal.SIGINT)
     assert await asyncio.to_thread(server.process.wait, 30) == 0
-    await asyncio.to_thread(wait_until, lambda: not _listening(server.port), "the dev server to stop listening", 30)
+    await asyncio.to_thread(wait_until, lambda: not listening(server.port), "the dev server to stop listening", 30)
     stopped = await asyncio.to_thread(rein_cli, "server", "status", **env)
     assert stopped.returncode == 1 and "not running" in stopped.stdout
 
@@ -661,16 +654,16 @@ def test_rein_server_terminate_stops_the_dev_server(rein_server) -> None:  # noq
     """SIGTERM (Popen.terminate, `kill`, docker stop, systemd) must not leave the dev server running."""
     server = rein_server(True)
     assert "Ctrl-C" in server.read_until("Ctrl-C", 60)
-    assert _listening(server.port)
+    assert listening(server.port)
     server.process.terminate()
     assert server.process.wait(timeout=30) == 0
-    wait_until(lambda: not _listening(server.port), "the dev server to stop listening after SIGTERM", 30)
+    wait_until(lambda: not listening(server.port), "the dev server to stop listening after SIGTERM", 30)
 
 
 def test_rein_server_prints_addresses_when_stdout_is_a_pipe(rein_server) -> None:  # noqa: ANN001
     """A user piping `rein server` (tee, docker logs, systemd) must see the addresses while it runs."""
     server = rein_server(False)  # no PYTHONUNBUFFERED: Python block-buffers a piped stdout
-    wait_until(lambda: _listening(server.port) or server.process.poll() is not None, "the server to listen", 60)
+    wait_until(lambda: listening(server.port) or server.process.poll() is not None, "the server to listen", 60)
     out = server.read_until("Ctrl-C", 30)
     assert server.process.poll() is None, out
     assert f"127.0.0.1:{server.port}" in out and "Temporal UI:" in out, out
@@ -688,7 +681,7 @@ def test_rein_codec_server_round_trips_payloads() -> None:
     process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        wait_until(lambda: _listening(port) or process.poll() is not None, "the codec server to listen", 60)
+        wait_until(lambda: listening(port) or process.poll() is not None, "the codec server to listen", 60)
         assert process.poll() is None
 
         def post(path: str, body: dict) -> dict:

@@ -8,6 +8,7 @@ durable runs), `Retry-After` is honoured, a missing or rejected key fails at onc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 
 import pytest
@@ -36,15 +37,16 @@ def litellm(srv: VendorServer, model: str = "openai/gpt-4o", **params) -> LiteLL
     return LiteLLMProvider(model, api_base=srv.base_url + "/v1", **({"api_key": KEY} | params))
 
 
-async def start(dev, agent: Agent, **config):  # noqa: ANN001, ANN201
+@contextlib.asynccontextmanager
+async def serving(dev, agent: Agent, **config):  # noqa: ANN001, ANN201
+    """A worker for `agent` and a run of it started with `config`: (its handle, a ReinClient)."""
     tq = f"mf-{uuid.uuid4().hex[:6]}"
-    worker = rein.create_worker(dev.client, agents=[agent], task_queue=tq)
-    await worker.__aenter__()
-    handle = await dev.client.start_workflow(
-        "AgentWorkflow", {"agent": agent.name, "prompt": "hi", **({"config": config} if config else {})},
-        id=f"mf-{uuid.uuid4().hex[:8]}", task_queue=tq,
-    )
-    return worker, handle, ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await dev.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "hi", **({"config": config} if config else {})},
+            id=f"mf-{uuid.uuid4().hex[:8]}", task_queue=tq,
+        )
+        yield handle, ReinClient(dev.client, tq)
 
 
 async def attempts_started(handle) -> list[int]:  # noqa: ANN001
@@ -55,8 +57,7 @@ async def attempts_started(handle) -> list[int]:  # noqa: ANN001
 
 async def test_429_retry_after_is_honoured(dev, srv):
     srv.script([Fail(429, headers={"Retry-After": "40"}), Reply(text="late but fine")])
-    worker, handle, client = await start(dev, Agent(provider=litellm(srv), name="mf-429"))
-    try:
+    async with serving(dev, Agent(provider=litellm(srv), name="mf-429")) as (handle, client):
         for _ in range(1200):  # the first attempt imports litellm in this process: allow a minute
             pending = (await handle.describe()).raw_description.pending_activities
             if pending and pending[0].attempt == 2 and pending[0].next_attempt_schedule_time.ToSeconds() > 0 \
@@ -70,8 +71,6 @@ async def test_429_retry_after_is_honoured(dev, srv):
         assert "RateLimit" in activity.last_failure.message
         await client.cancel(handle.id, "not waiting 40 s in a test")
         result = await handle.result()
-    finally:
-        await worker.__aexit__(None, None, None)
     assert result["stop_reason"] == "cancelled"
     assert len(srv.requests) == 1
 
@@ -79,11 +78,8 @@ async def test_429_retry_after_is_honoured(dev, srv):
 async def test_5xx_is_retried_by_temporal_only(dev, srv):
     srv.script([Fail(503), Fail(500), Reply(text="recovered")])
     agent = Agent(provider=litellm(srv), name="mf-5xx", config=LoopConfig(model_attempts=3))
-    worker, handle, _ = await start(dev, agent)
-    try:
+    async with serving(dev, agent) as (handle, _):
         result = await handle.result()
-    finally:
-        await worker.__aexit__(None, None, None)
     assert result["output"] == "recovered"
     assert len(srv.requests) == 3  # one request per activity attempt: litellm did not retry
     assert await attempts_started(handle) == [3]  # the started event records the last attempt
@@ -92,24 +88,18 @@ async def test_5xx_is_retried_by_temporal_only(dev, srv):
 async def test_a_hanging_vendor_times_out_and_is_retried(dev, srv):
     srv.script([Slow(5, Reply(text="too late")), Reply(text="on time")])
     agent = Agent(provider=litellm(srv, timeout=30), name="mf-slow", config=LoopConfig(model_attempts=2))
-    worker, handle, _ = await start(dev, agent, model_timeout_s=2)
-    try:
+    async with serving(dev, agent, model_timeout_s=2) as (handle, _):
         result = await handle.result()
-    finally:
-        await worker.__aexit__(None, None, None)
     assert result["output"] == "on time"
     assert len(srv.requests) == 2
 
 
 async def test_a_401_fails_fast_in_one_clear_sentence(dev, srv):
     srv.script([Fail(401, echo_auth=True)])
-    worker, handle, _ = await start(dev, Agent(provider=litellm(srv), name="mf-401"))
-    try:
+    async with serving(dev, Agent(provider=litellm(srv), name="mf-401")) as (handle, _):
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
         assert (await handle.query("status"))["status"] == "failed"
-    finally:
-        await worker.__aexit__(None, None, None)
     message = failure.value.cause.message
     assert "The vendor rejected the API key for openai/gpt-4o (HTTP 401)" in message
     assert KEY not in message
@@ -122,13 +112,10 @@ async def test_a_401_fails_fast_in_one_clear_sentence(dev, srv):
 async def test_a_missing_key_fails_fast_without_calling_the_vendor(dev, srv, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     provider = LiteLLMProvider("openai/gpt-4o", api_base=srv.base_url + "/v1")
-    worker, handle, _ = await start(dev, Agent(provider=provider, name="mf-nokey"))
-    try:
+    async with serving(dev, Agent(provider=provider, name="mf-nokey")) as (handle, _):
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
         assert (await handle.query("status"))["status"] == "failed"
-    finally:
-        await worker.__aexit__(None, None, None)
     assert "No API key for openai/gpt-4o: set OPENAI_API_KEY in the worker's environment." in (
         failure.value.cause.message
     )
@@ -142,11 +129,8 @@ async def test_fallback_is_one_provider_per_activity_attempt(dev):
         primary.script([Fail(503)])
         backup.script([Reply(text="from the backup")])
         chain = FallbackProvider([litellm(primary), litellm(backup, model="openai/gpt-4o-mini")])
-        worker, handle, _ = await start(dev, Agent(provider=chain, name="mf-fallback"))
-        try:
+        async with serving(dev, Agent(provider=chain, name="mf-fallback")) as (handle, _):
             result = await handle.result()
-        finally:
-            await worker.__aexit__(None, None, None)
         assert result["output"] == "from the backup"
         assert (len(primary.requests), len(backup.requests)) == (1, 1)
     history = await handle.fetch_history()
