@@ -63,7 +63,7 @@ CURRENT = "agent_approval_v6.json"
 EXTENSIONS = "agent_extensions_v1.json"
 CANCEL = "agent_cancel_v3.json"
 FAILED = "agent_failed_v1.json"
-LONG = "agent_long_v1.json"
+LONG = "agent_long_v2.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
