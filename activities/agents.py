@@ -35,7 +35,7 @@ from rein.contract import (
     ToolInfo,
 )
 from rein.compaction import trigger_of
-from rein.digest import EMPTY, conversation_digest, extend, message_hash, ref
+from rein.digest import EMPTY, call_hash, conversation_digest, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
@@ -95,6 +95,8 @@ class _Conversation:
         """The run's conversation token for steps with middleware and compaction (see StepRequest)."""
         self.produced: dict[str, Message] = {}
         """Messages this worker produced for the run, by rein.digest hash, until a model call refers to them."""
+        self.calls: dict[str, ToolCall] = {}
+        """The tool calls of the last model reply this worker produced for the run, by `ref` of call_hash."""
 
 
 class Conversations:
@@ -122,7 +124,15 @@ class Conversations:
         return entry
 
     def produced(self, run_id: str, message: Message) -> None:
-        self._entry(run_id).produced[ref(message_hash(message))] = message
+        entry = self._entry(run_id)
+        entry.produced[ref(message_hash(message))] = message
+        if message.tool_calls:
+            entry.calls = {ref(call_hash(c)): c for c in message.tool_calls}
+
+    def call(self, run_id: str, key: str) -> ToolCall | None:
+        """A tool call this worker produced for the run, by its reference (None: not held here)."""
+        entry = self._runs.get(run_id)
+        return entry.calls.get(key) if entry is not None else None
 
     def drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
@@ -182,6 +192,24 @@ def _with_run(request: Any) -> Any:
     if hasattr(request, "workflow_run_id"):
         update["workflow_run_id"] = info.workflow_run_id
     return request.model_copy(update=update)
+
+
+async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
+    """The referenced call among the run's pending tool calls (another worker produced the reply,
+    or this one restarted or forgot it), read with the `session` query of the very run that
+    scheduled the activity."""
+    info = activity.info()
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    session = Session.model_validate(await handle.query("session"))
+    for call in session.pending_tool_calls:
+        if ref(call_hash(call)) == request.ref:
+            return call
+    raise ApplicationError(
+        f"No pending tool call of this run has the reference {request.ref!r}: the run moved on "
+        "(reset, or another attempt already settled it); nothing was run",
+        type="UnknownToolCall",
+        non_retryable=True,
+    )
 
 
 async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
@@ -287,12 +315,14 @@ class AgentActivities:
         async with activity_stream():  # middleware and hooks may publish events (publish_event)
             if request.step is not None:
                 return await steps.tool_step(self, agent, request)
+            call = request.call or self.conversations.call(request.run_id, request.ref)
+            if call is None:
+                self.conversations.rebuilds += 1
+                call = await _call_from_workflow(request)
             async with heartbeating():
-                result = await run_call(agent, request.call, request.run_id)
-        self._check_size(result, f"The result of tool '{request.call.name}'")
-        self.conversations.produced(
-            request.run_id, Message(role="tool", tool_call_id=request.call.id, content=result.content)
-        )
+                result = await run_call(agent, call, request.run_id)
+        self._check_size(result, f"The result of tool '{call.name}'")
+        self.conversations.produced(request.run_id, Message(role="tool", tool_call_id=call.id, content=result.content))
         return wire(result)
 
     @activity.defn(name=COMPACT)

@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
         WaitRequest,
         apply_overrides,
     )
-    from rein.digest import EMPTY, extend, message_hash, ref
+    from rein.digest import EMPTY, call_hash, extend, message_hash, ref
     from rein.events import TOPIC, StreamEvent
     from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt, Step
@@ -568,7 +568,8 @@ class AgentLoop:
             return await self._run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
-        request = ToolCallInput(agent=self.agent_key, call=call)
+        # The worker that produced the model's reply holds the call: the input names it.
+        request = ToolCallInput(agent=self.agent_key, ref=ref(call_hash(call)))
         # A raising tool is retried only `retries` times (the activity decides);
         # two more attempts cover a worker lost mid-call. A result too large to record is
         # final: the activity raises it non-retryable.
