@@ -17,6 +17,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.exceptions import ApplicationError
 
 from rein.activities import steps
@@ -195,21 +198,56 @@ def _with_run(request: Any) -> Any:
 
 
 async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
-    """The referenced call among the run's pending tool calls (another worker produced the reply,
-    or this one restarted or forgot it), read with the `session` query of the very run that
-    scheduled the activity."""
+    """The referenced call, read from the history of the very run that scheduled this activity
+    (another worker produced the model's reply, or this one restarted or forgot it).
+
+    The history, newest first, not the `session` query: a query waits for the workflow's
+    worker, and after a lost worker (the usual cause of a miss) that costs the sticky queue's
+    timeout, which can outlast a tool's whole timeout. The newest model reply holding a call
+    with that reference is the one this run is running.
+    """
     info = activity.info()
-    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
-    session = Session.model_validate(await handle.query("session"))
-    for call in session.pending_tool_calls:
-        if ref(call_hash(call)) == request.ref:
-            return call
+    client = activity.client()
+    replies: dict[int, Any] = {}
+    token = b""
+    while True:
+        page = await client.workflow_service.get_workflow_execution_history_reverse(
+            GetWorkflowExecutionHistoryReverseRequest(
+                namespace=info.namespace,
+                execution=WorkflowExecution(workflow_id=info.workflow_id, run_id=info.workflow_run_id),
+                maximum_page_size=100,
+                next_page_token=token,
+            )
+        )
+        for event in page.history.events:
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                done = event.activity_task_completed_event_attributes
+                replies[done.scheduled_event_id] = done.result
+            elif (
+                event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and event.activity_task_scheduled_event_attributes.activity_type.name == CALL_MODEL
+                and event.event_id in replies
+            ):
+                call = await _call_in_reply(client, replies.pop(event.event_id), request.ref)
+                if call is not None:
+                    return call
+        token = page.next_page_token
+        if not token:
+            break
     raise ApplicationError(
-        f"No pending tool call of this run has the reference {request.ref!r}: the run moved on "
-        "(reset, or another attempt already settled it); nothing was run",
+        f"No model reply of this run holds a tool call with the reference {request.ref!r}; nothing was run",
         type="UnknownToolCall",
         non_retryable=True,
     )
+
+
+async def _call_in_reply(client: Any, result: Any, key: str) -> ToolCall | None:
+    try:
+        [value] = await client.data_converter.decode(result.payloads)
+        calls = Completion.model_validate(value).message.tool_calls
+    except Exception:  # not a plain model reply (a step with middleware): it holds no referenced call
+        return None
+    return next((c for c in calls if ref(call_hash(c)) == key), None)
 
 
 async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
@@ -315,11 +353,11 @@ class AgentActivities:
         async with activity_stream():  # middleware and hooks may publish events (publish_event)
             if request.step is not None:
                 return await steps.tool_step(self, agent, request)
-            call = request.call or self.conversations.call(request.run_id, request.ref)
-            if call is None:
-                self.conversations.rebuilds += 1
-                call = await _call_from_workflow(request)
             async with heartbeating():
+                call = request.call or self.conversations.call(request.run_id, request.ref)
+                if call is None:
+                    self.conversations.rebuilds += 1
+                    call = await _call_from_workflow(request)
                 result = await run_call(agent, call, request.run_id)
         self._check_size(result, f"The result of tool '{call.name}'")
         self.conversations.produced(request.run_id, Message(role="tool", tool_call_id=call.id, content=result.content))
