@@ -157,6 +157,9 @@ class AgentLoop:
         """The conversation token they belong to (a compaction starts a new one)."""
         self.produced: set[str] = set()
         """Hashes of messages the worker produced since the last model call (sent as references)."""
+        self.reply_calls: set[str] = set()
+        """call_hash of each tool call in the last model reply this run received: run_tool names
+        those by reference (the reply is in this run's history); any other call travels whole."""
         self.details = ""
         self.prompt = ""
         self.last_ignored = ""
@@ -535,6 +538,7 @@ class AgentLoop:
                 self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
         self.sent_messages, self.sent_digest = total, digest
         self.produced = {message_hash(completion.message)}
+        self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
 
@@ -568,8 +572,15 @@ class AgentLoop:
             return await self._run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
-        # The worker that produced the model's reply holds the call: the input names it.
-        request = ToolCallInput(agent=self.agent_key, ref=ref(call_hash(call)))
+        # The worker that produced the model's reply holds the call (else the run's history does):
+        # the input names it. A call from elsewhere (a Session given as input, a renamed
+        # duplicate id, a predecessor run) travels whole.
+        key = call_hash(call)
+        request = (
+            ToolCallInput(agent=self.agent_key, ref=ref(key))
+            if key in self.reply_calls
+            else ToolCallInput(agent=self.agent_key, call=call)
+        )
         # A raising tool is retried only `retries` times (the activity decides);
         # two more attempts cover a worker lost mid-call. A result too large to record is
         # final: the activity raises it non-retryable.
