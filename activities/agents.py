@@ -75,17 +75,18 @@ async def heartbeating() -> AsyncIterator[None]:
         return
     latest: list[Any] = []
     token = _LATEST_DETAILS.set(latest)
+    loop = asyncio.get_running_loop()
 
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(HEARTBEAT_EVERY_S)
-            activity.heartbeat(*latest)
+    def beat() -> None:  # a timer, not a task: most calls end before the first beat, and cost only this
+        nonlocal timer
+        activity.heartbeat(*latest)
+        timer = loop.call_later(HEARTBEAT_EVERY_S, beat)
 
-    task = asyncio.create_task(beat())
+    timer = loop.call_later(HEARTBEAT_EVERY_S, beat)
     try:
         yield
     finally:
-        task.cancel()
+        timer.cancel()
         _LATEST_DETAILS.reset(token)
 
 

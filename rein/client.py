@@ -140,6 +140,9 @@ class ReinClient:
             result_type=RunOutcome,
             static_summary=run_summary(agent, prompt),
             search_attributes=await start_search_attributes(self.client, agent),
+            # A worker for this queue in this process (the embedded engine, a script) takes the first
+            # workflow task straight from the start response; otherwise the server dispatches it as usual.
+            request_eager_start=True,
         )
 
     def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:

@@ -255,6 +255,11 @@ class StepRequest(BaseModel):
     conversation: str = ""
 
 
+ModelCallInput.model_rebuild()
+"""It refers to StepRequest, defined after it. Left incomplete, pydantic rebuilt its schema for every
+TypeAdapter (~0.4 ms), and the SDK builds one per activity (a new payload converter per context)."""
+
+
 class StepOutcome(BaseModel):
     """What a middleware step did: the Session it left (as a patch), its Steps, any interrupt."""
 

@@ -161,6 +161,7 @@ class Engine:
             result_type=RunOutcome,
             static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
             search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0]),
+            request_eager_start=True,  # this engine's own worker takes the first workflow task at once
         )
 
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:

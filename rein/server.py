@@ -24,6 +24,9 @@ TUNED_DYNAMIC_CONFIG = {
     "history.transferProcessorMaxPollRPS": "1000",
     "history.timerProcessorMaxPollRPS": "1000",
     "history.visibilityProcessorMaxPollRPS": "1000",
+    # A run started by a client whose process also runs a worker for its task queue (the embedded
+    # engine, a script with create_worker) gets its first workflow task in the start response.
+    "system.enableEagerWorkflowStart": "true",
 }
 
 

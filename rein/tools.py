@@ -213,11 +213,9 @@ class Tool:
         """Split validated values into positional and keyword arguments for `fn`."""
         if self.context_param is not None:
             values = {**values, self.context_param: context}
-        try:
-            params = list(inspect.signature(self.fn).parameters.values())
-        except (TypeError, ValueError):
+        positional = self._positional_params
+        if positional is None:
             return [], values
-        positional = [p for p in params if p.kind is p.POSITIONAL_ONLY]
         last = max((i for i, p in enumerate(positional) if p.name in values), default=-1)
         args: list[Any] = []
         kwargs = dict(values)
@@ -227,6 +225,15 @@ class Tool:
             else:
                 args.append(p.default)
         return args, kwargs
+
+    @functools.cached_property
+    def _positional_params(self) -> list[inspect.Parameter] | None:
+        """`fn`'s positional-only parameters (None: no readable signature), read once, not per call."""
+        try:
+            params = inspect.signature(self.fn).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        return [p for p in params if p.kind is p.POSITIONAL_ONLY]
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, is_async={self.is_async}, retries={self.retries})"

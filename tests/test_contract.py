@@ -145,3 +145,21 @@ def test_a_step_that_rewrote_history_gets_a_new_conversation_token(after: list[M
     assert (outcome.keep, outcome.conversation) == (keep, "token-2")
     assert outcome.tail == after[keep:]
     assert outcome.session_from(Session(messages=before)) == after_session(after)
+
+
+def test_every_model_on_the_wire_is_complete_at_import():
+    """A model left incomplete (a forward reference never rebuilt) has its schema rebuilt by pydantic for
+    every TypeAdapter; temporalio's converter builds one per activity and workflow context."""
+    import importlib
+    import inspect
+
+    from pydantic import BaseModel
+
+    incomplete = [
+        f"{module}.{name}"
+        for module in ("rein.contract", "rein.ir", "rein.session", "rein.result", "rein.config", "rein.events")
+        for name, obj in vars(importlib.import_module(module)).items()
+        if inspect.isclass(obj) and issubclass(obj, BaseModel) and obj.__module__ == module
+        and not obj.__pydantic_complete__
+    ]
+    assert incomplete == []

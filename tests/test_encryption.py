@@ -67,6 +67,40 @@ def test_secret_values_from_the_environment(monkeypatch):
     assert scrub("pw Zq9-not-a-pattern and tok-1234567890") == "pw [redacted] and [redacted]"
 
 
+
+_SAMPLES = [
+    "key sk-proj-ABCDEFGHIJKLMNOPQRST123 ok", "dsn postgres://app:hunter2x@db:5432/x",
+    "Authorization: Bearer abc.def-ghi_jkl", "auth: basic dXNlcjpwYXNzd29yZA==", '{"password": "s3cr3tvalue"}',
+    "API_KEY=abcd1234efgh", "client-secret: 0123456789", "refresh_token=abcdefgh", "aws AKIAIOSFODNN7EXAMPLE",
+    "gh ghp_" + "a" * 36, "github_pat_" + "b" * 24, "glpat-" + "c" * 24, "slack xoxb-1234567890-abcdef",
+    "stripe sk_live_" + "a" * 24, "rk_test_" + "d" * 20, "AIza" + "e" * 35, "hf_" + "f" * 32,
+    "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijklmn",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+    "pa\u017f\u017fword=hunter22 and PRIVATE_KEY: x9x9x9x9", "ap\u0131_\u212aey=abcdefgh", "plain words, tokens=3",
+]
+
+
+@pytest.mark.parametrize("text", [t for s in _SAMPLES for t in (s, s.upper(), s.title(), s.swapcase())])
+def test_pattern_guards_never_skip_a_match(text):
+    """scrub_patterns scans for each pattern's guards first; it must redact exactly what the bare patterns do."""
+    from rein.secrets import _PATTERNS, scrub_patterns
+
+    unguarded = text
+    for pattern, replacement, _ in _PATTERNS:
+        unguarded = pattern.sub(replacement, unguarded)
+    assert scrub_patterns(text) == unguarded
+
+
+def test_a_changed_environment_is_read_again(monkeypatch):
+    from rein.secrets import scrub
+
+    monkeypatch.setenv("PAYMENTS_TOKEN", "tok-first-1234")
+    assert scrub("a tok-first-1234 b") == "a [redacted] b"
+    monkeypatch.setenv("PAYMENTS_TOKEN", "tok-second-5678")
+    assert scrub("a tok-first-1234 b tok-second-5678") == "a tok-first-1234 b [redacted]"
+    monkeypatch.delenv("PAYMENTS_TOKEN")
+    assert scrub("c tok-second-5678") == "c tok-second-5678"
+
 # --------------------------------------------------------------------------- keys
 
 

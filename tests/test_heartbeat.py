@@ -124,3 +124,48 @@ async def test_a_local_tool_may_heartbeat(env):
         result = await full_result(handle)
     contents = {m["tool_call_id"]: m["content"] for m in result["session"]["messages"] if m["role"] == "tool"}
     assert contents == {"l1": "local done"} and result["output"] == "fine"
+
+
+QUIET_RELEASE: dict[str, asyncio.Event] = {}
+
+
+async def reports_once(ctx: ToolContext) -> str:
+    """Reports progress once, then works quietly: the worker's own beats must keep the details."""
+    ctx.heartbeat("quiet at 10%")
+    await asyncio.wait_for(QUIET_RELEASE["event"].wait(), 60)
+    return "quiet done"
+
+
+async def test_the_worker_keeps_beating_with_the_tools_latest_details(dev, monkeypatch):
+    """Between a tool's own heartbeats the worker beats for it (so a long call outlives its heartbeat
+    timeout), repeating the tool's latest details: the server's last heartbeat time moves on while
+    the details stay the tool's."""
+    monkeypatch.setattr("rein.activities.agents.HEARTBEAT_EVERY_S", 0.2)
+    QUIET_RELEASE["event"] = asyncio.Event()
+    agent = Agent(provider=MockProvider([[ToolCall(id="q1", name="reports_once", arguments={})], "ok"]),
+                  tools=[reports_once], name="quiet-heartbeats")
+    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq,
+                                  max_heartbeat_throttle_interval=timedelta(milliseconds=50),
+                                  default_heartbeat_throttle_interval=timedelta(milliseconds=50)):
+        handle = await dev.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+        beats: list[tuple[float, list]] = []
+        try:
+            for _ in range(400):
+                for pending in (await handle.describe()).raw_description.pending_activities:
+                    if pending.heartbeat_details.payloads:
+                        at = pending.last_heartbeat_time.ToNanoseconds()
+                        if not beats or beats[-1][0] != at:
+                            beats.append((at, await dev.client.data_converter.decode(pending.heartbeat_details.payloads)))
+                if len(beats) >= 4:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            QUIET_RELEASE["event"].set()
+        result = await full_result(handle)
+    assert len(beats) >= 4, f"the worker stopped beating: {beats}"
+    assert all(details == ["quiet at 10%"] for _, details in beats), beats
+    assert result["output"] == "ok"

@@ -263,3 +263,18 @@ async def test_fresh_approval_history_matches_stored_shape(dev, ids):
     fresh_types = [EventType.Name(e.event_type) for e in fresh]
     stored_types = [e["eventType"] for e in stored]
     assert commands(fresh_types) == commands(stored_types)
+
+
+async def test_a_client_with_a_worker_in_its_process_starts_runs_eagerly(dev):
+    """ReinClient asks for eager workflow start, and the embedded server (rein.server's tuning) grants
+    it: with a worker for the queue in this process, the run's first workflow task comes back in the
+    start response instead of a round trip through the task queue."""
+    from rein.client import ReinClient
+
+    agent = Agent(provider=MockProvider(["hi"]), name="eager-start")
+    tq = f"eager-{os.getpid()}-{id(agent)}"
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await ReinClient(dev.client, tq).start(agent.name, "hello")
+        # temporalio notes on the handle whether the start response carried the first workflow task.
+        assert vars(handle)["__temporal_eagerly_started"] is True
+        assert (await handle.result()).output == "hi"
