@@ -152,30 +152,41 @@ class Conversations:
         messages = self._extended(entry, request) if digest else self._tokened(entry, request)
         if messages is None:
             self.rebuilds += 1
-            messages = await _conversation_from_workflow(request)
-            if digest and conversation_digest(messages) != digest:
-                raise ApplicationError("the run's conversation changed while its model call was starting; retrying")
+            if digest:  # where the model call stands is the prefix with its digest
+                messages = _prefix_with_digest(await _conversation_from_workflow(request, whole=True), digest)
+            else:
+                messages = await _conversation_from_workflow(request)
         entry.messages, entry.produced = messages, {}
         entry.digest, entry.token = (digest, entry.token) if digest else (None, request.conversation)
         return messages
 
     def _extended(self, entry: _Conversation, request: ModelCallInput) -> list[Message] | None:
-        """The cached conversation continued by the request, or None when the two do not add up."""
-        if request.first_index == 0:
-            base, digest = [], EMPTY
-        elif len(entry.messages) == request.first_index and entry.digest is not None:
-            base, digest = entry.messages, entry.digest
-        else:
-            return None
+        """The cached conversation continued by the request, or None when the two do not add up.
+
+        The request's chain digest says where its messages continue: the start of the
+        conversation, or the conversation this worker holds for the run (older workflow code
+        also sent the position, `first_index`)."""
         new: list[Message] = []
         for item in request.new_messages:
             message = entry.produced.get(item) if isinstance(item, str) else item
             if message is None:
                 return None
             new.append(message)
-        if extend(digest, (message_hash(m) for m in new)) != request.digest:
-            return None
-        return base + new
+        if request.produced:
+            made = _produced_in_order(entry.produced.values(), request.produced)
+            if made is None:
+                return None
+            new += made
+        hashes = [message_hash(m) for m in new]
+        bases: list[tuple[list[Message], str]] = []
+        if request.first_index == 0:
+            bases.append(([], EMPTY))
+        if entry.digest is not None and len(entry.messages) == (request.first_index or len(entry.messages)):
+            bases.append((entry.messages, entry.digest))
+        for base, digest in bases:
+            if extend(digest, hashes) == request.digest:
+                return base + new
+        return None
 
     def _tokened(self, entry: _Conversation, request: ModelCallInput | StepRequest) -> list[Message] | None:
         if request.first_index == 0:
@@ -185,6 +196,28 @@ class Conversations:
         else:
             known = None
         return known if known is not None and len(known) == request.total else None
+
+
+def _produced_in_order(produced: Any, count: int) -> list[Message] | None:
+    """`count` messages this worker produced: its last model reply, then the results of that
+    reply's tool calls in call order (None when it does not hold them all)."""
+    held = list(produced)
+    reply = next((m for m in reversed(held) if m.role == "assistant"), None)
+    if reply is None:
+        return None
+    results = {m.tool_call_id: m for m in held if m.role == "tool"}
+    made = [reply, *(results.get(c.id) for c in reply.tool_calls or ())][:count]
+    return made if len(made) == count and all(m is not None for m in made) else None  # type: ignore[misc]
+
+
+def _prefix_with_digest(messages: list[Message], digest: str) -> list[Message]:
+    """The start of the run's conversation whose chain digest is `digest` (what the model call is for)."""
+    chain = EMPTY
+    for i, message in enumerate(messages):
+        chain = extend(chain, [message_hash(message)])
+        if chain == digest:
+            return messages[: i + 1]
+    raise ApplicationError("the run's conversation changed while its model call was starting; retrying")
 
 
 def _with_run(request: Any) -> Any:
@@ -251,10 +284,10 @@ async def _call_in_reply(client: Any, result: Any, key: str) -> ToolCall | None:
     return next((c for c in calls if ref(call_hash(c)) == key), None)
 
 
-async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
+async def _conversation_from_workflow(request: ModelCallInput | StepRequest, whole: bool = False) -> list[Message]:
     handle = activity.client().get_workflow_handle(request.run_id, run_id=request.workflow_run_id or None)
     session = Session.model_validate(await handle.query("session"))
-    return session.messages[: request.total]
+    return session.messages if whole else session.messages[: request.total]
 
 
 class AgentActivities:

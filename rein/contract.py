@@ -200,11 +200,16 @@ class ModelCallInput(BaseModel):
     """
 
     agent: str
-    new_messages: list[Message | str]
+    new_messages: list[Message | str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    produced: int = Field(default=0, exclude_if=lambda v: not v)
+    """After new_messages, this many messages the worker produced: its last model reply, then
+    that reply's tool results in call order (a count instead of a reference each)."""
     first_index: int = Field(default=0, exclude_if=lambda v: not v)
-    """Position of new_messages[0] in the conversation."""
+    """Position of new_messages[0] in the conversation; plain model calls leave it out (older
+    workflow code sent it): the chain digest says where the messages continue."""
     total: int = 0
-    """Length of the conversation after new_messages (left out of history: first_index + len(new_messages))."""
+    """Length of the conversation after the new messages (left out of history: first_index +
+    len(new_messages) + produced)."""
     digest: str = Field(default="", exclude_if=lambda v: not v)
     run_id: str = Field(default="", exclude_if=lambda v: not v)
     workflow_run_id: str = Field(default="", exclude_if=lambda v: not v)
@@ -222,14 +227,14 @@ class ModelCallInput(BaseModel):
     @model_validator(mode="after")
     def _derive_total(self) -> ModelCallInput:
         if not self.total:
-            self.total = self.first_index + len(self.new_messages)
+            self.total = self.first_index + len(self.new_messages) + self.produced
         return self
 
     @model_serializer(mode="wrap")
     def _omit_derived_total(self, handler: Any) -> Any:
         # Every field at its default stays out of the history; so does `total` when it follows from the rest.
         data = handler(self)
-        if isinstance(data, dict) and data.get("total") == self.first_index + len(self.new_messages):
+        if isinstance(data, dict) and data.get("total") == self.first_index + len(self.new_messages) + self.produced:
             data.pop("total")
         return data
 

@@ -237,6 +237,41 @@ def test_a_tool_call_input_takes_the_whole_call_or_a_reference():
         ToolCallInput.model_validate({"agent": "a"})
 
 
+async def test_the_worker_continues_its_conversation_from_a_count_or_references_in_either_form():
+    """No workflow here: every form below is served from the cache (a miss would query one)."""
+    from rein.activities.agents import Conversations
+    from rein.contract import ModelCallInput
+    from rein.digest import conversation_digest, message_hash, ref
+
+    start = [Message(role="system", content="s"), Message(role="user", content="go")]
+    calls = [ToolCall(id="a", name="t", arguments={"x": 1}), ToolCall(id="b", name="t", arguments={"x": 2})]
+    reply = Message(role="assistant", tool_calls=calls)
+    results = [Message(role="tool", tool_call_id=c.id, content=f"r{c.id}") for c in calls]
+    whole = [*start, reply, *results]
+
+    async def fresh() -> Conversations:
+        cache = Conversations()
+        first = ModelCallInput(agent="x", new_messages=start, digest=conversation_digest(start), run_id="wf")
+        await cache.messages_for(first)
+        cache.produced("wf", reply)
+        for result in reversed(results):  # parallel calls finish in any order
+            cache.produced("wf", result)
+        return cache
+
+    # Today's form: a count, no position; the results come in call order.
+    cache = await fresh()
+    counted = ModelCallInput(agent="x", produced=3, digest=conversation_digest(whole), run_id="wf")
+    assert await cache.messages_for(counted) == whole
+    # The form older workflow code sent: a position and a reference each.
+    cache = await fresh()
+    refs = [ref(message_hash(m)) for m in (reply, *results)]
+    old = ModelCallInput.model_validate(
+        {"agent": "x", "new_messages": refs, "first_index": 2, "digest": conversation_digest(whole), "run_id": "wf"}
+    )
+    assert await cache.messages_for(old) == whole
+    assert cache.rebuilds == 0
+
+
 async def test_model_calls_carry_references_to_what_the_worker_produced(dev):
     tq, wf_id = ids()
     pad = "p" * 1024
@@ -254,8 +289,9 @@ async def test_model_calls_carry_references_to_what_the_worker_produced(dev):
     inputs = [await decode_payload(e.activity_task_scheduled_event_attributes.input.payloads[0], dev.client.data_converter)
               for e in scheduled(history.events, "rein.call_model")]
     assert len(inputs) == 6
-    assert all(pad not in str(i["new_messages"]) for i in inputs), "tool output sent back to the worker"
-    assert all(isinstance(entry, str) for i in inputs[1:] for entry in i["new_messages"])
+    assert all(pad not in str(i) for i in inputs), "tool output sent back to the worker"
+    # After the first call: the worker's reply and its tool result, as a count, where the digest says.
+    assert all(set(i) == {"agent", "produced", "digest"} and i["produced"] == 2 for i in inputs[1:]), inputs[1]
     # What the activities recorded is only what the workflow cannot restore: no nulls, no
     # defaults, a plain tool result as its bare content.
     completed = {e.activity_task_completed_event_attributes.scheduled_event_id: e for e in history.events

@@ -501,8 +501,11 @@ class AgentLoop:
             self.sent_conversation = self.conversation
         new = self.session.messages[self.sent_messages :]
         hashes = [message_hash(m) for m in new]
-        entries: list[Message | str] = [ref(h) if h in self.produced else m for h, m in zip(hashes, new)]
         digest = extend(self.sent_digest, hashes)
+        # All produced by the worker (its reply, then the tool results): a count. Else each
+        # produced one by reference, the rest whole. The digest verifies either way.
+        produced = len(new) if new and all(h in self.produced for h in hashes) else 0
+        entries: list[Message | str] = [] if produced else [ref(h) if h in self.produced else m for h, m in zip(hashes, new)]
         total = len(self.session.messages)
         try:
             completion = await self._unless_cancelled(workflow.execute_activity(
@@ -510,7 +513,7 @@ class AgentLoop:
                 ModelCallInput(
                     agent=self.agent_key,
                     new_messages=entries,
-                    first_index=self.sent_messages,
+                    produced=produced,
                     digest=digest,
                     stream=live,
                     stream_source=source if live else "",
