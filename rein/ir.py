@@ -119,17 +119,23 @@ class Completion(BaseModel):
         return data
 
     def compact(self) -> dict[str, Any]:
-        """The JSON an activity records: defaults left out, and what `_implied` restores."""
+        """The JSON an activity records: the reply's fields at top level (no `message` wrapper),
+        defaults left out, and what `_implied` restores."""
         data = self.model_dump(mode="json", exclude_defaults=True)
-        if data["message"].get("role") == "assistant":
-            del data["message"]["role"]
+        message = data.pop("message")
+        if message.get("role") == "assistant":
+            del message["role"]
         if self.finish_reason == "tool_calls" and self.message.tool_calls:
             del data["finish_reason"]
-        return data
+        return {**message, **data}
 
     @model_validator(mode="before")
     @classmethod
     def _implied(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "message" not in data:  # the flat recorded form (`compact`)
+            message = {k: data[k] for k in _MESSAGE_FIELDS if k in data}
+            data = {k: v for k, v in data.items() if k not in _MESSAGE_FIELDS}
+            data["message"] = message
         if isinstance(data, dict) and isinstance(data.get("message"), dict):
             message = data["message"]
             if "role" not in message:
@@ -137,6 +143,10 @@ class Completion(BaseModel):
             if "finish_reason" not in data and message.get("tool_calls"):
                 data = {**data, "finish_reason": "tool_calls"}
         return data
+
+
+_MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id")
+"""Message fields a recorded Completion holds at top level (none is a Completion field)."""
 
 
 class ToolSpec(BaseModel):
