@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_serializer, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
@@ -229,6 +229,14 @@ class ModelCallInput(BaseModel):
         if not self.total:
             self.total = self.first_index + len(self.new_messages) + self.produced
         return self
+
+    @field_serializer("new_messages", mode="wrap")
+    def _messages_without_nulls(self, value: list[Message | str], handler: Any, info: Any) -> Any:
+        # Unset message fields (tool_calls, tool_call_id) stay out of the history; the worker
+        # reads them back as the same Message (same rein.digest hash).
+        if info.mode != "json":
+            return handler(value)
+        return [m if isinstance(m, str) else m.model_dump(mode="json", exclude_none=True) for m in value]
 
     @model_serializer(mode="wrap")
     def _omit_derived_total(self, handler: Any) -> Any:

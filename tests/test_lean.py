@@ -290,6 +290,8 @@ async def test_model_calls_carry_references_to_what_the_worker_produced(dev):
               for e in scheduled(history.events, "rein.call_model")]
     assert len(inputs) == 6
     assert all(pad not in str(i) for i in inputs), "tool output sent back to the worker"
+    assert [m["role"] for m in inputs[0]["new_messages"]] == ["user"]
+    assert all(None not in m.values() for m in inputs[0]["new_messages"]), inputs[0]  # no unset fields
     # After the first call: the worker's reply and its tool result, as a count, where the digest says.
     assert all(set(i) == {"agent", "produced", "digest"} and i["produced"] == 2 for i in inputs[1:]), inputs[1]
     # What the activities recorded is only what the workflow cannot restore: no nulls, no
