@@ -17,6 +17,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.exceptions import ApplicationError
 
 from rein.activities import steps
@@ -35,7 +38,7 @@ from rein.contract import (
     ToolInfo,
 )
 from rein.compaction import trigger_of
-from rein.digest import EMPTY, conversation_digest, extend, message_hash, ref
+from rein.digest import EMPTY, call_hash, conversation_digest, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
@@ -96,6 +99,8 @@ class _Conversation:
         """The run's conversation token for steps with middleware and compaction (see StepRequest)."""
         self.produced: dict[str, Message] = {}
         """Messages this worker produced for the run, by rein.digest hash, until a model call refers to them."""
+        self.calls: dict[str, ToolCall] = {}
+        """The tool calls of the last model reply this worker produced for the run, by `ref` of call_hash."""
 
 
 class Conversations:
@@ -123,7 +128,15 @@ class Conversations:
         return entry
 
     def produced(self, run_id: str, message: Message) -> None:
-        self._entry(run_id).produced[ref(message_hash(message))] = message
+        entry = self._entry(run_id)
+        entry.produced[ref(message_hash(message))] = message
+        if message.tool_calls:
+            entry.calls = {ref(call_hash(c)): c for c in message.tool_calls}
+
+    def call(self, run_id: str, key: str) -> ToolCall | None:
+        """A tool call this worker produced for the run, by its reference (None: not held here)."""
+        entry = self._runs.get(run_id)
+        return entry.calls.get(key) if entry is not None else None
 
     def drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
@@ -183,6 +196,59 @@ def _with_run(request: Any) -> Any:
     if hasattr(request, "workflow_run_id"):
         update["workflow_run_id"] = info.workflow_run_id
     return request.model_copy(update=update)
+
+
+async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
+    """The referenced call, read from the history of the very run that scheduled this activity
+    (another worker produced the model's reply, or this one restarted or forgot it).
+
+    The history, newest first, not the `session` query: a query waits for the workflow's
+    worker, and after a lost worker (the usual cause of a miss) that costs the sticky queue's
+    timeout, which can outlast a tool's whole timeout. The newest model reply holding a call
+    with that reference is the one this run is running.
+    """
+    info = activity.info()
+    client = activity.client()
+    replies: dict[int, Any] = {}
+    token = b""
+    while True:
+        page = await client.workflow_service.get_workflow_execution_history_reverse(
+            GetWorkflowExecutionHistoryReverseRequest(
+                namespace=info.namespace,
+                execution=WorkflowExecution(workflow_id=info.workflow_id, run_id=info.workflow_run_id),
+                maximum_page_size=100,
+                next_page_token=token,
+            )
+        )
+        for event in page.history.events:
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                done = event.activity_task_completed_event_attributes
+                replies[done.scheduled_event_id] = done.result
+            elif (
+                event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and event.activity_task_scheduled_event_attributes.activity_type.name == CALL_MODEL
+                and event.event_id in replies
+            ):
+                call = await _call_in_reply(client, replies.pop(event.event_id), request.ref)
+                if call is not None:
+                    return call
+        token = page.next_page_token
+        if not token:
+            break
+    raise ApplicationError(
+        f"No model reply of this run holds a tool call with the reference {request.ref!r}; nothing was run",
+        type="UnknownToolCall",
+        non_retryable=True,
+    )
+
+
+async def _call_in_reply(client: Any, result: Any, key: str) -> ToolCall | None:
+    try:
+        [value] = await client.data_converter.decode(result.payloads)
+        calls = Completion.model_validate(value).message.tool_calls
+    except Exception:  # not a plain model reply (a step with middleware): it holds no referenced call
+        return None
+    return next((c for c in calls if ref(call_hash(c)) == key), None)
 
 
 async def _conversation_from_workflow(request: ModelCallInput | StepRequest) -> list[Message]:
@@ -289,11 +355,13 @@ class AgentActivities:
             if request.step is not None:
                 return await steps.tool_step(self, agent, request)
             async with heartbeating():
-                result = await run_call(agent, request.call, request.run_id)
-        self._check_size(result, f"The result of tool '{request.call.name}'")
-        self.conversations.produced(
-            request.run_id, Message(role="tool", tool_call_id=request.call.id, content=result.content)
-        )
+                call = request.call or self.conversations.call(request.run_id, request.ref)
+                if call is None:
+                    self.conversations.rebuilds += 1
+                    call = await _call_from_workflow(request)
+                result = await run_call(agent, call, request.run_id)
+        self._check_size(result, f"The result of tool '{call.name}'")
+        self.conversations.produced(request.run_id, Message(role="tool", tool_call_id=call.id, content=result.content))
         return wire(result)
 
     @activity.defn(name=COMPACT)

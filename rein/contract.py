@@ -302,12 +302,24 @@ class CompactResult(BaseModel):
 
 
 class ToolCallInput(BaseModel):
+    """The tool call to run: by reference (`ref`) when the worker produced the model's reply that
+    holds it, else whole (`call`: steps with middleware, and activities scheduled by older workflow
+    code). A worker that does not hold the referenced call reads it back from the workflow."""
+
     agent: str
-    call: ToolCall
+    call: ToolCall | None = Field(default=None, exclude_if=lambda v: v is None)
+    ref: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """rein.digest `ref` of `call_hash(call)`."""
     run_id: str = Field(default="", exclude_if=lambda v: not v)
     """Defaults to the calling workflow's id (activity.info())."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
+
+    @model_validator(mode="after")
+    def _call_or_ref(self) -> ToolCallInput:
+        if self.call is None and not self.ref:
+            raise ValueError("a tool call input needs `call` or `ref`")
+        return self
 
 
 class DescribeInput(BaseModel):

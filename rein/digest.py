@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from rein.ir import Message
+from rein.ir import Message, ToolCall
 
 EMPTY = ""
 HASH_CHARS = 16
@@ -23,6 +23,11 @@ few the worker holds for the run): the chain digest still verifies the whole con
 
 def message_hash(message: Message) -> str:
     return hashlib.sha256(message.model_dump_json().encode()).hexdigest()[:HASH_CHARS]
+
+
+def call_hash(call: ToolCall) -> str:
+    """A tool call's hash: a run_tool input names the call by its `ref` (the worker holds the call)."""
+    return hashlib.sha256(call.model_dump_json().encode()).hexdigest()[:HASH_CHARS]
 
 
 def ref(message_hash: str) -> str:

@@ -159,6 +159,84 @@ async def test_reset_run_never_sees_the_pre_reset_tool_result(dev):
     assert [[m.content for m in seen if m.role == "tool"] for seen in second_calls] == [["version 1"], ["version 2"]]
 
 
+async def test_a_tool_call_sent_by_reference_runs_on_a_worker_that_never_saw_it(dev):
+    """The model's reply came from worker A; A goes away while the call waits for approval, and
+    worker B (an empty cache) reads the call back from the workflow: the right tool, the right
+    arguments, once."""
+    tq, wf_id = ids()
+    ran: list[tuple[str, int]] = []
+
+    def risky(tag: str, n: int) -> str:
+        """A tool that needs approval."""
+        ran.append((tag, n))
+        return f"ran {tag}"
+
+    def other(tag: str, n: int) -> str:
+        """Never called."""
+        ran.append(("other", n))
+        return "wrong"
+
+    model = Scripted(1, tool="risky", args={"tag": "alpha"})
+    agent = Agent(provider=model, tools=[risky, other], name="handover", config=LoopConfig(permission="ask"))
+    client = ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await client.start("handover", "go", run_id=wf_id, stream=False)
+        paused = await client.wait(wf_id)
+        assert paused.interrupt is not None and paused.interrupt.type == "need_approval"
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        await client.approve(wf_id)
+        result = await client.result(wf_id)
+        history = await dev.client.get_workflow_handle(wf_id).fetch_history()
+    assert ran == [("alpha", 0)]
+    assert result.output.endswith("last ran alpha")
+    [tool_input] = [await decode_payload(e.activity_task_scheduled_event_attributes.input.payloads[0], dev.client.data_converter)
+                    for e in scheduled(history.events, "rein.run_tool")]
+    assert set(tool_input) == {"agent", "ref"}, tool_input
+    assert handle is not None
+
+
+async def test_a_reused_workflow_id_never_runs_the_previous_runs_tool_call(dev):
+    tq, wf_id = ids()
+    ran: list[str] = []
+
+    def risky(tag: str, n: int) -> str:
+        """A tool that needs approval."""
+        ran.append(tag)
+        return tag
+
+    class Tagged(Scripted):
+        async def complete(self, messages, tools=None, **kw):  # noqa: ANN001, ANN201
+            self.args = {"tag": next(m.content for m in messages if m.role == "user")}
+            return await super().complete(messages, tools, **kw)
+
+    agent = Agent(provider=Tagged(1, tool="risky"), tools=[risky], name="reuse-call", config=LoopConfig(permission="ask"))
+    client = ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        await client.start("reuse-call", "alpha", run_id=wf_id, stream=False)
+        await client.wait(wf_id)
+        await client.cancel(wf_id, "done with alpha")
+        await client.result(wf_id)
+        # Same workflow id, a call with the same id and name: the worker still holds alpha's.
+        await client.start("reuse-call", "beta", run_id=wf_id, stream=False)
+        await client.wait(wf_id)
+        await client.approve(wf_id)
+        result = await client.result(wf_id)
+    assert ran == ["beta"]
+    assert result.output.endswith("last beta")
+
+
+def test_a_tool_call_input_takes_the_whole_call_or_a_reference():
+    from pydantic import ValidationError
+
+    from rein.contract import ToolCallInput
+
+    old = ToolCallInput.model_validate({"agent": "a", "call": {"id": "c1", "name": "t", "arguments": {"x": 1}}})
+    assert old.call == ToolCall(id="c1", name="t", arguments={"x": 1}) and old.ref == ""
+    assert ToolCallInput(agent="a", ref="0123abcd").model_dump(mode="json") == {"agent": "a", "ref": "0123abcd"}
+    with pytest.raises(ValidationError, match="`call` or `ref`"):
+        ToolCallInput.model_validate({"agent": "a"})
+
+
 async def test_model_calls_carry_references_to_what_the_worker_produced(dev):
     tq, wf_id = ids()
     pad = "p" * 1024

@@ -779,6 +779,40 @@ async def test_history_from_before_the_retired_patch_no_longer_replays():
     assert result.replay_failure is not None and "Nondeterminism" in str(result.replay_failure)
 
 
+LONG_HISTORIES = sorted(HISTORIES.glob("agent_long_v*.json"))
+
+
+def upserts_in(path: Path) -> list[dict[str, Any]]:
+    events = json.loads(path.read_text())["events"]
+    return [
+        {k: json.loads(base64.b64decode(v["data"])) for k, v in attrs["searchAttributes"]["indexedFields"].items()}
+        for e in events
+        if (attrs := e.get("upsertWorkflowSearchAttributesEventAttributes"))
+    ]
+
+
+def test_long_histories_cover_both_counter_rules():
+    assert [p.name for p in LONG_HISTORIES] == ["agent_long_v1.json", "agent_long_v2.json"]
+    old, new = (upserts_in(p) for p in LONG_HISTORIES)
+    # v1: every 5th iteration, and at the end the counters and the status apart.
+    assert [u.get("ReinIterations") for u in old] == [0, 5, 10, None] and old[-1] == {"ReinStatus": "done"}
+    assert patches_in(LONG_HISTORIES[0]) == set()
+    # v2 (a run of a few seconds): by time, and the final status with the counters.
+    assert new[-1] == {"ReinStatus": "done", "ReinIterations": 10, "ReinTokens": 20}
+    assert patches_in(LONG_HISTORIES[1]) == {"rein-timed-counters"}
+
+
+@pytest.mark.parametrize("path", LONG_HISTORIES, ids=lambda p: p.stem)
+async def test_long_history_replays(path):
+    from temporalio.client import WorkflowHistory
+
+    history = WorkflowHistory.from_json("agent-long", json.loads(path.read_text()))
+    assert sum(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED for e in history.events) == 19
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
 @pytest.mark.parametrize("path", REPLAYING, ids=lambda p: p.stem)
 async def test_stored_history_replays(path):
     from temporalio.client import WorkflowHistory

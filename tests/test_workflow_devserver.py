@@ -108,6 +108,29 @@ async def test_search_attributes_find_waiting_runs(dev, ids):
     assert (await listed("waiting_approval")) == []
 
 
+async def test_long_run_publishes_its_final_counters_with_its_status(dev, ids):
+    """Counters are refreshed by workflow time, not every few iterations; whatever the timing, the
+    run's last counters and its final status are one upsert, and they are right. (Ten iterations:
+    the old every-5th-iteration rule published the counters at the end apart from the status.)"""
+    tq, wf_id = ids
+    rounds = [[tc("add", f"c{i}", a=i, b=1)] for i in range(9)]
+    agent = Agent(provider=MockProvider([*rounds, "ten"]), tools=[add], name="counting")
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await start(dev, "counting", "count", wf_id, tq)
+        result = await full_result(handle)
+        await assert_replays(handle)
+    assert result["output"] == "ten" and result["session"]["iteration"] == 10
+    attrs = (await handle.describe()).typed_search_attributes
+    assert (attrs.get(REIN_STATUS), attrs.get(REIN_ITERATIONS), attrs.get(REIN_TOKENS)) == ("done", 10, 20)
+    events = (await handle.fetch_history()).events
+    upserts = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
+    final = events[upserts[-1]].upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+    assert [json.loads(final[k].data) for k in ("ReinStatus", "ReinIterations")] == ["done", 10]
+    # No two upserts in one workflow task (nothing but commands between them).
+    for a, b in zip(upserts, upserts[1:]):
+        assert any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in events[a:b]), (a, b)
+
+
 # --------------------------------------------------------------------------- losing a worker
 
 

@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
         WaitRequest,
         apply_overrides,
     )
-    from rein.digest import EMPTY, extend, message_hash, ref
+    from rein.digest import EMPTY, call_hash, extend, message_hash, ref
     from rein.events import TOPIC, StreamEvent
     from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt, Step
@@ -73,7 +73,13 @@ T = TypeVar("T")
 
 MODEL_HEARTBEAT = timedelta(seconds=20)
 COUNTER_EVERY = 5
-"""Iterations between ReinIterations/ReinTokens refreshes while the status stays the same."""
+"""Before rein-timed-counters: iterations between ReinIterations/ReinTokens refreshes."""
+COUNTER_SECONDS = 10.0
+"""Workflow seconds between ReinIterations/ReinTokens refreshes while the status stays the same."""
+PATCH_TIMED_COUNTERS = "rein-timed-counters"
+"""Since this patch the counters are refreshed by workflow time (COUNTER_SECONDS), not every
+COUNTER_EVERY iterations, and a run's last counters and its final status are one upsert. Asked
+only where the two rules disagree, so short runs record no marker."""
 CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
 """Without external storage: below Temporal's 2 MB payload limit, with room for encoding overhead."""
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
@@ -141,6 +147,10 @@ class AgentLoop:
         self.active_s = 0.0
         self.final: RunOutcome | None = None
         self.published: dict[str, Any] = {}
+        self.counters_at = workflow.time()
+        """Workflow time of the last ReinIterations/ReinTokens upsert (or of the run's start)."""
+        self.progressed = False
+        """An iteration ended and its counters (or a status change) are not published yet."""
         self.sent_messages = 0
         """How many conversation messages model-call activities have been given so far."""
         self.sent_digest = EMPTY
@@ -149,6 +159,9 @@ class AgentLoop:
         """The conversation token they belong to (a compaction starts a new one)."""
         self.produced: set[str] = set()
         """Hashes of messages the worker produced since the last model call (sent as references)."""
+        self.reply_calls: set[str] = set()
+        """call_hash of each tool call in the last model reply this run received: run_tool names
+        those by reference (the reply is in this run's history); any other call travels whole."""
         self.details = ""
         self.prompt = ""
         self.last_ignored = ""
@@ -268,6 +281,7 @@ class AgentLoop:
 
         while True:
             if self._history_is_long():
+                self._publish_progress()
                 self.active_s += workflow.time() - started
                 started = workflow.time()
                 await self._continue_as_new()
@@ -278,7 +292,10 @@ class AgentLoop:
                 self.session.stop_reason = "cancelled"
                 continue
             if isinstance(action, machine.Finish):
+                if self.progressed and not self._fold_final_publish():
+                    self._publish_progress()
                 break
+            self._publish_progress()
             resumed, self.resuming = self.resuming, None
             if resumed is not None:
                 if resumed.type == "error":
@@ -308,7 +325,7 @@ class AgentLoop:
                     started = workflow.time()
             else:
                 await self._run_tools(action.calls)
-            self._publish()
+            self.progressed = True  # published as the next action starts (or with the final status)
 
         self.active_s += workflow.time() - started
         self.status = "cancelled" if self.session.stop_reason == "cancelled" else "done"
@@ -522,6 +539,7 @@ class AgentLoop:
                 self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
         self.sent_messages, self.sent_digest = total, digest
         self.produced = {message_hash(completion.message)}
+        self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
 
@@ -555,7 +573,15 @@ class AgentLoop:
             return await self._run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
-        request = ToolCallInput(agent=self.agent_key, call=call)
+        # The worker that produced the model's reply holds the call (else the run's history does):
+        # the input names it. A call from elsewhere (a Session given as input, a renamed
+        # duplicate id, a predecessor run) travels whole.
+        key = call_hash(call)
+        request = (
+            ToolCallInput(agent=self.agent_key, ref=ref(key))
+            if key in self.reply_calls
+            else ToolCallInput(agent=self.agent_key, call=call)
+        )
         # A raising tool is retried only `retries` times (the activity decides);
         # two more attempts cover a worker lost mid-call. A result too large to record is
         # final: the activity raises it non-retryable.
@@ -1028,9 +1054,30 @@ class AgentLoop:
             if value is not None:
                 self.published[name] = value
 
-    def _publish(self) -> None:
-        """Tell visibility and the UI where the run is; upserts only the values that changed."""
+    def _publish_progress(self) -> None:
+        if self.progressed:
+            self.progressed = False
+            self._publish()
+
+    def _counters_due(self, iteration: int) -> bool:
+        """Refresh the counters now (the status is unchanged)? By time since rein-timed-counters."""
+        by_iteration = iteration % COUNTER_EVERY == 0
+        by_time = workflow.time() - self.counters_at >= COUNTER_SECONDS
+        if by_iteration == by_time:
+            return by_time
+        return by_time if workflow.patched(PATCH_TIMED_COUNTERS) else by_iteration
+
+    def _fold_final_publish(self) -> bool:
+        """The run ends: what its last iteration changed goes with the final status in one upsert.
+        Before rein-timed-counters it was a separate upsert when the old rule published anything."""
         view = self._status_view()
+        old_due = self.published.get("ReinStatus") != view.status or view.iteration % COUNTER_EVERY == 0
+        if not self._search_updates(view, old_due)[0]:
+            return True  # the old code published nothing here: the same commands either way
+        return workflow.patched(PATCH_TIMED_COUNTERS)
+
+    def _search_updates(self, view: RunStatusView, counters: bool) -> tuple[list[Any], dict[str, Any]]:
+        """The search attribute updates that publish `view` (the counters only if `counters`)."""
         wanted: dict[str, Any] = {
             "ReinAgent": (self.agent.name or None) if self.agent else None,
             "ReinStatus": view.status,
@@ -1038,18 +1085,27 @@ class AgentLoop:
             "ReinTokens": view.usage.total_tokens,
         }
         available = set(self.agent.search_attributes) if self.agent else set()
-        if self.published.get("ReinStatus") == view.status and view.iteration % COUNTER_EVERY:
-            # Counters change every iteration; each upsert is a history event and a visibility
-            # write, so between status changes they are refreshed every COUNTER_EVERY iterations.
+        if not counters:
             available -= {"ReinIterations", "ReinTokens"}
         updates = [
             _SEARCH_KEYS[name].value_set(min(value, INT64_MAX) if isinstance(value, int) else value)
             for name, value in wanted.items()
             if name in available and value is not None and self.published.get(name) != value
         ]
+        return updates, {k: v for k, v in wanted.items() if k in available}
+
+    def _publish(self) -> None:
+        """Tell visibility and the UI where the run is; upserts only the values that changed."""
+        view = self._status_view()
+        # Counters change every iteration; each upsert is a history event and a visibility
+        # write, so between status changes they are refreshed every COUNTER_SECONDS.
+        counters = self.published.get("ReinStatus") != view.status or self._counters_due(view.iteration)
+        updates, published = self._search_updates(view, counters)
         if updates:
             workflow.upsert_search_attributes(updates)
-            self.published.update({k: v for k, v in wanted.items() if k in available})
+            self.published.update(published)
+            if counters:
+                self.counters_at = workflow.time()
         info = workflow.info()
         details = details_for(
             view,

@@ -36,6 +36,14 @@ the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
 
 agent_failed_v<N>.json: a run for an agent no worker serves; it fails at once.
   v1: with the rein-failed-status patch (ReinStatus=failed published before it closes)
+
+agent_long_v<N>.json: nine tool rounds without approval, then the final answer (counter refreshes
+while the status stays `running`, and the end of the run).
+  v1: counters refreshed every 5th iteration; at iteration 10 the counters and the final status
+      were two upserts in one workflow task
+  v2: with the rein-timed-counters patch (counters refreshed by workflow time; one final upsert)
+
+    .venv/bin/python tests/histories/make_histories.py long
 """
 
 from __future__ import annotations
@@ -55,6 +63,9 @@ CURRENT = "agent_approval_v6.json"
 EXTENSIONS = "agent_extensions_v1.json"
 CANCEL = "agent_cancel_v3.json"
 FAILED = "agent_failed_v1.json"
+LONG = "agent_long_v2.json"
+LONG_ROUNDS = 9
+"""Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
 
 def add(a: int, b: int) -> int:
@@ -106,6 +117,11 @@ def extensions_agent() -> Agent:
 
     agent.on("step", lambda ctx: None)
     return agent
+
+
+def long_agent() -> Agent:
+    rounds: list = [[ToolCall(id=f"call-{i}", name="add", arguments={"a": i, "b": 1})] for i in range(LONG_ROUNDS)]
+    return Agent(provider=MockProvider([*rounds, "Counted."]), tools=[add], name="long-agent")
 
 
 async def wait_for(handle, status: str) -> None:  # noqa: ANN001
@@ -187,6 +203,17 @@ async def record_failed(env) -> None:  # noqa: ANN001
     write(FAILED, history)
 
 
+async def record_long(env) -> None:  # noqa: ANN001
+    async with rein.create_worker(env.client, agents=[long_agent()], task_queue="histories-long"):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "long-agent", "prompt": "Count."}, id="agent-long", task_queue="histories-long"
+        )
+        result = await handle.result()
+        assert result["output"] == "Counted." and result["iterations"] == LONG_ROUNDS + 1, result
+        history = await handle.fetch_history()
+    write(LONG, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -204,6 +231,8 @@ async def main(which: list[str]) -> None:
             await record_cancel(env)
         if not which or "failed" in which:
             await record_failed(env)
+        if not which or "long" in which:
+            await record_long(env)
     finally:
         await env.shutdown()
 
