@@ -8,6 +8,7 @@ reads the heartbeat back from the server (`describe()` → pending activities, d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from datetime import timedelta
@@ -52,6 +53,20 @@ async def heartbeat_details(handle, converter) -> dict[str, list]:  # noqa: ANN0
     return out
 
 
+@contextlib.asynccontextmanager
+async def unthrottled_run(client, agent):  # noqa: ANN001, ANN201
+    """A worker that passes every heartbeat straight to the server (no throttling, so the details are
+    there while the tools wait), and a started run of `agent` on it."""
+    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(client, agents=[agent], task_queue=tq,
+                                  max_heartbeat_throttle_interval=timedelta(milliseconds=50),
+                                  default_heartbeat_throttle_interval=timedelta(milliseconds=50)):
+        yield await client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            task_queue=tq,
+        )
+
+
 BOTH = [("async at 50%",), ("sync at 50%", "using [redacted]")]
 
 
@@ -72,15 +87,7 @@ async def test_sync_and_async_tools_heartbeat_through_to_temporal(dev, middlewar
                   name=f"heartbeats-{middleware}")
     if middleware:
         agent.middleware(unchanged)
-    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
-    # No throttling of heartbeats to the server, so the details are there while the tools wait.
-    async with rein.create_worker(env.client, agents=[agent], task_queue=tq,
-                                  max_heartbeat_throttle_interval=timedelta(milliseconds=50),
-                                  default_heartbeat_throttle_interval=timedelta(milliseconds=50)):
-        handle = await env.client.start_workflow(
-            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
-            task_queue=tq,
-        )
+    async with unthrottled_run(env.client, agent) as handle:
         try:
             details: dict[str, list] = {}
             for _ in range(400):  # both tools are running, each waiting to be released
@@ -144,14 +151,7 @@ async def test_the_worker_keeps_beating_with_the_tools_latest_details(dev, monke
     QUIET_RELEASE["event"] = asyncio.Event()
     agent = Agent(provider=MockProvider([[ToolCall(id="q1", name="reports_once", arguments={})], "ok"]),
                   tools=[reports_once], name="quiet-heartbeats")
-    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
-    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq,
-                                  max_heartbeat_throttle_interval=timedelta(milliseconds=50),
-                                  default_heartbeat_throttle_interval=timedelta(milliseconds=50)):
-        handle = await dev.client.start_workflow(
-            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
-            task_queue=tq,
-        )
+    async with unthrottled_run(dev.client, agent) as handle:
         beats: list[tuple[float, list]] = []
         try:
             for _ in range(400):

@@ -116,8 +116,10 @@ class AgentLoop:
     """Everything of AgentWorkflow but its `@workflow.defn`, `@workflow.init` and `@workflow.run`."""
 
     def __init__(self, *args: Any) -> None:
+        self.input = _valid_input(args)
+        """The input, validated once here (a continuation's carries the whole conversation)."""
         # The run's stream (temporalio.contrib.workflow_streams): text, steps, interrupts, events.
-        self.stream = WorkflowStream(_prior_stream_state(args))
+        self.stream = WorkflowStream(self.input.stream_state if self.input is not None else None)
         self.stream_topic = self.stream.topic(TOPIC)
         self.streaming = False
         """Model calls publish text live (the input's `stream`, or a reader's STREAM_SIGNAL)."""
@@ -184,9 +186,8 @@ class AgentLoop:
         """Kept here: queries of a replayed history run outside the workflow's context."""
         # A continuation takes over before any handler runs: signals and updates delivered with
         # its first task must find it as the predecessor left it (waiting, with its counters).
-        carried = _carried(args)
-        if carried is not None:
-            self._restore(*carried)
+        if self.input is not None and self.input.carry is not None and self.input.session is not None:
+            self._restore(self.input, self.input.carry)
 
     # ------------------------------------------------------------ main loop
 
@@ -263,7 +264,7 @@ class AgentLoop:
         self._published_at_start()
         if workflow.unsafe.is_replaying():
             workflow.deprecate_patch(PATCH_NATIVE_CANCEL)  # where it was `patched`: same command order
-        request = self._parse_input(raw_input)
+        request = self.input if self.input is not None else self._parse_input(raw_input)
         self.request = request
         self.streaming = self.streaming or request.stream
         self.parent_call = request.parent_call if workflow.info().parent is not None else None
@@ -425,7 +426,7 @@ class AgentLoop:
         self.rolling = True
         await workflow.wait_condition(workflow.all_handlers_finished)
         # Built after the handlers finished, so nothing they changed is left behind.
-        workflow.continue_as_new(self._successor(waiting).model_dump(mode="json"))
+        workflow.continue_as_new(self._successor(waiting))  # the converter writes its JSON: no dict copy
 
     def _successor(self, waiting: Interrupt | None) -> AgentInput:
         assert self.request is not None
@@ -1122,34 +1123,20 @@ class AgentLoop:
             self.details = details
 
 
-def _carried(args: Sequence[Any]) -> tuple[AgentInput, RunCarry] | None:
-    """The input and carry of a continuation (None for a new run, or an input `run` will reject)."""
+def _valid_input(args: Sequence[Any]) -> AgentInput | None:
+    """The run's one input as an AgentInput; None when it is not one (`run` then says why, failing the run)."""
     if len(args) != 1:
         return None
     raw = args[0]
     try:
-        request = AgentInput.model_validate(raw.model_dump() if isinstance(raw, BaseModel) else raw)
+        return AgentInput.model_validate(raw.model_dump() if isinstance(raw, BaseModel) else raw)
     except (ValidationError, ValueError, TypeError):
         return None
-    return (request, request.carry) if request.carry is not None and request.session is not None else None
 
 
 def _seconds(value: float) -> timedelta:
     """A duration Temporal can hold; an absurd configured value is capped, not a crash."""
     return timedelta(seconds=min(max(float(value), 0.001), MAX_SECONDS))
-
-
-def _prior_stream_state(args: Sequence[Any]) -> Any:
-    """The stream a continued run hands over in its input, or None (never fails: `run` checks the input)."""
-    raw = args[0] if len(args) == 1 else None
-    if isinstance(raw, BaseModel):
-        return getattr(raw, "stream_state", None)
-    if not isinstance(raw, dict) or not raw.get("stream_state"):
-        return None
-    try:
-        return AgentInput.model_validate(raw).stream_state
-    except (ValidationError, ValueError, TypeError):
-        return None
 
 
 def _short_error(exc: Exception) -> str:
