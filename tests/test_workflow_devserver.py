@@ -131,6 +131,28 @@ async def test_long_run_publishes_its_final_counters_with_its_status(dev, ids):
         assert any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in events[a:b]), (a, b)
 
 
+async def test_a_run_cancelled_while_waiting_publishes_one_final_upsert(dev, ids):
+    """Cancelled while waiting for approval: the run goes from waiting to cancelled in one workflow
+    task; before rein-timed-counters that was two upserts (running, then cancelled), now one."""
+    tq, wf_id = ids
+    agent = Agent(provider=MockProvider([[tc("add", "c1", a=1, b=2)], "three"]), tools=[add], name="cancelled-wait",
+                  config=LoopConfig(permission="ask"))
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await start(dev, "cancelled-wait", "add", wf_id, tq)
+        await wait_status(handle, "waiting_approval")
+        await handle.signal("cancel", {"reason": "not today"})
+        result = await handle.result()
+        await assert_replays(handle)
+    assert result["stop_reason"] == "cancelled"
+    events = (await handle.fetch_history()).events
+    upserts = [e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+               for e in events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
+    statuses = [json.loads(u["ReinStatus"].data) for u in upserts if "ReinStatus" in u]
+    assert statuses == ["running", "waiting_approval", "cancelled"]
+    attrs = (await handle.describe()).typed_search_attributes
+    assert (attrs.get(REIN_STATUS), attrs.get(REIN_ITERATIONS)) == ("cancelled", 1)
+
+
 # --------------------------------------------------------------------------- losing a worker
 
 
