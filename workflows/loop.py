@@ -77,9 +77,11 @@ COUNTER_EVERY = 5
 COUNTER_SECONDS = 10.0
 """Workflow seconds between ReinIterations/ReinTokens refreshes while the status stays the same."""
 PATCH_TIMED_COUNTERS = "rein-timed-counters"
-"""Since this patch the counters are refreshed by workflow time (COUNTER_SECONDS), not every
-COUNTER_EVERY iterations, and a run's last counters and its final status are one upsert. Asked
-only where the two rules disagree, so short runs record no marker."""
+"""Since this patch the counters are refreshed every COUNTER_EVERY iterations only when COUNTER_SECONDS
+have passed since the last refresh, and a run's last counters and its final status are one upsert.
+Asked only where the old rule would send an upsert the new one does not: a run records the marker
+(and its TemporalChangeVersion upsert) once it is that fast and long, which then saves an upsert
+every COUNTER_EVERY iterations; slower or shorter runs never record it."""
 CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
 """Without external storage: below Temporal's 2 MB payload limit, with room for encoding overhead."""
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
@@ -151,6 +153,8 @@ class AgentLoop:
         """Workflow time of the last ReinIterations/ReinTokens upsert (or of the run's start)."""
         self.progressed = False
         """An iteration ended and its counters (or a status change) are not published yet."""
+        self.timed_counters: bool | None = None
+        """workflow.patched(PATCH_TIMED_COUNTERS), once asked (None: not asked in this run)."""
         self.sent_messages = 0
         """How many conversation messages model-call activities have been given so far."""
         self.sent_digest = EMPTY
@@ -293,7 +297,7 @@ class AgentLoop:
                 continue
             if isinstance(action, machine.Finish):
                 if self.progressed and not self._fold_final_publish():
-                    self._publish_progress()
+                    self._publish_progress(ending=True)
                 break
             self._publish_progress()
             resumed, self.resuming = self.resuming, None
@@ -1057,18 +1061,25 @@ class AgentLoop:
             if value is not None:
                 self.published[name] = value
 
-    def _publish_progress(self) -> None:
+    def _publish_progress(self, ending: bool = False) -> None:
         if self.progressed:
             self.progressed = False
-            self._publish()
+            self._publish(ending)
 
-    def _counters_due(self, iteration: int) -> bool:
-        """Refresh the counters now (the status is unchanged)? By time since rein-timed-counters."""
-        by_iteration = iteration % COUNTER_EVERY == 0
-        by_time = workflow.time() - self.counters_at >= COUNTER_SECONDS
-        if by_iteration == by_time:
-            return by_time
-        return by_time if workflow.patched(PATCH_TIMED_COUNTERS) else by_iteration
+    def _counters_due(self, view: RunStatusView, ending: bool) -> bool:
+        """Refresh the counters now (the status is unchanged)? Every COUNTER_EVERY iterations, and since
+        rein-timed-counters only when COUNTER_SECONDS have passed since the last refresh."""
+        if view.iteration % COUNTER_EVERY:
+            return False
+        if workflow.time() - self.counters_at >= COUNTER_SECONDS:
+            return True
+        if len(self._search_updates(view, True)[0]) == len(self._search_updates(view, False)[0]):
+            return True  # the counters are published already: both rules send the same
+        if ending and self.timed_counters is None:
+            return True  # the old rule's last refresh costs less than the patch marker this late
+        if self.timed_counters is None:
+            self.timed_counters = workflow.patched(PATCH_TIMED_COUNTERS)
+        return not self.timed_counters
 
     def _fold_final_publish(self) -> bool:
         """The run ends: what its last iteration changed goes with the final status in one upsert.
@@ -1077,7 +1088,7 @@ class AgentLoop:
         old_due = self.published.get("ReinStatus") != view.status or view.iteration % COUNTER_EVERY == 0
         if not self._search_updates(view, old_due)[0]:
             return True  # the old code published nothing here: the same commands either way
-        return workflow.patched(PATCH_TIMED_COUNTERS)
+        return bool(self.timed_counters)  # a run on the new rule already; elsewhere a marker would cost more
 
     def _search_updates(self, view: RunStatusView, counters: bool) -> tuple[list[Any], dict[str, Any]]:
         """The search attribute updates that publish `view` (the counters only if `counters`)."""
@@ -1097,12 +1108,12 @@ class AgentLoop:
         ]
         return updates, {k: v for k, v in wanted.items() if k in available}
 
-    def _publish(self) -> None:
+    def _publish(self, ending: bool = False) -> None:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
         view = self._status_view()
         # Counters change every iteration; each upsert is a history event and a visibility
-        # write, so between status changes they are refreshed every COUNTER_SECONDS.
-        counters = self.published.get("ReinStatus") != view.status or self._counters_due(view.iteration)
+        # write, so between status changes they are refreshed now and then (`_counters_due`).
+        counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
         updates, published = self._search_updates(view, counters)
         if updates:
             workflow.upsert_search_attributes(updates)

@@ -41,7 +41,8 @@ agent_long_v<N>.json: nine tool rounds without approval, then the final answer (
 while the status stays `running`, and the end of the run).
   v1: counters refreshed every 5th iteration; at iteration 10 the counters and the final status
       were two upserts in one workflow task
-  v2: with the rein-timed-counters patch (counters refreshed by workflow time; one final upsert)
+  v2: with the rein-timed-counters patch (a quick run: no refresh within COUNTER_SECONDS of the
+      last, so the marker at iteration 5 and one final upsert)
 
     .venv/bin/python tests/histories/make_histories.py long
 """
