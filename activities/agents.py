@@ -278,7 +278,7 @@ async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
 async def _call_in_reply(client: Any, result: Any, key: str) -> ToolCall | None:
     try:
         [value] = await client.data_converter.decode(result.payloads)
-        calls = Completion.model_validate(value).message.tool_calls
+        calls = Completion.model_validate(value).message.tool_calls or []  # a text answer holds none
     except Exception:  # not a plain model reply (a step with middleware): it holds no referenced call
         return None
     return next((c for c in calls if ref(call_hash(c)) == key), None)

@@ -225,6 +225,45 @@ async def test_a_reused_workflow_id_never_runs_the_previous_runs_tool_call(dev):
     assert result.output.endswith("last beta")
 
 
+
+async def test_a_reference_no_reply_of_the_run_holds_fails_without_running_anything(dev):
+    """A worker that does not hold the referenced call reads it from the run's history; when no model
+    reply there holds it, the activity fails for good (UnknownToolCall) and runs no tool. The same
+    lookup with the run's real reference finds the call and runs it."""
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from rein.activities.agents import AgentActivities
+    from rein.contract import ToolCallInput
+
+    tq, wf_id = ids()
+    ran: list[dict] = []
+
+    def make(tag: str, n: int) -> str:
+        """Records its arguments."""
+        ran.append({"tag": tag, "n": n})
+        return f"made {tag}"
+
+    agent = Agent(provider=Scripted(1, args={"tag": "alpha"}), tools=[make], name="lookup", config=FREE)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await ReinClient(dev.client, tq).start("lookup", "go", run_id=wf_id, stream=False)
+        await handle.result()
+    history = await dev.client.get_workflow_handle(wf_id).fetch_history()
+    [tool_input] = [await decode_payload(e.activity_task_scheduled_event_attributes.input.payloads[0], dev.client.data_converter)
+                    for e in scheduled(history.events, "rein.run_tool")]
+    assert ran == [{"tag": "alpha", "n": 0}]
+
+    env = ActivityEnvironment(client=dev.client)
+    env.info = dataclasses.replace(env.info, workflow_id=wf_id, workflow_run_id=handle.result_run_id,
+                                   workflow_namespace=dev.client.namespace)
+    fresh = AgentActivities({"lookup": agent})  # an empty cache: another worker's view
+    with pytest.raises(ApplicationError) as failed:
+        await env.run(fresh.run_tool, ToolCallInput(agent="lookup", ref="0" * len(tool_input["ref"])))
+    assert failed.value.type == "UnknownToolCall" and failed.value.non_retryable
+    assert ran == [{"tag": "alpha", "n": 0}]
+    assert await env.run(fresh.run_tool, ToolCallInput(agent="lookup", ref=tool_input["ref"])) == "made alpha"
+    assert ran == [{"tag": "alpha", "n": 0}, {"tag": "alpha", "n": 0}]
+
 def test_a_tool_call_input_takes_the_whole_call_or_a_reference():
     from pydantic import ValidationError
 
