@@ -552,13 +552,8 @@ class AgentLoop:
 
     def _model_call_failed(self, err: ActivityError) -> Interrupt:
         """Retries exhausted: an `error` interrupt. A fatal error fails the run (see `run`)."""
+        fail_if_final(err, "Model call", "ModelError")
         cause = err.cause
-        if isinstance(cause, ApplicationError) and cause.non_retryable:
-            raise ApplicationError(
-                f"Model call failed and cannot be retried: {cause.message}",
-                type=cause.type or "ModelError",
-                non_retryable=True,
-            ) from None
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
         return machine.model_error_interrupt(reason)
 
@@ -1132,6 +1127,15 @@ class AgentLoop:
         if details != self.details:
             workflow.set_current_details(details)
             self.details = details
+
+
+def fail_if_final(err: ActivityError, what: str, kind: str) -> None:
+    """Raise, failing the run (see `AgentLoop.run`), when the activity failed with a non-retryable error."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.non_retryable:
+        raise ApplicationError(
+            f"{what} failed and cannot be retried: {cause.message}", type=cause.type or kind, non_retryable=True
+        ) from None
 
 
 def _valid_input(args: Sequence[Any]) -> AgentInput | None:

@@ -77,7 +77,7 @@ def _apply(wf: AgentLoop, outcome: StepOutcome) -> Interrupt | None:
 
 async def step(wf: AgentLoop, action: machine.Action, config: LoopConfig, elapsed_s: float) -> Interrupt | None:
     """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
-    from rein.workflows.loop import MODEL_HEARTBEAT, TOOL_TIMEOUT, _seconds
+    from rein.workflows.loop import MODEL_HEARTBEAT, TOOL_TIMEOUT, _seconds, fail_if_final
 
     assert wf.agent is not None
     info = workflow.info()
@@ -133,11 +133,8 @@ async def step(wf: AgentLoop, action: machine.Action, config: LoopConfig, elapse
             summary=summary,
         ))
     except ActivityError as err:
+        fail_if_final(err, "Tool step", "StepError")
         cause = err.cause
-        if isinstance(cause, ApplicationError) and cause.non_retryable:
-            raise ApplicationError(
-                f"Tool step failed and cannot be retried: {cause.message}", type=cause.type or "StepError", non_retryable=True
-            ) from None
         detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
         if isinstance(action, machine.Wait):
             return action.interrupt  # the middleware could not run; the person still decides
@@ -152,7 +149,7 @@ async def step(wf: AgentLoop, action: machine.Action, config: LoopConfig, elapse
 
 async def compact_if_due(wf: AgentLoop, action: machine.CallModel, config: LoopConfig) -> None:
     """Before a model call: let the worker compact the conversation when the strategy's trigger is due."""
-    from rein.workflows.loop import MODEL_HEARTBEAT, _seconds
+    from rein.workflows.loop import MODEL_HEARTBEAT, _seconds, fail_if_final
 
     assert wf.agent is not None
     trigger = wf.agent.compaction
@@ -178,13 +175,7 @@ async def compact_if_due(wf: AgentLoop, action: machine.CallModel, config: LoopC
             summary=f"compact {len(wf.session.messages)} messages · iteration {action.iteration}",
         ))
     except ActivityError as err:
-        cause = err.cause
-        if isinstance(cause, ApplicationError) and cause.non_retryable:
-            raise ApplicationError(
-                f"Compaction failed and cannot be retried: {cause.message}",
-                type=cause.type or "CompactionError",
-                non_retryable=True,
-            ) from None
+        fail_if_final(err, "Compaction", "CompactionError")
         workflow.logger.warning("Compaction failed; the model gets the whole conversation: %s", err.cause or err)
         return
     if result is None or result.messages is None:
