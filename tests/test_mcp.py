@@ -126,6 +126,16 @@ async def test_approval_applies_to_mcp_calls(env, ids, how):
     assert [d["approved"] for d in result["session"]["decisions"]] == [True, False]
 
 
+def test_a_long_command_keeps_its_script_in_the_label():
+    """A checkout deep in the file system must not cut the script's name off the server's label."""
+    deep = "/" + "/".join(["a-rather-long-directory-name"] * 6)
+    server = MCPServerStdio(f"{deep}/.venv/bin/python", [f"{deep}/tests/mcp_server.py", "stdio"])
+    label = server.label
+    assert label.startswith("'/a-rather") and label.endswith("mcp_server.py stdio'")
+    assert "…" in label and len(label) == 80 + 2  # the quotes repr adds
+    assert MCPServerStdio("python", ["server.py", "stdio"]).label == "'python server.py stdio'"
+
+
 async def test_stdio_server_dying_mid_call_is_an_error_result_and_the_next_call_restarts_it(env, ids):
     script = [[tc("die", "1")], [tc("add", "2", a=2, b=2)], [tc("refuse", "3", reason="policy")], "ok"]
     agent = Agent(provider=MockProvider(script), mcp_servers=[stdio()], name="mcp-die")
