@@ -1038,6 +1038,9 @@ def new(
     print("  pytest                  # needs: pip install 'rein[test]'")
 
 
+__import__("rein.cli_fork").cli_fork.register(app)  # `rein fork`, `rein rewind`
+
+
 # --------------------------------------------------------------------------- entry points
 
 
