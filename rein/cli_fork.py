@@ -31,6 +31,12 @@ def parse_tool_results(items: list[str]) -> dict[str, str]:
     return results
 
 
+def lineage_line(lineage: dict[str, Any]) -> str:
+    """`rein show`'s line for a fork: where it came from, what changed, who asked."""
+    edits = "; ".join(lineage.get("edits") or []) or "no edits"
+    return f"{lineage.get('of')} at step {lineage.get('at_step')} ({edits}) by {lineage.get('by') or 'unknown'}"
+
+
 def register(app: typer.Typer) -> None:
     """Add `fork` and `rewind` to the `rein` app (rein.cli)."""
 
