@@ -179,7 +179,6 @@ async def fork(
     agent: str | None = None,
     config: dict[str, Any] | None = None,
     by: str | None = None,
-    reuse_id: bool = True,
 ) -> str:
     """Start a new run from `run_id`'s conversation after step `at_step`; returns its workflow id."""
     parsed = ForkEdits.parse(edits)
@@ -219,7 +218,7 @@ async def fork(
             static_details=_details(lineage),
             memo={FORK_MEMO: lineage},
             search_attributes=await _search_attributes(client, target.name or agent_key, run_id),
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if reuse_id else WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,  # never a new run under an existing id
         )
     except WorkflowAlreadyStartedError:
         raise ForkError(f"a run with id {new_id!r} exists already") from None
@@ -278,7 +277,7 @@ async def _fork_one_failed(client: ReinClient, run_id: str, by: str | None) -> B
         return BulkFork(run_id, None, None, "no step recorded: start it again instead")
     last = steps[-1].index
     try:
-        new_id = await fork(client, run_id, at_step=last, id=f"{run_id}-retry-{last}", by=by, reuse_id=False)
+        new_id = await fork(client, run_id, at_step=last, id=f"{run_id}-retry-{last}", by=by)
     except ForkError as err:
         return BulkFork(run_id, last, None, str(err))
     return BulkFork(run_id, last, new_id)

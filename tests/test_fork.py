@@ -96,7 +96,7 @@ async def test_fork_at_a_tool_step_inside_a_batch_runs_the_rest_of_the_batch_aga
 
 async def test_fork_of_a_run_that_continued_as_new(dev, names):
     tools = Counted()
-    script = [calls(str(i)) for i in range(8)] + ["original done", "fork done"]
+    script = [calls(str(i)) for i in range(8)] + ["original done", calls("7"), "fork done"]
     model = RecordingProvider(script)
     agent = Agent(provider=model, tools=tools.tools(), name=f"long-{names}", config=LoopConfig(detect_loops=False))
     tq = f"fork-{names}"
@@ -109,7 +109,7 @@ async def test_fork_of_a_run_that_continued_as_new(dev, names):
         await handle.result()
         assert (await client.status(handle.id)).first_step > 13  # step 13 lies in an earlier run
         fork_id = await client.fork(handle.id, at_step=13, edits={"tool_results": {"c-6": "seven"}})
-        assert (await client.result(fork_id)).output == "original done"
+        assert (await client.result(fork_id)).output == "fork done"
         fork_session = await client.session(fork_id)
     assert tools.calls == [str(i) for i in range(8)] + ["7"]
     assert [m.content for m in fork_session.messages if m.role == "tool"][6:] == ["seven", "value of 7"]
