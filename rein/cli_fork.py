@@ -17,7 +17,7 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 def parse_since(text: str) -> timedelta:
     match = _DURATION.match(text.strip())
     if not match:
-        raise typer.BadParameter(f"{text!r} is not a duration like 30m, 1h or 2d", param_hint="--since")
+        raise cli.CliError(f"--since {text!r} is not a duration like 30m, 1h or 2d", cli.EXIT_USAGE)
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
@@ -26,7 +26,7 @@ def parse_tool_results(items: list[str]) -> dict[str, str]:
     for item in items:
         call_id, sep, text = item.partition("=")
         if not sep or not call_id:
-            raise typer.BadParameter(f"{item!r} is not CALL_ID=TEXT", param_hint="--tool-result")
+            raise cli.CliError(f"--tool-result {item!r} is not CALL_ID=TEXT", cli.EXIT_USAGE)
         results[call_id] = text
     return results
 
