@@ -61,7 +61,7 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
     before = await acts.conversations.messages_for(step)
     # Deep copies: middleware may edit messages in place, and the diff compares against `before`.
     session = step.state.model_copy(update={"messages": [m.model_copy(deep=True) for m in before]})
-    ctx = StepContext(session, session.stage, step.config, agent._resolve_provider(), agent.registry)
+    ctx = StepContext(session, session.stage, step.config, base.provider_for(agent, model_request.model), agent.registry)
     ctx.emit = _emitter(step.run_id)
     failures: list[BaseException] = []
 
