@@ -104,11 +104,14 @@ async def test_a_run_started_with_its_own_model(dev, srv, names):
         handle = await client.start(agent.name, "hi", model="openai/gpt-4o-mini")
         assert (await client.result(handle.id)).output == "small answer"
         history = await handle.fetch_history()
-        fork_id = await client.fork(handle.id, at_step=0, edits={"drop_last_reply": True})
-        srv.script([Reply(text="still small")])
-        assert (await client.result(fork_id)).output == "still small"
-    # A fork keeps the original's model override.
-    assert [r.body["model"] for r in srv.requests] == ["gpt-4o-mini", "gpt-4o-mini"]
+        srv.script([Reply(text="still small"), Reply(text="nano")])
+        kept = await client.fork(handle.id, at_step=0, edits={"drop_last_reply": True})
+        assert (await client.result(kept)).output == "still small"
+        switched = await client.fork(handle.id, at_step=0, edits={"drop_last_reply": True},
+                                     config={"model": "openai/gpt-4o-nano", "max_iterations": 5})
+        assert (await client.result(switched)).output == "nano"
+    # A fork keeps the original's model override unless it switches it (here through `config`).
+    assert [r.body["model"] for r in srv.requests] == ["gpt-4o-mini", "gpt-4o-mini", "gpt-4o-nano"]
     assert await summaries(history, dev.client.data_converter, CALL_MODEL) == ["model openai/gpt-4o-mini · iteration 1"]
 
 
@@ -124,6 +127,7 @@ async def test_a_model_switch_that_cannot_be_made_is_a_clear_error(dev, srv, nam
             (scripted, "openai/gpt-4o-mini", "ModelNotSwitchable", "provider RecordingProvider is not LiteLLM-based"),
             (pinned, "anthropic/claude-3-5-haiku", "ModelNotSwitchable", "api_key and api_base belong to openai"),
         ]
+        srv.script([Reply(text="a switch that should have been refused")] * 3)  # ends such a run: no hang
         for agent, model, kind, message in cases:
             handle = await client.start(agent.name, "hi", model=model)
             with pytest.raises(WorkflowFailureError) as failure:
@@ -133,7 +137,6 @@ async def test_a_model_switch_that_cannot_be_made_is_a_clear_error(dev, srv, nam
             assert message in text, (agent.name, text)
             assert kind in f"{getattr(cause, 'type', '')} {getattr(getattr(cause, 'cause', None), 'type', '')}"
             assert (await client.status(handle.id)).status == "failed"
-        srv.script([Reply(text="fine")])
         original = (await client.start(locked.name, "hi")).id
         await client.result(original)
         with pytest.raises(ForkError, match="does not let a client switch its model"):
