@@ -19,6 +19,7 @@ Every error is one line on stderr and a non-zero exit code (see EXIT_CODES);
 from rein.cli import (
     codec,  # noqa: F401
     decisions,  # noqa: F401
+    fork,  # noqa: F401
     inspect_runs,  # noqa: F401
     run,  # noqa: F401
     runs,  # noqa: F401

@@ -20,6 +20,7 @@ def list_(
                                                            case_sensitive=False)] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only runs of this agent (its registered name).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
+    fork_of: Annotated[str | None, typer.Option("--fork-of", help="Only forks of this run (rein fork).")] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -28,7 +29,7 @@ def list_(
     from rein.runs import list_runs
 
     rows = with_client(address, namespace,
-                        lambda client: list_runs(client, status.value if status else None, agent, limit))
+                        lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of))
     if as_json:
         print_json([row.to_json() for row in rows])
         return

@@ -78,6 +78,8 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
     header.add_row("status", styled_status(detail.status) + ("" if detail.live else "  [dim](no worker answered; from visibility)[/]"))
     if detail.summary:
         header.add_row("summary", escape(detail.summary))
+    if detail.fork_of:
+        header.add_row("fork of", escape(lineage_line(detail.fork_of)))
     if detail.stage and detail.status not in ("done", "cancelled", "failed"):
         header.add_row("stage", detail.stage)
     if detail.iteration is not None:
@@ -122,6 +124,12 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
         console.print()
         render_interrupt(console, detail.id, detail)
 
+
+
+def lineage_line(lineage: dict[str, Any]) -> str:
+    """`rein show`'s line for a fork: where it came from, what changed, who asked."""
+    edits = "; ".join(lineage.get("edits") or []) or "no edits"
+    return f"{lineage.get('of')} at step {lineage.get('at_step')} ({edits}) by {lineage.get('by') or 'unknown'}"
 
 
 def call_line(call: Any) -> str:
