@@ -252,14 +252,14 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
 
-def entry() -> NoReturn:
+def entry(argv: list[str] | None = None) -> NoReturn:
     """The `rein` console script: run, flush, and leave without the interpreter's teardown.
 
     temporalio's Rust core threads may still call into Python while the interpreter
     finalizes, which aborts the process (exit 134, `PyGILState_Release`, sdk-python#300)
     after the command has already succeeded; `os._exit` after flushing skips that race.
     """
-    code = main()
+    code = main(argv)
     _close_engine()
     for stream in (sys.stdout, sys.stderr):
         try:

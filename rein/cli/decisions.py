@@ -9,7 +9,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from rein.cli.app import EXIT_REJECTED, Address, CliError, Namespace, RunId, app, err_console, out_console, with_client
+from rein.cli.app import (
+    EXIT_REJECTED,
+    Address,
+    CliError,
+    Namespace,
+    RunId,
+    app,
+    err_console,
+    out_console,
+    with_client,
+)
 
 if TYPE_CHECKING:
     from rein.client import ReinClient

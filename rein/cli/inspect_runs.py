@@ -9,7 +9,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rein.cli.app import Address, JsonFlag, Namespace, RunId, RunStatusChoice, app, out_console, print_json, with_client
+from rein.cli.app import (
+    Address,
+    JsonFlag,
+    Namespace,
+    RunId,
+    RunStatusChoice,
+    app,
+    out_console,
+    print_json,
+    with_client,
+)
 from rein.cli.render import age, render_detail, styled_status
 
 

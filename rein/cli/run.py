@@ -11,6 +11,7 @@ import asyncio
 import json
 import shlex
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
@@ -183,7 +184,7 @@ class DurableDriver:
         """Print the stream until the run pauses (its Pause) or ends (None)."""
         while True:
             last = None
-            async for chunk in self._chunks(skip=self.seen):
+            async for chunk in self.eng.relay(lambda: self._chunks(skip=self.seen)):
                 self.seen += 1
                 last = chunk
                 self._show(chunk)
@@ -194,27 +195,15 @@ class DurableDriver:
             if view.interrupt is not None:
                 return Pause(self.run_id, view.interrupt, list(view.pending_tool_calls))
 
-    async def _chunks(self, skip: int) -> Any:
-        """The run's stream from chunk `skip` to its next pause or end, pumped from the engine's loop."""
-        caller = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-
-        async def pump() -> None:  # on the engine loop; the stream replays from its start
-            try:
-                count = 0
-                async for chunk in self.client.stream(self.run_id):
-                    count += 1
-                    if count > skip:
-                        caller.call_soon_threadsafe(queue.put_nowait, chunk)
-                        if chunk.type in ("interrupt", "done"):
-                            break
-            finally:
-                caller.call_soon_threadsafe(queue.put_nowait, None)
-
-        pumping = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(pump(), self.eng.loop))
-        while (chunk := await queue.get()) is not None:
-            yield chunk
-        await pumping
+    async def _chunks(self, skip: int) -> AsyncIterator[Any]:
+        """The run's stream from chunk `skip` to its next pause or end (it replays from its start)."""
+        count = 0
+        async for chunk in self.client.stream(self.run_id):
+            count += 1
+            if count > skip:
+                yield chunk
+                if chunk.type in ("interrupt", "done"):
+                    return
 
     def _show(self, chunk: Any) -> None:
         console = out_console()

@@ -11,7 +11,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rein.cli.app import EXIT_ERROR, CliError, JsonFlag, out_console, print_json, server_app
+from rein.cli.app import (
+    EXIT_ERROR,
+    CliError,
+    JsonFlag,
+    out_console,
+    print_json,
+    server_app,
+)
 
 
 @server_app.callback()
@@ -27,7 +34,13 @@ def server(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from rein.server import embedded_status, ensure_embedded, listening, rein_home, release_embedded
+    from rein.server import (
+        embedded_status,
+        ensure_embedded,
+        listening,
+        rein_home,
+        release_embedded,
+    )
 
     running = embedded_status()
     if running is None:

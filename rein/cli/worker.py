@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from typing import Annotated
 
 import typer
 
-from rein.cli.app import Address, Namespace, app, connect_client, err_console, load_agent_target
+from rein.cli.app import (
+    Address,
+    Namespace,
+    app,
+    connect_client,
+    err_console,
+    load_agent_target,
+)
 
 
 @app.command()
@@ -27,6 +35,8 @@ def worker(
     from rein.worker import create_worker, ensure_search_attributes
 
     agents = [load_agent_target(target) for target in agent]
+    if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     queue = task_queue or os.environ.get("REIN_TASK_QUEUE") or DEFAULT_TASK_QUEUE
     console = err_console()
 
@@ -44,8 +54,10 @@ def worker(
                 await stack.enter_async_context(create_worker(client.client, agents, task_queue=name))
             names = ", ".join(a.name for a in agents)
             target = client.client.service_client.config.target_host
-            console.print(f"rein worker on {target} ({client.client.namespace}), task queues "
-                          f"{', '.join(queues)}: {names}")
+            # worker.py's line, which scripts and tests wait for ("serving:").
+            logging.getLogger("rein.worker").info(
+                "rein worker on %s (%s) queues %s serving: %s (search attributes: %s)", target,
+                client.client.namespace, ", ".join(queues), names, ", ".join(available) or "none")
             if len(available) < 4:
                 console.print(f"[yellow]search attributes available: {', '.join(available) or 'none'}[/]")
             console.print("[dim]Ctrl-C stops; runs in flight continue on the next worker.[/]")
