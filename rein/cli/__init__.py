@@ -32,6 +32,7 @@ from rein.cli.app import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_NEEDS_PERSON,
+    EXIT_NO_WORKER,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_REJECTED,
@@ -44,6 +45,6 @@ from rein.cli.app import (
 )
 
 __all__ = [
-    "EXIT_CODES", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_NEEDS_PERSON", "EXIT_NOT_FOUND", "EXIT_OK",
+    "EXIT_CODES", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_NEEDS_PERSON", "EXIT_NO_WORKER", "EXIT_NOT_FOUND", "EXIT_OK",
     "EXIT_REJECTED", "EXIT_RUN_FAILED", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError", "entry", "main",
 ]

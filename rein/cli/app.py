@@ -40,6 +40,8 @@ EXIT_RUN_FAILED = 6
 """`rein result`/`run`/`watch`: the run failed (the message is its cause) or was terminated."""
 EXIT_NEEDS_PERSON = 7
 """`rein run` without a terminal stopped at an interrupt; the run waits (the hint says how to go on)."""
+EXIT_NO_WORKER = 8
+"""A decision found no worker serving the run: it was not sent (nothing applies it later); `--wait` waits."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C."""
 
@@ -52,6 +54,7 @@ EXIT_CODES = {
     EXIT_REJECTED: "the run rejected the decision",
     EXIT_RUN_FAILED: "the run failed, was terminated or timed out",
     EXIT_NEEDS_PERSON: "`rein run` without a terminal stopped at an interrupt; the run waits",
+    EXIT_NO_WORKER: "no worker serves the run: the decision was not sent (--wait waits for one)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
