@@ -22,6 +22,7 @@ import signal
 
 from rein.temporal.connection import connect, resolve
 from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
+from rein.temporal.deployment import worker_version
 from rein.worker import create_worker, ensure_search_attributes, load_agent
 
 
@@ -31,10 +32,13 @@ async def main() -> None:
     parser.add_argument("--task-queue", default=os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE))
     parser.add_argument("--address", default=None, help="default: envconfig (TEMPORAL_ADDRESS, profile) or embedded")
     parser.add_argument("--namespace", default=None, help="default: envconfig (TEMPORAL_NAMESPACE) or 'default'")
+    parser.add_argument("--deployment", default=None, help="Worker Versioning deployment name (default: REIN_DEPLOYMENT; unset = off)")
+    parser.add_argument("--build-id", default=None, help="build id (default: REIN_BUILD_ID or a digest of rein's workflow code)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     agents = [load_agent(target) for target in args.agent]
+    version = worker_version(args.deployment, args.build_id)
     target = await asyncio.to_thread(resolve, args.address, args.namespace)
     client = await connect(target=target)
     available = await ensure_search_attributes(client)
@@ -47,11 +51,13 @@ async def main() -> None:
     queues = [args.task_queue] + [agent_task_queue(a.name) for a in agents if agent_task_queue(a.name) != args.task_queue]
     async with contextlib.AsyncExitStack() as workers:
         for queue in queues:
-            await workers.enter_async_context(create_worker(client, agents, task_queue=queue))
+            await workers.enter_async_context(create_worker(
+                client, agents, task_queue=queue,
+                deployment=version and version.deployment_name, build_id=version and version.build_id))
         names = ", ".join(a.name for a in agents)
-        logging.info("rein worker on %s (%s) queues %s serving: %s (search attributes: %s)",
+        logging.info("rein worker on %s (%s) queues %s, version %s, serving: %s (search attributes: %s)",
                      target.address, "embedded" if target.embedded else target.namespace, ", ".join(queues),
-                     names, ", ".join(available) or "none")
+                     version.to_canonical_string() if version else "unversioned", names, ", ".join(available) or "none")
         await stop.wait()
 
 

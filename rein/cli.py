@@ -78,6 +78,7 @@ STATUS_STYLE = {
     "done": "green",
     "cancelled": "magenta",
     "failed": "bold red",
+    "stuck": "bold red",
 }
 
 
@@ -699,12 +700,19 @@ def list_(
                                                            case_sensitive=False)] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only runs of this agent (its registered name).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
+    stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs whose workflow task keeps failing, "
+                                        "with the error (they wait for a fixed build).")] = False,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List runs: id, agent, status, iterations, tokens, what it waits for, age."""
     from rein.runs import list_runs
+
+    if stuck:
+        from rein.cli_deploy import list_stuck
+
+        return list_stuck(agent, limit, address, namespace, as_json)
 
     rows = _with_client(address, namespace,
                         lambda client: list_runs(client, status.value if status else None, agent, limit))
@@ -1093,6 +1101,10 @@ def _close_engine() -> None:
         except Exception:
             pass
 
+
+from rein.cli_deploy import register as _register_deploy  # noqa: E402 (its commands join `app`)
+
+_register_deploy(app)
 
 if __name__ == "__main__":
     entry()
