@@ -118,9 +118,11 @@ async def current_if_first(client: Client, version: WorkerDeploymentVersion, tim
     while True:
         try:
             described = await describe(client, version.deployment_name)
-        except RPCError as err:  # a server that knows no worker deployments, or a passing outage
-            log.warning("rein deployment %s: cannot describe it: %s", version.deployment_name, err)
-            return False
+        except RPCError as err:
+            if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:  # a server without worker deployments
+                log.warning("rein deployment %s: cannot describe it: %s", version.deployment_name, err)
+                return False
+            described = None  # the deployment's own rate limit: ask again later
         if current_build_id(described) is not None:
             return False
         known = described is not None and any(
@@ -136,4 +138,4 @@ async def current_if_first(client: Client, version: WorkerDeploymentVersion, tim
             log.warning("rein deployment %s: %s did not register within %gs; set the current version by hand",
                         version.deployment_name, version.build_id, timeout)
             return False
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)

@@ -149,7 +149,7 @@ class ReinPlugin(SimplePlugin):
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Runs the Worker; a versioned one also makes its version current if it is the deployment's first."""
-        version = worker.config().get("deployment_config")
+        version = worker.config(active_config=True).get("deployment_config")
         if version is None or not self.make_current or self.version is None:
             return await super().run_worker(worker, next)
         first = asyncio.ensure_future(current_if_first(worker.client, version.version))
