@@ -298,6 +298,8 @@ def _render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
     header.add_row("status", _status(detail.status) + ("" if detail.live else "  [dim](no worker answered; from visibility)[/]"))
     if detail.summary:
         header.add_row("summary", escape(detail.summary))
+    if detail.fork_of:
+        header.add_row("fork of", escape(__import__("rein.cli_fork").cli_fork.lineage_line(detail.fork_of)))
     if detail.stage and detail.status not in ("done", "cancelled", "failed"):
         header.add_row("stage", detail.stage)
     if detail.iteration is not None:
@@ -700,6 +702,7 @@ def list_(
                                                            case_sensitive=False)] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only runs of this agent (its registered name).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
+    fork_of: Annotated[str | None, typer.Option("--fork-of", help="Only forks of this run (rein fork).")] = None,
     stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs whose workflow task keeps failing, "
                                         "with the error (they wait for a fixed build).")] = False,
     address: Address = None,
@@ -715,7 +718,7 @@ def list_(
         return list_stuck(agent, limit, address, namespace, as_json)
 
     rows = _with_client(address, namespace,
-                        lambda client: list_runs(client, status.value if status else None, agent, limit))
+                        lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of))
     if as_json:
         _print_json([row.to_json() for row in rows])
         return
@@ -1046,6 +1049,10 @@ def new(
     print("  pytest                  # needs: pip install 'rein[test]'")
 
 
+__import__("rein.cli_fork").cli_fork.register(app)  # `rein fork`, `rein rewind`
+__import__("rein.cli_deploy").cli_deploy.register(app)  # `rein deployment`
+
+
 # --------------------------------------------------------------------------- entry points
 
 
@@ -1102,9 +1109,6 @@ def _close_engine() -> None:
             pass
 
 
-from rein.cli_deploy import register as _register_deploy  # noqa: E402 (its commands join `app`)
-
-_register_deploy(app)
 
 if __name__ == "__main__":
     entry()
