@@ -4,7 +4,7 @@ One dev server per module; `python worker.py` processes play successive builds o
 application (tests/agents/deploys.py). Each run's prompt is `<run id> <amount>`, its answer
 `Paid <amount> on <build>`, and every real execution of its tool is a line in
 `<dir>/<run id>.effects`: so a test sees lost runs, wrong answers, the build a run ran on
-and tools run twice. The CLI is run as the user runs it (`python -m rein.cli`).
+and tools run twice. The CLI is run as the user runs it (the `rein` console script).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Stack:
     def cli(self, *argv: str) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k not in ("REIN_DEPLOYMENT", "TEMPORAL_NAMESPACE")}
         env["TEMPORAL_ADDRESS"] = self.server.address
-        return subprocess.run([sys.executable, "-m", "rein.cli", *argv], cwd=str(ROOT), env=env,
+        return subprocess.run([str(Path(sys.executable).parent / "rein"), *argv], cwd=str(ROOT), env=env,
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
     def cli_json(self, *argv: str) -> list[dict]:

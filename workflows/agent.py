@@ -1,7 +1,8 @@
 """AgentWorkflow: every rein run. Its body is `rein.workflows.loop.AgentLoop`.
 
-PINNED under Worker Versioning: a run finishes on the build it started on (docs/deploys.md);
-without versioning the behaviour is ignored.
+It declares no versioning behaviour (the server rejects one from an unversioned worker): a
+versioned rein worker's deployment config makes PINNED the default (rein.temporal.deployment),
+so a run finishes on the build it started on (docs/deploys.md).
 
 Kept to a few lines on purpose: the workflow sandbox re-imports (and, without cached
 bytecode, recompiles) a workflow's module for every run, while the loop, pure like
@@ -13,14 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from rein.contract import WORKFLOW_TYPE
     from rein.workflows.loop import AgentLoop
 
 
-@workflow.defn(name=WORKFLOW_TYPE, versioning_behavior=VersioningBehavior.PINNED)
+@workflow.defn(name=WORKFLOW_TYPE)
 class AgentWorkflow(AgentLoop):
     @workflow.init
     def __init__(self, *args: Any) -> None:
@@ -28,5 +28,6 @@ class AgentWorkflow(AgentLoop):
 
     @workflow.run
     async def run(self, *args: Any) -> dict[str, Any]:
-        """Guarded: whatever goes wrong in here fails the run (status `failed`), never a workflow task."""
+        """The run's own fault fails the run; a bug in workflow code fails the workflow task (see AgentLoop.run)."""
         return await super().run(*args)
+

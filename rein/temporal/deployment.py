@@ -3,8 +3,8 @@
 A worker with a deployment name (`REIN_DEPLOYMENT`) runs as one version of a Temporal worker
 deployment: `<deployment>.<build id>`. The build id is `REIN_BUILD_ID`, or a digest of rein's
 workflow-side and activity sources, so two workers of the same rein code share a build and a
-changed rein is a new one. AgentWorkflow is PINNED: a run finishes on the build it started on,
-and new runs go to the deployment's current version. See docs/deploys.md.
+changed rein is a new one. Runs are PINNED (the deployment config's default behaviour): a run
+finishes on the build it started on, and new runs go to the deployment's current version. See docs/deploys.md.
 
 No deployment name: versioning is off (the default, also for `Agent.run`'s embedded engine).
 """
@@ -12,6 +12,7 @@ No deployment name: versioning is off (the default, also for `Agent.run`'s embed
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import importlib.util
 import logging
@@ -25,7 +26,7 @@ from temporalio.api.workflowservice.v1 import (
     SetWorkerDeploymentRampingVersionRequest,
 )
 from temporalio.client import Client
-from temporalio.common import WorkerDeploymentVersion
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
@@ -74,8 +75,17 @@ def worker_version(deployment: str | None = None, build_id: str | None = None) -
 
 
 def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfig:
-    """Versioned polling; each workflow type declares its behaviour (AgentWorkflow: PINNED)."""
-    return WorkerDeploymentConfig(version=version, use_worker_versioning=True)
+    """Versioned polling, runs PINNED to the build they start on."""
+    return WorkerDeploymentConfig(version=version, use_worker_versioning=True,
+                                  default_versioning_behavior=VersioningBehavior.PINNED)
+
+
+def with_default_behavior(config: WorkerDeploymentConfig) -> WorkerDeploymentConfig:
+    """A user's versioned config without a default behaviour gets PINNED: rein's workflows declare
+    none (the server rejects a behaviour from an unversioned worker, and they serve both kinds)."""
+    if config.use_worker_versioning and config.default_versioning_behavior == VersioningBehavior.UNSPECIFIED:
+        return dataclasses.replace(config, default_versioning_behavior=VersioningBehavior.PINNED)
+    return config
 
 
 async def describe(client: Client, deployment: str) -> DescribeWorkerDeploymentResponse | None:

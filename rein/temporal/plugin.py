@@ -25,7 +25,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig, W
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from rein.temporal.converter import rein_data_converter
-from rein.temporal.deployment import current_if_first, deployment_config, worker_version
+from rein.temporal.deployment import current_if_first, deployment_config, with_default_behavior, worker_version
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class ReinPlugin(SimplePlugin):
             `UnsandboxedWorkflowRunner` for the whole worker: AgentWorkflow imports only pure
             modules, and bench/README.md measures what the sandbox costs per loop iteration.
         deployment, build_id: run the Worker as version `<deployment>.<build_id>` of a Temporal
-            worker deployment (Worker Versioning; AgentWorkflow is PINNED). Default: REIN_DEPLOYMENT
+            worker deployment (Worker Versioning; runs PINNED to their build by default). Default: REIN_DEPLOYMENT
             and REIN_BUILD_ID, the build id defaulting to a digest of rein's workflow-side code;
             no deployment name = versioning off. A Worker given its own `deployment_config` keeps it.
         make_current: a versioned Worker makes its version current when the deployment has none
@@ -151,7 +151,9 @@ class ReinPlugin(SimplePlugin):
         self._cache_size = config.get("max_cached_workflows", 1000)
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
-        if self.version is not None and config.get("deployment_config") is None:
+        if config.get("deployment_config") is not None:
+            config["deployment_config"] = with_default_behavior(config["deployment_config"])
+        elif self.version is not None:
             config["deployment_config"] = deployment_config(self.version)
         return super().configure_worker(config)
 
