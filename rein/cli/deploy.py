@@ -1,10 +1,8 @@
-"""CLI for deploys: `rein list --stuck` rendering and `rein deployment status|set-current`.
-
-Kept apart from rein/cli.py (being split into a package); `register(app)` adds the commands.
-"""
+"""`rein deployment status|set-current` (Worker Versioning) and `rein list --stuck`'s table."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
@@ -12,27 +10,26 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from rein.cli.app import Address, CliError, JsonFlag, Namespace, app, out_console, print_json, with_client
+from rein.cli.render import age
+
 deployment_app = typer.Typer(help="Worker Versioning: which build serves new runs (docs/deploys.md).",
                              no_args_is_help=True)
+app.add_typer(deployment_app, name="deployment")
 
 DeploymentName = Annotated[str | None, typer.Option(
     "--deployment", "-d", help="Deployment name (default: REIN_DEPLOYMENT).")]
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(deployment_app, name="deployment")
-
-
 def list_stuck(agent: str | None, limit: int, address: str | None, namespace: str | None, as_json: bool) -> None:
     """`rein list --stuck`: open runs whose workflow task keeps failing, with the error."""
-    from rein.cli import _age, _out, _print_json, _with_client
     from rein.stuck import stuck_runs
 
-    rows = _with_client(address, namespace, lambda client: stuck_runs(client.client, agent, limit))
+    rows = with_client(address, namespace, lambda client: stuck_runs(client.client, agent, limit))
     if as_json:
-        _print_json([row.to_json() for row in rows])
+        print_json([row.to_json() for row in rows])
         return
-    console = _out()
+    console = out_console()
     if not rows:
         console.print("[dim]no stuck runs[/]")
         return
@@ -42,15 +39,12 @@ def list_stuck(agent: str | None, limit: int, address: str | None, namespace: st
     now = datetime.now(timezone.utc)
     for row in rows:
         table.add_row(escape(row.id), escape(row.agent), escape(row.last_status), str(row.attempt),
-                      escape(row.error[:300]), _age(now - row.started))
+                      escape(row.error[:300]), age(now - row.started))
     console.print(table)
     console.print("[dim]These runs are open and lose nothing: deploy a build that fixes the error and they carry on.[/]")
 
 
 def _deployment(name: str | None) -> str:
-    import os
-
-    from rein.cli import CliError
     from rein.temporal.deployment import DEPLOYMENT_ENV
 
     name = name or os.environ.get(DEPLOYMENT_ENV)
@@ -60,15 +54,13 @@ def _deployment(name: str | None) -> str:
 
 
 @deployment_app.command("status")
-def status(deployment: DeploymentName = None, address: Annotated[str | None, typer.Option("--address")] = None,
-           namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
-           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def status(deployment: DeploymentName = None, address: Address = None, namespace: Namespace = None,
+           as_json: JsonFlag = False) -> None:
     """The deployment's current and ramping builds and each version's drainage."""
-    from rein.cli import CliError, _out, _print_json, _with_client
     from rein.temporal.deployment import describe
 
     name = _deployment(deployment)
-    described = _with_client(address, namespace, lambda client: describe(client.client, name))
+    described = with_client(address, namespace, lambda client: describe(client.client, name))
     if described is None:
         raise CliError(f"no worker deployment {name!r} (no versioned worker has polled yet)")
     info = described.worker_deployment_info
@@ -82,9 +74,9 @@ def status(deployment: DeploymentName = None, address: Annotated[str | None, typ
                      for v in info.version_summaries],
     }
     if as_json:
-        _print_json(data)
+        print_json(data)
         return
-    console = _out()
+    console = out_console()
     console.print(f"deployment {escape(name)}: current {data['current'] or '-'}"
                   + (f", ramping {data['ramping']} at {data['ramping_percentage']:g}%" if data["ramping"] else ""))
     for version in data["versions"]:
@@ -102,15 +94,13 @@ def set_current(build_id: Annotated[str, typer.Argument(help="The build to route
                 deployment: DeploymentName = None,
                 ramp: Annotated[float | None, typer.Option(help="Ramp this percentage of new runs instead.",
                                                            min=0, max=100)] = None,
-                address: Annotated[str | None, typer.Option("--address")] = None,
-                namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None) -> None:
+                address: Address = None, namespace: Namespace = None) -> None:
     """Route new runs to BUILD_ID (or ramp some of them); runs already started stay on their build."""
     from temporalio.common import WorkerDeploymentVersion
 
-    from rein.cli import _out, _with_client
     from rein.temporal.deployment import set_current as set_version
 
     version = WorkerDeploymentVersion(_deployment(deployment), build_id)
-    _with_client(address, namespace, lambda client: set_version(client.client, version, ramp=ramp))
+    with_client(address, namespace, lambda client: set_version(client.client, version, ramp=ramp))
     what = f"ramping {ramp:g}% of new runs to" if ramp is not None else "current:"
-    _out().print(f"deployment {escape(version.deployment_name)} {what} {escape(build_id)}")
+    out_console().print(f"deployment {escape(version.deployment_name)} {what} {escape(build_id)}")
