@@ -66,6 +66,7 @@ STATUS_STYLE = {
     "done": "green",
     "cancelled": "magenta",
     "failed": "bold red",
+    "stuck": "bold red",
 }
 
 
