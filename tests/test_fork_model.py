@@ -195,3 +195,24 @@ async def test_rewind_to_a_step_of_an_earlier_run_of_the_chain(dev, names):
     assert result.output == "rewound done"
     assert [(s.index, s.kind) for s in steps] == [(0, "model"), (1, "tool"), (2, "model"), (3, "tool"), (4, "model")]
     assert tools.calls == [str(i) for i in range(8)]
+
+
+async def test_an_agent_with_middleware_uses_the_run_model(dev, srv, names):
+    """Agents with middleware run each step whole on the worker (rein.workflows.worker_steps): same override."""
+    srv.script([Reply(text="hooked answer")])
+    agent = llm_agent(srv, f"mw-{names}", client_overrides=["model"])
+    seen: list[str] = []
+
+    @agent.before_model
+    async def note(ctx):  # noqa: ANN001, ANN202
+        seen.append(getattr(ctx.provider, "model", "?"))
+
+    tq = f"fm-{names}"
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        client = ReinClient(dev.client, tq)
+        handle = await client.start(agent.name, "hi", model="openai/gpt-4o-mini")
+        assert (await client.result(handle.id)).output == "hooked answer"
+        history = await handle.fetch_history()
+    assert [r.body["model"] for r in srv.requests] == ["gpt-4o-mini"]
+    assert seen == ["openai/gpt-4o-mini"]  # the step's context holds the switched provider too
+    assert await summaries(history, dev.client.data_converter, CALL_MODEL) == ["model openai/gpt-4o-mini · iteration 1"]
