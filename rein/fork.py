@@ -181,6 +181,20 @@ def _config(point: ForkPoint, agent: AgentDescription, config: dict[str, Any] | 
     return merged
 
 
+async def _target(
+    client: ReinClient, point: ForkPoint, agent: str | None, session: Session
+) -> tuple[str, AgentDescription, str]:
+    """The fork's task queue, agent and agent key: the original's, or `agent` once its tools fit."""
+    queue = (await client.handle(point.run_id).describe()).task_queue
+    if agent is None or agent == point.agent.name:
+        return queue, point.agent, point.request.agent
+    if queue == agent_task_queue(point.agent.name):
+        queue = agent_task_queue(agent)
+    target = await describe_agent(client, agent, queue)
+    check_tools(session, point.agent, target)
+    return queue, target, agent
+
+
 async def fork(
     client: ReinClient,
     run_id: str,
@@ -201,16 +215,7 @@ async def fork(
     parsed = ForkEdits.parse(edits).with_model(model, config.pop("model", None))
     point = await fork_point(client, run_id, at_step)
     session = apply_edits(_session_at(point), parsed, at_step)
-    description = await client.handle(run_id).describe()
-    queue = description.task_queue
-    target = point.agent
-    agent_key = point.request.agent
-    if agent is not None and agent != point.agent.name:
-        if queue == agent_task_queue(point.agent.name):
-            queue = agent_task_queue(agent)
-        target = await describe_agent(client, agent, queue)
-        check_tools(session, point.agent, target)
-        agent_key = agent
+    queue, target, agent_key = await _target(client, point, agent, session)
     fork_model = parsed.model or point.request.model
     try:
         check_model_switch(target, fork_model)

@@ -95,13 +95,16 @@ async def test_fork_with_another_model_over_http(dev, srv, names, capsys):
     await assert_secret_absent(fork_history, SECRET, dev.client.data_converter, present="mini: 5")
 
 
-async def test_a_run_started_with_its_own_model(dev, srv, names):
+async def test_a_run_started_with_its_own_model(dev, srv, names, capsys):
     srv.script([Reply(text="small answer")])
     agent = llm_agent(srv, f"own-{names}", client_overrides=True)
     tq = f"fm-{names}"
+    address = dev.client.service_client.config.target_host
     async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
         client = ReinClient(dev.client, tq)
-        handle = await client.start(agent.name, "hi", model="openai/gpt-4o-mini")
+        argv = ["start", agent.name, "hi", "--model", "openai/gpt-4o-mini", "--task-queue", tq, "--address", address]
+        assert await asyncio.to_thread(main, argv) == 0
+        handle = dev.client.get_workflow_handle(capsys.readouterr().out.strip())
         assert (await client.result(handle.id)).output == "small answer"
         history = await handle.fetch_history()
         srv.script([Reply(text="still small"), Reply(text="nano")])
