@@ -1040,6 +1040,8 @@ def new(
 
 # --------------------------------------------------------------------------- entry points
 
+__import__("rein.cli_replay").cli_replay.register(app)  # `rein replay`, `rein history export`
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Errors are one line on stderr (tracebacks with --debug)."""
