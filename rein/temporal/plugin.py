@@ -42,8 +42,16 @@ PURE_MODULES = (
     "rein.summaries",
     "rein.temporal.child",
     "rein.digest",
-    "rein.workflows.loop",
+    "rein.workflows.state",
+    "rein.workflows.options",
+    "rein.workflows.visibility",
+    "rein.workflows.continuation",
+    "rein.workflows.children",
+    "rein.workflows.decisions",
+    "rein.workflows.waiting",
+    "rein.workflows.stages",
     "rein.workflows.worker_steps",
+    "rein.workflows.loop",
 )
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
 `rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
