@@ -32,9 +32,9 @@ CURRENT = HISTORIES / "agent_long_v2.json"
 RETIRED = HISTORIES / "agent_approval_v1.json"
 """Recorded before a patch that rein has since retired: the current code no longer replays it."""
 
-BROKEN = "l.AgentLoop._publish = lambda self, ending=False: None"
+BROKEN = "import rein.workflows.visibility as v; v.Visibility._publish = lambda self, ending=False: None"
 """A build that no longer upserts its search attributes: a different command sequence."""
-INNOCENT = "l.model_summary = lambda model, iteration: f'reworded {model} {iteration}'"
+INNOCENT = "import rein.workflows.stages as s; s.model_summary = lambda model, iteration: f'reworded {model} {iteration}'"
 """A build that only words the model call's summary differently: the same commands."""
 
 
@@ -49,8 +49,8 @@ def replay_agent() -> Agent:
 
 
 def changed_build(change: str | None, *argv: str) -> subprocess.CompletedProcess:
-    """`rein ARGV` in a fresh process whose rein.workflows.loop carries `change`."""
-    code = "import sys\nimport rein.workflows.loop as l\n"
+    """`rein ARGV` in a fresh process whose workflow code carries `change`."""
+    code = "import sys\nimport rein.workflows.loop\n"
     if change:
         code += change + "\n"
     code += "from rein.cli import main\nsys.exit(main(sys.argv[1:]))\n"
