@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from rein.activities import steps
 from rein.contract import (
+    AGENT_CHANGED,
     CALL_MODEL,
     COMPACT,
     DESCRIBE_AGENT,
@@ -38,6 +39,7 @@ from rein.contract import (
     ToolInfo,
 )
 from rein.compaction import trigger_of
+from rein.identity import fingerprint
 from rein.digest import EMPTY, call_hash, conversation_digest, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
@@ -305,6 +307,8 @@ class AgentActivities:
         self.conversations = Conversations(cache_size)
         self.max_payload_bytes = max_payload_bytes
         """The largest result this worker's converter can record; larger ones fail without retries."""
+        self.described: dict[str, AgentDescription] = {}
+        """Each agent as this worker last described it (by the name runs use), with its fingerprint."""
 
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0]) or _tool_agent(self.agents, name)
@@ -323,10 +327,14 @@ class AgentActivities:
         available = await self.search_attributes() if self.search_attributes else []
         if not request.agent:  # a run that failed before it knew its agent: only the search attributes
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
-        agent = self._agent(request.agent)
+        description = await self._describe(request.agent, self._agent(request.agent))
+        return description.model_copy(update={"search_attributes": list(available)})
+
+    async def _describe(self, name: str, agent: Agent) -> AgentDescription:
+        """The agent as this worker defines it now, with its fingerprint (kept for `_check_version`)."""
         tools = await agent.tools_for_run()  # lists the agent's MCP servers, so the run records their specs
-        return AgentDescription(
-            name=request.agent.split("#", 1)[0],
+        description = AgentDescription(
+            name=name.split("#", 1)[0],
             model=agent.model_label,
             system=agent.system,
             config=agent.config,
@@ -342,17 +350,39 @@ class AgentActivities:
                 )
                 for t in tools
             ],
-            search_attributes=list(available),
             max_payload_bytes=self.max_payload_bytes,
             client_overrides=sorted(agent.client_overrides),
             middleware=bool(agent.middlewares),
             compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
+            in_flight=agent.in_flight,
+        )
+        description.version = fingerprint(description)
+        self.described[name] = description
+        return description
+
+    async def _check_version(self, request: ModelCallInput | ToolCallInput, agent: Agent) -> None:
+        """Refuse, running nothing, a call from a run that follows another definition of the agent
+        than this worker's: the run learns this one from the error's details and says what changed.
+        Runs of older rein builds send no version: nothing to compare."""
+        if not request.version:
+            return
+        current = self.described.get(request.agent) or await self._describe(request.agent, agent)
+        if current.version == request.version:
+            return
+        raise ApplicationError(
+            f"Agent '{current.name}' is defined differently on this worker (version {current.version}, model "
+            f"{current.model}) than when the run started (version {request.version}); nothing was run. "
+            "The run takes this definition by the rule in docs/deploys.md and records what changed.",
+            current.model_dump(mode="json"),
+            type=AGENT_CHANGED,
+            non_retryable=True,
         )
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
+        await self._check_version(request, agent)
         if request.step is not None:
             async with activity_stream():
                 return await steps.model_step(self, agent, request)
@@ -384,6 +414,7 @@ class AgentActivities:
     async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome | str | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
+        await self._check_version(request, agent)
         async with activity_stream():  # middleware and hooks may publish events (publish_event)
             if request.step is not None:
                 return await steps.tool_step(self, agent, request)
