@@ -103,6 +103,8 @@ class _Conversation:
         """Messages this worker produced for the run, by rein.digest hash, until a model call refers to them."""
         self.calls: dict[str, ToolCall] = {}
         """The tool calls of the last model reply this worker produced for the run, by `ref` of call_hash."""
+        self.version = ""
+        """The agent version that model call was sent with: its tool calls run under it."""
 
 
 class Conversations:
@@ -129,16 +131,20 @@ class Conversations:
             self._runs.popitem(last=False)
         return entry
 
-    def produced(self, run_id: str, message: Message) -> None:
+    def produced(self, run_id: str, message: Message, version: str = "") -> None:
         entry = self._entry(run_id)
         entry.produced[ref(message_hash(message))] = message
         if message.tool_calls:
             entry.calls = {ref(call_hash(c)): c for c in message.tool_calls}
+            entry.version = version
 
-    def call(self, run_id: str, key: str) -> ToolCall | None:
-        """A tool call this worker produced for the run, by its reference (None: not held here)."""
+    def call(self, run_id: str, key: str) -> tuple[ToolCall | None, str]:
+        """A tool call this worker produced for the run, by its reference (None: not held here), and
+        the agent version its model call was sent with."""
         entry = self._runs.get(run_id)
-        return entry.calls.get(key) if entry is not None else None
+        if entry is None or key not in entry.calls:
+            return None, ""
+        return entry.calls[key], entry.version
 
     def drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
@@ -233,9 +239,10 @@ def _with_run(request: Any) -> Any:
     return request.model_copy(update=update)
 
 
-async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
+async def _call_from_workflow(request: ToolCallInput) -> tuple[ToolCall, str]:
     """The referenced call, read from the history of the very run that scheduled this activity
-    (another worker produced the model's reply, or this one restarted or forgot it).
+    (another worker produced the model's reply, or this one restarted or forgot it), and the agent
+    version that model call was sent with.
 
     The history, newest first, not the `session` query: a query waits for the workflow's
     worker, and after a lost worker (the usual cause of a miss) that costs the sticky queue's
@@ -266,7 +273,7 @@ async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
             ):
                 call = await _call_in_reply(client, replies.pop(event.event_id), request.ref)
                 if call is not None:
-                    return call
+                    return call, await _version_sent(client, event)
         token = page.next_page_token
         if not token:
             break
@@ -275,6 +282,15 @@ async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
         type="UnknownToolCall",
         non_retryable=True,
     )
+
+
+async def _version_sent(client: Any, scheduled: Any) -> str:
+    """The agent version a model call's input carried ("" from older workflow code)."""
+    try:
+        [value] = await client.data_converter.decode(scheduled.activity_task_scheduled_event_attributes.input.payloads)
+        return str(value.get("version") or "") if isinstance(value, dict) else ""
+    except Exception:
+        return ""
 
 
 async def _call_in_reply(client: Any, result: Any, key: str) -> ToolCall | None:
@@ -360,18 +376,18 @@ class AgentActivities:
         self.described[name] = description
         return description
 
-    async def _check_version(self, request: ModelCallInput | ToolCallInput, agent: Agent) -> None:
+    async def _check_version(self, name: str, version: str, agent: Agent) -> None:
         """Refuse, running nothing, a call from a run that follows another definition of the agent
         than this worker's: the run learns this one from the error's details and says what changed.
         Runs of older rein builds send no version: nothing to compare."""
-        if not request.version:
+        if not version:
             return
-        current = self.described.get(request.agent) or await self._describe(request.agent, agent)
-        if current.version == request.version:
+        current = self.described.get(name) or await self._describe(name, agent)
+        if current.version == version:
             return
         raise ApplicationError(
             f"Agent '{current.name}' is defined differently on this worker (version {current.version}, model "
-            f"{current.model}) than when the run started (version {request.version}); nothing was run. "
+            f"{current.model}) than the run follows (version {version}); nothing was run. "
             "The run takes this definition by the rule in docs/deploys.md and records what changed.",
             current.model_dump(mode="json"),
             type=AGENT_CHANGED,
@@ -382,7 +398,7 @@ class AgentActivities:
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
-        await self._check_version(request, agent)
+        await self._check_version(request.agent, request.version, agent)
         if request.step is not None:
             async with activity_stream():
                 return await steps.model_step(self, agent, request)
@@ -394,7 +410,7 @@ class AgentActivities:
             raise model_failure(request.run_id, exc, agent.model_label) from None
         self._check_size(completion, "The model's reply")
         if completion.message.tool_calls:
-            self.conversations.produced(request.run_id, completion.message)
+            self.conversations.produced(request.run_id, completion.message, request.version)
         else:
             self.conversations.drop(request.run_id)  # a final answer: the run ends here
         return wire(completion)
@@ -414,15 +430,16 @@ class AgentActivities:
     async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome | str | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
-        await self._check_version(request, agent)
         async with activity_stream():  # middleware and hooks may publish events (publish_event)
             if request.step is not None:
+                await self._check_version(request.agent, request.version, agent)
                 return await steps.tool_step(self, agent, request)
             async with heartbeating():
-                call = request.call or self.conversations.call(request.run_id, request.ref)
+                call, version = (request.call, "") if request.call else self.conversations.call(request.run_id, request.ref)
                 if call is None:
                     self.conversations.rebuilds += 1
-                    call = await _call_from_workflow(request)
+                    call, version = await _call_from_workflow(request)
+                await self._check_version(request.agent, request.version or version, agent)
                 result = await run_call(agent, call, request.run_id)
         self._check_size(result, f"The result of tool '{call.name}'")
         self.conversations.produced(request.run_id, Message(role="tool", tool_call_id=call.id, content=result.content))

@@ -36,8 +36,8 @@ class AgentChanges(Visibility):
             return None
         assert self.agent is not None and self.config is not None
         old = self.agent
-        if new.version == old.version:  # another call of the same batch already took it
-            return old
+        if new.version == old.version:  # not a change the run can take: the caller treats it as a failure
+            return None
         agent, self.config, self.approval_tools = identity.adopt(old, new, self.config, self.approval_tools)
         self.agent = agent.model_copy(update={"search_attributes": old.search_attributes})
         self.input_tools = frozenset(t.spec.name for t in agent.tools if t.asks_human)

@@ -84,6 +84,7 @@ class Stages(Children, AgentChanges):
         self.sent_messages, self.sent_digest = total, digest
         self.produced = {message_hash(completion.message)}
         self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
+        self.reply_version = self.agent.version
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
 
@@ -100,9 +101,11 @@ class Stages(Children, AgentChanges):
         too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
         if too_large is not None:
             raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
-        refused = [r for r in results if isinstance(r, ActivityError)]
-        old = next((d for d in map(self._agent_changed, refused) if d is not None), None)
-        if old is not None:
+        refused = next((r for r in results if isinstance(r, ActivityError)), None)
+        old = self._agent_changed(refused) if refused is not None else None
+        if refused is not None and old is None:  # a refusal the run cannot act on: a failed call
+            results = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, results)]
+        elif old is not None:
             # The agent changed under the batch: keep what ran, settle what can no longer run, and
             # leave the rest pending for the next pass (which asks first where the new rules say so).
             for call, result in zip(calls, results):
@@ -130,8 +133,10 @@ class Stages(Children, AgentChanges):
         # the input names it. A call from elsewhere (a Session given as input, a renamed
         # duplicate id, a predecessor run) travels whole.
         key = call_hash(call)
+        # The version travels only where the worker cannot know it: the reply's model call carried it.
         request = (
-            ToolCallInput(agent=self.agent_key, ref=ref(key), version=self.agent.version)
+            ToolCallInput(agent=self.agent_key, ref=ref(key),
+                          version=self.agent.version if self.agent.version != self.reply_version else "")
             if key in self.reply_calls
             else ToolCallInput(agent=self.agent_key, call=call, version=self.agent.version)
         )
@@ -160,13 +165,13 @@ class Stages(Children, AgentChanges):
                 return ApplicationError(
                     f"Tool '{call.name}' failed: {cause.message}", type=PAYLOAD_TOO_LARGE, non_retryable=True
                 )
-            return ToolResult(
-                tool_call_id=call.id,
-                content=f"Tool '{call.name}' did not complete: {failure_detail(err)}",
-                is_error=True,
-            )
+            return _not_completed(call, err)
         if isinstance(result, str):  # the compact form of a plain result (activities.agents.wire)
             result = ToolResult(tool_call_id=call.id, content=result)
         # The worker keeps what it produced: the next model call names it by hash.
         self.produced.add(message_hash(Message(role="tool", tool_call_id=call.id, content=result.content)))
         return result
+
+
+def _not_completed(call: ToolCall, err: ActivityError) -> ToolResult:
+    return ToolResult(tool_call_id=call.id, content=f"Tool '{call.name}' did not complete: {failure_detail(err)}", is_error=True)

@@ -87,6 +87,8 @@ class RunState:
         """Changes when the conversation is rewritten (compaction, middleware); see ModelCallInput."""
         self.config: LoopConfig | None = None
         self.approval_tools: frozenset[str] = frozenset()
+        self.reply_version = ""
+        """The agent version the last model call was sent with (its reply's tool calls run under it)."""
         self.held_results: dict[str, ToolResult] = {}
         """Results of a batch the agent changed under (by call id), until the batch closes."""
         self.ended = False
