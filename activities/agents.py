@@ -40,7 +40,7 @@ from rein.contract import (
 )
 from rein.compaction import trigger_of
 from rein.identity import fingerprint
-from rein.digest import EMPTY, call_hash, conversation_digest, extend, message_hash, ref
+from rein.digest import EMPTY, call_hash, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s

@@ -9,9 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import pytest
 import pytest_asyncio
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import WorkflowHandle
 from temporalio.common import SearchAttributeKey
 
 import rein
@@ -20,7 +19,7 @@ from rein.contract import AgentDescription, ToolInfo
 from rein.identity import VERSION_CHARS, adopt, changes, fingerprint
 from rein.ir import ToolSpec
 from tests.support.history import assert_no_task_failures, history_events, scheduled, summaries
-from tests.support.waiting import poll, wait_status
+from tests.support.waiting import wait_status
 
 VERSION = SearchAttributeKey.for_keyword("ReinAgentVersion")
 ran: list[str] = []
@@ -49,24 +48,9 @@ def call(name: str, cid: str, **arguments: Any) -> ToolCall:
     return ToolCall(id=cid, name=name, arguments=arguments)
 
 
-async def _workers(client: Client, tq: str, agent: Agent) -> Any:
-    return rein.create_worker(client, agents=[agent], task_queue=tq)
-
-
-async def run_across_deploy(dev: Any, before: Agent, after: Agent, prompt: str, waits_for: str) -> WorkflowHandle:
-    """Start a run on a worker serving `before`, let it wait (`waits_for`), then replace the worker by one serving `after`."""
-    tq, wf_id = f"identity-{uuid.uuid4().hex[:8]}", f"identity-{uuid.uuid4().hex[:8]}"
-    async with await _workers(dev.client, tq, before):
-        handle = await dev.client.start_workflow("AgentWorkflow", {"agent": before.name, "prompt": prompt},
-                                                 id=wf_id, task_queue=tq)
-        await wait_status(handle, waits_for)
-    dev.deployed = await _workers(dev.client, tq, after)  # the new build, kept running by the test
-    return handle
-
-
 @pytest_asyncio.fixture
 async def deploy(dev):  # noqa: ANN001
-    """`dev` with a slot for the worker of the deployed build, stopped when the test ends."""
+    """`dev` with a slot for the worker of the deployed build (`started`), stopped when the test ends."""
     dev.deployed = None
     yield dev
     if dev.deployed is not None:
@@ -74,7 +58,14 @@ async def deploy(dev):  # noqa: ANN001
 
 
 async def started(dev: Any, before: Agent, after: Agent, prompt: str, waits_for: str) -> WorkflowHandle:
-    handle = await run_across_deploy(dev, before, after, prompt, waits_for)
+    """Start a run on a worker serving `before`, let it wait (`waits_for`), then replace that worker
+    by one serving `after` on the same task queue (the deploy) and leave it running."""
+    tq, wf_id = f"identity-{uuid.uuid4().hex[:8]}", f"identity-{uuid.uuid4().hex[:8]}"
+    async with rein.create_worker(dev.client, agents=[before], task_queue=tq):
+        handle = await dev.client.start_workflow("AgentWorkflow", {"agent": before.name, "prompt": prompt},
+                                                 id=wf_id, task_queue=tq)
+        await wait_status(handle, waits_for)
+    dev.deployed = rein.create_worker(dev.client, agents=[after], task_queue=tq)
     await dev.deployed.__aenter__()
     return handle
 
@@ -214,3 +205,46 @@ async def test_a_renamed_tool_does_not_make_an_approved_call_vanish(deploy) -> N
     assert any(s["kind"] == "agent" and "tool 'add' removed" in s["summary"] for s in steps)
     await handle.signal("approve", {})
     assert (await handle.result())["output"] == "3" and ran == ["plus(1,2)"]
+
+
+# --------------------------------------------------------------------------- real worker processes
+
+
+async def test_offline_worker_taking_over_a_real_model_run_says_so(dev, tmp_path) -> None:  # noqa: ANN001
+    """The issue's case with real `worker.py` processes: the run starts on a worker whose calculator uses
+    openai/gpt-4o (LiteLLM over HTTP to a scripted vendor); that worker goes, an offline one takes over."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tests.support.processes import WorkerProcess
+    from vendor_server import Reply, VendorServer
+
+    address = dev.client.service_client.config.target_host
+    tq = f"identity-proc-{uuid.uuid4().hex[:8]}"
+    with VendorServer() as vendor:
+        vendor.script([Reply(tool_calls=[("call-add", "add", {"a": 12, "b": 30})])])
+        real = WorkerProcess(address, ["examples.calculator:agent"], tq, tmp_path / "real.log",
+                             REIN_MODEL="openai/gpt-4o", OPENAI_API_BASE=vendor.base_url + "/v1",
+                             OPENAI_BASE_URL=vendor.base_url + "/v1", OPENAI_API_KEY="sk-test").start()
+        try:
+            handle = await dev.client.start_workflow("AgentWorkflow", {"agent": "calculator", "prompt": "12 + 30?"},
+                                                     id=f"calc-{uuid.uuid4().hex[:8]}", task_queue=tq)
+            await wait_status(handle, "waiting_approval", timeout=60)
+        finally:
+            real.stop()
+        assert len(vendor.requests) == 1
+    offline = WorkerProcess(address, ["examples.calculator:agent"], tq, tmp_path / "offline.log").start()
+    try:
+        await handle.signal("approve", {})
+        outcome = await handle.result()
+        steps = await steps_of(handle)
+        events = await history_events(handle)
+    finally:
+        offline.stop()
+    assert outcome["output"] == "The answer is 42."
+    [changed] = [s for s in steps if s["kind"] == "agent"]
+    assert "model openai/gpt-4o → ScriptedCalculatorModel" in changed["summary"]
+    said = await summaries(events, activity="rein.call_model")
+    assert said[0].startswith("model openai/gpt-4o") and said[-1].startswith("model ScriptedCalculatorModel")
+    assert_no_task_failures(events)
