@@ -23,7 +23,8 @@ import rein
 import rein.testing
 from rein import Agent, MockProvider, ToolCall
 from rein.cli import EXIT_NOT_FOUND, EXIT_USAGE, main
-from rein.cli_replay import EXIT_NOT_REPLAYABLE, parse_age
+from rein.cli.app import EXIT_NOT_REPLAYABLE
+from rein.cli.fork import parse_since
 from rein.replay import ReplayFailed, load_history, server_query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,12 +92,8 @@ def test_bad_history_sources_say_what_is_wrong(tmp_path: Path) -> None:
         load_history("{nope")
 
 
-def test_server_query_and_ages() -> None:
-    assert parse_age("7d").total_seconds() == 7 * 86400
-    assert parse_age("30m").total_seconds() == 1800
-    with pytest.raises(ValueError, match="7d"):
-        parse_age("seven days")
-    query = server_query(parse_age("1h"), 'ReinAgent = "a"')
+def test_server_query() -> None:
+    query = server_query(parse_since("1h"), 'ReinAgent = "a"')
     assert query.startswith('WorkflowType = "AgentWorkflow" AND StartTime > "')
     assert query.endswith(' AND (ReinAgent = "a")')
 
