@@ -19,7 +19,7 @@ from rein.contract import AgentDescription, ToolInfo
 from rein.identity import VERSION_CHARS, adopt, changes, fingerprint
 from rein.ir import ToolSpec
 from tests.support.history import assert_no_task_failures, history_events, scheduled, summaries
-from tests.support.waiting import wait_status
+from tests.support.waiting import poll, wait_status
 
 VERSION = SearchAttributeKey.for_keyword("ReinAgentVersion")
 ran: list[str] = []
@@ -248,3 +248,38 @@ async def test_offline_worker_taking_over_a_real_model_run_says_so(dev, tmp_path
     said = await summaries(events, activity="rein.call_model")
     assert said[0].startswith("model openai/gpt-4o") and said[-1].startswith("model ScriptedCalculatorModel")
     assert_no_task_failures(events)
+
+
+async def test_a_continuation_described_differently_says_so_and_keeps_stricter_rules(deploy) -> None:  # noqa: ANN001
+    """A waiting run continues as new (signals piled up) on a worker whose agent allows everything."""
+    ran.clear()
+    name = f"can-{uuid.uuid4().hex[:6]}"
+    strict = Agent(provider=MockProvider([[call("add", "c1", a=1, b=2)]]), tools=[add], name=name,
+                   config=LoopConfig(permission="ask"))
+    loose = Agent(provider=MockProvider([[call("add", "c2", a=3, b=4)], "7"]), tools=[add], name=name)
+    tq, wf_id = f"identity-{uuid.uuid4().hex[:8]}", f"identity-{uuid.uuid4().hex[:8]}"
+    async with rein.create_worker(deploy.client, agents=[strict], task_queue=tq):
+        handle = await deploy.client.start_workflow(
+            "AgentWorkflow", {"agent": name, "prompt": "sums", "continue_as_new_after": 20}, id=wf_id, task_queue=tq)
+        await wait_status(handle, "waiting_approval")
+        first_run = (await handle.describe()).run_id
+    deploy.deployed = rein.create_worker(deploy.client, agents=[loose], task_queue=tq)
+    await deploy.deployed.__aenter__()
+    for _ in range(20):  # misfits: recorded and ignored, but they pile up the history
+        await handle.signal("approve", {"tool_call_id": "nope"})
+    latest = deploy.client.get_workflow_handle(wf_id)
+    await poll(lambda: _continued(latest, first_run), "the run to continue as new", 30)
+
+    async def noted() -> bool:
+        return any(s["kind"] == "agent" and "across continue-as-new" in s["summary"] for s in await steps_of(latest))
+
+    await poll(noted, "the successor to record the agent change", 30)
+    await latest.signal("approve", {})
+    view = await wait_status(latest, "waiting_approval", until=lambda v: v["pending_tool_calls"][0]["id"] == "c2")
+    assert ran == ["add(1,2)"] and view["interrupt"]["type"] == "need_approval"  # still asks: the looser rule waits
+    await latest.signal("approve", {})
+    assert (await latest.result())["output"] == "7"
+
+
+async def _continued(handle: WorkflowHandle, first_run: str) -> bool:
+    return (await handle.describe()).run_id != first_run

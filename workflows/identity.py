@@ -46,9 +46,11 @@ class AgentChanges(Visibility):
         return old
 
     def _continued_with(self, carry: RunCarry | None) -> None:
-        """A continuation described differently than its predecessor's agent: the same rule, said as a Step."""
+        """A continuation keeps the approval rules its predecessor followed where they are stricter than
+        the definition it is described with now (they may come from an earlier change); a different
+        definition is said as a Step, as in `_agent_changed`."""
         assert self.agent is not None and self.config is not None
-        if carry is None or not carry.agent_version or carry.agent_version == self.agent.version:
+        if carry is None or not carry.agent_version:
             return
         if self.agent.in_flight != "current":
             known = {t.spec.name for t in self.agent.tools}
@@ -56,7 +58,8 @@ class AgentChanges(Visibility):
             if carry.permission:
                 permission = identity.stricter_permission(self.config.permission, carry.permission)
                 self.config = self.config.model_copy(update={"permission": permission})
-        self._note_change(f"agent changed (version {carry.agent_version} → {self.agent.version}) across continue-as-new")
+        if carry.agent_version != self.agent.version:
+            self._note_change(f"agent changed (version {carry.agent_version} → {self.agent.version}) across continue-as-new")
 
     def _note_change(self, summary: str) -> None:
         workflow.logger.warning("%s", summary)
