@@ -298,3 +298,32 @@ def test_stored_history_of_an_agent_change_replays() -> None:
     failures = [e["activityTaskFailedEventAttributes"]["failure"] for e in events if "activityTaskFailedEventAttributes" in e]
     assert [f["applicationFailureInfo"]["type"] for f in failures] == ["AgentChanged"]
     assert rein.testing.replay(path).ok
+
+
+async def test_agent_with_middleware_repeats_a_refused_step_under_the_new_definition(deploy) -> None:  # noqa: ANN001
+    """Steps of agents with middleware run whole on the worker: a changed definition refuses the step too."""
+    ran.clear()
+    name = f"mw-{uuid.uuid4().hex[:6]}"
+    seen: list[str] = []
+
+    def build(script: list, requires_approval: bool) -> Agent:
+        agent = Agent(provider=MockProvider(script), name=name, config=LoopConfig(permission="ask"),
+                      tools=[rein.tool(requires_approval=requires_approval)(add)])
+
+        @agent.middleware
+        async def note(ctx, call_next):  # noqa: ANN001, ANN202
+            seen.append(f"{'new' if requires_approval else 'old'}:{ctx.stage.value}")
+            return await call_next(ctx)
+
+        return agent
+
+    before = build([[call("add", "c1", a=1, b=2)]], requires_approval=False)
+    after = build(["3"], requires_approval=True)
+    handle = await started(deploy, before, after, "1+2?", "waiting_approval")
+    await handle.signal("approve", {})
+    assert (await handle.result())["output"] == "3"
+    assert ran == ["add(1,2)"]
+    steps = await steps_of(handle)
+    assert any(s["kind"] == "agent" and "tool 'add' now requires approval" in s["summary"] for s in steps)
+    assert any(s.startswith("new:") for s in seen) and seen[-1].startswith("new:")
+    assert_no_task_failures(await history_events(handle))
