@@ -6,6 +6,7 @@
     rein run examples.calculator:agent "2+3?"     run an agent here, live, asking at the terminal
     rein list | show ID | status ID | result ID | watch ID
     rein approve ID | deny ID | answer ID TEXT | retry ID | cancel ID
+    rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
     rein new my-agent                             create a new agent project
     rein replay --since 7d | FILE...              replay histories against this build (the CI gate)
@@ -21,6 +22,7 @@ Every error is one line on stderr and a non-zero exit code (see EXIT_CODES);
 from rein.cli import (
     codec,  # noqa: F401
     decisions,  # noqa: F401
+    deploy,  # noqa: F401
     fork,  # noqa: F401
     inspect_runs,  # noqa: F401
     replay,  # noqa: F401

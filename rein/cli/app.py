@@ -69,6 +69,7 @@ STATUS_STYLE = {
     "done": "green",
     "cancelled": "magenta",
     "failed": "bold red",
+    "stuck": "bold red",
 }
 
 

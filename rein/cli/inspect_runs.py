@@ -31,6 +31,8 @@ def list_(
     agent: Annotated[str | None, typer.Option("--agent", help="Only runs of this agent (its registered name).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
     fork_of: Annotated[str | None, typer.Option("--fork-of", help="Only forks of this run (rein fork).")] = None,
+    stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs whose workflow task keeps failing, "
+                                        "with the error (they wait for a fixed build).")] = False,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -38,6 +40,10 @@ def list_(
     """List runs: id, agent, status, iterations, tokens, what it waits for, age."""
     from rein.runs import list_runs
 
+    if stuck:
+        from rein.cli.deploy import list_stuck
+
+        return list_stuck(agent, limit, address, namespace, as_json)
     rows = with_client(address, namespace,
                         lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of))
     if as_json:
