@@ -27,6 +27,7 @@ def fingerprint(description: AgentDescription) -> str:
     """The definition's fingerprint: model, system prompt, tool specs and flags, config, extensions.
     What the server has (search attributes, payload limit) is the worker's, not the agent's: left out."""
     data = description.model_dump(mode="json", exclude={"search_attributes", "max_payload_bytes", "version"})
+    data["tools"] = sorted(data["tools"], key=lambda t: t["spec"]["name"])  # an MCP server may list them in any order
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:VERSION_CHARS]
 

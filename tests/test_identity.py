@@ -90,6 +90,9 @@ def test_fingerprint_names_the_definition_not_the_worker() -> None:
     base = fingerprint(description())
     assert len(base) == VERSION_CHARS and int(base, 16) >= 0
     assert fingerprint(description(search_attributes=["ReinAgent"], max_payload_bytes=5)) == base
+    other = ToolInfo(spec=ToolSpec(name="add", description="Add.", parameters={"type": "object"}))
+    assert fingerprint(description(tools=[other, *description().tools])) == \
+        fingerprint(description(tools=[*description().tools, other]))
     flagged = [ToolInfo(spec=description().tools[0].spec, requires_approval=True)]
     for different in (description(model="x"), description(system="Be long."), description(tools=flagged),
                       description(config=LoopConfig(permission="ask")), description(tools=[])):
