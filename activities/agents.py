@@ -23,8 +23,8 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.exceptions import ApplicationError
 
 from rein.activities import steps
+from rein.activities.identity import AgentIdentity
 from rein.contract import (
-    AGENT_CHANGED,
     CALL_MODEL,
     COMPACT,
     DESCRIBE_AGENT,
@@ -36,10 +36,7 @@ from rein.contract import (
     StepOutcome,
     StepRequest,
     ToolCallInput,
-    ToolInfo,
 )
-from rein.compaction import trigger_of
-from rein.identity import fingerprint
 from rein.digest import EMPTY, call_hash, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
@@ -308,7 +305,7 @@ async def _conversation_from_workflow(request: ModelCallInput | StepRequest, who
     return session.messages if whole else session.messages[: request.total]
 
 
-class AgentActivities:
+class AgentActivities(AgentIdentity):
     def __init__(
         self,
         agents: Mapping[str, Agent],
@@ -323,8 +320,7 @@ class AgentActivities:
         self.conversations = Conversations(cache_size)
         self.max_payload_bytes = max_payload_bytes
         """The largest result this worker's converter can record; larger ones fail without retries."""
-        self.described: dict[str, AgentDescription] = {}
-        """Each agent as this worker last described it (by the name runs use), with its fingerprint."""
+        self.described = {}
 
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0]) or _tool_agent(self.agents, name)
@@ -345,54 +341,6 @@ class AgentActivities:
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
         description = await self._describe(request.agent, self._agent(request.agent))
         return description.model_copy(update={"search_attributes": list(available)})
-
-    async def _describe(self, name: str, agent: Agent) -> AgentDescription:
-        """The agent as this worker defines it now, with its fingerprint (kept for `_check_version`)."""
-        tools = await agent.tools_for_run()  # lists the agent's MCP servers, so the run records their specs
-        description = AgentDescription(
-            name=name.split("#", 1)[0],
-            model=agent.model_label,
-            system=agent.system,
-            config=agent.config,
-            tools=[
-                ToolInfo(
-                    spec=t.spec(),
-                    retries=t.retries,
-                    timeout_s=t.timeout_s,
-                    asks_human=t.asks_human,
-                    agent=t.agent.name if t.agent is not None else None,
-                    requires_approval=getattr(t, "requires_approval", False),
-                    local=getattr(t, "local", False),
-                )
-                for t in tools
-            ],
-            max_payload_bytes=self.max_payload_bytes,
-            client_overrides=sorted(agent.client_overrides),
-            middleware=bool(agent.middlewares),
-            compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
-            in_flight=agent.in_flight,
-        )
-        description.version = fingerprint(description)
-        self.described[name] = description
-        return description
-
-    async def _check_version(self, name: str, version: str, agent: Agent) -> None:
-        """Refuse, running nothing, a call from a run that follows another definition of the agent
-        than this worker's: the run learns this one from the error's details and says what changed.
-        Runs of older rein builds send no version: nothing to compare."""
-        if not version:
-            return
-        current = self.described.get(name) or await self._describe(name, agent)
-        if current.version == version:
-            return
-        raise ApplicationError(
-            f"Agent '{current.name}' is defined differently on this worker (version {current.version}, model "
-            f"{current.model}) than the run follows (version {version}); nothing was run. "
-            "The run takes this definition by the rule in docs/deploys.md and records what changed.",
-            current.model_dump(mode="json"),
-            type=AGENT_CHANGED,
-            non_retryable=True,
-        )
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
