@@ -122,6 +122,7 @@ class AgentLoop(Waiting, Decisions, Stages):
                 started = workflow.time()
                 await self._continue_as_new()
             elapsed = self.active_s + (workflow.time() - started)
+            config = self.config or config  # stricter once the agent changed under the run (workflows.identity)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
             if self.cancel_reason is not None and not isinstance(action, machine.Finish):
                 self.session.done = True
@@ -177,6 +178,8 @@ class AgentLoop(Waiting, Decisions, Stages):
         config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
+        self._continued_with(request.carry)
+        config = self.config
         if request.carry is None:
             self.session = self._initial_session(request)
             self.first_step = request.first_step  # a fork continues its original's step count
