@@ -5,27 +5,28 @@ continues the original's, and rewinding to a step of an earlier run of a continu
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowFailureError
 
-sys.path.insert(0, str(Path(__file__).parent))
-from vendor_server import Reply, VendorServer  # noqa: E402
-
-import rein  # noqa: E402
-from rein import Agent, LiteLLMProvider, LoopConfig  # noqa: E402
-from rein.cli import main  # noqa: E402
-from rein.client import ReinClient  # noqa: E402
-from rein.contract import CALL_MODEL  # noqa: E402
-from rein.fork_edits import ForkError  # noqa: E402
-from tests.support.history import assert_secret_absent, decoded_values, scheduled, summaries  # noqa: E402
-from tests.support.providers import RecordingProvider  # noqa: E402
-from tests.support.tools import add  # noqa: E402
-from tests.test_fork import Counted, calls, five_steps  # noqa: E402
+import rein
+from rein import Agent, LiteLLMProvider, LoopConfig
+from rein.cli import main
+from rein.client import ReinClient
+from rein.contract import CALL_MODEL
+from rein.fork_edits import ForkError
+from tests.support.history import (
+    assert_secret_absent,
+    decoded_values,
+    scheduled,
+    summaries,
+)
+from tests.support.providers import RecordingProvider
+from tests.support.tools import add
+from tests.test_fork import Counted, calls, five_steps
+from tests.vendor_server import Reply, VendorServer
 
 SECRET = "sk-test-" + uuid.uuid4().hex
 
@@ -186,7 +187,6 @@ async def test_rewind_to_a_step_of_an_earlier_run_of_the_chain(dev, names):
             id=f"rw-{names}", task_queue=tq,
         )
         await handle.result()
-        last = await client.steps(handle.id)
         assert (await client.status(handle.id)).first_step > 3  # step 3 lies in an earlier run
         with pytest.raises(ForkError, match="tool step"):
             await client.rewind(handle.id, to_step=3)
@@ -207,7 +207,7 @@ async def test_an_agent_with_middleware_uses_the_run_model(dev, srv, names):
     seen: list[str] = []
 
     @agent.before_model
-    async def note(ctx):  # noqa: ANN001, ANN202
+    async def note(ctx):
         seen.append(getattr(ctx.provider, "model", "?"))
 
     tq = f"fm-{names}"
