@@ -245,7 +245,7 @@ async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
         process.wait(10)
         log.close()
 
-    @rein.tool(name="block")
+    @rein.tool(name="block", timeout_s=CRASH_TOOL_TIMEOUT_S)  # the same tool as A's, else the call is refused
     async def block_b(x: str) -> str:
         return f"from B ({x})"
 
