@@ -47,6 +47,7 @@ from rein.events import TOPIC, StreamEvent, TextDeduplicator
 from rein.ir import StreamChunk
 from rein.result import RunResult, Step
 from rein.session import Session
+from rein.fleet import run_priority
 from rein.summaries import run_summary
 from rein.temporal import history
 from rein.temporal.plugin import with_rein_plugin
@@ -84,7 +85,7 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
 _NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
 
 
-async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttributes | None:
+async def start_search_attributes(client: Client, agent: str, tenant: str | None = None) -> TypedSearchAttributes | None:
     """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
 
     Only those the namespace has (asked once per client): a missing one must never fail a start.
@@ -100,15 +101,18 @@ async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttr
             have = set()
         _NAMESPACE_ATTRIBUTES[client] = have
     values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
-    pairs = [
-        SearchAttributePair(
-            SearchAttributeKey.for_keyword(name) if SEARCH_ATTRIBUTES[name] == "Keyword" else SearchAttributeKey.for_int(name),
-            value,
-        )
-        for name, value in values.items()
-        if name in have
-    ]
+    if tenant:
+        values["ReinTenant"] = tenant
+    pairs = [SearchAttributePair(search_key(name), value) for name, value in values.items() if name in have]
     return TypedSearchAttributes(pairs) if pairs else None
+
+
+def search_key(name: str) -> Any:
+    """The typed key of one of rein's search attributes."""
+    kind = SEARCH_ATTRIBUTES[name]
+    if kind == "Keyword":
+        return SearchAttributeKey.for_keyword(name)
+    return SearchAttributeKey.for_float(name) if kind == "Double" else SearchAttributeKey.for_int(name)
 
 
 class ReinClient:
@@ -125,11 +129,15 @@ class ReinClient:
         config: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         stream: bool = False,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> WorkflowHandle[Any, RunOutcome]:
         """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
         RunResult). `stream=True`: its model calls publish text live for `stream(run_id)` from the
         first call on. Without it the run streams live once a reader asks (`stream(run_id)`), and
-        until then costs no history: live text is one signal per 200 ms batch."""
+        until then costs no history: live text is one signal per 200 ms batch.
+        `tenant` is Temporal's fairness key and `priority` its priority key (1 first .. 5 last,
+        default 3) for the run, its activities and its child agents (docs/fleet.md)."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
             AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}, stream=stream).model_dump(
@@ -139,7 +147,8 @@ class ReinClient:
             task_queue=self.task_queue,
             result_type=RunOutcome,
             static_summary=run_summary(agent, prompt),
-            search_attributes=await start_search_attributes(self.client, agent),
+            search_attributes=await start_search_attributes(self.client, agent, tenant),
+            priority=run_priority(tenant, priority),
             # A worker for this queue in this process (the embedded engine, a script) takes the first
             # workflow task straight from the start response; otherwise the server dispatches it as usual.
             request_eager_start=True,

@@ -31,6 +31,13 @@ def agent_task_queue(agent: str) -> str:
     return f"{DEFAULT_TASK_QUEUE}.{agent}"
 
 
+def model_queue(model: str) -> str:
+    """The activity task queue of a provider's model calls when a worker routes them (`rein.model.openai`
+    for `openai/gpt-4o`): `rein limits set --model` rate-limits it for the whole fleet."""
+    provider = model.split("/", 1)[0] if "/" in model else model
+    return f"{DEFAULT_TASK_QUEUE}.model.{provider or 'default'}"
+
+
 DESCRIBE_AGENT = "rein.describe_agent"
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
@@ -40,6 +47,8 @@ WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
 CHILD_SIGNAL = "rein.child"
 """Internal signal from an agent-as-tool child run to its parent: `{"call_id", "status"}`."""
+BUDGET_SIGNAL = "rein.budget"
+"""Internal signal from a parent run to its agent-as-tool children: the family's budget is spent."""
 STREAM_SIGNAL = "rein.stream"
 """Internal signal a stream reader sends: from now on, model calls publish their text live."""
 
@@ -65,6 +74,8 @@ SEARCH_ATTRIBUTES = {
     "ReinStatus": "Keyword",
     "ReinIterations": "Int",
     "ReinTokens": "Int",
+    "ReinCostUsd": "Double",
+    "ReinTenant": "Keyword",
 }
 
 RunStatus = Literal[
@@ -187,6 +198,8 @@ class AgentDescription(BaseModel):
     """The agent compacts its conversation when this trigger is due (activity rein.compact)."""
     client_overrides: list[str] = Field(default_factory=list)
     """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten."""
+    model_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The task queue model calls are scheduled on (the worker routes them; None: the run's queue)."""
 
 
 class ModelCallInput(BaseModel):
@@ -430,6 +443,7 @@ class ConfigOverrides(BaseModel):
 
     max_iterations: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    max_cost_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     detect_loops: bool = None  # type: ignore[assignment]
     repeat_threshold: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
@@ -452,7 +466,7 @@ def _at_most(new: float | None, old: float | None) -> bool:
 def _loosened(name: str, new: Any, old: Any) -> bool:
     if name == "permission":
         return _PERMISSION_RANK[new] < _PERMISSION_RANK[old]
-    if name in ("max_iterations", "max_tokens", "timeout_s", "repeat_threshold"):
+    if name in ("max_iterations", "max_tokens", "max_cost_usd", "timeout_s", "repeat_threshold"):
         return not _at_most(new, old)
     if name == "detect_loops":
         return old and not new

@@ -63,6 +63,7 @@ class Stages(Children):
                     conversation=self.conversation,
                 ),
                 result_type=Completion,
+                task_queue=self.agent.model_queue,  # a provider's rate-limited queue when the worker routes it
                 start_to_close_timeout=seconds(config.model_timeout_s),
                 heartbeat_timeout=MODEL_HEARTBEAT,
                 retry_policy=model_retry(config),
@@ -81,6 +82,7 @@ class Stages(Children):
         self.produced = {message_hash(completion.message)}
         self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
+        self._report_spend()
         return None
 
     def _model_call_failed(self, err: ActivityError) -> Interrupt:

@@ -35,7 +35,11 @@ SEARCH_KEYS: dict[str, Any] = {
     "ReinStatus": SearchAttributeKey.for_keyword("ReinStatus"),
     "ReinIterations": SearchAttributeKey.for_int("ReinIterations"),
     "ReinTokens": SearchAttributeKey.for_int("ReinTokens"),
+    "ReinCostUsd": SearchAttributeKey.for_float("ReinCostUsd"),
+    "ReinTenant": SearchAttributeKey.for_keyword("ReinTenant"),
 }
+COUNTERS = frozenset({"ReinIterations", "ReinTokens", "ReinCostUsd"})
+"""Refreshed now and then (with a status change, or when due), not on every iteration."""
 
 class Visibility(RunState):
     """Queries, the outcome, and publishing the run's status where ops look."""
@@ -133,10 +137,13 @@ class Visibility(RunState):
             "ReinStatus": view.status,
             "ReinIterations": view.iteration,
             "ReinTokens": view.usage.total_tokens,
+            "ReinCostUsd": view.usage.cost_usd,
+            # A child run inherits its parent's tenant (Temporal's fairness key), not its search attributes.
+            "ReinTenant": workflow.info().priority.fairness_key or None,
         }
         available = set(self.agent.search_attributes) if self.agent else set()
         if not counters:
-            available -= {"ReinIterations", "ReinTokens"}
+            available -= COUNTERS
         updates = [
             SEARCH_KEYS[name].value_set(min(value, INT64_MAX) if isinstance(value, int) else value)
             for name, value in wanted.items()

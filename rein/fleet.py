@@ -1,0 +1,117 @@
+"""Fleet control on Temporal's own primitives: priorities and fairness keys on runs, and
+server-side rate limits and fairness weights on task queues (UpdateTaskQueueConfig).
+
+rein keeps no rate limiter of its own: the matching service dispatches activity tasks of a
+rate-limited queue no faster than its limit, across every worker, and in each tenant's
+weighted share. See docs/fleet.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import RateLimit, TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, UpdateTaskQueueConfigRequest
+from temporalio.client import Client
+from temporalio.common import Priority
+
+from rein.contract import DEFAULT_TASK_QUEUE, model_queue
+
+MAX_TENANT = 64
+"""Temporal's limit on a fairness key, in bytes."""
+PRIORITIES = range(1, 6)
+"""Temporal's default priority keys: 1 runs first, 5 last, 3 when none is given."""
+
+
+def run_priority(tenant: str | None = None, priority: int | None = None) -> Priority | None:
+    """The Temporal Priority of a run (its activities and child runs inherit it); None: the default."""
+    if tenant is not None and not 0 < len(tenant.encode()) <= MAX_TENANT:
+        raise ValueError(f"tenant must be 1 to {MAX_TENANT} bytes, got {len(tenant.encode())}")
+    if priority is not None and priority not in PRIORITIES:
+        raise ValueError(f"priority must be 1 (first) to 5 (last), got {priority}")
+    if tenant is None and priority is None:
+        return None
+    return Priority(priority_key=priority, fairness_key=tenant)
+
+
+@dataclass
+class QueueLimits:
+    """A task queue's server-side dispatch config, as `rein limits` shows it."""
+
+    task_queue: str
+    rps: float | None = None
+    """Activity tasks dispatched per second, across every worker (None: the server's default)."""
+    tenant_rps: float | None = None
+    """Each fairness key's own rate (scaled by its weight), when set."""
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+def limit_queue(model: str | None = None, queue: str | None = None) -> str:
+    """The queue a limit applies to: a model's (provider's) queue, a named one, or rein's default."""
+    if model and queue:
+        raise ValueError("give --model or --queue, not both")
+    if model:
+        return model_queue(model)
+    return queue or DEFAULT_TASK_QUEUE
+
+
+async def set_limits(
+    client: Client,
+    *,
+    model: str | None = None,
+    queue: str | None = None,
+    rps: float | None = None,
+    tenant_rps: float | None = None,
+    weights: dict[str, float] | None = None,
+    unset_rps: bool = False,
+    reason: str = "rein limits set",
+) -> QueueLimits:
+    """Set a queue's activity rate limit and tenants' fairness weights on the server; returns them."""
+    task_queue = limit_queue(model, queue)
+    if rps is not None and rps < 0 or tenant_rps is not None and tenant_rps < 0:
+        raise ValueError("a rate limit is a number of requests per second, 0 or more")
+    if any(not 0.001 <= w <= 1000 for w in (weights or {}).values()):
+        raise ValueError("a fairness weight is between 0.001 and 1000")
+    for tenant in weights or {}:
+        run_priority(tenant)
+    for kind in _queue_types(task_queue):
+        request = UpdateTaskQueueConfigRequest(
+            namespace=client.namespace, identity=client.identity, task_queue=task_queue, task_queue_type=kind,
+            set_fairness_weight_overrides=weights or {},
+        )
+        if rps is not None or unset_rps:
+            request.update_queue_rate_limit.reason = reason
+            if rps is not None:
+                request.update_queue_rate_limit.rate_limit.CopyFrom(RateLimit(requests_per_second=rps))
+        if tenant_rps is not None:
+            request.update_fairness_key_rate_limit_default.reason = reason
+            request.update_fairness_key_rate_limit_default.rate_limit.CopyFrom(RateLimit(requests_per_second=tenant_rps))
+        await client.workflow_service.update_task_queue_config(request)
+    return await queue_limits(client, task_queue)
+
+
+def _queue_types(task_queue: str) -> list[TaskQueueType.ValueType]:
+    """Rate limits bound activity dispatch; weights also order a queue's workflow tasks."""
+    if task_queue.startswith(f"{DEFAULT_TASK_QUEUE}.model."):
+        return [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]
+    return [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]
+
+
+async def queue_limits(client: Client, task_queue: str) -> QueueLimits:
+    """What the server holds for `task_queue` (its activity side)."""
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            report_config=True,
+        )
+    )
+    config = described.config
+    limits = QueueLimits(task_queue=task_queue, weights=dict(config.fairness_weight_overrides))
+    if config.HasField("queue_rate_limit") and config.queue_rate_limit.HasField("rate_limit"):
+        limits.rps = config.queue_rate_limit.rate_limit.requests_per_second
+    if config.HasField("fairness_keys_rate_limit_default") and config.fairness_keys_rate_limit_default.HasField("rate_limit"):
+        limits.tenant_rps = config.fairness_keys_rate_limit_default.rate_limit.requests_per_second
+    return limits
