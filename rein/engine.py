@@ -165,7 +165,7 @@ class Engine:
             task_queue=self.task_queue(agent_key),
             result_type=RunOutcome,
             static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
-            search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0], tenant),
+            search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0], tenant=tenant),
             priority=run_priority(tenant, priority),
             request_eager_start=True,  # this engine's own worker takes the first workflow task at once
         )

@@ -24,14 +24,14 @@ PRIORITIES = range(1, 6)
 """Temporal's default priority keys: 1 runs first, 5 last, 3 when none is given."""
 
 
-def run_priority(tenant: str | None = None, priority: int | None = None) -> Priority | None:
-    """The Temporal Priority of a run (its activities and child runs inherit it); None: the default."""
+def run_priority(tenant: str | None = None, priority: int | None = None) -> Priority:
+    """The Temporal Priority of a run (its activities and child runs inherit it)."""
     if tenant is not None and not 0 < len(tenant.encode()) <= MAX_TENANT:
         raise ValueError(f"tenant must be 1 to {MAX_TENANT} bytes, got {len(tenant.encode())}")
     if priority is not None and priority not in PRIORITIES:
         raise ValueError(f"priority must be 1 (first) to 5 (last), got {priority}")
     if tenant is None and priority is None:
-        return None
+        return Priority.default
     return Priority(priority_key=priority, fairness_key=tenant)
 
 

@@ -140,11 +140,11 @@ class ReinPlugin(SimplePlugin):
         return sandbox_runner(runner)
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
-        from rein.workflows import AgentWorkflow
+        from rein.workflows import AgentWorkflow, DescribeAgentWorkflow
 
         workflows = list(workflows or [])
-        if self.agents is not None and AgentWorkflow not in workflows:
-            workflows.append(AgentWorkflow)
+        if self.agents is not None:
+            workflows += [w for w in (AgentWorkflow, DescribeAgentWorkflow) if w not in workflows]
         return workflows
 
     def _add_activities(self, activities: Sequence[Callable] | None) -> Sequence[Callable]:
