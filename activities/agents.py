@@ -41,6 +41,7 @@ from rein.compaction import trigger_of
 from rein.digest import EMPTY, call_hash, conversation_digest, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
+from rein.fleet import routed_queue
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.temporal.streaming import ModelText, activity_stream, current_stream
@@ -347,6 +348,7 @@ class AgentActivities:
             client_overrides=sorted(agent.client_overrides),
             middleware=bool(agent.middlewares),
             compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
+            model_queue=routed_queue(agent.model_label),
         )
 
     @activity.defn(name=CALL_MODEL)

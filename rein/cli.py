@@ -307,6 +307,10 @@ def _render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
         u = detail.usage
         tokens = f"{u.total_tokens}" + (f" ({u.input_tokens} in, {u.output_tokens} out)" if u.input_tokens else "")
         header.add_row("tokens", tokens)
+        if u.cost_usd is not None:
+            header.add_row("cost", f"${u.cost_usd:.4f}")  # with the run's child agents (docs/fleet.md)
+    if detail.tenant:
+        header.add_row("tenant", escape(detail.tenant))
     started = detail.started.astimezone()
     header.add_row("started", f"{started:%Y-%m-%d %H:%M:%S} ({_age(datetime.now(timezone.utc) - detail.started)} ago)")
     if detail.closed:
@@ -488,6 +492,8 @@ def start(
     prompt: Annotated[str, typer.Argument(help="What to ask.", show_default=False)],
     run_id: Annotated[str | None, typer.Option("--id", help="The run id (default: AGENT-<random>).")] = None,
     task_queue: Annotated[str | None, typer.Option(help="Task queue the agent's worker polls (default: REIN_TASK_QUEUE or `rein`).")] = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Whose run: its fair share of busy queues (docs/fleet.md).")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", help="1 (first) to 5 (last); default 3.", min=1, max=5)] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -499,7 +505,7 @@ def start(
         if task_queue:
             client.task_queue = task_queue
         try:
-            handle = await client.start(agent, prompt, run_id=run_id)
+            handle = await client.start(agent, prompt, run_id=run_id, tenant=tenant, priority=priority)
         except WorkflowAlreadyStartedError:
             raise CliError(f"a run with id {run_id!r} already exists; pick another --id") from None
         return handle.id
@@ -702,6 +708,7 @@ def list_(
     agent: Annotated[str | None, typer.Option("--agent", help="Only runs of this agent (its registered name).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
     fork_of: Annotated[str | None, typer.Option("--fork-of", help="Only forks of this run (rein fork).")] = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Only runs of this tenant (rein start --tenant).")] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -710,7 +717,7 @@ def list_(
     from rein.runs import list_runs
 
     rows = _with_client(address, namespace,
-                        lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of))
+                        lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of, tenant))
     if as_json:
         _print_json([row.to_json() for row in rows])
         return
@@ -1042,6 +1049,7 @@ def new(
 
 
 __import__("rein.cli_fork").cli_fork.register(app)  # `rein fork`, `rein rewind`
+__import__("rein.cli_fleet").cli_fleet.register(app)  # `rein limits`, `rein usage`, `rein start --tenant`
 
 
 # --------------------------------------------------------------------------- entry points

@@ -8,15 +8,17 @@ weighted share. See docs/fleet.md.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import RateLimit, TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, UpdateTaskQueueConfigRequest
-from temporalio.client import Client
-from temporalio.common import Priority
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import Priority, SearchAttributeKey
 
-from rein.contract import DEFAULT_TASK_QUEUE, model_queue
+from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, model_queue
 
 MAX_TENANT = 64
 """Temporal's limit on a fairness key, in bytes."""
@@ -115,3 +117,75 @@ async def queue_limits(client: Client, task_queue: str) -> QueueLimits:
     if config.HasField("fairness_keys_rate_limit_default") and config.fairness_keys_rate_limit_default.HasField("rate_limit"):
         limits.tenant_rps = config.fairness_keys_rate_limit_default.rate_limit.requests_per_second
     return limits
+
+
+MODEL_QUEUES_ENV = "REIN_MODEL_QUEUES"
+"""Providers whose model calls a worker routes to their own queue: `openai,anthropic`, or `*` for all."""
+
+
+def routed_providers() -> set[str]:
+    raw = os.environ.get(MODEL_QUEUES_ENV, "")
+    return {p.strip() for p in raw.split(",") if p.strip()}
+
+
+def routed_queue(model: str) -> str | None:
+    """The queue a worker schedules `model`'s calls on (REIN_MODEL_QUEUES), or None: the run's own."""
+    providers = routed_providers()
+    provider = model.split("/", 1)[0] if "/" in model else model
+    return model_queue(model) if "*" in providers or provider in providers else None
+
+
+def known_queues() -> list[str]:
+    """Queues `rein limits` shows by default: rein's task queue and the routed providers' queues."""
+    queues = [os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)]
+    return queues + sorted(model_queue(p) for p in routed_providers() if p != "*")
+
+
+@dataclass
+class Spend:
+    """One line of `rein usage`: runs, tokens and cost of a tenant or an agent."""
+
+    key: str
+    runs: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+    """Runs with tokens but no known cost (a model without a price: see rein.prices)."""
+
+
+@dataclass
+class SpendReport:
+    """`rein usage`: spend per tenant and per agent."""
+
+    tenants: list[Spend]
+    agents: list[Spend]
+
+
+async def usage_since(client: Client, since: timedelta, now: datetime | None = None) -> SpendReport:
+    """Spend of the runs started within `since`, per tenant and per agent, from visibility.
+
+    Top-level runs only (a parent's counters include its child agents'), and the last run of each
+    continue-as-new chain (it carries the chain's counters)."""
+    start = (now or datetime.now(timezone.utc)) - since
+    query = f'WorkflowType="{WORKFLOW_TYPE}" AND StartTime > "{start.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
+    tenants: dict[str, Spend] = {}
+    agents: dict[str, Spend] = {}
+    async for execution in client.list_workflows(query):
+        if execution.parent_id or execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            continue
+        attributes = execution.typed_search_attributes
+        tokens = attributes.get(SearchAttributeKey.for_int("ReinTokens")) or 0
+        cost = attributes.get(SearchAttributeKey.for_float("ReinCostUsd"))
+        for key, table in (
+            (attributes.get(SearchAttributeKey.for_keyword("ReinTenant")) or "(none)", tenants),
+            (attributes.get(SearchAttributeKey.for_keyword("ReinAgent")) or "(unknown)", agents),
+        ):
+            line = table.setdefault(key, Spend(key))
+            line.runs += 1
+            line.tokens += tokens
+            line.cost_usd += cost or 0.0
+            line.unpriced += int(cost is None and tokens > 0)
+    return SpendReport(
+        tenants=sorted(tenants.values(), key=lambda s: (-s.cost_usd, -s.tokens, s.key)),
+        agents=sorted(agents.values(), key=lambda s: (-s.cost_usd, -s.tokens, s.key)),
+    )

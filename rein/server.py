@@ -27,6 +27,10 @@ TUNED_DYNAMIC_CONFIG = {
     # A run started by a client whose process also runs a worker for its task queue (the embedded
     # engine, a script with create_worker) gets its first workflow task in the start response.
     "system.enableEagerWorkflowStart": "true",
+    # Priorities and fair shares (rein.fleet: --priority, --tenant, `rein limits set --weight`)
+    # are dispatched by the new matcher with fairness on.
+    "matching.useNewMatcher": "true",
+    "matching.enableFairness": "true",
 }
 
 
