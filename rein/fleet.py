@@ -82,6 +82,10 @@ async def set_limits(
             namespace=client.namespace, identity=client.identity, task_queue=task_queue, task_queue_type=kind,
             set_fairness_weight_overrides=weights or {},
         )
+        if kind == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW:  # the server rate-limits activity tasks only
+            if weights:
+                await client.workflow_service.update_task_queue_config(request)
+            continue
         if rps is not None or unset_rps:
             request.update_queue_rate_limit.reason = reason
             if rps is not None:
@@ -94,7 +98,7 @@ async def set_limits(
 
 
 def _queue_types(task_queue: str) -> list[TaskQueueType.ValueType]:
-    """Rate limits bound activity dispatch; weights also order a queue's workflow tasks."""
+    """Rate limits bound activity dispatch; weights also share a run queue's workflow tasks."""
     if task_queue.startswith(f"{DEFAULT_TASK_QUEUE}.model."):
         return [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]
     return [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]

@@ -86,9 +86,9 @@ async def test_a_parent_stops_on_max_cost_usd_counting_its_two_child_agents(dev)
             child_outcomes = [await c.result() for c in children]
     spent = outcome.usage.cost_usd
     # Alone, each child could spend the $0.90 left after the boss's first call: $1.90 in all.
-    # The family stops once it has spent $1.00; calls already under way may add a little.
+    # The family stops once it has spent $1.00; each child may have up to two calls under way then.
     assert outcome.stop_reason == "budget", outcome
-    assert 1.0 <= spent <= 1.0 + 3 * CALL_COST, spent
+    assert 1.0 <= spent <= 1.0 + 4 * CALL_COST + 1e-9, spent
     assert [c.get("stop_reason") for c in child_outcomes] == ["budget", "budget"]
     # The parent's usage is the family's: every request the vendor answered, at $0.10 each.
     assert spent == pytest.approx(len(srv.requests) * CALL_COST)
@@ -118,3 +118,88 @@ async def test_without_a_budget_children_report_nothing_but_their_result(dev):
     assert outcome.usage.cost_usd == pytest.approx(4 * CALL_COST)  # two boss calls, one per child
     kinds = {e.event_type for e in history.events}
     assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
+
+
+# ---------------------------------------------------------------- vendor rate limits and fair shares
+
+VENDOR_RPS = 10
+QUEUE_RPS = 5
+WEIGHTS = {"acme": 2.0, "beta": 1.0, "gamma": 1.0}
+PER_TENANT = 20
+
+
+async def test_a_burst_from_three_tenants_stays_under_the_vendor_limit_in_weighted_shares(dev, monkeypatch):
+    """60 one-call runs (20 per tenant) at once, fewer than the issue's 200 to keep this under ~30 s.
+    The provider's queue is limited to 5 model calls per second, the vendor answers 429 above 10.
+    None is refused, all finish, and while all three tenants still wait, acme (weight 2) gets about
+    half the calls and beta and gamma about a quarter each."""
+    monkeypatch.setenv("REIN_MODEL_QUEUES", "openai")
+    tq = f"fleet-burst-{uuid.uuid4().hex[:6]}"
+    queue = model_queue(MODEL)
+    limits = await set_limits(dev.client, model=MODEL, rps=QUEUE_RPS, weights=WEIGHTS)
+    assert (limits.task_queue, limits.rps, limits.weights) == (queue, QUEUE_RPS, WEIGHTS)
+    assert (await queue_limits(dev.client, queue)).rps == QUEUE_RPS
+    with VendorServer(rate_limit=VENDOR_RPS, responder=lambda body: Reply(text="ok")) as srv:
+        agent = Agent(provider=provider(srv), name="fleet-bot")
+        client = ReinClient(dev.client, tq)
+        async with rein.create_worker(dev.client, agents=[agent], task_queue=tq), \
+                rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+            # A freshly loaded queue lets its first tasks through before its partitions apply the
+            # limit (measured on server 1.32; docs/fleet.md): one run loads it first.
+            await (await client.start("fleet-bot", "warm #0")).result()
+            await asyncio.sleep(2)
+            srv.requests.clear()
+            handles = await asyncio.gather(*(
+                client.start("fleet-bot", f"{tenant} #{i}", tenant=tenant)
+                for i in range(PER_TENANT) for tenant in WEIGHTS
+            ))
+            outcomes = await asyncio.gather(*(h.result() for h in handles))
+        answered = [_prompt(r.body).split(" #")[0] for r in srv.requests]
+    assert srv.rejected == 0 and srv.peak_per_second <= VENDOR_RPS
+    assert [o.stop_reason for o in outcomes] == ["done"] * len(handles)
+    assert Counter(answered) == {t: PER_TENANT for t in WEIGHTS}
+    # While every tenant still has calls waiting (the first 30: 15, 7.5, 7.5 at weights 2:1:1;
+    # 10 each without them), acme's share is the largest, within 4 calls of its weighted share.
+    first = Counter(answered[:30])
+    assert abs(first["acme"] - 15) <= 4 and first["acme"] > max(first["beta"], first["gamma"]), first
+    listed = [e async for e in dev.client.list_workflows(f'ReinTenant="acme" AND TaskQueue="{tq}"')]
+    assert len(listed) == PER_TENANT
+
+
+async def _until_scheduled(client, handles) -> None:  # noqa: ANN001
+    """Until every run has scheduled its model call."""
+    for handle in handles:
+        for _ in range(600):
+            history = await handle.fetch_history()
+            if any(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED for e in history.events):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"{handle.id} never scheduled its model call")
+
+
+async def test_priorities_reorder_a_backlog(dev):
+    """Ten runs at priority 5, then ten at priority 1, before any worker: the urgent ones go first."""
+    tq = f"fleet-prio-{uuid.uuid4().hex[:6]}"
+    with VendorServer(responder=lambda body: Reply(text="ok")) as srv:
+        agent = Agent(provider=provider(srv), name="fleet-prio")
+        client = ReinClient(dev.client, tq)
+        handles = [await client.start("fleet-prio", f"low #{i}", priority=5) for i in range(10)]
+        handles += [await client.start("fleet-prio", f"high #{i}", priority=1) for i in range(10)]
+        async with rein.create_worker(dev.client, agents=[agent], task_queue=tq, max_concurrent_activities=1,
+                                      max_concurrent_workflow_tasks=2):
+            await asyncio.gather(*(h.result() for h in handles))
+        order = [_prompt(r.body).split(" #")[0] for r in srv.requests]
+    assert Counter(order) == {"low": 10, "high": 10}
+    assert order[:10].count("high") >= 8, order  # FIFO would answer every low one first
+    history = await handles[-1].fetch_history()
+    scheduled = next(e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    assert scheduled.activity_task_scheduled_event_attributes.priority.priority_key in (0, 1)  # inherited
+
+
+def test_run_priority_checks_its_input():
+    assert run_priority("acme", 2).fairness_key == "acme"
+    with pytest.raises(ValueError, match="priority must be 1"):
+        run_priority(priority=9)
+    with pytest.raises(ValueError, match="tenant must be"):
+        run_priority("x" * 65)

@@ -153,7 +153,9 @@ class Children(Visibility):
     def _stop_children(self) -> None:
         """The family's budget is spent: every running child stops at its next step."""
         for child_id in self.children.values():
-            asyncio.ensure_future(self._signal_quietly(child_id, BUDGET_SIGNAL))
+            if child_id not in self.stopped_children:
+                self.stopped_children.add(child_id)
+                asyncio.ensure_future(self._signal_quietly(child_id, BUDGET_SIGNAL))
 
     async def _signal_quietly(self, workflow_id: str, name: str, payload: Any = None, run_id: str | None = None) -> None:
         try:

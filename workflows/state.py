@@ -47,6 +47,8 @@ class RunState:
         """What each running child run last reported it has spent (counted in this run's usage)."""
         self.family_usage: bool | None = None
         """workflow.patched(PATCH_FAMILY_USAGE), once asked."""
+        self.stopped_children: set[str] = set()
+        """Child runs told that the family's budget is spent (each is told once)."""
         self.family_spent = False
         """The parent run said the family's budget is spent: this child run stops (`budget`)."""
         self.child_wait: tuple[str, RunStatusView] | None = None
