@@ -493,7 +493,7 @@ def start(
     run_id: Annotated[str | None, typer.Option("--id", help="The run id (default: AGENT-<random>).")] = None,
     task_queue: Annotated[str | None, typer.Option(help="Task queue the agent's worker polls (default: REIN_TASK_QUEUE or `rein`).")] = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="Whose run: its fair share of busy queues (docs/fleet.md).")] = None,
-    priority: Annotated[int | None, typer.Option("--priority", help="1 (first) to 5 (last); default 3.", min=1, max=5)] = None,
+    priority: Annotated[int | None, typer.Option("--priority", help="1 (first) to 5 (last); default 3.")] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,

@@ -72,9 +72,9 @@ def register(app: typer.Typer) -> None:
     def limits_set(
         model: Annotated[str | None, typer.Option("--model", help="Limit this model's (provider's) queue, e.g. openai/gpt-4o.")] = None,
         queue: Annotated[str | None, typer.Option("--queue", help="Limit this task queue (default: rein's, REIN_TASK_QUEUE).")] = None,
-        rps: Annotated[float | None, typer.Option("--rps", help="Activity tasks per second for the whole fleet.", min=0)] = None,
+        rps: Annotated[float | None, typer.Option("--rps", help="Activity tasks per second for the whole fleet.")] = None,
         unlimited: Annotated[bool, typer.Option("--unlimited", help="Remove the queue's rate limit.")] = False,
-        tenant_rps: Annotated[float | None, typer.Option("--tenant-rps", help="Each tenant's own rate (times its weight).", min=0)] = None,
+        tenant_rps: Annotated[float | None, typer.Option("--tenant-rps", help="Each tenant's own rate (times its weight).")] = None,
         tenant: Annotated[str | None, typer.Option("--tenant", help="With --weight: the tenant whose share to set.")] = None,
         weight: Annotated[float | None, typer.Option("--weight", help="The tenant's weight (default 1; 2 = twice the share).")] = None,
         weights: Annotated[list[str] | None, typer.Option("--weights", help="TENANT=WEIGHT; repeatable.")] = None,
