@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import RateLimit, TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, UpdateTaskQueueConfigRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    UpdateTaskQueueConfigRequest,
+)
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import Priority, SearchAttributeKey
 
@@ -170,7 +173,7 @@ async def usage_since(client: Client, since: timedelta, now: datetime | None = N
 
     Top-level runs only (a parent's counters include its child agents'), and the last run of each
     continue-as-new chain (it carries the chain's counters)."""
-    start = (now or datetime.now(timezone.utc)) - since
+    start = (now or datetime.now(UTC)) - since
     query = f'WorkflowType="{WORKFLOW_TYPE}" AND StartTime > "{start.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
     tenants: dict[str, Spend] = {}
     agents: dict[str, Spend] = {}

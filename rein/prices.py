@@ -56,6 +56,6 @@ def call_cost(model: str, usage: Any) -> float | None:
         prompt, completion = _import_litellm().cost_per_token(
             model=model, prompt_tokens=usage.input_tokens, completion_tokens=usage.output_tokens
         )
-    except Exception:  # litellm raises for a model it has no price for
+    except Exception:  # noqa: BLE001  (litellm raises various errors for a model it has no price for)
         return None
     return float(prompt) + float(completion)

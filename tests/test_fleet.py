@@ -5,7 +5,6 @@ with tenants' weighted shares, and priorities reordering a backlog."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections import Counter
 from typing import Any
@@ -15,7 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.common import SearchAttributeKey
 
 import rein
-from rein import Agent, LiteLLMProvider, LoopConfig
+from rein import Agent, LiteLLMProvider
 from rein.client import ReinClient
 from rein.contract import model_queue
 from rein.fleet import queue_limits, run_priority, set_limits
@@ -166,7 +165,7 @@ async def test_a_burst_from_three_tenants_stays_under_the_vendor_limit_in_weight
     assert len(listed) == PER_TENANT
 
 
-async def _until_scheduled(client, handles) -> None:  # noqa: ANN001
+async def _until_scheduled(client, handles) -> None:
     """Until every run has scheduled its model call."""
     for handle in handles:
         for _ in range(600):

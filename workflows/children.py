@@ -13,7 +13,13 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
     from rein.circuit import over_budget
-    from rein.contract import BUDGET_SIGNAL, CHILD_SIGNAL, WORKFLOW_TYPE, AgentInput, RunStatusView
+    from rein.contract import (
+        BUDGET_SIGNAL,
+        CHILD_SIGNAL,
+        WORKFLOW_TYPE,
+        AgentInput,
+        RunStatusView,
+    )
     from rein.ir import StreamChunk, ToolCall, ToolResult, Usage
 
 from rein.workflows.options import failure_detail

@@ -26,6 +26,8 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
+from rein.temporal.sdk_private import query_handler
+
 QUERY_TIMEOUT_S = 10.0
 POLLER_FRESH_S = 70.0
 """A poller seen this recently may still be alive (workers long-poll for 60 s)."""
@@ -39,7 +41,7 @@ async def query(client: Client, run_id: str, name: str, *args: Any, run: str | N
     `run`: one run of a continue-as-new chain (default: the newest).
     """
     handle = client.get_workflow_handle(run_id, run_id=run)
-    if await _served(client, handle):
+    if await served(client, handle):
         try:
             return await handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S))
         except RPCError as err:
@@ -56,8 +58,7 @@ class Replayed:
 
     def query(self, name: str, *args: Any) -> Any:
         """What the workflow's query handler `name` returns for this state."""
-        handler = workflow._Definition.must_from_class(type(self.instance)).queries[name]
-        return handler.fn(self.instance, *args)
+        return query_handler(self.instance, name)(*args)
 
 
 async def replayed(
@@ -84,7 +85,7 @@ async def replayed(
     return Replayed(capture.instance)
 
 
-async def _served(client: Client, handle: Any) -> bool:
+async def served(client: Client, handle: Any) -> bool:
     """Whether a worker polled the run's task queue recently (else a query would hang, then fail)."""
     try:
         queue = (await handle.describe()).task_queue

@@ -12,52 +12,42 @@ rein's converter gets it too, so the plugin alone is enough on either side.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+import asyncio
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import (
+    UnsandboxedWorkflowRunner,
+    Worker,
+    WorkerConfig,
+    WorkflowRunner,
+)
 
 from rein.temporal.converter import rein_data_converter
+from rein.temporal.deployment import (
+    current_if_first,
+    deployment_config,
+    with_default_behavior,
+    worker_version,
+)
+from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
 
 if TYPE_CHECKING:
     from rein.agent import Agent
 
 PLUGIN_NAME = "rein.ReinPlugin"
-
-PURE_MODULES = (
-    "rein.circuit",
-    "rein.config",
-    "rein.contract",
-    "rein.events",
-    "rein.ir",
-    "rein.machine",
-    "rein.result",
-    "rein.session",
-    "rein.summaries",
-    "rein.temporal.child",
-    "rein.digest",
-    "rein.workflows.state",
-    "rein.workflows.options",
-    "rein.workflows.visibility",
-    "rein.workflows.continuation",
-    "rein.workflows.children",
-    "rein.workflows.decisions",
-    "rein.workflows.waiting",
-    "rein.workflows.stages",
-    "rein.workflows.worker_steps",
-    "rein.workflows.loop",
-)
-"""rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
-`rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
-
-SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *PURE_MODULES)
-"""Imported once per worker instead of once per run inside the sandbox; all deterministic."""
 
 
 def agent_map(agents: Iterable[Agent] | Mapping[str, Agent] | None) -> MutableMapping[str, Agent]:
@@ -88,13 +78,6 @@ def with_rein_plugin(client: Client) -> Client:
     return Client(**{**config, "plugins": [*config.get("plugins", []), ReinPlugin()]})
 
 
-def sandbox_runner(runner: WorkflowRunner | None) -> WorkflowRunner:
-    """The worker's sandbox with rein's passthrough added; any other runner is kept as chosen."""
-    if runner is None:
-        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
-    if isinstance(runner, SandboxedWorkflowRunner):
-        return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
-    return runner
 
 
 class ReinPlugin(SimplePlugin):
@@ -108,10 +91,26 @@ class ReinPlugin(SimplePlugin):
         sandboxed: run workflows in temporalio's sandbox (default). `False` uses
             `UnsandboxedWorkflowRunner` for the whole worker: AgentWorkflow imports only pure
             modules, and bench/README.md measures what the sandbox costs per loop iteration.
+        deployment, build_id: run the Worker as version `<deployment>.<build_id>` of a Temporal
+            worker deployment (Worker Versioning; runs PINNED to their build by default). Default: REIN_DEPLOYMENT
+            and REIN_BUILD_ID, the build id defaulting to a digest of rein's workflow-side code;
+            no deployment name = versioning off. A Worker given its own `deployment_config` keeps it.
+        make_current: a versioned Worker makes its version current when the deployment has none
+            yet (its first build); later builds become current by the operator (docs/deploys.md).
     """
 
-    def __init__(self, agents: Iterable[Agent] | Mapping[str, Agent] | None = None, *, sandboxed: bool = True):
+    def __init__(
+        self,
+        agents: Iterable[Agent] | Mapping[str, Agent] | None = None,
+        *,
+        sandboxed: bool = True,
+        deployment: str | None = None,
+        build_id: str | None = None,
+        make_current: bool = True,
+    ):
         self.agents = agent_map(agents) if agents is not None else None
+        self.version: WorkerDeploymentVersion | None = worker_version(deployment, build_id) if agents is not None else None
+        self.make_current = make_current
         self._cache_size = 1000
         self._max_payload_bytes = INLINE_LIMIT
         self.sandboxed = sandboxed
@@ -132,7 +131,22 @@ class ReinPlugin(SimplePlugin):
         self._cache_size = config.get("max_cached_workflows", 1000)
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
+        if config.get("deployment_config") is not None:
+            config["deployment_config"] = with_default_behavior(config["deployment_config"])
+        elif self.version is not None:
+            config["deployment_config"] = deployment_config(self.version)
         return super().configure_worker(config)
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first."""
+        version = worker.config(active_config=True).get("deployment_config")
+        if version is None or not self.make_current or self.version is None:
+            return await super().run_worker(worker, next)
+        first = asyncio.ensure_future(current_if_first(worker.client, version.version))
+        try:
+            await super().run_worker(worker, next)
+        finally:
+            first.cancel()
 
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
         if not self.sandboxed:
