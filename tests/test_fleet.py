@@ -79,7 +79,7 @@ async def test_a_parent_stops_on_max_cost_usd_counting_its_two_child_agents(dev)
         boss = family(srv)
         async with rein.create_worker(dev.client, agents=[boss], task_queue=tq):
             client = ReinClient(dev.client, tq)
-            handle = await client.start("boss", "split the work", config={"max_cost_usd": 1.0})
+            handle = await client.start("boss", "split the work", config={"max_cost_usd": 1.0}, tenant="acme")
             outcome = await handle.result()
             children = [dev.client.get_workflow_handle(f"{handle.id}/{c}") for c in ("a", "b")]
             child_outcomes = [await c.result() for c in children]
@@ -97,6 +97,8 @@ async def test_a_parent_stops_on_max_cost_usd_counting_its_two_child_agents(dev)
     attributes = (await handle.describe()).typed_search_attributes
     assert attributes.get(COST) == pytest.approx(spent)
     assert attributes.get(TOKENS) == outcome.usage.total_tokens
+    child = await children[0].describe()  # a child inherits the tenant (Temporal's fairness key)
+    assert child.typed_search_attributes.get(TENANT) == "acme"
 
 
 async def test_without_a_budget_children_report_nothing_but_their_result(dev):
