@@ -10,23 +10,16 @@ import asyncio
 import contextlib
 import os
 import uuid
-import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
-)
-from temporalio.common import (
-    SearchAttributeKey,
-    SearchAttributePair,
-    TypedSearchAttributes,
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
@@ -38,7 +31,6 @@ from rein.contract import (
     DEFAULT_TASK_QUEUE,
     DENY_UPDATE,
     RETRY_UPDATE,
-    SEARCH_ATTRIBUTES,
     STREAM_SIGNAL,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
@@ -48,14 +40,15 @@ from rein.contract import (
     WaitRequest,
 )
 from rein.events import TOPIC, StreamEvent, TextDeduplicator
+from rein.fleet import run_priority
 from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
 from rein.ir import StreamChunk
 from rein.result import RunResult, Step
 from rein.session import Session
-from rein.fleet import run_priority
 from rein.summaries import run_summary
 from rein.temporal import history
 from rein.temporal.plugin import with_rein_plugin
+from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
     from rein.fork import BulkFork
@@ -98,42 +91,6 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
 
     return await connection.connect(address, namespace, **client_kwargs)
 
-
-_NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
-
-
-async def start_search_attributes(
-    client: Client, agent: str, fork_of: str | None = None, tenant: str | None = None
-) -> TypedSearchAttributes | None:
-    """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
-
-    Only those the namespace has (asked once per client): a missing one must never fail a start.
-    """
-    have = _NAMESPACE_ATTRIBUTES.get(client)
-    if have is None:
-        try:
-            listed = await client.operator_service.list_search_attributes(
-                ListSearchAttributesRequest(namespace=client.namespace)
-            )
-            have = {name for name in SEARCH_ATTRIBUTES if name in listed.custom_attributes}
-        except RPCError:
-            have = set()
-        _NAMESPACE_ATTRIBUTES[client] = have
-    values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
-    if fork_of is not None:
-        values["ReinForkOf"] = fork_of
-    if tenant:
-        values["ReinTenant"] = tenant
-    pairs = [SearchAttributePair(search_key(name), value) for name, value in values.items() if name in have]
-    return TypedSearchAttributes(pairs) if pairs else None
-
-
-def search_key(name: str) -> Any:
-    """The typed key of one of rein's search attributes."""
-    kind = SEARCH_ATTRIBUTES[name]
-    if kind == "Keyword":
-        return SearchAttributeKey.for_keyword(name)
-    return SearchAttributeKey.for_float(name) if kind == "Double" else SearchAttributeKey.for_int(name)
 
 
 class ReinClient:

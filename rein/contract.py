@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_serializer, model_validator
+from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
@@ -88,6 +89,10 @@ SEARCH_ATTRIBUTES = {
 }
 """ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from.
 ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.fleet)."""
+
+_KEY_KINDS = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int, "Double": SearchAttributeKey.for_float}
+SEARCH_KEYS: dict[str, Any] = {name: _KEY_KINDS[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()}
+"""The typed key of each of rein's search attributes: built here once, for the workflow and every client."""
 
 RunStatus = Literal[
     "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"

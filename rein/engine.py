@@ -22,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from rein import machine
-from rein.client import ReinClient, start_search_attributes
+from rein.client import ReinClient
 from rein.contract import (
     WORKFLOW_TYPE,
     AgentInput,
@@ -38,6 +38,7 @@ from rein.result import RunResult
 from rein.summaries import run_summary
 from rein.temporal import connection
 from rein.temporal.sdk_private import at_exit_before_threads_join
+from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
     from rein.agent import Agent

@@ -21,7 +21,13 @@ from temporalio.client import (
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.contract import FORK_MEMO, WORKFLOW_TYPE, RunOutcome, RunStatusView
+from rein.contract import (
+    FORK_MEMO,
+    SEARCH_KEYS,
+    WORKFLOW_TYPE,
+    RunOutcome,
+    RunStatusView,
+)
 from rein.ir import ToolCall, Usage
 from rein.result import Interrupt, Step
 from rein.summaries import tool_summary
@@ -29,13 +35,13 @@ from rein.summaries import tool_summary
 if TYPE_CHECKING:
     from rein.client import ReinClient
 
-_AGENT = SearchAttributeKey.for_keyword("ReinAgent")
-_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
-_ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
-_TOKENS = SearchAttributeKey.for_int("ReinTokens")
+_AGENT = SEARCH_KEYS["ReinAgent"]
+_STATUS = SEARCH_KEYS["ReinStatus"]
+_ITERATIONS = SEARCH_KEYS["ReinIterations"]
+_TOKENS = SEARCH_KEYS["ReinTokens"]
 _PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
-_COST = SearchAttributeKey.for_float("ReinCostUsd")
-_TENANT = SearchAttributeKey.for_keyword("ReinTenant")
+_COST = SEARCH_KEYS["ReinCostUsd"]
+_TENANT = SEARCH_KEYS["ReinTenant"]
 
 _CLOSED_STATUS = {
     WorkflowExecutionStatus.FAILED: "failed",
