@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client
+from temporalio.client import Client, ClientConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
@@ -24,6 +24,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
+from rein.tracing.setup import enabled as tracing_on
+from rein.tracing.setup import with_tracing
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -47,6 +49,9 @@ PURE_MODULES = (
 )
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
 `rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
+
+TRACING_PASSTHROUGH = ("opentelemetry", "rein.tracing")
+"""With tracing on (rein.tracing): the OpenTelemetry SDK and rein's span code, shared with the worker."""
 
 SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *PURE_MODULES)
 """Imported once per worker instead of once per run inside the sandbox; all deterministic."""
@@ -115,7 +120,16 @@ class ReinPlugin(SimplePlugin):
             workflow_runner=self._runner,
         )
 
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        config = super().configure_client(config)
+        if tracing_on():
+            config["interceptors"] = with_tracing(config.get("interceptors", []), worker=False)
+        return config
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        if tracing_on():
+            on_client = config["client"].config().get("interceptors", []) if config.get("client") is not None else []
+            config["interceptors"] = with_tracing(config.get("interceptors", []), worker=True, present=on_client)
         client = config.get("client")
         if client is not None and not has_rein_converter(client):
             config["client"] = Client(**{**client.config(), "data_converter": rein_data_converter(client.data_converter)})
@@ -129,7 +143,11 @@ class ReinPlugin(SimplePlugin):
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
         if not self.sandboxed:
             return UnsandboxedWorkflowRunner()
-        return sandbox_runner(runner)
+        runner = sandbox_runner(runner)
+        if tracing_on() and isinstance(runner, SandboxedWorkflowRunner):
+            passthrough = runner.restrictions.with_passthrough_modules(*TRACING_PASSTHROUGH)
+            runner = dataclasses.replace(runner, restrictions=passthrough)
+        return runner
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
         from rein.workflows import AgentWorkflow
