@@ -297,6 +297,8 @@ def _render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
     header.add_row("status", _status(detail.status) + ("" if detail.live else "  [dim](no worker answered; from visibility)[/]"))
     if detail.summary:
         header.add_row("summary", escape(detail.summary))
+    if detail.fork_of:
+        header.add_row("fork of", escape(__import__("rein.cli_fork").cli_fork.lineage_line(detail.fork_of)))
     if detail.stage and detail.status not in ("done", "cancelled", "failed"):
         header.add_row("stage", detail.stage)
     if detail.iteration is not None:
@@ -699,6 +701,7 @@ def list_(
                                                            case_sensitive=False)] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only runs of this agent (its registered name).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
+    fork_of: Annotated[str | None, typer.Option("--fork-of", help="Only forks of this run (rein fork).")] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -707,7 +710,7 @@ def list_(
     from rein.runs import list_runs
 
     rows = _with_client(address, namespace,
-                        lambda client: list_runs(client, status.value if status else None, agent, limit))
+                        lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of))
     if as_json:
         _print_json([row.to_json() for row in rows])
         return
@@ -1036,6 +1039,9 @@ def new(
         print("  python main.py          # offline, with a scripted model")
         print("  cp .env.example .env    # for a real model: set REIN_MODEL and your vendor's API key")
     print("  pytest                  # needs: pip install 'rein[test]'")
+
+
+__import__("rein.cli_fork").cli_fork.register(app)  # `rein fork`, `rein rewind`
 
 
 # --------------------------------------------------------------------------- entry points

@@ -13,7 +13,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import (
     Client,
@@ -43,6 +43,7 @@ from rein.contract import (
     RunStatusView,
     WaitRequest,
 )
+from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
 from rein.events import TOPIC, StreamEvent, TextDeduplicator
 from rein.ir import StreamChunk
 from rein.result import RunResult, Step
@@ -50,6 +51,9 @@ from rein.session import Session
 from rein.summaries import run_summary
 from rein.temporal import history
 from rein.temporal.plugin import with_rein_plugin
+
+if TYPE_CHECKING:
+    from rein.fork import BulkFork
 
 
 class RunFailed(RuntimeError):
@@ -84,7 +88,7 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
 _NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
 
 
-async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttributes | None:
+async def start_search_attributes(client: Client, agent: str, fork_of: str | None = None) -> TypedSearchAttributes | None:
     """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
 
     Only those the namespace has (asked once per client): a missing one must never fail a start.
@@ -100,6 +104,8 @@ async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttr
             have = set()
         _NAMESPACE_ATTRIBUTES[client] = have
     values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
+    if fork_of is not None:
+        values["ReinForkOf"] = fork_of
     pairs = [
         SearchAttributePair(
             SearchAttributeKey.for_keyword(name) if SEARCH_ATTRIBUTES[name] == "Keyword" else SearchAttributeKey.for_int(name),
@@ -144,6 +150,42 @@ class ReinClient:
             # workflow task straight from the start response; otherwise the server dispatches it as usual.
             request_eager_start=True,
         )
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_step: int,
+        edits: ForkEdits | dict[str, Any] | None = None,
+        id: str | None = None,
+        agent: str | None = None,
+        config: dict[str, Any] | None = None,
+        by: str | None = None,
+    ) -> str:
+        """A new run from `run_id`'s conversation up to and including step `at_step` (the indexes
+        `rein show` prints, across continue-as-new); returns its id. Nothing before the fork point
+        runs again; the original is only read. `edits` (rein.fork_edits.ForkEdits or its dict):
+        `tool_results`, `prompt`, `append_prompt`, `drop_last_reply`; `agent`: continue in another
+        agent with compatible tools; `config`: LoopConfig overrides. Raises ForkError before
+        anything starts when something does not fit; `by` (default this client's identity) is recorded."""
+        from rein import fork
+
+        return await fork.fork(self, run_id, at_step=at_step, edits=edits, id=id, agent=agent, config=config, by=by)
+
+    async def fork_failed(self, *, since: timedelta, query: str | None = None, by: str | None = None) -> list[BulkFork]:
+        """Fork every run that failed within `since` from its last recorded step (see rein.fork.fork_failed)."""
+        from rein import fork
+
+        return await fork.fork_failed(self, since=since, query=query, by=by)
+
+    async def rewind(
+        self, run_id: str, *, to_step: int, reason: str = "", rerun_tools: bool = False, by: str | None = None
+    ) -> str:
+        """Reset the run in place to just after step `to_step` (Temporal reset, same workflow id);
+        returns the new Temporal run id. Refuses when tools ran after that point unless `rerun_tools`."""
+        from rein import rewind
+
+        return await rewind.rewind(self, run_id, to_step=to_step, reason=reason, rerun_tools=rerun_tools, by=by)
 
     def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
         return self.client.get_workflow_handle(run_id, run_id=run, result_type=RunOutcome)

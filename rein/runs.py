@@ -46,11 +46,13 @@ def is_not_found(err: BaseException) -> bool:
     return isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
 
 
-def list_query(status: str | None = None, agent: str | None = None) -> str:
+def list_query(status: str | None = None, agent: str | None = None, fork_of: str | None = None) -> str:
     """The visibility query behind `rein list`; waiting statuses include only running runs."""
     clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
     if agent:
         clauses.append(f'ReinAgent="{_quote(agent)}"')
+    if fork_of:
+        clauses.append(f'ReinForkOf="{_quote(fork_of)}"')
     if status == "failed":
         # A run can fail before its workflow code records ReinStatus (or be terminated).
         clauses.append('(ReinStatus="failed" OR ExecutionStatus="Failed" OR ExecutionStatus="Terminated" '
@@ -119,8 +121,9 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 
 
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
-                    limit: int = 50) -> list[RunRow]:
-    executions = [e async for e in client.client.list_workflows(list_query(status, agent), limit=limit)]
+                    limit: int = 50, fork_of: str | None = None) -> list[RunRow]:
+    query = list_query(status, agent, fork_of)
+    executions = [e async for e in client.client.list_workflows(query, limit=limit)]
     views = await asyncio.gather(*(
         _query_status(client, e.id) if status_of(e) in _WAITS_FOR else _none() for e in executions
     ))
@@ -188,6 +191,8 @@ class RunDetail:
     """How many times the run has paused so far (each pause is one `interrupt` on its stream)."""
     live: bool = True
     """False when the run is open but no worker answered: the data is visibility's."""
+    fork_of: dict[str, Any] | None = None
+    """A fork's lineage (rein.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -207,6 +212,7 @@ class RunDetail:
             "started": self.started.isoformat(),
             "closed": self.closed.isoformat() if self.closed else None,
             "live": self.live,
+            "fork_of": self.fork_of,
         }
 
 
@@ -230,6 +236,7 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         closed=description.close_time,
         iteration=attributes.get(_ITERATIONS),
         usage=Usage(input_tokens=0, output_tokens=tokens) if tokens is not None else None,
+        fork_of=await _lineage(description),
     )
     if description.status == WorkflowExecutionStatus.RUNNING:
         view = await _query_status(client, run_id)
@@ -261,6 +268,15 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     if steps:  # the result is slim: the steps come from the `steps` queries
         detail.steps = await _steps(client, run_id)
     return detail
+
+
+async def _lineage(description: Any) -> dict[str, Any] | None:
+    from rein.fork import FORK_MEMO
+
+    try:
+        return await description.memo_value(FORK_MEMO, None)
+    except Exception:  # a memo some other tool wrote under this key: no lineage to show
+        return None
 
 
 def failure_message(err: WorkflowFailureError) -> str:

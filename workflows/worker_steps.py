@@ -14,11 +14,9 @@ start, so histories of agents without these extensions are unchanged.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from rein import machine
@@ -37,19 +35,19 @@ with workflow.unsafe.imports_passed_through():
     from rein.result import Interrupt
     from rein.summaries import model_summary, tool_summary
 
-if TYPE_CHECKING:
-    from rein.workflows.loop import AgentLoop
+from rein.workflows.options import (
+    MODEL_HEARTBEAT,
+    TOOL_TIMEOUT,
+    fail_if_final,
+    failure_detail,
+    model_retry,
+    seconds,
+    tool_retry,
+)
+from rein.workflows.stages import Stages
 
-def _model_retry(config: LoopConfig) -> RetryPolicy:
-    return RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=30),
-        maximum_attempts=config.model_attempts,
-    )
 
-
-def _step_request(wf: AgentLoop, config: LoopConfig, elapsed_s: float) -> StepRequest:
+def _step_request(wf: Stages, config: LoopConfig, elapsed_s: float) -> StepRequest:
     info = workflow.info()
     return StepRequest(
         state=wf.session.model_copy(update={"messages": []}),
@@ -66,7 +64,7 @@ def _step_request(wf: AgentLoop, config: LoopConfig, elapsed_s: float) -> StepRe
     )
 
 
-def _apply(wf: AgentLoop, outcome: StepOutcome) -> Interrupt | None:
+def _apply(wf: Stages, outcome: StepOutcome) -> Interrupt | None:
     if outcome.conversation:
         wf.conversation = outcome.conversation
     wf.session = outcome.session_from(wf.session)
@@ -75,35 +73,42 @@ def _apply(wf: AgentLoop, outcome: StepOutcome) -> Interrupt | None:
     return outcome.interrupt
 
 
-async def step(wf: AgentLoop, action: machine.Action, config: LoopConfig, elapsed_s: float) -> Interrupt | None:
+async def step(wf: Stages, action: machine.Action, config: LoopConfig, elapsed_s: float) -> Interrupt | None:
     """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
-    from rein.workflows.loop import MODEL_HEARTBEAT, TOOL_TIMEOUT, _seconds, fail_if_final
-
-    assert wf.agent is not None
-    info = workflow.info()
     request = _step_request(wf, config, elapsed_s)
     if isinstance(action, machine.CallModel):
-        try:
-            outcome = await wf._unless_cancelled(workflow.execute_activity(
-                CALL_MODEL,
-                ModelCallInput(
-                    agent=wf.agent_key,
-                    new_messages=[],
-                    run_id=info.workflow_id,
-                    workflow_run_id=info.run_id,
-                    stream=wf.streaming,
-                    step=request,
-                ),
-                result_type=StepOutcome,
-                start_to_close_timeout=_seconds(config.model_timeout_s),
-                heartbeat_timeout=MODEL_HEARTBEAT,
-                retry_policy=_model_retry(config),
-                summary=model_summary(wf.agent.model, action.iteration),
-            ))
-        except ActivityError as err:
-            return wf._model_call_failed(err)
-        return _apply(wf, outcome) if outcome is not None else None
+        return await _model_step(wf, action, config, request)
+    return await _tool_step(wf, action, request)
 
+
+async def _model_step(wf: Stages, action: machine.CallModel, config: LoopConfig, request: StepRequest) -> Interrupt | None:
+    assert wf.agent is not None
+    info = workflow.info()
+    try:
+        outcome = await wf._unless_cancelled(workflow.execute_activity(
+            CALL_MODEL,
+            ModelCallInput(
+                agent=wf.agent_key,
+                new_messages=[],
+                run_id=info.workflow_id,
+                workflow_run_id=info.run_id,
+                stream=wf.streaming,
+                step=request,
+            ),
+            result_type=StepOutcome,
+            start_to_close_timeout=seconds(config.model_timeout_s),
+            heartbeat_timeout=MODEL_HEARTBEAT,
+            retry_policy=model_retry(config),
+            summary=model_summary(wf.agent.model, action.iteration),
+        ))
+    except ActivityError as err:
+        return wf._model_call_failed(err)
+    return _apply(wf, outcome) if outcome is not None else None
+
+
+async def _tool_step(wf: Stages, action: machine.RunTools | machine.Wait, request: StepRequest) -> Interrupt | None:
+    assert wf.agent is not None
+    info = workflow.info()
     calls = wf.session.pending_tool_calls
     infos = [t for t in wf.agent.tools if any(c.name == t.spec.name for c in calls)]
     timeout = max(
@@ -125,17 +130,12 @@ async def step(wf: AgentLoop, action: machine.Action, config: LoopConfig, elapse
             result_type=StepOutcome,
             start_to_close_timeout=timeout,
             heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=1),
-                maximum_interval=timedelta(seconds=30),
-                maximum_attempts=max((t.retries for t in infos), default=0) + 3,
-            ),
+            retry_policy=tool_retry(max((t.retries for t in infos), default=0)),
             summary=summary,
         ))
     except ActivityError as err:
         fail_if_final(err, "Tool step", "StepError")
-        cause = err.cause
-        detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        detail = failure_detail(err)
         if isinstance(action, machine.Wait):
             return action.interrupt  # the middleware could not run; the person still decides
         results = [
@@ -147,10 +147,8 @@ async def step(wf: AgentLoop, action: machine.Action, config: LoopConfig, elapse
     return _apply(wf, outcome) if outcome is not None else None
 
 
-async def compact_if_due(wf: AgentLoop, action: machine.CallModel, config: LoopConfig) -> None:
+async def compact_if_due(wf: Stages, action: machine.CallModel, config: LoopConfig) -> None:
     """Before a model call: let the worker compact the conversation when the strategy's trigger is due."""
-    from rein.workflows.loop import MODEL_HEARTBEAT, _seconds, fail_if_final
-
     assert wf.agent is not None
     trigger = wf.agent.compaction
     if trigger is None or not trigger.due(wf.session.messages):
@@ -169,9 +167,9 @@ async def compact_if_due(wf: AgentLoop, action: machine.CallModel, config: LoopC
                 conversation=wf.conversation,
             ),
             result_type=CompactResult,
-            start_to_close_timeout=_seconds(config.model_timeout_s),
+            start_to_close_timeout=seconds(config.model_timeout_s),
             heartbeat_timeout=MODEL_HEARTBEAT,
-            retry_policy=_model_retry(config),
+            retry_policy=model_retry(config),
             summary=f"compact {len(wf.session.messages)} messages · iteration {action.iteration}",
         ))
     except ActivityError as err:

@@ -44,8 +44,16 @@ PURE_MODULES = (
     "rein.summaries",
     "rein.temporal.child",
     "rein.digest",
-    "rein.workflows.loop",
+    "rein.workflows.state",
+    "rein.workflows.options",
+    "rein.workflows.visibility",
+    "rein.workflows.continuation",
+    "rein.workflows.children",
+    "rein.workflows.decisions",
+    "rein.workflows.waiting",
+    "rein.workflows.stages",
     "rein.workflows.worker_steps",
+    "rein.workflows.loop",
 )
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
 `rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
@@ -150,11 +158,11 @@ class ReinPlugin(SimplePlugin):
         return runner
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
-        from rein.workflows import AgentWorkflow
+        from rein.workflows import AgentWorkflow, DescribeAgentWorkflow
 
         workflows = list(workflows or [])
-        if self.agents is not None and AgentWorkflow not in workflows:
-            workflows.append(AgentWorkflow)
+        if self.agents is not None:
+            workflows += [w for w in (AgentWorkflow, DescribeAgentWorkflow) if w not in workflows]
         return workflows
 
     def _add_activities(self, activities: Sequence[Callable] | None) -> Sequence[Callable]:

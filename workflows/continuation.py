@@ -1,0 +1,100 @@
+"""Continue-as-new: a long run (or a waiting run with many signals) starts a fresh history with
+the same Session; the successor takes over before any of its handlers runs."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from rein.contract import WAITING_STATUS, AgentInput, RunCarry
+    from rein.result import Interrupt
+
+from rein.workflows.visibility import Visibility
+
+CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
+"""Without external storage: below Temporal's 2 MB payload limit, with room for encoding overhead."""
+STREAM_KEEP_ON_CONTINUE = 100
+"""Stream items handed to the next run on continue-as-new; older ones are truncated."""
+SIGNALS_BEFORE_CONTINUE_AS_NEW = 1000
+SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW = 4_000_000
+"""A waiting run continues as new after this many signals and updates (or bytes of them) in one history."""
+
+class Continuation(Visibility):
+    """When and how a run continues as new, and how its successor restores the state."""
+
+    def _restore(self, request: AgentInput, carry: RunCarry) -> None:
+        assert request.session is not None
+        self.session = request.session
+        self.first_step = carry.step_count
+        self.active_s = carry.active_s
+        self.pause = carry.pause
+        self.ignored_signals += carry.ignored_signals
+        self.input_tools = frozenset(carry.input_tools)
+        self.conversation = carry.conversation
+        if carry.sent_digest is not None and carry.sent_messages <= len(self.session.messages):
+            self.sent_messages, self.sent_digest = carry.sent_messages, carry.sent_digest
+            self.sent_conversation = carry.conversation
+            self.produced = set(carry.produced)
+        if carry.interrupt is not None:
+            self.resuming = self.interrupt = carry.interrupt
+            self.status = WAITING_STATUS[carry.interrupt.type]
+            self.session.stop_reason = "interrupted"
+            self.wait_deadline = carry.wait_deadline
+
+    def _signals_piled_up(self) -> bool:
+        """While a run waits only signals and updates grow its history; counted here, not read from
+        the history length, so replay decides the same wherever a local activity resolves."""
+        if self.cannot_continue_as_new or self.request is None:
+            return False
+        limit = self.request.continue_as_new_after or SIGNALS_BEFORE_CONTINUE_AS_NEW
+        return self.signals_in_run >= limit or self.signal_bytes_in_run >= SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW
+
+    def _history_is_long(self) -> bool:
+        if self.cannot_continue_as_new or self.request is None:
+            return False
+        info = workflow.info()
+        if self.request.continue_as_new_after is not None:
+            return info.get_current_history_length() >= self.request.continue_as_new_after
+        return info.is_continue_as_new_suggested()
+
+    async def _continue_as_new(self, waiting: Interrupt | None = None) -> None:
+        """Start a fresh history with the same Session, once handlers finish; clients re-attach.
+
+        While waiting for a person, the successor waits again at the same pause number (see
+        `_restore`, which runs before any of its handlers).
+        """
+        limit = self.agent.max_payload_bytes if self.agent else CONTINUE_AS_NEW_MAX_BYTES
+        if len(self._successor(waiting).model_dump_json()) > limit:
+            # Temporal (or the payload store) would refuse a larger input: keep this history.
+            workflow.logger.warning("Session too large to continue as new; the run keeps its history")
+            self.cannot_continue_as_new = True
+            return
+        self.rolling = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        # Built after the handlers finished, so nothing they changed is left behind.
+        workflow.continue_as_new(self._successor(waiting))  # the converter writes its JSON: no dict copy
+
+    def _successor(self, waiting: Interrupt | None) -> AgentInput:
+        assert self.request is not None
+        carry = RunCarry(
+            step_count=self.first_step + len(self.steps),
+            active_s=self.active_s,
+            pause=self.pause,
+            ignored_signals=self.ignored_signals,
+            sent_messages=self.sent_messages,
+            sent_digest=self.sent_digest if self.sent_conversation == self.conversation else None,
+            produced=sorted(self.produced),
+            input_tools=sorted(self.input_tools),
+            interrupt=waiting,
+            wait_deadline=self.wait_deadline if waiting is not None else None,
+            conversation=self.conversation,
+        )
+        session = self.session
+        if waiting is not None:
+            session = session.model_copy(update={"stop_reason": None})
+        stream_state = self.stream.get_state()
+        stream_state.base_offset += max(0, len(stream_state.log) - STREAM_KEEP_ON_CONTINUE)
+        stream_state.log = stream_state.log[-STREAM_KEEP_ON_CONTINUE:]
+        return self.request.model_copy(update={
+            "prompt": None, "session": session, "carry": carry, "stream": self.streaming, "stream_state": stream_state,
+        })

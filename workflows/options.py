@@ -1,0 +1,81 @@
+"""The options AgentWorkflow gives rein's activities, defined once for the loop and for worker steps.
+
+Timeouts and retry policies are not part of a history's command sequence, but what a run waits for
+and how often it retries is the contract users tune through LoopConfig and `@tool(retries=, timeout_s=)`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from rein.config import LoopConfig
+    from rein.contract import MAX_SECONDS
+
+MODEL_HEARTBEAT = timedelta(seconds=20)
+TOOL_TIMEOUT = timedelta(minutes=5)
+DESCRIBE_TIMEOUT = timedelta(seconds=30)
+PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+"""The error type of a result too large to record (activities raise it non-retryable)."""
+
+
+def seconds(value: float) -> timedelta:
+    """A duration Temporal can hold; an absurd configured value is capped, not a crash."""
+    return timedelta(seconds=min(max(float(value), 0.001), MAX_SECONDS))
+
+
+def model_retry(config: LoopConfig) -> RetryPolicy:
+    """Transient model errors are retried by Temporal (litellm's own retries are off)."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=config.model_attempts,
+    )
+
+
+def tool_retry(retries: int) -> RetryPolicy:
+    """A raising tool is retried only `retries` times (the activity decides); two more attempts
+    cover a worker lost mid-call."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=retries + 3,
+    )
+
+
+def failure_detail(err: BaseException) -> str:
+    """What went wrong, in the words of the error at the bottom of a Temporal failure chain."""
+    cause = getattr(err, "cause", None)
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+
+
+def fail_if_final(err: ActivityError, what: str, kind: str) -> None:
+    """Raise, failing the run, when the activity failed with a non-retryable error."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.non_retryable:
+        raise ApplicationError(
+            f"{what} failed and cannot be retried: {cause.message}", type=cause.type or kind, non_retryable=True
+        ) from None
+
+
+def final_error(err: FailureError) -> ApplicationError:
+    """An activity that failed for good (e.g. describe_agent), as the run's own failure."""
+    cause = getattr(err, "cause", None)
+    kind = cause.type if isinstance(cause, ApplicationError) else type(err).__name__
+    return ApplicationError(failure_detail(err), type=kind or "RunFailed", non_retryable=True)
+
+
+def short_error(exc: Exception) -> str:
+    """A validation error in one line: where, then what."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}" for e in exc.errors()
+        )[:300]
+    return str(exc)[:300]

@@ -1,0 +1,150 @@
+"""The loop's two kinds of work: a model call and a batch of tool calls, each an activity (an agent
+used as a tool is a child run). Messages the worker already holds travel by reference."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from rein import machine
+    from rein.config import LoopConfig
+    from rein.contract import CALL_MODEL, RUN_TOOL, ModelCallInput, ToolCallInput
+    from rein.digest import EMPTY, call_hash, extend, message_hash, ref
+    from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult
+    from rein.result import Interrupt
+    from rein.summaries import model_summary, tool_summary
+
+from rein.workflows.children import Children
+from rein.workflows.options import (
+    MODEL_HEARTBEAT,
+    PAYLOAD_TOO_LARGE,
+    TOOL_TIMEOUT,
+    fail_if_final,
+    failure_detail,
+    model_retry,
+    seconds,
+    tool_retry,
+)
+
+class Stages(Children):
+    """Model calls and tool calls."""
+
+    async def _call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
+        assert self.agent is not None
+        began = workflow.time()
+        self.model_calls += 1
+        source = f"{workflow.info().run_id}/{self.model_calls}"
+        live = self.streaming
+        if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
+            self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
+            self.sent_conversation = self.conversation
+        new = self.session.messages[self.sent_messages :]
+        hashes = [message_hash(m) for m in new]
+        digest = extend(self.sent_digest, hashes)
+        # All produced by the worker (its reply, then the tool results): a count. Else each
+        # produced one by reference, the rest whole. The digest verifies either way.
+        produced = len(new) if new and all(h in self.produced for h in hashes) else 0
+        entries: list[Message | str] = [] if produced else [ref(h) if h in self.produced else m for h, m in zip(hashes, new)]
+        total = len(self.session.messages)
+        try:
+            completion = await self._unless_cancelled(workflow.execute_activity(
+                CALL_MODEL,
+                ModelCallInput(
+                    agent=self.agent_key,
+                    new_messages=entries,
+                    produced=produced,
+                    digest=digest,
+                    stream=live,
+                    stream_source=source if live else "",
+                    conversation=self.conversation,
+                ),
+                result_type=Completion,
+                start_to_close_timeout=seconds(config.model_timeout_s),
+                heartbeat_timeout=MODEL_HEARTBEAT,
+                retry_policy=model_retry(config),
+                summary=model_summary(self.agent.model, action.iteration),
+            ))
+        except ActivityError as err:
+            return self._model_call_failed(err)
+        if completion is None:  # cancelled while the model was answering
+            return None
+        if not live:  # the activity did not publish the answer as it came: publish it whole
+            if completion.message.content:
+                self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
+            if completion.message.tool_calls:
+                self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
+        self.sent_messages, self.sent_digest = total, digest
+        self.produced = {message_hash(completion.message)}
+        self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
+        self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
+        return None
+
+    def _model_call_failed(self, err: ActivityError) -> Interrupt:
+        """Retries exhausted: an `error` interrupt. A fatal error fails the run (see `run`)."""
+        fail_if_final(err, "Model call", "ModelError")
+        return machine.model_error_interrupt(failure_detail(err))
+
+    async def _run_tools(self, calls: list[ToolCall]) -> None:
+        began = workflow.time()
+        results = await self._unless_cancelled(asyncio.gather(*(self._run_tool(call) for call in calls)))
+        if results is None:  # cancelled while tools ran; the batch stays pending in the Session
+            return
+        too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
+        if too_large is not None:
+            raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
+        self._record(machine.apply_tool_results(self.session, list(results), workflow.time() - began))
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError:
+        """The tool's result; an ApplicationError when its result is too large to record."""
+        assert self.agent is not None
+        info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
+        if info is not None and info.agent:
+            return await self._run_child(call, info.agent)
+        retries = info.retries if info else 0
+        timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
+        # The worker that produced the model's reply holds the call (else the run's history does):
+        # the input names it. A call from elsewhere (a Session given as input, a renamed
+        # duplicate id, a predecessor run) travels whole.
+        key = call_hash(call)
+        request = (
+            ToolCallInput(agent=self.agent_key, ref=ref(key))
+            if key in self.reply_calls
+            else ToolCallInput(agent=self.agent_key, call=call)
+        )
+        retry = tool_retry(retries)  # a result too large to record is final: the activity raises it non-retryable
+        try:
+            if info is not None and info.local:
+                result = await workflow.execute_local_activity(
+                    RUN_TOOL, request, result_type=ToolResult | str, start_to_close_timeout=timeout,
+                    retry_policy=retry, summary=tool_summary(call),
+                )
+            else:
+                result = await workflow.execute_activity(
+                    RUN_TOOL,
+                    request,
+                    result_type=ToolResult | str,
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
+                    retry_policy=retry,
+                    summary=tool_summary(call),
+                )
+        except ActivityError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
+                return ApplicationError(
+                    f"Tool '{call.name}' failed: {cause.message}", type=PAYLOAD_TOO_LARGE, non_retryable=True
+                )
+            return ToolResult(
+                tool_call_id=call.id,
+                content=f"Tool '{call.name}' did not complete: {failure_detail(err)}",
+                is_error=True,
+            )
+        if isinstance(result, str):  # the compact form of a plain result (activities.agents.wire)
+            result = ToolResult(tool_call_id=call.id, content=result)
+        # The worker keeps what it produced: the next model call names it by hash.
+        self.produced.add(message_hash(Message(role="tool", tool_call_id=call.id, content=result.content)))
+        return result

@@ -1,0 +1,140 @@
+"""RunState: what an AgentWorkflow run holds, and the few helpers every part of the loop uses.
+
+The loop is split by concern into mixins over this state (visibility, continuation, children,
+decisions, waiting, stages); `rein.workflows.loop.AgentLoop` puts them together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from rein.config import LoopConfig
+    from rein.contract import AgentDescription, AgentInput, RunOutcome, RunStatus, RunStatusView
+    from rein.digest import EMPTY
+    from rein.events import TOPIC, StreamEvent
+    from rein.ir import StreamChunk
+    from rein.result import Interrupt, Step
+    from rein.session import Session
+
+T = TypeVar("T")
+
+
+class RunState:
+    """The run's state; handlers and stages read and change it (workflow code: one thread, no locks)."""
+
+    def __init__(self, request: AgentInput | None) -> None:
+        # Long by design: one line per attribute, each with what it means.
+        self.input = request
+        """The input, validated once (a continuation's carries the whole conversation)."""
+        # The run's stream (temporalio.contrib.workflow_streams): text, steps, interrupts, events.
+        self.stream = WorkflowStream(self.input.stream_state if self.input is not None else None)
+        self.stream_topic = self.stream.topic(TOPIC)
+        self.streaming = False
+        """Model calls publish text live (the input's `stream`, or a reader's STREAM_SIGNAL)."""
+        self.model_calls = 0
+        self.parent_call: str | None = None
+        """This run is an agent-as-tool call of a parent run: the parent's tool call id."""
+        self.children: dict[str, str] = {}
+        """Agent-as-tool calls running as child runs: tool call id -> child workflow id."""
+        self.child_wait: tuple[str, RunStatusView] | None = None
+        """A child run waiting for a person: (its workflow id, its status). The parent shows it."""
+        self.session = Session()
+        self.steps: list[Step] = []
+        """The steps this run recorded; earlier runs of a continue-as-new chain hold theirs."""
+        self.first_step = 0
+        self.status: RunStatus = "running"
+        self.interrupt: Interrupt | None = None
+        self.pause = 0
+        self.ignored_signals = 0
+        self.woken = False
+        self.cancel_reason: str | None = None
+        self.agent: AgentDescription | None = None
+        self.agent_key = ""
+        """The name the worker knows the agent by (the input's `agent`)."""
+        self.input_tools: frozenset[str] = frozenset()
+        self.active_s = 0.0
+        self.final: RunOutcome | None = None
+        self.published: dict[str, Any] = {}
+        self.counters_at = workflow.time()
+        """Workflow time of the last ReinIterations/ReinTokens upsert (or of the run's start)."""
+        self.progressed = False
+        """An iteration ended and its counters (or a status change) are not published yet."""
+        self.timed_counters: bool | None = None
+        """workflow.patched(PATCH_TIMED_COUNTERS), once asked (None: not asked in this run)."""
+        self.sent_messages = 0
+        """How many conversation messages model-call activities have been given so far."""
+        self.sent_digest = EMPTY
+        """rein.digest chain digest of those messages."""
+        self.sent_conversation = ""
+        """The conversation token they belong to (a compaction starts a new one)."""
+        self.produced: set[str] = set()
+        """Hashes of messages the worker produced since the last model call (sent as references)."""
+        self.reply_calls: set[str] = set()
+        """call_hash of each tool call in the last model reply this run received: run_tool names
+        those by reference (the reply is in this run's history); any other call travels whole."""
+        self.details = ""
+        self.prompt = ""
+        self.last_ignored = ""
+        self.cannot_continue_as_new = False
+        self.conversation = ""
+        """Changes when the conversation is rewritten (compaction, middleware); see ModelCallInput."""
+        self.config: LoopConfig | None = None
+        self.approval_tools: frozenset[str] = frozenset()
+        self.ended = False
+        self.parked: list[int] = []
+        self.released: set[int] = set()
+        self.tickets = 0
+        self.request: AgentInput | None = None
+        self.rolling = False
+        """Set once the run has decided to continue as new (waiting handlers let go)."""
+        self.resuming: Interrupt | None = None
+        """The wait a predecessor run was in when it continued as new."""
+        self.wait_deadline: float | None = None
+        self.signals_in_run = 0
+        self.signal_bytes_in_run = 0
+        self.continued_from = workflow.info().continued_run_id
+        """Kept here: queries of a replayed history run outside the workflow's context."""
+
+    def _cancelled_natively(self) -> bool:
+        """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as
+        asyncio.CancelledError: treat it as the `cancel` signal. False: re-raise (cache eviction)."""
+        requested = workflow.cancellation_reason()  # None for cache eviction and inner cancels
+        if requested is None:
+            return False
+        if self.cancel_reason is None:
+            self.cancel_reason = requested or "workflow cancellation requested"
+        return True
+
+    async def _unless_cancelled(self, work: Awaitable[T]) -> T | None:
+        """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too)."""
+        task = asyncio.ensure_future(work)
+        try:
+            await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+        if task.done():
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, ActivityError):
+            pass
+        return None
+
+    def _record(self, steps: list[Step]) -> None:
+        for step in steps:
+            step.index = self.first_step + len(self.steps)
+            self.steps.append(step)
+            self._emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
+
+    def _emit(self, chunk: StreamChunk, source: str = "") -> None:
+        """Append to the run's stream (in memory: no command; in history only once a reader polls it)."""
+        self.stream_topic.publish(StreamEvent(chunk=chunk, source=source).to_json())

@@ -1,0 +1,170 @@
+"""What a run shows the world: search attributes, current details, the queries, the outcome.
+
+Each upsert is a history event and a visibility write, so only changed values are upserted, and
+the counters (ReinIterations, ReinTokens) are refreshed now and then between status changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+
+with workflow.unsafe.imports_passed_through():
+    from rein import machine
+    from rein.contract import RunOutcome, RunStatusView
+    from rein.summaries import details_for
+
+from rein.workflows.state import RunState
+
+COUNTER_EVERY = 5
+"""Before rein-timed-counters: iterations between ReinIterations/ReinTokens refreshes."""
+COUNTER_SECONDS = 10.0
+"""Workflow seconds between ReinIterations/ReinTokens refreshes while the status stays the same."""
+PATCH_TIMED_COUNTERS = "rein-timed-counters"
+"""Since this patch the counters are refreshed every COUNTER_EVERY iterations only when COUNTER_SECONDS
+have passed since the last refresh, and a run's last counters and its final status are one upsert.
+Asked only where the old rule would send an upsert the new one does not: a run records the marker
+(and its TemporalChangeVersion upsert) once it is that fast and long, which then saves an upsert
+every COUNTER_EVERY iterations; slower or shorter runs never record it."""
+INT64_MAX = 2**63 - 1
+
+SEARCH_KEYS: dict[str, Any] = {
+    "ReinAgent": SearchAttributeKey.for_keyword("ReinAgent"),
+    "ReinStatus": SearchAttributeKey.for_keyword("ReinStatus"),
+    "ReinIterations": SearchAttributeKey.for_int("ReinIterations"),
+    "ReinTokens": SearchAttributeKey.for_int("ReinTokens"),
+}
+
+class Visibility(RunState):
+    """Queries, the outcome, and publishing the run's status where ops look."""
+
+    @workflow.query(name="status", description="status, stage, iteration, usage, interrupt, pending_tool_calls, stop_reason")
+    def status_query(self) -> dict[str, Any]:
+        return self._status_view().model_dump(mode="json")
+
+    @workflow.query(name="session", description="The run's Session (conversation and loop state)")
+    def session_query(self) -> dict[str, Any]:
+        return self.session.model_dump(mode="json")
+
+    @workflow.query(
+        name="steps",
+        description="The Step records this run made, from index `start` (earlier runs of a "
+        "continue-as-new chain hold earlier steps; see status.first_step and status.continued_from)",
+    )
+    def steps_query(self, start: int = 0) -> list[dict[str, Any]]:
+        return [s.model_dump(mode="json") for s in self.steps if s.index >= start]
+
+    def _status_view(self) -> RunStatusView:
+        child = self.child_wait[1] if self.child_wait is not None else None
+        return RunStatusView(
+            status=child.status if child else self.status,
+            stage=self.session.stage.value,
+            iteration=self.session.iteration,
+            usage=self.session.usage,
+            interrupt=child.interrupt if child else self.interrupt,
+            pending_tool_calls=child.pending_tool_calls if child else self.session.pending_tool_calls,
+            stop_reason="interrupted" if child else self.session.stop_reason,
+            pause=self.pause,
+            ignored_signals=self.ignored_signals,
+            first_step=self.first_step,
+            continued_from=self.continued_from,
+        )
+
+    def _outcome(self) -> RunOutcome:
+        interrupt = self.child_wait[1].interrupt if self.child_wait is not None else self.interrupt
+        interrupted = interrupt is not None
+        return RunOutcome(
+            status="interrupted" if interrupted else "done",
+            output=machine.run_output(self.session),
+            data=machine.run_data(self.session),
+            usage=self.session.usage,
+            elapsed_s=self.active_s,
+            stop_reason="interrupted" if interrupted else (self.session.stop_reason or "done"),
+            interrupt=interrupt,
+            run_id=workflow.info().workflow_id,
+            iterations=self.session.iteration,
+            step_count=self.first_step + len(self.steps),
+            message_count=len(self.session.messages),
+        )
+
+    def _published_at_start(self) -> None:
+        """Search attributes the client set at start (or the predecessor had) need no upsert."""
+        attributes = workflow.info().typed_search_attributes
+        for name, key in SEARCH_KEYS.items():
+            value = attributes.get(key)
+            if value is not None:
+                self.published[name] = value
+
+    def _publish_progress(self, ending: bool = False) -> None:
+        if self.progressed:
+            self.progressed = False
+            self._publish(ending)
+
+    def _counters_due(self, view: RunStatusView, ending: bool) -> bool:
+        """Refresh the counters now (the status is unchanged)? Every COUNTER_EVERY iterations, and since
+        rein-timed-counters only when COUNTER_SECONDS have passed since the last refresh."""
+        if view.iteration % COUNTER_EVERY:
+            return False
+        if workflow.time() - self.counters_at >= COUNTER_SECONDS:
+            return True
+        if len(self._search_updates(view, True)[0]) == len(self._search_updates(view, False)[0]):
+            return True  # the counters are published already: both rules send the same
+        if ending and self.timed_counters is None:
+            return True  # the old rule's last refresh costs less than the patch marker this late
+        if self.timed_counters is None:
+            self.timed_counters = workflow.patched(PATCH_TIMED_COUNTERS)
+        return not self.timed_counters
+
+    def _fold_final_publish(self) -> bool:
+        """The run ends: what its last iteration changed goes with the final status in one upsert.
+        Before rein-timed-counters it was a separate upsert when the old rule published anything."""
+        view = self._status_view()
+        old_due = self.published.get("ReinStatus") != view.status or view.iteration % COUNTER_EVERY == 0
+        if not self._search_updates(view, old_due)[0]:
+            return True  # the old code published nothing here: the same commands either way
+        return bool(self.timed_counters)  # a run on the new rule already; elsewhere a marker would cost more
+
+    def _search_updates(self, view: RunStatusView, counters: bool) -> tuple[list[Any], dict[str, Any]]:
+        """The search attribute updates that publish `view` (the counters only if `counters`)."""
+        wanted: dict[str, Any] = {
+            "ReinAgent": (self.agent.name or None) if self.agent else None,
+            "ReinStatus": view.status,
+            "ReinIterations": view.iteration,
+            "ReinTokens": view.usage.total_tokens,
+        }
+        available = set(self.agent.search_attributes) if self.agent else set()
+        if not counters:
+            available -= {"ReinIterations", "ReinTokens"}
+        updates = [
+            SEARCH_KEYS[name].value_set(min(value, INT64_MAX) if isinstance(value, int) else value)
+            for name, value in wanted.items()
+            if name in available and value is not None and self.published.get(name) != value
+        ]
+        return updates, {k: v for k, v in wanted.items() if k in available}
+
+    def _publish(self, ending: bool = False) -> None:
+        """Tell visibility and the UI where the run is; upserts only the values that changed."""
+        view = self._status_view()
+        # Counters change every iteration; each upsert is a history event and a visibility
+        # write, so between status changes they are refreshed now and then (`_counters_due`).
+        counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
+        updates, published = self._search_updates(view, counters)
+        if updates:
+            workflow.upsert_search_attributes(updates)
+            self.published.update(published)
+            if counters:
+                self.counters_at = workflow.time()
+        info = workflow.info()
+        details = details_for(
+            view,
+            workflow_id=info.workflow_id,
+            namespace=info.namespace,
+            prompt=self.prompt,
+            output=machine.last_assistant_text(self.session) if view.status in ("done", "cancelled") else None,
+            last_ignored=self.last_ignored,
+        )
+        if details != self.details:
+            workflow.set_current_details(details)
+            self.details = details

@@ -1,0 +1,115 @@
+"""Waiting for people: an interrupt pauses the run until a fitting decision, the approval timeout
+(a denial), cancellation, or a pile of signals (the run continues as new, still waiting).
+Also rein's own `rein.wait` update, with which clients wait until a run pauses or ends."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+from temporalio.workflow import HandlerUnfinishedPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from rein import machine
+    from rein.config import LoopConfig
+    from rein.contract import WAIT_UPDATE, WAITING_STATUS, RunOutcome, WaitRequest
+    from rein.ir import StreamChunk
+    from rein.result import Interrupt
+
+from rein.workflows.children import Children
+from rein.workflows.continuation import Continuation
+from rein.workflows.options import seconds
+
+MAX_PARKED_WAITS = 6
+"""`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
+(10 per run) always leaves room for new waits and for the decision updates."""
+
+class Waiting(Continuation, Children):
+    """The wait for a person, its timeout, and the client's wait update."""
+
+    async def _wait_for_human(self, interrupt: Interrupt, config: LoopConfig, resumed: bool = False) -> None:
+        """Pause until a fitting signal arrives (or the approval timeout, which denies).
+
+        `resumed`: the predecessor run already paused here (same pause number); a fitting
+        decision may even have arrived before this run got here. While waiting, a pile of
+        signals continues the run as new (still waiting).
+        """
+        self.interrupt = interrupt
+        self.status = WAITING_STATUS[interrupt.type]
+        self.session.stop_reason = "interrupted"
+        if not resumed:
+            self.pause += 1
+        self._publish()
+        if not resumed:  # the predecessor already published it to the stream it handed over
+            self._emit(StreamChunk(
+                type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
+                finish_reason="interrupted", usage=self.session.usage,
+            ))
+        await self._tell_parent()
+        timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
+        if timeout is not None and self.wait_deadline is None:
+            self.wait_deadline = workflow.time() + timeout.total_seconds()
+        while True:
+            remaining = None if self.wait_deadline is None else self.wait_deadline - workflow.time()
+            try:
+                if remaining is not None and remaining <= 0:
+                    raise asyncio.TimeoutError
+                await workflow.wait_condition(
+                    lambda: self.woken or self.cancel_reason is not None or self._signals_piled_up(),
+                    timeout=None if remaining is None else seconds(remaining),
+                    timeout_summary=f"{interrupt.type} timeout" if remaining is not None else None,
+                )
+            except asyncio.TimeoutError:
+                self._time_out(interrupt, timeout.total_seconds() if timeout else 0)
+                break
+            except asyncio.CancelledError:
+                if not self._cancelled_natively():
+                    raise
+                break
+            if self.woken or self.cancel_reason is not None:
+                break
+            await self._continue_as_new(waiting=interrupt)
+        self._stop_waiting()
+        await self._tell_parent()
+
+    def _stop_waiting(self) -> None:
+        self.woken = False
+        self.wait_deadline = None
+        self.session.stop_reason = None
+        self.interrupt = None
+        self.status = "running"
+
+    def _time_out(self, interrupt: Interrupt, timeout_s: float) -> None:
+        reason = f"no decision within {timeout_s:g} seconds"
+        if interrupt.type == "need_approval":
+            machine.decide(self.session, False, approver="timeout", reason=reason, input_tools=self.input_tools)
+        elif interrupt.type == "need_input":
+            machine.answer(self.session, f"No answer: {reason}.", approver="timeout", input_tools=self.input_tools)
+
+    @workflow.update(
+        name=WAIT_UPDATE,
+        unfinished_policy=HandlerUnfinishedPolicy.ABANDON,
+        description="rein's client: wait until the run pauses or ends",
+    )
+    async def wait(self, request: WaitRequest) -> RunOutcome:
+        ticket = self.tickets
+        self.tickets += 1
+        self.parked.append(ticket)
+        while len(self.parked) > MAX_PARKED_WAITS:
+            self.released.add(self.parked.pop(0))
+        try:
+            await workflow.wait_condition(
+                lambda: self.pause > request.after_pause or self.ended or ticket in self.released or self.rolling
+            )
+        finally:
+            if ticket in self.parked:
+                self.parked.remove(ticket)
+        if ticket in self.released:
+            self.released.discard(ticket)
+            raise ApplicationError("newer waits replaced this one; wait again", type="WaitReleased")
+        if self.status == "failed":
+            raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
+        if self.pause <= request.after_pause and not self.ended:
+            raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
+        return self._outcome()
