@@ -31,6 +31,8 @@ async def main() -> None:
     parser.add_argument("--task-queue", default=os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE))
     parser.add_argument("--address", default=None, help="default: envconfig (TEMPORAL_ADDRESS, profile) or embedded")
     parser.add_argument("--namespace", default=None, help="default: envconfig (TEMPORAL_NAMESPACE) or 'default'")
+    parser.add_argument("--max-cached-workflows", type=int, default=None,
+                        help="runs kept in memory between tasks (0: every task replays the run's history)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -47,7 +49,8 @@ async def main() -> None:
     queues = [args.task_queue] + [agent_task_queue(a.name) for a in agents if agent_task_queue(a.name) != args.task_queue]
     async with contextlib.AsyncExitStack() as workers:
         for queue in queues:
-            await workers.enter_async_context(create_worker(client, agents, task_queue=queue))
+            options = {} if args.max_cached_workflows is None else {"max_cached_workflows": args.max_cached_workflows}
+            await workers.enter_async_context(create_worker(client, agents, task_queue=queue, **options))
         names = ", ".join(a.name for a in agents)
         logging.info("rein worker on %s (%s) queues %s serving: %s (search attributes: %s)",
                      target.address, "embedded" if target.embedded else target.namespace, ", ".join(queues),

@@ -1042,6 +1042,7 @@ def new(
 
 
 __import__("rein.cli_fork").cli_fork.register(app)  # `rein fork`, `rein rewind`
+__import__("rein.cli_trace").cli_trace.register(app)  # `rein trace`
 
 
 # --------------------------------------------------------------------------- entry points

@@ -1,0 +1,204 @@
+"""Traces of durable runs in a real trace viewer: Arize Phoenix (`phoenix serve`, OTLP over HTTP),
+checked through its REST API.
+
+Workers are `worker.py` subprocesses whose only tracing configuration is the standard
+OTEL_EXPORTER_OTLP_ENDPOINT; each test sends to its own Phoenix project (the
+`openinference.project.name` resource attribute in OTEL_RESOURCE_ATTRIBUTES), so "every span of
+the project" is every span the test's runs produced. A worker is stopped (which flushes its
+exporter) before its spans are counted, so a duplicate would be there to see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("phoenix", reason="the otel test extra: pip install -e '.[test]'")
+
+sys.path.insert(0, str(Path(__file__).parent))
+from vendor_server import Reply, VendorServer  # noqa: E402
+
+from rein.server import free_port  # noqa: E402
+from tests.support.processes import WorkerProcess, stop_process, wait_for_port  # noqa: E402
+from tests.support.waiting import poll, wait_status, wait_until  # noqa: E402
+from tests.test_ui_browser import Page, page  # noqa: E402,F401  (the headless Chromium fixture)
+
+PHOENIX_BIN = str(Path(sys.executable).parent / "phoenix")
+REIN_BIN = str(Path(sys.executable).parent / "rein")
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+AGENT = "traced-notes"
+MODEL = "openai/gpt-4o"
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """`phoenix serve` on free ports with its own working directory; its base URL."""
+    if os.environ.get("DEV_PHOENIX"):  # TEMPORARY while developing
+        yield os.environ["DEV_PHOENIX"]
+        return
+    work = tmp_path_factory.mktemp("phoenix")
+    port = free_port()
+    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_PORT": str(port), "PHOENIX_HOST": "127.0.0.1",
+           "PHOENIX_GRPC_PORT": str(free_port())}
+    log = work / "phoenix.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([PHOENIX_BIN, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_port(port, process, timeout=300, log=log)
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: httpx.get(f"{url}/healthz", timeout=5).status_code == 200, "phoenix /healthz", 120)
+        yield url
+    finally:
+        stop_process(process, 30)
+
+
+@pytest.fixture(scope="module")
+def vendor() -> Any:
+    with VendorServer() as server:
+        yield server
+
+
+class Traced:
+    """A test's worker processes and Phoenix project."""
+
+    def __init__(self, dev: Any, phoenix: str, vendor: VendorServer, tmp_path: Path, tq: str):
+        self.dev, self.phoenix, self.vendor, self.tmp_path, self.tq = dev, phoenix, vendor, tmp_path, tq
+        self.project = f"rein-{uuid.uuid4().hex[:10]}"
+        self.workers: list[WorkerProcess] = []
+
+    def otel_env(self) -> dict[str, str]:
+        return {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.phoenix,
+            "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={self.project}",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+        }
+
+    def worker(self, *extra: str, traced: bool = True, **env: str) -> WorkerProcess:
+        environment = {**(self.otel_env() if traced else {}), "REIN_TEST_VENDOR": self.vendor.base_url, **env}
+        process = WorkerProcess(self.dev.client.service_client.config.target_host, [f"tests.agents.traced:agent"], self.tq,
+                                self.tmp_path / f"worker-{len(self.workers)}.log", **environment)
+        process.args += list(extra)
+        self.workers.append(process)
+        return process.start()
+
+    def stop_all(self) -> None:
+        for process in self.workers:
+            process.stop()
+
+    async def spans(self, expected: int) -> list[dict]:
+        """Every span of the project, once at least `expected` arrived."""
+
+        async def fetch() -> list[dict] | None:
+            async with httpx.AsyncClient(timeout=10) as http:
+                response = await http.get(f"{self.phoenix}/v1/projects/{self.project}/spans", params={"limit": 1000})
+            if response.status_code == 404:  # the project appears with its first span
+                return None
+            response.raise_for_status()
+            found = response.json()["data"]
+            return found if len(found) >= expected else None
+
+        return await poll(fetch, f"{expected} spans in Phoenix project {self.project}", 60)
+
+
+@pytest.fixture
+def traced(dev: Any, phoenix: str, vendor: VendorServer, tmp_path: Path, ids: tuple[str, str]) -> Any:
+    made = Traced(dev, phoenix, vendor, tmp_path, ids[0])
+    try:
+        yield made
+    finally:
+        for process in made.workers:
+            process.kill()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def script_notes(vendor: VendorServer, notes: int) -> None:
+    """`notes` model replies that each ask for one `note` call, then a final answer."""
+    vendor.script([Reply(tool_calls=[(f"call-{i}", "note", {"text": f"n{i}"})], input_tokens=20 + i, output_tokens=5)
+                   for i in range(notes)] + [Reply(text="All noted.", input_tokens=40, output_tokens=9)])
+
+
+async def approve_each(handle: Any, notes: int, before_each: Any = None) -> None:
+    for i in range(notes):
+        await wait_status(handle, "waiting_approval", until=lambda v, i=i: v["pending_tool_calls"]
+                          and v["pending_tool_calls"][0]["id"] == f"call-{i}", timeout=60)
+        await handle.signal("approve", {"approver": "ops@example.com", "reason": f"note {i} is fine"})
+        if before_each is not None:
+            await before_each(i)
+
+
+def by_name(spans: list[dict]) -> Counter:
+    return Counter(span["name"] for span in spans)
+
+
+def check_shape(spans: list[dict], *, runs: int, notes: int) -> dict:
+    """One trace: the run span(s) of the chain, and under them each model call, tool call and approval
+    exactly once with its gen_ai attributes. Returns the first run span."""
+    assert len({s["context"]["trace_id"] for s in spans}) == 1, "the run's spans are in more than one trace"
+    assert by_name(spans) == Counter({
+        f"invoke_agent {AGENT}": runs, f"chat {MODEL}": notes + 1, "execute_tool note": notes, "approval": notes,
+    }), by_name(spans)
+    ids = {s["context"]["span_id"]: s for s in spans}
+    run_spans = [s for s in spans if s["name"] == f"invoke_agent {AGENT}"]
+    roots = [s for s in run_spans if not s.get("parent_id")]
+    assert len(roots) == 1, [s.get("parent_id") for s in run_spans]
+    for run in run_spans:
+        assert run is roots[0] or ids[run["parent_id"]]["name"] == f"invoke_agent {AGENT}"
+    for span in spans:
+        if span["name"] != f"invoke_agent {AGENT}":
+            assert ids[span["parent_id"]]["name"] == f"invoke_agent {AGENT}", span
+    chats = sorted((s for s in spans if s["name"].startswith("chat ")), key=lambda s: s["start_time"])
+    for i, chat in enumerate(chats):
+        attributes = chat["attributes"]
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.provider.name"] == "openai"
+        assert attributes["gen_ai.request.model"] == MODEL
+        assert attributes["gen_ai.response.model"]
+        last = i == len(chats) - 1
+        assert attributes["gen_ai.usage.input_tokens"] == (40 if last else 20 + i)
+        assert attributes["gen_ai.usage.output_tokens"] == (9 if last else 5)
+        assert list(attributes["gen_ai.response.finish_reasons"]) == (["stop"] if last else ["tool_calls"])
+        assert attributes["gen_ai.usage.cost"] > 0  # from litellm's cost table for gpt-4o
+    for tool in (s for s in spans if s["name"] == "execute_tool note"):
+        assert tool["attributes"]["gen_ai.tool.name"] == "note"
+        assert tool["attributes"]["gen_ai.tool.call.id"].startswith("call-")
+        assert "gen_ai.tool.call.arguments" not in tool["attributes"]  # only when the user opts in
+    for approval in (s for s in spans if s["name"] == "approval"):
+        assert approval["attributes"]["rein.decision"] == "approved"
+        assert approval["attributes"]["rein.approver"] == "ops@example.com"
+        assert approval["attributes"]["rein.decided_at"]
+    first = roots[0]
+    final = max(run_spans, key=lambda s: s["start_time"])
+    assert final["attributes"]["rein.status"] == "done"
+    return first
+
+
+# --------------------------------------------------------------------------- tests
+
+
+async def test_a_run_is_one_trace_with_genai_spans(traced: Traced, ids: tuple[str, str]) -> None:
+    traced.worker()
+    script_notes(traced.vendor, 1)
+    handle = await traced.dev.client.start_workflow(
+        "AgentWorkflow", {"agent": AGENT, "prompt": "note something"}, id=ids[1], task_queue=traced.tq)
+    await approve_each(handle, 1)
+    assert (await handle.result())["status"] == "done"
+    traced.stop_all()
+    spans = await traced.spans(5)
+    root = check_shape(spans, runs=1, notes=1)
+    assert root["attributes"]["rein.workflow_id"] == ids[1]
