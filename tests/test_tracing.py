@@ -202,3 +202,105 @@ async def test_a_run_is_one_trace_with_genai_spans(traced: Traced, ids: tuple[st
     spans = await traced.spans(5)
     root = check_shape(spans, runs=1, notes=1)
     assert root["attributes"]["rein.workflow_id"] == ids[1]
+
+
+async def test_a_worker_killed_mid_tool_leaves_one_trace_without_duplicates(traced: Traced, ids: tuple[str, str]) -> None:
+    marker = traced.tmp_path / "marks"
+    marker.mkdir()
+    first = traced.worker(REIN_TEST_DIR=str(marker))
+    script_notes(traced.vendor, 1)
+    handle = await traced.dev.client.start_workflow(
+        "AgentWorkflow", {"agent": AGENT, "prompt": "note something"}, id=ids[1], task_queue=traced.tq)
+
+    async def kill_mid_tool(_: int) -> None:
+        await asyncio.to_thread(wait_until, (marker / "started").exists, "the tool's first attempt", 60)
+        first.kill()  # SIGKILL: the tool's attempt and the workflow's cache die with it
+        traced.worker()  # a fresh worker replays the run and retries the tool
+
+    await approve_each(handle, 1, kill_mid_tool)
+    assert (await handle.result())["status"] == "done"
+    traced.stop_all()
+    spans = await traced.spans(5)
+    check_shape(spans, runs=1, notes=1)  # the killed attempt never ended: no span; nothing twice
+
+
+async def test_every_task_replaying_emits_no_duplicates(traced: Traced, ids: tuple[str, str]) -> None:
+    traced.worker("--max-cached-workflows", "0")
+    script_notes(traced.vendor, 2)
+    handle = await traced.dev.client.start_workflow(
+        "AgentWorkflow", {"agent": AGENT, "prompt": "note two things"}, id=ids[1], task_queue=traced.tq)
+    await approve_each(handle, 2)
+    assert (await handle.result())["status"] == "done"
+    traced.stop_all()
+    spans = await traced.spans(8)
+    check_shape(spans, runs=1, notes=2)
+
+
+async def test_continue_as_new_keeps_one_trace(traced: Traced, ids: tuple[str, str]) -> None:
+    traced.worker()
+    script_notes(traced.vendor, 3)
+    handle = await traced.dev.client.start_workflow(
+        "AgentWorkflow", {"agent": AGENT, "prompt": "note three things", "continue_as_new_after": 20},
+        id=ids[1], task_queue=traced.tq)
+    await approve_each(handle, 3)
+    assert (await handle.result())["status"] == "done"
+    runs = [r async for r in traced.dev.client.list_workflows(f"WorkflowId = '{ids[1]}'")]
+    assert len(runs) > 1, "the run did not continue as new"
+    traced.stop_all()
+    spans = await traced.spans(10 + len(runs))
+    check_shape(spans, runs=len(runs), notes=3)
+
+
+async def test_rein_trace_rebuilds_an_untraced_run(traced: Traced, ids: tuple[str, str]) -> None:
+    traced.worker(traced=False)
+    script_notes(traced.vendor, 1)
+    handle = await traced.dev.client.start_workflow(
+        "AgentWorkflow", {"agent": AGENT, "prompt": "note something"}, id=ids[1], task_queue=traced.tq)
+    await approve_each(handle, 1)
+    assert (await handle.result())["status"] == "done"
+    address = traced.dev.client.service_client.config.target_host
+    env = {**os.environ, **traced.otel_env()}
+    done = await asyncio.to_thread(subprocess.run, [REIN_BIN, "trace", ids[1], "--address", address],
+                                   env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "sent 5 spans of 1 run(s)" in done.stdout
+    spans = await traced.spans(5)
+    root = check_shape(spans, runs=1, notes=1)
+    assert root["attributes"]["rein.workflow_id"] == ids[1]
+
+    traced.project = f"rein-{uuid.uuid4().hex[:10]}"  # --since: every finished run, into a fresh project
+    env = {**os.environ, **traced.otel_env()}
+    done = await asyncio.to_thread(subprocess.run, [REIN_BIN, "trace", "--since", "1h", "--address", address],
+                                   env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    spans = await traced.spans(5)
+    runs = [s for s in spans if s["name"] == f"invoke_agent {AGENT}" and s["attributes"]["rein.workflow_id"] == ids[1]]
+    assert len(runs) == 1
+    same_trace = [s for s in spans if s["context"]["trace_id"] == runs[0]["context"]["trace_id"]]
+    check_shape(same_trace, runs=1, notes=1)
+
+
+def test_rein_trace_without_an_endpoint_is_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run([REIN_BIN, "trace", "some-run"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["rein: set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://localhost:6006) to say where traces go"]
+
+
+async def test_phoenix_shows_the_run_trace(traced: Traced, ids: tuple[str, str], page: Page) -> None:  # noqa: F811
+    traced.worker()
+    script_notes(traced.vendor, 1)
+    handle = await traced.dev.client.start_workflow(
+        "AgentWorkflow", {"agent": AGENT, "prompt": "note something"}, id=ids[1], task_queue=traced.tq)
+    await approve_each(handle, 1)
+    await handle.result()
+    traced.stop_all()
+    spans = await traced.spans(5)
+    async with httpx.AsyncClient(timeout=10) as http:
+        projects = (await http.get(f"{traced.phoenix}/v1/projects")).json()["data"]
+    project_id = next(p["id"] for p in projects if p["name"] == traced.project)
+    trace_id = spans[0]["context"]["trace_id"]
+    await page.goto(f"{traced.phoenix}/projects/{project_id}/traces/{trace_id}")
+    await page.wait_for(f"invoke_agent {AGENT}", f"chat {MODEL}", "execute_tool note", "approval")
+    shot = await page.screenshot("phoenix-run-trace")
+    assert shot.stat().st_size > 10_000

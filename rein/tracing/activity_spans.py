@@ -3,7 +3,8 @@
 An activity runs once per attempt, so its spans are emitted once per attempt (a failed attempt
 is its own span with an error status) and never again on replay. The parent is the context
 temporalio's OpenTelemetry interceptor attached from the activity's headers: the run span.
-Each span is exported before the activity reports back (see rein.tracing.setup.flush).
+Each span is exported before the activity reports back, and spans the worker's workflow tasks
+ended (a decision) before the step starts (see rein.tracing.setup.flush).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ async def _span(name: str, attributes: dict[str, Any], describe: Callable[[Any],
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     kind = SpanKind.CLIENT if attributes.get("gen_ai.operation.name") == "chat" else SpanKind.INTERNAL
+    await flush()  # what this worker's workflow tasks ended (an approval) goes out before the step can die
     try:
         with tracer().start_as_current_span(name, kind=kind, attributes=attributes, set_status_on_exception=False) as span:
 

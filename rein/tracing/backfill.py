@@ -1,4 +1,5 @@
-"""`rein trace`: a finished run's trace rebuilt from its Temporal history and sent over OTLP.
+"""`rein trace`: a finished run's trace rebuilt from its Temporal history and sent over OTLP
+(needs the `otel` extra, like everything that imports this module).
 
 The spans have the names, parents and attributes the live spans have (rein.tracing.genai):
 one `invoke_agent` span per run of a continue-as-new chain (each later run under the one it
@@ -14,10 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from opentelemetry.sdk.trace import RandomIdGenerator
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from rein.contract import CALL_MODEL, RUN_TOOL
+from rein.digest import call_hash, ref
 from rein.ir import Completion, ToolCall, ToolResult
 from rein.tracing import genai
 
@@ -57,6 +60,8 @@ class Backfill:
         self.tracer = tracer
         self.ids = ids
         self.sent = Spans()
+        self.calls: dict[str, ToolCall] = {}
+        """The tool calls of the model replies seen so far, by the reference run_tool inputs carry."""
 
     async def _decode(self, payloads: Any) -> list[Any]:
         items = list(payloads)
@@ -169,9 +174,10 @@ class Backfill:
             completion = _completion(result)
             if completion is not None:
                 attributes.update(genai.chat_response(model, completion))
+                self.calls.update({ref(call_hash(c)): c for c in completion.message.tool_calls or ()})
             self._span(genai.chat_name(model), run_span, start, _ns(end), attributes, error)
         elif activity.kind == RUN_TOOL:
-            call = _call(activity)
+            call = _call(activity, self.calls)
             attributes = genai.tool_request(call)
             tool_result = _tool_result(call, result)
             if tool_result is not None:
@@ -199,14 +205,11 @@ class Backfill:
         await self.chain(child_id, span)
 
 
-class PresetIds:
-    """An OpenTelemetry IdGenerator that hands out a chosen id once: a run span's children are
-    sent before it, under the id it gets when it is sent last."""
+class PresetIds(RandomIdGenerator):
+    """Hands out a chosen id once: a run span's children are sent before it, under the id it
+    gets when it is sent last."""
 
     def __init__(self) -> None:
-        from opentelemetry.sdk.trace import RandomIdGenerator
-
-        self._random = RandomIdGenerator()
         self._trace: int | None = None
         self._span: int | None = None
 
@@ -214,10 +217,10 @@ class PresetIds:
         self._trace, self._span = trace_id, span_id
 
     def random_trace_id(self) -> int:
-        return self._random.generate_trace_id()
+        return super().generate_trace_id()
 
     def random_span_id(self) -> int:
-        return self._random.generate_span_id()
+        return super().generate_span_id()
 
     def generate_trace_id(self) -> int:
         chosen, self._trace = self._trace, None
@@ -249,15 +252,17 @@ def _completion(result: Any) -> Completion | None:
         return None
 
 
-def _call(activity: _Activity) -> ToolCall:
+def _call(activity: _Activity, calls: dict[str, ToolCall]) -> ToolCall:
     value = activity.input if isinstance(activity.input, dict) else {}
+    if value.get("ref") in calls:
+        return calls[value["ref"]]
     if isinstance(value.get("call"), dict):
         try:
             return ToolCall.model_validate(value["call"])
         except Exception:
             pass
     match = _TOOL.match(activity.summary)
-    return ToolCall(id=str(value.get("call_id") or value.get("ref") or ""), name=match.group(1) if match else "tool", arguments={})
+    return ToolCall(id=str(value.get("ref") or ""), name=match.group(1) if match else "tool", arguments={})
 
 
 def _tool_result(call: ToolCall, result: Any) -> ToolResult | None:
