@@ -22,8 +22,6 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("phoenix", reason="the otel test extra: pip install -e '.[test]'")
-
 sys.path.insert(0, str(Path(__file__).parent))
 from vendor_server import Reply, VendorServer  # noqa: E402
 
