@@ -4,8 +4,10 @@ checked through its REST API.
 Workers are `worker.py` subprocesses whose only tracing configuration is the standard
 OTEL_EXPORTER_OTLP_ENDPOINT; each test sends to its own Phoenix project (the
 `openinference.project.name` resource attribute in OTEL_RESOURCE_ATTRIBUTES), so "every span of
-the project" is every span the test's runs produced. A worker is stopped (which flushes its
-exporter) before its spans are counted, so a duplicate would be there to see.
+the project" is every span the test's runs produced. The exporters send through a wire tap (tests/support/otlp_tap.py)
+that counts every span sent, since Phoenix stores a span sent twice under one id once. A worker
+is stopped (which flushes its exporter) before its spans are counted, so a duplicate would be
+there to see.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from vendor_server import Reply, VendorServer  # noqa: E402
 
 from rein.server import free_port  # noqa: E402
+from tests.support.otlp_tap import OtlpTap  # noqa: E402
 from tests.support.processes import WorkerProcess, stop_process, wait_for_port  # noqa: E402
 from tests.support.waiting import poll, wait_status, wait_until  # noqa: E402
 from tests.test_ui_browser import Page, page  # noqa: E402,F401  (the headless Chromium fixture)
@@ -65,6 +68,12 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="module")
+def tap(phoenix: str) -> Any:
+    with OtlpTap(phoenix) as wire:
+        yield wire
+
+
+@pytest.fixture(scope="module")
 def vendor() -> Any:
     with VendorServer() as server:
         yield server
@@ -73,21 +82,21 @@ def vendor() -> Any:
 class Traced:
     """A test's worker processes and Phoenix project."""
 
-    def __init__(self, dev: Any, phoenix: str, vendor: VendorServer, tmp_path: Path, tq: str):
-        self.dev, self.phoenix, self.vendor, self.tmp_path, self.tq = dev, phoenix, vendor, tmp_path, tq
+    def __init__(self, dev: Any, phoenix: str, tap: OtlpTap, vendor: VendorServer, tmp_path: Path, tq: str):
+        self.dev, self.phoenix, self.tap, self.vendor, self.tmp_path, self.tq = dev, phoenix, tap, vendor, tmp_path, tq
         self.project = f"rein-{uuid.uuid4().hex[:10]}"
         self.workers: list[WorkerProcess] = []
 
     def otel_env(self) -> dict[str, str]:
         return {
-            "OTEL_EXPORTER_OTLP_ENDPOINT": self.phoenix,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.tap.url,
             "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={self.project}",
             "OTEL_BSP_SCHEDULE_DELAY": "200",
         }
 
-    def worker(self, *extra: str, traced: bool = True, **env: str) -> WorkerProcess:
+    def worker(self, *extra: str, traced: bool = True, agent: str = "agent", **env: str) -> WorkerProcess:
         environment = {**(self.otel_env() if traced else {}), "REIN_TEST_VENDOR": self.vendor.base_url, **env}
-        process = WorkerProcess(self.dev.client.service_client.config.target_host, [f"tests.agents.traced:agent"], self.tq,
+        process = WorkerProcess(self.dev.client.service_client.config.target_host, [f"tests.agents.traced:{agent}"], self.tq,
                                 self.tmp_path / f"worker-{len(self.workers)}.log", **environment)
         process.args += list(extra)
         self.workers.append(process)
@@ -107,14 +116,18 @@ class Traced:
                 return None
             response.raise_for_status()
             found = response.json()["data"]
-            return found if len(found) >= expected else None
+            return found if len(found) >= max(expected, len(set(self.tap.sent[self.project]))) else None
 
-        return await poll(fetch, f"{expected} spans in Phoenix project {self.project}", 60)
+        spans = await poll(fetch, f"{expected} spans in Phoenix project {self.project}", 60)
+        wire = self.tap.sent[self.project]
+        assert len(wire) == len(set(wire)), f"a span was sent twice: {sorted(wire)}"
+        assert len(spans) == len(wire), f"sent {Counter(wire)}; Phoenix holds {by_name(spans)}"
+        return spans
 
 
 @pytest.fixture
-def traced(dev: Any, phoenix: str, vendor: VendorServer, tmp_path: Path, ids: tuple[str, str]) -> Any:
-    made = Traced(dev, phoenix, vendor, tmp_path, ids[0])
+def traced(dev: Any, phoenix: str, tap: OtlpTap, vendor: VendorServer, tmp_path: Path, ids: tuple[str, str]) -> Any:
+    made = Traced(dev, phoenix, tap, vendor, tmp_path, ids[0])
     try:
         yield made
     finally:
@@ -276,6 +289,28 @@ async def test_rein_trace_rebuilds_an_untraced_run(traced: Traced, ids: tuple[st
     assert len(runs) == 1
     same_trace = [s for s in spans if s["context"]["trace_id"] == runs[0]["context"]["trace_id"]]
     check_shape(same_trace, runs=1, notes=1)
+
+
+async def test_an_agent_used_as_a_tool_nests_under_the_tool_span(traced: Traced, ids: tuple[str, str]) -> None:
+    traced.worker(agent="lead")
+    traced.vendor.script([Reply(tool_calls=[("call-ask", "traced_helper", {"prompt": "find it"})]),
+                          Reply(text="found it"), Reply(text="The helper found it.")])
+    handle = await traced.dev.client.start_workflow(
+        "AgentWorkflow", {"agent": "traced-lead", "prompt": "ask the helper"}, id=ids[1], task_queue=traced.tq)
+    assert (await handle.result())["status"] == "done"
+    traced.stop_all()
+    spans = await traced.spans(6)
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    assert by_name(spans) == Counter({"invoke_agent traced-lead": 1, "invoke_agent traced-helper": 1,
+                                      "execute_tool traced-helper": 1, f"chat {MODEL}": 3}), by_name(spans)
+    named = {s["name"]: s for s in spans if not s["name"].startswith("chat ")}
+    ids_ = {s["context"]["span_id"]: s["name"] for s in spans}
+    assert not named["invoke_agent traced-lead"].get("parent_id")
+    assert ids_[named["execute_tool traced-helper"]["parent_id"]] == "invoke_agent traced-lead"
+    assert ids_[named["invoke_agent traced-helper"]["parent_id"]] == "execute_tool traced-helper"
+    parents = Counter(ids_[s["parent_id"]] for s in spans if s["name"].startswith("chat "))
+    assert parents == Counter({"invoke_agent traced-lead": 2, "invoke_agent traced-helper": 1})
+    assert named["execute_tool traced-helper"]["attributes"]["gen_ai.tool.call.id"] == "call-ask"
 
 
 def test_rein_trace_without_an_endpoint_is_one_line(tmp_path: Path) -> None:

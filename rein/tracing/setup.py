@@ -43,7 +43,7 @@ def enabled() -> bool:
 @functools.cache
 def provider() -> Any:
     """This process's replay-safe tracer provider exporting over OTLP/HTTP; also the global one
-    unless the application already set its own."""
+    unless the application already set its own (then workers do not trace: see with_tracing)."""
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -78,7 +78,19 @@ def with_tracing(interceptors: Any, *, worker: bool, present: Any = ()) -> list[
     from rein.tracing.workflow_spans import ReinTracingInterceptor
 
     provider()  # the replay-safe provider is in place before the first span
+    if worker and not _global_is_replay_safe():
+        log.warning("tracing is off on this worker: the application set a global tracer provider that "
+                    "is not replay-safe; make it with temporalio.contrib.opentelemetry.create_tracer_provider")
+        return list(interceptors)
     have = [*present, *interceptors]
     wanted_types = [OpenTelemetryInterceptor, ReinTracingInterceptor] if worker else [OpenTelemetryInterceptor]
     added = [kind() for kind in wanted_types if not any(isinstance(i, kind) for i in have)]
     return [*interceptors, *added]
+
+
+def _global_is_replay_safe() -> bool:
+    """temporalio's OpenTelemetry interceptor refuses a worker whose global provider is not replay-safe."""
+    from opentelemetry import trace
+    from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
+
+    return isinstance(trace.get_tracer_provider(), ReplaySafeTracerProvider)
