@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -22,8 +23,11 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+)
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
@@ -43,8 +47,8 @@ from rein.contract import (
     RunStatusView,
     WaitRequest,
 )
-from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
 from rein.events import TOPIC, StreamEvent, TextDeduplicator
+from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
 from rein.ir import StreamChunk
 from rein.result import RunResult, Step
 from rein.session import Session
@@ -73,6 +77,15 @@ class RunFailed(RuntimeError):
 
 class DecisionRejected(ValueError):
     """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
+
+
+class NoWorker(RuntimeError):
+    """No worker serves the run's task queue, so the decision was not sent.
+
+    A decision is an Update a worker must accept; one sent with no worker would wait on the
+    server and could be applied whenever a worker starts, long after the caller gave up. So
+    nothing is sent: start a worker and decide again (the CLI's `--wait` waits for one).
+    """
 
 
 async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> Client:
@@ -222,8 +235,15 @@ class ReinClient:
     def _approver(self, approver: str | None) -> str:
         return self.client.identity if approver is None else approver
 
+    async def worker_serves(self, run_id: str) -> bool:
+        """Whether a worker polled the run's task queue recently (True when it cannot tell)."""
+        return await history.served(self.client, self.handle(run_id))
+
     async def _decide(self, run_id: str, update: str, payload: dict[str, Any]) -> Any:
         what = update.removeprefix("rein.")
+        if not await self.worker_serves(run_id):
+            raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent "
+                           "(start `rein worker --agent MODULE:ATTR` for its agent, then decide again)")
         try:
             return await self.handle(run_id).execute_update(update, payload)
         except WorkflowUpdateFailedError as err:

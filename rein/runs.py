@@ -28,6 +28,7 @@ _AGENT = SearchAttributeKey.for_keyword("ReinAgent")
 _STATUS = SearchAttributeKey.for_keyword("ReinStatus")
 _ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
 _TOKENS = SearchAttributeKey.for_int("ReinTokens")
+_PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
 
 _CLOSED_STATUS = {
     WorkflowExecutionStatus.FAILED: "failed",
@@ -71,7 +72,8 @@ def _quote(text: str) -> str:
 
 
 def status_of(execution: WorkflowExecution) -> str:
-    """rein's status for a run: the workflow's closed state wins over a stale ReinStatus."""
+    """rein's status for a run: the workflow's closed state wins over a stale ReinStatus, and an open
+    run whose workflow task keeps failing is `stuck` (its ReinStatus is where it stopped; see rein.stuck)."""
     recorded = execution.typed_search_attributes.get(_STATUS)
     closed = _CLOSED_STATUS.get(execution.status) if execution.status is not None else None
     if closed:
@@ -80,6 +82,8 @@ def status_of(execution: WorkflowExecution) -> str:
         return recorded if recorded in ("done", "cancelled") else "done"
     if execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         return "continued"
+    if execution.status == WorkflowExecutionStatus.RUNNING and execution.typed_search_attributes.get(_PROBLEMS):
+        return "stuck"
     return recorded or "running"
 
 

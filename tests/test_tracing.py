@@ -47,9 +47,6 @@ MODEL = "openai/gpt-4o"
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """`phoenix serve` on free ports with its own working directory; its base URL."""
-    if os.environ.get("DEV_PHOENIX"):  # TEMPORARY while developing
-        yield os.environ["DEV_PHOENIX"]
-        return
     work = tmp_path_factory.mktemp("phoenix")
     port = free_port()
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_PORT": str(port), "PHOENIX_HOST": "127.0.0.1",

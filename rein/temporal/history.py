@@ -39,7 +39,7 @@ async def query(client: Client, run_id: str, name: str, *args: Any, run: str | N
     `run`: one run of a continue-as-new chain (default: the newest).
     """
     handle = client.get_workflow_handle(run_id, run_id=run)
-    if await _served(client, handle):
+    if await served(client, handle):
         try:
             return await handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S))
         except RPCError as err:
@@ -84,7 +84,7 @@ async def replayed(
     return Replayed(capture.instance)
 
 
-async def _served(client: Client, handle: Any) -> bool:
+async def served(client: Client, handle: Any) -> bool:
     """Whether a worker polled the run's task queue recently (else a query would hang, then fail)."""
     try:
         queue = (await handle.describe()).task_queue
