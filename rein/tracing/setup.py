@@ -94,3 +94,10 @@ def _global_is_replay_safe() -> bool:
     from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
 
     return isinstance(trace.get_tracer_provider(), ReplaySafeTracerProvider)
+
+
+def shutdown() -> None:
+    """Export what is still queued and stop the exporter: for processes that leave with os._exit
+    (the `rein` CLI), where the SDK's atexit hook never runs."""
+    if provider.cache_info().currsize:
+        provider().shutdown()
