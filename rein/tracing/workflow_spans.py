@@ -16,6 +16,7 @@ import temporalio.worker
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from rein.contract import WORKFLOW_TYPE
 from rein.tracing import genai
 from rein.tracing.setup import tracer
 
@@ -56,6 +57,8 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
         from temporalio.contrib.opentelemetry._context import attached_context
 
         info = workflow.info()
+        if info.workflow_type != WORKFLOW_TYPE:  # a user's own workflow on the same worker
+            return await super().execute_workflow(input)
         agent = _agent_name(input.args)
         span = tracer().start_span(
             genai.run_name(agent), kind=SpanKind.INTERNAL, attributes=genai.run_request(agent, info.workflow_id, info.run_id)
@@ -81,7 +84,7 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
 
     def _decision(self, name: str, args: Any) -> None:
         made = genai.decision(name, _first_arg(args), workflow.now().isoformat())
-        if made is None:
+        if made is None or self.run_span is None:
             return
         span_name, attributes = made
         tracer().start_span(span_name, context=self.run_context(), attributes=attributes).end()
@@ -109,6 +112,8 @@ class _ChildToolSpans(temporalio.worker.WorkflowOutboundInterceptor):
         from opentelemetry.trace import Status, StatusCode
         from temporalio.contrib.opentelemetry._context import attached_context
 
+        if input.workflow != WORKFLOW_TYPE:
+            return await super().start_child_workflow(input)
         agent = _agent_name(input.args)
         value = _first_arg(input.args)
         call_id = value.get("parent_call") if isinstance(value, dict) else None
