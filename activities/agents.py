@@ -48,6 +48,7 @@ from rein.secrets import scrub
 from rein.session import Session
 from rein.temporal.storage import INLINE_LIMIT
 from rein.tools import ToolContext, execute_tool
+from rein.tracing.activity_spans import chat_span, tool_span
 
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 
@@ -435,6 +436,15 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
         # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
         provider = provider.for_attempt(activity.info().attempt)
         answered_by = getattr(provider, "model", None) or type(provider).__name__
+    async with chat_span(answered_by or agent.model_label, agent.name) as traced:
+        completion = await _completion(provider, agent, messages, request)
+        traced(completion)
+    if answered_by is not None:
+        completion = completion.model_copy(update={"model": answered_by})
+    return agent.output.check(completion) if agent.output is not None else completion
+
+
+async def _completion(provider: Any, agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
     tools = await agent.model_tool_specs() or None
     stream = current_stream()
     if request.stream and stream is not None:
@@ -446,10 +456,8 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
             completion = await provider.complete(messages, tools=tools)
             _publish_whole(completion, out)
     else:
-        completion = await provider.complete(messages, tools=tools)
-    if answered_by is not None:
-        completion = completion.model_copy(update={"model": answered_by})
-    return agent.output.check(completion) if agent.output is not None else completion
+        return await provider.complete(messages, tools=tools)
+    return completion
 
 
 def provider_for(agent: Agent, model: str) -> Any:
@@ -526,15 +534,18 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
     )
     may_retry = tool is not None and info.attempt <= tool.retries
     started = time.monotonic()
-    try:
-        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
-    except Exception as exc:
-        raise ApplicationError(
-            scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
-            type=type(exc).__name__,
-        ) from None
+    async with tool_span(call) as traced:
+        try:
+            result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
+        except Exception as exc:
+            raise ApplicationError(
+                scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
+                type=type(exc).__name__,
+            ) from None
+        result = result.model_copy(update={"content": scrub(result.content)})
+        traced(result)
     activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
-    return result.model_copy(update={"content": scrub(result.content)})
+    return result
 
 
 def _publish_whole(completion: Completion, out: ModelText) -> None:

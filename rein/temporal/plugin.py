@@ -13,6 +13,7 @@ rein's converter gets it too, so the plugin alone is enough on either side.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import (
     Awaitable,
     Callable,
@@ -23,7 +24,7 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING
 
-from temporalio.client import Client
+from temporalio.client import Client, ClientConfig
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
@@ -33,6 +34,7 @@ from temporalio.worker import (
     WorkerConfig,
     WorkflowRunner,
 )
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.deployment import (
@@ -43,11 +45,16 @@ from rein.temporal.deployment import (
 )
 from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
+from rein.tracing.setup import enabled as tracing_on
+from rein.tracing.setup import with_tracing
 
 if TYPE_CHECKING:
     from rein.agent import Agent
 
 PLUGIN_NAME = "rein.ReinPlugin"
+
+TRACING_PASSTHROUGH = ("opentelemetry", "rein.tracing")
+"""With tracing on (rein.tracing): the OpenTelemetry SDK and rein's span code, shared with the worker."""
 
 
 def agent_map(agents: Iterable[Agent] | Mapping[str, Agent] | None) -> MutableMapping[str, Agent]:
@@ -122,7 +129,16 @@ class ReinPlugin(SimplePlugin):
             workflow_runner=self._runner,
         )
 
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        config = super().configure_client(config)
+        if tracing_on():
+            config["interceptors"] = with_tracing(config.get("interceptors", []), worker=False)
+        return config
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        if tracing_on():
+            on_client = config["client"].config().get("interceptors", []) if config.get("client") is not None else []
+            config["interceptors"] = with_tracing(config.get("interceptors", []), worker=True, present=on_client)
         client = config.get("client")
         if client is not None and not has_rein_converter(client):
             config["client"] = Client(**{**client.config(), "data_converter": rein_data_converter(client.data_converter)})
@@ -151,7 +167,11 @@ class ReinPlugin(SimplePlugin):
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
         if not self.sandboxed:
             return UnsandboxedWorkflowRunner()
-        return sandbox_runner(runner)
+        runner = sandbox_runner(runner)
+        if tracing_on() and isinstance(runner, SandboxedWorkflowRunner):
+            passthrough = runner.restrictions.with_passthrough_modules(*TRACING_PASSTHROUGH)
+            runner = dataclasses.replace(runner, restrictions=passthrough)
+        return runner
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
         from rein.workflows import AgentWorkflow, DescribeAgentWorkflow
