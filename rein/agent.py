@@ -56,6 +56,8 @@ class Agent:
             raise ValueError(f"agent name must be non-empty, without '#' or surrounding spaces: {name!r}")
         self.model = model
         self._provider = provider
+        self._built_for: tuple[Any, ...] | None = None
+        """(model, fallback) the cached provider was built from; None when it was given."""
         self.fallback = list(fallback or [])
         self.system = system
         self.config = config or LoopConfig()
@@ -125,8 +127,22 @@ class Agent:
         tool.agent = child
         return tool
 
+    @property
+    def provider(self) -> Any:
+        """The provider given to the agent (or set here), else the one built from `model` once used."""
+        return self._provider
+
+    @provider.setter
+    def provider(self, value: Any) -> None:
+        """Takes effect from the next model call, also on a worker already serving this agent
+        (each model call asks the agent for its provider)."""
+        self._provider = value
+        self._built_for = None
+
     def _resolve_provider(self) -> Any:
-        """The provider, built once and cached: injected, else model + fallbacks via LiteLLM."""
+        """The provider, cached: injected, else model + fallbacks via LiteLLM (rebuilt when they change)."""
+        if self._built_for is not None and self._built_for != (self.model, *self.fallback):
+            self._provider, self._built_for = None, None  # `model` or `fallback` were reassigned
         if self._provider is not None:
             if not hasattr(self._provider, "complete"):  # a seed-003 LlmBackend: adapt it once
                 from rein.providers.backend import as_provider
@@ -144,6 +160,7 @@ class Agent:
         chain = [LiteLLMProvider(self.model)] if self.model else []
         chain += [LiteLLMProvider(f) if isinstance(f, str) else as_provider(f) for f in self.fallback]
         self._provider = chain[0] if len(chain) == 1 else FallbackProvider(chain)
+        self._built_for = (self.model, *self.fallback)
         return self._provider
 
     @property
