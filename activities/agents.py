@@ -25,10 +25,12 @@ from temporalio.exceptions import ApplicationError
 from rein.activities import steps
 from rein.contract import (
     CALL_MODEL,
+    CLOSE_CANCELED,
     COMPACT,
     DESCRIBE_AGENT,
     RUN_TOOL,
     AgentDescription,
+    CloseCanceledInput,
     CompactResult,
     DescribeInput,
     ModelCallInput,
@@ -401,9 +403,16 @@ class AgentActivities:
     async def compact(self, request: ModelCallInput) -> CompactResult:
         return await steps.compact(self, self._agent(request.agent), request)
 
+    @activity.defn(name=CLOSE_CANCELED)
+    async def close_canceled(self, request: CloseCanceledInput) -> None:
+        """Request cancellation of the calling run (it ended as cancelled: it closes CANCELED)."""
+        info = activity.info()
+        await activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id).cancel(
+            reason=request.reason)
+
     def definitions(self) -> list[Any]:
         """The activity functions a Worker registers."""
-        return [self.describe_agent, self.call_model, self.run_tool, self.compact]
+        return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled]
 
 
 def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:

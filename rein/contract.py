@@ -35,6 +35,9 @@ DESCRIBE_AGENT = "rein.describe_agent"
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
 COMPACT = "rein.compact"
+CLOSE_CANCELED = "rein.close_canceled"
+"""Local activity: a run ended by the `cancel` signal or update asks Temporal to cancel it, so it closes
+CANCELED (Temporal closes a workflow as CANCELED only once cancellation was requested)."""
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
@@ -337,6 +340,10 @@ class ToolCallInput(BaseModel):
 
 class DescribeInput(BaseModel):
     agent: str
+
+
+class CloseCanceledInput(BaseModel):
+    reason: str = ""
 
 
 # ------------------------------------------------------------ signals (lenient)

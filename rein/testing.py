@@ -38,8 +38,8 @@ async def full_result(handle: WorkflowHandle) -> dict:
     the step log come from the `session` and `steps` queries, so a worker must be running.
     """
     from rein.client import ReinClient
-    from rein.contract import RunOutcome
 
-    outcome = RunOutcome.model_validate(await handle.result())
-    result = await ReinClient(handle._client).full_result(handle.id, outcome)
+    client = ReinClient(handle._client)
+    outcome = await client.outcome(client.handle(handle.id, handle.run_id))  # also for a run closed as CANCELED
+    result = await client.full_result(handle.id, outcome)
     return result.model_dump(mode="json")

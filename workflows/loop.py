@@ -31,7 +31,15 @@ with workflow.unsafe.imports_passed_through():
 
     from rein import machine
     from rein.config import LoopConfig
-    from rein.contract import DESCRIBE_AGENT, AgentDescription, AgentInput, DescribeInput, apply_overrides
+    from rein.contract import (
+        CLOSE_CANCELED,
+        DESCRIBE_AGENT,
+        AgentDescription,
+        AgentInput,
+        CloseCanceledInput,
+        DescribeInput,
+        apply_overrides,
+    )
     from rein.ir import StreamChunk
     from rein.session import Session
 
@@ -51,6 +59,11 @@ TemporalChangeVersion upsert) for them. Histories that carry their markers still
 (tests/histories agent_approval_v1), or cancelled before rein-native-cancel (agent_cancel_v1),
 no longer do. Since rein-native-cancel, Temporal cancellation of the workflow ends the run like
 the `cancel` signal."""
+PATCH_CANCELED_CLOSE = "rein-canceled-close"
+"""Since this patch a cancelled run closes with Temporal's own status CANCELED (the UI's list and
+filters show it) instead of COMPLETED; its outcome stays readable through the `outcome` query.
+Ended by the `cancel` signal or update, it first asks Temporal to cancel it (a local activity):
+Temporal closes a workflow as CANCELED only once cancellation was requested."""
 PATCH_FAILED_STATUS = "rein-failed-status"
 """Since this patch, a run that fails before it knows its agent still learns the search attributes to
 publish ReinStatus=failed (one extra local activity on that path only)."""
@@ -227,7 +240,30 @@ class AgentLoop(Waiting, Decisions, Stages):
         self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
         self.stream.detach_pollers()  # stream readers drain the rest once the run has closed
         await self._settle()
+        if self.status == "cancelled" and workflow.patched(PATCH_CANCELED_CLOSE):
+            await self._close_canceled()
         return self.final.model_dump(mode="json")
+
+    async def _close_canceled(self) -> None:
+        """End the run as CANCELED (raises): asks Temporal for the cancellation first when a signal or
+        update cancelled it."""
+        if workflow.cancellation_reason() is None:
+            try:
+                await workflow.execute_local_activity(
+                    CLOSE_CANCELED,
+                    CloseCanceledInput(reason=self.cancel_reason or ""),
+                    start_to_close_timeout=DESCRIBE_TIMEOUT,
+                    retry_policy=RetryPolicy(maximum_attempts=5),
+                    summary="close as cancelled",
+                )
+                await workflow.wait_condition(lambda: workflow.cancellation_reason() is not None)
+            except asyncio.CancelledError:
+                if workflow.cancellation_reason() is None:
+                    raise  # not the requested cancellation (cache eviction): not ours to handle
+            except FailureError as err:  # could not ask: it closes COMPLETED, as before the patch
+                workflow.logger.warning("could not close the run as cancelled: %s", err)
+                return
+        raise asyncio.CancelledError(self.cancel_reason or "cancelled")
 
     async def _describe(self, agent: str) -> AgentDescription:
         def describe() -> Awaitable[AgentDescription]:
