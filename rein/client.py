@@ -13,8 +13,9 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -22,9 +23,12 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+)
 from temporalio.exceptions import CancelledError
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
@@ -45,12 +49,16 @@ from rein.contract import (
     WaitRequest,
 )
 from rein.events import TOPIC, StreamEvent, TextDeduplicator
+from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
 from rein.ir import StreamChunk
 from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
 from rein.temporal import history
 from rein.temporal.plugin import with_rein_plugin
+
+if TYPE_CHECKING:
+    from rein.fork import BulkFork
 
 
 class RunFailed(RuntimeError):
@@ -72,6 +80,15 @@ class DecisionRejected(ValueError):
     """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
 
 
+class NoWorker(RuntimeError):
+    """No worker serves the run's task queue, so the decision was not sent.
+
+    A decision is an Update a worker must accept; one sent with no worker would wait on the
+    server and could be applied whenever a worker starts, long after the caller gave up. So
+    nothing is sent: start a worker and decide again (the CLI's `--wait` waits for one).
+    """
+
+
 async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> Client:
     """A Client with rein's data converter, from the connection settings (rein.temporal.connection).
 
@@ -85,7 +102,7 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
 _NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
 
 
-async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttributes | None:
+async def start_search_attributes(client: Client, agent: str, fork_of: str | None = None) -> TypedSearchAttributes | None:
     """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
 
     Only those the namespace has (asked once per client): a missing one must never fail a start.
@@ -101,6 +118,8 @@ async def start_search_attributes(client: Client, agent: str) -> TypedSearchAttr
             have = set()
         _NAMESPACE_ATTRIBUTES[client] = have
     values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
+    if fork_of is not None:
+        values["ReinForkOf"] = fork_of
     pairs = [
         SearchAttributePair(
             SearchAttributeKey.for_keyword(name) if SEARCH_ATTRIBUTES[name] == "Keyword" else SearchAttributeKey.for_int(name),
@@ -146,6 +165,42 @@ class ReinClient:
             request_eager_start=True,
         )
 
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_step: int,
+        edits: ForkEdits | dict[str, Any] | None = None,
+        id: str | None = None,
+        agent: str | None = None,
+        config: dict[str, Any] | None = None,
+        by: str | None = None,
+    ) -> str:
+        """A new run from `run_id`'s conversation up to and including step `at_step` (the indexes
+        `rein show` prints, across continue-as-new); returns its id. Nothing before the fork point
+        runs again; the original is only read. `edits` (rein.fork_edits.ForkEdits or its dict):
+        `tool_results`, `prompt`, `append_prompt`, `drop_last_reply`; `agent`: continue in another
+        agent with compatible tools; `config`: LoopConfig overrides. Raises ForkError before
+        anything starts when something does not fit; `by` (default this client's identity) is recorded."""
+        from rein import fork
+
+        return await fork.fork(self, run_id, at_step=at_step, edits=edits, id=id, agent=agent, config=config, by=by)
+
+    async def fork_failed(self, *, since: timedelta, query: str | None = None, by: str | None = None) -> list[BulkFork]:
+        """Fork every run that failed within `since` from its last recorded step (see rein.fork.fork_failed)."""
+        from rein import fork
+
+        return await fork.fork_failed(self, since=since, query=query, by=by)
+
+    async def rewind(
+        self, run_id: str, *, to_step: int, reason: str = "", rerun_tools: bool = False, by: str | None = None
+    ) -> str:
+        """Reset the run in place to just after step `to_step` (Temporal reset, same workflow id);
+        returns the new Temporal run id. Refuses when tools ran after that point unless `rerun_tools`."""
+        from rein import rewind
+
+        return await rewind.rewind(self, run_id, to_step=to_step, reason=reason, rerun_tools=rerun_tools, by=by)
+
     def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
         return self.client.get_workflow_handle(run_id, run_id=run, result_type=RunOutcome)
 
@@ -181,8 +236,15 @@ class ReinClient:
     def _approver(self, approver: str | None) -> str:
         return self.client.identity if approver is None else approver
 
+    async def worker_serves(self, run_id: str) -> bool:
+        """Whether a worker polled the run's task queue recently (True when it cannot tell)."""
+        return await history.served(self.client, self.handle(run_id))
+
     async def _decide(self, run_id: str, update: str, payload: dict[str, Any]) -> Any:
         what = update.removeprefix("rein.")
+        if not await self.worker_serves(run_id):
+            raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent "
+                           "(start `rein worker --agent MODULE:ATTR` for its agent, then decide again)")
         try:
             return await self.handle(run_id).execute_update(update, payload)
         except WorkflowUpdateFailedError as err:

@@ -19,6 +19,8 @@ from rein.result import Interrupt, Step
 from rein.session import Session
 
 WORKFLOW_TYPE = "AgentWorkflow"
+DESCRIBE_WORKFLOW_TYPE = "ReinDescribeAgent"
+"""A short workflow a client starts to learn an agent's tools from a worker (forks into another agent)."""
 DEFAULT_TASK_QUEUE = "rein"
 
 
@@ -68,7 +70,9 @@ SEARCH_ATTRIBUTES = {
     "ReinStatus": "Keyword",
     "ReinIterations": "Int",
     "ReinTokens": "Int",
+    "ReinForkOf": "Keyword",
 }
+"""ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from."""
 
 RunStatus = Literal[
     "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"

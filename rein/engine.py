@@ -14,7 +14,7 @@ import os
 import threading
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
@@ -23,7 +23,14 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from rein import machine
 from rein.client import ReinClient, start_search_attributes
-from rein.contract import WORKFLOW_TYPE, AgentInput, RunOutcome, RunStatusView, WaitRequest, agent_task_queue
+from rein.contract import (
+    WORKFLOW_TYPE,
+    AgentInput,
+    RunOutcome,
+    RunStatusView,
+    WaitRequest,
+    agent_task_queue,
+)
 from rein.ir import StreamChunk
 from rein.log import logger
 from rein.result import RunResult
@@ -89,6 +96,28 @@ class Engine:
     async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the engine's loop and await it from any other loop."""
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    async def relay(self, source: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
+        """Iterate `source()` on the engine's loop (which owns the client) and yield its items
+        on the caller's loop; the source's error is raised here. Closing this stops the source."""
+        caller = asyncio.get_running_loop()
+        items: asyncio.Queue[Any] = asyncio.Queue()
+        end = object()
+
+        async def pump() -> None:
+            try:
+                async for item in source():
+                    caller.call_soon_threadsafe(items.put_nowait, item)
+            finally:
+                caller.call_soon_threadsafe(items.put_nowait, end)
+
+        pumping = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(pump(), self.loop))
+        try:
+            while (item := await items.get()) is not end:
+                yield item
+            await pumping
+        finally:
+            pumping.cancel()
 
     def register(self, agent: Agent) -> str:
         """The name runs of this Agent carry, and a worker serving it on its queue.
@@ -348,29 +377,15 @@ def _signal_for(
 
 async def stream_session(agent: Agent, prompt: str) -> AsyncIterator[StreamChunk]:
     """The run's text and tool calls as they come (through its stream, wherever its worker runs),
-    then a `done` chunk with the stop reason: "interrupted" when it pauses (resume with `resume`)."""
+    an `interrupt` chunk when it pauses for a person (resume with `resume`), then a `done` chunk
+    with the stop reason ("interrupted" when it paused)."""
     eng = await engine()
     key = eng.register(agent)
     workflow_id = new_workflow_id(agent)
-    caller = asyncio.get_running_loop()
-    chunks: asyncio.Queue[StreamChunk | None] = asyncio.Queue()
-
-    async def pump() -> WorkflowHandle:  # on the engine loop, which owns the client
-        try:
-            handle = await eng.begin(key, workflow_id, prompt, None, stream=True)
-            async for chunk in ReinClient(eng.client).stream(workflow_id, until_pause=True):  # type: ignore[arg-type]
-                caller.call_soon_threadsafe(chunks.put_nowait, chunk)
-            return handle
-        finally:
-            caller.call_soon_threadsafe(chunks.put_nowait, None)
-
-    pumping = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(pump(), eng.loop))
-    try:
-        while (chunk := await chunks.get()) is not None:
-            if chunk.type in ("text", "tool_calls"):
-                yield chunk
-        handle = await pumping
-    finally:
-        pumping.cancel()
+    handle = await eng.submit(eng.begin(key, workflow_id, prompt, None, stream=True))
+    runs = ReinClient(eng.client)  # type: ignore[arg-type]
+    async for chunk in eng.relay(lambda: runs.stream(workflow_id, until_pause=True)):
+        if chunk.type in ("text", "tool_calls", "interrupt"):
+            yield chunk
     result = _logged(await eng.submit(eng.wait(handle, WaitRequest())))
     yield StreamChunk(type="done", finish_reason=result.stop_reason, usage=result.usage)

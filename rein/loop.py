@@ -276,15 +276,17 @@ async def astream(
     """Stream text as the model produces it; state advances exactly as in `arun`.
 
     Ends with one `done` chunk carrying the stop reason and cumulative usage. An
-    interrupt ends the stream with finish_reason "interrupted"; resume with `aresume`.
+    interrupt ends the stream with an `interrupt` chunk (its Interrupt as `data`), then
+    finish_reason "interrupted"; resume with `aresume`.
     """
     run = _Run(session, registry, config, output)
+    interrupt: Interrupt | None = None
     while True:
         action = run.next_action()
         if isinstance(action, machine.Finish):
             break
         if isinstance(action, machine.Wait):
-            session.stop_reason = "interrupted"
+            session.stop_reason, interrupt = "interrupted", action.interrupt
             break
         if isinstance(action, machine.RunTools):
             run.record(await run.run_tools(action.calls, runtime))
@@ -301,7 +303,11 @@ async def astream(
             if not is_retryable(exc):
                 raise
             session.stop_reason = "interrupted"
+            interrupt = machine.model_error_interrupt(f"{type(exc).__name__}: {exc}")
             break
         completion = run.checked(fold.completion())
         run.record([machine.apply_completion(session, completion, time.monotonic() - t0)])
+    if interrupt is not None:
+        yield StreamChunk(type="interrupt", data=interrupt.model_dump(mode="json"), finish_reason="interrupted",
+                          usage=session.usage)
     yield StreamChunk(type="done", finish_reason=session.stop_reason or "done", usage=session.usage)

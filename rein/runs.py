@@ -30,6 +30,7 @@ _AGENT = SearchAttributeKey.for_keyword("ReinAgent")
 _STATUS = SearchAttributeKey.for_keyword("ReinStatus")
 _ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
 _TOKENS = SearchAttributeKey.for_int("ReinTokens")
+_PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
 
 _CLOSED_STATUS = {
     WorkflowExecutionStatus.FAILED: "failed",
@@ -48,11 +49,13 @@ def is_not_found(err: BaseException) -> bool:
     return isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
 
 
-def list_query(status: str | None = None, agent: str | None = None) -> str:
+def list_query(status: str | None = None, agent: str | None = None, fork_of: str | None = None) -> str:
     """The visibility query behind `rein list`; waiting statuses include only running runs."""
     clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
     if agent:
         clauses.append(f'ReinAgent="{_quote(agent)}"')
+    if fork_of:
+        clauses.append(f'ReinForkOf="{_quote(fork_of)}"')
     if status == "failed":
         # A run can fail before its workflow code records ReinStatus (or be terminated).
         clauses.append('(ReinStatus="failed" OR ExecutionStatus="Failed" OR ExecutionStatus="Terminated" '
@@ -71,7 +74,8 @@ def _quote(text: str) -> str:
 
 
 def status_of(execution: WorkflowExecution) -> str:
-    """rein's status for a run: the workflow's closed state wins over a stale ReinStatus."""
+    """rein's status for a run: the workflow's closed state wins over a stale ReinStatus, and an open
+    run whose workflow task keeps failing is `stuck` (its ReinStatus is where it stopped; see rein.stuck)."""
     recorded = execution.typed_search_attributes.get(_STATUS)
     closed = _CLOSED_STATUS.get(execution.status) if execution.status is not None else None
     if closed:
@@ -80,6 +84,8 @@ def status_of(execution: WorkflowExecution) -> str:
         return recorded if recorded in ("done", "cancelled") else "done"
     if execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         return "continued"
+    if execution.status == WorkflowExecutionStatus.RUNNING and execution.typed_search_attributes.get(_PROBLEMS):
+        return "stuck"
     return recorded or "running"
 
 
@@ -121,8 +127,9 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 
 
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
-                    limit: int = 50) -> list[RunRow]:
-    executions = [e async for e in client.client.list_workflows(list_query(status, agent), limit=limit)]
+                    limit: int = 50, fork_of: str | None = None) -> list[RunRow]:
+    query = list_query(status, agent, fork_of)
+    executions = [e async for e in client.client.list_workflows(query, limit=limit)]
     views = await asyncio.gather(*(
         _query_status(client, e.id) if status_of(e) in _WAITS_FOR else _none() for e in executions
     ))
@@ -190,6 +197,8 @@ class RunDetail:
     """How many times the run has paused so far (each pause is one `interrupt` on its stream)."""
     live: bool = True
     """False when the run is open but no worker answered: the data is visibility's."""
+    fork_of: dict[str, Any] | None = None
+    """A fork's lineage (rein.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -209,6 +218,7 @@ class RunDetail:
             "started": self.started.isoformat(),
             "closed": self.closed.isoformat() if self.closed else None,
             "live": self.live,
+            "fork_of": self.fork_of,
         }
 
 
@@ -232,6 +242,7 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         closed=description.close_time,
         iteration=attributes.get(_ITERATIONS),
         usage=Usage(input_tokens=0, output_tokens=tokens) if tokens is not None else None,
+        fork_of=await _lineage(description),
     )
     if description.status == WorkflowExecutionStatus.RUNNING:
         view = await _query_status(client, run_id)
@@ -280,6 +291,15 @@ async def _cancelled_outcome(client: ReinClient, run_id: str) -> RunOutcome | No
     except Exception:  # a history from before the query, or one that cannot be replayed here
         return None
     return RunOutcome.model_validate(answer) if answer is not None else None
+
+
+async def _lineage(description: Any) -> dict[str, Any] | None:
+    from rein.fork import FORK_MEMO
+
+    try:
+        return await description.memo_value(FORK_MEMO, None)
+    except Exception:  # a memo some other tool wrote under this key: no lineage to show
+        return None
 
 
 def failure_message(err: WorkflowFailureError) -> str:

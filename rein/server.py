@@ -27,6 +27,9 @@ TUNED_DYNAMIC_CONFIG = {
     # A run started by a client whose process also runs a worker for its task queue (the embedded
     # engine, a script with create_worker) gets its first workflow task in the start response.
     "system.enableEagerWorkflowStart": "true",
+    # A run whose workflow task failed twice in a row (a bug in workflow-side code, a nondeterminism
+    # error after a deploy) gets TemporalReportedProblems: `rein list --stuck` and the UI find it.
+    "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
 }
 
 

@@ -38,13 +38,17 @@ def create_worker(
     task_queue: str = DEFAULT_TASK_QUEUE,
     *,
     sandboxed: bool = True,
+    deployment: str | None = None,
+    build_id: str | None = None,
     **worker_kwargs: Any,
 ) -> Worker:
     """A Worker serving `agents` (by name) on `task_queue`; use it as `async with`.
 
-    The same as `Worker(client, task_queue=..., plugins=[ReinPlugin(agents=..., sandboxed=...)])`.
+    The same as `Worker(client, task_queue=..., plugins=[ReinPlugin(agents=..., sandboxed=..., deployment=...,
+    build_id=...)])`: with a deployment name (or REIN_DEPLOYMENT) it is a versioned worker (docs/deploys.md).
     """
-    plugins = [*worker_kwargs.pop("plugins", []), ReinPlugin(agents=agent_map(agents), sandboxed=sandboxed)]
+    plugin = ReinPlugin(agents=agent_map(agents), sandboxed=sandboxed, deployment=deployment, build_id=build_id)
+    plugins = [*worker_kwargs.pop("plugins", []), plugin]
     with warnings.catch_warnings():
         # A client connected with ReinPlugin() plus this worker's ReinPlugin(agents): they merge.
         warnings.filterwarnings("ignore", message=r"The same plugin type .*ReinPlugin")

@@ -611,6 +611,7 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(rein_
         "ReinStatus": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
         "ReinIterations": IndexedValueType.INDEXED_VALUE_TYPE_INT,
         "ReinTokens": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+        "ReinForkOf": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     }
 
     def ui_status() -> int | None:

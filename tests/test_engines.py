@@ -288,6 +288,20 @@ def test_temporal_run_from_8_threads():
     assert len({r.run_id for r in results}) == 8
 
 
+@pytest.mark.parametrize("engine", ["local", "temporal"])
+@pytest.mark.parametrize("name, kind", [("ask-approve", "need_approval"), ("ask-human", "need_input"),
+                                        ("retryable-error", "error")])
+async def test_astream_says_why_the_run_waits(engine, name, kind):
+    """A run that pauses for a person ends its stream with an `interrupt` chunk (then `done`), not silently."""
+    scenario = SCENARIOS[name]
+    agent = Agent(provider=MockProvider(scenario.script()), tools=scenario.tools, config=scenario.config,
+                  engine=engine)  # type: ignore[arg-type]
+    chunks = [c async for c in agent.astream("please help")]
+    assert [c.type for c in chunks[-2:]] == ["interrupt", "done"]
+    assert chunks[-2].data is not None and chunks[-2].data["type"] == kind
+    assert chunks[-1].finish_reason == "interrupted"
+
+
 async def test_temporal_astream_yields_text_then_one_done():
     agent = Agent(provider=MockProvider([[ADD_1_2], "three"]), tools=[add], engine="temporal")
     chunks = [c async for c in agent.astream("go")]

@@ -1,3 +1,4 @@
 from rein.workflows.agent import AgentWorkflow
+from rein.workflows.describe import DescribeAgentWorkflow
 
-__all__ = ["AgentWorkflow"]
+__all__ = ["AgentWorkflow", "DescribeAgentWorkflow"]

@@ -80,7 +80,11 @@ class AgentLoop(Waiting, Decisions, Stages):
             self._restore(self.input, self.input.carry)
 
     async def run(self, *args: Any) -> dict[str, Any]:
-        """Guarded: whatever goes wrong in here fails the run (status `failed`), never a workflow task."""
+        """Only the run's own fault fails the run: invalid input, a non-retryable activity error (model,
+        tool, describe_agent), a payload too large to record (all ApplicationError/FailureError here).
+        Anything else raised in workflow code (a bug in rein or in code that runs here, a nondeterminism
+        error) is left to Temporal: it fails the workflow TASK, the run stays open with nothing lost, and
+        a fixed build carries it on (`rein list --stuck` shows it meanwhile; docs/deploys.md)."""
         try:
             return await self._run(*args)
         except ApplicationError as err:
@@ -91,14 +95,6 @@ class AgentLoop(Waiting, Decisions, Stages):
         except FailureError as err:  # an activity (e.g. describe_agent) that failed for good
             await self._fail()
             raise final_error(err) from None
-        except Exception as exc:
-            await self._fail()
-            workflow.logger.exception("rein workflow error")
-            raise ApplicationError(
-                f"rein could not continue this run: {type(exc).__name__}: {str(exc)[:500]}",
-                type="ReinInternalError",
-                non_retryable=True,
-            ) from None
 
     async def _fail(self) -> None:
         """Mark the run failed where ops look (ReinStatus, `status` query) before it closes."""

@@ -9,6 +9,7 @@ no model, no tool runs; the result is exactly what the query would have returned
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
@@ -38,7 +39,7 @@ async def query(client: Client, run_id: str, name: str, *args: Any, run: str | N
     `run`: one run of a continue-as-new chain (default: the newest).
     """
     handle = client.get_workflow_handle(run_id, run_id=run)
-    if await _served(client, handle):
+    if await served(client, handle):
         try:
             return await handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S))
         except RPCError as err:
@@ -59,12 +60,17 @@ class Replayed:
         return handler.fn(self.instance, *args)
 
 
-async def replayed(client: Client, run_id: str, run: str | None = None) -> Replayed:
-    """Replay the newest run of `run_id` (or the run `run`) in this process (workflow code only)."""
+async def replayed(
+    client: Client, run_id: str, run: str | None = None, prepare: Callable[[Any], None] | None = None
+) -> Replayed:
+    """Replay the newest run of `run_id` (or the run `run`) in this process (workflow code only).
+
+    `prepare` is given the workflow instance before its run starts (to observe the replay as it goes).
+    """
     from rein.workflows import AgentWorkflow
 
     history = await client.get_workflow_handle(run_id, run_id=run).fetch_history()
-    capture = _Capture()
+    capture = _Capture(prepare)
     replayer = Replayer(
         workflows=[AgentWorkflow],
         workflow_runner=UnsandboxedWorkflowRunner(),
@@ -78,7 +84,7 @@ async def replayed(client: Client, run_id: str, run: str | None = None) -> Repla
     return Replayed(capture.instance)
 
 
-async def _served(client: Client, handle: Any) -> bool:
+async def served(client: Client, handle: Any) -> bool:
     """Whether a worker polled the run's task queue recently (else a query would hang, then fail)."""
     try:
         queue = (await handle.describe()).task_queue
@@ -104,8 +110,9 @@ def _timedelta(seconds: float) -> Any:
 class _Capture(Interceptor):
     """Keeps the workflow instance the replay creates."""
 
-    def __init__(self) -> None:
+    def __init__(self, prepare: Callable[[Any], None] | None = None) -> None:
         self.instance: Any = None
+        self.prepare = prepare
 
     def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
         capture = self
@@ -113,6 +120,8 @@ class _Capture(Interceptor):
         class Inbound(WorkflowInboundInterceptor):
             async def execute_workflow(self, input: Any) -> Any:
                 capture.instance = workflow.instance()
+                if capture.prepare is not None:
+                    capture.prepare(capture.instance)
                 return await super().execute_workflow(input)
 
         return Inbound

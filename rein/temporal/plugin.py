@@ -12,17 +12,20 @@ rein's converter gets it too, so the plugin alone is enough on either side.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from rein.temporal.converter import rein_data_converter
+from rein.temporal.deployment import current_if_first, deployment_config, with_default_behavior, worker_version
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
 
 if TYPE_CHECKING:
@@ -108,10 +111,26 @@ class ReinPlugin(SimplePlugin):
         sandboxed: run workflows in temporalio's sandbox (default). `False` uses
             `UnsandboxedWorkflowRunner` for the whole worker: AgentWorkflow imports only pure
             modules, and bench/README.md measures what the sandbox costs per loop iteration.
+        deployment, build_id: run the Worker as version `<deployment>.<build_id>` of a Temporal
+            worker deployment (Worker Versioning; runs PINNED to their build by default). Default: REIN_DEPLOYMENT
+            and REIN_BUILD_ID, the build id defaulting to a digest of rein's workflow-side code;
+            no deployment name = versioning off. A Worker given its own `deployment_config` keeps it.
+        make_current: a versioned Worker makes its version current when the deployment has none
+            yet (its first build); later builds become current by the operator (docs/deploys.md).
     """
 
-    def __init__(self, agents: Iterable[Agent] | Mapping[str, Agent] | None = None, *, sandboxed: bool = True):
+    def __init__(
+        self,
+        agents: Iterable[Agent] | Mapping[str, Agent] | None = None,
+        *,
+        sandboxed: bool = True,
+        deployment: str | None = None,
+        build_id: str | None = None,
+        make_current: bool = True,
+    ):
         self.agents = agent_map(agents) if agents is not None else None
+        self.version: WorkerDeploymentVersion | None = worker_version(deployment, build_id) if agents is not None else None
+        self.make_current = make_current
         self._cache_size = 1000
         self._max_payload_bytes = INLINE_LIMIT
         self.sandboxed = sandboxed
@@ -132,7 +151,22 @@ class ReinPlugin(SimplePlugin):
         self._cache_size = config.get("max_cached_workflows", 1000)
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
+        if config.get("deployment_config") is not None:
+            config["deployment_config"] = with_default_behavior(config["deployment_config"])
+        elif self.version is not None:
+            config["deployment_config"] = deployment_config(self.version)
         return super().configure_worker(config)
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first."""
+        version = worker.config(active_config=True).get("deployment_config")
+        if version is None or not self.make_current or self.version is None:
+            return await super().run_worker(worker, next)
+        first = asyncio.ensure_future(current_if_first(worker.client, version.version))
+        try:
+            await super().run_worker(worker, next)
+        finally:
+            first.cancel()
 
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
         if not self.sandboxed:
@@ -140,11 +174,11 @@ class ReinPlugin(SimplePlugin):
         return sandbox_runner(runner)
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
-        from rein.workflows import AgentWorkflow
+        from rein.workflows import AgentWorkflow, DescribeAgentWorkflow
 
         workflows = list(workflows or [])
-        if self.agents is not None and AgentWorkflow not in workflows:
-            workflows.append(AgentWorkflow)
+        if self.agents is not None:
+            workflows += [w for w in (AgentWorkflow, DescribeAgentWorkflow) if w not in workflows]
         return workflows
 
     def _add_activities(self, activities: Sequence[Callable] | None) -> Sequence[Callable]:

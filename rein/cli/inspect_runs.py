@@ -1,0 +1,108 @@
+"""`rein list`, `rein show` and `rein status`: what runs there are and where each one stands."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from rein.cli.app import (
+    Address,
+    JsonFlag,
+    Namespace,
+    RunId,
+    RunStatusChoice,
+    app,
+    out_console,
+    print_json,
+    with_client,
+)
+from rein.cli.render import age, render_detail, styled_status
+
+
+@app.command("list")
+def list_(
+    status: Annotated[RunStatusChoice | None, typer.Option("--status", "-s", help="Only runs in this status: running, waiting_approval, "
+                                           "waiting_input, waiting_retry, done, cancelled or failed.",
+                                                           case_sensitive=False)] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only runs of this agent (its registered name).")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
+    fork_of: Annotated[str | None, typer.Option("--fork-of", help="Only forks of this run (rein fork).")] = None,
+    stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs whose workflow task keeps failing, "
+                                        "with the error (they wait for a fixed build).")] = False,
+    address: Address = None,
+    namespace: Namespace = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs: id, agent, status, iterations, tokens, what it waits for, age."""
+    from rein.runs import list_runs
+
+    if stuck:
+        from rein.cli.deploy import list_stuck
+
+        return list_stuck(agent, limit, address, namespace, as_json)
+    rows = with_client(address, namespace,
+                        lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of))
+    if as_json:
+        print_json([row.to_json() for row in rows])
+        return
+    console = out_console()
+    if not rows:
+        what = f" in status {status.value}" if status else ""
+        console.print(f"[dim]no runs{what}{f' of agent {agent}' if agent else ''}[/]")
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("id", no_wrap=True)
+    table.add_column("agent")
+    table.add_column("status", no_wrap=True)
+    table.add_column("iterations", justify="right")
+    table.add_column("tokens", justify="right")
+    table.add_column("waiting for", overflow="fold")
+    table.add_column("age", justify="right")
+    now = datetime.now(timezone.utc)
+    for row in rows:
+        table.add_row(escape(row.id), escape(row.agent), styled_status(row.status),
+                      "" if row.iterations is None else str(row.iterations),
+                      "" if row.tokens is None else str(row.tokens),
+                      escape(row.waits_for), age(row.age(now)))
+    console.print(table)
+
+
+@app.command()
+def show(
+    run_id: RunId,
+    address: Address = None,
+    namespace: Namespace = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A run's state and its steps (kind, summary, duration, tokens, errors), and what it waits for."""
+    from rein.runs import describe_run
+
+    detail = with_client(address, namespace, lambda client: describe_run(client, run_id, steps=True))
+    if as_json:
+        data = detail.to_json()
+        data["steps"] = None if detail.steps is None else [s.model_dump(mode="json") for s in detail.steps]
+        print_json(data)
+        return
+    render_detail(out_console(), detail, steps=True)
+
+
+@app.command()
+def status(
+    run_id: RunId,
+    address: Address = None,
+    namespace: Namespace = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A run's status: running, waiting_approval|input|retry, done, cancelled or failed."""
+    from rein.runs import describe_run
+
+    detail = with_client(address, namespace, lambda client: describe_run(client, run_id))
+    if as_json:
+        print_json(detail.to_json())
+        return
+    render_detail(out_console(), detail, steps=False)
+

@@ -1,0 +1,76 @@
+"""`rein worker`: serve agents' runs on the shared queue and on each agent's own queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from typing import Annotated
+
+import typer
+
+from rein.cli.app import (
+    Address,
+    Namespace,
+    app,
+    connect_client,
+    err_console,
+    load_agent_target,
+)
+
+
+@app.command()
+def worker(
+    agent: Annotated[list[str], typer.Option("--agent", "-a", help="MODULE:ATTR of a rein.Agent; repeat for more.",
+                                             show_default=False)],
+    task_queue: Annotated[str | None, typer.Option(help="Task queue (default: REIN_TASK_QUEUE or `rein`).")] = None,
+    address: Address = None,
+    namespace: Namespace = None,
+    deployment: Annotated[str | None, typer.Option(help="Worker Versioning deployment name (default: REIN_DEPLOYMENT; "
+                                                   "unset: versioning off). See docs/deploys.md.")] = None,
+    build_id: Annotated[str | None, typer.Option(help="This build's id (default: REIN_BUILD_ID, else a digest of "
+                                                 "rein's workflow-side code).")] = None,
+) -> None:
+    """Serve these agents' runs until Ctrl-C. API keys are read from this process's environment only."""
+    import contextlib
+
+    from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
+    from rein.temporal.deployment import worker_version
+    from rein.worker import create_worker, ensure_search_attributes
+
+    agents = [load_agent_target(target) for target in agent]
+    version = worker_version(deployment, build_id)
+    if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    queue = task_queue or os.environ.get("REIN_TASK_QUEUE") or DEFAULT_TASK_QUEUE
+    console = err_console()
+
+    async def serve() -> None:
+        client = await connect_client(address, namespace)
+        available = await ensure_search_attributes(client.client)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        # The shared queue (`rein start`, raw clients) and each agent's own queue, where the runs
+        # `Agent.run`/`rein run` started live: a script's unfinished runs are finished here too.
+        queues = [queue] + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q != queue]
+        async with contextlib.AsyncExitStack() as stack:
+            for name in queues:
+                await stack.enter_async_context(create_worker(
+                    client.client, agents, task_queue=name,
+                    deployment=version and version.deployment_name, build_id=version and version.build_id))
+            names = ", ".join(a.name for a in agents)
+            target = client.client.service_client.config.target_host
+            # worker.py's line, which scripts and tests wait for ("serving:").
+            logging.getLogger("rein.worker").info(
+                "rein worker on %s (%s) queues %s, version %s, serving: %s (search attributes: %s)", target,
+                client.client.namespace, ", ".join(queues), version.to_canonical_string() if version else "unversioned",
+                names, ", ".join(available) or "none")
+            if len(available) < 4:
+                console.print(f"[yellow]search attributes available: {', '.join(available) or 'none'}[/]")
+            console.print("[dim]Ctrl-C stops; runs in flight continue on the next worker.[/]")
+            await stop.wait()
+
+    asyncio.run(serve())
+

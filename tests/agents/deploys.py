@@ -1,0 +1,56 @@
+"""Agents for the deploy tests, served by `python worker.py` processes that play successive builds.
+
+    DEPLOY_DIR=/tmp/x python worker.py --agent tests.agents.deploys:pay --agent tests.agents.deploys:pay_ask
+
+Each run's prompt is `<run id> <amount>`; the model asks for `pay(amount)` and answers
+`Paid <amount> on <build>`, so a wrong answer names the run's mix-up. Every real execution of
+the tool appends `<build> <idempotency key>` to `$DEPLOY_DIR/<run id>.effects`.
+
+`DEPLOY_BUG=machine` plays a build with a bug in workflow-side code: in this process only,
+`rein.machine.next_action` raises once the run has a tool result (after the tool ran).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import rein.machine as machine
+from rein import Agent, LoopConfig, ToolContext, tool
+from tests.support.providers import CallThenReport
+
+BUILD = os.environ.get("REIN_BUILD_ID") or os.environ.get("DEPLOY_BUILD", "unversioned")
+
+
+@tool(retries=0, timeout_s=30)
+def pay(amount: int, ctx: ToolContext) -> str:
+    """Pay an amount (here: one line per real execution)."""
+    run = ctx.idempotency_key.split("/", 1)[0]
+    with open(Path(os.environ["DEPLOY_DIR"]) / f"{run}.effects", "a") as out:
+        out.write(f"{BUILD} {ctx.idempotency_key}\n")
+    return f"{amount} on {BUILD}"
+
+
+def _amount(prompt: str) -> dict[str, Any]:
+    return {"amount": int(prompt.split()[1])}
+
+
+def _install_bug() -> None:
+    """The deployed bug: a pure state-machine function that raises after the tool has run."""
+    original = machine.next_action
+
+    def next_action(session: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(m.role == "tool" for m in session.messages):
+            raise RuntimeError("deployed bug: next_action cannot read tool results")
+        return original(session, *args, **kwargs)
+
+    machine.next_action = next_action  # type: ignore[assignment]
+
+
+if os.environ.get("DEPLOY_BUG") == "machine":
+    _install_bug()
+
+pay_agent = Agent(provider=CallThenReport("pay", _amount, report="Paid {}"), tools=[pay], name="deploy-pay")
+pay_ask = Agent(provider=CallThenReport("pay", _amount, report="Paid {}"), tools=[pay], name="deploy-pay-ask",
+                config=LoopConfig(permission="ask"))

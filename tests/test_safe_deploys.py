@@ -1,0 +1,167 @@
+"""Deploys with real worker processes: a bug shipped then fixed, and a versioned rolling deploy.
+
+One dev server per module; `python worker.py` processes play successive builds of one
+application (tests/agents/deploys.py). Each run's prompt is `<run id> <amount>`, its answer
+`Paid <amount> on <build>`, and every real execution of its tool is a line in
+`<dir>/<run id>.effects`: so a test sees lost runs, wrong answers, the build a run ran on
+and tools run twice. The CLI is run as the user runs it (the `rein` console script).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import WorkflowExecutionStatus
+
+from rein.client import ReinClient, connect
+from rein.server import DevServer, start_dev_server
+from tests.support.processes import ROOT, WorkerProcess
+from tests.support.waiting import poll
+
+AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
+
+
+class Stack:
+    """A dev server, the workers (builds) started on it, and the runs' side-effect files."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.server: DevServer = start_dev_server(log_path=root / "server.log")
+        self.workers: list[WorkerProcess] = []
+
+    def worker(self, task_queue: str, **env: str) -> WorkerProcess:
+        log = self.root / f"worker-{len(self.workers)}.log"
+        proc = WorkerProcess(self.server.address, AGENTS, task_queue, log, DEPLOY_DIR=str(self.root), **env)
+        self.workers.append(proc)
+        return proc.start()
+
+    def effects(self, run_id: str) -> list[str]:
+        path = self.root / f"{run_id}.effects"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def cli(self, *argv: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("REIN_DEPLOYMENT", "TEMPORAL_NAMESPACE")}
+        env["TEMPORAL_ADDRESS"] = self.server.address
+        return subprocess.run([str(Path(sys.executable).parent / "rein"), *argv], cwd=str(ROOT), env=env,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    def cli_json(self, *argv: str) -> list[dict]:
+        proc = self.cli(*argv, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory):
+    s = Stack(tmp_path_factory.mktemp("deploys"))
+    try:
+        yield s
+    finally:
+        for w in s.workers:
+            w.kill()
+        s.server.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def client(stack: Stack) -> ReinClient:
+    return ReinClient(await connect(stack.server.address))
+
+
+async def start(client: ReinClient, agent: str, task_queue: str, amount: int) -> str:
+    run_id = f"{agent}-{uuid.uuid4().hex[:8]}"
+    await client.client.start_workflow("AgentWorkflow", {"agent": agent, "prompt": f"{run_id} {amount}"},
+                                       id=run_id, task_queue=task_queue)
+    return run_id
+
+
+async def approve_when_waiting(client: ReinClient, run_id: str) -> None:
+    await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
+    await client.approve(run_id)
+
+
+async def _is(client: ReinClient, run_id: str, status: str) -> bool:
+    return (await client.status(run_id)).status == status
+
+
+async def test_a_deployed_bug_leaves_runs_open_and_the_fix_finishes_them(stack: Stack, client: ReinClient):
+    queue = f"bug-{uuid.uuid4().hex[:6]}"
+    buggy = stack.worker(queue, DEPLOY_BUG="machine", DEPLOY_BUILD="buggy")
+    runs = {await start(client, "deploy-pay", queue, amount): amount for amount in (11, 12, 13, 14)}
+    asked = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (21, 22)}
+    await asyncio.gather(*(approve_when_waiting(client, run_id) for run_id in asked))
+    runs.update(asked)
+
+    def listed() -> dict[str, dict]:
+        rows = {row["run_id"]: row for row in stack.cli_json("list", "--stuck")}
+        return rows if set(runs) <= set(rows) else {}
+
+    stuck = await poll(listed, "every run listed by `rein list --stuck`", timeout=120, interval=0.5)
+    for run_id in runs:
+        assert "deployed bug: next_action cannot read tool results" in stuck[run_id]["error"]
+        assert stuck[run_id]["attempt"] >= 2 and stuck[run_id]["status"] == "stuck"
+        assert stuck[run_id]["last_status"] == "running"
+        description = await client.client.get_workflow_handle(run_id).describe()
+        assert description.status == WorkflowExecutionStatus.RUNNING  # open: nothing lost
+        assert len(stack.effects(run_id)) == 1
+    plain = {row["run_id"]: row["status"] for row in stack.cli_json("list", "--limit", "200")}
+    assert {plain[run_id] for run_id in runs} == {"stuck"}
+
+    buggy.kill()
+    stack.worker(queue, DEPLOY_BUILD="fixed")  # the fix: the same application without the bug
+    for run_id, amount in runs.items():
+        result = await asyncio.wait_for(client.result(run_id), 120)
+        assert (result.status, result.output) == ("done", f"Paid {amount} on buggy")
+        assert [line.split()[0] for line in stack.effects(run_id)] == ["buggy"]  # the tool ran once
+    assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in runs]
+
+
+async def test_rolling_deploy_pins_each_run_to_its_build(stack: Stack, client: ReinClient):
+    queue = f"roll-{uuid.uuid4().hex[:6]}"
+    deployment = f"pay{uuid.uuid4().hex[:6]}"
+    old = stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
+    await poll(lambda: _current(stack, deployment) == "build-a", "the first build to make itself current", timeout=60)
+
+    started: dict[str, tuple[int, str]] = {}
+    for amount in range(12):
+        started[await start(client, "deploy-pay", queue, amount)] = (amount, "build-a")
+        started[await start(client, "deploy-pay-ask", queue, 100 + amount)] = (100 + amount, "build-a")
+    waiting_on_old = [r for r in started if r.startswith("deploy-pay-ask")]
+    await poll(lambda: _all_waiting(client, waiting_on_old), "the old build's runs to wait for approval", timeout=120)
+
+    stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-b")  # both builds poll now
+    await poll(lambda: stack.cli("deployment", "set-current", "build-b", "--deployment", deployment).returncode == 0,
+               "the new build to become current", timeout=60, interval=0.5)
+    assert _current(stack, deployment) == "build-b"
+    for amount in range(200, 210):
+        started[await start(client, "deploy-pay", queue, amount)] = (amount, "build-b")
+        started[await start(client, "deploy-pay-ask", queue, amount + 100)] = (amount + 100, "build-b")
+    asked = [r for r in started if r.startswith("deploy-pay-ask")]
+    await asyncio.gather(*(approve_when_waiting(client, run_id) for run_id in asked))
+
+    assert len(started) >= 40
+    for run_id, (amount, build) in started.items():
+        result = await asyncio.wait_for(client.result(run_id), 120)
+        assert (result.status, result.output) == ("done", f"Paid {amount} on {build}"), run_id
+        assert [line.split()[0] for line in stack.effects(run_id)] == [build], run_id
+    # Drained: no open run is pinned to the old build; only now is it stopped.
+    assert not [e async for e in client.client.list_workflows(
+        f'TemporalWorkerDeploymentVersion="{deployment}:build-a" AND ExecutionStatus="Running"')]
+    old.stop()
+    assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in started]
+
+
+def _current(stack: Stack, deployment: str) -> str | None:
+    proc = stack.cli("deployment", "status", "--deployment", deployment, "--json")
+    return json.loads(proc.stdout)["current"] if proc.returncode == 0 else None
+
+
+async def _all_waiting(client: ReinClient, run_ids: list[str]) -> bool:
+    return all(await asyncio.gather(*(_is(client, r, "waiting_approval") for r in run_ids)))
