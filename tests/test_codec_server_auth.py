@@ -21,6 +21,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from rein.cli import EXIT_USAGE
 from rein.server import free_port, listening
 from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
@@ -81,7 +82,7 @@ def _jwt(key: rsa.RSAPrivateKey, kid: str = "idp-1", **claims: object) -> str:
 def test_no_token_configured_refuses_to_start() -> None:
     proc = rein_cli("codec-server", "--port", str(free_port()), REIN_CODEC_KEY=KEY, REIN_CODEC_TOKEN="",
                     REIN_CODEC_JWKS_URL="", REIN_CODEC_AUTH="", timeout=60)
-    assert_one_line_error(proc, 1, "REIN_CODEC_TOKEN", "REIN_CODEC_JWKS_URL")
+    assert_one_line_error(proc, EXIT_USAGE, "REIN_CODEC_TOKEN", "REIN_CODEC_JWKS_URL")
 
 
 def test_shared_secret() -> None:
