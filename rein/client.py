@@ -285,7 +285,8 @@ class ReinClient:
         """A closed run's slim outcome: its result, or for a run closed as CANCELED the `outcome` query
         (from a worker, else its replayed history). Raises RunFailed when the run failed."""
         try:
-            return await handle.result()
+            result = await handle.result()
+            return result if isinstance(result, RunOutcome) else RunOutcome.model_validate(result)
         except WorkflowFailureError as err:
             cause = err.cause
             if isinstance(cause, CancelledError):

@@ -40,6 +40,6 @@ async def full_result(handle: WorkflowHandle) -> dict:
     from rein.client import ReinClient
 
     client = ReinClient(handle._client)
-    outcome = await client.outcome(client.handle(handle.id, handle.run_id))  # also for a run closed as CANCELED
+    outcome = await client.outcome(handle)  # also for a run closed as CANCELED; `handle` skips time in tests
     result = await client.full_result(handle.id, outcome)
     return result.model_dump(mode="json")

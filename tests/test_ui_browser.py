@@ -214,6 +214,7 @@ async def test_the_ui_shows_summaries_waiting_text_and_activity_summaries(rein_s
         # with the tool's arguments and the command to answer, and the model call's summary.
         await page.goto(f"{ui}/namespaces/default/workflows/ui-waiting")
         await page.wait_for("rein.call_model", "ui-waiting")
+        await page.screenshot("ui-waiting-top")
         run_url = (await page.url()).rsplit("/", 1)[0]
         await page.goto(f"{run_url}/user-metadata")
         details = await page.wait_for("ui-ops: billing restart, please", "Waiting for approval",

@@ -19,6 +19,8 @@ the current code must still replay (via workflow.patched).
   v6: rein-native-cancel retired too (no patch marker, no TemporalChangeVersion upsert in new
       runs), compact activity results and model-call inputs, AgentWorkflow's body in
       rein.workflows.loop
+  v7: with rein-waiting-timer (each wait for a person on a timer whose summary says what it waits
+      for, since when, and the commands)
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
@@ -64,7 +66,7 @@ from rein.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v6.json"
+CURRENT = "agent_approval_v7.json"
 EXTENSIONS = "agent_extensions_v1.json"
 CANCEL = "agent_cancel_v4.json"
 CANCEL_SIGNAL = "agent_cancel_signal_v1.json"
