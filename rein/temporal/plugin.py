@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,23 @@ def sandbox_runner(runner: WorkflowRunner | None) -> WorkflowRunner:
     return runner
 
 
+async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
+    """Close the MCP connections these agents (and the agents they use as tools) pooled on this loop."""
+    seen: set[int] = set()
+    todo = list(agents.values())
+    while todo:
+        agent = todo.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        if agent.mcp is not None:
+            try:
+                await agent.mcp.aclose()
+            except Exception as exc:  # shutting down: say so, never keep the worker from stopping
+                logging.getLogger("rein").warning("closing MCP connections of agent %s: %s", agent.name, exc)
+        todo += [t.agent for t in agent.registry if t.agent is not None]
+
+
 class ReinPlugin(SimplePlugin):
     """rein's converter, AgentWorkflow, activities and sandbox passthrough for a temporalio Client/Worker.
 
@@ -158,7 +176,14 @@ class ReinPlugin(SimplePlugin):
         return super().configure_worker(config)
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first."""
+        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first.
+        At shutdown the served agents' pooled MCP connections are closed."""
+        try:
+            await self._run_worker(worker, next)
+        finally:
+            await close_mcp_connections(self.agents or {})
+
+    async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         version = worker.config(active_config=True).get("deployment_config")
         if version is None or not self.make_current or self.version is None:
             return await super().run_worker(worker, next)
