@@ -27,7 +27,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.deployment import current_if_first, deployment_config, with_default_behavior, worker_version
-from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
+from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes, prune_periodically
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -177,10 +177,13 @@ class ReinPlugin(SimplePlugin):
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Runs the Worker; a versioned one also makes its version current if it is the deployment's first.
-        At shutdown the served agents' pooled MCP connections are closed."""
+        Meanwhile it prunes old payload files (rein.temporal.storage); at shutdown the served agents'
+        pooled MCP connections are closed."""
+        housekeeping = asyncio.ensure_future(prune_periodically(worker.client.data_converter))
         try:
             await self._run_worker(worker, next)
         finally:
+            housekeeping.cancel()
             await close_mcp_connections(self.agents or {})
 
     async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
