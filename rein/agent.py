@@ -47,9 +47,15 @@ class Agent:
         client_overrides: Any = (),
         output_type: Any = None,
         mcp_servers: list[Any] | None = None,
+        in_flight: Literal["stricter", "current"] = "stricter",
     ):
         """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all).
-        Without it, a client may only tighten `permission`, the breakers and `approvers`."""
+        Without it, a client may only tighten `permission`, the breakers and `approvers`.
+
+        `in_flight`: how durable runs already in flight take this definition when a deploy changed
+        the agent under them. "stricter" (default): stricter approval rules apply at their next
+        step, looser ones only to new runs. "current": runs in flight take the rules as they are
+        now, looser ones included (the explicit opt-in; see docs/deploys.md, "Agent identity")."""
         if engine not in (None, "temporal", "local"):
             raise ValueError(f"engine must be 'temporal' or 'local', not {engine!r}")
         if name is not None and (not name or "#" in name or name.strip() != name):
@@ -69,6 +75,9 @@ class Agent:
             )
         self.compaction = compaction
         self.client_overrides = _override_names(client_overrides)
+        if in_flight not in ("stricter", "current"):
+            raise ValueError(f"in_flight must be 'stricter' or 'current', not {in_flight!r}")
+        self.in_flight = in_flight
         self.middlewares: list[Middleware] = []
         self._event_handlers: dict[str, list[Callable[[StepContext], Any]]] = {}
         self.registry = ToolRegistry()

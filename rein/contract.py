@@ -34,6 +34,9 @@ def agent_task_queue(agent: str) -> str:
 
 
 DESCRIBE_AGENT = "rein.describe_agent"
+AGENT_CHANGED = "AgentChanged"
+"""The error type of a model or tool call a worker refused because its definition of the agent differs
+from the run's (its details: the worker's AgentDescription). Nothing was run."""
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
 COMPACT = "rein.compact"
@@ -70,6 +73,7 @@ SEARCH_ATTRIBUTES = {
     "ReinStatus": "Keyword",
     "ReinIterations": "Int",
     "ReinTokens": "Int",
+    "ReinAgentVersion": "Keyword",
     "ReinForkOf": "Keyword",
 }
 """ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from."""
@@ -116,6 +120,11 @@ class RunCarry(BaseModel):
     wait_deadline: float | None = Field(default=None, allow_inf_nan=False)
     """When the approval wait in progress times out (workflow time, seconds)."""
     conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    agent_version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """The fingerprint of the definition the run followed; a successor described differently says so."""
+    approval_tools: list[str] = Field(default_factory=list, max_length=10_000, exclude_if=lambda v: not v)
+    permission: str = Field(default="", max_length=8, exclude_if=lambda v: not v)
+    """The approval rules the run followed, kept when the successor's definition is looser (rein.identity)."""
 
 
 class AgentInput(_Lenient):
@@ -194,6 +203,13 @@ class AgentDescription(BaseModel):
     """The agent compacts its conversation when this trigger is due (activity rein.compact)."""
     client_overrides: list[str] = Field(default_factory=list)
     """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten."""
+    version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """The definition's fingerprint (rein.identity): model, system prompt, tools and their flags, config.
+    Runs send it with each model and tool call; a worker whose definition differs refuses the call
+    (AGENT_CHANGED) and the run takes the new definition by the rule in docs/deploys.md."""
+    in_flight: Literal["stricter", "current"] = Field(default="stricter", exclude_if=lambda v: v == "stricter")
+    """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
+    "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""
 
 
 class ModelCallInput(BaseModel):
@@ -230,6 +246,8 @@ class ModelCallInput(BaseModel):
     worker never serves a cached copy from before the rewrite."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole step, middleware included (result: StepOutcome)."""
+    version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
 
     @model_validator(mode="after")
     def _derive_total(self) -> ModelCallInput:
@@ -334,6 +352,8 @@ class ToolCallInput(BaseModel):
     """Defaults to the calling workflow's id (activity.info())."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
+    version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
 
     @model_validator(mode="after")
     def _call_or_ref(self) -> ToolCallInput:

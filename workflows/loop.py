@@ -128,6 +128,7 @@ class AgentLoop(Waiting, Decisions, Stages):
                 started = workflow.time()
                 await self._continue_as_new()
             elapsed = self.active_s + (workflow.time() - started)
+            config = self.config or config  # stricter once the agent changed under the run (workflows.identity)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
             if self.cancel_reason is not None and not isinstance(action, machine.Finish):
                 self.session.done = True
@@ -183,6 +184,8 @@ class AgentLoop(Waiting, Decisions, Stages):
         config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
+        self._continued_with(request.carry)
+        config = self.config
         if request.carry is None:
             self.session = self._initial_session(request)
         self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run

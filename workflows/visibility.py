@@ -35,6 +35,7 @@ SEARCH_KEYS: dict[str, Any] = {
     "ReinStatus": SearchAttributeKey.for_keyword("ReinStatus"),
     "ReinIterations": SearchAttributeKey.for_int("ReinIterations"),
     "ReinTokens": SearchAttributeKey.for_int("ReinTokens"),
+    "ReinAgentVersion": SearchAttributeKey.for_keyword("ReinAgentVersion"),
 }
 
 class Visibility(RunState):
@@ -148,6 +149,17 @@ class Visibility(RunState):
         ]
         return updates, {k: v for k, v in wanted.items() if k in available}
 
+    def _version_update(self, published: dict[str, Any]) -> list[Any]:
+        """ReinAgentVersion (the definition the run follows), only along with an upsert that happens
+        anyway: at the start of a raw client's run, else at the next status change or counter refresh."""
+        version = self.agent.version if self.agent else ""
+        if not version or "ReinAgentVersion" not in self.agent.search_attributes:  # type: ignore[union-attr]
+            return []
+        if self.published.get("ReinAgentVersion") == version:
+            return []
+        published["ReinAgentVersion"] = version
+        return [SEARCH_KEYS["ReinAgentVersion"].value_set(version)]
+
     def _publish(self, ending: bool = False) -> None:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
         view = self._status_view()
@@ -156,6 +168,7 @@ class Visibility(RunState):
         counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
         updates, published = self._search_updates(view, counters)
         if updates:
+            updates += self._version_update(published)
             workflow.upsert_search_attributes(updates)
             self.published.update(published)
             if counters:
