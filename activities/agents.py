@@ -342,7 +342,8 @@ class AgentActivities(AgentIdentity):
         if not request.agent:  # a run that failed before it knew its agent: only the search attributes
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
         description = await self._describe(request.agent, self._agent(request.agent))
-        return description.model_copy(update={"search_attributes": list(available)})
+        return description.model_copy(update={"search_attributes": list(available), "waiting_timer": True,
+                                                  "close_canceled": True})
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:

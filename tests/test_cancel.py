@@ -105,7 +105,7 @@ async def test_workflow_cancellation_interrupts_a_running_tool_like_the_signal(e
     "name", ["agent_cancel_v1", "agent_cancel_v2", "agent_cancel_v3", "agent_cancel_v4", "agent_cancel_signal_v1"])
 async def test_cancelled_histories_replay_only_after_the_retired_patch(name):
     """v1 was cancelled before the rein-native-cancel patch (it ended CANCELED), v2 with it
-    (COMPLETED), v3 after it was retired (no marker), v4 and signal_v1 with rein-canceled-close
+    (COMPLETED), v3 after it was retired (no marker), v4 and signal_v1 described with close_canceled
     (CANCELED again, asked for by the run itself after a signal). All but v1 replay, as Temporal says."""
     data = json.loads((HISTORIES / f"{name}.json").read_text())
     history = WorkflowHistory.from_json("agent-cancel", data)
@@ -115,7 +115,7 @@ async def test_cancelled_histories_replay_only_after_the_retired_patch(name):
         "agent_cancel_v1": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
         "agent_cancel_v2": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
         "agent_cancel_v3": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-        "agent_cancel_v4": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,  # rein-canceled-close
+        "agent_cancel_v4": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,  # close_canceled
         "agent_cancel_signal_v1": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
     }[name]
     assert types[-1] == ended

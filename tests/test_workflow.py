@@ -566,7 +566,7 @@ async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids):
 
     assert result["output"] == "recovered" and provider.calls == 2
     timers = [e for e in await history_events(handle) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
-    # Only the timer that shows the wait in the UI (rein-waiting-timer), not the 60 s approval timeout.
+    # Only the timer that shows the wait in the UI (AgentDescription.waiting_timer), not the 60 s approval timeout.
     assert [t.timer_started_event_attributes.start_to_fire_timeout.ToSeconds() for t in timers] == [30 * 24 * 3600]
     summary = json.loads(timers[0].user_metadata.summary.data)
     assert summary.startswith("Waiting after an error since ") and f"rein retry {wf_id}" in summary
@@ -771,7 +771,7 @@ def test_histories_cover_every_patch_generation():
     assert patches_in(STORED_HISTORIES[3]) == {"rein-throttled-counters", "rein-prompt-cancel", "rein-native-cancel"}
     assert patches_in(STORED_HISTORIES[4]) == {"rein-native-cancel"}, "v5: the two retired patches record no marker"
     assert patches_in(STORED_HISTORIES[5]) == set(), "v6: rein-native-cancel retired too"
-    assert patches_in(STORED_HISTORIES[6]) == {"rein-waiting-timer"}, "v7: waits on a timer that shows them"
+    assert patches_in(STORED_HISTORIES[6]) == set(), "v7: waits on a timer that shows them (no marker)"
 
 
 async def test_history_from_before_the_retired_patch_no_longer_replays():

@@ -38,7 +38,7 @@ class Children(Visibility):
                 static_summary=f"agent {agent} (tool call {call.id})",
             )
         except ChildWorkflowError as err:
-            if isinstance(err.cause, CancelledError):  # closed CANCELED (rein-canceled-close)
+            if isinstance(err.cause, CancelledError):  # closed CANCELED (AgentDescription.close_canceled)
                 return ToolResult(tool_call_id=call.id, content=f"(agent '{agent}' ended: cancelled)", is_error=True)
             return ToolResult(tool_call_id=call.id, content=f"Agent '{agent}' failed: {failure_detail(err)}", is_error=True)
         finally:

@@ -59,11 +59,6 @@ TemporalChangeVersion upsert) for them. Histories that carry their markers still
 (tests/histories agent_approval_v1), or cancelled before rein-native-cancel (agent_cancel_v1),
 no longer do. Since rein-native-cancel, Temporal cancellation of the workflow ends the run like
 the `cancel` signal."""
-PATCH_CANCELED_CLOSE = "rein-canceled-close"
-"""Since this patch a cancelled run closes with Temporal's own status CANCELED (the UI's list and
-filters show it) instead of COMPLETED; its outcome stays readable through the `outcome` query.
-Ended by the `cancel` signal or update, it first asks Temporal to cancel it (a local activity):
-Temporal closes a workflow as CANCELED only once cancellation was requested."""
 PATCH_FAILED_STATUS = "rein-failed-status"
 """Since this patch, a run that fails before it knows its agent still learns the search attributes to
 publish ReinStatus=failed (one extra local activity on that path only)."""
@@ -239,13 +234,17 @@ class AgentLoop(Waiting, Decisions, Stages):
         self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
         self.stream.detach_pollers()  # stream readers drain the rest once the run has closed
         await self._settle()
-        if self.status == "cancelled" and workflow.patched(PATCH_CANCELED_CLOSE):
+        if self.status == "cancelled" and self.agent is not None and self.agent.close_canceled:
             await self._close_canceled()
         return self.final.model_dump(mode="json")
 
     async def _close_canceled(self) -> None:
-        """End the run as CANCELED (raises): asks Temporal for the cancellation first when a signal or
-        update cancelled it."""
+        """End the run as CANCELED (raises), so the UI's list and filters show Temporal's own status; the
+        outcome stays readable through the `outcome` query. Ended by the `cancel` signal or update, the
+        run first asks Temporal to cancel it (a local activity): Temporal closes a workflow as CANCELED
+        only once cancellation was requested. Versioned by AgentDescription.close_canceled (recorded
+        with the describe result: runs described before it replay to COMPLETED, and no cancelled run
+        pays a patch marker and a TemporalChangeVersion upsert)."""
         if workflow.cancellation_reason() is None:
             try:
                 await workflow.execute_local_activity(

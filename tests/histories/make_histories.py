@@ -19,8 +19,8 @@ the current code must still replay (via workflow.patched).
   v6: rein-native-cancel retired too (no patch marker, no TemporalChangeVersion upsert in new
       runs), compact activity results and model-call inputs, AgentWorkflow's body in
       rein.workflows.loop
-  v7: with rein-waiting-timer (each wait for a person on a timer whose summary says what it waits
-      for, since when, and the commands)
+  v7: each wait for a person on a timer whose summary says what it waits for, since when, and the
+      commands (AgentDescription.waiting_timer, recorded with the describe result: no patch marker)
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
@@ -33,9 +33,9 @@ the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
   v1: before the rein-native-cancel patch (the workflow ended CANCELED)
   v2: with it (the run ends with stop_reason `cancelled` and completes with its result)
   v3: the patch retired: the same behaviour, no marker; v1 no longer replays
-  v4: with the rein-canceled-close patch: the run ends as cancelled and closes CANCELED
+  v4: AgentDescription.close_canceled: the run ends as cancelled and closes CANCELED (no marker)
 agent_cancel_signal_v<N>.json: the same run cancelled by the `cancel` signal.
-  v1: with rein-canceled-close: it asks for its own cancellation (local activity rein.close_canceled)
+  v1: with close_canceled: it asks for its own cancellation (local activity rein.close_canceled)
       and closes CANCELED
 
     .venv/bin/python tests/histories/make_histories.py cancel
