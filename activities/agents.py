@@ -357,8 +357,10 @@ class AgentActivities(AgentIdentity):
         try:
             async with heartbeating(), activity_stream():
                 completion = await complete(agent, messages, request)
+        except ApplicationError:
+            raise
         except Exception as exc:
-            raise model_failure(request.run_id, exc, agent.model_label) from None
+            raise model_failure(request.run_id, exc, request.model or agent.model_label) from None
         self._check_size(completion, "The model's reply")
         if completion.message.tool_calls:
             self.conversations.produced(request.run_id, completion.message, request.version)
@@ -432,7 +434,7 @@ def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
 async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
     """One completion from the agent's provider (its text published live to the run's stream when
     the run streams), with the output type's verdict attached."""
-    provider = agent._resolve_provider()
+    provider = provider_for(agent, request.model)
     answered_by = None
     if isinstance(provider, FallbackProvider):
         # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
@@ -453,6 +455,14 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
     if answered_by is not None:
         completion = completion.model_copy(update={"model": answered_by})
     return agent.output.check(completion) if agent.output is not None else completion
+
+
+def provider_for(agent: Agent, model: str) -> Any:
+    """The agent's provider, or the run's model override on it; a switch that cannot be made is final."""
+    try:
+        return agent.provider_for(model or None)
+    except ValueError as exc:  # ModelNotSwitchable, or a switch across vendors with pinned settings
+        raise ApplicationError(str(exc), type="ModelNotSwitchable", non_retryable=True) from None
 
 
 def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:

@@ -49,8 +49,10 @@ class Agent:
         mcp_servers: list[Any] | None = None,
         in_flight: Literal["stricter", "current"] = "stricter",
     ):
-        """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all).
-        Without it, a client may only tighten `permission`, the breakers and `approvers`.
+        """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all), and
+        "model" when a client may switch the run's model (AgentInput.model; the agent's LiteLLM
+        provider settings with another model id). Without it, a client may only tighten
+        `permission`, the breakers and `approvers`, and may not switch the model.
 
         `in_flight`: how durable runs already in flight take this definition when a deploy changed
         the agent under them. "stricter" (default): stricter approval rules apply at their next
@@ -171,6 +173,29 @@ class Agent:
         self._provider = chain[0] if len(chain) == 1 else FallbackProvider(chain)
         self._built_for = (self.model, *self.fallback)
         return self._provider
+
+    def provider_for(self, model: str | None) -> Any:
+        """The provider for a run whose model is `model` (AgentInput.model; None: the agent's own).
+
+        Another model is the agent's LiteLLM provider with the same settings and that model id (in
+        a fallback chain it takes the primary's place; the backups stay). Raises ModelNotSwitchable
+        for a provider that is not LiteLLM (a scripted or custom one has no model id to change)."""
+        provider = self._resolve_provider()
+        if not model or model == self.model_label:
+            return provider
+        from rein.providers import FallbackProvider, LiteLLMProvider
+
+        chain = provider.providers if isinstance(provider, FallbackProvider) else [provider]
+        if not isinstance(chain[0], LiteLLMProvider):
+            raise ModelNotSwitchable(
+                f"agent {self.name!r} cannot switch its model to {model}: its provider "
+                f"{type(chain[0]).__name__} is not LiteLLM-based (only a LiteLLM model id can be replaced)"
+            )
+        switched = chain[0].with_model(model)
+        if len(chain) == 1:
+            return switched
+        return FallbackProvider([switched, *chain[1:]], max_retries_per_provider=provider.max_retries_per_provider,
+                                base_delay=provider.base_delay)
 
     @property
     def model_label(self) -> str:
@@ -334,15 +359,19 @@ class Agent:
         return Chat(self, session)
 
 
+class ModelNotSwitchable(ValueError):
+    """A run asked for another model, and the agent's provider cannot switch to it."""
+
+
 def _override_names(value: Any) -> frozenset[str]:
     if value is True:
         return frozenset({"*"})
     if value in (None, False):
         return frozenset()
     names = frozenset([value] if isinstance(value, str) else value)
-    unknown = names - set(LoopConfig.model_fields) - {"*"}
+    unknown = names - set(LoopConfig.model_fields) - {"*", "model"}  # "model": rein.contract.MODEL_OVERRIDE
     if unknown:
-        raise ValueError(f"client_overrides names unknown LoopConfig fields: {sorted(unknown)}")
+        raise ValueError(f"client_overrides names unknown LoopConfig fields: {sorted(unknown)} (or \"model\")")
     return names
 
 
