@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import (
     Awaitable,
     Callable,
@@ -44,7 +45,7 @@ from rein.temporal.deployment import (
     worker_version,
 )
 from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
-from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
+from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes, prune_periodically
 from rein.tracing.setup import enabled as tracing_on
 from rein.tracing.setup import with_tracing
 
@@ -85,6 +86,23 @@ def with_rein_plugin(client: Client) -> Client:
     return Client(**{**config, "plugins": [*config.get("plugins", []), ReinPlugin()]})
 
 
+
+
+async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
+    """Close the MCP connections these agents (and the agents they use as tools) pooled on this loop."""
+    seen: set[int] = set()
+    todo = list(agents.values())
+    while todo:
+        agent = todo.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        if agent.mcp is not None:
+            try:
+                await agent.mcp.aclose()
+            except Exception as exc:  # shutting down: say so, never keep the worker from stopping
+                logging.getLogger("rein").warning("closing MCP connections of agent %s: %s", agent.name, exc)
+        todo += [t.agent for t in agent.registry if t.agent is not None]
 
 
 class ReinPlugin(SimplePlugin):
@@ -154,7 +172,17 @@ class ReinPlugin(SimplePlugin):
         return super().configure_worker(config)
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first."""
+        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first.
+        Meanwhile it prunes old payload files (rein.temporal.storage); at shutdown the served agents'
+        pooled MCP connections are closed."""
+        housekeeping = asyncio.ensure_future(prune_periodically(worker.client.data_converter))
+        try:
+            await self._run_worker(worker, next)
+        finally:
+            housekeeping.cancel()
+            await close_mcp_connections(self.agents or {})
+
+    async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         version = worker.config(active_config=True).get("deployment_config")
         if version is None or not self.make_current or self.version is None:
             return await super().run_worker(worker, next)
