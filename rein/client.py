@@ -74,6 +74,10 @@ class DecisionRejected(ValueError):
     """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
 
 
+NO_WORKER_GRACE_S = 3.0
+"""How long a decision looks for a worker of the run before saying none serves it (nothing is sent)."""
+
+
 class NoWorker(RuntimeError):
     """No worker serves the run's task queue, so the decision was not sent.
 
@@ -216,9 +220,19 @@ class ReinClient:
         """Whether a worker polled the run's task queue recently (True when it cannot tell)."""
         return await history.served(self.client, self.handle(run_id))
 
+    async def _worker_appears(self, run_id: str) -> bool:
+        """A worker serves the run now, or within NO_WORKER_GRACE_S: one that has just started may
+        not have polled yet (it logs "serving" before the server has seen its first poll)."""
+        deadline = asyncio.get_running_loop().time() + NO_WORKER_GRACE_S
+        while not await self.worker_serves(run_id):
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.25)
+        return True
+
     async def _decide(self, run_id: str, update: str, payload: dict[str, Any]) -> Any:
         what = update.removeprefix("rein.")
-        if not await self.worker_serves(run_id):
+        if not await self._worker_appears(run_id):
             raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent "
                            "(start `rein worker --agent MODULE:ATTR` for its agent, then decide again)")
         try:

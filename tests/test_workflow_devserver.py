@@ -247,6 +247,7 @@ async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
 
     @rein.tool(name="block", timeout_s=CRASH_TOOL_TIMEOUT_S)  # the same tool as A's, else the call is refused
     async def block_b(x: str) -> str:
+        """Never returns: its worker is killed while it runs."""  # A's docstring: the spec's description
         return f"from B ({x})"
 
     agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="crash")
