@@ -23,6 +23,7 @@ from rein.ir import ToolCall, Usage
 from rein.contract import RunOutcome
 from rein.result import Interrupt, Step
 from rein.summaries import tool_summary
+from rein.temporal import history
 
 _AGENT = SearchAttributeKey.for_keyword("ReinAgent")
 _STATUS = SearchAttributeKey.for_keyword("ReinStatus")
@@ -145,6 +146,8 @@ async def list_runs(client: ReinClient, status: str | None = None, agent: str | 
             started=execution.start_time,
             closed=execution.close_time,
         ))
+    # Newest first: visibility lists open runs before closed ones, each by its own time.
+    rows.sort(key=lambda row: row.started, reverse=True)
     return rows
 
 
@@ -195,6 +198,9 @@ class RunDetail:
     """How many times the run has paused so far (each pause is one `interrupt` on its stream)."""
     live: bool = True
     """False when the run is open but no worker answered: the data is visibility's."""
+    served: bool | None = None
+    """Open runs: whether a worker answered for it (False: its state was replayed from history)."""
+    task_queue: str | None = None
     fork_of: dict[str, Any] | None = None
     """A fork's lineage (rein.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
 
@@ -216,6 +222,8 @@ class RunDetail:
             "started": self.started.isoformat(),
             "closed": self.closed.isoformat() if self.closed else None,
             "live": self.live,
+            "served": self.served,
+            "task_queue": self.task_queue,
             "fork_of": self.fork_of,
         }
 
@@ -242,8 +250,15 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         usage=Usage(input_tokens=0, output_tokens=tokens) if tokens is not None else None,
         fork_of=await _lineage(description),
     )
+    detail.task_queue = description.task_queue
     if description.status == WorkflowExecutionStatus.RUNNING:
-        view = await _query_status(client, run_id)
+        try:
+            raw, detail.served = await history.answer(client.client, run_id, "status")
+            view: RunStatusView | None = RunStatusView.model_validate(raw)
+        except Exception as err:
+            if is_not_found(err):
+                raise RunNotFound(run_id) from None
+            view = None
         if view is None:
             detail.live = False
             return detail
@@ -291,3 +306,25 @@ def failure_message(err: WorkflowFailureError) -> str:
         message = getattr(cause, "message", None) or str(cause) or message
         cause = cause.__cause__
     return message
+
+
+async def cancel_reason(client: ReinClient, run_id: str) -> str:
+    """Why a cancelled run was cancelled (its `cancel` decision's reason), read by replaying its history."""
+    from rein.temporal.history import replayed
+
+    try:
+        instance = (await replayed(client.client, run_id)).instance
+    except Exception:  # a history this code cannot replay: the fact without the reason
+        return "no reason recorded"
+    return getattr(instance, "cancel_reason", None) or "no reason given"
+
+
+def was_cancelled(err: BaseException) -> bool:
+    """The error a result read raises for a run that closed as Temporal's CANCELED."""
+    from temporalio.exceptions import CancelledError
+
+    from rein.client import RunFailed
+
+    if isinstance(err, RunFailed):
+        return err.error_type == "CancelledError"
+    return isinstance(err, WorkflowFailureError) and isinstance(err.cause, CancelledError)

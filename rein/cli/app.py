@@ -42,6 +42,8 @@ EXIT_NEEDS_PERSON = 7
 """`rein run` without a terminal stopped at an interrupt; the run waits (the hint says how to go on)."""
 EXIT_NO_WORKER = 8
 """A decision found no worker serving the run: it was not sent (nothing applies it later); `--wait` waits."""
+EXIT_CANCELLED = 9
+"""`rein result`/`watch`: the run was cancelled (the message gives the reason); its output, if any, is on stdout."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C."""
 
@@ -55,6 +57,7 @@ EXIT_CODES = {
     EXIT_RUN_FAILED: "the run failed, was terminated or timed out",
     EXIT_NEEDS_PERSON: "`rein run` without a terminal stopped at an interrupt; the run waits",
     EXIT_NO_WORKER: "no worker serves the run: the decision was not sent (--wait waits for one)",
+    EXIT_CANCELLED: "`rein result`/`watch`: the run was cancelled (the line gives the reason)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -103,6 +106,18 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+@app.callback()
+def _global_options(
+    debug: Annotated[bool, typer.Option(
+        "--debug", envvar="REIN_DEBUG",
+        help="Show the traceback of an error (anywhere on the line; or REIN_DEBUG=1), and worker logs in full.")] = False,
+) -> None:
+    """rein: durable agent runs on Temporal. Start, watch and answer runs; serve agents."""
+    # `main` takes --debug out of the arguments wherever it is; this option is here for the help.
+
+
 server_app = typer.Typer(
     help="The Temporal dev server with rein's search attributes and the web UI.",
     invoke_without_command=True,
@@ -236,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("REIN_DEBUG", "") not in ("", "0")
     args = [a for a in args if a != "--debug"]
+    if debug:
+        os.environ["REIN_DEBUG"] = "1"  # worker logs in this process keep their tracebacks too
     try:
         # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit when done.
         app(args=args, prog_name="rein", standalone_mode=True)

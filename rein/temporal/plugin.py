@@ -143,6 +143,9 @@ class ReinPlugin(SimplePlugin):
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        from rein.log import quiet_expected_failures
+
+        quiet_expected_failures()  # rein's expected activity failures: one log line, no traceback
         client = config.get("client")
         if client is not None and not has_rein_converter(client):
             config["client"] = Client(**{**client.config(), "data_converter": rein_data_converter(client.data_converter)})
