@@ -128,7 +128,13 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
                     limit: int = 50, fork_of: str | None = None) -> list[RunRow]:
     query = list_query(status, agent, fork_of)
-    executions = [e async for e in client.client.list_workflows(query, limit=limit)]
+    # Newest first. SQL visibility has no ORDER BY and lists open runs before closed ones, so an
+    # old run still waiting would hide today's finished ones: take the newest of both kinds.
+    open_runs, closed_runs = await asyncio.gather(*(
+        _executions(client, f"{query} AND {which}", limit)
+        for which in ('ExecutionStatus="Running"', 'ExecutionStatus!="Running"')
+    ))
+    executions = sorted(open_runs + closed_runs, key=lambda e: e.start_time, reverse=True)[:limit]
     views = await asyncio.gather(*(
         _query_status(client, e.id) if status_of(e) in _WAITS_FOR else _none() for e in executions
     ))
@@ -146,9 +152,11 @@ async def list_runs(client: ReinClient, status: str | None = None, agent: str | 
             started=execution.start_time,
             closed=execution.close_time,
         ))
-    # Newest first: visibility lists open runs before closed ones, each by its own time.
-    rows.sort(key=lambda row: row.started, reverse=True)
     return rows
+
+
+async def _executions(client: ReinClient, query: str, limit: int) -> list[WorkflowExecution]:
+    return [e async for e in client.client.list_workflows(query, limit=limit)]
 
 
 async def _none() -> None:
