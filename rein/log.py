@@ -74,7 +74,7 @@ class ExpectedActivityFailures(logging.Filter):
 
         if not kind.startswith("rein.") or not isinstance(error, ApplicationError):
             return True
-        what = "not retried" if error.non_retryable else f"attempt {info.get('attempt', '?')}, Temporal retries it"
+        what = "not retried" if error.non_retryable else f"attempt {info.get('attempt', '?')}, retried while attempts remain"
         if error.non_retryable:  # the run's caller hears of it (a failed run, an error interrupt): INFO here
             record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
         record.msg = "%s failed (%s, %s): %s"

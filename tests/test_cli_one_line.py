@@ -20,7 +20,7 @@ import pytest
 
 import rein
 from rein import Agent, LoopConfig
-from rein.cli import EXIT_CANCELLED, EXIT_NO_WORKER, EXIT_RUN_FAILED, EXIT_USAGE
+from rein.cli import EXIT_CANCELLED, EXIT_NEEDS_PERSON, EXIT_NO_WORKER, EXIT_RUN_FAILED, EXIT_USAGE
 from rein.client import ReinClient, connect
 from rein.contract import agent_task_queue
 from tests.support.processes import stop_process, wait_for_text
@@ -84,6 +84,8 @@ async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(
     assert "no worker serves agent" in line and "--no-check" in line
     ids = [w.id async for w in dev.client.list_workflows(f'ReinAgent="{nosuch}"')]
     assert ids == []  # nothing was started
+    debug = await cli("start", nosuch, "hi", "--address", address, REIN_DEBUG="1")
+    assert debug.returncode == EXIT_NO_WORKER and "Traceback" in debug.stderr  # REIN_DEBUG=1 keeps it
 
     # --no-check starts it anyway, on the agent's own queue, where a worker for it would look.
     lonely = f"lonely-{uuid.uuid4().hex[:6]}"
@@ -222,12 +224,20 @@ async def test_small_usage_mistakes() -> None:
     assert proc.returncode == 0 and "--debug" in proc.stdout and "REIN_DEBUG" in proc.stdout
 
 
-def test_run_with_a_missing_key_is_one_line() -> None:
-    """`rein run` with a real model and no key: no `Completing activity as failed` traceback first."""
-    proc = rein_cli("run", "examples.calculator:agent", "what is 1 + 2?", REIN_MODEL="openai/gpt-4o")
+def test_run_with_a_rejected_key_or_an_outage_is_one_line_per_event() -> None:
+    """`rein run` (its worker in-process): no `Completing activity as failed` traceback first."""
+    proc = rein_cli("run", "tests.agents.failing:rejected", "hi")
     assert proc.returncode == EXIT_RUN_FAILED, (proc.returncode, proc.stdout, proc.stderr)
     line = one_line(proc)
-    assert "OPENAI_API_KEY" in line and line.count("failed") <= 2, line
+    assert "HTTP 401" in line and "check the key in the worker's environment" in line, line
+
+    proc = rein_cli("run", "tests.agents.failing:outage", "hi")  # no terminal: stops at the error interrupt
+    assert proc.returncode == EXIT_NEEDS_PERSON, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    attempts = [line for line in proc.stderr.splitlines() if line.startswith("rein.call_model failed")]
+    assert attempts == [f"rein.call_model failed (Unavailable, attempt {n}, retried while attempts remain): "
+                        "Unavailable: the vendor is down" for n in (1, 2)], proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("rein: stopped: run failing-outage-")
 
 
 def test_demo_with_a_missing_key_is_one_line() -> None:
@@ -235,12 +245,9 @@ def test_demo_with_a_missing_key_is_one_line() -> None:
                           env=_environ(REIN_MODEL="openai/gpt-4o"), capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert proc.stdout.splitlines() == ["> What is 12 + 30, times 2?"]
     line = one_line(proc)
     assert "No API key for openai/gpt-4o: set OPENAI_API_KEY" in line and "REIN_DEBUG=1" in line
-    debug = subprocess.run([sys.executable, "examples/calculator.py"], cwd=str(ROOT), timeout=180,
-                           env=_environ(REIN_MODEL="openai/gpt-4o", REIN_DEBUG="1"), capture_output=True,
-                           text=True, stdin=subprocess.DEVNULL)
-    assert debug.returncode == 1 and "Traceback" in debug.stderr  # REIN_DEBUG=1 keeps it
 
 
 def test_demo_shows_the_whole_run_after_resumes() -> None:
