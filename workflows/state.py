@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.contract import AgentDescription, AgentInput, RunOutcome, RunStatus, RunStatusView
     from rein.digest import EMPTY
     from rein.events import TOPIC, StreamEvent
-    from rein.ir import StreamChunk
+    from rein.ir import StreamChunk, ToolResult
     from rein.result import Interrupt, Step
     from rein.session import Session
 
@@ -87,6 +87,10 @@ class RunState:
         """Changes when the conversation is rewritten (compaction, middleware); see ModelCallInput."""
         self.config: LoopConfig | None = None
         self.approval_tools: frozenset[str] = frozenset()
+        self.reply_version = ""
+        """The agent version the last model call was sent with (its reply's tool calls run under it)."""
+        self.held_results: dict[str, ToolResult] = {}
+        """Results of a batch the agent changed under (by call id), until the batch closes."""
         self.ended = False
         self.parked: list[int] = []
         self.released: set[int] = set()

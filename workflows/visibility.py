@@ -13,7 +13,7 @@ from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from rein import machine
-    from rein.contract import RunOutcome, RunStatusView
+    from rein.contract import FORK_MEMO, RunOutcome, RunStatusView
     from rein.summaries import details_for
 
 from rein.workflows.state import RunState
@@ -35,6 +35,7 @@ SEARCH_KEYS: dict[str, Any] = {
     "ReinStatus": SearchAttributeKey.for_keyword("ReinStatus"),
     "ReinIterations": SearchAttributeKey.for_int("ReinIterations"),
     "ReinTokens": SearchAttributeKey.for_int("ReinTokens"),
+    "ReinAgentVersion": SearchAttributeKey.for_keyword("ReinAgentVersion"),
 }
 
 class Visibility(RunState):
@@ -144,6 +145,22 @@ class Visibility(RunState):
         ]
         return updates, {k: v for k, v in wanted.items() if k in available}
 
+    def _lineage(self) -> dict[str, Any] | None:
+        """A fork's lineage (rein.fork puts it in the input's metadata as well as in its memo)."""
+        lineage = self.request.metadata.get(FORK_MEMO) if self.request is not None else None
+        return lineage if isinstance(lineage, dict) else None
+
+    def _version_update(self, published: dict[str, Any]) -> list[Any]:
+        """ReinAgentVersion (the definition the run follows), only along with an upsert that happens
+        anyway: at the start of a raw client's run, else at the next status change or counter refresh."""
+        version = self.agent.version if self.agent else ""
+        if not version or "ReinAgentVersion" not in self.agent.search_attributes:  # type: ignore[union-attr]
+            return []
+        if self.published.get("ReinAgentVersion") == version:
+            return []
+        published["ReinAgentVersion"] = version
+        return [SEARCH_KEYS["ReinAgentVersion"].value_set(version)]
+
     def _publish(self, ending: bool = False) -> None:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
         view = self._status_view()
@@ -152,6 +169,7 @@ class Visibility(RunState):
         counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
         updates, published = self._search_updates(view, counters)
         if updates:
+            updates += self._version_update(published)
             workflow.upsert_search_attributes(updates)
             self.published.update(published)
             if counters:
@@ -164,6 +182,8 @@ class Visibility(RunState):
             prompt=self.prompt,
             output=machine.last_assistant_text(self.session) if view.status in ("done", "cancelled") else None,
             last_ignored=self.last_ignored,
+            fork=self._lineage(),
+            model=(self.request.model or "") if self.request is not None else "",
         )
         if details != self.details:
             workflow.set_current_details(details)

@@ -42,7 +42,9 @@ EXIT_NEEDS_PERSON = 7
 """`rein run` without a terminal stopped at an interrupt; the run waits (the hint says how to go on)."""
 EXIT_NO_WORKER = 8
 """A decision found no worker serving the run: it was not sent (nothing applies it later); `--wait` waits."""
-EXIT_CANCELLED = 9
+EXIT_NOT_REPLAYABLE = 9
+"""`rein replay`: a history does not replay with this code (deploying it would strand that run)."""
+EXIT_CANCELLED = 10
 """`rein result`/`watch`: the run was cancelled (the message gives the reason); its output, if any, is on stdout."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C."""
@@ -57,6 +59,7 @@ EXIT_CODES = {
     EXIT_RUN_FAILED: "the run failed, was terminated or timed out",
     EXIT_NEEDS_PERSON: "`rein run` without a terminal stopped at an interrupt; the run waits",
     EXIT_NO_WORKER: "no worker serves the run: the decision was not sent (--wait waits for one)",
+    EXIT_NOT_REPLAYABLE: "`rein replay`: a history does not replay with this code",
     EXIT_CANCELLED: "`rein result`/`watch`: the run was cancelled (the line gives the reason)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }

@@ -42,6 +42,7 @@ def start(
         "which `rein worker` and scripts serve, else REIN_TASK_QUEUE or `rein`).")] = None,
     no_check: Annotated[bool, typer.Option("--no-check", help="Start even when no worker serves the agent now "
                                            "(the run waits for one).")] = False,
+    model: Annotated[str | None, typer.Option("--model", help="This run's model, a LiteLLM id (the agent must allow it: client_overrides).")] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -64,7 +65,7 @@ def start(
             except AgentNotServed as err:
                 raise CliError(str(err), EXIT_NO_WORKER) from None
         try:
-            handle = await client.start(agent, prompt, run_id=run_id)
+            handle = await client.start(agent, prompt, run_id=run_id, model=model)
         except WorkflowAlreadyStartedError:
             raise CliError(f"a run with id {run_id!r} already exists; pick another --id") from None
         return handle.id
@@ -86,7 +87,7 @@ def result(
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Wait for a run to finish and print its output (failed: its cause, exit 6; cancelled: the reason, exit 9)."""
+    """Wait for a run to finish and print its output (failed: its cause, exit 6; cancelled: the reason, exit 10)."""
     from rein.runs import RunNotFound, cancel_reason, describe_run, is_not_found
 
     async def go(client: ReinClient) -> Any:

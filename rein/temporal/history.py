@@ -27,6 +27,8 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
+from rein.temporal.sdk_private import query_handler
+
 QUERY_TIMEOUT_S = 10.0
 QUERY_GRACE_S = 1.0
 """How long a worker gets to answer before the replayed history is asked too."""
@@ -75,8 +77,7 @@ class Replayed:
 
     def query(self, name: str, *args: Any) -> Any:
         """What the workflow's query handler `name` returns for this state."""
-        handler = workflow._Definition.must_from_class(type(self.instance)).queries[name]
-        return handler.fn(self.instance, *args)
+        return query_handler(self.instance, name)(*args)
 
 
 async def replayed(
