@@ -40,6 +40,7 @@ from rein.contract import (
 from rein.digest import EMPTY, call_hash, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
+from rein.fleet import routed_queue
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.temporal.streaming import ModelText, activity_stream, current_stream
@@ -339,8 +340,12 @@ class AgentActivities(AgentIdentity):
         available = await self.search_attributes() if self.search_attributes else []
         if not request.agent:  # a run that failed before it knew its agent: only the search attributes
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
-        description = await self._describe(request.agent, self._agent(request.agent))
-        return description.model_copy(update={"search_attributes": list(available)})
+        agent = self._agent(request.agent)
+        description = await self._describe(request.agent, agent)
+        # Routing is the worker's deployment choice (REIN_MODEL_QUEUES), not part of the agent's fingerprint.
+        return description.model_copy(
+            update={"search_attributes": list(available), "model_queue": routed_queue(agent.model_label)}
+        )
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_serializer, model_validator
+from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
@@ -35,6 +36,13 @@ def agent_task_queue(agent: str) -> str:
     return f"{DEFAULT_TASK_QUEUE}.{agent}"
 
 
+def model_queue(model: str) -> str:
+    """The activity task queue of a provider's model calls when a worker routes them (`rein.model.openai`
+    for `openai/gpt-4o`): `rein limits set --model` rate-limits it for the whole fleet."""
+    provider = model.split("/", 1)[0] if "/" in model else model
+    return f"{DEFAULT_TASK_QUEUE}.model.{provider or 'default'}"
+
+
 DESCRIBE_AGENT = "rein.describe_agent"
 AGENT_CHANGED = "AgentChanged"
 """The error type of a model or tool call a worker refused because its definition of the agent differs
@@ -47,6 +55,8 @@ WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
 CHILD_SIGNAL = "rein.child"
 """Internal signal from an agent-as-tool child run to its parent: `{"call_id", "status"}`."""
+BUDGET_SIGNAL = "rein.budget"
+"""Internal signal from a parent run to its agent-as-tool children: the family's budget is spent."""
 STREAM_SIGNAL = "rein.stream"
 """Internal signal a stream reader sends: from now on, model calls publish their text live."""
 
@@ -74,8 +84,15 @@ SEARCH_ATTRIBUTES = {
     "ReinTokens": "Int",
     "ReinAgentVersion": "Keyword",
     "ReinForkOf": "Keyword",
+    "ReinCostUsd": "Double",
+    "ReinTenant": "Keyword",
 }
-"""ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from."""
+"""ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from.
+ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.fleet)."""
+
+_KEY_KINDS = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int, "Double": SearchAttributeKey.for_float}
+SEARCH_KEYS: dict[str, Any] = {name: _KEY_KINDS[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()}
+"""The typed key of each of rein's search attributes: built here once, for the workflow and every client."""
 
 RunStatus = Literal[
     "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"
@@ -208,6 +225,8 @@ class AgentDescription(BaseModel):
     client_overrides: list[str] = Field(default_factory=list)
     """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten.
     "model": a client may switch the run's model (AgentInput.model)."""
+    model_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The task queue model calls are scheduled on (the worker routes them; None: the run's queue)."""
     version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """The definition's fingerprint (rein.identity): model, system prompt, tools and their flags, config.
     Runs send it with each model and tool call; a worker whose definition differs refuses the call
@@ -464,6 +483,7 @@ class ConfigOverrides(BaseModel):
 
     max_iterations: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    max_cost_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     detect_loops: bool = None  # type: ignore[assignment]
     repeat_threshold: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
@@ -486,7 +506,7 @@ def _at_most(new: float | None, old: float | None) -> bool:
 def _loosened(name: str, new: Any, old: Any) -> bool:
     if name == "permission":
         return _PERMISSION_RANK[new] < _PERMISSION_RANK[old]
-    if name in ("max_iterations", "max_tokens", "timeout_s", "repeat_threshold"):
+    if name in ("max_iterations", "max_tokens", "max_cost_usd", "timeout_s", "repeat_threshold"):
         return not _at_most(new, old)
     if name == "detect_loops":
         return old and not new

@@ -21,7 +21,13 @@ from temporalio.client import (
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.contract import FORK_MEMO, WORKFLOW_TYPE, RunOutcome, RunStatusView
+from rein.contract import (
+    FORK_MEMO,
+    SEARCH_KEYS,
+    WORKFLOW_TYPE,
+    RunOutcome,
+    RunStatusView,
+)
 from rein.ir import ToolCall, Usage
 from rein.result import Interrupt, Step
 from rein.summaries import tool_summary
@@ -30,11 +36,13 @@ from rein.temporal import history
 if TYPE_CHECKING:
     from rein.client import ReinClient
 
-_AGENT = SearchAttributeKey.for_keyword("ReinAgent")
-_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
-_ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
-_TOKENS = SearchAttributeKey.for_int("ReinTokens")
+_AGENT = SEARCH_KEYS["ReinAgent"]
+_STATUS = SEARCH_KEYS["ReinStatus"]
+_ITERATIONS = SEARCH_KEYS["ReinIterations"]
+_TOKENS = SEARCH_KEYS["ReinTokens"]
 _PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
+_COST = SEARCH_KEYS["ReinCostUsd"]
+_TENANT = SEARCH_KEYS["ReinTenant"]
 
 _CLOSED_STATUS = {
     WorkflowExecutionStatus.FAILED: "failed",
@@ -53,13 +61,17 @@ def is_not_found(err: BaseException) -> bool:
     return isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
 
 
-def list_query(status: str | None = None, agent: str | None = None, fork_of: str | None = None) -> str:
+def list_query(
+    status: str | None = None, agent: str | None = None, fork_of: str | None = None, tenant: str | None = None
+) -> str:
     """The visibility query behind `rein list`; waiting statuses include only running runs."""
     clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
     if agent:
         clauses.append(f'ReinAgent="{_quote(agent)}"')
     if fork_of:
         clauses.append(f'ReinForkOf="{_quote(fork_of)}"')
+    if tenant:
+        clauses.append(f'ReinTenant="{_quote(tenant)}"')
     if status == "failed":
         # A run can fail before its workflow code records ReinStatus (or be terminated).
         clauses.append('(ReinStatus="failed" OR ExecutionStatus="Failed" OR ExecutionStatus="Terminated" '
@@ -105,6 +117,8 @@ class RunRow:
     waits_for: str
     started: datetime
     closed: datetime | None
+    cost_usd: float | None = None
+    tenant: str | None = None
 
     def age(self, now: datetime | None = None) -> timedelta:
         return (now or datetime.now(timezone.utc)) - self.started
@@ -113,7 +127,8 @@ class RunRow:
         return {
             "run_id": self.id, "agent": self.agent, "status": self.status, "iterations": self.iterations,
             "tokens": self.tokens, "waits_for": self.waits_for, "started": self.started.isoformat(),
-            "closed": self.closed.isoformat() if self.closed else None,
+            "closed": self.closed.isoformat() if self.closed else None, "cost_usd": self.cost_usd,
+            "tenant": self.tenant,
         }
 
 
@@ -131,8 +146,8 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 
 
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
-                    limit: int = 50, fork_of: str | None = None) -> list[RunRow]:
-    query = list_query(status, agent, fork_of)
+                    limit: int = 50, fork_of: str | None = None, tenant: str | None = None) -> list[RunRow]:
+    query = list_query(status, agent, fork_of, tenant)
     # Newest first. SQL visibility has no ORDER BY and lists open runs before closed ones, so an
     # old run still waiting would hide today's finished ones: take the newest of both kinds.
     open_runs, closed_runs = await asyncio.gather(*(
@@ -156,6 +171,8 @@ async def list_runs(client: ReinClient, status: str | None = None, agent: str | 
             waits_for=waits_for(view, run_status),
             started=execution.start_time,
             closed=execution.close_time,
+            cost_usd=view.usage.cost_usd if view else attributes.get(_COST),
+            tenant=attributes.get(_TENANT),
         ))
     return rows
 
@@ -216,10 +233,13 @@ class RunDetail:
     task_queue: str | None = None
     fork_of: dict[str, Any] | None = None
     """A fork's lineage (rein.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
+    tenant: str | None = None
+    """The run's tenant (Temporal fairness key, ReinTenant)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.id,
+            "tenant": self.tenant,
             "agent": self.agent,
             "status": self.status,
             "stage": self.stage,
@@ -260,8 +280,9 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         started=description.start_time,
         closed=description.close_time,
         iteration=attributes.get(_ITERATIONS),
-        usage=Usage(input_tokens=0, output_tokens=tokens) if tokens is not None else None,
+        usage=Usage(input_tokens=0, output_tokens=tokens, cost_usd=attributes.get(_COST)) if tokens is not None else None,
         fork_of=await _lineage(description),
+        tenant=attributes.get(_TENANT),
     )
     detail.task_queue = description.task_queue
     if description.status == WorkflowExecutionStatus.RUNNING:

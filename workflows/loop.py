@@ -124,9 +124,9 @@ class AgentLoop(Waiting, Decisions, Stages):
             elapsed = self.active_s + (workflow.time() - started)
             config = self.config or config  # stricter once the agent changed under the run (workflows.identity)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
-            if self.cancel_reason is not None and not isinstance(action, machine.Finish):
+            if (self.cancel_reason is not None or self.family_spent) and not isinstance(action, machine.Finish):
                 self.session.done = True
-                self.session.stop_reason = "cancelled"
+                self.session.stop_reason = "cancelled" if self.cancel_reason is not None else "budget"
                 continue
             if isinstance(action, machine.Finish):
                 if self.progressed and not self._fold_final_publish():

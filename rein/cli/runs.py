@@ -43,6 +43,8 @@ def start(
     no_check: Annotated[bool, typer.Option("--no-check", help="Start even when no worker serves the agent now "
                                            "(the run waits for one).")] = False,
     model: Annotated[str | None, typer.Option("--model", help="This run's model, a LiteLLM id (the agent must allow it: client_overrides).")] = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Whose run: its fair share of busy queues (docs/fleet.md).")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", help="1 (first) to 5 (last); default 3.")] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -65,7 +67,7 @@ def start(
             except AgentNotServed as err:
                 raise CliError(str(err), EXIT_NO_WORKER) from None
         try:
-            handle = await client.start(agent, prompt, run_id=run_id, model=model)
+            handle = await client.start(agent, prompt, run_id=run_id, model=model, tenant=tenant, priority=priority)
         except WorkflowAlreadyStartedError:
             raise CliError(f"a run with id {run_id!r} already exists; pick another --id") from None
         return handle.id

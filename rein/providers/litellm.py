@@ -22,6 +22,7 @@ import re
 from typing import Any, AsyncIterator
 
 from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage, parse_tool_arguments
+from rein.prices import call_cost
 from rein.providers.errors import MissingApiKey
 from rein.secrets import scrub_exception
 
@@ -38,7 +39,12 @@ def _import_litellm() -> Any:
     except ImportError as e:  # pragma: no cover - litellm is a core dependency
         raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
     litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
+    first = not _LOADED
     _LOADED[:] = [litellm]
+    if first:
+        from rein.prices import prices_from_env
+
+        prices_from_env()
     return litellm
 
 
@@ -165,6 +171,8 @@ class LiteLLMProvider:
                 if u is not None:
                     usage = Usage(input_tokens=getattr(u, "prompt_tokens", 0) or 0,
                                   output_tokens=getattr(u, "completion_tokens", 0) or 0)
+                    answered = getattr(chunk, "model", None)  # the model that answered (a fallback's)
+                    usage.cost_usd = (call_cost(answered, usage) if answered else None) or call_cost(self.model, usage)
         except Exception as e:
             scrub_exception(e, args)
             raise
