@@ -282,3 +282,21 @@ def test_worker_logs_one_line_for_an_unknown_agent(dev, tmp_path: Path) -> None:
     failures = [line for line in text.splitlines() if "UnknownAgent" in line]
     assert len(failures) == 1 and "rein.describe_agent failed (UnknownAgent, not retried)" in failures[0], text
     assert "rein worker --agent" in failures[0]
+
+
+async def test_the_docs_python_snippet_runs_as_written(dev) -> None:  # noqa: ANN001
+    """docs/cli.md's `connect()` snippet, in another process, against a worker serving the calculator."""
+    import re
+
+    from rein.examples.calculator import agent as calculator
+
+    (code,) = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(encoding="utf-8"), re.S)
+    script = code + "\nimport asyncio\nasyncio.run(main())\n"
+    async with rein.create_worker(dev.client, agents=[calculator], task_queue="rein"):
+        proc = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-c", script], cwd="/", env=_environ(TEMPORAL_ADDRESS=address_of(dev)),
+            capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "The answer is 42.", proc.stdout  # from / : rein.examples imports from anywhere
+    assert "tool_calls " in lines and lines[-2].startswith("interrupt"), proc.stdout

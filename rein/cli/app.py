@@ -194,7 +194,7 @@ def explain(exc: BaseException) -> tuple[str, int]:
     from temporalio.service import RPCError, RPCStatusCode
 
     from rein.client import DecisionRejected, RunFailed
-    from rein.runs import RunNotFound, failure_message
+    from rein.runs import RunNotFound, failure_message, was_cancelled
 
     if isinstance(exc, CliError):
         return str(exc), exc.code
@@ -202,6 +202,9 @@ def explain(exc: BaseException) -> tuple[str, int]:
         return f"no run with id {str(exc)!r} (check the id, --namespace and --address)", EXIT_NOT_FOUND
     if isinstance(exc, DecisionRejected):
         return f"the run rejected it: {exc}", EXIT_REJECTED
+    if was_cancelled(exc):  # closed as Temporal's CANCELED
+        run_id = getattr(exc, "run_id", None)
+        return (f"run {run_id} was cancelled" if run_id else "the run was cancelled"), EXIT_CANCELLED
     if isinstance(exc, RunFailed):
         return str(exc), EXIT_RUN_FAILED
     if isinstance(exc, WorkflowFailureError):
