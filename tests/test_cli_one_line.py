@@ -16,11 +16,15 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
-
 import rein
 from rein import Agent, LoopConfig
-from rein.cli import EXIT_CANCELLED, EXIT_NEEDS_PERSON, EXIT_NO_WORKER, EXIT_RUN_FAILED, EXIT_USAGE
+from rein.cli import (
+    EXIT_CANCELLED,
+    EXIT_NEEDS_PERSON,
+    EXIT_NO_WORKER,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+)
 from rein.client import ReinClient, connect
 from rein.contract import agent_task_queue
 from tests.support.processes import stop_process, wait_for_text
@@ -54,7 +58,7 @@ def _environ(**extra: str) -> dict[str, str]:
 
 def rein_cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([REIN_BIN, *argv], cwd=str(ROOT), env=_environ(**env), capture_output=True, text=True,
-                          timeout=180, stdin=subprocess.DEVNULL)
+                          timeout=180, stdin=subprocess.DEVNULL, check=False)
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -290,12 +294,12 @@ async def test_the_docs_python_snippet_runs_as_written(dev) -> None:  # noqa: AN
 
     from rein.examples.calculator import agent as calculator
 
-    (code,) = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(encoding="utf-8"), re.S)
+    (code,) = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(encoding="utf-8"), re.DOTALL)
     script = code + "\nimport asyncio\nasyncio.run(main())\n"
     async with rein.create_worker(dev.client, agents=[calculator], task_queue="rein"):
         proc = await asyncio.to_thread(
             subprocess.run, [sys.executable, "-c", script], cwd="/", env=_environ(TEMPORAL_ADDRESS=address_of(dev)),
-            capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+            capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[-1] == "The answer is 42.", proc.stdout  # from / : rein.examples imports from anywhere
