@@ -129,6 +129,7 @@ async def test_status_of_a_run_nobody_serves_says_so(dev) -> None:  # noqa: ANN0
     assert data["status"] == "waiting_approval" and data["served"] is False and data["task_queue"] == queue
     proc = await cli("status", run_id, "--address", address_of(dev))
     assert "none serves it" in proc.stdout and queue in proc.stdout
+    assert f"rein approve {run_id}" in proc.stdout and "--wait" in proc.stdout  # a decision now would not be sent
 
 
 async def test_cancelled_run_result_and_watch(dev) -> None:  # noqa: ANN001

@@ -66,6 +66,8 @@ def render_interrupt(console: Console, run_id: str, detail: RunDetail) -> None:
     else:
         body = f"Waiting after an error: {escape(itr.message)}"
     hints = "\n".join(f"  {escape(h)}" for h in answer_hints(run_id, detail))
+    if detail.served is False:  # a decision now would not be sent (exit 8)
+        hints += "\n[dim]once a worker serves it (or add --wait: it waits for one)[/]"
     console.print(Panel(f"{body}\n\n[dim]Answer with:[/]\n{hints}", title="pending", expand=False))
 
 
