@@ -114,7 +114,7 @@ app = typer.Typer(
 @app.callback()
 def _global_options(
     debug: Annotated[bool, typer.Option(
-        "--debug", envvar="REIN_DEBUG",
+        "--debug",
         help="Show the traceback of an error (anywhere on the line; or REIN_DEBUG=1), and worker logs in full.")] = False,
 ) -> None:
     """rein: durable agent runs on Temporal. Start, watch and answer runs; serve agents."""
@@ -255,7 +255,9 @@ def load_agent_target(target: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Errors are one line on stderr (tracebacks with --debug)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("REIN_DEBUG", "") not in ("", "0")
+    from rein.log import debug_enabled
+
+    debug = "--debug" in args or debug_enabled()
     args = [a for a in args if a != "--debug"]
     if debug:
         os.environ["REIN_DEBUG"] = "1"  # worker logs in this process keep their tracebacks too
