@@ -21,6 +21,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.exceptions import CancelledError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
@@ -253,14 +254,24 @@ class ReinClient:
         return [step for chunk in reversed(chunks) for step in chunk]
 
     async def result(self, run_id: str) -> RunResult:
-        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries)."""
+        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries).
+        A cancelled run (closed CANCELED) gives its RunResult with stop_reason `cancelled`."""
+        return await self.full_result(run_id, await self.outcome(self.handle(run_id)))
+
+    async def outcome(self, handle: WorkflowHandle[Any, RunOutcome]) -> RunOutcome:
+        """A closed run's slim outcome: its result, or for a run closed as CANCELED the `outcome` query
+        (from a worker, else its replayed history). Raises RunFailed when the run failed."""
         try:
-            outcome = await self.handle(run_id).result()
+            result = await handle.result()
+            return result if isinstance(result, RunOutcome) else RunOutcome.model_validate(result)
         except WorkflowFailureError as err:
             cause = err.cause
+            if isinstance(cause, CancelledError):
+                answer = await history.query(self.client, handle.id, "outcome")
+                if answer is not None:
+                    return RunOutcome.model_validate(answer)
             kind = getattr(cause, "type", None) or type(cause).__name__
-            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
-        return await self.full_result(run_id, outcome)
+            raise RunFailed(handle.id, kind, str(getattr(cause, "message", None) or cause)) from None
 
     async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
         """A RunResult from a run's slim outcome: the Session, and the Steps from `steps_from` on."""
@@ -302,13 +313,7 @@ class ReinClient:
                     backoff = min(backoff * 2, 2.0)
                 continue
             return await self.full_result(run_id, outcome, request.steps_from)
-        try:
-            outcome = await latest.result()
-        except WorkflowFailureError as err:
-            cause = err.cause
-            kind = getattr(cause, "type", None) or type(cause).__name__
-            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
-        return await self.full_result(run_id, outcome, request.steps_from)
+        return await self.full_result(run_id, await self.outcome(latest), request.steps_from)
 
     async def stream(
         self, run_id: str, *, from_offset: int = 0, until_pause: bool = False

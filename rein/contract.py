@@ -50,6 +50,9 @@ from the run's (its details: the worker's AgentDescription). Nothing was run."""
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
 COMPACT = "rein.compact"
+CLOSE_CANCELED = "rein.close_canceled"
+"""Local activity: a run ended by the `cancel` signal or update asks Temporal to cancel it, so it closes
+CANCELED (Temporal closes a workflow as CANCELED only once cancellation was requested)."""
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
@@ -231,6 +234,12 @@ class AgentDescription(BaseModel):
     """The definition's fingerprint (rein.identity): model, system prompt, tools and their flags, config.
     Runs send it with each model and tool call; a worker whose definition differs refuses the call
     (AGENT_CHANGED) and the run takes the new definition by the rule in docs/deploys.md."""
+    close_canceled: bool = Field(default=False, exclude_if=lambda v: not v)
+    """A cancelled run closes with Temporal's status CANCELED (rein.workflows.loop), recorded like `waiting_timer`."""
+    waiting_timer: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The run waits for a person on a timer whose summary says for what (rein.workflows.waiting). Set by
+    workers that have it; recorded with the description, so a replay takes the path the run took (runs
+    described before it replay without the timer) and no run pays a patch marker for it."""
     in_flight: Literal["stricter", "current"] = Field(default="stricter", exclude_if=lambda v: v == "stricter")
     """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
     "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""
@@ -390,6 +399,10 @@ class ToolCallInput(BaseModel):
 
 class DescribeInput(BaseModel):
     agent: str
+
+
+class CloseCanceledInput(BaseModel):
+    reason: str = ""
 
 
 # ------------------------------------------------------------ signals (lenient)

@@ -51,6 +51,10 @@ class Visibility(RunState):
     def steps_query(self, start: int = 0) -> list[dict[str, Any]]:
         return [s.model_dump(mode="json") for s in self.steps if s.index >= start]
 
+    @workflow.query(name="outcome", description="The ended run's result (a run closed as CANCELED returns none)")
+    def outcome_query(self) -> dict[str, Any] | None:
+        return self.final.model_dump(mode="json") if self.final is not None else None
+
     def _status_view(self) -> RunStatusView:
         child = self.child_wait[1] if self.child_wait is not None else None
         return RunStatusView(
