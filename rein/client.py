@@ -87,14 +87,15 @@ class NoWorker(RuntimeError):
     """
 
 
-async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> Client:
-    """A Client with rein's data converter, from the connection settings (rein.temporal.connection).
+async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> ReinConnection:
+    """A temporalio Client with rein's data converter, from the connection settings
+    (rein.temporal.connection), that also has ReinClient's methods (`start`, `stream`, `approve`, ...).
 
     No address configured: the shared embedded server of REIN_HOME.
     """
     from rein.temporal import connection
 
-    return await connection.connect(address, namespace, **client_kwargs)
+    return ReinConnection.of(await connection.connect(address, namespace, **client_kwargs))
 
 
 
@@ -338,9 +339,18 @@ class ReinClient:
         Asks the run to publish model text as it is generated (a `rein.stream` signal); text of a
         model call retried by Temporal is never repeated.
         """
+        fresh = TextDeduplicator()
+        if await self._ended(run_id):  # its history has it all; the poll query would need a worker
+            for data in await history.stream_items(self.client, run_id, TOPIC, from_offset):
+                chunk = fresh(StreamEvent.model_validate(data))
+                if chunk is None:
+                    continue
+                yield chunk
+                if until_pause and chunk.type in ("interrupt", "done"):
+                    return
+            return
         with contextlib.suppress(RPCError):  # an ended run still has its stream to drain
             await self.handle(run_id).signal(STREAM_SIGNAL)
-        fresh = TextDeduplicator()
         items = WorkflowStreamClient.create(self.client, run_id).subscribe(
             TOPIC, from_offset, poll_cooldown=timedelta(milliseconds=50)
         )
@@ -352,6 +362,14 @@ class ReinClient:
                 yield chunk
                 if until_pause and chunk.type in ("interrupt", "done"):
                     return
+
+    async def _ended(self, run_id: str) -> bool:
+        """The run (the newest of its chain) has closed."""
+        try:
+            description = await self.handle(run_id).describe()
+        except RPCError:
+            return False  # let the stream say what is wrong
+        return description.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
     async def _until_paused(self, handle: WorkflowHandle[Any, RunOutcome], after_pause: int, delay: float) -> None:
         while True:
@@ -371,3 +389,16 @@ class ReinClient:
         """
         query = f'ReinStatus="{status}" AND ExecutionStatus="Running"'
         return [wf.id async for wf in self.client.list_workflows(query)]
+
+
+class ReinConnection(Client, ReinClient):
+    """What `connect()` returns: a temporalio `Client` (for workers, `start_workflow`, `list_workflows`)
+    that is also a ReinClient (`start`, `stream`, `approve`, `status`, `result`, ...), so code
+    written for either works on it. Their method names do not overlap."""
+
+    @classmethod
+    def of(cls, client: Client, task_queue: str | None = None) -> ReinConnection:
+        connection = cls(**with_rein_plugin(client).config())
+        connection.client = connection
+        connection.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+        return connection
