@@ -21,8 +21,8 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import CancelledError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
 from rein.contract import (
@@ -40,6 +40,7 @@ from rein.contract import (
     RunStatusView,
     WaitRequest,
 )
+from rein.errors import DecisionRejected, NoWorker, RunFailed  # noqa: F401  (raised here; public here too)
 from rein.events import TOPIC, StreamEvent, TextDeduplicator
 from rein.fleet import run_priority
 from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
@@ -55,36 +56,8 @@ if TYPE_CHECKING:
     from rein.fork import BulkFork
 
 
-class RunFailed(RuntimeError):
-    """A durable run ended in failure, for example a non-retryable model error.
-
-    The original exception lives in the worker that raised it (maybe another process); what
-    reaches the caller is its type name (`error_type`, e.g. the provider's `AuthenticationError`)
-    and its message, secrets scrubbed.
-    """
-
-    def __init__(self, run_id: str, error_type: str, message: str):
-        super().__init__(f"run {run_id} failed: {message}")
-        self.run_id = run_id
-        self.error_type = error_type
-        self.message = message
-
-
-class DecisionRejected(ValueError):
-    """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
-
-
 NO_WORKER_GRACE_S = 3.0
 """How long a decision looks for a worker of the run before saying none serves it (nothing is sent)."""
-
-
-class NoWorker(RuntimeError):
-    """No worker serves the run's task queue, so the decision was not sent.
-
-    A decision is an Update a worker must accept; one sent with no worker would wait on the
-    server and could be applied whenever a worker starts, long after the caller gave up. So
-    nothing is sent: start a worker and decide again (the CLI's `--wait` waits for one).
-    """
 
 
 async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> ReinConnection:

@@ -96,7 +96,7 @@ def quiet_expected_failures() -> None:
 
 def expected_failure(error: BaseException) -> bool:
     """A failure rein reports with a message that says it all (a run failed, no worker, a rejected decision, a missing key)."""
-    from rein.client import DecisionRejected, NoWorker, RunFailed
+    from rein.errors import DecisionRejected, NoWorker, RunFailed
     from rein.temporal.codec import CodecKeyError
 
     return isinstance(error, (RunFailed, NoWorker, DecisionRejected, CodecKeyError))

@@ -373,7 +373,7 @@ def was_cancelled(err: BaseException) -> bool:
     """The error a result read raises for a run that closed as Temporal's CANCELED."""
     from temporalio.exceptions import CancelledError
 
-    from rein.client import RunFailed
+    from rein.errors import RunFailed
 
     if isinstance(err, RunFailed):
         return err.error_type == "CancelledError"

@@ -46,8 +46,8 @@ from rein.temporal.deployment import (
 )
 from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes, prune_periodically
+from rein.tracing.interceptors import with_tracing
 from rein.tracing.setup import enabled as tracing_on
-from rein.tracing.setup import with_tracing
 
 if TYPE_CHECKING:
     from rein.agent import Agent
