@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
+from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from rein.client import ReinClient, connect
@@ -100,13 +99,32 @@ async def wait_for_approval(client: ReinClient, run_ids: list[str]) -> None:
         views = await asyncio.gather(*(client.status(r) for r in run_ids))
         return all(v.status == "waiting_approval" for v in views)
 
-    await poll(all_waiting, f"{len(run_ids)} runs to wait for approval", timeout=120, interval=0.2)
+    try:
+        await poll(all_waiting, f"{len(run_ids)} runs to wait for approval", timeout=120, interval=0.2)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{await explain(client, run_ids)}") from None
+
+
+async def explain(client: ReinClient, run_ids: list[str]) -> str:
+    """Each run's last failed workflow task or activity attempt: why a run is stuck or answers wrongly."""
+    lines = []
+    for run_id in run_ids:
+        history = await client.client.get_workflow_handle(run_id).fetch_history()
+        failures = [f"{kind}: {attrs['failure'].get('message', '')[:300]}"
+                    for event in history.to_json_dict()["events"] for kind, attrs in event.items()
+                    if kind in ("workflowTaskFailedEventAttributes", "activityTaskFailedEventAttributes")
+                    and "failure" in attrs]
+        lines.append(f"{run_id}: {failures[-1] if failures else 'no failure recorded'}")
+    return "\n".join(lines)
 
 
 async def check_finished(builds: Builds, client: ReinClient, runs: dict[str, int], tool_builds: set[str]) -> None:
     """Each run done with the answer its own tool gave, the tool run once, on one of `tool_builds`."""
     for run_id, amount in runs.items():
-        result = await asyncio.wait_for(client.result(run_id), 120)
+        try:
+            result = await asyncio.wait_for(client.result(run_id), 120)
+        except TimeoutError:
+            raise AssertionError(f"{run_id} did not finish:\n{await explain(client, [run_id])}") from None
         effects = builds.effects(run_id)
         assert len(effects) == 1, (run_id, effects)
         assert effects[0] in tool_builds, (run_id, effects)

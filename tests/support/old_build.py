@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.support.processes import ROOT, WorkerProcess
@@ -22,6 +23,10 @@ OLD_BUILD = "f732bd2"
 """The previous landed build: the one a deploy of this build upgrades from or rolls back to."""
 
 REPLAY_SCRIPT = Path(__file__).with_name("replay_check.py")
+
+
+BUILD_HISTORIES = ROOT / "tests" / "histories" / "builds"
+"""One folder per landed build (its short sha): the histories its own make_histories.py recorded."""
 
 
 def unpack_old_build(dest: Path, commit: str = OLD_BUILD) -> Path:
@@ -77,3 +82,25 @@ def replay_with_old_build(old: Path, histories: dict[str, dict]) -> dict[str, st
                           env=old_env(old), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
+
+
+def record_build_histories(commit: str = OLD_BUILD) -> Path:
+    """Run a landed build's own make_histories.py and keep what it wrote in tests/histories/builds/<commit>/."""
+    target = BUILD_HISTORIES / commit
+    with tempfile.TemporaryDirectory(prefix="rein-build-") as tmp:
+        old = unpack_old_build(Path(tmp) / "old", commit)
+        recorder = Path(tmp) / "recorder"
+        recorder.mkdir()
+        script = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:tests/histories/make_histories.py"],
+                                capture_output=True, check=True)
+        (recorder / "make_histories.py").write_bytes(script.stdout)
+        subprocess.run([sys.executable, str(recorder / "make_histories.py")], cwd=str(recorder),
+                       env={**old_env(old), "REIN_HOME": tmp}, check=True, timeout=600)
+        target.mkdir(parents=True, exist_ok=True)
+        for path in recorder.glob("agent_*.json"):  # agent_approval_v6.json -> approval.json
+            (target / f"{path.stem.split('_')[1]}.json").write_bytes(path.read_bytes())
+    return target
+
+
+if __name__ == "__main__":  # python -m tests.support.old_build [COMMIT]: store a landed build's histories
+    print(record_build_histories(*sys.argv[1:2]))
