@@ -11,15 +11,18 @@ run exactly once; then every history it recorded replays on both builds' AgentWo
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import re
 import uuid
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from temporalio.worker import Replayer
 
-from rein.client import ReinClient, connect
+from rein.client import DecisionRejected, ReinClient, connect
 from rein.server import TUNED_DYNAMIC_CONFIG, DevServer, start_dev_server
 from rein.temporal import ReinPlugin
 from rein.workflows import AgentWorkflow
@@ -105,6 +108,13 @@ async def wait_for_approval(client: ReinClient, run_ids: list[str]) -> None:
         raise AssertionError(f"{err}\n{await explain(client, run_ids)}") from None
 
 
+async def approve(client: ReinClient, run_id: str) -> None:
+    try:
+        await client.approve(run_id)
+    except Exception as err:
+        raise AssertionError(f"{err}\n{await explain(client, [run_id])}") from None
+
+
 async def explain(client: ReinClient, run_ids: list[str]) -> str:
     """Each run's last failed workflow task or activity attempt: why a run is stuck or answers wrongly."""
     lines = []
@@ -140,74 +150,113 @@ async def test_upgrade_in_place(builds: Builds, client: ReinClient):
     runs = await start_runs(client, queue, pay=6, ask=8)
     await wait_for_approval(client, asking(runs))
     for run_id in asking(runs)[:3]:
-        await client.approve(run_id)  # some approved while the old build still serves them
+        await approve(client, run_id)  # some approved while the old build still serves them
     old.stop()
     builds.worker("new", queue)
     for run_id in asking(runs)[3:]:
-        await client.approve(run_id)
+        await approve(client, run_id)
     await check_finished(builds, client, runs, {"old", "new"})
     assert {builds.effects(r)[0] for r in asking(runs)[3:]} == {"new"}
 
 
 async def test_rollback_then_forward_again(builds: Builds, client: ReinClient):
-    """This build starts runs; it stops; the old build carries them on; then this build again."""
+    """This build starts runs; it stops; the old build carries on every run whose history it can replay
+    and starts runs of its own; the others wait, stuck but open and untouched (a rollback past a patch,
+    docs/deploys.md), exactly those the old build's replayer predicted; then this build carries all on."""
     queue = f"rollback-{uuid.uuid4().hex[:6]}"
     new = builds.worker("new", queue)
     runs = await start_runs(client, queue, pay=4, ask=10)
     await wait_for_approval(client, asking(runs))
     new.stop()
+    waiting = {r: (await client.client.get_workflow_handle(r).fetch_history()).to_json_dict() for r in asking(runs)}
+    unreadable = {r for r, failure in replay_with_old_build(builds.old_tree, waiting).items() if failure}
+
     old = builds.worker("old", queue)  # the rollback
-    for run_id in asking(runs)[:5]:
-        await client.approve(run_id)
-    await check_finished(builds, client, {r: runs[r] for r in asking(runs)[:5]}, {"old"})
+    later = await start_runs(client, queue, pay=2, ask=4)
+    await wait_for_approval(client, asking(later))
+    stuck = set()
+    for run_id in asking(runs)[:5] + asking(later)[:2]:
+        try:
+            await client.approve(run_id)
+        except DecisionRejected as err:
+            assert "Workflow Task in failed state" in str(err), err
+            stuck.add(run_id)
+    assert stuck == unreadable & set(asking(runs)[:5])
+    for run_id in stuck:
+        description = await client.client.get_workflow_handle(run_id).describe()
+        assert description.status == WorkflowExecutionStatus.RUNNING and not builds.effects(run_id)
+    carried = [r for r in asking(runs)[:5] if r not in stuck] + asking(later)[:2] + list(later)[:2]
+    await check_finished(builds, client, {r: {**runs, **later}[r] for r in carried}, {"old"})
+    print(f"rollback to {OLD_BUILD}: {len(unreadable)} of {len(waiting)} waiting runs unreadable, "
+          f"{len(stuck)} stuck until forward")
+
     old.stop()
     builds.worker("new", queue)  # forward again
-    for run_id in asking(runs)[5:]:
-        await client.approve(run_id)
-    await check_finished(builds, client, runs, {"old", "new"})
-    assert {builds.effects(r)[0] for r in asking(runs)[5:]} == {"new"}
+    for run_id in sorted(stuck) + asking(runs)[5:] + asking(later)[2:]:
+        await approve(client, run_id)
+    await check_finished(builds, client, {**runs, **later}, {"old", "new"})
+    assert {builds.effects(r)[0] for r in [*stuck, *asking(runs)[5:], *asking(later)[2:]]} == {"new"}
 
 
 async def test_mixed_builds_on_one_queue(builds: Builds, client: ReinClient):
-    """Both builds poll one queue while runs go through: activities of one build's runs run on the other."""
+    """Both builds poll one queue while runs go through: each build runs activities the other scheduled."""
     queue = f"mixed-{uuid.uuid4().hex[:6]}"
-    workers = [builds.worker("old", queue), builds.worker("new", queue)]
+    workers = {"old": builds.worker("old", queue), "new": builds.worker("new", queue)}
     runs = await start_runs(client, queue, pay=8, ask=8)
     await wait_for_approval(client, asking(runs))
     for run_id in asking(runs):
-        await client.approve(run_id)
+        await approve(client, run_id)
     await check_finished(builds, client, runs, {"old", "new"})
-    crossed = [r for r in runs if crossing_activities(builds.histories[r])]
-    assert crossed, "no activity ran on another worker than its workflow task's: the builds did not mix"
-    identities = {f"{w.process.pid}@" for w in workers}
-    assert all(any(i.startswith(tuple(identities)) for i in crossing_activities(builds.histories[r]))
-               for r in crossed)
+    build_of = {f"{w.process.pid}@": build for build, w in workers.items()}
+
+    def build(identity: str) -> str:
+        return next(b for prefix, b in build_of.items() if identity.startswith(prefix))
+
+    crossed = {(build(by), build(ran)) for r in runs for by, ran in crossing_activities(builds.histories[r])}
+    assert crossed == {("old", "new"), ("new", "old")}, "the builds did not mix (eager activities on?)"
 
 
-def crossing_activities(history: dict) -> list[str]:
-    """Identities of workers that started an activity scheduled by another worker's workflow task."""
+def crossing_activities(history: dict) -> list[tuple[str, str]]:
+    """(scheduled by, started by) worker identities of activities that ran on another worker."""
     task_identity: dict[str, str] = {}
     scheduled_by: dict[str, str] = {}
     crossing = []
     for event in history["events"]:
-        attrs = {k: v for k, v in event.items() if k.endswith("EventAttributes")}
-        for kind, a in attrs.items():
-            if kind == "workflowTaskCompletedEventAttributes":
-                task_identity[event["eventId"]] = a.get("identity", "")
-            elif kind == "activityTaskScheduledEventAttributes":
-                scheduled_by[event["eventId"]] = task_identity.get(a["workflowTaskCompletedEventId"], "")
-            elif kind == "activityTaskStartedEventAttributes":
-                if a.get("identity") != scheduled_by.get(a["scheduledEventId"]):
-                    crossing.append(a.get("identity", ""))
+        if a := event.get("workflowTaskCompletedEventAttributes"):
+            task_identity[event["eventId"]] = a["identity"]
+        elif a := event.get("activityTaskScheduledEventAttributes"):
+            scheduled_by[event["eventId"]] = task_identity[a["workflowTaskCompletedEventId"]]
+        elif (a := event.get("activityTaskStartedEventAttributes")) and a["identity"] != (
+                by := scheduled_by[a["scheduledEventId"]]):
+            crossing.append((by, a["identity"]))
     return crossing
 
 
-async def test_every_history_replays_on_both_builds(builds: Builds, client: ReinClient):
-    """Histories touched by both builds: the same command sequence, whichever build replays them."""
+async def test_every_history_replays_on_both_builds(builds: Builds):
+    """Histories touched by both builds replay on this one; on the old one unless they hold a patch marker
+    it does not know (a change this build guards with workflow.patched): all else is the same sequence."""
     assert len(builds.histories) >= 40, "run the scenarios first (this module, in order)"
     replayer = Replayer(workflows=[AgentWorkflow], plugins=[ReinPlugin(agents=[])])
     for run_id, data in builds.histories.items():
         result = await replayer.replay_workflow(WorkflowHistory.from_json(run_id, data), raise_on_replay_failure=False)
         assert result.replay_failure is None, (run_id, result.replay_failure)
     failures = replay_with_old_build(builds.old_tree, builds.histories)
-    assert failures == {run_id: None for run_id in builds.histories}, f"{OLD_BUILD} cannot replay these"
+    known = old_patch_ids(builds.old_tree)
+    unknown = {r: patch_ids(h) - known for r, h in builds.histories.items() if patch_ids(h) - known}
+    assert {r for r, failure in failures.items() if failure} == set(unknown), f"{OLD_BUILD} fails: {failures}"
+    for run_id, patches in unknown.items():
+        assert any(f"patch marker encountered for change {p}" in failures[run_id] for p in patches), failures[run_id]
+    print(f"{len(builds.histories)} histories, {len(unknown)} with patches {OLD_BUILD} does not know")
+
+
+def patch_ids(history: dict) -> set[str]:
+    return {json.loads(base64.b64decode(payload["data"]))["id"]
+            for event in history["events"]
+            if (marker := event.get("markerRecordedEventAttributes", {})).get("markerName") == "core_patch"
+            for payload in marker["details"]["patch-data"]["payloads"]}
+
+
+def old_patch_ids(old_tree: Path) -> set[str]:
+    """The patch ids the old build's workflow code asks about."""
+    source = "\n".join(p.read_text() for p in (old_tree / "rein" / "workflows").rglob("*.py"))
+    return set(re.findall(r'^PATCH_\w+ = "([^"]+)"', source, re.MULTILINE))
