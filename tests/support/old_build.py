@@ -76,12 +76,12 @@ def rein_file(old: Path | None) -> str:
 
 def replay_with_old_build(old: Path, histories: dict[str, dict]) -> dict[str, str | None]:
     """Replay JSON histories (workflow id -> history) with the old build's AgentWorkflow: id -> failure or None."""
-    path = old / "histories-to-replay.json"
+    path, out = old / "histories-to-replay.json", old / "replay-failures.json"
     path.write_text(json.dumps(histories))
-    proc = subprocess.run([sys.executable, str(old / REPLAY_SCRIPT.name), str(path)], cwd=str(old),
+    proc = subprocess.run([sys.executable, str(old / REPLAY_SCRIPT.name), str(path), str(out)], cwd=str(old),
                           env=old_env(old), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return json.loads(out.read_text())
 
 
 def record_build_histories(commit: str = OLD_BUILD) -> Path:
