@@ -115,6 +115,17 @@ async def approve(client: ReinClient, run_id: str) -> None:
         raise AssertionError(f"{err}\n{await explain(client, [run_id])}") from None
 
 
+async def approved(client: ReinClient, run_id: str) -> bool:
+    """Approves once the run's workflow task no longer fails (a stuck run refuses decisions meanwhile)."""
+    try:
+        await client.approve(run_id)
+    except DecisionRejected as err:
+        if "Workflow Task in failed state" in str(err):
+            return False
+        raise
+    return True
+
+
 async def explain(client: ReinClient, run_ids: list[str]) -> str:
     """Each run's last failed workflow task or activity attempt: why a run is stuck or answers wrongly."""
     lines = []
@@ -191,8 +202,10 @@ async def test_rollback_then_forward_again(builds: Builds, client: ReinClient):
           f"{len(stuck)} stuck until forward")
 
     old.stop()
-    builds.worker("new", queue)  # forward again
-    for run_id in sorted(stuck) + asking(runs)[5:] + asking(later)[2:]:
+    builds.worker("new", queue)  # forward again: the stuck runs' next task attempt goes to this build
+    await asyncio.gather(*(poll(lambda r=r: approved(client, r), f"{r} to take a decision again", timeout=120,
+                                interval=0.5) for r in stuck))
+    for run_id in asking(runs)[5:] + asking(later)[2:]:
         await approve(client, run_id)
     await check_finished(builds, client, {**runs, **later}, {"old", "new"})
     assert {builds.effects(r)[0] for r in [*stuck, *asking(runs)[5:], *asking(later)[2:]]} == {"new"}
