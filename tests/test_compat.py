@@ -31,6 +31,7 @@ from rein.temporal import ReinPlugin
 from rein.workflows import AgentWorkflow
 from tests.support.old_build import OLD_BUILD, OldWorkerProcess, rein_file, replay_with_old_build, unpack_old_build
 from tests.support.processes import ROOT, WorkerProcess
+from tests.support.replay_check import replay
 from tests.support.tools import add
 from tests.support.waiting import poll
 
@@ -39,14 +40,31 @@ NO_EAGER_ACTIVITIES = {**TUNED_DYNAMIC_CONFIG, "system.enableActivityEagerExecut
 
 
 class Builds:
-    """A dev server, the old build unpacked from git, and workers of either build."""
+    """A dev server, the old build unpacked from git, and workers of either build on one task queue.
+
+    `deploy(build)` leaves exactly one worker, of that build, polling (a running one is kept, so
+    scenarios run in order share worker processes); `add(build)` starts one more beside them.
+    """
+
+    queue = f"compat-{uuid.uuid4().hex[:6]}"
 
     def __init__(self, root: Path):
         self.root = root
         self.old_tree = unpack_old_build(root / "old")
         self.server: DevServer = start_dev_server(log_path=root / "server.log", dynamic_config=NO_EAGER_ACTIVITIES)
         self.workers: list[WorkerProcess] = []
+        self.polling: dict[str, WorkerProcess] = {}
         self.histories: dict[str, dict] = {}
+
+    def deploy(self, build: str) -> None:
+        for other in [b for b in self.polling if b != build]:
+            self.polling.pop(other).stop()
+        if build not in self.polling:
+            self.add(build)
+
+    def add(self, build: str) -> WorkerProcess:
+        self.polling[build] = self.worker(build, self.queue)
+        return self.polling[build]
 
     def worker(self, build: str, queue: str) -> WorkerProcess:
         log = self.root / f"worker-{len(self.workers)}-{build}.log"
@@ -160,14 +178,12 @@ async def check_finished(builds: Builds, client: ReinClient, runs: dict[str, int
 
 async def test_upgrade_in_place(builds: Builds, client: ReinClient):
     """The old build takes runs, some wait for approval; it stops; this build carries them on."""
-    queue = f"upgrade-{uuid.uuid4().hex[:6]}"
-    old = builds.worker("old", queue)
-    runs = await start_runs(client, queue, pay=6, ask=8)
+    builds.deploy("old")
+    runs = await start_runs(client, builds.queue, pay=6, ask=8)
     await wait_for_approval(client, asking(runs))
     for run_id in asking(runs)[:3]:
         await approve(client, run_id)  # some approved while the old build still serves them
-    old.stop()
-    builds.worker("new", queue)
+    builds.deploy("new")
     for run_id in asking(runs)[3:]:
         await approve(client, run_id)
     await check_finished(builds, client, runs, {"old", "new"})
@@ -177,17 +193,15 @@ async def test_upgrade_in_place(builds: Builds, client: ReinClient):
 async def test_rollback_then_forward_again(builds: Builds, client: ReinClient):
     """This build starts runs; it stops; the old build carries on every run whose history it can replay
     and starts runs of its own; the others wait, stuck but open and untouched (a rollback past a patch,
-    docs/deploys.md), exactly those the old build's replayer predicted; then this build carries all on."""
-    queue = f"rollback-{uuid.uuid4().hex[:6]}"
-    new = builds.worker("new", queue)
-    runs = await start_runs(client, queue, pay=4, ask=10)
+    docs/deploys.md): exactly those that hold a patch marker it does not know. Then this build carries all on."""
+    builds.deploy("new")
+    runs = await start_runs(client, builds.queue, pay=4, ask=10)
     await wait_for_approval(client, asking(runs))
-    new.stop()
+    builds.deploy("old")  # the rollback
     waiting = {r: (await client.client.get_workflow_handle(r).fetch_history()).to_json_dict() for r in asking(runs)}
-    unreadable = {r for r, failure in replay_with_old_build(builds.old_tree, waiting).items() if failure}
+    unreadable = {r for r, history in waiting.items() if patch_ids(history) - old_patch_ids(builds.old_tree)}
 
-    old = builds.worker("old", queue)  # the rollback
-    later = await start_runs(client, queue, pay=2, ask=4)
+    later = await start_runs(client, builds.queue, pay=2, ask=4)
     await wait_for_approval(client, asking(later))
     stuck = set()
     for run_id in asking(runs)[:5] + asking(later)[:2]:
@@ -205,8 +219,7 @@ async def test_rollback_then_forward_again(builds: Builds, client: ReinClient):
     print(f"rollback to {OLD_BUILD}: {len(unreadable)} of {len(waiting)} waiting runs unreadable, "
           f"{len(stuck)} stuck until forward")
 
-    old.stop()
-    builds.worker("new", queue)  # forward again: the stuck runs' next task attempt goes to this build
+    builds.deploy("new")  # forward again: the stuck runs' next task attempt goes to this build
     await asyncio.gather(*(poll(lambda r=r: approved(client, r), f"{r} to take a decision again", timeout=120,
                                 interval=0.5) for r in stuck))
     for run_id in asking(runs)[5:] + asking(later)[2:]:
@@ -217,9 +230,10 @@ async def test_rollback_then_forward_again(builds: Builds, client: ReinClient):
 
 async def test_mixed_builds_on_one_queue(builds: Builds, client: ReinClient):
     """Both builds poll one queue while runs go through: each build runs activities the other scheduled."""
-    queue = f"mixed-{uuid.uuid4().hex[:6]}"
-    workers = {"old": builds.worker("old", queue), "new": builds.worker("new", queue)}
-    runs = await start_runs(client, queue, pay=8, ask=8)
+    builds.deploy("new")
+    builds.add("old")
+    workers = dict(builds.polling)
+    runs = await start_runs(client, builds.queue, pay=8, ask=8)
     await wait_for_approval(client, asking(runs))
     # A run's next task may go to a build that cannot replay it (fails, retried): it takes decisions again after.
     await asyncio.gather(*(poll(lambda r=r: approved(client, r), f"{r} to take its decision", timeout=120,
@@ -283,10 +297,7 @@ async def test_every_history_replays_on_both_builds(builds: Builds):
     """Histories touched by both builds replay on this one; on the old one unless they hold a patch marker
     it does not know (a change this build guards with workflow.patched): all else is the same sequence."""
     assert len(builds.histories) >= 40, "run the scenarios first (this module, in order)"
-    replayer = Replayer(workflows=[AgentWorkflow], plugins=[ReinPlugin(agents=[])])
-    for run_id, data in builds.histories.items():
-        result = await replayer.replay_workflow(WorkflowHistory.from_json(run_id, data), raise_on_replay_failure=False)
-        assert result.replay_failure is None, (run_id, result.replay_failure)
+    assert await replay(builds.histories) == {run_id: None for run_id in builds.histories}
     failures = replay_with_old_build(builds.old_tree, builds.histories)
     known = old_patch_ids(builds.old_tree)
     unknown = {r: patch_ids(h) - known for r, h in builds.histories.items() if patch_ids(h) - known}

@@ -69,8 +69,9 @@ class OldWorkerProcess(WorkerProcess):
 def rein_file(old: Path | None) -> str:
     """Where `import rein` resolves in a process of that build (None: this build)."""
     env = old_env(old) if old is not None else {k: v for k, v in os.environ.items()}
-    proc = subprocess.run([sys.executable, "-c", "import rein.workflows as w; print(w.__file__)"],
-                          cwd=str(old or ROOT), env=env, capture_output=True, text=True, timeout=60, check=True)
+    where = "import importlib.util as u; print(u.find_spec('rein.workflows').origin)"
+    proc = subprocess.run([sys.executable, "-c", where], cwd=str(old or ROOT), env=env, capture_output=True,
+                          text=True, timeout=60, check=True)
     return proc.stdout.strip()
 
 

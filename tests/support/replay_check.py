@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
 
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
@@ -19,14 +20,22 @@ from rein.temporal import ReinPlugin
 from rein.workflows import AgentWorkflow
 
 
-async def main(path: str, out: str) -> None:
-    histories = json.loads(open(path).read())
+async def replay(histories: dict[str, dict]) -> dict[str, str | None]:
+    """Workflow id -> why its history does not replay (None: it does), all in one replaying worker."""
+    loaded = [WorkflowHistory.from_json(workflow_id, data) for workflow_id, data in histories.items()]
+
+    async def each() -> AsyncIterator[WorkflowHistory]:
+        for history in loaded:
+            yield history
+
     replayer = Replayer(workflows=[AgentWorkflow], plugins=[ReinPlugin(agents=[])])
-    failures: dict[str, str | None] = {}
-    for workflow_id, data in histories.items():
-        result = await replayer.replay_workflow(WorkflowHistory.from_json(workflow_id, data),
-                                                raise_on_replay_failure=False)
-        failures[workflow_id] = None if result.replay_failure is None else str(result.replay_failure)
+    results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
+    failures = {h.run_id: results.replay_failures.get(h.run_id) for h in loaded}
+    return {h.workflow_id: None if failures[h.run_id] is None else str(failures[h.run_id]) for h in loaded}
+
+
+async def main(path: str, out: str) -> None:
+    failures = await replay(json.loads(open(path).read()))
     with open(out, "w") as target:  # not stdout: the SDK's core logs its warnings there
         json.dump(failures, target)
 
