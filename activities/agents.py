@@ -23,6 +23,7 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.exceptions import ApplicationError
 
 from rein.activities import steps
+from rein.activities.identity import AgentIdentity
 from rein.contract import (
     CALL_MODEL,
     COMPACT,
@@ -35,12 +36,11 @@ from rein.contract import (
     StepOutcome,
     StepRequest,
     ToolCallInput,
-    ToolInfo,
 )
-from rein.compaction import trigger_of
-from rein.digest import EMPTY, call_hash, conversation_digest, extend, message_hash, ref
+from rein.digest import EMPTY, call_hash, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
+from rein.fleet import routed_queue
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import FallbackProvider, is_retryable
 from rein.temporal.streaming import ModelText, activity_stream, current_stream
@@ -101,6 +101,8 @@ class _Conversation:
         """Messages this worker produced for the run, by rein.digest hash, until a model call refers to them."""
         self.calls: dict[str, ToolCall] = {}
         """The tool calls of the last model reply this worker produced for the run, by `ref` of call_hash."""
+        self.version = ""
+        """The agent version that model call was sent with: its tool calls run under it."""
 
 
 class Conversations:
@@ -127,16 +129,20 @@ class Conversations:
             self._runs.popitem(last=False)
         return entry
 
-    def produced(self, run_id: str, message: Message) -> None:
+    def produced(self, run_id: str, message: Message, version: str = "") -> None:
         entry = self._entry(run_id)
         entry.produced[ref(message_hash(message))] = message
         if message.tool_calls:
             entry.calls = {ref(call_hash(c)): c for c in message.tool_calls}
+            entry.version = version
 
-    def call(self, run_id: str, key: str) -> ToolCall | None:
-        """A tool call this worker produced for the run, by its reference (None: not held here)."""
+    def call(self, run_id: str, key: str) -> tuple[ToolCall | None, str]:
+        """A tool call this worker produced for the run, by its reference (None: not held here), and
+        the agent version its model call was sent with."""
         entry = self._runs.get(run_id)
-        return entry.calls.get(key) if entry is not None else None
+        if entry is None or key not in entry.calls:
+            return None, ""
+        return entry.calls[key], entry.version
 
     def drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
@@ -231,9 +237,10 @@ def _with_run(request: Any) -> Any:
     return request.model_copy(update=update)
 
 
-async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
+async def _call_from_workflow(request: ToolCallInput) -> tuple[ToolCall, str]:
     """The referenced call, read from the history of the very run that scheduled this activity
-    (another worker produced the model's reply, or this one restarted or forgot it).
+    (another worker produced the model's reply, or this one restarted or forgot it), and the agent
+    version that model call was sent with.
 
     The history, newest first, not the `session` query: a query waits for the workflow's
     worker, and after a lost worker (the usual cause of a miss) that costs the sticky queue's
@@ -264,7 +271,7 @@ async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
             ):
                 call = await _call_in_reply(client, replies.pop(event.event_id), request.ref)
                 if call is not None:
-                    return call
+                    return call, await _version_sent(client, event)
         token = page.next_page_token
         if not token:
             break
@@ -273,6 +280,15 @@ async def _call_from_workflow(request: ToolCallInput) -> ToolCall:
         type="UnknownToolCall",
         non_retryable=True,
     )
+
+
+async def _version_sent(client: Any, scheduled: Any) -> str:
+    """The agent version a model call's input carried ("" from older workflow code)."""
+    try:
+        [value] = await client.data_converter.decode(scheduled.activity_task_scheduled_event_attributes.input.payloads)
+        return str(value.get("version") or "") if isinstance(value, dict) else ""
+    except Exception:
+        return ""
 
 
 async def _call_in_reply(client: Any, result: Any, key: str) -> ToolCall | None:
@@ -290,7 +306,7 @@ async def _conversation_from_workflow(request: ModelCallInput | StepRequest, who
     return session.messages if whole else session.messages[: request.total]
 
 
-class AgentActivities:
+class AgentActivities(AgentIdentity):
     def __init__(
         self,
         agents: Mapping[str, Agent],
@@ -305,6 +321,7 @@ class AgentActivities:
         self.conversations = Conversations(cache_size)
         self.max_payload_bytes = max_payload_bytes
         """The largest result this worker's converter can record; larger ones fail without retries."""
+        self.described = {}
 
     def _agent(self, name: str) -> Agent:
         agent = self.agents.get(name) or self.agents.get(name.split("#", 1)[0]) or _tool_agent(self.agents, name)
@@ -324,35 +341,17 @@ class AgentActivities:
         if not request.agent:  # a run that failed before it knew its agent: only the search attributes
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
         agent = self._agent(request.agent)
-        tools = await agent.tools_for_run()  # lists the agent's MCP servers, so the run records their specs
-        return AgentDescription(
-            name=request.agent.split("#", 1)[0],
-            model=agent.model_label,
-            system=agent.system,
-            config=agent.config,
-            tools=[
-                ToolInfo(
-                    spec=t.spec(),
-                    retries=t.retries,
-                    timeout_s=t.timeout_s,
-                    asks_human=t.asks_human,
-                    agent=t.agent.name if t.agent is not None else None,
-                    requires_approval=getattr(t, "requires_approval", False),
-                    local=getattr(t, "local", False),
-                )
-                for t in tools
-            ],
-            search_attributes=list(available),
-            max_payload_bytes=self.max_payload_bytes,
-            client_overrides=sorted(agent.client_overrides),
-            middleware=bool(agent.middlewares),
-            compaction=trigger_of(agent.compaction) if agent.compaction is not None else None,
+        description = await self._describe(request.agent, agent)
+        # Routing is the worker's deployment choice (REIN_MODEL_QUEUES), not part of the agent's fingerprint.
+        return description.model_copy(
+            update={"search_attributes": list(available), "model_queue": routed_queue(agent.model_label)}
         )
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
+        await self._check_version(request.agent, request.version, agent)
         if request.step is not None:
             async with activity_stream():
                 return await steps.model_step(self, agent, request)
@@ -360,11 +359,13 @@ class AgentActivities:
         try:
             async with heartbeating(), activity_stream():
                 completion = await complete(agent, messages, request)
+        except ApplicationError:
+            raise
         except Exception as exc:
-            raise model_failure(request.run_id, exc, agent.model_label) from None
+            raise model_failure(request.run_id, exc, request.model or agent.model_label) from None
         self._check_size(completion, "The model's reply")
         if completion.message.tool_calls:
-            self.conversations.produced(request.run_id, completion.message)
+            self.conversations.produced(request.run_id, completion.message, request.version)
         else:
             self.conversations.drop(request.run_id)  # a final answer: the run ends here
         return wire(completion)
@@ -386,12 +387,14 @@ class AgentActivities:
         agent = self._agent(request.agent)
         async with activity_stream():  # middleware and hooks may publish events (publish_event)
             if request.step is not None:
+                await self._check_version(request.agent, request.version, agent)
                 return await steps.tool_step(self, agent, request)
             async with heartbeating():
-                call = request.call or self.conversations.call(request.run_id, request.ref)
+                call, version = (request.call, "") if request.call else self.conversations.call(request.run_id, request.ref)
                 if call is None:
                     self.conversations.rebuilds += 1
-                    call = await _call_from_workflow(request)
+                    call, version = await _call_from_workflow(request)
+                await self._check_version(request.agent, request.version or version, agent)
                 result = await run_call(agent, call, request.run_id)
         self._check_size(result, f"The result of tool '{call.name}'")
         self.conversations.produced(request.run_id, Message(role="tool", tool_call_id=call.id, content=result.content))
@@ -426,7 +429,7 @@ def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
 async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
     """One completion from the agent's provider (its text published live to the run's stream when
     the run streams), with the output type's verdict attached."""
-    provider = agent._resolve_provider()
+    provider = provider_for(agent, request.model)
     answered_by = None
     if isinstance(provider, FallbackProvider):
         # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
@@ -447,6 +450,14 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
     if answered_by is not None:
         completion = completion.model_copy(update={"model": answered_by})
     return agent.output.check(completion) if agent.output is not None else completion
+
+
+def provider_for(agent: Agent, model: str) -> Any:
+    """The agent's provider, or the run's model override on it; a switch that cannot be made is final."""
+    try:
+        return agent.provider_for(model or None)
+    except ValueError as exc:  # ModelNotSwitchable, or a switch across vendors with pinned settings
+        raise ApplicationError(str(exc), type="ModelNotSwitchable", non_retryable=True) from None
 
 
 def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:

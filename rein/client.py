@@ -52,6 +52,7 @@ from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what
 from rein.ir import StreamChunk
 from rein.result import RunResult, Step
 from rein.session import Session
+from rein.fleet import run_priority
 from rein.summaries import run_summary
 from rein.temporal import history
 from rein.temporal.plugin import with_rein_plugin
@@ -101,7 +102,9 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
 _NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
 
 
-async def start_search_attributes(client: Client, agent: str, fork_of: str | None = None) -> TypedSearchAttributes | None:
+async def start_search_attributes(
+    client: Client, agent: str, fork_of: str | None = None, tenant: str | None = None
+) -> TypedSearchAttributes | None:
     """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
 
     Only those the namespace has (asked once per client): a missing one must never fail a start.
@@ -119,15 +122,18 @@ async def start_search_attributes(client: Client, agent: str, fork_of: str | Non
     values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
     if fork_of is not None:
         values["ReinForkOf"] = fork_of
-    pairs = [
-        SearchAttributePair(
-            SearchAttributeKey.for_keyword(name) if SEARCH_ATTRIBUTES[name] == "Keyword" else SearchAttributeKey.for_int(name),
-            value,
-        )
-        for name, value in values.items()
-        if name in have
-    ]
+    if tenant:
+        values["ReinTenant"] = tenant
+    pairs = [SearchAttributePair(search_key(name), value) for name, value in values.items() if name in have]
     return TypedSearchAttributes(pairs) if pairs else None
+
+
+def search_key(name: str) -> Any:
+    """The typed key of one of rein's search attributes."""
+    kind = SEARCH_ATTRIBUTES[name]
+    if kind == "Keyword":
+        return SearchAttributeKey.for_keyword(name)
+    return SearchAttributeKey.for_float(name) if kind == "Double" else SearchAttributeKey.for_int(name)
 
 
 class ReinClient:
@@ -144,21 +150,30 @@ class ReinClient:
         config: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         stream: bool = False,
+        model: str | None = None,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> WorkflowHandle[Any, RunOutcome]:
         """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
         RunResult). `stream=True`: its model calls publish text live for `stream(run_id)` from the
         first call on. Without it the run streams live once a reader asks (`stream(run_id)`), and
-        until then costs no history: live text is one signal per 200 ms batch."""
+        until then costs no history: live text is one signal per 200 ms batch. `model`: this run's model
+        instead of the agent's (a LiteLLM id; the agent must allow it with client_overrides=["model"]).
+        `tenant` is Temporal's fairness key and `priority` its priority key (1 first .. 5 last,
+        default 3) for the run, its activities and its child agents (docs/fleet.md)."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
-            AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}, stream=stream).model_dump(
+            AgentInput(
+                agent=agent, prompt=prompt, config=config, model=model, metadata=metadata or {}, stream=stream
+            ).model_dump(
                 mode="json", exclude_none=True, exclude_defaults=True
             ),
             id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
             result_type=RunOutcome,
             static_summary=run_summary(agent, prompt),
-            search_attributes=await start_search_attributes(self.client, agent),
+            search_attributes=await start_search_attributes(self.client, agent, tenant=tenant),
+            priority=run_priority(tenant, priority),
             # A worker for this queue in this process (the embedded engine, a script) takes the first
             # workflow task straight from the start response; otherwise the server dispatches it as usual.
             request_eager_start=True,
@@ -174,16 +189,20 @@ class ReinClient:
         agent: str | None = None,
         config: dict[str, Any] | None = None,
         by: str | None = None,
+        model: str | None = None,
     ) -> str:
         """A new run from `run_id`'s conversation up to and including step `at_step` (the indexes
         `rein show` prints, across continue-as-new); returns its id. Nothing before the fork point
         runs again; the original is only read. `edits` (rein.fork_edits.ForkEdits or its dict):
-        `tool_results`, `prompt`, `append_prompt`, `drop_last_reply`; `agent`: continue in another
-        agent with compatible tools; `config`: LoopConfig overrides. Raises ForkError before
-        anything starts when something does not fit; `by` (default this client's identity) is recorded."""
+        `tool_results`, `prompt`, `append_prompt`, `drop_last_reply`, `model`; `agent`: continue in
+        another agent with compatible tools; `config`: LoopConfig overrides; `model`: the fork's model
+        (also accepted as edits["model"] or config["model"]). Raises ForkError before anything starts
+        when something does not fit; `by` (default this client's identity) is recorded."""
         from rein import fork
 
-        return await fork.fork(self, run_id, at_step=at_step, edits=edits, id=id, agent=agent, config=config, by=by)
+        return await fork.fork(
+            self, run_id, at_step=at_step, edits=edits, id=id, agent=agent, config=config, by=by, model=model
+        )
 
     async def fork_failed(self, *, since: timedelta, query: str | None = None, by: str | None = None) -> list[BulkFork]:
         """Fork every run that failed within `since` from its last recorded step (see rein.fork.fork_failed)."""

@@ -22,6 +22,8 @@ WORKFLOW_TYPE = "AgentWorkflow"
 DESCRIBE_WORKFLOW_TYPE = "ReinDescribeAgent"
 """A short workflow a client starts to learn an agent's tools from a worker (forks into another agent)."""
 DEFAULT_TASK_QUEUE = "rein"
+FORK_MEMO = "rein.fork"
+"""A fork's lineage {"of", "run", "at_step", "edits", "by"}: its memo key, and its input metadata's."""
 
 
 def agent_task_queue(agent: str) -> str:
@@ -33,7 +35,17 @@ def agent_task_queue(agent: str) -> str:
     return f"{DEFAULT_TASK_QUEUE}.{agent}"
 
 
+def model_queue(model: str) -> str:
+    """The activity task queue of a provider's model calls when a worker routes them (`rein.model.openai`
+    for `openai/gpt-4o`): `rein limits set --model` rate-limits it for the whole fleet."""
+    provider = model.split("/", 1)[0] if "/" in model else model
+    return f"{DEFAULT_TASK_QUEUE}.model.{provider or 'default'}"
+
+
 DESCRIBE_AGENT = "rein.describe_agent"
+AGENT_CHANGED = "AgentChanged"
+"""The error type of a model or tool call a worker refused because its definition of the agent differs
+from the run's (its details: the worker's AgentDescription). Nothing was run."""
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
 COMPACT = "rein.compact"
@@ -42,6 +54,8 @@ WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
 CHILD_SIGNAL = "rein.child"
 """Internal signal from an agent-as-tool child run to its parent: `{"call_id", "status"}`."""
+BUDGET_SIGNAL = "rein.budget"
+"""Internal signal from a parent run to its agent-as-tool children: the family's budget is spent."""
 STREAM_SIGNAL = "rein.stream"
 """Internal signal a stream reader sends: from now on, model calls publish their text live."""
 
@@ -67,9 +81,13 @@ SEARCH_ATTRIBUTES = {
     "ReinStatus": "Keyword",
     "ReinIterations": "Int",
     "ReinTokens": "Int",
+    "ReinAgentVersion": "Keyword",
     "ReinForkOf": "Keyword",
+    "ReinCostUsd": "Double",
+    "ReinTenant": "Keyword",
 }
-"""ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from."""
+"""ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from.
+ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.fleet)."""
 
 RunStatus = Literal[
     "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"
@@ -113,6 +131,11 @@ class RunCarry(BaseModel):
     wait_deadline: float | None = Field(default=None, allow_inf_nan=False)
     """When the approval wait in progress times out (workflow time, seconds)."""
     conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    agent_version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """The fingerprint of the definition the run followed; a successor described differently says so."""
+    approval_tools: list[str] = Field(default_factory=list, max_length=10_000, exclude_if=lambda v: not v)
+    permission: str = Field(default="", max_length=8, exclude_if=lambda v: not v)
+    """The approval rules the run followed, kept when the successor's definition is looser (rein.identity)."""
 
 
 class AgentInput(_Lenient):
@@ -123,6 +146,11 @@ class AgentInput(_Lenient):
     session: Session | None = None
     config: dict[str, Any] | None = None
     """LoopConfig field overrides for this run."""
+    model: str | None = Field(default=None, min_length=1, max_length=MAX_NAME, exclude_if=lambda v: v is None)
+    """This run's model instead of the agent's (a LiteLLM id, e.g. "openai/gpt-4o-mini"): the agent's
+    LiteLLM provider settings with this model. Only for agents that allow it (client_overrides "model")."""
+    first_step: int = Field(default=0, ge=0, le=2**62, exclude_if=lambda v: not v)
+    """The index of this run's first step (a fork at step 7 starts at 8: it continues the original's count)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     continue_as_new_after: int | None = Field(default=None, ge=20)
     """History length after which the run continues as a new run (default: when Temporal suggests it)."""
@@ -190,7 +218,17 @@ class AgentDescription(BaseModel):
     compaction: CompactionTrigger | None = Field(default=None, exclude_if=lambda v: v is None)
     """The agent compacts its conversation when this trigger is due (activity rein.compact)."""
     client_overrides: list[str] = Field(default_factory=list)
-    """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten."""
+    """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten.
+    "model": a client may switch the run's model (AgentInput.model)."""
+    model_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The task queue model calls are scheduled on (the worker routes them; None: the run's queue)."""
+    version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """The definition's fingerprint (rein.identity): model, system prompt, tools and their flags, config.
+    Runs send it with each model and tool call; a worker whose definition differs refuses the call
+    (AGENT_CHANGED) and the run takes the new definition by the rule in docs/deploys.md."""
+    in_flight: Literal["stricter", "current"] = Field(default="stricter", exclude_if=lambda v: v == "stricter")
+    """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
+    "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""
 
 
 class ModelCallInput(BaseModel):
@@ -227,6 +265,10 @@ class ModelCallInput(BaseModel):
     worker never serves a cached copy from before the rewrite."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole step, middleware included (result: StepOutcome)."""
+    model: str = Field(default="", exclude_if=lambda v: not v)
+    """The run's model override (AgentInput.model); empty: the agent's own model."""
+    version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
 
     @model_validator(mode="after")
     def _derive_total(self) -> ModelCallInput:
@@ -331,6 +373,8 @@ class ToolCallInput(BaseModel):
     """Defaults to the calling workflow's id (activity.info())."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
+    version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
+    """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
 
     @model_validator(mode="after")
     def _call_or_ref(self) -> ToolCallInput:
@@ -434,6 +478,7 @@ class ConfigOverrides(BaseModel):
 
     max_iterations: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    max_cost_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     detect_loops: bool = None  # type: ignore[assignment]
     repeat_threshold: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
@@ -456,7 +501,7 @@ def _at_most(new: float | None, old: float | None) -> bool:
 def _loosened(name: str, new: Any, old: Any) -> bool:
     if name == "permission":
         return _PERMISSION_RANK[new] < _PERMISSION_RANK[old]
-    if name in ("max_iterations", "max_tokens", "timeout_s", "repeat_threshold"):
+    if name in ("max_iterations", "max_tokens", "max_cost_usd", "timeout_s", "repeat_threshold"):
         return not _at_most(new, old)
     if name == "detect_loops":
         return old and not new
@@ -483,3 +528,21 @@ def apply_overrides(base: LoopConfig, raw: Any, may_loosen: Any = ()) -> LoopCon
             ) + "; the agent can allow it with Agent(client_overrides=[...])"
         )
     return base.model_copy(update=given)
+
+
+MODEL_OVERRIDE = "model"
+"""The `client_overrides` name that lets a client switch a run's model (AgentInput.model)."""
+
+
+def check_model_switch(agent: AgentDescription, model: str | None) -> None:
+    """Raise ValueError when `model` switches the agent's model and the agent did not allow it.
+
+    Off by default: the new model runs with the agent's provider settings (its api_base, its key)
+    and at its price, so the agent's author opts in with `client_overrides=["model"]`."""
+    if model is None or model == agent.model:
+        return
+    if MODEL_OVERRIDE not in agent.client_overrides and "*" not in agent.client_overrides:
+        raise ValueError(
+            f"agent {agent.name!r} does not let a client switch its model ({agent.model} -> {model}); "
+            'the agent can allow it with Agent(client_overrides=["model"])'
+        )

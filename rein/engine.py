@@ -31,11 +31,13 @@ from rein.contract import (
     WaitRequest,
     agent_task_queue,
 )
+from rein.fleet import run_priority
 from rein.ir import StreamChunk
 from rein.log import logger
 from rein.result import RunResult
 from rein.summaries import run_summary
 from rein.temporal import connection
+from rein.temporal.sdk_private import at_exit_before_threads_join
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -68,7 +70,7 @@ class Engine:
                 engine._start()
                 cls._instance = engine
                 # Before interpreter teardown shuts the default executors the worker still needs.
-                threading._register_atexit(engine.close)  # type: ignore[attr-defined]
+                at_exit_before_threads_join(engine.close)
             return cls._instance
 
     def _start(self) -> None:
@@ -174,13 +176,17 @@ class Engine:
 
     # ------------------------------------------------------------ on the engine loop
 
-    async def start(self, agent_key: str, workflow_id: str, prompt: str | None, session: Any) -> RunResult:
-        return await self.wait(await self.begin(agent_key, workflow_id, prompt, session), WaitRequest())
+    async def start(
+        self, agent_key: str, workflow_id: str, prompt: str | None, session: Any, **fleet: Any
+    ) -> RunResult:
+        return await self.wait(await self.begin(agent_key, workflow_id, prompt, session, **fleet), WaitRequest())
 
     async def begin(
-        self, agent_key: str, workflow_id: str, prompt: str | None, session: Any, *, stream: bool = False
+        self, agent_key: str, workflow_id: str, prompt: str | None, session: Any, *, stream: bool = False,
+        tenant: str | None = None, priority: int | None = None,
     ) -> WorkflowHandle:
-        """Start the run; `stream`: its model calls publish text live from the first one."""
+        """Start the run; `stream`: its model calls publish text live from the first one; `tenant` and
+        `priority`: Temporal's fairness key and priority key for it (rein.fleet.run_priority)."""
         assert self.client is not None
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
@@ -189,7 +195,8 @@ class Engine:
             task_queue=self.task_queue(agent_key),
             result_type=RunOutcome,
             static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
-            search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0]),
+            search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0], tenant=tenant),
+            priority=run_priority(tenant, priority),
             request_eager_start=True,  # this engine's own worker takes the first workflow task at once
         )
 
@@ -269,12 +276,12 @@ def new_workflow_id(agent: Agent) -> str:
     return f"{agent.name}-{uuid.uuid4().hex[:12]}"
 
 
-async def run_session(agent: Agent, session: Any = None, prompt: str | None = None) -> RunResult:
+async def run_session(agent: Agent, session: Any = None, prompt: str | None = None, **fleet: Any) -> RunResult:
     eng = await engine()
     key = eng.register(agent)
     workflow_id = new_workflow_id(agent)
     logger.info("run started", extra={"trace_id": workflow_id, "tools": len(agent.registry)})
-    return _logged(await eng.submit(eng.start(key, workflow_id, prompt, session)))
+    return _logged(await eng.submit(eng.start(key, workflow_id, prompt, session, **fleet)))
 
 
 def _logged(result: RunResult) -> RunResult:

@@ -14,7 +14,8 @@ class Step(BaseModel):
     """One model call or one tool execution, for observation and replay."""
 
     index: int
-    kind: Literal["model", "tool"]
+    kind: Literal["model", "tool", "agent"]
+    """`agent`: the agent's definition changed under a durable run (rein.identity; summary says how)."""
     summary: str
     tool_calls: list[ToolCall] | None = None
     is_error: bool | None = None

@@ -11,24 +11,31 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import WorkflowExecution, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import (
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+)
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.client import ReinClient
-from rein.contract import WORKFLOW_TYPE, RunStatusView
+from rein.contract import FORK_MEMO, WORKFLOW_TYPE, RunOutcome, RunStatusView
 from rein.ir import ToolCall, Usage
-from rein.contract import RunOutcome
 from rein.result import Interrupt, Step
 from rein.summaries import tool_summary
+
+if TYPE_CHECKING:
+    from rein.client import ReinClient
 
 _AGENT = SearchAttributeKey.for_keyword("ReinAgent")
 _STATUS = SearchAttributeKey.for_keyword("ReinStatus")
 _ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
 _TOKENS = SearchAttributeKey.for_int("ReinTokens")
 _PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
+_COST = SearchAttributeKey.for_float("ReinCostUsd")
+_TENANT = SearchAttributeKey.for_keyword("ReinTenant")
 
 _CLOSED_STATUS = {
     WorkflowExecutionStatus.FAILED: "failed",
@@ -47,13 +54,17 @@ def is_not_found(err: BaseException) -> bool:
     return isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
 
 
-def list_query(status: str | None = None, agent: str | None = None, fork_of: str | None = None) -> str:
+def list_query(
+    status: str | None = None, agent: str | None = None, fork_of: str | None = None, tenant: str | None = None
+) -> str:
     """The visibility query behind `rein list`; waiting statuses include only running runs."""
     clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
     if agent:
         clauses.append(f'ReinAgent="{_quote(agent)}"')
     if fork_of:
         clauses.append(f'ReinForkOf="{_quote(fork_of)}"')
+    if tenant:
+        clauses.append(f'ReinTenant="{_quote(tenant)}"')
     if status == "failed":
         # A run can fail before its workflow code records ReinStatus (or be terminated).
         clauses.append('(ReinStatus="failed" OR ExecutionStatus="Failed" OR ExecutionStatus="Terminated" '
@@ -99,6 +110,8 @@ class RunRow:
     waits_for: str
     started: datetime
     closed: datetime | None
+    cost_usd: float | None = None
+    tenant: str | None = None
 
     def age(self, now: datetime | None = None) -> timedelta:
         return (now or datetime.now(timezone.utc)) - self.started
@@ -107,7 +120,8 @@ class RunRow:
         return {
             "run_id": self.id, "agent": self.agent, "status": self.status, "iterations": self.iterations,
             "tokens": self.tokens, "waits_for": self.waits_for, "started": self.started.isoformat(),
-            "closed": self.closed.isoformat() if self.closed else None,
+            "closed": self.closed.isoformat() if self.closed else None, "cost_usd": self.cost_usd,
+            "tenant": self.tenant,
         }
 
 
@@ -125,8 +139,8 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 
 
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
-                    limit: int = 50, fork_of: str | None = None) -> list[RunRow]:
-    query = list_query(status, agent, fork_of)
+                    limit: int = 50, fork_of: str | None = None, tenant: str | None = None) -> list[RunRow]:
+    query = list_query(status, agent, fork_of, tenant)
     executions = [e async for e in client.client.list_workflows(query, limit=limit)]
     views = await asyncio.gather(*(
         _query_status(client, e.id) if status_of(e) in _WAITS_FOR else _none() for e in executions
@@ -144,6 +158,8 @@ async def list_runs(client: ReinClient, status: str | None = None, agent: str | 
             waits_for=waits_for(view, run_status),
             started=execution.start_time,
             closed=execution.close_time,
+            cost_usd=view.usage.cost_usd if view else attributes.get(_COST),
+            tenant=attributes.get(_TENANT),
         ))
     return rows
 
@@ -197,10 +213,13 @@ class RunDetail:
     """False when the run is open but no worker answered: the data is visibility's."""
     fork_of: dict[str, Any] | None = None
     """A fork's lineage (rein.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
+    tenant: str | None = None
+    """The run's tenant (Temporal fairness key, ReinTenant)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.id,
+            "tenant": self.tenant,
             "agent": self.agent,
             "status": self.status,
             "stage": self.stage,
@@ -239,8 +258,9 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         started=description.start_time,
         closed=description.close_time,
         iteration=attributes.get(_ITERATIONS),
-        usage=Usage(input_tokens=0, output_tokens=tokens) if tokens is not None else None,
+        usage=Usage(input_tokens=0, output_tokens=tokens, cost_usd=attributes.get(_COST)) if tokens is not None else None,
         fork_of=await _lineage(description),
+        tenant=attributes.get(_TENANT),
     )
     if description.status == WorkflowExecutionStatus.RUNNING:
         view = await _query_status(client, run_id)
@@ -275,8 +295,6 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
 
 
 async def _lineage(description: Any) -> dict[str, Any] | None:
-    from rein.fork import FORK_MEMO
-
     try:
         return await description.memo_value(FORK_MEMO, None)
     except Exception:  # a memo some other tool wrote under this key: no lineage to show

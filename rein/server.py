@@ -30,6 +30,10 @@ TUNED_DYNAMIC_CONFIG = {
     # A run whose workflow task failed twice in a row (a bug in workflow-side code, a nondeterminism
     # error after a deploy) gets TemporalReportedProblems: `rein list --stuck` and the UI find it.
     "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
+    # Priorities and fair shares (rein.fleet: --priority, --tenant, `rein limits set --weight`)
+    # are dispatched by the new matcher with fairness on.
+    "matching.useNewMatcher": "true",
+    "matching.enableFairness": "true",
 }
 
 

@@ -7,11 +7,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from rein.temporal.converter import rein_data_converter
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from rein.server import installed_binary, rein_server_flags, temporal_binary
+
+if TYPE_CHECKING:
+    from rein.replay import ReplayReport
 
 
 async def start_time_skipping() -> WorkflowEnvironment:
@@ -43,3 +51,39 @@ async def full_result(handle: WorkflowHandle) -> dict:
     outcome = RunOutcome.model_validate(await handle.result())
     result = await ReinClient(handle._client).full_result(handle.id, outcome)
     return result.model_dump(mode="json")
+
+
+def replay(histories: Any, **options: Any) -> ReplayReport:
+    """Replay run histories against the code installed here; raises ReplayFailed (an AssertionError
+    naming each run and its nondeterminism) when any does not replay. The CI gate from pytest:
+
+        def test_recent_runs_replay():
+            rein.testing.replay(sorted(Path("histories").glob("*.json")))
+
+    `histories`: one or many of file paths (a directory: its *.json), WorkflowHistory objects, or
+    history JSON (text or dict). Works in sync and async tests (`await` it there, or not: it
+    replays in a thread of its own either way). `options`: `workflows` (your own workflow classes
+    beside AgentWorkflow), `plugins`, `data_converter`.
+    """
+    from rein.replay import ReplayFailed, load_history, replay_all
+
+    loaded = [load_history(h) for h in _expand(histories)]
+    if not loaded:
+        raise ValueError("no histories to replay")
+    with ThreadPoolExecutor(1) as pool:
+        report = pool.submit(asyncio.run, replay_all(loaded, **options)).result()
+    if not report.ok:
+        raise ReplayFailed(report)
+    return report
+
+
+def _expand(histories: Any) -> list[Any]:
+    if isinstance(histories, (str, Path, dict, WorkflowHistory)):
+        histories = [histories]
+    items: list[Any] = []
+    for item in histories:
+        if isinstance(item, (str, Path)) and not str(item).lstrip().startswith("{") and Path(item).is_dir():
+            items += sorted(Path(item).glob("*.json"))
+        else:
+            items.append(item)
+    return items

@@ -332,7 +332,7 @@ async def test_model_calls_carry_references_to_what_the_worker_produced(dev):
     assert [m["role"] for m in inputs[0]["new_messages"]] == ["user"]
     assert all(None not in m.values() for m in inputs[0]["new_messages"]), inputs[0]  # no unset fields
     # After the first call: the worker's reply and its tool result, as a count, where the digest says.
-    assert all(set(i) == {"agent", "produced", "digest"} and i["produced"] == 2 for i in inputs[1:]), inputs[1]
+    assert all(set(i) == {"agent", "produced", "digest", "version"} and i["produced"] == 2 for i in inputs[1:]), inputs[1]
     # What the activities recorded is only what the workflow cannot restore: no nulls, no
     # defaults, a plain tool result as its bare content.
     completed = {e.activity_task_completed_event_attributes.scheduled_event_id: e for e in history.events

@@ -50,7 +50,7 @@ class Continuation(Visibility):
         return self.signals_in_run >= limit or self.signal_bytes_in_run >= SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW
 
     def _history_is_long(self) -> bool:
-        if self.cannot_continue_as_new or self.request is None:
+        if self.cannot_continue_as_new or self.request is None or self.held_results:
             return False
         info = workflow.info()
         if self.request.continue_as_new_after is not None:
@@ -88,6 +88,9 @@ class Continuation(Visibility):
             interrupt=waiting,
             wait_deadline=self.wait_deadline if waiting is not None else None,
             conversation=self.conversation,
+            agent_version=self.agent.version if self.agent else "",
+            approval_tools=sorted(self.approval_tools),
+            permission=self.config.permission if self.config and self.agent and self.agent.version else "",
         )
         session = self.session
         if waiting is not None:

@@ -31,7 +31,14 @@ with workflow.unsafe.imports_passed_through():
 
     from rein import machine
     from rein.config import LoopConfig
-    from rein.contract import DESCRIBE_AGENT, AgentDescription, AgentInput, DescribeInput, apply_overrides
+    from rein.contract import (
+        DESCRIBE_AGENT,
+        AgentDescription,
+        AgentInput,
+        DescribeInput,
+        apply_overrides,
+        check_model_switch,
+    )
     from rein.ir import StreamChunk
     from rein.session import Session
 
@@ -115,10 +122,11 @@ class AgentLoop(Waiting, Decisions, Stages):
                 started = workflow.time()
                 await self._continue_as_new()
             elapsed = self.active_s + (workflow.time() - started)
+            config = self.config or config  # stricter once the agent changed under the run (workflows.identity)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
-            if self.cancel_reason is not None and not isinstance(action, machine.Finish):
+            if (self.cancel_reason is not None or self.family_spent) and not isinstance(action, machine.Finish):
                 self.session.done = True
-                self.session.stop_reason = "cancelled"
+                self.session.stop_reason = "cancelled" if self.cancel_reason is not None else "budget"
                 continue
             if isinstance(action, machine.Finish):
                 if self.progressed and not self._fold_final_publish():
@@ -170,8 +178,11 @@ class AgentLoop(Waiting, Decisions, Stages):
         config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
+        self._continued_with(request.carry)
+        config = self.config
         if request.carry is None:
             self.session = self._initial_session(request)
+            self.first_step = request.first_step  # a fork continues its original's step count
         self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
         self._publish()
@@ -267,6 +278,10 @@ class AgentLoop(Waiting, Decisions, Stages):
 
     def _config(self, request: AgentInput) -> LoopConfig:
         assert self.agent is not None
+        try:
+            check_model_switch(self.agent, request.model)
+        except ValueError as exc:
+            raise ApplicationError(f"Invalid model override: {exc}", type="InvalidInput", non_retryable=True) from None
         if not request.config:
             return self.agent.config
         try:

@@ -12,13 +12,14 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from rein import machine
     from rein.config import LoopConfig
-    from rein.contract import CALL_MODEL, RUN_TOOL, ModelCallInput, ToolCallInput
+    from rein.contract import AGENT_CHANGED, CALL_MODEL, RUN_TOOL, ModelCallInput, ToolCallInput, model_queue
     from rein.digest import EMPTY, call_hash, extend, message_hash, ref
     from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt
     from rein.summaries import model_summary, tool_summary
 
 from rein.workflows.children import Children
+from rein.workflows.identity import AgentChanges
 from rein.workflows.options import (
     MODEL_HEARTBEAT,
     PAYLOAD_TOO_LARGE,
@@ -30,7 +31,7 @@ from rein.workflows.options import (
     tool_retry,
 )
 
-class Stages(Children):
+class Stages(Children, AgentChanges):
     """Model calls and tool calls."""
 
     async def _call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
@@ -61,14 +62,19 @@ class Stages(Children):
                     stream=live,
                     stream_source=source if live else "",
                     conversation=self.conversation,
+                    model=self._model_override(),
+                    version=self.agent.version,
                 ),
                 result_type=Completion,
+                task_queue=self._model_queue(),
                 start_to_close_timeout=seconds(config.model_timeout_s),
                 heartbeat_timeout=MODEL_HEARTBEAT,
                 retry_policy=model_retry(config),
-                summary=model_summary(self.agent.model, action.iteration),
+                summary=model_summary(self._model_override() or self.agent.model, action.iteration),
             ))
         except ActivityError as err:
+            if self._agent_changed(err) is not None:
+                return None  # nothing ran: the next pass calls the model the agent has now
             return self._model_call_failed(err)
         if completion is None:  # cancelled while the model was answering
             return None
@@ -80,8 +86,21 @@ class Stages(Children):
         self.sent_messages, self.sent_digest = total, digest
         self.produced = {message_hash(completion.message)}
         self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
+        self.reply_version = self.agent.version
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
+        self._report_spend()
         return None
+
+    def _model_queue(self) -> str | None:
+        """The provider's own (rate-limited) queue when the worker routes model calls; a run switched to
+        another provider's model calls on the run's queue (that provider may have no model workers)."""
+        queue = self.agent.model_queue if self.agent is not None else None
+        override = self._model_override()
+        return queue if queue is None or not override or model_queue(override) == queue else None
+
+    def _model_override(self) -> str:
+        """The run's model when its client switched it (AgentInput.model), else "" (the agent's)."""
+        return (self.request.model or "") if self.request is not None else ""
 
     def _model_call_failed(self, err: ActivityError) -> Interrupt:
         """Retries exhausted: an `error` interrupt. A fatal error fails the run (see `run`)."""
@@ -90,16 +109,34 @@ class Stages(Children):
 
     async def _run_tools(self, calls: list[ToolCall]) -> None:
         began = workflow.time()
-        results = await self._unless_cancelled(asyncio.gather(*(self._run_tool(call) for call in calls)))
+        results = await self._unless_cancelled(asyncio.gather(*(self._held_or_run(call) for call in calls)))
         if results is None:  # cancelled while tools ran; the batch stays pending in the Session
             return
         too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
         if too_large is not None:
             raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
+        refused = next((r for r in results if isinstance(r, ActivityError)), None)
+        old = self._agent_changed(refused) if refused is not None else None
+        if refused is not None and old is None:  # a refusal the run cannot act on: a failed call
+            results = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, results)]
+        elif old is not None:
+            # The agent changed under the batch: keep what ran, settle what can no longer run, and
+            # leave the rest pending for the next pass (which asks first where the new rules say so).
+            for call, result in zip(calls, results):
+                held = self._refused_call(call, old, None if isinstance(result, ActivityError) else result)
+                if held is not None:
+                    self.held_results[call.id] = held
+            return
+        self.held_results = {}
         self._record(machine.apply_tool_results(self.session, list(results), workflow.time() - began))
 
-    async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError:
-        """The tool's result; an ApplicationError when its result is too large to record."""
+    async def _held_or_run(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:
+        held = self.held_results.get(call.id)
+        return held if held is not None else await self._run_tool(call)
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:
+        """The tool's result; an ApplicationError when its result is too large to record; the
+        ActivityError of a worker that refused the call because the agent changed (nothing ran)."""
         assert self.agent is not None
         info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
         if info is not None and info.agent:
@@ -110,10 +147,12 @@ class Stages(Children):
         # the input names it. A call from elsewhere (a Session given as input, a renamed
         # duplicate id, a predecessor run) travels whole.
         key = call_hash(call)
+        # The version travels only where the worker cannot know it: the reply's model call carried it.
         request = (
-            ToolCallInput(agent=self.agent_key, ref=ref(key))
+            ToolCallInput(agent=self.agent_key, ref=ref(key),
+                          version=self.agent.version if self.agent.version != self.reply_version else "")
             if key in self.reply_calls
-            else ToolCallInput(agent=self.agent_key, call=call)
+            else ToolCallInput(agent=self.agent_key, call=call, version=self.agent.version)
         )
         retry = tool_retry(retries)  # a result too large to record is final: the activity raises it non-retryable
         try:
@@ -134,17 +173,19 @@ class Stages(Children):
                 )
         except ActivityError as err:
             cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == AGENT_CHANGED:
+                return err
             if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
                 return ApplicationError(
                     f"Tool '{call.name}' failed: {cause.message}", type=PAYLOAD_TOO_LARGE, non_retryable=True
                 )
-            return ToolResult(
-                tool_call_id=call.id,
-                content=f"Tool '{call.name}' did not complete: {failure_detail(err)}",
-                is_error=True,
-            )
+            return _not_completed(call, err)
         if isinstance(result, str):  # the compact form of a plain result (activities.agents.wire)
             result = ToolResult(tool_call_id=call.id, content=result)
         # The worker keeps what it produced: the next model call names it by hash.
         self.produced.add(message_hash(Message(role="tool", tool_call_id=call.id, content=result.content)))
         return result
+
+
+def _not_completed(call: ToolCall, err: ActivityError) -> ToolResult:
+    return ToolResult(tool_call_id=call.id, content=f"Tool '{call.name}' did not complete: {failure_detail(err)}", is_error=True)

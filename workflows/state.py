@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.contract import AgentDescription, AgentInput, RunOutcome, RunStatus, RunStatusView
     from rein.digest import EMPTY
     from rein.events import TOPIC, StreamEvent
-    from rein.ir import StreamChunk
+    from rein.ir import StreamChunk, ToolResult, Usage
     from rein.result import Interrupt, Step
     from rein.session import Session
 
@@ -43,6 +43,14 @@ class RunState:
         """This run is an agent-as-tool call of a parent run: the parent's tool call id."""
         self.children: dict[str, str] = {}
         """Agent-as-tool calls running as child runs: tool call id -> child workflow id."""
+        self.child_spend: dict[str, Usage] = {}
+        """What each running child run last reported it has spent (counted in this run's usage)."""
+        self.family_usage: bool | None = None
+        """workflow.patched(PATCH_FAMILY_USAGE), once asked."""
+        self.stopped_children: set[str] = set()
+        """Child runs told that the family's budget is spent (each is told once)."""
+        self.family_spent = False
+        """The parent run said the family's budget is spent: this child run stops (`budget`)."""
         self.child_wait: tuple[str, RunStatusView] | None = None
         """A child run waiting for a person: (its workflow id, its status). The parent shows it."""
         self.session = Session()
@@ -87,6 +95,10 @@ class RunState:
         """Changes when the conversation is rewritten (compaction, middleware); see ModelCallInput."""
         self.config: LoopConfig | None = None
         self.approval_tools: frozenset[str] = frozenset()
+        self.reply_version = ""
+        """The agent version the last model call was sent with (its reply's tool calls run under it)."""
+        self.held_results: dict[str, ToolResult] = {}
+        """Results of a batch the agent changed under (by call id), until the batch closes."""
         self.ended = False
         self.parked: list[int] = []
         self.released: set[int] = set()

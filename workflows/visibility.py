@@ -13,7 +13,7 @@ from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from rein import machine
-    from rein.contract import RunOutcome, RunStatusView
+    from rein.contract import FORK_MEMO, RunOutcome, RunStatusView
     from rein.summaries import details_for
 
 from rein.workflows.state import RunState
@@ -35,7 +35,12 @@ SEARCH_KEYS: dict[str, Any] = {
     "ReinStatus": SearchAttributeKey.for_keyword("ReinStatus"),
     "ReinIterations": SearchAttributeKey.for_int("ReinIterations"),
     "ReinTokens": SearchAttributeKey.for_int("ReinTokens"),
+    "ReinAgentVersion": SearchAttributeKey.for_keyword("ReinAgentVersion"),
+    "ReinCostUsd": SearchAttributeKey.for_float("ReinCostUsd"),
+    "ReinTenant": SearchAttributeKey.for_keyword("ReinTenant"),
 }
+COUNTERS = frozenset({"ReinIterations", "ReinTokens", "ReinCostUsd"})
+"""Refreshed now and then (with a status change, or when due), not on every iteration."""
 
 class Visibility(RunState):
     """Queries, the outcome, and publishing the run's status where ops look."""
@@ -133,16 +138,35 @@ class Visibility(RunState):
             "ReinStatus": view.status,
             "ReinIterations": view.iteration,
             "ReinTokens": view.usage.total_tokens,
+            "ReinCostUsd": view.usage.cost_usd,
+            # A child run inherits its parent's tenant (Temporal's fairness key), not its search attributes.
+            "ReinTenant": workflow.info().priority.fairness_key or None,
         }
         available = set(self.agent.search_attributes) if self.agent else set()
         if not counters:
-            available -= {"ReinIterations", "ReinTokens"}
+            available -= COUNTERS
         updates = [
             SEARCH_KEYS[name].value_set(min(value, INT64_MAX) if isinstance(value, int) else value)
             for name, value in wanted.items()
             if name in available and value is not None and self.published.get(name) != value
         ]
         return updates, {k: v for k, v in wanted.items() if k in available}
+
+    def _lineage(self) -> dict[str, Any] | None:
+        """A fork's lineage (rein.fork puts it in the input's metadata as well as in its memo)."""
+        lineage = self.request.metadata.get(FORK_MEMO) if self.request is not None else None
+        return lineage if isinstance(lineage, dict) else None
+
+    def _version_update(self, published: dict[str, Any]) -> list[Any]:
+        """ReinAgentVersion (the definition the run follows), only along with an upsert that happens
+        anyway: at the start of a raw client's run, else at the next status change or counter refresh."""
+        version = self.agent.version if self.agent else ""
+        if not version or "ReinAgentVersion" not in self.agent.search_attributes:  # type: ignore[union-attr]
+            return []
+        if self.published.get("ReinAgentVersion") == version:
+            return []
+        published["ReinAgentVersion"] = version
+        return [SEARCH_KEYS["ReinAgentVersion"].value_set(version)]
 
     def _publish(self, ending: bool = False) -> None:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
@@ -152,6 +176,7 @@ class Visibility(RunState):
         counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
         updates, published = self._search_updates(view, counters)
         if updates:
+            updates += self._version_update(published)
             workflow.upsert_search_attributes(updates)
             self.published.update(published)
             if counters:
@@ -164,6 +189,8 @@ class Visibility(RunState):
             prompt=self.prompt,
             output=machine.last_assistant_text(self.session) if view.status in ("done", "cancelled") else None,
             last_ignored=self.last_ignored,
+            fork=self._lineage(),
+            model=(self.request.model or "") if self.request is not None else "",
         )
         if details != self.details:
             workflow.set_current_details(details)

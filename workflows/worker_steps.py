@@ -94,14 +94,19 @@ async def _model_step(wf: Stages, action: machine.CallModel, config: LoopConfig,
                 workflow_run_id=info.run_id,
                 stream=wf.streaming,
                 step=request,
+                model=wf._model_override(),
+                version=wf.agent.version,
             ),
             result_type=StepOutcome,
+            task_queue=wf._model_queue(),
             start_to_close_timeout=seconds(config.model_timeout_s),
             heartbeat_timeout=MODEL_HEARTBEAT,
             retry_policy=model_retry(config),
-            summary=model_summary(wf.agent.model, action.iteration),
+            summary=model_summary(wf._model_override() or wf.agent.model, action.iteration),
         ))
     except ActivityError as err:
+        if wf._agent_changed(err) is not None:
+            return None  # nothing ran: the next pass runs the step under the agent's current definition
         return wf._model_call_failed(err)
     return _apply(wf, outcome) if outcome is not None else None
 
@@ -126,6 +131,7 @@ async def _tool_step(wf: Stages, action: machine.RunTools | machine.Wait, reques
                 call=calls[0].model_copy(update={"arguments": {}}),
                 run_id=info.workflow_id,
                 step=request,
+                version=wf.agent.version,
             ),
             result_type=StepOutcome,
             start_to_close_timeout=timeout,
@@ -134,6 +140,8 @@ async def _tool_step(wf: Stages, action: machine.RunTools | machine.Wait, reques
             summary=summary,
         ))
     except ActivityError as err:
+        if wf._agent_changed(err) is not None:
+            return None  # nothing ran: the next pass asks or runs under the agent's current definition
         fail_if_final(err, "Tool step", "StepError")
         detail = failure_detail(err)
         if isinstance(action, machine.Wait):

@@ -9,6 +9,10 @@
     rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
     rein new my-agent                             create a new agent project
+    rein replay --since 7d | FILE...              replay histories against this build (the CI gate)
+    rein history export ID -o FILE                save a run's history
+    rein limits set --model openai/gpt-4o --rps 10  a provider's rate limit, tenants' weights (docs/fleet.md)
+    rein usage --since 24h                        spend per tenant and per agent
 
 `rein.cli.app` holds the typer app and the shared helpers; each command group is a module that
 decorates `app`. A new group is one module plus one line in the import below.
@@ -21,8 +25,10 @@ from rein.cli import (
     codec,  # noqa: F401
     decisions,  # noqa: F401
     deploy,  # noqa: F401
+    fleet,  # noqa: F401
     fork,  # noqa: F401
     inspect_runs,  # noqa: F401
+    replay,  # noqa: F401
     run,  # noqa: F401
     runs,  # noqa: F401
     scaffold,  # noqa: F401

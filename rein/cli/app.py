@@ -42,6 +42,8 @@ EXIT_NEEDS_PERSON = 7
 """`rein run` without a terminal stopped at an interrupt; the run waits (the hint says how to go on)."""
 EXIT_NO_WORKER = 8
 """A decision found no worker serving the run: it was not sent (nothing applies it later); `--wait` waits."""
+EXIT_NOT_REPLAYABLE = 9
+"""`rein replay`: a history does not replay with this code (deploying it would strand that run)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C."""
 
@@ -55,6 +57,7 @@ EXIT_CODES = {
     EXIT_RUN_FAILED: "the run failed, was terminated or timed out",
     EXIT_NEEDS_PERSON: "`rein run` without a terminal stopped at an interrupt; the run waits",
     EXIT_NO_WORKER: "no worker serves the run: the decision was not sent (--wait waits for one)",
+    EXIT_NOT_REPLAYABLE: "`rein replay`: a history does not replay with this code",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 

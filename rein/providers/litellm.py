@@ -22,6 +22,7 @@ import re
 from typing import Any, AsyncIterator
 
 from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage, parse_tool_arguments
+from rein.prices import call_cost
 from rein.providers.errors import MissingApiKey
 from rein.secrets import scrub_exception
 
@@ -38,7 +39,12 @@ def _import_litellm() -> Any:
     except ImportError as e:  # pragma: no cover - litellm is a core dependency
         raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
     litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
+    first = not _LOADED
     _LOADED[:] = [litellm]
+    if first:
+        from rein.prices import prices_from_env
+
+        prices_from_env()
     return litellm
 
 
@@ -46,6 +52,11 @@ async def _import_litellm_off_loop() -> Any:
     """The first import takes seconds: done in a thread, so the event loop keeps running (an
     activity's heartbeats among other things) instead of stalling until a heartbeat timeout."""
     return _LOADED[0] if _LOADED else await asyncio.to_thread(_import_litellm)
+
+
+def _vendor(model: str) -> str:
+    """The `vendor/` prefix of a LiteLLM model id ("" when it has none)."""
+    return model.split("/", 1)[0] if "/" in model else ""
 
 
 def _extract_cost(resp: Any) -> float | None:
@@ -66,6 +77,17 @@ class LiteLLMProvider:
 
     def __repr__(self) -> str:
         return f"LiteLLMProvider(model={self.model!r}, params={sorted(self.default_params)})"
+
+    def with_model(self, model: str) -> LiteLLMProvider:
+        """The same settings with another model id. Refused across vendors (the `vendor/` prefix) when
+        the settings name an api_key or api_base: they belong to this model's vendor, not the other's."""
+        pinned = [name for name in ("api_key", "api_base", "base_url") if self.default_params.get(name)]
+        if pinned and _vendor(model) != _vendor(self.model):
+            raise ValueError(
+                f"cannot switch {self.model} to {model}: this provider's {' and '.join(pinned)} belong to "
+                f"{_vendor(self.model) or 'its vendor'}; use a model id of the same vendor"
+            )
+        return LiteLLMProvider(model, **self.default_params)
 
     def _call_args(self, messages: list[Message], tools: list[ToolSpec] | None,
                    kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -149,6 +171,8 @@ class LiteLLMProvider:
                 if u is not None:
                     usage = Usage(input_tokens=getattr(u, "prompt_tokens", 0) or 0,
                                   output_tokens=getattr(u, "completion_tokens", 0) or 0)
+                    answered = getattr(chunk, "model", None)  # the model that answered (a fallback's)
+                    usage.cost_usd = (call_cost(answered, usage) if answered else None) or call_cost(self.model, usage)
         except Exception as e:
             scrub_exception(e, args)
             raise

@@ -45,6 +45,13 @@ while the status stays `running`, and the end of the run).
       last, so the marker at iteration 5 and one final upsert)
 
     .venv/bin/python tests/histories/make_histories.py long
+
+agent_changed_v<N>.json: the approval of `add` waits while the worker is replaced by one whose agent
+has another system prompt; the approved call is refused (AgentChanged), the run records an `agent`
+step and runs the call again under the new definition, then answers.
+  v1: the first agent identity (rein.identity)
+
+    .venv/bin/python tests/histories/make_histories.py changed
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ EXTENSIONS = "agent_extensions_v1.json"
 CANCEL = "agent_cancel_v3.json"
 FAILED = "agent_failed_v1.json"
 LONG = "agent_long_v2.json"
+CHANGED = "agent_changed_v1.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
@@ -215,6 +223,30 @@ async def record_long(env) -> None:  # noqa: ANN001
     write(LONG, history)
 
 
+def changed_agent(system: str, script: list) -> Agent:
+    return Agent(provider=MockProvider(script), tools=[rein.tool(requires_approval=True)(add)], system=system,
+                 name="changed-agent")
+
+
+async def record_changed(env) -> None:  # noqa: ANN001
+    before = changed_agent("You add numbers.", [[ToolCall(id="call-add", name="add", arguments={"a": 1, "b": 2})]])
+    after = changed_agent("You add numbers exactly.", ["The sum is 3."])
+    async with rein.create_worker(env.client, agents=[before], task_queue="histories-changed"):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "changed-agent", "prompt": "What is 1 + 2?"}, id="agent-changed",
+            task_queue="histories-changed",
+        )
+        await wait_for(handle, "waiting_approval")
+    async with rein.create_worker(env.client, agents=[after], task_queue="histories-changed"):
+        await handle.signal("approve", {"approver": "ops"})
+        result = await handle.result()
+        assert result["output"] == "The sum is 3.", result
+        steps = await handle.query("steps")
+        assert [s["kind"] for s in steps] == ["model", "agent", "tool", "model"], steps
+        history = await handle.fetch_history()
+    write(CHANGED, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -234,6 +266,8 @@ async def main(which: list[str]) -> None:
             await record_failed(env)
         if not which or "long" in which:
             await record_long(env)
+        if not which or "changed" in which:
+            await record_changed(env)
     finally:
         await env.shutdown()
 
