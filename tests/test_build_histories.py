@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from rein.workflows import AgentWorkflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from rein.temporal import ReinPlugin
-from rein.workflows import AgentWorkflow
 from tests.support.old_build import BUILD_HISTORIES, OLD_BUILD
 
 RECORDED = sorted(BUILD_HISTORIES.glob("*/*.json"))

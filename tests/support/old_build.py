@@ -32,7 +32,7 @@ BUILD_HISTORIES = ROOT / "tests" / "histories" / "builds"
 def unpack_old_build(dest: Path, commit: str = OLD_BUILD) -> Path:
     """`dest` with the old build's rein package (and its worker.py); fails clearly without git history."""
     found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
     if found.returncode != 0:
         raise AssertionError(
             f"the old rein build {commit} is not in this checkout's git history ({found.stderr.strip()}); "
@@ -80,7 +80,7 @@ def replay_with_old_build(old: Path, histories: dict[str, dict]) -> dict[str, st
     path, out = old / "histories-to-replay.json", old / "replay-failures.json"
     path.write_text(json.dumps(histories))
     proc = subprocess.run([sys.executable, str(old / REPLAY_SCRIPT.name), str(path), str(out)], cwd=str(old),
-                          env=old_env(old), capture_output=True, text=True, timeout=300)
+                          env=old_env(old), capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 

@@ -12,12 +12,13 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+from rein.workflows import AgentWorkflow
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from rein.temporal import ReinPlugin
-from rein.workflows import AgentWorkflow
 
 
 async def replay(histories: dict[str, dict]) -> dict[str, str | None]:
@@ -34,11 +35,10 @@ async def replay(histories: dict[str, dict]) -> dict[str, str | None]:
     return {h.workflow_id: None if failures[h.run_id] is None else str(failures[h.run_id]) for h in loaded}
 
 
-async def main(path: str, out: str) -> None:
-    failures = await replay(json.loads(open(path).read()))
-    with open(out, "w") as target:  # not stdout: the SDK's core logs its warnings there
-        json.dump(failures, target)
+def main(path: str, out: str) -> None:
+    failures = asyncio.run(replay(json.loads(Path(path).read_text())))
+    Path(out).write_text(json.dumps(failures))  # not stdout: the SDK's core logs its warnings there
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    main(sys.argv[1], sys.argv[2])
