@@ -10,12 +10,10 @@ import asyncio
 import contextlib
 import os
 import uuid
-import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -23,11 +21,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import (
-    SearchAttributeKey,
-    SearchAttributePair,
-    TypedSearchAttributes,
-)
+from temporalio.exceptions import CancelledError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
@@ -38,7 +32,6 @@ from rein.contract import (
     DEFAULT_TASK_QUEUE,
     DENY_UPDATE,
     RETRY_UPDATE,
-    SEARCH_ATTRIBUTES,
     STREAM_SIGNAL,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
@@ -48,14 +41,15 @@ from rein.contract import (
     WaitRequest,
 )
 from rein.events import TOPIC, StreamEvent, TextDeduplicator
+from rein.fleet import run_priority
 from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
 from rein.ir import StreamChunk
 from rein.result import RunResult, Step
 from rein.session import Session
-from rein.fleet import run_priority
 from rein.summaries import run_summary
 from rein.temporal import history
 from rein.temporal.plugin import with_rein_plugin
+from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
     from rein.fork import BulkFork
@@ -98,42 +92,6 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
 
     return await connection.connect(address, namespace, **client_kwargs)
 
-
-_NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
-
-
-async def start_search_attributes(
-    client: Client, agent: str, fork_of: str | None = None, tenant: str | None = None
-) -> TypedSearchAttributes | None:
-    """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
-
-    Only those the namespace has (asked once per client): a missing one must never fail a start.
-    """
-    have = _NAMESPACE_ATTRIBUTES.get(client)
-    if have is None:
-        try:
-            listed = await client.operator_service.list_search_attributes(
-                ListSearchAttributesRequest(namespace=client.namespace)
-            )
-            have = {name for name in SEARCH_ATTRIBUTES if name in listed.custom_attributes}
-        except RPCError:
-            have = set()
-        _NAMESPACE_ATTRIBUTES[client] = have
-    values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
-    if fork_of is not None:
-        values["ReinForkOf"] = fork_of
-    if tenant:
-        values["ReinTenant"] = tenant
-    pairs = [SearchAttributePair(search_key(name), value) for name, value in values.items() if name in have]
-    return TypedSearchAttributes(pairs) if pairs else None
-
-
-def search_key(name: str) -> Any:
-    """The typed key of one of rein's search attributes."""
-    kind = SEARCH_ATTRIBUTES[name]
-    if kind == "Keyword":
-        return SearchAttributeKey.for_keyword(name)
-    return SearchAttributeKey.for_float(name) if kind == "Double" else SearchAttributeKey.for_int(name)
 
 
 class ReinClient:
@@ -295,14 +253,24 @@ class ReinClient:
         return [step for chunk in reversed(chunks) for step in chunk]
 
     async def result(self, run_id: str) -> RunResult:
-        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries)."""
+        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries).
+        A cancelled run (closed CANCELED) gives its RunResult with stop_reason `cancelled`."""
+        return await self.full_result(run_id, await self.outcome(self.handle(run_id)))
+
+    async def outcome(self, handle: WorkflowHandle[Any, RunOutcome]) -> RunOutcome:
+        """A closed run's slim outcome: its result, or for a run closed as CANCELED the `outcome` query
+        (from a worker, else its replayed history). Raises RunFailed when the run failed."""
         try:
-            outcome = await self.handle(run_id).result()
+            result = await handle.result()
+            return result if isinstance(result, RunOutcome) else RunOutcome.model_validate(result)
         except WorkflowFailureError as err:
             cause = err.cause
+            if isinstance(cause, CancelledError):
+                answer = await history.query(self.client, handle.id, "outcome")
+                if answer is not None:
+                    return RunOutcome.model_validate(answer)
             kind = getattr(cause, "type", None) or type(cause).__name__
-            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
-        return await self.full_result(run_id, outcome)
+            raise RunFailed(handle.id, kind, str(getattr(cause, "message", None) or cause)) from None
 
     async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
         """A RunResult from a run's slim outcome: the Session, and the Steps from `steps_from` on."""
@@ -344,13 +312,7 @@ class ReinClient:
                     backoff = min(backoff * 2, 2.0)
                 continue
             return await self.full_result(run_id, outcome, request.steps_from)
-        try:
-            outcome = await latest.result()
-        except WorkflowFailureError as err:
-            cause = err.cause
-            kind = getattr(cause, "type", None) or type(cause).__name__
-            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
-        return await self.full_result(run_id, outcome, request.steps_from)
+        return await self.full_result(run_id, await self.outcome(latest), request.steps_from)
 
     async def stream(
         self, run_id: str, *, from_offset: int = 0, until_pause: bool = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_serializer, model_validator
+from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
@@ -49,6 +50,9 @@ from the run's (its details: the worker's AgentDescription). Nothing was run."""
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
 COMPACT = "rein.compact"
+CLOSE_CANCELED = "rein.close_canceled"
+"""Local activity: a run ended by the `cancel` signal or update asks Temporal to cancel it, so it closes
+CANCELED (Temporal closes a workflow as CANCELED only once cancellation was requested)."""
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
@@ -88,6 +92,10 @@ SEARCH_ATTRIBUTES = {
 }
 """ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from.
 ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.fleet)."""
+
+_KEY_KINDS = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int, "Double": SearchAttributeKey.for_float}
+SEARCH_KEYS: dict[str, Any] = {name: _KEY_KINDS[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()}
+"""The typed key of each of rein's search attributes: built here once, for the workflow and every client."""
 
 RunStatus = Literal[
     "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"
@@ -226,6 +234,12 @@ class AgentDescription(BaseModel):
     """The definition's fingerprint (rein.identity): model, system prompt, tools and their flags, config.
     Runs send it with each model and tool call; a worker whose definition differs refuses the call
     (AGENT_CHANGED) and the run takes the new definition by the rule in docs/deploys.md."""
+    close_canceled: bool = Field(default=False, exclude_if=lambda v: not v)
+    """A cancelled run closes with Temporal's status CANCELED (rein.workflows.loop), recorded like `waiting_timer`."""
+    waiting_timer: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The run waits for a person on a timer whose summary says for what (rein.workflows.waiting). Set by
+    workers that have it; recorded with the description, so a replay takes the path the run took (runs
+    described before it replay without the timer) and no run pays a patch marker for it."""
     in_flight: Literal["stricter", "current"] = Field(default="stricter", exclude_if=lambda v: v == "stricter")
     """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
     "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""
@@ -385,6 +399,10 @@ class ToolCallInput(BaseModel):
 
 class DescribeInput(BaseModel):
     agent: str
+
+
+class CloseCanceledInput(BaseModel):
+    reason: str = ""
 
 
 # ------------------------------------------------------------ signals (lenient)

@@ -19,9 +19,9 @@ from temporalio.api.workflowservice.v1 import (
     UpdateTaskQueueConfigRequest,
 )
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.common import Priority, SearchAttributeKey
+from temporalio.common import Priority
 
-from rein.contract import DEFAULT_TASK_QUEUE, WORKFLOW_TYPE, model_queue
+from rein.contract import DEFAULT_TASK_QUEUE, SEARCH_KEYS, WORKFLOW_TYPE, model_queue
 
 MAX_TENANT = 64
 """Temporal's limit on a fairness key, in bytes."""
@@ -181,11 +181,11 @@ async def usage_since(client: Client, since: timedelta, now: datetime | None = N
         if execution.parent_id or execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
             continue
         attributes = execution.typed_search_attributes
-        tokens = attributes.get(SearchAttributeKey.for_int("ReinTokens")) or 0
-        cost = attributes.get(SearchAttributeKey.for_float("ReinCostUsd"))
+        tokens = attributes.get(SEARCH_KEYS["ReinTokens"]) or 0
+        cost = attributes.get(SEARCH_KEYS["ReinCostUsd"])
         for key, table in (
-            (attributes.get(SearchAttributeKey.for_keyword("ReinTenant")) or "(none)", tenants),
-            (attributes.get(SearchAttributeKey.for_keyword("ReinAgent")) or "(unknown)", agents),
+            (attributes.get(SEARCH_KEYS["ReinTenant"]) or "(none)", tenants),
+            (attributes.get(SEARCH_KEYS["ReinAgent"]) or "(unknown)", agents),
         ):
             line = table.setdefault(key, Spend(key))
             line.runs += 1

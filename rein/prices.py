@@ -8,6 +8,7 @@ A model with no price anywhere costs None: its runs are not stopped by a budget 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -16,12 +17,12 @@ from typing import Any
 
 PRICES_ENV = "REIN_MODEL_PRICES"
 log = logging.getLogger("rein.prices")
+_LOADED: list[Any] = []
+"""litellm once its import has finished (a partly imported module is in sys.modules earlier)."""
 
 
 def register_prices(prices: Mapping[str, Sequence[float]]) -> None:
     """Prices in USD per million (input, output) tokens, by model name as agents give it."""
-    from rein.providers.litellm import _import_litellm
-
     entries: dict[str, Any] = {}
     for model, pair in prices.items():
         per_input, per_output = (float(p) for p in pair)
@@ -34,7 +35,7 @@ def register_prices(prices: Mapping[str, Sequence[float]]) -> None:
         entries[model] = entry
         if provider:
             entries[name] = entry  # the vendor answers with the bare name
-    _import_litellm().register_model(entries)
+    load_litellm().register_model(entries)
 
 
 def prices_from_env() -> None:
@@ -50,12 +51,31 @@ def prices_from_env() -> None:
 
 def call_cost(model: str, usage: Any) -> float | None:
     """The cost of one call's tokens for `model` (the one that answered); None for an unknown price."""
-    from rein.providers.litellm import _import_litellm
-
     try:
-        prompt, completion = _import_litellm().cost_per_token(
+        prompt, completion = load_litellm().cost_per_token(
             model=model, prompt_tokens=usage.input_tokens, completion_tokens=usage.output_tokens
         )
     except Exception:  # noqa: BLE001  (litellm raises various errors for a model it has no price for)
         return None
     return float(prompt) + float(completion)
+
+def load_litellm() -> Any:
+    """litellm, imported once, quiet, with its shipped price map and the operator's prices (REIN_MODEL_PRICES)."""
+    # Use the price map litellm ships instead of fetching one at import: nothing downloads at run time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError as e:  # pragma: no cover - litellm is a core dependency
+        raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
+    litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
+    first = not _LOADED
+    _LOADED[:] = [litellm]
+    if first:
+        prices_from_env()
+    return litellm
+
+
+async def load_litellm_off_loop() -> Any:
+    """The first import takes seconds: done in a thread, so the event loop keeps running (an
+    activity's heartbeats among other things) instead of stalling until a heartbeat timeout."""
+    return _LOADED[0] if _LOADED else await asyncio.to_thread(load_litellm)

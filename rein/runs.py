@@ -19,23 +19,31 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.contract import FORK_MEMO, WORKFLOW_TYPE, RunOutcome, RunStatusView
+from rein.contract import (
+    FORK_MEMO,
+    SEARCH_KEYS,
+    WORKFLOW_TYPE,
+    RunOutcome,
+    RunStatusView,
+)
 from rein.ir import ToolCall, Usage
 from rein.result import Interrupt, Step
 from rein.summaries import tool_summary
+from rein.temporal import history
 
 if TYPE_CHECKING:
     from rein.client import ReinClient
 
-_AGENT = SearchAttributeKey.for_keyword("ReinAgent")
-_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
-_ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
-_TOKENS = SearchAttributeKey.for_int("ReinTokens")
+_AGENT = SEARCH_KEYS["ReinAgent"]
+_STATUS = SEARCH_KEYS["ReinStatus"]
+_ITERATIONS = SEARCH_KEYS["ReinIterations"]
+_TOKENS = SEARCH_KEYS["ReinTokens"]
 _PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
-_COST = SearchAttributeKey.for_float("ReinCostUsd")
-_TENANT = SearchAttributeKey.for_keyword("ReinTenant")
+_COST = SEARCH_KEYS["ReinCostUsd"]
+_TENANT = SEARCH_KEYS["ReinTenant"]
 
 _CLOSED_STATUS = {
     WorkflowExecutionStatus.FAILED: "failed",
@@ -276,6 +284,8 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     try:
         result: RunOutcome = await handle.result(follow_runs=False)
     except WorkflowFailureError as err:
+        if isinstance(err.cause, CancelledError) and (ended := await _cancelled_outcome(client, run_id)):
+            return await _ended(client, detail, ended, steps)
         detail.error = failure_message(err)
         if steps:
             detail.steps = await _steps(client, run_id)
@@ -283,15 +293,30 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     except Exception as err:  # continued-as-new and the like: the chain's latest run tells
         detail.error = str(err)
         return detail
+    # the result is slim: the steps come from the `steps` queries
+    return await _ended(client, detail, result, steps)
+
+
+async def _ended(client: ReinClient, detail: RunDetail, result: RunOutcome, steps: bool) -> RunDetail:
     detail.status = "cancelled" if result.stop_reason == "cancelled" else "done"
     detail.stage = "done"
     detail.iteration = result.iterations
     detail.usage = result.usage
     detail.stop_reason = result.stop_reason
     detail.output = result.output
-    if steps:  # the result is slim: the steps come from the `steps` queries
-        detail.steps = await _steps(client, run_id)
+    if steps:
+        detail.steps = await _steps(client, detail.id)
     return detail
+
+
+async def _cancelled_outcome(client: ReinClient, run_id: str) -> RunOutcome | None:
+    """A run closed as CANCELED: its outcome from the `outcome` query (None: cancelled by Temporal
+    before rein's code could end it)."""
+    try:
+        answer = await history.query(client.client, run_id, "outcome")
+    except Exception:  # a history from before the query, or one that cannot be replayed here
+        return None
+    return RunOutcome.model_validate(answer) if answer is not None else None
 
 
 async def _lineage(description: Any) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError, FailureError
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
@@ -60,6 +60,8 @@ class Children(Visibility):
                 static_summary=f"agent {agent} (tool call {call.id})",
             )
         except ChildWorkflowError as err:
+            if isinstance(err.cause, CancelledError):  # closed CANCELED (AgentDescription.close_canceled)
+                return ToolResult(tool_call_id=call.id, content=f"(agent '{agent}' ended: cancelled)", is_error=True)
             return ToolResult(tool_call_id=call.id, content=f"Agent '{agent}' failed: {failure_detail(err)}", is_error=True)
         finally:
             self.children.pop(call.id, None)

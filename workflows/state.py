@@ -109,6 +109,7 @@ class RunState:
         self.resuming: Interrupt | None = None
         """The wait a predecessor run was in when it continued as new."""
         self.wait_deadline: float | None = None
+        self.waiting_since = None  # datetime: when this wait began (a continuation restarts it)
         self.signals_in_run = 0
         self.signal_bytes_in_run = 0
         self.continued_from = workflow.info().continued_run_id

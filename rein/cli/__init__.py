@@ -7,6 +7,7 @@
     rein list | show ID | status ID | result ID | watch ID
     rein approve ID | deny ID | answer ID TEXT | retry ID | cancel ID
     rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
+    rein trace ID | --since 1d                    send finished runs' traces to OTEL_EXPORTER_OTLP_ENDPOINT
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
     rein new my-agent                             create a new agent project
     rein replay --since 7d | FILE...              replay histories against this build (the CI gate)
@@ -33,6 +34,7 @@ from rein.cli import (
     runs,  # noqa: F401
     scaffold,  # noqa: F401
     server,  # noqa: F401
+    trace,  # noqa: F401
     worker,  # noqa: F401
 )
 from rein.cli.app import (
