@@ -39,6 +39,8 @@ from tests.support.tools import add
 from tests.support.waiting import poll
 
 AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
+VARIANTS = {"new+wait-timer": {"REIN_UI_WAIT_TIMER": "1"}}
+"""This build set up so that the old one cannot replay its waits (the opt-in timer on the UI's timeline)."""
 NO_EAGER_ACTIVITIES = {**TUNED_DYNAMIC_CONFIG, "system.enableActivityEagerExecution": "false"}
 
 
@@ -72,7 +74,7 @@ class Builds:
 
     def worker(self, build: str, queue: str) -> WorkerProcess:
         log = self.root / f"worker-{len(self.workers)}-{build}.log"
-        env = {"DEPLOY_DIR": str(self.root), "DEPLOY_BUILD": build}
+        env = {"DEPLOY_DIR": str(self.root), "DEPLOY_BUILD": build.split("+")[0], **VARIANTS.get(build, {})}
         if build == "old":
             proc: WorkerProcess = OldWorkerProcess(self.old_tree, self.server.address, AGENTS, queue, log, **env)
         else:
@@ -200,42 +202,43 @@ async def test_upgrade_in_place(builds: Builds, client: ReinClient):
     assert {builds.effects(r)[0] for r in asking(runs)[3:]} == {"new"}
 
 
-async def test_rollback_then_forward_again(builds: Builds, client: ReinClient):
+@pytest.mark.parametrize("new", ["new", "new+wait-timer"])
+async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, new: str):
     """This build starts runs; it stops; the old build carries on every run whose history it can replay
-    and starts runs of its own; the others wait, stuck but open and untouched (a rollback past a patch,
-    docs/deploys.md): exactly those its replayer cannot replay. Then this build carries all on."""
-    builds.deploy("new")
-    runs = await start_runs(client, builds.queue, pay=4, ask=10)
+    and starts runs of its own; the others wait, stuck but open and untouched (docs/deploys.md): exactly
+    those its replayer cannot replay. Then this build carries all on. By default none is stuck; with the
+    UI's wait timer on (which the old build cannot replay) every run that waited on this build is."""
+    builds.deploy(new)
+    runs = await start_runs(client, builds.queue, pay=2, ask=6)
     await wait_for_approval(client, asking(runs))
     builds.deploy("old")  # the rollback
     waiting = {r: (await client.client.get_workflow_handle(r).fetch_history()).to_json_dict() for r in asking(runs)}
     unreadable = {r for r, failure in replay_with_old_build(builds.old_tree, waiting).items() if failure}
+    assert unreadable == (set(waiting) if new in VARIANTS else set())
 
-    later = await start_runs(client, builds.queue, pay=2, ask=4)
+    later = await start_runs(client, builds.queue, pay=2, ask=2)
     await wait_for_approval(client, asking(later))
     stuck = set()
-    for run_id in asking(runs)[:5] + asking(later)[:2]:
+    for run_id in asking(runs)[:3] + asking(later)[:1]:
         try:
             await client.approve(run_id)
         except DecisionRejected as err:
             assert "Workflow Task in failed state" in str(err), err
             stuck.add(run_id)
-    assert stuck == unreadable & set(asking(runs)[:5])
+    assert stuck == unreadable & set(asking(runs)[:3])
     for run_id in stuck:
         description = await client.client.get_workflow_handle(run_id).describe()
         assert description.status == WorkflowExecutionStatus.RUNNING and not builds.effects(run_id)
-    carried = [r for r in asking(runs)[:5] if r not in stuck] + asking(later)[:2] + list(later)[:2]
+    carried = [r for r in asking(runs)[:3] if r not in stuck] + asking(later)[:1] + list(later)[:2]
     await check_finished(builds, client, {r: {**runs, **later}[r] for r in carried}, {"old"})
-    print(f"rollback to {OLD_BUILD}: {len(unreadable)} of {len(waiting)} waiting runs unreadable, "
-          f"{len(stuck)} stuck until forward")
 
-    builds.deploy("new")  # forward again: the stuck runs' next task attempt goes to this build
+    builds.deploy(new)  # forward again: the stuck runs' next task attempt goes to this build
     await asyncio.gather(*(poll(lambda r=r: approved(client, r), f"{r} to take a decision again", timeout=120,
                                 interval=0.5) for r in stuck))
-    for run_id in asking(runs)[5:] + asking(later)[2:]:
+    for run_id in asking(runs)[3:] + asking(later)[1:]:
         await approve(client, run_id)
     await check_finished(builds, client, {**runs, **later}, {"old", "new"})
-    assert {builds.effects(r)[0] for r in [*stuck, *asking(runs)[5:], *asking(later)[2:]]} == {"new"}
+    assert {builds.effects(r)[0] for r in [*stuck, *asking(runs)[3:], *asking(later)[1:]]} == {"new"}
 
 
 async def test_mixed_builds_on_one_queue(builds: Builds, client: ReinClient):
