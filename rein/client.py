@@ -74,6 +74,10 @@ class DecisionRejected(ValueError):
     """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
 
 
+NO_WORKER_GRACE_S = 3.0
+"""How long a decision looks for a worker of the run before saying none serves it (nothing is sent)."""
+
+
 class NoWorker(RuntimeError):
     """No worker serves the run's task queue, so the decision was not sent.
 
@@ -83,14 +87,15 @@ class NoWorker(RuntimeError):
     """
 
 
-async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> Client:
-    """A Client with rein's data converter, from the connection settings (rein.temporal.connection).
+async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> ReinConnection:
+    """A temporalio Client with rein's data converter, from the connection settings
+    (rein.temporal.connection), that also has ReinClient's methods (`start`, `stream`, `approve`, ...).
 
     No address configured: the shared embedded server of REIN_HOME.
     """
     from rein.temporal import connection
 
-    return await connection.connect(address, namespace, **client_kwargs)
+    return ReinConnection.of(await connection.connect(address, namespace, **client_kwargs))
 
 
 
@@ -216,9 +221,19 @@ class ReinClient:
         """Whether a worker polled the run's task queue recently (True when it cannot tell)."""
         return await history.served(self.client, self.handle(run_id))
 
+    async def _worker_appears(self, run_id: str) -> bool:
+        """A worker serves the run now, or within NO_WORKER_GRACE_S: one that has just started may
+        not have polled yet (it logs "serving" before the server has seen its first poll)."""
+        deadline = asyncio.get_running_loop().time() + NO_WORKER_GRACE_S
+        while not await self.worker_serves(run_id):
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.25)
+        return True
+
     async def _decide(self, run_id: str, update: str, payload: dict[str, Any]) -> Any:
         what = update.removeprefix("rein.")
-        if not await self.worker_serves(run_id):
+        if not await self._worker_appears(run_id):
             raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent "
                            "(start `rein worker --agent MODULE:ATTR` for its agent, then decide again)")
         try:
@@ -324,9 +339,18 @@ class ReinClient:
         Asks the run to publish model text as it is generated (a `rein.stream` signal); text of a
         model call retried by Temporal is never repeated.
         """
+        fresh = TextDeduplicator()
+        if await self._ended(run_id):  # its history has it all; the poll query would need a worker
+            for data in await history.stream_items(self.client, run_id, TOPIC, from_offset):
+                chunk = fresh(StreamEvent.model_validate(data))
+                if chunk is None:
+                    continue
+                yield chunk
+                if until_pause and chunk.type in ("interrupt", "done"):
+                    return
+            return
         with contextlib.suppress(RPCError):  # an ended run still has its stream to drain
             await self.handle(run_id).signal(STREAM_SIGNAL)
-        fresh = TextDeduplicator()
         items = WorkflowStreamClient.create(self.client, run_id).subscribe(
             TOPIC, from_offset, poll_cooldown=timedelta(milliseconds=50)
         )
@@ -338,6 +362,14 @@ class ReinClient:
                 yield chunk
                 if until_pause and chunk.type in ("interrupt", "done"):
                     return
+
+    async def _ended(self, run_id: str) -> bool:
+        """The run (the newest of its chain) has closed."""
+        try:
+            description = await self.handle(run_id).describe()
+        except RPCError:
+            return False  # let the stream say what is wrong
+        return description.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
     async def _until_paused(self, handle: WorkflowHandle[Any, RunOutcome], after_pause: int, delay: float) -> None:
         while True:
@@ -357,3 +389,16 @@ class ReinClient:
         """
         query = f'ReinStatus="{status}" AND ExecutionStatus="Running"'
         return [wf.id async for wf in self.client.list_workflows(query)]
+
+
+class ReinConnection(Client, ReinClient):
+    """What `connect()` returns: a temporalio `Client` (for workers, `start_workflow`, `list_workflows`)
+    that is also a ReinClient (`start`, `stream`, `approve`, `status`, `result`, ...), so code
+    written for either works on it. Their method names do not overlap."""
+
+    @classmethod
+    def of(cls, client: Client, task_queue: str | None = None) -> ReinConnection:
+        connection = cls(**with_rein_plugin(client).config())
+        connection.client = connection
+        connection.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+        return connection

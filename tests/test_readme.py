@@ -44,7 +44,7 @@ def test_the_readme_has_the_snippets_a_newcomer_needs() -> None:
     assert "python3 -m venv .venv && . .venv/bin/activate" in start  # a venv, first
     assert "Python 3.11 or newer" in README
     assert "REIN_MODEL=openai/gpt-4o OPENAI_API_KEY=sk-... python examples/calculator.py" in README
-    assert "pip install -e '.[test]' && python -m pytest -q" in README  # what CI runs
+    assert "pip install -e '.[test]' && python -m pytest -q -n 2" in README  # what CI runs
     assert "User Metadata" in README and "Current Details" in README  # where the UI shows what
     assert "REIN_HOME" in README and "temporal.db" in README  # where the embedded data lives
     assert "docs/differences.md" in README and (ROOT / "docs" / "differences.md").exists()

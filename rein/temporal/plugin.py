@@ -154,6 +154,9 @@ class ReinPlugin(SimplePlugin):
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        from rein.log import quiet_expected_failures
+
+        quiet_expected_failures()  # rein's expected activity failures: one log line, no traceback
         if tracing_on():
             on_client = config["client"].config().get("interceptors", []) if config.get("client") is not None else []
             config["interceptors"] = with_tracing(config.get("interceptors", []), worker=True, present=on_client)
