@@ -30,11 +30,10 @@ from tests.support.old_build import (
     OLD_BUILD,
     OldWorkerProcess,
     rein_file,
-    replay_with_old_build,
+    replay_in_build,
     unpack_old_build,
 )
 from tests.support.processes import ROOT, WorkerProcess
-from tests.support.replay_check import replay
 from tests.support.tools import add
 from tests.support.waiting import poll
 
@@ -213,7 +212,7 @@ async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, n
     await wait_for_approval(client, asking(runs))
     builds.deploy("old")  # the rollback
     waiting = {r: (await client.client.get_workflow_handle(r).fetch_history()).to_json_dict() for r in asking(runs)}
-    unreadable = {r for r, failure in replay_with_old_build(builds.old_tree, waiting).items() if failure}
+    unreadable = {r for r, failure in replay_in_build(builds.old_tree, waiting).items() if failure}
     assert unreadable == (set(waiting) if new in VARIANTS else set())
 
     later = await start_runs(client, builds.queue, pay=2, ask=2)
@@ -306,8 +305,8 @@ async def test_every_history_replays_on_both_builds(builds: Builds):
     same command sequence, whatever this build did later); only a run this build started may use a change
     the old one cannot replay (a new patch, a flag recorded at the start), and that is a nondeterminism error."""
     assert len(builds.histories) >= 40, "run the scenarios first (this module, in order)"
-    assert await replay(builds.histories) == {run_id: None for run_id in builds.histories}
-    failures = {r: f for r, f in replay_with_old_build(builds.old_tree, builds.histories).items() if f}
+    assert replay_in_build(None, builds.histories) == {run_id: None for run_id in builds.histories}
+    failures = {r: f for r, f in replay_in_build(builds.old_tree, builds.histories).items() if f}
     started_old = {r for r, h in builds.histories.items() if builds.build_of(first_task_identity(h)) == "old"}
     assert len(started_old) >= 15 and len(builds.histories) - len(started_old) >= 15
     assert not started_old & set(failures), {r: failures[r] for r in started_old & set(failures)}

@@ -75,12 +75,16 @@ def rein_file(old: Path | None) -> str:
     return proc.stdout.strip()
 
 
-def replay_with_old_build(old: Path, histories: dict[str, dict]) -> dict[str, str | None]:
-    """Replay JSON histories (workflow id -> history) with the old build's AgentWorkflow: id -> failure or None."""
-    path, out = old / "histories-to-replay.json", old / "replay-failures.json"
+def replay_in_build(old: Path | None, histories: dict[str, dict]) -> dict[str, str | None]:
+    """Replay JSON histories (workflow id -> history) in a fresh process of the old build (None: of this
+    build): workflow id -> failure or None. A fresh process: the sandbox of one that imported much is slow."""
+    work = old or Path(tempfile.mkdtemp(prefix="rein-replay-"))
+    path, out = work / "histories-to-replay.json", work / "replay-failures.json"
     path.write_text(json.dumps(histories))
-    proc = subprocess.run([sys.executable, str(old / REPLAY_SCRIPT.name), str(path), str(out)], cwd=str(old),
-                          env=old_env(old), capture_output=True, text=True, timeout=300, check=False)
+    script = old / REPLAY_SCRIPT.name if old is not None else REPLAY_SCRIPT
+    env = old_env(old) if old is not None else dict(os.environ)
+    proc = subprocess.run([sys.executable, str(script), str(path), str(out)], cwd=str(old or ROOT),
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
