@@ -4,6 +4,10 @@ Temporal answers a query through a worker polling the run's task queue. A run th
 left waiting has none once the script exits, and the query would fail after ~30 s. Then the
 state is rebuilt here by replaying the run's history with the workflow code alone: no agent,
 no model, no tool runs; the result is exactly what the query would have returned.
+
+The same happens when the worker that took the query cannot replay the run: during a deploy
+with versioning off, an older build polling the queue fails on a history that holds a patch it
+does not know, while this (newer) code replays it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import (
     Interceptor,
@@ -36,6 +40,8 @@ POLLER_FRESH_S = 70.0
 """A poller seen this recently may still be alive (workers long-poll for 60 s)."""
 
 _UNSERVED = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
+NONDETERMINISM = "[TMPRL1100]"
+"""How the SDK's core starts a nondeterminism error: the worker's code cannot replay the history."""
 
 
 async def query(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> Any:
@@ -65,6 +71,9 @@ async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | 
         return asked.result(), True
     except RPCError as err:
         if err.status not in _UNSERVED:
+            raise
+    except WorkflowQueryFailedError as err:  # a worker of a build that cannot replay the run
+        if NONDETERMINISM not in str(err):
             raise
     return (await replayed(client, run_id, run)).query(name, *args), False
 
