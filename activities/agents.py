@@ -42,7 +42,7 @@ from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import FallbackProvider, is_retryable
-from rein.temporal.streaming import ModelText, activity_stream, current_stream
+from rein.temporal.streaming import ModelText, activity_stream, current_stream, live_once_read
 from rein.secrets import scrub
 from rein.session import Session
 from rein.temporal.storage import INLINE_LIMIT
@@ -353,7 +353,7 @@ class AgentActivities(AgentIdentity):
         messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating(), activity_stream():
-                completion = await complete(agent, messages, request)
+                completion, published = await answer(agent, messages, request)
         except Exception as exc:
             raise model_failure(request.run_id, exc, agent.model_label) from None
         self._check_size(completion, "The model's reply")
@@ -361,7 +361,10 @@ class AgentActivities(AgentIdentity):
             self.conversations.produced(request.run_id, completion.message, request.version)
         else:
             self.conversations.drop(request.run_id)  # a final answer: the run ends here
-        return wire(completion)
+        recorded = wire(completion)
+        if published:  # so the workflow does not publish the answer again (ModelReply)
+            recorded["published"] = True  # type: ignore[index]
+        return recorded
 
     def _check_size(self, result: Completion | ToolResult, what: str) -> None:
         """Fail at once, without retries, when `result` is larger than this worker can record."""
@@ -420,8 +423,18 @@ def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
 
 
 async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
-    """One completion from the agent's provider (its text published live to the run's stream when
-    the run streams), with the output type's verdict attached."""
+    """One completion from the agent's provider, with the output type's verdict attached (its
+    text published to the run's stream while someone reads it: see `answer`)."""
+    completion, _ = await answer(agent, messages, request)
+    return completion
+
+
+async def answer(agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
+    """The completion, and whether it went onto the run's stream from here.
+
+    A provider that can stream always does: whether anyone reads is known only as the model
+    answers (`live_once_read`), and then the text so far goes out whole and the rest as it comes.
+    """
     provider = agent._resolve_provider()
     answered_by = None
     if isinstance(provider, FallbackProvider):
@@ -430,19 +443,23 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
         answered_by = getattr(provider, "model", None) or type(provider).__name__
     tools = await agent.model_tool_specs() or None
     stream = current_stream()
-    if request.stream and stream is not None:
+    can_stream = callable(getattr(provider, "stream", None))
+    published = False
+    if stream is not None and (can_stream or request.stream):
         info = activity.info()
-        out = ModelText(stream, request.stream_source or f"{info.workflow_run_id}/{info.activity_id}")
-        if callable(getattr(provider, "stream", None)):
-            completion = await _streamed_completion(provider, messages, tools, out)
-        else:  # a provider with only `complete` still streams, one whole answer at a time
+        out = ModelText(stream, request.stream_source or f"{info.workflow_run_id}/{info.activity_id}", live=request.stream)
+        if can_stream:
+            async with live_once_read(out):
+                completion = await _streamed_completion(provider, messages, tools, out)
+        else:  # a provider with only `complete` publishes one whole answer, when the call began read
             completion = await provider.complete(messages, tools=tools)
             _publish_whole(completion, out)
+        published = out.live
     else:
         completion = await provider.complete(messages, tools=tools)
     if answered_by is not None:
         completion = completion.model_copy(update={"model": answered_by})
-    return agent.output.check(completion) if agent.output is not None else completion
+    return (agent.output.check(completion) if agent.output is not None else completion), published
 
 
 def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:

@@ -39,7 +39,6 @@ from rein.contract import (
     DENY_UPDATE,
     RETRY_UPDATE,
     SEARCH_ATTRIBUTES,
-    STREAM_SIGNAL,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
     AgentInput,
@@ -146,9 +145,9 @@ class ReinClient:
         stream: bool = False,
     ) -> WorkflowHandle[Any, RunOutcome]:
         """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
-        RunResult). `stream=True`: its model calls publish text live for `stream(run_id)` from the
-        first call on. Without it the run streams live once a reader asks (`stream(run_id)`), and
-        until then costs no history: live text is one signal per 200 ms batch."""
+        RunResult). Its model text is live for whoever reads `stream(run_id)`, from the moment they
+        attach, and costs no history while nobody reads (live text is one signal per batch).
+        `stream=True` publishes every model call live even with no reader attached yet."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
             AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}, stream=stream).model_dump(
@@ -340,11 +339,11 @@ class ReinClient:
         events, and a last `done` chunk. Follows continue-as-new; ends when the run has ended
         (with `until_pause`, at its next `interrupt` or `done`).
 
-        Asks the run to publish model text as it is generated (a `rein.stream` signal); text of a
-        model call retried by Temporal is never repeated.
+        Attach at any moment: the model call in flight publishes what it has said so far, then
+        each delta as it comes; so does every later call while you read (readers are counted by
+        their polls, with no history event). Each model call's text arrives exactly once, also
+        when Temporal retried it.
         """
-        with contextlib.suppress(RPCError):  # an ended run still has its stream to drain
-            await self.handle(run_id).signal(STREAM_SIGNAL)
         fresh = TextDeduplicator()
         items = WorkflowStreamClient.create(self.client, run_id).subscribe(
             TOPIC, from_offset, poll_cooldown=timedelta(milliseconds=50)

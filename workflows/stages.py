@@ -12,9 +12,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from rein import machine
     from rein.config import LoopConfig
-    from rein.contract import AGENT_CHANGED, CALL_MODEL, RUN_TOOL, ModelCallInput, ToolCallInput
+    from rein.contract import AGENT_CHANGED, CALL_MODEL, RUN_TOOL, ModelCallInput, ModelReply, ToolCallInput
     from rein.digest import EMPTY, call_hash, extend, message_hash, ref
-    from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult
+    from rein.ir import Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt
     from rein.summaries import model_summary, tool_summary
 
@@ -39,7 +39,7 @@ class Stages(Children, AgentChanges):
         began = workflow.time()
         self.model_calls += 1
         source = f"{workflow.info().run_id}/{self.model_calls}"
-        live = self.streaming
+        live = self.live_text()
         if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
             self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
             self.sent_conversation = self.conversation
@@ -64,7 +64,7 @@ class Stages(Children, AgentChanges):
                     conversation=self.conversation,
                     version=self.agent.version,
                 ),
-                result_type=Completion,
+                result_type=ModelReply,
                 start_to_close_timeout=seconds(config.model_timeout_s),
                 heartbeat_timeout=MODEL_HEARTBEAT,
                 retry_policy=model_retry(config),
@@ -76,7 +76,7 @@ class Stages(Children, AgentChanges):
             return self._model_call_failed(err)
         if completion is None:  # cancelled while the model was answering
             return None
-        if not live:  # the activity did not publish the answer as it came: publish it whole
+        if not (live or completion.published):  # nobody read while the model answered: publish it whole
             if completion.message.content:
                 self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
             if completion.message.tool_calls:

@@ -46,6 +46,7 @@ PURE_MODULES = (
     "rein.temporal.child",
     "rein.digest",
     "rein.identity",
+    "rein.workflows.readers",
     "rein.workflows.state",
     "rein.workflows.options",
     "rein.workflows.visibility",

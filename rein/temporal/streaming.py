@@ -16,8 +16,11 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+from temporalio import activity
+from temporalio.client import WorkflowQueryFailedError
 from temporalio.contrib.workflow_streams import TopicHandle, WorkflowStreamClient
 
+from rein.contract import READERS_QUERY
 from rein.events import TOPIC, StreamEvent
 from rein.ir import StreamChunk
 
@@ -25,6 +28,8 @@ log = logging.getLogger("rein.stream")
 
 BATCH_INTERVAL = timedelta(milliseconds=200)
 """How often buffered items are signalled: each batch is one signal (one history event)."""
+READER_CHECK = timedelta(milliseconds=500)
+"""How often a model call nobody reads asks its run whether a reader has turned up (one query)."""
 
 _current: contextvars.ContextVar[RunStream | None] = contextvars.ContextVar("rein_run_stream", default=None)
 
@@ -125,16 +130,72 @@ def publish_event(name: str, data: dict[str, Any] | None = None) -> None:
 
 
 class ModelText:
-    """Publishes one model call's text deltas with their offsets in the answer (see StreamEvent)."""
+    """One model call's answer on the run's stream: text deltas with their offsets in the answer
+    (see StreamEvent) and the tool calls, published as they come while `live`.
 
-    def __init__(self, stream: RunStream, source: str):
+    Not live (nobody read when the call was scheduled), the answer is only kept; `go_live` (a
+    reader turned up) publishes the text so far as one chunk, then every later delta as it comes.
+    """
+
+    def __init__(self, stream: RunStream, source: str, *, live: bool):
         self.stream = stream
         self.source = source
+        self.live = live
         self.position = 0
+        self._held: list[str] = []
+        self._calls: StreamChunk | None = None
 
     def text(self, chunk: StreamChunk) -> None:
+        if not self.live:
+            self._held.append(chunk.text)
+            return
         self.stream.publish(chunk, source=self.source, offset=self.position, now=self.position == 0)
         self.position += len(chunk.text)
 
     def tool_calls(self, chunk: StreamChunk) -> None:
-        self.stream.publish(chunk)
+        if self.live:
+            self.stream.publish(chunk)
+        else:
+            self._calls = chunk
+
+    def go_live(self) -> None:
+        """Publish what the model has said so far, and from now on each delta as it comes."""
+        if self.live:
+            return
+        self.live = True
+        if self._held:
+            self.text(StreamChunk(type="text", text="".join(self._held)))
+            self._held = []
+        if self._calls is not None:
+            self.tool_calls(self._calls)
+
+
+@contextlib.asynccontextmanager
+async def live_once_read(out: ModelText) -> AsyncIterator[None]:
+    """While the block runs, ask the run every READER_CHECK whether someone reads its stream
+    (READERS_QUERY: a query is no history event); the first reader makes `out` live."""
+    watcher = None if out.live else asyncio.create_task(_until_read(out))
+    try:
+        yield
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+
+async def _until_read(out: ModelText) -> None:
+    info = activity.info()
+    run = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    while True:
+        await asyncio.sleep(READER_CHECK.total_seconds())
+        try:
+            readers = await run.query(READERS_QUERY, result_type=int)
+        except WorkflowQueryFailedError:  # workflow code from before READERS_QUERY: it never asks
+            return
+        except Exception as exc:  # the run's worker is busy or gone: ask again later
+            log.debug("could not ask the run for stream readers: %s", exc)
+            continue
+        if readers > 0:
+            out.go_live()
+            return
