@@ -447,7 +447,7 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
     published = False
     if stream is not None and (can_stream or request.stream):
         info = activity.info()
-        out = ModelText(stream, request.stream_source or f"{info.workflow_run_id}/{info.activity_id}", live=request.stream)
+        out = ModelText(stream, request.stream_source or f"{info.workflow_run_id[-8:]}/a{info.activity_id}", live=request.stream)
         if can_stream:
             async with live_once_read(out):
                 completion = await _streamed_completion(provider, messages, tools, out)

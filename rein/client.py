@@ -59,6 +59,9 @@ if TYPE_CHECKING:
     from rein.fork import BulkFork
 
 
+POLL_COOLDOWN = timedelta(milliseconds=50)
+"""A stream reader's pause between two polls: each poll is an Update (two history events)."""
+
 class RunFailed(RuntimeError):
     """A durable run ended in failure, for example a non-retryable model error.
 
@@ -346,7 +349,7 @@ class ReinClient:
         """
         fresh = TextDeduplicator()
         items = WorkflowStreamClient.create(self.client, run_id).subscribe(
-            TOPIC, from_offset, poll_cooldown=timedelta(milliseconds=50)
+            TOPIC, from_offset, poll_cooldown=POLL_COOLDOWN
         )
         async with contextlib.aclosing(items):
             async for item in items:

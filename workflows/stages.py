@@ -38,7 +38,7 @@ class Stages(Children, AgentChanges):
         assert self.agent is not None
         began = workflow.time()
         self.model_calls += 1
-        source = f"{workflow.info().run_id}/{self.model_calls}"
+        source = f"{workflow.info().run_id[-8:]}/{self.model_calls}"  # short: every live delta carries it
         live = self.live_text()
         if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
             self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()

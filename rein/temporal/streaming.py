@@ -26,8 +26,9 @@ from rein.ir import StreamChunk
 
 log = logging.getLogger("rein.stream")
 
-BATCH_INTERVAL = timedelta(milliseconds=200)
-"""How often buffered items are signalled: each batch is one signal (one history event)."""
+BATCH_INTERVAL = timedelta(milliseconds=100)
+"""The least time between two signals of one activity: each batch is one signal (one history
+event). The first item after a quiet spell goes at once; a steady stream goes in batches."""
 READER_CHECK = timedelta(milliseconds=500)
 """How often a model call nobody reads asks its run whether a reader has turned up (one query)."""
 
@@ -52,8 +53,8 @@ class RunStream:
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
 
-    def publish(self, chunk: StreamChunk, *, source: str = "", offset: int = 0, now: bool = False) -> None:
-        """Buffer one chunk; `now` signals it without waiting for the batch (a first text delta).
+    def publish(self, chunk: StreamChunk, *, source: str = "", offset: int = 0) -> None:
+        """Buffer one chunk, signalled at once or with the batch under way (see BATCH_INTERVAL).
 
         Safe from a sync tool's thread: the batching runs on the activity's loop.
         """
@@ -61,25 +62,22 @@ class RunStream:
             self.client = WorkflowStreamClient.from_within_activity()
             self.topic = self.client.topic(TOPIC)
         self.topic.publish(StreamEvent(chunk=chunk, source=source, offset=offset).to_json())
-        self._loop.call_soon_threadsafe(self._flush_soon, now)
+        self._loop.call_soon_threadsafe(self._flush_soon)
 
-    def _flush_soon(self, now: bool) -> None:
+    def _flush_soon(self) -> None:
         if self._closed:
             return
         if self._flusher is None:
             self._flusher = self._loop.create_task(self._flush_batches())
-        if now:
-            self._wake.set()
+        self._wake.set()
 
     async def _flush_batches(self) -> None:
         while True:
-            woken = asyncio.ensure_future(self._wake.wait())
-            try:
-                await asyncio.wait({woken}, timeout=BATCH_INTERVAL.total_seconds())
-            finally:
-                woken.cancel()
+            await self._wake.wait()
             self._wake.clear()
+            began = self._loop.time()
             await self._send()
+            await asyncio.sleep(max(0.0, BATCH_INTERVAL.total_seconds() - (self._loop.time() - began)))
 
     async def _send(self) -> None:
         assert self.client is not None
@@ -149,7 +147,7 @@ class ModelText:
         if not self.live:
             self._held.append(chunk.text)
             return
-        self.stream.publish(chunk, source=self.source, offset=self.position, now=self.position == 0)
+        self.stream.publish(chunk, source=self.source, offset=self.position)
         self.position += len(chunk.text)
 
     def tool_calls(self, chunk: StreamChunk) -> None:
