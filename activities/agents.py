@@ -354,8 +354,10 @@ class AgentActivities(AgentIdentity):
         try:
             async with heartbeating(), activity_stream():
                 completion, published = await answer(agent, messages, request)
+        except ApplicationError:
+            raise
         except Exception as exc:
-            raise model_failure(request.run_id, exc, agent.model_label) from None
+            raise model_failure(request.run_id, exc, request.model or agent.model_label) from None
         self._check_size(completion, "The model's reply")
         if completion.message.tool_calls:
             self.conversations.produced(request.run_id, completion.message, request.version)
@@ -435,7 +437,7 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
     A provider that can stream always does: whether anyone reads is known only as the model
     answers (`live_once_read`), and then the text so far goes out whole and the rest as it comes.
     """
-    provider = agent._resolve_provider()
+    provider = provider_for(agent, request.model)
     answered_by = None
     if isinstance(provider, FallbackProvider):
         # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
@@ -460,6 +462,14 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
     if answered_by is not None:
         completion = completion.model_copy(update={"model": answered_by})
     return (agent.output.check(completion) if agent.output is not None else completion), published
+
+
+def provider_for(agent: Agent, model: str) -> Any:
+    """The agent's provider, or the run's model override on it; a switch that cannot be made is final."""
+    try:
+        return agent.provider_for(model or None)
+    except ValueError as exc:  # ModelNotSwitchable, or a switch across vendors with pinned settings
+        raise ApplicationError(str(exc), type="ModelNotSwitchable", non_retryable=True) from None
 
 
 def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:

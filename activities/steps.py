@@ -61,7 +61,7 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
     before = await acts.conversations.messages_for(step)
     # Deep copies: middleware may edit messages in place, and the diff compares against `before`.
     session = step.state.model_copy(update={"messages": [m.model_copy(deep=True) for m in before]})
-    ctx = StepContext(session, session.stage, step.config, agent._resolve_provider(), agent.registry)
+    ctx = StepContext(session, session.stage, step.config, base.provider_for(agent, model_request.model), agent.registry)
     ctx.emit = _emitter(step.run_id)
     failures: list[BaseException] = []
 
@@ -90,12 +90,12 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
         raise  # a tool asking Temporal for another attempt
     except Exception as exc:
         # A fatal provider error or a bug in middleware: in-process it ends the run, so it does here.
-        raise base.model_failure(step.run_id, exc, agent.model_label) from None
+        raise base.model_failure(step.run_id, exc, model_request.model or agent.model_label) from None
     if failures and ctx.interrupt is not None and ctx.interrupt.type == "error":
         # The core turned a transient provider error into an `error` interrupt, as in-process. While
         # attempts remain, Temporal retries the step instead; the last attempt reports the interrupt.
         if activity.info().attempt < step.config.model_attempts:
-            raise base.model_failure(step.run_id, failures[-1], agent.model_label)
+            raise base.model_failure(step.run_id, failures[-1], model_request.model or agent.model_label)
     outcome = StepOutcome.between(before, ctx.session, ctx.steps, ctx.interrupt, uuid.uuid4().hex)
     acts.conversations.remember(step.run_id, outcome.conversation or step.conversation, ctx.session.messages)
     return outcome

@@ -49,8 +49,10 @@ class Agent:
         mcp_servers: list[Any] | None = None,
         in_flight: Literal["stricter", "current"] = "stricter",
     ):
-        """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all).
-        Without it, a client may only tighten `permission`, the breakers and `approvers`.
+        """`client_overrides`: LoopConfig fields a run's client `config` may loosen (True: all), and
+        "model" when a client may switch the run's model (AgentInput.model; the agent's LiteLLM
+        provider settings with another model id). Without it, a client may only tighten
+        `permission`, the breakers and `approvers`, and may not switch the model.
 
         `in_flight`: how durable runs already in flight take this definition when a deploy changed
         the agent under them. "stricter" (default): stricter approval rules apply at their next
@@ -62,6 +64,8 @@ class Agent:
             raise ValueError(f"agent name must be non-empty, without '#' or surrounding spaces: {name!r}")
         self.model = model
         self._provider = provider
+        self._built_for: tuple[Any, ...] | None = None
+        """(model, fallback) the cached provider was built from; None when it was given."""
         self.fallback = list(fallback or [])
         self.system = system
         self.config = config or LoopConfig()
@@ -134,8 +138,22 @@ class Agent:
         tool.agent = child
         return tool
 
+    @property
+    def provider(self) -> Any:
+        """The provider given to the agent (or set here), else the one built from `model` once used."""
+        return self._provider
+
+    @provider.setter
+    def provider(self, value: Any) -> None:
+        """Takes effect from the next model call, also on a worker already serving this agent
+        (each model call asks the agent for its provider)."""
+        self._provider = value
+        self._built_for = None
+
     def _resolve_provider(self) -> Any:
-        """The provider, built once and cached: injected, else model + fallbacks via LiteLLM."""
+        """The provider, cached: injected, else model + fallbacks via LiteLLM (rebuilt when they change)."""
+        if self._built_for is not None and self._built_for != (self.model, *self.fallback):
+            self._provider, self._built_for = None, None  # `model` or `fallback` were reassigned
         if self._provider is not None:
             if not hasattr(self._provider, "complete"):  # a seed-003 LlmBackend: adapt it once
                 from rein.providers.backend import as_provider
@@ -153,7 +171,31 @@ class Agent:
         chain = [LiteLLMProvider(self.model)] if self.model else []
         chain += [LiteLLMProvider(f) if isinstance(f, str) else as_provider(f) for f in self.fallback]
         self._provider = chain[0] if len(chain) == 1 else FallbackProvider(chain)
+        self._built_for = (self.model, *self.fallback)
         return self._provider
+
+    def provider_for(self, model: str | None) -> Any:
+        """The provider for a run whose model is `model` (AgentInput.model; None: the agent's own).
+
+        Another model is the agent's LiteLLM provider with the same settings and that model id (in
+        a fallback chain it takes the primary's place; the backups stay). Raises ModelNotSwitchable
+        for a provider that is not LiteLLM (a scripted or custom one has no model id to change)."""
+        provider = self._resolve_provider()
+        if not model or model == self.model_label:
+            return provider
+        from rein.providers import FallbackProvider, LiteLLMProvider
+
+        chain = provider.providers if isinstance(provider, FallbackProvider) else [provider]
+        if not isinstance(chain[0], LiteLLMProvider):
+            raise ModelNotSwitchable(
+                f"agent {self.name!r} cannot switch its model to {model}: its provider "
+                f"{type(chain[0]).__name__} is not LiteLLM-based (only a LiteLLM model id can be replaced)"
+            )
+        switched = chain[0].with_model(model)
+        if len(chain) == 1:
+            return switched
+        return FallbackProvider([switched, *chain[1:]], max_retries_per_provider=provider.max_retries_per_provider,
+                                base_delay=provider.base_delay)
 
     @property
     def model_label(self) -> str:
@@ -317,15 +359,19 @@ class Agent:
         return Chat(self, session)
 
 
+class ModelNotSwitchable(ValueError):
+    """A run asked for another model, and the agent's provider cannot switch to it."""
+
+
 def _override_names(value: Any) -> frozenset[str]:
     if value is True:
         return frozenset({"*"})
     if value in (None, False):
         return frozenset()
     names = frozenset([value] if isinstance(value, str) else value)
-    unknown = names - set(LoopConfig.model_fields) - {"*"}
+    unknown = names - set(LoopConfig.model_fields) - {"*", "model"}  # "model": rein.contract.MODEL_OVERRIDE
     if unknown:
-        raise ValueError(f"client_overrides names unknown LoopConfig fields: {sorted(unknown)}")
+        raise ValueError(f"client_overrides names unknown LoopConfig fields: {sorted(unknown)} (or \"model\")")
     return names
 
 

@@ -146,14 +146,19 @@ class ReinClient:
         config: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         stream: bool = False,
+        model: str | None = None,
     ) -> WorkflowHandle[Any, RunOutcome]:
         """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
         RunResult). Its model text is live for whoever reads `stream(run_id)`, from the moment they
         attach, and costs no history while nobody reads (live text is one signal per batch).
-        `stream=True` publishes every model call live even with no reader attached yet."""
+        `stream=True` publishes every model call live even with no reader attached yet. `model`: this
+        run's model instead of the agent's (a LiteLLM id; the agent must allow it with
+        client_overrides=["model"])."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
-            AgentInput(agent=agent, prompt=prompt, config=config, metadata=metadata or {}, stream=stream).model_dump(
+            AgentInput(
+                agent=agent, prompt=prompt, config=config, model=model, metadata=metadata or {}, stream=stream
+            ).model_dump(
                 mode="json", exclude_none=True, exclude_defaults=True
             ),
             id=run_id or f"{agent}-{uuid.uuid4().hex[:12]}",
@@ -176,16 +181,20 @@ class ReinClient:
         agent: str | None = None,
         config: dict[str, Any] | None = None,
         by: str | None = None,
+        model: str | None = None,
     ) -> str:
         """A new run from `run_id`'s conversation up to and including step `at_step` (the indexes
         `rein show` prints, across continue-as-new); returns its id. Nothing before the fork point
         runs again; the original is only read. `edits` (rein.fork_edits.ForkEdits or its dict):
-        `tool_results`, `prompt`, `append_prompt`, `drop_last_reply`; `agent`: continue in another
-        agent with compatible tools; `config`: LoopConfig overrides. Raises ForkError before
-        anything starts when something does not fit; `by` (default this client's identity) is recorded."""
+        `tool_results`, `prompt`, `append_prompt`, `drop_last_reply`, `model`; `agent`: continue in
+        another agent with compatible tools; `config`: LoopConfig overrides; `model`: the fork's model
+        (also accepted as edits["model"] or config["model"]). Raises ForkError before anything starts
+        when something does not fit; `by` (default this client's identity) is recorded."""
         from rein import fork
 
-        return await fork.fork(self, run_id, at_step=at_step, edits=edits, id=id, agent=agent, config=config, by=by)
+        return await fork.fork(
+            self, run_id, at_step=at_step, edits=edits, id=id, agent=agent, config=config, by=by, model=model
+        )
 
     async def fork_failed(self, *, since: timedelta, query: str | None = None, by: str | None = None) -> list[BulkFork]:
         """Fork every run that failed within `since` from its last recorded step (see rein.fork.fork_failed)."""

@@ -22,6 +22,8 @@ WORKFLOW_TYPE = "AgentWorkflow"
 DESCRIBE_WORKFLOW_TYPE = "ReinDescribeAgent"
 """A short workflow a client starts to learn an agent's tools from a worker (forks into another agent)."""
 DEFAULT_TASK_QUEUE = "rein"
+FORK_MEMO = "rein.fork"
+"""A fork's lineage {"of", "run", "at_step", "edits", "by"}: its memo key, and its input metadata's."""
 
 
 def agent_task_queue(agent: str) -> str:
@@ -134,6 +136,11 @@ class AgentInput(_Lenient):
     session: Session | None = None
     config: dict[str, Any] | None = None
     """LoopConfig field overrides for this run."""
+    model: str | None = Field(default=None, min_length=1, max_length=MAX_NAME, exclude_if=lambda v: v is None)
+    """This run's model instead of the agent's (a LiteLLM id, e.g. "openai/gpt-4o-mini"): the agent's
+    LiteLLM provider settings with this model. Only for agents that allow it (client_overrides "model")."""
+    first_step: int = Field(default=0, ge=0, le=2**62, exclude_if=lambda v: not v)
+    """The index of this run's first step (a fork at step 7 starts at 8: it continues the original's count)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     continue_as_new_after: int | None = Field(default=None, ge=20)
     """History length after which the run continues as a new run (default: when Temporal suggests it)."""
@@ -201,7 +208,8 @@ class AgentDescription(BaseModel):
     compaction: CompactionTrigger | None = Field(default=None, exclude_if=lambda v: v is None)
     """The agent compacts its conversation when this trigger is due (activity rein.compact)."""
     client_overrides: list[str] = Field(default_factory=list)
-    """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten."""
+    """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten.
+    "model": a client may switch the run's model (AgentInput.model)."""
     version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """The definition's fingerprint (rein.identity): model, system prompt, tools and their flags, config.
     Runs send it with each model and tool call; a worker whose definition differs refuses the call
@@ -246,6 +254,8 @@ class ModelCallInput(BaseModel):
     worker never serves a cached copy from before the rewrite."""
     step: StepRequest | None = Field(default=None, exclude_if=lambda v: v is None)
     """Agents with middleware: run the whole step, middleware included (result: StepOutcome)."""
+    model: str = Field(default="", exclude_if=lambda v: not v)
+    """The run's model override (AgentInput.model); empty: the agent's own model."""
     version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
 
@@ -513,3 +523,21 @@ def apply_overrides(base: LoopConfig, raw: Any, may_loosen: Any = ()) -> LoopCon
             ) + "; the agent can allow it with Agent(client_overrides=[...])"
         )
     return base.model_copy(update=given)
+
+
+MODEL_OVERRIDE = "model"
+"""The `client_overrides` name that lets a client switch a run's model (AgentInput.model)."""
+
+
+def check_model_switch(agent: AgentDescription, model: str | None) -> None:
+    """Raise ValueError when `model` switches the agent's model and the agent did not allow it.
+
+    Off by default: the new model runs with the agent's provider settings (its api_base, its key)
+    and at its price, so the agent's author opts in with `client_overrides=["model"]`."""
+    if model is None or model == agent.model:
+        return
+    if MODEL_OVERRIDE not in agent.client_overrides and "*" not in agent.client_overrides:
+        raise ValueError(
+            f"agent {agent.name!r} does not let a client switch its model ({agent.model} -> {model}); "
+            'the agent can allow it with Agent(client_overrides=["model"])'
+        )

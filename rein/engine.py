@@ -36,6 +36,7 @@ from rein.log import logger
 from rein.result import RunResult
 from rein.summaries import run_summary
 from rein.temporal import connection
+from rein.temporal.sdk_private import at_exit_before_threads_join
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -68,7 +69,7 @@ class Engine:
                 engine._start()
                 cls._instance = engine
                 # Before interpreter teardown shuts the default executors the worker still needs.
-                threading._register_atexit(engine.close)  # type: ignore[attr-defined]
+                at_exit_before_threads_join(engine.close)
             return cls._instance
 
     def _start(self) -> None:

@@ -21,23 +21,24 @@ from temporalio.service import RPCError
 
 from rein.contract import (
     DESCRIBE_WORKFLOW_TYPE,
+    FORK_MEMO,
     AgentDescription,
     AgentInput,
     ConfigOverrides,
     DescribeInput,
     agent_task_queue,
     apply_overrides,
+    check_model_switch,
 )
 from rein.fork_edits import ForkEdits, ForkError, apply_edits, check_tools, reopen_batch
 from rein.result import Step
 from rein.session import Session
+from rein.summaries import fork_details
 from rein.temporal import history
 
 if TYPE_CHECKING:
     from rein.client import ReinClient
 
-FORK_MEMO = "rein.fork"
-"""Memo key of a fork's lineage: {"of", "run", "at_step", "edits", "by"}."""
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
 
 
@@ -78,9 +79,20 @@ async def fork_point(client: ReinClient, run_id: str, at_step: int) -> ForkPoint
             later = list(replay.steps) + later
             run = replay.continued_from
             continue
-        total = replay.first_step + len(replay.steps) + len(later)
-        raise ForkError(f"run {run_id} has no step {at_step}: its steps are 0..{total - 1}" if total
-                        else f"run {run_id} has recorded no step yet")
+        raise ForkError(_no_step(run_id, at_step, replay, len(later)))
+
+
+def _no_step(run_id: str, at_step: int, replay: Any, later: int) -> str:
+    """Why `at_step` is not in the run: out of range, or (a fork) one of its original's steps."""
+    first, total = replay.first_step, replay.first_step + len(replay.steps) + later
+    request = replay.request or replay.input
+    lineage = request.metadata.get(FORK_MEMO) if request is not None else None
+    if at_step < first and isinstance(lineage, dict):
+        return (f"run {run_id} is a fork of {lineage.get('of')} at step {lineage.get('at_step')}: its own steps "
+                f"start at {first}; steps before are the original's (fork {lineage.get('of')} at step {at_step})")
+    if total <= first:
+        return f"run {run_id} has recorded no step yet"
+    return f"run {run_id} has no step {at_step}: its steps are {first}..{total - 1}"
 
 
 def _not_found(err: RPCError, run_id: str) -> None:
@@ -169,6 +181,20 @@ def _config(point: ForkPoint, agent: AgentDescription, config: dict[str, Any] | 
     return merged
 
 
+async def _target(
+    client: ReinClient, point: ForkPoint, agent: str | None, session: Session
+) -> tuple[str, AgentDescription, str]:
+    """The fork's task queue, agent and agent key: the original's, or `agent` once its tools fit."""
+    queue = (await client.handle(point.run_id).describe()).task_queue
+    if agent is None or agent == point.agent.name:
+        return queue, point.agent, point.request.agent
+    if queue == agent_task_queue(point.agent.name):
+        queue = agent_task_queue(agent)
+    target = await describe_agent(client, agent, queue)
+    check_tools(session, point.agent, target)
+    return queue, target, agent
+
+
 async def fork(
     client: ReinClient,
     run_id: str,
@@ -179,21 +205,22 @@ async def fork(
     agent: str | None = None,
     config: dict[str, Any] | None = None,
     by: str | None = None,
+    model: str | None = None,
 ) -> str:
-    """Start a new run from `run_id`'s conversation after step `at_step`; returns its workflow id."""
-    parsed = ForkEdits.parse(edits)
+    """Start a new run from `run_id`'s conversation after step `at_step`; returns its workflow id.
+
+    The fork's model: `model`, `edits["model"]` or `config["model"]` (the same edit, given any one
+    way); without one it keeps the original's (its own override, if it had one)."""
+    config = dict(config or {})
+    parsed = ForkEdits.parse(edits).with_model(model, config.pop("model", None))
     point = await fork_point(client, run_id, at_step)
     session = apply_edits(_session_at(point), parsed, at_step)
-    description = await client.handle(run_id).describe()
-    queue = description.task_queue
-    target = point.agent
-    agent_key = point.request.agent
-    if agent is not None and agent != point.agent.name:
-        if queue == agent_task_queue(point.agent.name):
-            queue = agent_task_queue(agent)
-        target = await describe_agent(client, agent, queue)
-        check_tools(session, point.agent, target)
-        agent_key = agent
+    queue, target, agent_key = await _target(client, point, agent, session)
+    fork_model = parsed.model or point.request.model
+    try:
+        check_model_switch(target, fork_model)
+    except ValueError as err:
+        raise ForkError(f"cannot switch the fork's model: {err}") from None
     lineage = {
         "of": run_id, "run": point.run, "at_step": at_step, "edits": parsed.describe(),
         "by": by if by is not None else client.client.identity,
@@ -203,6 +230,8 @@ async def fork(
         prompt=parsed.append_prompt,
         session=session,
         config=_config(point, target, config),
+        model=fork_model,
+        first_step=at_step + 1,  # the fork's steps continue the original's count
         metadata={**point.request.metadata, FORK_MEMO: lineage},
         continue_as_new_after=point.request.continue_as_new_after,
     )
@@ -215,7 +244,7 @@ async def fork(
             id=new_id,
             task_queue=queue,
             static_summary=summary[:200],
-            static_details=_details(lineage),
+            static_details=fork_details(lineage),
             memo={FORK_MEMO: lineage},
             search_attributes=await _search_attributes(client, target.name or agent_key, run_id),
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,  # never a new run under an existing id
@@ -223,12 +252,6 @@ async def fork(
     except WorkflowAlreadyStartedError:
         raise ForkError(f"a run with id {new_id!r} exists already") from None
     return new_id
-
-
-def _details(lineage: dict[str, Any]) -> str:
-    lines = [f"**Fork** of `{lineage['of']}` (run `{lineage['run']}`) at step {lineage['at_step']}, by {lineage['by'] or 'unknown'}"]
-    lines += [f"- {edit}" for edit in lineage["edits"]] or ["- no edits"]
-    return "\n".join(lines)
 
 
 async def _search_attributes(client: ReinClient, agent: str, fork_of: str) -> Any:

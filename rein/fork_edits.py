@@ -33,6 +33,8 @@ class ForkEdits(BaseModel):
     """Replaces the text of the last user message before the fork point."""
     append_prompt: str | None = Field(default=None, min_length=1)
     """A new user message after the fork point: a new turn (per-turn budgets start again)."""
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    """The fork's model (a LiteLLM id; AgentInput.model): the agent must allow it (client_overrides "model")."""
 
     @classmethod
     def parse(cls, edits: ForkEdits | dict[str, Any] | None) -> ForkEdits:
@@ -54,7 +56,16 @@ class ForkEdits(BaseModel):
             lines.append(f"prompt replaced: {_short(self.prompt)}")
         if self.append_prompt is not None:
             lines.append(f"prompt appended: {_short(self.append_prompt)}")
+        if self.model is not None:
+            lines.append(f"model switched to {self.model}")
         return lines
+
+    def with_model(self, *models: str | None) -> ForkEdits:
+        """These edits with the model given another way (`fork(model=...)`, `config={"model": ...}`)."""
+        given = {m for m in (self.model, *models) if m is not None}
+        if len(given) > 1:
+            raise ForkError(f"two different models for the fork: {', '.join(sorted(given))}")
+        return self.model_copy(update={"model": given.pop()}) if given else self
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -11,18 +11,23 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import WorkflowExecution, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import (
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+)
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.client import ReinClient
-from rein.contract import WORKFLOW_TYPE, RunStatusView
+from rein.contract import FORK_MEMO, WORKFLOW_TYPE, RunOutcome, RunStatusView
 from rein.ir import ToolCall, Usage
-from rein.contract import RunOutcome
 from rein.result import Interrupt, Step
 from rein.summaries import tool_summary
+
+if TYPE_CHECKING:
+    from rein.client import ReinClient
 
 _AGENT = SearchAttributeKey.for_keyword("ReinAgent")
 _STATUS = SearchAttributeKey.for_keyword("ReinStatus")
@@ -275,8 +280,6 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
 
 
 async def _lineage(description: Any) -> dict[str, Any] | None:
-    from rein.fork import FORK_MEMO
-
     try:
         return await description.memo_value(FORK_MEMO, None)
     except Exception:  # a memo some other tool wrote under this key: no lineage to show

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rein.contract import RunStatusView
 from rein.ir import ToolCall
@@ -26,6 +27,14 @@ def run_summary(agent: str, prompt: str | None, limit: int = 80) -> str:
     return f"{agent}: {prompt if len(prompt) <= limit else prompt[: limit - 1] + '…'}"
 
 
+def fork_details(lineage: dict[str, Any]) -> str:
+    """A fork's lineage as Markdown: the original, the step, who asked, and each edit."""
+    lines = [f"**Fork** of `{lineage.get('of')}` (run `{lineage.get('run')}`) at step {lineage.get('at_step')}, "
+             f"by {lineage.get('by') or 'unknown'}"]
+    lines += [f"- {edit}" for edit in lineage.get("edits") or []] or ["- no edits"]
+    return "\n".join(lines)
+
+
 def _sh(command: str) -> str:
     return f"```sh\n{command}\n```"
 
@@ -38,10 +47,17 @@ def details_for(
     prompt: str = "",
     output: str | None = None,
     last_ignored: str = "",
+    fork: dict[str, Any] | None = None,
+    model: str = "",
 ) -> str:
-    """Markdown for the UI's 'current details': what the run is doing or waits for, and how to answer."""
+    """Markdown for the UI's 'current details': what the run is doing or waits for, and how to answer.
+    `fork`: a fork's lineage (rein.fork); `model`: the run's model when its client switched it."""
     iterations = f"{view.iteration} iteration{'s' if view.iteration != 1 else ''}"
     lines = [f"**{view.status}** · {iterations} · {view.usage.total_tokens} tokens"]
+    if fork:
+        lines.append(fork_details(fork))
+    if model:
+        lines.append(f"Model: `{model}` (switched for this run)")
     if prompt:
         lines.append(f"> {run_summary('', prompt, 200)[2:]}")
     if view.status in ("done", "cancelled"):

@@ -31,7 +31,14 @@ with workflow.unsafe.imports_passed_through():
 
     from rein import machine
     from rein.config import LoopConfig
-    from rein.contract import DESCRIBE_AGENT, AgentDescription, AgentInput, DescribeInput, apply_overrides
+    from rein.contract import (
+        DESCRIBE_AGENT,
+        AgentDescription,
+        AgentInput,
+        DescribeInput,
+        apply_overrides,
+        check_model_switch,
+    )
     from rein.ir import StreamChunk
     from rein.session import Session
 
@@ -175,6 +182,7 @@ class AgentLoop(Waiting, Decisions, Stages):
         config = self.config
         if request.carry is None:
             self.session = self._initial_session(request)
+            self.first_step = request.first_step  # a fork continues its original's step count
         self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
         self._publish()
@@ -270,6 +278,10 @@ class AgentLoop(Waiting, Decisions, Stages):
 
     def _config(self, request: AgentInput) -> LoopConfig:
         assert self.agent is not None
+        try:
+            check_model_switch(self.agent, request.model)
+        except ValueError as exc:
+            raise ApplicationError(f"Invalid model override: {exc}", type="InvalidInput", non_retryable=True) from None
         if not request.config:
             return self.agent.config
         try:

@@ -62,13 +62,14 @@ class Stages(Children, AgentChanges):
                     stream=live,
                     stream_source=source if live else "",
                     conversation=self.conversation,
+                    model=self._model_override(),
                     version=self.agent.version,
                 ),
                 result_type=ModelReply,
                 start_to_close_timeout=seconds(config.model_timeout_s),
                 heartbeat_timeout=MODEL_HEARTBEAT,
                 retry_policy=model_retry(config),
-                summary=model_summary(self.agent.model, action.iteration),
+                summary=model_summary(self._model_override() or self.agent.model, action.iteration),
             ))
         except ActivityError as err:
             if self._agent_changed(err) is not None:
@@ -87,6 +88,10 @@ class Stages(Children, AgentChanges):
         self.reply_version = self.agent.version
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         return None
+
+    def _model_override(self) -> str:
+        """The run's model when its client switched it (AgentInput.model), else "" (the agent's)."""
+        return (self.request.model or "") if self.request is not None else ""
 
     def _model_call_failed(self, err: ActivityError) -> Interrupt:
         """Retries exhausted: an `error` interrupt. A fatal error fails the run (see `run`)."""

@@ -13,7 +13,7 @@ from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from rein import machine
-    from rein.contract import RunOutcome, RunStatusView
+    from rein.contract import FORK_MEMO, RunOutcome, RunStatusView
     from rein.summaries import details_for
 
 from rein.workflows.state import RunState
@@ -145,6 +145,11 @@ class Visibility(RunState):
         ]
         return updates, {k: v for k, v in wanted.items() if k in available}
 
+    def _lineage(self) -> dict[str, Any] | None:
+        """A fork's lineage (rein.fork puts it in the input's metadata as well as in its memo)."""
+        lineage = self.request.metadata.get(FORK_MEMO) if self.request is not None else None
+        return lineage if isinstance(lineage, dict) else None
+
     def _version_update(self, published: dict[str, Any]) -> list[Any]:
         """ReinAgentVersion (the definition the run follows), only along with an upsert that happens
         anyway: at the start of a raw client's run, else at the next status change or counter refresh."""
@@ -177,6 +182,8 @@ class Visibility(RunState):
             prompt=self.prompt,
             output=machine.last_assistant_text(self.session) if view.status in ("done", "cancelled") else None,
             last_ignored=self.last_ignored,
+            fork=self._lineage(),
+            model=(self.request.model or "") if self.request is not None else "",
         )
         if details != self.details:
             workflow.set_current_details(details)

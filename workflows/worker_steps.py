@@ -94,13 +94,14 @@ async def _model_step(wf: Stages, action: machine.CallModel, config: LoopConfig,
                 workflow_run_id=info.run_id,
                 stream=wf.live_text(),
                 step=request,
+                model=wf._model_override(),
                 version=wf.agent.version,
             ),
             result_type=StepOutcome,
             start_to_close_timeout=seconds(config.model_timeout_s),
             heartbeat_timeout=MODEL_HEARTBEAT,
             retry_policy=model_retry(config),
-            summary=model_summary(wf.agent.model, action.iteration),
+            summary=model_summary(wf._model_override() or wf.agent.model, action.iteration),
         ))
     except ActivityError as err:
         if wf._agent_changed(err) is not None:

@@ -54,6 +54,7 @@ def fork(
     append_prompt: Annotated[str | None, typer.Option("--append-prompt", help="Add a user message after the fork point (a new turn).")] = None,
     drop_last_reply: Annotated[bool, typer.Option("--drop-last-reply", help="Drop the model's last reply: it answers again.")] = False,
     agent: Annotated[str | None, typer.Option("--agent", help="Continue in this agent (its tools must fit the conversation).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="The fork's model, a LiteLLM id (the agent must allow it: client_overrides=[\"model\"]).")] = None,
     new_id: Annotated[str | None, typer.Option("--id", help="The fork's run id (default: RUN_ID-fork-<random>).")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="Follow the fork until it pauses or ends.")] = False,
     by: Annotated[str | None, typer.Option("--by", help="Who asks for the fork (recorded; default: this client's identity).")] = None,
@@ -79,7 +80,7 @@ def fork(
     if append_prompt is not None:
         edits["append_prompt"] = append_prompt
     created = with_client(address, namespace, lambda client: client.fork(
-        run_id, at_step=at_step, edits=edits, id=new_id, agent=agent, by=by))
+        run_id, at_step=at_step, edits=edits, id=new_id, agent=agent, by=by, model=model))
     if as_json:
         print_json({"run_id": created, "fork_of": run_id, "at_step": at_step})
     else:

@@ -35,6 +35,7 @@ def start(
     prompt: Annotated[str, typer.Argument(help="What to ask.", show_default=False)],
     run_id: Annotated[str | None, typer.Option("--id", help="The run id (default: AGENT-<random>).")] = None,
     task_queue: Annotated[str | None, typer.Option(help="Task queue the agent's worker polls (default: REIN_TASK_QUEUE or `rein`).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="This run's model, a LiteLLM id (the agent must allow it: client_overrides).")] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -46,7 +47,7 @@ def start(
         if task_queue:
             client.task_queue = task_queue
         try:
-            handle = await client.start(agent, prompt, run_id=run_id)
+            handle = await client.start(agent, prompt, run_id=run_id, model=model)
         except WorkflowAlreadyStartedError:
             raise CliError(f"a run with id {run_id!r} already exists; pick another --id") from None
         return handle.id

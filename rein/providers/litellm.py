@@ -48,6 +48,11 @@ async def _import_litellm_off_loop() -> Any:
     return _LOADED[0] if _LOADED else await asyncio.to_thread(_import_litellm)
 
 
+def _vendor(model: str) -> str:
+    """The `vendor/` prefix of a LiteLLM model id ("" when it has none)."""
+    return model.split("/", 1)[0] if "/" in model else ""
+
+
 def _extract_cost(resp: Any) -> float | None:
     """The cost litellm computed for this response, or None; never raises."""
     try:
@@ -77,6 +82,17 @@ class LiteLLMProvider:
 
     def __repr__(self) -> str:
         return f"LiteLLMProvider(model={self.model!r}, params={sorted(self.default_params)})"
+
+    def with_model(self, model: str) -> LiteLLMProvider:
+        """The same settings with another model id. Refused across vendors (the `vendor/` prefix) when
+        the settings name an api_key or api_base: they belong to this model's vendor, not the other's."""
+        pinned = [name for name in ("api_key", "api_base", "base_url") if self.default_params.get(name)]
+        if pinned and _vendor(model) != _vendor(self.model):
+            raise ValueError(
+                f"cannot switch {self.model} to {model}: this provider's {' and '.join(pinned)} belong to "
+                f"{_vendor(self.model) or 'its vendor'}; use a model id of the same vendor"
+            )
+        return LiteLLMProvider(model, **self.default_params)
 
     def _call_args(self, messages: list[Message], tools: list[ToolSpec] | None,
                    kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -124,9 +124,9 @@ def _free_core_at_exit() -> None:
     def free() -> None:
         import gc
 
-        from temporalio import runtime
+        from rein.temporal.sdk_private import forget_default_runtime
 
-        runtime._runtime_ref._default_runtime = None  # private, but the only reference that keeps it
+        forget_default_runtime()
         gc.collect()
 
     atexit.register(free)

@@ -30,6 +30,8 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
+from rein.temporal.sandbox import PURE_MODULES
+
 DEPLOYMENT_ENV = "REIN_DEPLOYMENT"
 BUILD_ID_ENV = "REIN_BUILD_ID"
 BUILD_SOURCES = ("rein.workflows", "rein.activities")
@@ -40,8 +42,6 @@ log = logging.getLogger("rein.deployment")
 
 def default_build_id() -> str:
     """`rein-<digest>` of the code a run depends on: rein's workflow-side modules and activities."""
-    from rein.temporal.plugin import PURE_MODULES
-
     digest = hashlib.sha256()
     for path in sorted(_source_files((*BUILD_SOURCES, *PURE_MODULES))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())

@@ -26,6 +26,8 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
+from rein.temporal.sdk_private import query_handler
+
 QUERY_TIMEOUT_S = 10.0
 POLLER_FRESH_S = 70.0
 """A poller seen this recently may still be alive (workers long-poll for 60 s)."""
@@ -56,8 +58,7 @@ class Replayed:
 
     def query(self, name: str, *args: Any) -> Any:
         """What the workflow's query handler `name` returns for this state."""
-        handler = workflow._Definition.must_from_class(type(self.instance)).queries[name]
-        return handler.fn(self.instance, *args)
+        return query_handler(self.instance, name)(*args)
 
 
 async def replayed(

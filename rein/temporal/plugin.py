@@ -13,57 +13,41 @@ rein's converter gets it too, so the plugin alone is enough on either side.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import (
+    UnsandboxedWorkflowRunner,
+    Worker,
+    WorkerConfig,
+    WorkflowRunner,
+)
 
 from rein.temporal.converter import rein_data_converter
-from rein.temporal.deployment import current_if_first, deployment_config, with_default_behavior, worker_version
+from rein.temporal.deployment import (
+    current_if_first,
+    deployment_config,
+    with_default_behavior,
+    worker_version,
+)
+from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
 
 if TYPE_CHECKING:
     from rein.agent import Agent
 
 PLUGIN_NAME = "rein.ReinPlugin"
-
-PURE_MODULES = (
-    "rein.circuit",
-    "rein.config",
-    "rein.contract",
-    "rein.events",
-    "rein.ir",
-    "rein.machine",
-    "rein.result",
-    "rein.session",
-    "rein.summaries",
-    "rein.temporal.child",
-    "rein.digest",
-    "rein.identity",
-    "rein.workflows.readers",
-    "rein.workflows.state",
-    "rein.workflows.options",
-    "rein.workflows.visibility",
-    "rein.workflows.continuation",
-    "rein.workflows.children",
-    "rein.workflows.identity",
-    "rein.workflows.decisions",
-    "rein.workflows.waiting",
-    "rein.workflows.stages",
-    "rein.workflows.worker_steps",
-    "rein.workflows.loop",
-)
-"""rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
-`rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
-
-SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *PURE_MODULES)
-"""Imported once per worker instead of once per run inside the sandbox; all deterministic."""
 
 
 def agent_map(agents: Iterable[Agent] | Mapping[str, Agent] | None) -> MutableMapping[str, Agent]:
@@ -94,13 +78,6 @@ def with_rein_plugin(client: Client) -> Client:
     return Client(**{**config, "plugins": [*config.get("plugins", []), ReinPlugin()]})
 
 
-def sandbox_runner(runner: WorkflowRunner | None) -> WorkflowRunner:
-    """The worker's sandbox with rein's passthrough added; any other runner is kept as chosen."""
-    if runner is None:
-        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
-    if isinstance(runner, SandboxedWorkflowRunner):
-        return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
-    return runner
 
 
 class ReinPlugin(SimplePlugin):

@@ -1,0 +1,56 @@
+"""What AgentWorkflow may import inside temporalio's workflow sandbox: rein's pure modules.
+
+Its own module so that what depends on the list (the plugin's sandbox, the default build id of a
+versioned worker) does not depend on each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from temporalio.worker import WorkflowRunner
+from temporalio.worker.workflow_sandbox import (
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
+
+PURE_MODULES = (
+    "rein.circuit",
+    "rein.config",
+    "rein.contract",
+    "rein.events",
+    "rein.ir",
+    "rein.machine",
+    "rein.result",
+    "rein.session",
+    "rein.summaries",
+    "rein.temporal.child",
+    "rein.digest",
+    "rein.identity",
+    "rein.workflows.readers",
+    "rein.workflows.state",
+    "rein.workflows.options",
+    "rein.workflows.visibility",
+    "rein.workflows.continuation",
+    "rein.workflows.children",
+    "rein.workflows.identity",
+    "rein.workflows.decisions",
+    "rein.workflows.waiting",
+    "rein.workflows.stages",
+    "rein.workflows.worker_steps",
+    "rein.workflows.loop",
+)
+"""rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
+`rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
+
+SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *PURE_MODULES)
+"""Imported once per worker instead of once per run inside the sandbox; all deterministic."""
+
+
+def sandbox_runner(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """The worker's sandbox with rein's passthrough added; any other runner is kept as chosen."""
+    if runner is None:
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
+    if isinstance(runner, SandboxedWorkflowRunner):
+        return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
+    return runner
