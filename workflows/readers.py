@@ -16,8 +16,8 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStream
 
-POLL_UPDATE = "__temporal_workflow_stream_poll"
-"""The contrib's long-poll Update (temporalio.contrib.workflow_streams._stream._POLL)."""
+with workflow.unsafe.imports_passed_through():
+    from rein.temporal.sdk_private import stream_poll
 
 
 class StreamReaders:
@@ -25,14 +25,14 @@ class StreamReaders:
 
     def __init__(self, stream: WorkflowStream) -> None:
         self.polls = 0
-        self._stream = stream
+        name, self._on_poll, validator = stream_poll(stream)
         # Same handler and validator, only counted: the Update's result and the run's commands
         # are unchanged, so histories recorded before this replay as they were.
-        workflow.set_update_handler(POLL_UPDATE, self._poll, validator=stream._validate_poll)
+        workflow.set_update_handler(name, self._poll, validator=validator)
 
     async def _poll(self, payload: PollInput) -> PollResult:
         self.polls += 1
         try:
-            return await self._stream._on_poll(payload)
+            return await self._on_poll(payload)
         finally:
             self.polls -= 1
