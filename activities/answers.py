@@ -38,7 +38,7 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
         answered_by = getattr(provider, "model", None) or type(provider).__name__
     tools = await agent.model_tool_specs() or None
     stream = current_stream()
-    can_stream = callable(getattr(provider, "stream", None))
+    can_stream = streams(provider)
     published = False
     if stream is not None and (can_stream or request.stream):
         info = activity.info()
@@ -82,3 +82,14 @@ async def _streamed_completion(provider: Any, messages: list[Message], tools: An
             else:
                 out.tool_calls(chunk)
     return fold.completion()
+
+
+def streams(provider: Any) -> bool:
+    """Whether to answer with the provider's `stream`: it has one, and no subclass overrode only
+    `complete` below it (a MockProvider subclass that answers in `complete` means that answer)."""
+    if not callable(getattr(provider, "stream", None)):
+        return False
+    mro = type(provider).__mro__
+    streamer = next((c for c in mro if "stream" in vars(c)), None)
+    completer = next((c for c in mro if "complete" in vars(c)), None)
+    return streamer is None or completer is None or issubclass(streamer, completer)

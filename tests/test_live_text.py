@@ -208,3 +208,23 @@ async def test_no_text_goes_into_history_while_nobody_reads(dev):
     # Read: the worker published the same answer (the control: the check above can fail).
     assert "".join(await _published_text(dev.client, read.id)) == "".join(Slow.pieces)
     assert "".join(c.text for c in seen if c.type == "text") == "".join(Slow.pieces)
+
+
+def test_a_subclass_that_answers_in_complete_is_not_streamed():
+    """Streaming from every provider that can is the default, but a MockProvider subclass that
+    overrides only `complete` means that answer (tests record or script there)."""
+    from rein import MockProvider
+    from rein.activities.answers import streams
+
+    class Recording(MockProvider):
+        async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201
+            return await super().complete(messages, tools, **kwargs)
+
+    assert streams(MockProvider(["hi"])) and streams(Slow())
+    assert not streams(Recording(["hi"]))
+    assert not streams(CompleteOnly())
+
+
+class CompleteOnly:
+    async def complete(self, messages: Any, tools: Any = None, **kwargs: Any) -> Any:
+        raise AssertionError("not called")
