@@ -43,10 +43,11 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
     if stream is not None and (can_stream or request.stream):
         info = activity.info()
         out = ModelText(stream, request.stream_source or f"{info.workflow_run_id[-8:]}/a{info.activity_id}", live=request.stream)
+        completion = None
         if can_stream:
             async with live_once_read(out):
                 completion = await _streamed_completion(provider, messages, tools, out)
-        else:  # a provider with only `complete` publishes one whole answer, when the call began read
+        if completion is None:  # only `complete` (or a stub `stream`): one whole answer, published when read
             completion = await provider.complete(messages, tools=tools)
             _publish_whole(completion, out)
         published = out.live
@@ -72,16 +73,25 @@ def _publish_whole(completion: Completion, out: ModelText) -> None:
         out.tool_calls(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
 
 
-async def _streamed_completion(provider: Any, messages: list[Message], tools: Any, out: ModelText) -> Completion:
-    """The provider's stream, published live to the run's stream while it is assembled."""
+async def _streamed_completion(provider: Any, messages: list[Message], tools: Any, out: ModelText) -> Completion | None:
+    """The provider's stream, published while someone reads as it is assembled; None when `stream`
+    is a stub (it yields something other than StreamChunks, or nothing and no `done`): the
+    Provider protocol asks for both methods, and some providers answer only in `complete`."""
     fold = StreamFold()
+    said = finished = False
     async for chunk in provider.stream(messages, tools=tools):
+        if not isinstance(chunk, StreamChunk):
+            if said:
+                raise TypeError(f"the provider's stream yielded {type(chunk).__name__}, not a StreamChunk")
+            return None
+        finished = finished or chunk.type == "done"
         if fold.add(chunk):
+            said = True
             if chunk.type == "text":
                 out.text(chunk)
             else:
                 out.tool_calls(chunk)
-    return fold.completion()
+    return fold.completion() if said or finished else None
 
 
 def streams(provider: Any) -> bool:

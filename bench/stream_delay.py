@@ -135,10 +135,14 @@ async def measure(address: str, queue: str, rounds: int, runs_at_once: int, pids
             at_attach += result["at_attach"]
             read_sizes.append(result["history"])
     answers = rounds * runs_at_once
-    cpu = {f"{name}_cpu_ms_per_answer": round((cpu_seconds(pid) - cpu[name]) * 1000 / answers, 1) for name, pid in pids.items()}
+    read_cpu = {f"{name}_cpu_ms_per_answer": round((cpu_seconds(pid) - cpu[name]) * 1000 / answers, 1) for name, pid in pids.items()}
+    cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
     unread_sizes = list(await asyncio.gather(*(unread_one(runs) for _ in range(runs_at_once))))
+    unread_cpu = {f"{name}_cpu_ms_per_unread_answer": round((cpu_seconds(pid) - cpu[name]) * 1000 / runs_at_once, 1)
+                  for name, pid in pids.items() if name != "reader"}
     return {
-        **cpu,
+        **read_cpu,
+        **unread_cpu,
         "delays_ms": [d * 1000 for d in delays],
         "deltas_at_attach": at_attach,
         "history_read": statistics.median(read_sizes),
@@ -183,7 +187,7 @@ def main() -> None:
         "max_ms": round(max(delays), 1),
         "history_bytes_read": figures["history_read"], "history_bytes_unread": figures["history_unread"],
         "history_bytes_per_streamed_answer": figures["history_read"] - figures["history_unread"],
-        **{k: v for k, v in figures.items() if k.endswith("_per_answer")},
+        **{k: v for k, v in figures.items() if "_cpu_ms_per_" in k},
         "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
     }
     (HERE / "stream_delay.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -193,7 +197,8 @@ def main() -> None:
           f"| {report['deltas_at_attach']} | {report['history_bytes_per_streamed_answer']:.0f} "
           f"({report['history_bytes_read']:.0f} − {report['history_bytes_unread']:.0f}) "
           f"| {load_before[0]:.2f} → {load_after[0]:.2f} |")
-    print("CPU per answer (ms):", {k.split("_")[0]: v for k, v in report.items() if k.endswith("cpu_ms_per_answer")})
+    print("CPU ms per answer, read:", {k.split("_")[0]: v for k, v in report.items() if k.endswith("_per_answer")},
+          "unread:", {k.split("_")[0]: v for k, v in report.items() if k.endswith("_per_unread_answer")})
 
 
 if __name__ == "__main__":

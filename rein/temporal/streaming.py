@@ -184,7 +184,10 @@ async def live_once_read(out: ModelText) -> AsyncIterator[None]:
 
 async def _until_read(out: ModelText) -> None:
     info = activity.info()
-    run = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    try:
+        run = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    except RuntimeError:  # a worker built without a client: nobody can be asked
+        return
     while True:
         await asyncio.sleep(READER_CHECK.total_seconds())
         try:
