@@ -197,7 +197,7 @@ def main() -> None:
           f"| {report['deltas_at_attach']} | {report['history_bytes_per_streamed_answer']:.0f} "
           f"({report['history_bytes_read']:.0f} − {report['history_bytes_unread']:.0f}) "
           f"| {load_before[0]:.2f} → {load_after[0]:.2f} |")
-    print("CPU ms per answer, read:", {k.split("_")[0]: v for k, v in report.items() if k.endswith("_per_answer")},
+    print("CPU ms per answer, read:", {k.split("_")[0]: v for k, v in report.items() if k.endswith("_cpu_ms_per_answer")},
           "unread:", {k.split("_")[0]: v for k, v in report.items() if k.endswith("_per_unread_answer")})
 
 
