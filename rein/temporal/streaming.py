@@ -30,7 +30,9 @@ BATCH_INTERVAL = timedelta(milliseconds=100)
 """The least time between two signals of one activity: each batch is one signal (one history
 event). The first item after a quiet spell goes at once; a steady stream goes in batches."""
 READER_CHECK = timedelta(milliseconds=500)
-"""How often a model call nobody reads asks its run whether a reader has turned up (one query)."""
+"""When a model call nobody reads first asks its run whether a reader has turned up (one query,
+a workflow task on the worker holding the run); the wait doubles up to READER_CHECK_MAX."""
+READER_CHECK_MAX = timedelta(seconds=2)
 
 _current: contextvars.ContextVar[RunStream | None] = contextvars.ContextVar("rein_run_stream", default=None)
 
@@ -170,8 +172,8 @@ class ModelText:
 
 @contextlib.asynccontextmanager
 async def live_once_read(out: ModelText) -> AsyncIterator[None]:
-    """While the block runs, ask the run every READER_CHECK whether someone reads its stream
-    (READERS_QUERY: a query is no history event); the first reader makes `out` live."""
+    """While the block runs, ask the run now and then (READER_CHECK) whether someone reads its
+    stream (READERS_QUERY: a query is no history event); the first reader makes `out` live."""
     watcher = None if out.live else asyncio.create_task(_until_read(out))
     try:
         yield
@@ -188,8 +190,10 @@ async def _until_read(out: ModelText) -> None:
         run = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
     except RuntimeError:  # a worker built without a client: nobody can be asked
         return
+    wait = READER_CHECK
     while True:
-        await asyncio.sleep(READER_CHECK.total_seconds())
+        await asyncio.sleep(wait.total_seconds())
+        wait = min(wait * 2, READER_CHECK_MAX)
         try:
             readers = await run.query(READERS_QUERY, result_type=int)
         except WorkflowQueryFailedError:  # workflow code from before READERS_QUERY: it never asks
