@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 from datetime import timedelta
 import contextlib
+import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -27,10 +28,12 @@ from rein.activities.answers import answer
 from rein.activities.identity import AgentIdentity
 from rein.contract import (
     CALL_MODEL,
+    CLOSE_CANCELED,
     COMPACT,
     DESCRIBE_AGENT,
     RUN_TOOL,
     AgentDescription,
+    CloseCanceledInput,
     CompactResult,
     DescribeInput,
     ModelCallInput,
@@ -41,6 +44,7 @@ from rein.contract import (
 from rein.digest import EMPTY, call_hash, extend, message_hash, ref
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, ToolCall, ToolResult
+from rein.fleet import routed_queue
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import is_retryable
 from rein.temporal.streaming import activity_stream
@@ -48,6 +52,7 @@ from rein.secrets import scrub
 from rein.session import Session
 from rein.temporal.storage import INLINE_LIMIT
 from rein.tools import ToolContext, execute_tool
+from rein.tracing.activity_spans import tool_span
 
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 
@@ -55,6 +60,17 @@ if TYPE_CHECKING:
     from rein.agent import Agent
 
 HEARTBEAT_EVERY_S = 5.0
+UI_WAIT_TIMER_ENV = "REIN_UI_WAIT_TIMER"
+
+
+def waiting_timer_on() -> bool:
+    """Waits for a person shown as a labelled timer on the UI's timeline (AgentDescription.waiting_timer).
+
+    Opt-in: a waiting run then records a timer that workflow code of builds before it does not expect,
+    so those builds cannot replay it (a rollback or a mixed queue would strand it). Turn it on once every
+    worker on the queue runs this build or newer, or with Worker Versioning (docs/deploys.md, docs/ui.md).
+    """
+    return os.environ.get(UI_WAIT_TIMER_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 _LATEST_DETAILS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("rein_heartbeat_details", default=None)
@@ -340,8 +356,14 @@ class AgentActivities(AgentIdentity):
         available = await self.search_attributes() if self.search_attributes else []
         if not request.agent:  # a run that failed before it knew its agent: only the search attributes
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
-        description = await self._describe(request.agent, self._agent(request.agent))
-        return description.model_copy(update={"search_attributes": list(available)})
+        agent = self._agent(request.agent)
+        description = await self._describe(request.agent, agent)
+        # Not part of the agent's fingerprint: routing is the worker's deployment choice (REIN_MODEL_QUEUES),
+        # and the flags say which behaviours this build's workflow code records (see AgentDescription).
+        return description.model_copy(update={
+            "search_attributes": list(available), "model_queue": routed_queue(agent.model_label),
+            "waiting_timer": waiting_timer_on(), "close_canceled": True,
+        })
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
@@ -403,9 +425,16 @@ class AgentActivities(AgentIdentity):
     async def compact(self, request: ModelCallInput) -> CompactResult:
         return await steps.compact(self, self._agent(request.agent), request)
 
+    @activity.defn(name=CLOSE_CANCELED)
+    async def close_canceled(self, request: CloseCanceledInput) -> None:
+        """Request cancellation of the calling run (it ended as cancelled: it closes CANCELED)."""
+        info = activity.info()
+        await activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id).cancel(
+            reason=request.reason)
+
     def definitions(self) -> list[Any]:
         """The activity functions a Worker registers."""
-        return [self.describe_agent, self.call_model, self.run_tool, self.compact]
+        return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled]
 
 
 def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
@@ -491,12 +520,15 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
     )
     may_retry = tool is not None and info.attempt <= tool.retries
     started = time.monotonic()
-    try:
-        result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
-    except Exception as exc:
-        raise ApplicationError(
-            scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
-            type=type(exc).__name__,
-        ) from None
+    async with tool_span(call) as traced:
+        try:
+            result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
+        except Exception as exc:
+            raise ApplicationError(
+                scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
+                type=type(exc).__name__,
+            ) from None
+        result = result.model_copy(update={"content": scrub(result.content)})
+        traced(result)
     activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
-    return result.model_copy(update={"content": scrub(result.content)})
+    return result

@@ -12,6 +12,7 @@ from rein.contract import ModelCallInput
 from rein.ir import Completion, Message, StreamChunk, StreamFold
 from rein.providers.fallback import FallbackProvider
 from rein.temporal.streaming import ModelText, current_stream, live_once_read
+from rein.tracing.activity_spans import chat_span
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -36,6 +37,15 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
         # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
         provider = provider.for_attempt(activity.info().attempt)
         answered_by = getattr(provider, "model", None) or type(provider).__name__
+    async with chat_span(answered_by or agent.model_label, agent.name) as traced:
+        completion, published = await _completion(provider, agent, messages, request)
+        traced(completion)
+    if answered_by is not None:
+        completion = completion.model_copy(update={"model": answered_by})
+    return (agent.output.check(completion) if agent.output is not None else completion), published
+
+
+async def _completion(provider: Any, agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
     tools = await agent.model_tool_specs() or None
     stream = current_stream()
     can_stream = streams(provider)
@@ -53,9 +63,7 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
         published = out.live
     else:
         completion = await provider.complete(messages, tools=tools)
-    if answered_by is not None:
-        completion = completion.model_copy(update={"model": answered_by})
-    return (agent.output.check(completion) if agent.output is not None else completion), published
+    return completion, published
 
 
 def provider_for(agent: Agent, model: str) -> Any:

@@ -24,6 +24,8 @@ that waits.
   or "allow" approves the pending tools and anything else denies them; for a question the text
   is the answer; after a model error any message retries.
 - A run that raises leaves its task `failed`, with the error in the status message.
+- A task a crash cut off (the server stopped while it was `submitted` or `working`) is marked
+  `failed` when the server starts again, with a status message that says so (send it again).
 - With a session `store`, the conversation of each context id is kept between tasks.
 - With `auth_token`, every request to the JSON-RPC endpoint needs `Authorization: Bearer <token>`
   (HTTP 401 otherwise); the agent card stays public and names the bearer scheme.
@@ -31,9 +33,11 @@ that waits.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import socket
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +169,39 @@ class A2AServer:
             *create_agent_card_routes(card),
             *create_jsonrpc_routes(handler, _RPC_PATH, enable_v0_3_compat=True),
         ]
-        return Starlette(routes=routes, middleware=[Middleware(_BearerAuth, server=self)])
+        return Starlette(routes=routes, middleware=[Middleware(_BearerAuth, server=self)], lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await self.recover()
+        yield
+
+    async def recover(self) -> int:
+        """Mark tasks a crash cut off (still submitted or working in the store) failed; how many."""
+        if self.state_dir is None:
+            return 0
+        from a2a.server.context import ServerCallContext
+        from a2a.types import ListTasksRequest
+
+        context, cut_off = ServerCallContext(), []
+        for state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING):
+            token = ""
+            while True:
+                page = await self.task_store.list(ListTasksRequest(status=state, page_size=100, page_token=token), context)
+                cut_off += list(page.tasks)
+                token = page.next_page_token
+                if not token:
+                    break
+        for task in cut_off:
+            task.status.state = TaskState.TASK_STATE_FAILED
+            task.status.message.CopyFrom(new_text_message(
+                "The A2A server stopped while this task ran; its run's outcome is unknown here. Send the message again.",
+                context_id=task.context_id, task_id=task.id, role=Role.ROLE_AGENT))
+            task.status.timestamp.GetCurrentTime()
+            await self.task_store.save(task, context)
+        if cut_off:
+            logger.warning("a2a: %d task(s) cut off by a stop were marked failed", len(cut_off))
+        return len(cut_off)
 
 
 class _BearerAuth:
@@ -295,7 +331,7 @@ class _Served:
     def __init__(self, server: A2AServer, host: str, port: int) -> None:
         import uvicorn
 
-        config = uvicorn.Config(server.app(), host=host, port=port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(server.app(), host=host, port=port, log_level="warning", lifespan="on")
         self.uvicorn = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.uvicorn.run, name="rein-a2a", daemon=True)
         self.a2a = server
@@ -352,4 +388,4 @@ def serve_a2a(
         version=version, store=store, auth_token=auth_token, state_dir=state_dir,
     )
     print(f"rein A2A server '{name}' on {a2a.url} (agent card: {a2a.url}/.well-known/agent-card.json)")
-    uvicorn.run(a2a.app(), host=host, port=port, log_level="warning", lifespan="off")
+    uvicorn.run(a2a.app(), host=host, port=port, log_level="warning", lifespan="on")

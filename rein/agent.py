@@ -295,7 +295,9 @@ class Agent:
 
     # ------------------------------------------------------------ running
 
-    async def arun(self, prompt: str) -> RunResult:
+    async def arun(self, prompt: str, *, tenant: str | None = None, priority: int | None = None) -> RunResult:
+        """Run to the end or the first interrupt. `tenant`/`priority` (durable engine): Temporal's
+        fairness key and priority for the run, its activities and child agents (docs/fleet.md)."""
         provider = self._resolve_provider()
         if self._engine() == "local":
             return self._typed(
@@ -303,12 +305,12 @@ class Agent:
             )
         from rein import engine
 
-        return self._typed(await engine.run_session(self, prompt=prompt))
+        return self._typed(await engine.run_session(self, prompt=prompt, tenant=tenant, priority=priority))
 
-    def run(self, prompt: str) -> RunResult:
+    def run(self, prompt: str, *, tenant: str | None = None, priority: int | None = None) -> RunResult:
         self._resolve_provider()
         loop.ensure_no_running_loop("Agent.run()", "agent.arun(...)")
-        return asyncio.run(self.arun(prompt))
+        return asyncio.run(self.arun(prompt, tenant=tenant, priority=priority))
 
     async def _arun_session(self, session: Session) -> RunResult:
         provider = self._resolve_provider()

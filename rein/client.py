@@ -10,12 +10,10 @@ import asyncio
 import contextlib
 import os
 import uuid
-import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -23,11 +21,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import (
-    SearchAttributeKey,
-    SearchAttributePair,
-    TypedSearchAttributes,
-)
+from temporalio.exceptions import CancelledError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
@@ -38,7 +32,6 @@ from rein.contract import (
     DEFAULT_TASK_QUEUE,
     DENY_UPDATE,
     RETRY_UPDATE,
-    SEARCH_ATTRIBUTES,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
     AgentInput,
@@ -47,6 +40,7 @@ from rein.contract import (
     WaitRequest,
 )
 from rein.events import TOPIC, StreamEvent, TextDeduplicator
+from rein.fleet import run_priority
 from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
 from rein.ir import StreamChunk
 from rein.result import RunResult, Step
@@ -54,6 +48,7 @@ from rein.session import Session
 from rein.summaries import run_summary
 from rein.temporal import history
 from rein.temporal.plugin import with_rein_plugin
+from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
     from rein.fork import BulkFork
@@ -100,37 +95,6 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
     return await connection.connect(address, namespace, **client_kwargs)
 
 
-_NAMESPACE_ATTRIBUTES: weakref.WeakKeyDictionary[Client, set[str]] = weakref.WeakKeyDictionary()
-
-
-async def start_search_attributes(client: Client, agent: str, fork_of: str | None = None) -> TypedSearchAttributes | None:
-    """ReinAgent/ReinStatus/counters for a new run, so its workflow need not upsert them at start.
-
-    Only those the namespace has (asked once per client): a missing one must never fail a start.
-    """
-    have = _NAMESPACE_ATTRIBUTES.get(client)
-    if have is None:
-        try:
-            listed = await client.operator_service.list_search_attributes(
-                ListSearchAttributesRequest(namespace=client.namespace)
-            )
-            have = {name for name in SEARCH_ATTRIBUTES if name in listed.custom_attributes}
-        except RPCError:
-            have = set()
-        _NAMESPACE_ATTRIBUTES[client] = have
-    values: dict[str, Any] = {"ReinAgent": agent, "ReinStatus": "running", "ReinIterations": 0, "ReinTokens": 0}
-    if fork_of is not None:
-        values["ReinForkOf"] = fork_of
-    pairs = [
-        SearchAttributePair(
-            SearchAttributeKey.for_keyword(name) if SEARCH_ATTRIBUTES[name] == "Keyword" else SearchAttributeKey.for_int(name),
-            value,
-        )
-        for name, value in values.items()
-        if name in have
-    ]
-    return TypedSearchAttributes(pairs) if pairs else None
-
 
 class ReinClient:
     def __init__(self, client: Client, task_queue: str | None = None):
@@ -147,13 +111,16 @@ class ReinClient:
         metadata: dict[str, Any] | None = None,
         stream: bool = False,
         model: str | None = None,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> WorkflowHandle[Any, RunOutcome]:
         """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
         RunResult). Its model text is live for whoever reads `stream(run_id)`, from the moment they
         attach, and costs no history while nobody reads (live text is one signal per batch).
         `stream=True` publishes every model call live even with no reader attached yet. `model`: this
         run's model instead of the agent's (a LiteLLM id; the agent must allow it with
-        client_overrides=["model"])."""
+        client_overrides=["model"]). `tenant` is Temporal's fairness key and `priority` its priority
+        key (1 first .. 5 last, default 3) for the run, its activities and its child agents (docs/fleet.md)."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
             AgentInput(
@@ -165,7 +132,8 @@ class ReinClient:
             task_queue=self.task_queue,
             result_type=RunOutcome,
             static_summary=run_summary(agent, prompt),
-            search_attributes=await start_search_attributes(self.client, agent),
+            search_attributes=await start_search_attributes(self.client, agent, tenant=tenant),
+            priority=run_priority(tenant, priority),
             # A worker for this queue in this process (the embedded engine, a script) takes the first
             # workflow task straight from the start response; otherwise the server dispatches it as usual.
             request_eager_start=True,
@@ -287,14 +255,24 @@ class ReinClient:
         return [step for chunk in reversed(chunks) for step in chunk]
 
     async def result(self, run_id: str) -> RunResult:
-        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries)."""
+        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries).
+        A cancelled run (closed CANCELED) gives its RunResult with stop_reason `cancelled`."""
+        return await self.full_result(run_id, await self.outcome(self.handle(run_id)))
+
+    async def outcome(self, handle: WorkflowHandle[Any, RunOutcome]) -> RunOutcome:
+        """A closed run's slim outcome: its result, or for a run closed as CANCELED the `outcome` query
+        (from a worker, else its replayed history). Raises RunFailed when the run failed."""
         try:
-            outcome = await self.handle(run_id).result()
+            result = await handle.result()
+            return result if isinstance(result, RunOutcome) else RunOutcome.model_validate(result)
         except WorkflowFailureError as err:
             cause = err.cause
+            if isinstance(cause, CancelledError):
+                answer = await history.query(self.client, handle.id, "outcome")
+                if answer is not None:
+                    return RunOutcome.model_validate(answer)
             kind = getattr(cause, "type", None) or type(cause).__name__
-            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
-        return await self.full_result(run_id, outcome)
+            raise RunFailed(handle.id, kind, str(getattr(cause, "message", None) or cause)) from None
 
     async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
         """A RunResult from a run's slim outcome: the Session, and the Steps from `steps_from` on."""
@@ -336,13 +314,7 @@ class ReinClient:
                     backoff = min(backoff * 2, 2.0)
                 continue
             return await self.full_result(run_id, outcome, request.steps_from)
-        try:
-            outcome = await latest.result()
-        except WorkflowFailureError as err:
-            cause = err.cause
-            kind = getattr(cause, "type", None) or type(cause).__name__
-            raise RunFailed(run_id, kind, str(getattr(cause, "message", None) or cause)) from None
-        return await self.full_result(run_id, outcome, request.steps_from)
+        return await self.full_result(run_id, await self.outcome(latest), request.steps_from)
 
     async def stream(
         self, run_id: str, *, from_offset: int = 0, until_pause: bool = False

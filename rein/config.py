@@ -13,6 +13,11 @@ from pydantic import BaseModel, Field
 class LoopConfig(BaseModel):
     max_iterations: int = 50
     max_tokens: int | None = 200_000
+    max_cost_usd: float | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    """Stop with stop_reason `budget` once the run's cost (its own model calls and, on the durable
+    engine, every child agent's) reaches this many US dollars. Costs come from LiteLLM's price
+    table; see docs/fleet.md for models it does not know. Left out of dumps when unset, so agents
+    without a budget keep their fingerprint (rein.identity) and recorded shape."""
     timeout_s: float | None = 120
     detect_loops: bool = True
     repeat_threshold: int = 3

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_serializer, model_validator
+from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
@@ -35,6 +36,13 @@ def agent_task_queue(agent: str) -> str:
     return f"{DEFAULT_TASK_QUEUE}.{agent}"
 
 
+def model_queue(model: str) -> str:
+    """The activity task queue of a provider's model calls when a worker routes them (`rein.model.openai`
+    for `openai/gpt-4o`): `rein limits set --model` rate-limits it for the whole fleet."""
+    provider = model.split("/", 1)[0] if "/" in model else model
+    return f"{DEFAULT_TASK_QUEUE}.model.{provider or 'default'}"
+
+
 DESCRIBE_AGENT = "rein.describe_agent"
 AGENT_CHANGED = "AgentChanged"
 """The error type of a model or tool call a worker refused because its definition of the agent differs
@@ -42,11 +50,16 @@ from the run's (its details: the worker's AgentDescription). Nothing was run."""
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
 COMPACT = "rein.compact"
+CLOSE_CANCELED = "rein.close_canceled"
+"""Local activity: a run ended by the `cancel` signal or update asks Temporal to cancel it, so it closes
+CANCELED (Temporal closes a workflow as CANCELED only once cancellation was requested)."""
 
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
 CHILD_SIGNAL = "rein.child"
 """Internal signal from an agent-as-tool child run to its parent: `{"call_id", "status"}`."""
+BUDGET_SIGNAL = "rein.budget"
+"""Internal signal from a parent run to its agent-as-tool children: the family's budget is spent."""
 STREAM_SIGNAL = "rein.stream"
 """Internal signal (older clients sent it on subscribing): from now on, model calls publish their text live."""
 READERS_QUERY = "rein.readers"
@@ -76,8 +89,15 @@ SEARCH_ATTRIBUTES = {
     "ReinTokens": "Int",
     "ReinAgentVersion": "Keyword",
     "ReinForkOf": "Keyword",
+    "ReinCostUsd": "Double",
+    "ReinTenant": "Keyword",
 }
-"""ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from."""
+"""ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from.
+ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.fleet)."""
+
+_KEY_KINDS = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int, "Double": SearchAttributeKey.for_float}
+SEARCH_KEYS: dict[str, Any] = {name: _KEY_KINDS[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()}
+"""The typed key of each of rein's search attributes: built here once, for the workflow and every client."""
 
 RunStatus = Literal[
     "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"
@@ -210,10 +230,18 @@ class AgentDescription(BaseModel):
     client_overrides: list[str] = Field(default_factory=list)
     """LoopConfig fields a client's `config` may loosen (the agent opted in); others may only tighten.
     "model": a client may switch the run's model (AgentInput.model)."""
+    model_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The task queue model calls are scheduled on (the worker routes them; None: the run's queue)."""
     version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """The definition's fingerprint (rein.identity): model, system prompt, tools and their flags, config.
     Runs send it with each model and tool call; a worker whose definition differs refuses the call
     (AGENT_CHANGED) and the run takes the new definition by the rule in docs/deploys.md."""
+    close_canceled: bool = Field(default=False, exclude_if=lambda v: not v)
+    """A cancelled run closes with Temporal's status CANCELED (rein.workflows.loop), recorded like `waiting_timer`."""
+    waiting_timer: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The run waits for a person on a timer whose summary says for what (rein.workflows.waiting). Set by
+    workers that have it; recorded with the description, so a replay takes the path the run took (runs
+    described before it replay without the timer) and no run pays a patch marker for it."""
     in_flight: Literal["stricter", "current"] = Field(default="stricter", exclude_if=lambda v: v == "stricter")
     """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
     "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""
@@ -383,6 +411,10 @@ class DescribeInput(BaseModel):
     agent: str
 
 
+class CloseCanceledInput(BaseModel):
+    reason: str = ""
+
+
 # ------------------------------------------------------------ signals (lenient)
 
 
@@ -474,6 +506,7 @@ class ConfigOverrides(BaseModel):
 
     max_iterations: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    max_cost_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     detect_loops: bool = None  # type: ignore[assignment]
     repeat_threshold: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
@@ -496,7 +529,7 @@ def _at_most(new: float | None, old: float | None) -> bool:
 def _loosened(name: str, new: Any, old: Any) -> bool:
     if name == "permission":
         return _PERMISSION_RANK[new] < _PERMISSION_RANK[old]
-    if name in ("max_iterations", "max_tokens", "timeout_s", "repeat_threshold"):
+    if name in ("max_iterations", "max_tokens", "max_cost_usd", "timeout_s", "repeat_threshold"):
         return not _at_most(new, old)
     if name == "detect_loops":
         return old and not new

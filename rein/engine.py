@@ -22,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from rein import machine
-from rein.client import ReinClient, start_search_attributes
+from rein.client import ReinClient
 from rein.contract import (
     WORKFLOW_TYPE,
     AgentInput,
@@ -31,12 +31,14 @@ from rein.contract import (
     WaitRequest,
     agent_task_queue,
 )
+from rein.fleet import run_priority
 from rein.ir import StreamChunk
 from rein.log import logger
 from rein.result import RunResult
 from rein.summaries import run_summary
 from rein.temporal import connection
 from rein.temporal.sdk_private import at_exit_before_threads_join
+from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -175,13 +177,17 @@ class Engine:
 
     # ------------------------------------------------------------ on the engine loop
 
-    async def start(self, agent_key: str, workflow_id: str, prompt: str | None, session: Any) -> RunResult:
-        return await self.wait(await self.begin(agent_key, workflow_id, prompt, session), WaitRequest())
+    async def start(
+        self, agent_key: str, workflow_id: str, prompt: str | None, session: Any, **fleet: Any
+    ) -> RunResult:
+        return await self.wait(await self.begin(agent_key, workflow_id, prompt, session, **fleet), WaitRequest())
 
     async def begin(
-        self, agent_key: str, workflow_id: str, prompt: str | None, session: Any, *, stream: bool = False
+        self, agent_key: str, workflow_id: str, prompt: str | None, session: Any, *, stream: bool = False,
+        tenant: str | None = None, priority: int | None = None,
     ) -> WorkflowHandle:
-        """Start the run; `stream`: its model calls publish text live from the first one."""
+        """Start the run; `stream`: its model calls publish text live from the first one; `tenant` and
+        `priority`: Temporal's fairness key and priority key for it (rein.fleet.run_priority)."""
         assert self.client is not None
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
@@ -190,7 +196,8 @@ class Engine:
             task_queue=self.task_queue(agent_key),
             result_type=RunOutcome,
             static_summary=run_summary(agent_key.split("#", 1)[0], prompt or _last_user_text(session)),
-            search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0]),
+            search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0], tenant=tenant),
+            priority=run_priority(tenant, priority),
             request_eager_start=True,  # this engine's own worker takes the first workflow task at once
         )
 
@@ -220,9 +227,14 @@ class Engine:
             raise
         if view.status == "running":
             return await self.wait(handle, WaitRequest(after_pause=view.pause, steps_from=steps))
-        if view.interrupt is None or not _waits_at(view, session):
+        child = _child_waiting(view, session, agent)
+        if view.interrupt is None or not (child is not None or _waits_at(view, session)):
             return None
-        signal = _signal_for(view.interrupt.type, session, agent, approve, answer)
+        if child is not None:  # the parent shows its child's wait; the parent passes decisions on to it
+            signal = _signal_for(view.interrupt.type, view.pending_tool_calls, {}, child, approve, answer)
+        else:
+            signal = _signal_for(view.interrupt.type, session.pending_tool_calls,
+                                 machine.decisions_for_pending(session), agent, approve, answer)
         if signal is None:  # no single signal says it: a new run from the Session replaces this one
             await self.cancel(handle.id, "superseded by a new run from the same session")
             return None
@@ -270,12 +282,12 @@ def new_workflow_id(agent: Agent) -> str:
     return f"{agent.name}-{uuid.uuid4().hex[:12]}"
 
 
-async def run_session(agent: Agent, session: Any = None, prompt: str | None = None) -> RunResult:
+async def run_session(agent: Agent, session: Any = None, prompt: str | None = None, **fleet: Any) -> RunResult:
     eng = await engine()
     key = eng.register(agent)
     workflow_id = new_workflow_id(agent)
     logger.info("run started", extra={"trace_id": workflow_id, "tools": len(agent.registry)})
-    return _logged(await eng.submit(eng.start(key, workflow_id, prompt, session)))
+    return _logged(await eng.submit(eng.start(key, workflow_id, prompt, session, **fleet)))
 
 
 def _logged(result: RunResult) -> RunResult:
@@ -353,16 +365,28 @@ def _waits_at(view: RunStatusView, session: Any) -> bool:
     ]
 
 
+def _child_waiting(view: RunStatusView, session: Any, agent: Agent) -> Agent | None:
+    """The agent-as-tool child whose wait the run shows (its own Session holds the call to that
+    child, pending, at the same iteration), else None."""
+    if view.interrupt is None or view.iteration != session.iteration:
+        return None
+    for call in session.pending_tool_calls:
+        tool = agent.registry.get(call.name)
+        if tool is not None and tool.agent is not None and call.id not in {c.id for c in view.pending_tool_calls}:
+            return tool.agent
+    return None
+
+
 def _signal_for(
-    interrupt_type: str, session: Any, agent: Agent, approve: bool, answer: str | None
+    interrupt_type: str, pending: list[Any], decided: dict[str, Any], agent: Agent, approve: bool, answer: str | None
 ) -> tuple[str, dict] | None:
-    """The one signal that does what `machine.prepare_resume` would; None when no single signal does."""
+    """The one signal that does what `machine.prepare_resume` would for the `pending` calls of `agent`'s
+    run (`decided`: those already decided); None when no single signal does."""
     from rein.loop import input_tool_names
 
     input_tools = input_tool_names(agent.registry)
-    questions = [c for c in session.pending_tool_calls if c.name in input_tools]
-    decided = machine.decisions_for_pending(session)
-    others = [c for c in session.pending_tool_calls if c.name not in input_tools and c.id not in decided]
+    questions = [c for c in pending if c.name in input_tools]
+    others = [c for c in pending if c.name not in input_tools and c.id not in decided]
     if interrupt_type == "need_approval":
         if answer is not None and questions:
             return None

@@ -255,7 +255,7 @@ async def fork(
 
 
 async def _search_attributes(client: ReinClient, agent: str, fork_of: str) -> Any:
-    from rein.client import start_search_attributes
+    from rein.temporal.search_attributes import start_search_attributes
 
     return await start_search_attributes(client.client, agent.split("#", 1)[0], fork_of=fork_of)
 

@@ -6,7 +6,8 @@ in-process runner): the durable workflow only ever sees the tool specs the worke
 an MCP tool call has the same summary, retries, timeout and approval rules as any other tool.
 
 Connections are pooled per worker: one per server and event loop, opened on first use and
-kept, since a stdio server costs a process start per connection (about a second here). A call
+kept, since a stdio server costs a process start per connection (about a second here), and
+closed when the worker shuts down (ReinPlugin.run_worker). A call
 that fails on the connection (the server died, the network dropped, a timeout) closes it and
 becomes an `is_error` tool result naming the server; the next use reconnects (a stdio server
 is started again). A server that cannot be reached when tools are listed is left out of that
@@ -90,6 +91,13 @@ class _Server:
         except Exception as exc:
             self._drop(conn)
             raise MCPServerError(f"MCP server {self.label} is unreachable: {_why(exc)}") from None
+
+    async def aclose(self) -> None:
+        """Close this event loop's pooled connection (a stdio server's process ends with it)."""
+        conn = self._pool.pop(asyncio.get_running_loop(), None)
+        if conn is not None:
+            conn.close()
+            await asyncio.wait([conn.task], timeout=self.connect_timeout_s)
 
     def _drop(self, conn: _Connection) -> None:
         loop = asyncio.get_running_loop()
@@ -309,6 +317,10 @@ class MCPTools:
                 owner[name] = f"server {server.label}"
         self._tools = tools
         return list(tools.values())
+
+    async def aclose(self) -> None:
+        """Close the pooled connections of this event loop (a worker shutting down)."""
+        await asyncio.gather(*(server.aclose() for server in self.servers))
 
     async def tools(self) -> list[MCPTool]:
         """The latest listing (listing the servers first if this process has none)."""

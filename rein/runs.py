@@ -19,21 +19,31 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.contract import FORK_MEMO, WORKFLOW_TYPE, RunOutcome, RunStatusView
+from rein.contract import (
+    FORK_MEMO,
+    SEARCH_KEYS,
+    WORKFLOW_TYPE,
+    RunOutcome,
+    RunStatusView,
+)
 from rein.ir import ToolCall, Usage
 from rein.result import Interrupt, Step
 from rein.summaries import tool_summary
+from rein.temporal import history
 
 if TYPE_CHECKING:
     from rein.client import ReinClient
 
-_AGENT = SearchAttributeKey.for_keyword("ReinAgent")
-_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
-_ITERATIONS = SearchAttributeKey.for_int("ReinIterations")
-_TOKENS = SearchAttributeKey.for_int("ReinTokens")
+_AGENT = SEARCH_KEYS["ReinAgent"]
+_STATUS = SEARCH_KEYS["ReinStatus"]
+_ITERATIONS = SEARCH_KEYS["ReinIterations"]
+_TOKENS = SEARCH_KEYS["ReinTokens"]
 _PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
+_COST = SEARCH_KEYS["ReinCostUsd"]
+_TENANT = SEARCH_KEYS["ReinTenant"]
 
 _CLOSED_STATUS = {
     WorkflowExecutionStatus.FAILED: "failed",
@@ -52,13 +62,17 @@ def is_not_found(err: BaseException) -> bool:
     return isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
 
 
-def list_query(status: str | None = None, agent: str | None = None, fork_of: str | None = None) -> str:
+def list_query(
+    status: str | None = None, agent: str | None = None, fork_of: str | None = None, tenant: str | None = None
+) -> str:
     """The visibility query behind `rein list`; waiting statuses include only running runs."""
     clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
     if agent:
         clauses.append(f'ReinAgent="{_quote(agent)}"')
     if fork_of:
         clauses.append(f'ReinForkOf="{_quote(fork_of)}"')
+    if tenant:
+        clauses.append(f'ReinTenant="{_quote(tenant)}"')
     if status == "failed":
         # A run can fail before its workflow code records ReinStatus (or be terminated).
         clauses.append('(ReinStatus="failed" OR ExecutionStatus="Failed" OR ExecutionStatus="Terminated" '
@@ -104,6 +118,8 @@ class RunRow:
     waits_for: str
     started: datetime
     closed: datetime | None
+    cost_usd: float | None = None
+    tenant: str | None = None
 
     def age(self, now: datetime | None = None) -> timedelta:
         return (now or datetime.now(timezone.utc)) - self.started
@@ -112,7 +128,8 @@ class RunRow:
         return {
             "run_id": self.id, "agent": self.agent, "status": self.status, "iterations": self.iterations,
             "tokens": self.tokens, "waits_for": self.waits_for, "started": self.started.isoformat(),
-            "closed": self.closed.isoformat() if self.closed else None,
+            "closed": self.closed.isoformat() if self.closed else None, "cost_usd": self.cost_usd,
+            "tenant": self.tenant,
         }
 
 
@@ -130,8 +147,8 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 
 
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
-                    limit: int = 50, fork_of: str | None = None) -> list[RunRow]:
-    query = list_query(status, agent, fork_of)
+                    limit: int = 50, fork_of: str | None = None, tenant: str | None = None) -> list[RunRow]:
+    query = list_query(status, agent, fork_of, tenant)
     executions = [e async for e in client.client.list_workflows(query, limit=limit)]
     views = await asyncio.gather(*(
         _query_status(client, e.id) if status_of(e) in _WAITS_FOR else _none() for e in executions
@@ -149,6 +166,8 @@ async def list_runs(client: ReinClient, status: str | None = None, agent: str | 
             waits_for=waits_for(view, run_status),
             started=execution.start_time,
             closed=execution.close_time,
+            cost_usd=view.usage.cost_usd if view else attributes.get(_COST),
+            tenant=attributes.get(_TENANT),
         ))
     return rows
 
@@ -202,10 +221,13 @@ class RunDetail:
     """False when the run is open but no worker answered: the data is visibility's."""
     fork_of: dict[str, Any] | None = None
     """A fork's lineage (rein.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
+    tenant: str | None = None
+    """The run's tenant (Temporal fairness key, ReinTenant)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.id,
+            "tenant": self.tenant,
             "agent": self.agent,
             "status": self.status,
             "stage": self.stage,
@@ -244,8 +266,9 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         started=description.start_time,
         closed=description.close_time,
         iteration=attributes.get(_ITERATIONS),
-        usage=Usage(input_tokens=0, output_tokens=tokens) if tokens is not None else None,
+        usage=Usage(input_tokens=0, output_tokens=tokens, cost_usd=attributes.get(_COST)) if tokens is not None else None,
         fork_of=await _lineage(description),
+        tenant=attributes.get(_TENANT),
     )
     if description.status == WorkflowExecutionStatus.RUNNING:
         view = await _query_status(client, run_id)
@@ -261,6 +284,8 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     try:
         result: RunOutcome = await handle.result(follow_runs=False)
     except WorkflowFailureError as err:
+        if isinstance(err.cause, CancelledError) and (ended := await _cancelled_outcome(client, run_id)):
+            return await _ended(client, detail, ended, steps)
         detail.error = failure_message(err)
         if steps:
             detail.steps = await _steps(client, run_id)
@@ -268,15 +293,30 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     except Exception as err:  # continued-as-new and the like: the chain's latest run tells
         detail.error = str(err)
         return detail
+    # the result is slim: the steps come from the `steps` queries
+    return await _ended(client, detail, result, steps)
+
+
+async def _ended(client: ReinClient, detail: RunDetail, result: RunOutcome, steps: bool) -> RunDetail:
     detail.status = "cancelled" if result.stop_reason == "cancelled" else "done"
     detail.stage = "done"
     detail.iteration = result.iterations
     detail.usage = result.usage
     detail.stop_reason = result.stop_reason
     detail.output = result.output
-    if steps:  # the result is slim: the steps come from the `steps` queries
-        detail.steps = await _steps(client, run_id)
+    if steps:
+        detail.steps = await _steps(client, detail.id)
     return detail
+
+
+async def _cancelled_outcome(client: ReinClient, run_id: str) -> RunOutcome | None:
+    """A run closed as CANCELED: its outcome from the `outcome` query (None: cancelled by Temporal
+    before rein's code could end it)."""
+    try:
+        answer = await history.query(client.client, run_id, "outcome")
+    except Exception:  # a history from before the query, or one that cannot be replayed here
+        return None
+    return RunOutcome.model_validate(answer) if answer is not None else None
 
 
 async def _lineage(description: Any) -> dict[str, Any] | None:

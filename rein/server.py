@@ -30,7 +30,25 @@ TUNED_DYNAMIC_CONFIG = {
     # A run whose workflow task failed twice in a row (a bug in workflow-side code, a nondeterminism
     # error after a deploy) gets TemporalReportedProblems: `rein list --stuck` and the UI find it.
     "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
+    # Priorities and fair shares (rein.fleet: --priority, --tenant, `rein limits set --weight`)
+    # are dispatched by the new matcher with fairness on.
+    "matching.useNewMatcher": "true",
+    "matching.enableFairness": "true",
 }
+
+
+def _linux_apis() -> bool:
+    """/proc and prctl(PR_SET_PDEATHSIG) are there (Linux); elsewhere (macOS) `ps` and a sweep at
+    start do their work."""
+    try:
+        import ctypes
+
+        return hasattr(ctypes.CDLL(None), "prctl") and Path("/proc/self/stat").exists()
+    except OSError:
+        return False
+
+
+LINUX = _linux_apis()
 
 
 def installed_binary(name: str, package: str) -> str:
@@ -102,11 +120,12 @@ def start_dev_server(
     dynamic_config: dict[str, str] | None = None,
     extra_args: list[str] | None = None,
     preexec_fn: Callable[[], None] | None = None,
+    own_session: bool = True,
 ) -> DevServer:
     """`dynamic_config` replaces TUNED_DYNAMIC_CONFIG (benchmarks compare against `{}`).
 
-    The server runs in its own session unless `preexec_fn` is given (the embedded supervisor
-    keeps it in its process group and ties its life to the supervisor's).
+    The server runs in its own session unless `own_session` is False (the embedded supervisor
+    keeps it in its process group and, on Linux, ties its life to the supervisor's with `preexec_fn`).
     """
     port = port or free_port()
     ui_port = (ui_port or free_port()) if ui else None
@@ -126,7 +145,7 @@ def start_dev_server(
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
     process = subprocess.Popen(
         args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=preexec_fn is None, preexec_fn=preexec_fn,
+        start_new_session=own_session and preexec_fn is None, preexec_fn=preexec_fn,
         env={**os.environ, "TEMPORAL_CLI_SHOW_STACKS": "0"},
     )
     if log_path:
@@ -305,12 +324,42 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # a zombie, or a recycled pid that is not a rein supervisor, is not our server
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+    seen = _process(pid)  # a zombie, or a recycled pid that is not a rein supervisor, is not our server
+    if seen is None:
         return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z" and b"rein.server" in cmdline
+    zombie, cmdline = seen
+    return not zombie and "rein.server" in cmdline
+
+
+def _process(pid: int) -> tuple[bool, str] | None:
+    """(is a zombie, command line) of a live pid, or None when it cannot be read."""
+    if LINUX:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+            return state == "Z", Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return None
+    try:  # POSIX ps: macOS and the BSDs
+        listed = subprocess.run(["ps", "-o", "stat=", "-o", "command=", "-p", str(pid)],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    state, _, command = listed.stdout.strip().partition(" ")
+    if listed.returncode != 0 or not state:
+        return None
+    return state.startswith("Z"), command.strip()
+
+
+def _kill_orphan_server(home: Path, server_pid: int | None) -> None:
+    """A `temporal` server whose supervisor died without taking it along (no PR_SET_PDEATHSIG off Linux)."""
+    import signal
+
+    seen = _process(server_pid) if server_pid else None
+    if seen is not None and not seen[0] and str(home) in seen[1]:  # never kill a recycled pid
+        try:
+            os.kill(server_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _read_state(home: Path) -> dict | None:
@@ -335,6 +384,7 @@ def _start_supervisor(home: Path, timeout_s: float) -> dict:
     if leftover is not None:  # a supervisor that never became ready, or a stale file
         if leftover.get("pid") and _alive(leftover["pid"]):
             _kill_group(leftover["pid"])
+        _kill_orphan_server(home, leftover.get("server_pid"))
         (home / _STATE).unlink(missing_ok=True)
     open(home / _LOG, "wb").close()
     log = open(home / _LOG, "ab")
@@ -399,12 +449,7 @@ def _stop(home: Path) -> bool:
             time.sleep(0.05)
     if pid and (_alive(pid) or pid in _started):
         _kill_group(pid)  # it did not stop in time: it and its server, at once
-    server_pid = state.get("server_pid")
-    try:  # normally gone with its supervisor; never kill a recycled pid
-        if server_pid and str(home).encode() in Path(f"/proc/{server_pid}/cmdline").read_bytes():
-            os.kill(server_pid, signal.SIGKILL)
-    except (OSError, ProcessLookupError):
-        pass
+    _kill_orphan_server(home, state.get("server_pid"))  # normally gone with its supervisor
     (home / _STATE).unlink(missing_ok=True)
     return was_running
 
@@ -413,7 +458,9 @@ def _stop(home: Path) -> bool:
 
 
 def _die_with_parent() -> None:
-    """In the `temporal` child: get SIGKILL when the supervisor dies (Linux), so it is never orphaned."""
+    """In the `temporal` child (Linux only): get SIGKILL when the supervisor dies, so it is never
+    orphaned. Elsewhere the server stays in the supervisor's process group, which `_kill_group`
+    kills, and the next start sweeps away a server whose supervisor was killed (`_kill_orphan_server`)."""
     try:
         import ctypes
         import signal
@@ -505,7 +552,7 @@ def _launch(home: Path, deadline: float) -> DevServer | None:
             port=int(os.environ.get("REIN_SERVER_PORT") or 0) or None,
             ui=True, ui_port=int(os.environ.get("REIN_UI_PORT") or 0) or None,
             db_filename=str(home / _DB), wait_s=max(deadline - time.monotonic(), 0.01),
-            log_path=home / _LOG, preexec_fn=_die_with_parent,
+            log_path=home / _LOG, preexec_fn=_die_with_parent if LINUX else None, own_session=False,
         )
     except RuntimeError as exc:
         print(f"rein: {exc}", file=sys.stderr, flush=True)

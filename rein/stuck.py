@@ -24,14 +24,14 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowExecution
 from temporalio.common import SearchAttributeKey
 
-from rein.contract import WORKFLOW_TYPE
+from rein.contract import SEARCH_KEYS, WORKFLOW_TYPE
 
 PROBLEMS = "TemporalReportedProblems"
 STUCK_QUERY = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Running" AND {PROBLEMS} IS NOT NULL'
 """The visibility query (also for the Temporal UI's search box) of stuck rein runs."""
 _PROBLEMS = SearchAttributeKey.for_keyword_list(PROBLEMS)
-_AGENT = SearchAttributeKey.for_keyword("ReinAgent")
-_STATUS = SearchAttributeKey.for_keyword("ReinStatus")
+_AGENT = SEARCH_KEYS["ReinAgent"]
+_STATUS = SEARCH_KEYS["ReinStatus"]
 _EVENTS_SCANNED = 200
 
 

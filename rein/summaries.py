@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from rein.contract import RunStatusView
 from rein.ir import ToolCall
+from rein.result import Interrupt
 
 
 def model_summary(model: str, iteration: int) -> str:
@@ -25,6 +27,22 @@ def run_summary(agent: str, prompt: str | None, limit: int = 80) -> str:
         return f"rein agent {agent}"
     prompt = " ".join(prompt.split())
     return f"{agent}: {prompt if len(prompt) <= limit else prompt[: limit - 1] + '…'}"
+
+
+def waiting_summary(interrupt: Interrupt, pending: list[ToolCall], run_id: str, since: datetime,
+                    limit: int = 400) -> str:
+    """One line for the timer a waiting run shows first in the UI's timeline: waiting for what,
+    since when, and the commands that answer it."""
+    when = since.strftime("%Y-%m-%d %H:%M UTC")
+    if interrupt.type == "need_approval":
+        calls = ", ".join(tool_summary(c, 80)[5:] for c in pending) or "tool calls"
+        text = f"Waiting for approval since {when}: {calls} · rein approve {run_id} · rein deny {run_id}"
+    elif interrupt.type == "need_input":
+        text = f"Waiting for input since {when}: {interrupt.message} · rein answer {run_id} \"...\""
+    else:
+        text = f"Waiting after an error since {when}: {interrupt.message} · rein retry {run_id} · rein cancel {run_id}"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def fork_details(lineage: dict[str, Any]) -> str:

@@ -59,6 +59,12 @@ async def sleep(seconds: float) -> str:
 
 
 @server.tool()
+def pid() -> int:
+    """This server's process id."""
+    return os.getpid()
+
+
+@server.tool()
 def die() -> str:
     """Crashes the server mid-call."""
     sys.stdout.flush()

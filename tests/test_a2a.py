@@ -207,8 +207,10 @@ async def test_ask_permission_input_required_then_approve_durable(serve: Any) ->
         await client.cancel(paused.id)  # canceled is terminal too: the A2A spec's answer, not "canceled" again
     assert server.paused.load(paused.id) is None
     eng = engine.Engine._instance
-    result = asyncio.run_coroutine_threadsafe(eng.client.get_workflow_handle(run_id).result(), eng.loop).result(30)
-    assert result["stop_reason"] == "cancelled"  # the workflow that waited for the reply ended
+    handle = eng.client.get_workflow_handle(run_id)
+    result = asyncio.run_coroutine_threadsafe(ReinClient(eng.client).outcome(handle), eng.loop).result(60)
+    assert result.stop_reason == "cancelled"  # the workflow that waited for the reply ended
+    assert asyncio.run_coroutine_threadsafe(handle.describe(), eng.loop).result(30).status.name == "CANCELED"
 
 
 async def test_deny_ask_human_and_failure_local(serve: Any) -> None:
@@ -343,6 +345,57 @@ async def test_a_paused_task_survives_a_server_restart(tmp_path: Path, engine: s
             assert paused.run_id
             result = await ReinClient(await connect()).result(paused.run_id)
             assert (result.status, result.output) == ("done", "sum: 42")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+STUCK_MODULE = '''
+import sys, time
+from rein import Agent, MockProvider, ToolCall
+from rein.a2a import serve_a2a
+
+
+def wait_forever() -> str:
+    """Never finishes (the server is killed meanwhile)."""
+    time.sleep(3600)
+    return "never"
+
+
+agent = Agent(provider=MockProvider([[ToolCall(id="w1", name="wait_forever", arguments={})], "done"]),
+              tools=[wait_forever], name="crash-bot", engine="local")
+serve_a2a(agent, port=int(sys.argv[1]), state_dir=sys.argv[2])
+'''
+
+
+async def test_a_task_cut_off_by_a_crash_is_failed_after_the_restart(tmp_path: Path) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(textwrap.dedent(STUCK_MODULE))
+    state, port = tmp_path / "state", free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, str(script), str(port), str(state)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_for_port(port, proc, 60)
+        client = await peer(base, streaming=True)
+        sent = request("go")
+        events = client.client.send_message(sent)
+        first = await anext(aiter(events))  # the task exists and works; its tool never returns
+        task_id = first.task.id if first.HasField("task") else first.status_update.task_id
+        for _ in range(200):
+            if (await client.get(task_id)).status.state == TaskState.TASK_STATE_WORKING:
+                break
+            await asyncio.sleep(0.05)
+        assert (await client.get(task_id)).status.state == TaskState.TASK_STATE_WORKING
+    finally:
+        proc.kill()  # a crash: nothing updates the task
+        proc.wait(timeout=30)
+
+    proc = _start_server(script, port, state, "local")
+    try:
+        again = await (await peer(base)).get(task_id)
+        assert again.status.state == TaskState.TASK_STATE_FAILED
+        assert "stopped while this task ran" in text(again.status.message)
     finally:
         proc.kill()
         proc.wait(timeout=30)

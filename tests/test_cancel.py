@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from temporalio.worker import Replayer
 
 import rein
@@ -63,13 +63,17 @@ async def test_cancel_interrupts_a_running_tool(env):
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in types
     # It ended without waiting for the tool: one activity completed (the first model call), not two.
     assert types.count(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) == 1
+    # It closed with Temporal's own status: it asked for its cancellation (a local activity, as a marker).
+    assert types[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED in types
 
 
 # --------------------------------------------------------------------------- Temporal's own cancellation
 
 
 async def test_workflow_cancellation_interrupts_a_running_tool_like_the_signal(env):
-    """`handle.cancel()` (UI, CLI) ends the run as cancelled: the workflow completes with its result."""
+    """`handle.cancel()` (UI, CLI) ends the run as cancelled, like the signal: it closes CANCELED,
+    its result readable through rein's client."""
     started.clear()
     agent = Agent(
         provider=MockProvider([[ToolCall(id="t1", name="slow_tool", arguments={"x": 1})], "never reached"]),
@@ -84,7 +88,7 @@ async def test_workflow_cancellation_interrupts_a_running_tool_like_the_signal(e
         )
         await asyncio.wait_for(started.wait(), 10)
         await handle.cancel()
-        result = await full_result(handle)  # completes normally: no WorkflowFailureError
+        result = await full_result(handle)
         status = await handle.query("status")
         history = await handle.fetch_history()
     assert result["stop_reason"] == "cancelled"
@@ -93,14 +97,16 @@ async def test_workflow_cancellation_interrupts_a_running_tool_like_the_signal(e
     types = [e.event_type for e in history.events]
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED in types
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in types
-    assert types[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+    assert types[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in types
 
 
-@pytest.mark.parametrize("name", ["agent_cancel_v1", "agent_cancel_v2", "agent_cancel_v3"])
+@pytest.mark.parametrize(
+    "name", ["agent_cancel_v1", "agent_cancel_v2", "agent_cancel_v3", "agent_cancel_v4", "agent_cancel_signal_v1"])
 async def test_cancelled_histories_replay_only_after_the_retired_patch(name):
     """v1 was cancelled before the rein-native-cancel patch (it ended CANCELED), v2 with it
-    (COMPLETED), v3 after it was retired (no marker). v2 and v3 replay, v1 cannot, as Temporal says."""
+    (COMPLETED), v3 after it was retired (no marker), v4 and signal_v1 described with close_canceled
+    (CANCELED again, asked for by the run itself after a signal). All but v1 replay, as Temporal says."""
     data = json.loads((HISTORIES / f"{name}.json").read_text())
     history = WorkflowHistory.from_json("agent-cancel", data)
     types = [e.event_type for e in history.events]
@@ -109,6 +115,8 @@ async def test_cancelled_histories_replay_only_after_the_retired_patch(name):
         "agent_cancel_v1": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
         "agent_cancel_v2": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
         "agent_cancel_v3": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+        "agent_cancel_v4": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,  # close_canceled
+        "agent_cancel_signal_v1": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
     }[name]
     assert types[-1] == ended
     replayer = Replayer(workflows=[], plugins=[ReinPlugin(agents=[])])
@@ -153,8 +161,9 @@ async def test_cancelled_waiting_run_leaves_the_waiting_list(dev):
         await poll(both_listed, "listed as waiting")
 
         await cancelled.cancel()  # what the UI's "Request Cancellation" and `temporal workflow cancel` do
-        result = await cancelled.result()
+        result = await ops.result(cancelled.id)
         await terminated.terminate("gone")  # keeps its last ReinStatus, but is not running
+        assert (await cancelled.describe()).status == WorkflowExecutionStatus.CANCELED
 
         assert result.stop_reason == "cancelled"
         assert (await ops.status(cancelled.id)).status == "cancelled"

@@ -679,7 +679,7 @@ def test_rein_codec_server_round_trips_payloads() -> None:
 
     key = base64.b64encode(os.urandom(32)).decode()
     port = free_port()
-    environ = {**os.environ, "REIN_CODEC_KEY": key}
+    environ = {**os.environ, "REIN_CODEC_KEY": key, "REIN_CODEC_TOKEN": "cli-test-token"}
     process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
@@ -688,7 +688,8 @@ def test_rein_codec_server_round_trips_payloads() -> None:
 
         def post(path: str, body: dict) -> dict:
             request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                             headers={"Content-Type": "application/json"})
+                                             headers={"Content-Type": "application/json",
+                                                      "Authorization": "Bearer cli-test-token"})
             with urllib.request.urlopen(request, timeout=10) as response:
                 return json.loads(response.read())
 

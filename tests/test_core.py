@@ -482,6 +482,26 @@ def test_breaker_order_when_several_trip():
     assert tripped_breaker(_session(4, 99, 2), cfg, 0.99) is None
 
 
+def test_budget_breaker_sits_between_tokens_and_timeout():
+    cfg = LoopConfig(max_tokens=100, max_cost_usd=0.5, timeout_s=1)
+    spent = Session(usage=Usage(input_tokens=100, cost_usd=0.5))
+    assert tripped_breaker(spent, cfg, 1.0) == "max_tokens"
+    spent.usage = Usage(input_tokens=99, cost_usd=0.5)
+    assert tripped_breaker(spent, cfg, 1.0) == "budget"
+    spent.usage = Usage(input_tokens=99, cost_usd=0.49)
+    assert tripped_breaker(spent, cfg, 1.0) == "timeout"
+    unpriced = Session(usage=Usage(input_tokens=99))  # no known cost: a budget cannot trip
+    assert tripped_breaker(unpriced, cfg, 0.5) is None
+
+
+def test_breaker_budget_through_a_run():
+    tools, ran = make_tools()
+    provider = Counting(MockProvider(ALWAYS_ADD, usage_per_call=Usage(input_tokens=5, cost_usd=0.25)))
+    agent = Agent(provider=provider, tools=tools, config=LoopConfig(max_cost_usd=0.5), engine="local")
+    r = agent.run("go")
+    assert (r.stop_reason, provider.calls, r.usage.cost_usd) == ("budget", 2, 0.5)
+
+
 def test_breakers_can_be_disabled():
     cfg = LoopConfig(max_tokens=None, timeout_s=None, detect_loops=False, repeat_threshold=1)
     assert tripped_breaker(_session(0, 10**9, 99), cfg, 10**9) is None

@@ -183,7 +183,7 @@ async def test_encrypted_run_history_is_unreadable_without_the_key(dev, worker, 
 async def test_codec_server_decodes_for_the_ui(dev, worker, tmp_path):
     port = free_port()
     log = tmp_path / "codec.log"
-    env = {**os.environ, "REIN_CODEC_KEY": KEYS}
+    env = {**os.environ, "REIN_CODEC_KEY": KEYS, "REIN_CODEC_TOKEN": "ui-test-token"}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rein.temporal.codec_server", "--port", str(port),
@@ -202,7 +202,8 @@ async def test_codec_server_decodes_for_the_ui(dev, worker, tmp_path):
                 "Origin": "http://localhost:8233", "Access-Control-Request-Method": "POST"})
             assert preflight.headers["access-control-allow-origin"] == "http://localhost:8233"
             answer = await http.post("/decode", content=body, headers={
-                "Content-Type": "application/json", "Origin": "http://localhost:8233", "X-Namespace": "default"})
+                "Content-Type": "application/json", "Origin": "http://localhost:8233", "X-Namespace": "default",
+                "Authorization": "Bearer ui-test-token"})
             assert answer.status_code == 200
             (payload,) = json_format.Parse(answer.text, Payloads()).payloads
             assert payload.data == b'"UI-MARKER"'
@@ -211,7 +212,8 @@ async def test_codec_server_decodes_for_the_ui(dev, worker, tmp_path):
             assert "access-control-allow-origin" not in stranger.headers
             garbage = await http.post("/decode", content=b'{"payloads": [{"metadata": {"encoding": '
                                       b'"YmluYXJ5L2VuY3J5cHRlZA=="}, "data": "AAAA"}]}',
-                                      headers={"Content-Type": "application/json"})
+                                      headers={"Content-Type": "application/json",
+                                               "Authorization": "Bearer ui-test-token"})
             assert garbage.status_code == 400
     finally:
         stop_process(proc)

@@ -37,6 +37,8 @@ class Scenario:
     expect: list[tuple[str, str]] = field(default_factory=list)
     """(status, stop_reason) of the run and then of each resume: proves the scenario does what it says."""
     output_type: Any = None
+    usage: Usage | None = None
+    """Each model call's usage (default: 1 token in, 1 out, no cost)."""
 
 
 class City(BaseModel):
@@ -63,6 +65,10 @@ SCENARIOS: dict[str, Scenario] = {
         lambda: [[ADD_1_2]] * 6, config=LoopConfig(max_iterations=2), expect=[("done", "max_iterations")]
     ),
     "max-tokens": Scenario(lambda: [[ADD_1_2]] * 6, config=LoopConfig(max_tokens=4), expect=[("done", "max_tokens")]),
+    "budget": Scenario(
+        lambda: [[ADD_1_2]] * 6, config=LoopConfig(max_cost_usd=0.3),
+        usage=Usage(input_tokens=1, output_tokens=1, cost_usd=0.1), expect=[("done", "budget")],
+    ),
     "loop-detection": Scenario(
         lambda: [[ADD_1_2]] * 6, config=LoopConfig(repeat_threshold=3), expect=[("done", "loop_detected")]
     ),
@@ -132,7 +138,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 async def play(name: str, scenario: Scenario, engine: str, via_json: bool) -> list[dict[str, Any]]:
     agent = Agent(
-        provider=MockProvider(scenario.script()),
+        provider=MockProvider(scenario.script(), usage_per_call=scenario.usage),
         tools=scenario.tools,
         config=scenario.config,
         name=f"parity-{name}",

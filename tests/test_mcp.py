@@ -33,7 +33,7 @@ from tests.support.processes import wait_for_port
 from tests.support.providers import RecordingProvider
 from tests.support.results import tool_messages
 from tests.support.tools import tc
-from tests.support.waiting import wait_status
+from tests.support.waiting import wait_status, wait_until
 
 SERVER = Path(__file__).parent / "mcp_server.py"
 TOKEN = "tok-" + uuid.uuid4().hex
@@ -124,6 +124,22 @@ async def test_approval_applies_to_mcp_calls(env, ids, how):
     assert list(tool_messages(result).values())[0] == "HI"
     assert list(tool_messages(result).values())[1].startswith("Denied by ops")
     assert [d["approved"] for d in result["session"]["decisions"]] == [True, False]
+
+
+async def test_worker_shutdown_closes_pooled_connections(env, ids):
+    """The stdio server a worker started (its pooled connection) ends when the worker shuts down."""
+    agent = Agent(provider=RecordingProvider([[tc("pid", "1")], "noted"]), mcp_servers=[stdio()], name="mcp-close")
+    result, _ = await run(env, ids, agent)  # the worker has shut down when this returns
+    server_pid = int(tool_messages(result)["1"])
+    wait_until(lambda: not _running(server_pid), "the MCP stdio server to exit", 30)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 async def test_stdio_server_dying_mid_call_is_an_error_result_and_the_next_call_restarts_it(env, ids):

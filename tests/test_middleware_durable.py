@@ -613,7 +613,7 @@ async def test_the_worker_never_serves_a_conversation_from_before_a_rewrite(env,
         cache.remember(wf_id, "after-rewrite", [m("stale 1"), m("stale 2")])
         assert [x.content for x in await cache.messages_for(resend)] == ["new 1", "new 2"]
         await handle.signal("cancel", {"reason": "test over"})
-        await handle.result()
+        assert (await full_result(handle))["stop_reason"] == "cancelled"
 
 
 async def test_agent_on_events_are_on_the_run_stream(dev):

@@ -24,6 +24,7 @@ for _p in (str(ROOT), str(ROOT / "tests")):
 
 from vendor_server import Fail, Reply, VendorServer  # noqa: E402  (sets LITELLM_LOCAL_MODEL_COST_MAP first)
 
+from rein.prices import call_cost
 from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
 from rein.providers import FallbackProvider, LiteLLMProvider, MockProvider, Provider, is_retryable
 from rein.providers import fallback as fallback_mod
@@ -585,7 +586,9 @@ async def test_openai_stream_text(srv):
     texts = [c.text for c in chunks if c.type == "text"]
     assert len(texts) > 1 and "".join(texts) == "streamed text"
     assert chunks[-1].type == "done" and chunks[-1].finish_reason == "stop"
-    assert chunks[-1].usage == Usage(input_tokens=8, output_tokens=3)
+    usage = chunks[-1].usage
+    assert (usage.input_tokens, usage.output_tokens) == (8, 3)
+    assert usage.cost_usd == call_cost("openai/gpt-4o", usage) and usage.cost_usd > 0  # LiteLLM's price table
     body = srv.requests[0].body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
@@ -668,7 +671,9 @@ async def test_anthropic_stream_tool_call(srv):
     [tc_chunk] = [c for c in chunks if c.type == "tool_calls"]
     assert tc_chunk.tool_calls == [ToolCall(id="toolu_2", name="add", arguments={"a": 1, "b": 1})]
     assert chunks[-1].type == "done" and chunks[-1].finish_reason == "tool_calls"
-    assert chunks[-1].usage == Usage(input_tokens=9, output_tokens=6)
+    usage = chunks[-1].usage
+    assert (usage.input_tokens, usage.output_tokens) == (9, 6)
+    assert usage.cost_usd == call_cost("anthropic/claude-sonnet-4-5", usage) and usage.cost_usd > 0
 
 
 @pytest.mark.parametrize("status,retryable", [(429, True), (529, True), (401, False)])

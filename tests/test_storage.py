@@ -119,3 +119,37 @@ async def test_s3_when_configured_carries_a_large_tool_result(env, s3):
     assert sum(e.ByteSize() for e in history.events) < 100_000
     stored = client_s3.list_objects_v2(Bucket=bucket).get("Contents", [])
     assert stored and max(o["Size"] for o in stored) > 600_000
+
+
+# --------------------------------------------------------------------------- retention of payload files
+
+
+async def test_a_worker_prunes_payload_files_unused_past_the_retention(dev, tmp_path, monkeypatch):
+    """Files nobody wrote or read for REIN_PAYLOAD_RETENTION_DAYS go when a worker starts; a read keeps one."""
+    import os
+    import time
+
+    from rein import MockProvider
+    from tests.support.waiting import poll
+
+    monkeypatch.setenv("REIN_HOME", str(tmp_path))
+    monkeypatch.setenv("REIN_PAYLOAD_RETENTION_DAYS", "30")
+    driver = FileStorageDriver(tmp_path / "payloads")
+    blobs = [Payload(data=f"{name} payload".encode() * 100).SerializeToString() for name in ("stale", "read", "fresh")]
+    stale, read, fresh = (driver._path(c.claim_data["sha256"]) for c in driver._store_all(blobs))
+    month_ago = time.time() - 31 * 86400
+    for path in (stale, read):
+        os.utime(path, (month_ago, month_ago))
+    assert driver._retrieve_all([StorageDriverClaimOf(read)])[0].data.startswith(b"read payload")  # a read: in use
+
+    client = await Client.connect(dev.client.service_client.config.target_host, data_converter=rein_data_converter())
+    agent = Agent(provider=MockProvider(["hi"]), name=f"prune-{uuid.uuid4().hex[:6]}")
+    async with rein.create_worker(client, agents=[agent], task_queue=f"prune-{uuid.uuid4().hex[:6]}"):
+        await poll(lambda: not stale.exists(), "the stale payload file to be pruned", 30)
+    assert read.exists() and fresh.exists()
+
+
+def StorageDriverClaimOf(path):  # noqa: ANN001, ANN201, N802
+    from temporalio.converter import StorageDriverClaim
+
+    return StorageDriverClaim(claim_data={"sha256": path.name})

@@ -153,8 +153,10 @@ def rein_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
             lines.append(line)
         out = "".join(lines)
         assert "Temporal UI:" in out, out
+        links = {what: out.split(f"  {what}:", 1)[1].split()[0]
+                 for what in ("waiting for a person", "stuck", "failed today")}
         yield {"address": out.split("Temporal dev server:", 1)[1].split()[0],
-               "ui": out.split("Temporal UI:", 1)[1].split()[0]}
+               "ui": out.split("Temporal UI:", 1)[1].split()[0], **links}
     finally:
         stop_process(process, 30)
         subprocess.run([REIN_BIN, "server", "stop"], env=env, capture_output=True, timeout=60)
@@ -237,3 +239,52 @@ async def test_the_ui_shows_summaries_waiting_text_and_activity_summaries(rein_s
         await page.goto(f"{run_url}/user-metadata")
         await page.wait_for("ui-ops: search restart, please", "Stop reason", "Report: search restarted")
         await page.screenshot("ui-finished-user-metadata")
+
+
+async def test_the_ui_says_who_waits(rein_server: dict, page: Page, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiting run says for what, since when and how to answer at the top of its page (the timeline's
+    timer); a cancelled run is CANCELED in the list; `rein server`'s links list the runs that wait for
+    a person, the stuck ones and today's failures."""
+    address, ui = rein_server["address"], rein_server["ui"]
+    monkeypatch.setenv("REIN_UI_WAIT_TIMER", "1")  # the worker describes runs with the waiting timer on
+    client = await connect(address)
+    ops = ReinClient(client)
+    async with rein.create_worker(client, agents=[AGENT], task_queue="rein"):
+        for run_id, prompt in (("who-waits", "mail restart, please"), ("who-cancelled", "dns restart, please")):
+            await asyncio.to_thread(cli, address, "start", "ui-ops", prompt, "--id", run_id)
+            await poll(lambda r=run_id: rein_status_is(ops, r, "waiting_approval"), f"{run_id} waiting",
+                       PAGE_WAIT_S, interval=0.2)
+        await asyncio.to_thread(cli, address, "cancel", "who-cancelled", "--reason", "not today")
+        failed = await client.start_workflow("AgentWorkflow", {"agent": "nobody-serves-this", "prompt": "hi"},
+                                             id="who-failed", task_queue="rein")
+        with pytest.raises(Exception):
+            await failed.result()
+        assert (await ops.result("who-cancelled")).stop_reason == "cancelled"
+
+        # The run's own page, as it opens (the timeline): waiting for what, since when, the commands.
+        await page.goto(f"{ui}/namespaces/default/workflows/who-waits")
+        top = await page.wait_for("Waiting for approval since", 'restart(service="mail")',
+                                  "rein approve who-waits", "rein deny who-waits")
+        assert "RUNNING" in top
+        await page.screenshot("ui-waiting-top")
+
+        await page.goto(f"{ui}/namespaces/default/workflows")
+        listing = await page.wait_for("who-cancelled", "who-waits", "who-failed")
+        assert "CANCELED" in listing and "FAILED" in listing
+        await page.screenshot("ui-list-canceled")
+
+        await page.goto(rein_server["waiting for a person"])
+        waiting = await page.wait_for("who-waits")
+        assert "who-cancelled" not in waiting and "who-failed" not in waiting
+        await page.screenshot("ui-link-waiting")
+
+        await page.goto(rein_server["failed today"])
+        failures = await page.wait_for("who-failed")
+        assert "who-waits" not in failures and "who-cancelled" not in failures
+        await page.screenshot("ui-link-failed-today")
+
+        await page.goto(rein_server["stuck"])
+        stuck = await page.wait_for("TemporalReportedProblems", "No Workflows Found")  # the query, accepted
+        assert "who-waits" not in stuck and "who-failed" not in stuck
+        await page.screenshot("ui-link-stuck")
+        await asyncio.to_thread(cli, address, "cancel", "who-waits")

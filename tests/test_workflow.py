@@ -547,13 +547,14 @@ async def test_an_unanswered_question_times_out_as_no_answer(env, ids):
     assert [t.timer_started_event_attributes.start_to_fire_timeout.ToSeconds() for t in timers] == [86400]
 
 
-async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids):
+async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids, monkeypatch):
     """`approval_timeout_s` bounds waiting for a person's decision; a run waiting for `retry` after
     exhausted model attempts keeps waiting past it (on the test server's clock), then retries."""
     tq, wf_id = ids
     provider = OutageProvider(Unavailable, "upstream overloaded (503)")
     agent = Agent(provider=provider, name="flaky-patient",
                   config=LoopConfig(model_attempts=1, approval_timeout_s=60))
+    monkeypatch.setenv("REIN_UI_WAIT_TIMER", "1")  # the wait shown on the UI's timeline (opt-in)
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "flaky-patient", "hello", wf_id, tq)
         await wait_status(handle, "waiting_retry")
@@ -566,7 +567,10 @@ async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids):
 
     assert result["output"] == "recovered" and provider.calls == 2
     timers = [e for e in await history_events(handle) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
-    assert timers == []
+    # Only the timer that shows the wait in the UI (AgentDescription.waiting_timer), not the 60 s approval timeout.
+    assert [t.timer_started_event_attributes.start_to_fire_timeout.ToSeconds() for t in timers] == [30 * 24 * 3600]
+    summary = json.loads(timers[0].user_metadata.summary.data)
+    assert summary.startswith("Waiting after an error since ") and f"rein retry {wf_id}" in summary
 
 
 # --------------------------------------------------------------------------- tool retries
@@ -768,6 +772,7 @@ def test_histories_cover_every_patch_generation():
     assert patches_in(STORED_HISTORIES[3]) == {"rein-throttled-counters", "rein-prompt-cancel", "rein-native-cancel"}
     assert patches_in(STORED_HISTORIES[4]) == {"rein-native-cancel"}, "v5: the two retired patches record no marker"
     assert patches_in(STORED_HISTORIES[5]) == set(), "v6: rein-native-cancel retired too"
+    assert patches_in(STORED_HISTORIES[6]) == set(), "v7: waits on a timer that shows them (no marker)"
 
 
 async def test_history_from_before_the_retired_patch_no_longer_replays():

@@ -146,7 +146,7 @@ async def test_a_short_run_records_no_counter_patch(dev, ids):
         handle = await start(dev, "cancelled-wait", "add", wf_id, tq)
         await wait_status(handle, "waiting_approval")
         await handle.signal("cancel", {"reason": "not today"})
-        result = await handle.result()
+        result = await full_result(handle)  # closed CANCELED: its outcome through rein's client
         await assert_replays(handle)
     assert result["stop_reason"] == "cancelled"
     events = (await handle.fetch_history()).events

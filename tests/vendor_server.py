@@ -22,6 +22,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,8 +81,22 @@ def _pieces(s: str, size: int) -> list[str]:
 class VendorServer:
     """Serves on a free 127.0.0.1 port in a background thread while the context is open."""
 
-    def __init__(self, chunk_size: int = 4):
+    def __init__(
+        self,
+        chunk_size: int = 4,
+        *,
+        rate_limit: int | None = None,
+        responder: Callable[[Any], Reply | Fail] | None = None,
+    ):
+        """`rate_limit`: at most this many requests in any one second; those above it get a 429 with
+        Retry-After (counted in `rejected`). `responder(body)`: the answer when the script is empty."""
         self.chunk_size = chunk_size
+        self.rate_limit = rate_limit
+        self.responder = responder
+        self.rejected = 0
+        self.accepted_at: deque[float] = deque()
+        """When each request within the last second was let through (time.monotonic)."""
+        self.peak_per_second = 0
         self.requests: list[Recorded] = []
         self._queue: deque[Reply | Fail | Slow] = deque()
         self._lock = threading.Lock()
@@ -125,11 +140,26 @@ class VendorServer:
         with self._lock:
             self._queue.extend(Reply(text=i) if isinstance(i, str) else i for i in items)
 
-    def _next(self) -> Reply | Fail | Slow:
+    def _next(self, body: Any = None) -> Reply | Fail | Slow:
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
+        if self.responder is not None:
+            return self.responder(body)
         return Fail(500, "VendorServer: no scripted response left")
+
+    def _admit(self) -> bool:
+        """Count the request in its one-second window; False when it is over the rate limit."""
+        now = time.monotonic()
+        with self._lock:
+            while self.accepted_at and now - self.accepted_at[0] >= 1.0:
+                self.accepted_at.popleft()
+            if self.rate_limit is not None and len(self.accepted_at) >= self.rate_limit:
+                self.rejected += 1
+                return False
+            self.accepted_at.append(now)
+            self.peak_per_second = max(self.peak_per_second, len(self.accepted_at))
+            return True
 
     def _record(self, rec: Recorded) -> None:
         with self._lock:
@@ -159,7 +189,9 @@ class _Handler(BaseHTTPRequestHandler):
             vendor = "anthropic"
         else:
             return self._json(404, {"error": {"message": f"no route {path}", "type": "not_found_error"}})
-        item = owner._next()
+        if not owner._admit():
+            return self._fail(vendor, Fail(429, "rate limit exceeded", headers={"Retry-After": "1"}), headers)
+        item = owner._next(body)
         if isinstance(item, Slow):
             time.sleep(item.seconds)
             item = item.then

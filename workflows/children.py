@@ -7,19 +7,39 @@ import asyncio
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError, FailureError
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from rein.contract import CHILD_SIGNAL, WORKFLOW_TYPE, AgentInput, RunStatusView
-    from rein.ir import StreamChunk, ToolCall, ToolResult
+    from rein.circuit import over_budget
+    from rein.contract import (
+        BUDGET_SIGNAL,
+        CHILD_SIGNAL,
+        WORKFLOW_TYPE,
+        AgentInput,
+        RunStatusView,
+    )
+    from rein.ir import StreamChunk, ToolCall, ToolResult, Usage
 
 from rein.workflows.options import failure_detail
 from rein.workflows.visibility import Visibility
 
+PATCH_FAMILY_USAGE = "rein-family-usage"
+"""Since this patch a parent's usage (tokens, cost, breakers, ReinTokens, ReinCostUsd) includes its
+child agents' usage. Asked when a child run first reports or ends, so runs without agent tools
+record no marker."""
+
+
 class Children(Visibility):
-    """Child runs of agent-as-tool calls, and the parent link of a run that is one."""
+    """Child runs of agent-as-tool calls, and the parent link of a run that is one.
+
+    Budgets cover the family: a parent with `max_cost_usd` gives each child what is left as the
+    child's own `max_cost_usd`, each such child reports its usage after every model call, the
+    parent counts it as its own, and once the family has spent the budget the parent tells its
+    running children to stop (BUDGET_SIGNAL): they end with stop_reason `budget`, and so does it.
+    Without a budget a child's usage reaches the parent only with its result (no extra events).
+    """
 
     async def _run_child(self, call: ToolCall, agent: str) -> ToolResult:
         """An agent used as a tool: its run is a child workflow; its answer is the tool result."""
@@ -28,21 +48,27 @@ class Children(Visibility):
             return ToolResult(tool_call_id=call.id, content=f"Agent tool '{call.name}' needs a 'prompt' string.", is_error=True)
         child_id = f"{workflow.info().workflow_id}/{call.id}"
         self.children[call.id] = child_id
+        budget = self._budget_left()
         try:
             result = await workflow.execute_child_workflow(
                 WORKFLOW_TYPE,
-                AgentInput(agent=agent, prompt=prompt, stream=self.streaming, parent_call=call.id).model_dump(
-                    mode="json", exclude_defaults=True
-                ),
+                AgentInput(
+                    agent=agent, prompt=prompt, stream=self.streaming, parent_call=call.id,
+                    config={"max_cost_usd": budget} if budget is not None else None,
+                ).model_dump(mode="json", exclude_defaults=True),
                 id=child_id,
                 static_summary=f"agent {agent} (tool call {call.id})",
             )
         except ChildWorkflowError as err:
+            if isinstance(err.cause, CancelledError):  # closed CANCELED (AgentDescription.close_canceled)
+                return ToolResult(tool_call_id=call.id, content=f"(agent '{agent}' ended: cancelled)", is_error=True)
             return ToolResult(tool_call_id=call.id, content=f"Agent '{agent}' failed: {failure_detail(err)}", is_error=True)
         finally:
             self.children.pop(call.id, None)
             if self.child_wait is not None and self.child_wait[0] == child_id:
                 self._child_goes_on()
+        if isinstance(result, dict) and isinstance(result.get("usage"), dict):
+            self._child_usage(call.id, Usage.model_validate(result["usage"]), final=True)
         stop = result.get("stop_reason") if isinstance(result, dict) else None
         output = result.get("output") if isinstance(result, dict) else None
         return ToolResult(
@@ -61,8 +87,10 @@ class Children(Visibility):
             return
         child_id = self.children.get(call_id)
         if child_id is None:
-            self._ignore(CHILD_SIGNAL, f"no child run for tool call {call_id!r}")
+            if view.status != "running":  # else a spend report that crossed the child's result: counted
+                self._ignore(CHILD_SIGNAL, f"no child run for tool call {call_id!r}")
             return
+        self._child_usage(call_id, view.usage)
         if view.status in ("waiting_approval", "waiting_input", "waiting_retry") and view.interrupt is not None:
             self.child_wait = (child_id, view)
             self.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
@@ -99,3 +127,62 @@ class Children(Visibility):
         except asyncio.CancelledError:
             if not self._cancelled_natively():
                 raise
+
+    def _budget_left(self) -> float | None:
+        """What the family may still spend (None: no budget); a child gets it as its own limit."""
+        limit = self.config.max_cost_usd if self.config is not None else None
+        if limit is None:
+            return None
+        return max(limit - (self.session.usage.cost_usd or 0.0), 0.0)
+
+    def _counts_children(self) -> bool:
+        if self.family_usage is None:
+            self.family_usage = workflow.patched(PATCH_FAMILY_USAGE)
+        return self.family_usage
+
+    def _child_usage(self, call_id: str, usage: Usage, final: bool = False) -> None:
+        """Count what a child has spent since it last reported as this run's own; stop the family
+        once the budget is spent."""
+        if not self._counts_children():
+            return
+        seen = self.child_spend.pop(call_id, None) if final else self.child_spend.get(call_id)
+        if not final:
+            self.child_spend[call_id] = usage
+        if seen is not None:
+            usage = Usage(
+                input_tokens=max(usage.input_tokens - seen.input_tokens, 0),
+                output_tokens=max(usage.output_tokens - seen.output_tokens, 0),
+                cost_usd=None if usage.cost_usd is None else max(usage.cost_usd - (seen.cost_usd or 0.0), 0.0),
+            )
+        self.session.usage = self.session.usage + usage
+        if self.config is not None and over_budget(self.session, self.config):
+            self._stop_children()
+
+    def _stop_children(self) -> None:
+        """The family's budget is spent: every running child stops at its next step."""
+        for child_id in self.children.values():
+            if child_id not in self.stopped_children:
+                self.stopped_children.add(child_id)
+                asyncio.ensure_future(self._signal_quietly(child_id, BUDGET_SIGNAL))
+
+    async def _signal_quietly(self, workflow_id: str, name: str, payload: Any = None, run_id: str | None = None) -> None:
+        try:
+            await workflow.get_external_workflow_handle(workflow_id, run_id=run_id).signal(name, payload or {})
+        except (ApplicationError, FailureError) as err:  # it has ended already
+            workflow.logger.info("could not signal %s: %s", workflow_id, err)
+
+    @workflow.signal(name=BUDGET_SIGNAL, description="From the parent run: the family's budget is spent; stop")
+    def budget_spent(self, payload: Any = None) -> None:
+        if self.parent_call is None:
+            self._ignore(BUDGET_SIGNAL, "not a child run")
+            return
+        self.family_spent = True
+        self._stop_children()
+
+    def _report_spend(self) -> None:
+        """A child run with a budget tells its parent what it has spent, after each model call."""
+        parent = workflow.info().parent
+        if self.parent_call is None or parent is None or self.config is None or self.config.max_cost_usd is None:
+            return
+        status = {"call_id": self.parent_call, "status": self._status_view().model_dump(mode="json")}
+        asyncio.ensure_future(self._signal_quietly(parent.workflow_id, CHILD_SIGNAL, status, parent.run_id))

@@ -32,9 +32,11 @@ with workflow.unsafe.imports_passed_through():
     from rein import machine
     from rein.config import LoopConfig
     from rein.contract import (
+        CLOSE_CANCELED,
         DESCRIBE_AGENT,
         AgentDescription,
         AgentInput,
+        CloseCanceledInput,
         DescribeInput,
         apply_overrides,
         check_model_switch,
@@ -124,9 +126,9 @@ class AgentLoop(Waiting, Decisions, Stages):
             elapsed = self.active_s + (workflow.time() - started)
             config = self.config or config  # stricter once the agent changed under the run (workflows.identity)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
-            if self.cancel_reason is not None and not isinstance(action, machine.Finish):
+            if (self.cancel_reason is not None or self.family_spent) and not isinstance(action, machine.Finish):
                 self.session.done = True
-                self.session.stop_reason = "cancelled"
+                self.session.stop_reason = "cancelled" if self.cancel_reason is not None else "budget"
                 continue
             if isinstance(action, machine.Finish):
                 if self.progressed and not self._fold_final_publish():
@@ -234,7 +236,34 @@ class AgentLoop(Waiting, Decisions, Stages):
         self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
         self.stream.detach_pollers()  # stream readers drain the rest once the run has closed
         await self._settle()
+        if self.status == "cancelled" and self.agent is not None and self.agent.close_canceled:
+            await self._close_canceled()
         return self.final.model_dump(mode="json")
+
+    async def _close_canceled(self) -> None:
+        """End the run as CANCELED (raises), so the UI's list and filters show Temporal's own status; the
+        outcome stays readable through the `outcome` query. Ended by the `cancel` signal or update, the
+        run first asks Temporal to cancel it (a local activity): Temporal closes a workflow as CANCELED
+        only once cancellation was requested. Versioned by AgentDescription.close_canceled (recorded
+        with the describe result: runs described before it replay to COMPLETED, and no cancelled run
+        pays a patch marker and a TemporalChangeVersion upsert)."""
+        if workflow.cancellation_reason() is None:
+            try:
+                await workflow.execute_local_activity(
+                    CLOSE_CANCELED,
+                    CloseCanceledInput(reason=self.cancel_reason or ""),
+                    start_to_close_timeout=DESCRIBE_TIMEOUT,
+                    retry_policy=RetryPolicy(maximum_attempts=5),
+                    summary="close as cancelled",
+                )
+                await workflow.wait_condition(lambda: workflow.cancellation_reason() is not None)
+            except asyncio.CancelledError:
+                if workflow.cancellation_reason() is None:
+                    raise  # not the requested cancellation (cache eviction): not ours to handle
+            except FailureError as err:  # could not ask: it closes COMPLETED, as before the patch
+                workflow.logger.warning("could not close the run as cancelled: %s", err)
+                return
+        raise asyncio.CancelledError(self.cancel_reason or "cancelled")
 
     async def _describe(self, agent: str) -> AgentDescription:
         def describe() -> Awaitable[AgentDescription]:

@@ -12,7 +12,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from rein import machine
     from rein.config import LoopConfig
-    from rein.contract import AGENT_CHANGED, CALL_MODEL, RUN_TOOL, ModelCallInput, ModelReply, ToolCallInput
+    from rein.contract import AGENT_CHANGED, CALL_MODEL, RUN_TOOL, ModelCallInput, ModelReply, ToolCallInput, model_queue
     from rein.digest import EMPTY, call_hash, extend, message_hash, ref
     from rein.ir import Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt
@@ -66,6 +66,7 @@ class Stages(Children, AgentChanges):
                     version=self.agent.version,
                 ),
                 result_type=ModelReply,
+                task_queue=self._model_queue(),
                 start_to_close_timeout=seconds(config.model_timeout_s),
                 heartbeat_timeout=MODEL_HEARTBEAT,
                 retry_policy=model_retry(config),
@@ -87,7 +88,15 @@ class Stages(Children, AgentChanges):
         self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
         self.reply_version = self.agent.version
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
+        self._report_spend()
         return None
+
+    def _model_queue(self) -> str | None:
+        """The provider's own (rate-limited) queue when the worker routes model calls; a run switched to
+        another provider's model calls on the run's queue (that provider may have no model workers)."""
+        queue = self.agent.model_queue if self.agent is not None else None
+        override = self._model_override()
+        return queue if queue is None or not override or model_queue(override) == queue else None
 
     def _model_override(self) -> str:
         """The run's model when its client switched it (AgentInput.model), else "" (the agent's)."""

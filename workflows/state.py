@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.contract import AgentDescription, AgentInput, RunOutcome, RunStatus, RunStatusView
     from rein.digest import EMPTY
     from rein.events import TOPIC, StreamEvent
-    from rein.ir import StreamChunk, ToolResult
+    from rein.ir import StreamChunk, ToolResult, Usage
     from rein.result import Interrupt, Step
     from rein.session import Session
 
@@ -47,6 +47,14 @@ class RunState:
         """This run is an agent-as-tool call of a parent run: the parent's tool call id."""
         self.children: dict[str, str] = {}
         """Agent-as-tool calls running as child runs: tool call id -> child workflow id."""
+        self.child_spend: dict[str, Usage] = {}
+        """What each running child run last reported it has spent (counted in this run's usage)."""
+        self.family_usage: bool | None = None
+        """workflow.patched(PATCH_FAMILY_USAGE), once asked."""
+        self.stopped_children: set[str] = set()
+        """Child runs told that the family's budget is spent (each is told once)."""
+        self.family_spent = False
+        """The parent run said the family's budget is spent: this child run stops (`budget`)."""
         self.child_wait: tuple[str, RunStatusView] | None = None
         """A child run waiting for a person: (its workflow id, its status). The parent shows it."""
         self.session = Session()
@@ -105,6 +113,7 @@ class RunState:
         self.resuming: Interrupt | None = None
         """The wait a predecessor run was in when it continued as new."""
         self.wait_deadline: float | None = None
+        self.waiting_since = None  # datetime: when this wait began (a continuation restarts it)
         self.signals_in_run = 0
         self.signal_bytes_in_run = 0
         self.continued_from = workflow.info().continued_run_id

@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from rein import machine
-    from rein.contract import FORK_MEMO, RunOutcome, RunStatusView
+    from rein.contract import FORK_MEMO, SEARCH_KEYS, RunOutcome, RunStatusView
     from rein.summaries import details_for
 
 from rein.workflows.state import RunState
@@ -30,13 +29,8 @@ Asked only where the old rule would send an upsert the new one does not: a run r
 every COUNTER_EVERY iterations; slower or shorter runs never record it."""
 INT64_MAX = 2**63 - 1
 
-SEARCH_KEYS: dict[str, Any] = {
-    "ReinAgent": SearchAttributeKey.for_keyword("ReinAgent"),
-    "ReinStatus": SearchAttributeKey.for_keyword("ReinStatus"),
-    "ReinIterations": SearchAttributeKey.for_int("ReinIterations"),
-    "ReinTokens": SearchAttributeKey.for_int("ReinTokens"),
-    "ReinAgentVersion": SearchAttributeKey.for_keyword("ReinAgentVersion"),
-}
+COUNTERS = frozenset({"ReinIterations", "ReinTokens", "ReinCostUsd"})
+"""Refreshed now and then (with a status change, or when due), not on every iteration."""
 
 class Visibility(RunState):
     """Queries, the outcome, and publishing the run's status where ops look."""
@@ -56,6 +50,10 @@ class Visibility(RunState):
     )
     def steps_query(self, start: int = 0) -> list[dict[str, Any]]:
         return [s.model_dump(mode="json") for s in self.steps if s.index >= start]
+
+    @workflow.query(name="outcome", description="The ended run's result (a run closed as CANCELED returns none)")
+    def outcome_query(self) -> dict[str, Any] | None:
+        return self.final.model_dump(mode="json") if self.final is not None else None
 
     def _status_view(self) -> RunStatusView:
         child = self.child_wait[1] if self.child_wait is not None else None
@@ -134,10 +132,13 @@ class Visibility(RunState):
             "ReinStatus": view.status,
             "ReinIterations": view.iteration,
             "ReinTokens": view.usage.total_tokens,
+            "ReinCostUsd": view.usage.cost_usd,
+            # A child run inherits its parent's tenant (Temporal's fairness key), not its search attributes.
+            "ReinTenant": workflow.info().priority.fairness_key or None,
         }
         available = set(self.agent.search_attributes) if self.agent else set()
         if not counters:
-            available -= {"ReinIterations", "ReinTokens"}
+            available -= COUNTERS
         updates = [
             SEARCH_KEYS[name].value_set(min(value, INT64_MAX) if isinstance(value, int) else value)
             for name, value in wanted.items()

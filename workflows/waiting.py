@@ -16,11 +16,18 @@ with workflow.unsafe.imports_passed_through():
     from rein.contract import WAIT_UPDATE, WAITING_STATUS, RunOutcome, WaitRequest
     from rein.ir import StreamChunk
     from rein.result import Interrupt
+    from rein.summaries import waiting_summary
 
 from rein.workflows.children import Children
 from rein.workflows.continuation import Continuation
 from rein.workflows.options import seconds
 
+WAITING_TIMER_S = 30 * 24 * 3600.0
+"""A run described with `waiting_timer` (every run since workers have it; the flag is recorded with the
+describe result, so replays of older runs take the old path without a patch marker in every new run)
+waits for a person on a timer whose summary says for what, since when, and the commands that answer:
+the UI's timeline, the first thing a run's page shows. Without an approval timeout the timer is this
+long and starts again when it fires."""
 MAX_PARKED_WAITS = 6
 """`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
 (10 per run) always leaves room for new waits and for the decision updates."""
@@ -50,17 +57,24 @@ class Waiting(Continuation, Children):
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         if timeout is not None and self.wait_deadline is None:
             self.wait_deadline = workflow.time() + timeout.total_seconds()
+        shown = self._waiting_summary(interrupt) if self.agent is not None and self.agent.waiting_timer else None
         while True:
             remaining = None if self.wait_deadline is None else self.wait_deadline - workflow.time()
+            timer, summary = None, None
+            if shown is not None:
+                timer, summary = seconds(remaining if remaining is not None else WAITING_TIMER_S), shown
+            elif remaining is not None:
+                timer, summary = seconds(remaining), f"{interrupt.type} timeout"
             try:
                 if remaining is not None and remaining <= 0:
                     raise asyncio.TimeoutError
                 await workflow.wait_condition(
                     lambda: self.woken or self.cancel_reason is not None or self._signals_piled_up(),
-                    timeout=None if remaining is None else seconds(remaining),
-                    timeout_summary=f"{interrupt.type} timeout" if remaining is not None else None,
+                    timeout=timer, timeout_summary=summary,
                 )
             except asyncio.TimeoutError:
+                if remaining is None:
+                    continue  # only the timer that shows the wait: it waits on
                 self._time_out(interrupt, timeout.total_seconds() if timeout else 0)
                 break
             except asyncio.CancelledError:
@@ -73,7 +87,13 @@ class Waiting(Continuation, Children):
         self._stop_waiting()
         await self._tell_parent()
 
+    def _waiting_summary(self, interrupt: Interrupt) -> str:
+        since = self.waiting_since or workflow.now()
+        self.waiting_since = since
+        return waiting_summary(interrupt, self.session.pending_tool_calls, workflow.info().workflow_id, since)
+
     def _stop_waiting(self) -> None:
+        self.waiting_since = None
         self.woken = False
         self.wait_deadline = None
         self.session.stop_reason = None

@@ -7,10 +7,13 @@
     rein list | show ID | status ID | result ID | watch ID
     rein approve ID | deny ID | answer ID TEXT | retry ID | cancel ID
     rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
+    rein trace ID | --since 1d                    send finished runs' traces to OTEL_EXPORTER_OTLP_ENDPOINT
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
     rein new my-agent                             create a new agent project
     rein replay --since 7d | FILE...              replay histories against this build (the CI gate)
     rein history export ID -o FILE                save a run's history
+    rein limits set --model openai/gpt-4o --rps 10  a provider's rate limit, tenants' weights (docs/fleet.md)
+    rein usage --since 24h                        spend per tenant and per agent
 
 `rein.cli.app` holds the typer app and the shared helpers; each command group is a module that
 decorates `app`. A new group is one module plus one line in the import below.
@@ -23,6 +26,7 @@ from rein.cli import (
     codec,  # noqa: F401
     decisions,  # noqa: F401
     deploy,  # noqa: F401
+    fleet,  # noqa: F401
     fork,  # noqa: F401
     inspect_runs,  # noqa: F401
     replay,  # noqa: F401
@@ -30,6 +34,7 @@ from rein.cli import (
     runs,  # noqa: F401
     scaffold,  # noqa: F401
     server,  # noqa: F401
+    trace,  # noqa: F401
     worker,  # noqa: F401
 )
 from rein.cli.app import (

@@ -268,6 +268,8 @@ def entry(argv: list[str] | None = None) -> NoReturn:
     """
     code = main(argv)
     _close_engine()
+    if "rein.tracing.setup" in sys.modules:  # spans still queued (a worker's last run span) go out first
+        sys.modules["rein.tracing.setup"].shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

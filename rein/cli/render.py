@@ -88,6 +88,10 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
         u = detail.usage
         tokens = f"{u.total_tokens}" + (f" ({u.input_tokens} in, {u.output_tokens} out)" if u.input_tokens else "")
         header.add_row("tokens", tokens)
+        if u.cost_usd is not None:
+            header.add_row("cost", f"${u.cost_usd:.4f}")  # with the run's child agents (docs/fleet.md)
+    if detail.tenant:
+        header.add_row("tenant", escape(detail.tenant))
     started = detail.started.astimezone()
     header.add_row("started", f"{started:%Y-%m-%d %H:%M:%S} ({age(datetime.now(timezone.utc) - detail.started)} ago)")
     if detail.closed:

@@ -36,6 +36,8 @@ def start(
     run_id: Annotated[str | None, typer.Option("--id", help="The run id (default: AGENT-<random>).")] = None,
     task_queue: Annotated[str | None, typer.Option(help="Task queue the agent's worker polls (default: REIN_TASK_QUEUE or `rein`).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="This run's model, a LiteLLM id (the agent must allow it: client_overrides).")] = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Whose run: its fair share of busy queues (docs/fleet.md).")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", help="1 (first) to 5 (last); default 3.")] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -47,7 +49,7 @@ def start(
         if task_queue:
             client.task_queue = task_queue
         try:
-            handle = await client.start(agent, prompt, run_id=run_id, model=model)
+            handle = await client.start(agent, prompt, run_id=run_id, model=model, tenant=tenant, priority=priority)
         except WorkflowAlreadyStartedError:
             raise CliError(f"a run with id {run_id!r} already exists; pick another --id") from None
         return handle.id

@@ -71,6 +71,11 @@ def server(
         print(f"Temporal dev server: {address}  (export TEMPORAL_ADDRESS={address} for other tools)", flush=True)
         print(f"Temporal UI:         {state.get('ui') or 'not available'}", flush=True)
         print(f"State:               {state.get('db') or rein_home()}", flush=True)
+        if state.get("ui"):
+            from rein.ui_links import ui_links
+
+            for what, url in ui_links(state["ui"]).items():
+                print(f"  {what + ':':<22}{url}", flush=True)
         print("rein's search attributes are registered. "
               + ("It was already running; " if running else "") + "Ctrl-C to leave (it stops when no rein process uses it).",
               flush=True)

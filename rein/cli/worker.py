@@ -31,6 +31,8 @@ def worker(
                                                    "unset: versioning off). See docs/deploys.md.")] = None,
     build_id: Annotated[str | None, typer.Option(help="This build's id (default: REIN_BUILD_ID, else a digest of "
                                                  "rein's workflow-side code).")] = None,
+    max_cached_workflows: Annotated[int | None, typer.Option(
+        help="Runs kept in memory between tasks (0: every task replays the run's history).")] = None,
 ) -> None:
     """Serve these agents' runs until Ctrl-C. API keys are read from this process's environment only."""
     import contextlib
@@ -59,7 +61,8 @@ def worker(
             for name in queues:
                 await stack.enter_async_context(create_worker(
                     client.client, agents, task_queue=name,
-                    deployment=version and version.deployment_name, build_id=version and version.build_id))
+                    deployment=version and version.deployment_name, build_id=version and version.build_id,
+                    **({} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows})))
             names = ", ".join(a.name for a in agents)
             target = client.client.service_client.config.target_host
             # worker.py's line, which scripts and tests wait for ("serving:").

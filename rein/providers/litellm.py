@@ -15,37 +15,18 @@ messages, because activity failures are persisted in the workflow history.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
 from typing import Any, AsyncIterator
 
 from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage, parse_tool_arguments
+from rein.prices import call_cost, load_litellm, load_litellm_off_loop
 from rein.providers.errors import MissingApiKey
 from rein.secrets import scrub_exception
 
 _FINISH = ("stop", "tool_calls", "length", "error")
-_LOADED: list[Any] = []
-"""litellm once its import has finished (a partly imported module is in sys.modules earlier)."""
 
 
-def _import_litellm() -> Any:
-    # Use the price map litellm ships instead of fetching one at import: nothing downloads at run time.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        import litellm
-    except ImportError as e:  # pragma: no cover - litellm is a core dependency
-        raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
-    litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
-    _LOADED[:] = [litellm]
-    return litellm
-
-
-async def _import_litellm_off_loop() -> Any:
-    """The first import takes seconds: done in a thread, so the event loop keeps running (an
-    activity's heartbeats among other things) instead of stalling until a heartbeat timeout."""
-    return _LOADED[0] if _LOADED else await asyncio.to_thread(_import_litellm)
 
 
 def _vendor(model: str) -> str:
@@ -113,7 +94,7 @@ class LiteLLMProvider:
         """Fail at once, in one sentence, when the vendor's key is missing (no retry can fix that)."""
         if params.get("api_key"):
             return
-        litellm = _import_litellm()
+        litellm = load_litellm()
         try:
             info = litellm.validate_environment(model=self.model, api_base=params.get("api_base"))
         except Exception:  # a model litellm cannot classify: let the call itself decide
@@ -127,7 +108,7 @@ class LiteLLMProvider:
     async def complete(
         self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
     ) -> Completion:
-        litellm = await _import_litellm_off_loop()
+        litellm = await load_litellm_off_loop()
         args = self._call_args(messages, tools, kwargs)
         try:
             resp = await litellm.acompletion(**args)
@@ -147,7 +128,7 @@ class LiteLLMProvider:
     async def stream(
         self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
     ) -> AsyncIterator[StreamChunk]:
-        litellm = await _import_litellm_off_loop()
+        litellm = await load_litellm_off_loop()
         args = self._call_args(messages, tools, kwargs)
         args.update(stream=True, stream_options={"include_usage": True})
         calls: dict[int, dict[str, Any]] = {}
@@ -176,6 +157,8 @@ class LiteLLMProvider:
                 if u is not None:
                     usage = Usage(input_tokens=getattr(u, "prompt_tokens", 0) or 0,
                                   output_tokens=getattr(u, "completion_tokens", 0) or 0)
+                    answered = getattr(chunk, "model", None)  # the model that answered (a fallback's)
+                    usage.cost_usd = (call_cost(answered, usage) if answered else None) or call_cost(self.model, usage)
         except Exception as e:
             scrub_exception(e, args)
             raise

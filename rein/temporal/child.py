@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import CancelledError, ChildWorkflowError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 from rein.contract import WORKFLOW_TYPE, AgentInput, RunOutcome
@@ -77,9 +78,15 @@ async def run_agent(
     **child_options: Any,
 ) -> RunOutcome:
     """Run agent `agent` as a child AgentWorkflow and return its slim result (output, status, usage,
-    counts; the child's `session`/`steps` queries serve the rest)."""
+    counts; the child's `session`/`steps` queries serve the rest). A child that was cancelled (it
+    closes CANCELED) gives an outcome with stop_reason `cancelled` (its output: the `outcome` query)."""
     handle = await start_agent(
         agent, prompt, session=session, config=config, metadata=metadata, id=id, task_queue=task_queue,
         **child_options,
     )
-    return await handle
+    try:
+        return await handle
+    except ChildWorkflowError as err:
+        if not isinstance(err.cause, CancelledError):
+            raise
+        return RunOutcome(status="done", output=None, stop_reason="cancelled", run_id=handle.id)

@@ -13,6 +13,8 @@ rein's converter gets it too, so the plugin alone is enough on either side.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 from collections.abc import (
     Awaitable,
     Callable,
@@ -23,7 +25,7 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING
 
-from temporalio.client import Client
+from temporalio.client import Client, ClientConfig
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
@@ -33,6 +35,7 @@ from temporalio.worker import (
     WorkerConfig,
     WorkflowRunner,
 )
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.deployment import (
@@ -42,12 +45,17 @@ from rein.temporal.deployment import (
     worker_version,
 )
 from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
-from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes
+from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes, prune_periodically
+from rein.tracing.setup import enabled as tracing_on
+from rein.tracing.setup import with_tracing
 
 if TYPE_CHECKING:
     from rein.agent import Agent
 
 PLUGIN_NAME = "rein.ReinPlugin"
+
+TRACING_PASSTHROUGH = ("opentelemetry", "rein.tracing")
+"""With tracing on (rein.tracing): the OpenTelemetry SDK and rein's span code, shared with the worker."""
 
 
 def agent_map(agents: Iterable[Agent] | Mapping[str, Agent] | None) -> MutableMapping[str, Agent]:
@@ -78,6 +86,23 @@ def with_rein_plugin(client: Client) -> Client:
     return Client(**{**config, "plugins": [*config.get("plugins", []), ReinPlugin()]})
 
 
+
+
+async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
+    """Close the MCP connections these agents (and the agents they use as tools) pooled on this loop."""
+    seen: set[int] = set()
+    todo = list(agents.values())
+    while todo:
+        agent = todo.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        if agent.mcp is not None:
+            try:
+                await agent.mcp.aclose()
+            except Exception as exc:  # shutting down: say so, never keep the worker from stopping
+                logging.getLogger("rein").warning("closing MCP connections of agent %s: %s", agent.name, exc)
+        todo += [t.agent for t in agent.registry if t.agent is not None]
 
 
 class ReinPlugin(SimplePlugin):
@@ -122,7 +147,16 @@ class ReinPlugin(SimplePlugin):
             workflow_runner=self._runner,
         )
 
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        config = super().configure_client(config)
+        if tracing_on():
+            config["interceptors"] = with_tracing(config.get("interceptors", []), worker=False)
+        return config
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        if tracing_on():
+            on_client = config["client"].config().get("interceptors", []) if config.get("client") is not None else []
+            config["interceptors"] = with_tracing(config.get("interceptors", []), worker=True, present=on_client)
         client = config.get("client")
         if client is not None and not has_rein_converter(client):
             config["client"] = Client(**{**client.config(), "data_converter": rein_data_converter(client.data_converter)})
@@ -138,7 +172,17 @@ class ReinPlugin(SimplePlugin):
         return super().configure_worker(config)
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first."""
+        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first.
+        Meanwhile it prunes old payload files (rein.temporal.storage); at shutdown the served agents'
+        pooled MCP connections are closed."""
+        housekeeping = asyncio.ensure_future(prune_periodically(worker.client.data_converter))
+        try:
+            await self._run_worker(worker, next)
+        finally:
+            housekeeping.cancel()
+            await close_mcp_connections(self.agents or {})
+
+    async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         version = worker.config(active_config=True).get("deployment_config")
         if version is None or not self.make_current or self.version is None:
             return await super().run_worker(worker, next)
@@ -151,7 +195,11 @@ class ReinPlugin(SimplePlugin):
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
         if not self.sandboxed:
             return UnsandboxedWorkflowRunner()
-        return sandbox_runner(runner)
+        runner = sandbox_runner(runner)
+        if tracing_on() and isinstance(runner, SandboxedWorkflowRunner):
+            passthrough = runner.restrictions.with_passthrough_modules(*TRACING_PASSTHROUGH)
+            runner = dataclasses.replace(runner, restrictions=passthrough)
+        return runner
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
         from rein.workflows import AgentWorkflow, DescribeAgentWorkflow

@@ -10,14 +10,18 @@ and the history keeps a small reference. The store:
   and for workers and clients that share one machine's disk.
 
 Files are content-addressed (the SHA-256 of the payload), so a payload stored twice takes
-the space once; nothing is deleted automatically.
+the space once. Each write and read refreshes a file's modification time; a worker deletes files
+nobody wrote or read for `REIN_PAYLOAD_RETENTION_DAYS` days (default 30; 0 keeps them forever)
+when it starts and once a day while it runs (docs/payloads.md). S3 buckets use S3 lifecycle rules.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,6 +39,9 @@ from temporalio.converter import (
 DEFAULT_THRESHOLD = 128 * 1024
 """Well below Temporal's 2 MB payload limit, so even many payloads in one workflow task fit."""
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+DEFAULT_RETENTION_DAYS = 30.0
+PRUNE_EVERY_S = 24 * 3600.0
+log = logging.getLogger("rein")
 INLINE_LIMIT = 2 * 1024 * 1024 - 64 * 1024
 """The largest payload that fits in a history without external storage (2 MB minus headroom)."""
 
@@ -77,7 +84,7 @@ class FileStorageDriver(StorageDriver):
                 )
             digest = hashlib.sha256(data).hexdigest()
             path = self._path(digest)
-            if not path.exists():
+            if not _touched(path):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 partial = path.with_name(f"{digest}.{os.getpid()}.{id(data)}.tmp")
                 partial.write_bytes(data)
@@ -95,6 +102,7 @@ class FileStorageDriver(StorageDriver):
             path = self._path(digest)
             try:
                 data = path.read_bytes()
+                _touched(path)  # in use: kept for another retention period
             except FileNotFoundError:
                 raise FileNotFoundError(
                     f"stored payload {digest} is missing from {self.root}: this process must share the "
@@ -102,6 +110,56 @@ class FileStorageDriver(StorageDriver):
                 ) from None
             payloads.append(Payload.FromString(data))
         return payloads
+
+
+    def prune(self, older_than_s: float) -> tuple[int, int]:
+        """Delete payload files neither written nor read for `older_than_s` seconds: (files, bytes)."""
+        cutoff = time.time() - older_than_s
+        files = size = 0
+        for path in self.root.glob("??/*"):
+            try:
+                stat = path.stat()
+                if stat.st_mtime < cutoff:
+                    path.unlink()
+                    files, size = files + 1, size + stat.st_size
+            except FileNotFoundError:
+                continue  # another worker pruned it meanwhile
+        return files, size
+
+
+def _touched(path: Path) -> bool:
+    """Refresh an existing file's modification time (its last use); False when there is none."""
+    try:
+        os.utime(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def retention_s() -> float | None:
+    """REIN_PAYLOAD_RETENTION_DAYS in seconds (default 30 days); None: keep payload files forever."""
+    days = float(os.environ.get("REIN_PAYLOAD_RETENTION_DAYS") or DEFAULT_RETENTION_DAYS)
+    return days * 86400 if days > 0 else None
+
+
+async def prune_periodically(converter: DataConverter) -> None:
+    """A worker's housekeeping: prune its file store now and every PRUNE_EVERY_S (until cancelled)."""
+    storage = converter.external_storage
+    drivers = [d for d in (storage.drivers if storage else []) if isinstance(d, FileStorageDriver)]
+    keep = retention_s()
+    if not drivers or keep is None:
+        return
+    while True:
+        for driver in drivers:
+            try:
+                files, size = await asyncio.to_thread(driver.prune, keep)
+            except OSError as exc:
+                log.warning("could not prune payload files under %s: %s", driver.root, exc)
+                continue
+            if files:
+                log.info("pruned %d payload files (%d bytes) unused for %g days under %s",
+                         files, size, keep / 86400, driver.root)
+        await asyncio.sleep(PRUNE_EVERY_S)
 
 
 class Boto3S3Client(S3StorageDriverClient):

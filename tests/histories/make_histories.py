@@ -19,6 +19,8 @@ the current code must still replay (via workflow.patched).
   v6: rein-native-cancel retired too (no patch marker, no TemporalChangeVersion upsert in new
       runs), compact activity results and model-call inputs, AgentWorkflow's body in
       rein.workflows.loop
+  v7: each wait for a person on a timer whose summary says what it waits for, since when, and the
+      commands (AgentDescription.waiting_timer, recorded with the describe result: no patch marker)
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
@@ -31,6 +33,10 @@ the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
   v1: before the rein-native-cancel patch (the workflow ended CANCELED)
   v2: with it (the run ends with stop_reason `cancelled` and completes with its result)
   v3: the patch retired: the same behaviour, no marker; v1 no longer replays
+  v4: AgentDescription.close_canceled: the run ends as cancelled and closes CANCELED (no marker)
+agent_cancel_signal_v<N>.json: the same run cancelled by the `cancel` signal.
+  v1: with close_canceled: it asks for its own cancellation (local activity rein.close_canceled)
+      and closes CANCELED
 
     .venv/bin/python tests/histories/make_histories.py cancel
 
@@ -67,9 +73,10 @@ from rein.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v6.json"
+CURRENT = "agent_approval_v7.json"
 EXTENSIONS = "agent_extensions_v1.json"
-CANCEL = "agent_cancel_v3.json"
+CANCEL = "agent_cancel_v4.json"
+CANCEL_SIGNAL = "agent_cancel_signal_v1.json"
 FAILED = "agent_failed_v1.json"
 LONG = "agent_long_v2.json"
 CHANGED = "agent_changed_v1.json"
@@ -181,19 +188,26 @@ async def record_extensions(env) -> None:  # noqa: ANN001
 
 
 async def record_cancel(env) -> None:  # noqa: ANN001
-    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories-cancel"):
-        handle = await env.client.start_workflow(
-            "AgentWorkflow",
-            {"agent": "history-agent", "prompt": "What is 1 + 2?"},
-            id="agent-cancel",
-            task_queue="histories-cancel",
-        )
-        await wait_for(handle, "waiting_approval")
-        await handle.cancel()
-        result = await handle.result()
-        assert result["stop_reason"] == "cancelled", result
-        history = await handle.fetch_history()
-    write(CANCEL, history)
+    from rein.client import ReinClient
+
+    client = ReinClient(env.client, task_queue="histories-cancel")
+    for name, run_id in ((CANCEL, "agent-cancel"), (CANCEL_SIGNAL, "agent-cancel-signal")):
+        async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories-cancel"):
+            handle = await env.client.start_workflow(
+                "AgentWorkflow",
+                {"agent": "history-agent", "prompt": "What is 1 + 2?"},
+                id=run_id,
+                task_queue="histories-cancel",
+            )
+            await wait_for(handle, "waiting_approval")
+            if name == CANCEL:
+                await handle.cancel()
+            else:
+                await handle.signal("cancel", {"reason": "recorded"})
+            result = await client.outcome(client.handle(run_id))
+            assert result.stop_reason == "cancelled", result
+            history = await handle.fetch_history()
+            write(name, history)
 
 
 async def record_failed(env) -> None:  # noqa: ANN001

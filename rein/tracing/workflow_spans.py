@@ -1,0 +1,145 @@
+"""The run span, decision spans and agent-as-tool spans, from the workflow side.
+
+Installed inside temporalio's OpenTelemetry interceptor (which attaches the context a client,
+a parent workflow or the previous run of a continue-as-new chain sent in the headers, and passes
+the current context on to activities and child workflows). Spans here come from temporalio's
+replay-safe tracer provider: their ids come from the workflow's deterministic randomness, and a
+span is never ended while history replays, so a worker restart, a cache eviction or
+`max_cached_workflows=0` re-creates the same span without emitting it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import temporalio.worker
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from rein.contract import WORKFLOW_TYPE
+from rein.tracing import genai
+from rein.tracing.setup import tracer
+
+
+def _first_arg(args: Any) -> Any:
+    value = args[0] if args else None
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
+def _agent_name(args: Any) -> str:
+    value = _first_arg(args)
+    name = value.get("agent") if isinstance(value, dict) else None
+    return str(name).split("#", 1)[0] if name else workflow.info().workflow_type
+
+
+class ReinTracingInterceptor(temporalio.worker.Interceptor):
+    """Adds rein's workflow-side spans to AgentWorkflow runs on a worker."""
+
+    def workflow_interceptor_class(
+        self, input: temporalio.worker.WorkflowInterceptorClassInput
+    ) -> type[temporalio.worker.WorkflowInboundInterceptor]:
+        return _RunSpans
+
+
+class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
+    run_span: Any = None
+
+    def init(self, outbound: temporalio.worker.WorkflowOutboundInterceptor) -> None:
+        super().init(_ChildToolSpans(outbound, self))
+
+    def run_context(self) -> Any:
+        from opentelemetry import context, trace
+
+        return trace.set_span_in_context(self.run_span) if self.run_span is not None else context.get_current()
+
+    async def execute_workflow(self, input: temporalio.worker.ExecuteWorkflowInput) -> Any:
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+        from temporalio.contrib.opentelemetry._context import attached_context
+
+        info = workflow.info()
+        if info.workflow_type != WORKFLOW_TYPE:  # a user's own workflow on the same worker
+            return await super().execute_workflow(input)
+        agent = _agent_name(input.args)
+        span = tracer().start_span(
+            genai.run_name(agent), kind=SpanKind.INTERNAL, attributes=genai.run_request(agent, info.workflow_id, info.run_id)
+        )
+        self.run_span = span
+        with attached_context(self.run_context()):
+            try:
+                outcome = await super().execute_workflow(input)
+            except workflow.ContinueAsNewError:
+                span.set_attribute("rein.continued_as_new", True)
+                span.end()
+                raise
+            except BaseException as exc:
+                if workflow.is_failure_exception(exc) or isinstance(exc, ApplicationError):
+                    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
+                    span.end()
+                raise  # anything else fails the workflow task: the run goes on, its span with it
+        span.set_attributes(genai.run_outcome(outcome))
+        if genai.run_outcome(outcome).get("rein.status") == "failed":
+            span.set_status(Status(StatusCode.ERROR, str(getattr(outcome, "stop_reason", "failed"))))
+        span.end()
+        return outcome
+
+    def _decision(self, name: str, args: Any) -> None:
+        made = genai.decision(name, _first_arg(args), workflow.now().isoformat())
+        if made is None or self.run_span is None:
+            return
+        span_name, attributes = made
+        tracer().start_span(span_name, context=self.run_context(), attributes=attributes).end()
+
+    async def handle_signal(self, input: temporalio.worker.HandleSignalInput) -> None:
+        self._decision(input.signal, input.args)
+        await super().handle_signal(input)
+
+    async def handle_update_handler(self, input: temporalio.worker.HandleUpdateInput) -> Any:
+        result = await super().handle_update_handler(input)
+        self._decision(input.update, input.args)  # after the handler: a rejected update decided nothing
+        return result
+
+
+class _ChildToolSpans(temporalio.worker.WorkflowOutboundInterceptor):
+    """An agent used as a tool runs as a child workflow: its `execute_tool` span lasts as long as
+    the child, whose run span nests under it (the headers carry it)."""
+
+    def __init__(self, next: temporalio.worker.WorkflowOutboundInterceptor, inbound: _RunSpans):
+        super().__init__(next)
+        self.inbound = inbound
+
+    async def start_child_workflow(self, input: temporalio.worker.StartChildWorkflowInput) -> workflow.ChildWorkflowHandle:
+        from opentelemetry import trace
+        from opentelemetry.trace import Status, StatusCode
+        from temporalio.contrib.opentelemetry._context import attached_context
+
+        if input.workflow != WORKFLOW_TYPE:
+            return await super().start_child_workflow(input)
+        agent = _agent_name(input.args)
+        value = _first_arg(input.args)
+        call_id = value.get("parent_call") if isinstance(value, dict) else None
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": agent,
+            "gen_ai.tool.type": "agent",
+            "openinference.span.kind": "TOOL",
+            "tool.name": agent,
+            "rein.child_workflow_id": input.id,
+        }
+        if isinstance(call_id, str):
+            attributes["gen_ai.tool.call.id"] = call_id
+        span = tracer().start_span(genai.tool_name(agent), context=self.inbound.run_context(), attributes=attributes)
+        try:
+            with attached_context(trace.set_span_in_context(span)):
+                handle = await super().start_child_workflow(input)
+        except BaseException as exc:
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
+            span.end()
+            raise
+
+        def finished(done: Any) -> None:
+            if done.cancelled() or done.exception() is not None:
+                span.set_status(Status(StatusCode.ERROR, "the child run failed" if not done.cancelled() else "cancelled"))
+            span.end()
+
+        handle.add_done_callback(finished)
+        return handle

@@ -1,0 +1,122 @@
+"""`rein codec-server` decrypts only for callers with a valid bearer token: the shared secret
+(REIN_CODEC_TOKEN) or a JWT signed by the identity provider whose keys are at REIN_CODEC_JWKS_URL.
+
+The server is the real console script in its own process; the identity provider is a local HTTP
+server publishing a JWKS, and the JWTs are signed with PyJWT as an IdP would.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from rein.cli import EXIT_USAGE
+from rein.server import free_port, listening
+from tests.support.processes import stop_process
+from tests.support.waiting import wait_until
+from tests.test_cli import REIN_BIN, ROOT, assert_one_line_error, rein_cli
+
+KEY = base64.b64encode(os.urandom(32)).decode()
+PLAIN = {"metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
+         "data": base64.b64encode(b'"CODEC-MARKER"').decode()}
+UI = "http://localhost:8233"
+
+
+@pytest.fixture(scope="module")
+def idp() -> Iterator[tuple[str, rsa.RSAPrivateKey]]:
+    """A JWKS endpoint with one RSA key, as an identity provider publishes it."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    body = json.dumps({"keys": [{**public, "kid": "idp-1", "use": "sig", "alg": "RS256"}]}).encode()
+
+    class Jwks(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json", key
+    server.shutdown()
+
+
+def _codec_server(**env: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("REIN_CODEC")}
+    environ.update(REIN_CODEC_KEY=KEY, **env)
+    process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    wait_until(lambda: listening(port) or process.poll() is not None, "the codec server to listen", 60)
+    assert process.poll() is None, process.stdout.read() if process.stdout else ""
+    return process, f"http://127.0.0.1:{port}"
+
+
+def _encode(url: str, token: str | None) -> httpx.Response:
+    headers = {"Content-Type": "application/json", "Origin": UI}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.post(f"{url}/encode", json={"payloads": [PLAIN]}, headers=headers, timeout=10)
+
+
+def _jwt(key: rsa.RSAPrivateKey, kid: str = "idp-1", **claims: object) -> str:
+    return jwt.encode({"sub": "ops@example.com", "aud": "temporal-ui", "exp": int(time.time()) + 300, **claims},
+                      key, algorithm="RS256", headers={"kid": kid})
+
+
+def test_no_token_configured_refuses_to_start() -> None:
+    proc = rein_cli("codec-server", "--port", str(free_port()), REIN_CODEC_KEY=KEY, REIN_CODEC_TOKEN="",
+                    REIN_CODEC_JWKS_URL="", REIN_CODEC_AUTH="", timeout=60)
+    assert_one_line_error(proc, EXIT_USAGE, "REIN_CODEC_TOKEN", "REIN_CODEC_JWKS_URL")
+
+
+def test_shared_secret() -> None:
+    process, url = _codec_server(REIN_CODEC_TOKEN="team-secret-1")
+    try:
+        for token in (None, "team-secret-2", "team-secret-1x", "team-secret"):
+            refused = _encode(url, token)
+            assert refused.status_code == 401, (token, refused.text)
+            assert "CODEC-MARKER" not in refused.text
+        preflight = httpx.options(f"{url}/decode", headers={"Origin": UI, "Access-Control-Request-Method": "POST"})
+        assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == UI
+        sealed = _encode(url, "team-secret-1")
+        assert sealed.status_code == 200
+        assert b"CODEC-MARKER" not in base64.b64decode(sealed.json()["payloads"][0]["data"])
+        opened = httpx.post(f"{url}/decode", content=sealed.content, timeout=10, headers={
+            "Content-Type": "application/json", "Authorization": "Bearer team-secret-1"})
+        assert opened.json()["payloads"] == [PLAIN]
+        stranger = httpx.post(f"{url}/decode", content=sealed.content, timeout=10,
+                              headers={"Content-Type": "application/json"})
+        assert stranger.status_code == 401 and "CODEC-MARKER" not in stranger.text
+    finally:
+        stop_process(process, 20)
+
+
+def test_jwt_forwarded_by_the_ui(idp: tuple[str, rsa.RSAPrivateKey]) -> None:
+    jwks_url, key = idp
+    process, url = _codec_server(REIN_CODEC_JWKS_URL=jwks_url, REIN_CODEC_JWT_AUDIENCE="temporal-ui")
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    try:
+        assert _encode(url, _jwt(key)).status_code == 200
+        assert _encode(url, None).status_code == 401
+        assert _encode(url, _jwt(other)).status_code == 401  # signed by someone else
+        assert _encode(url, _jwt(key, exp=int(time.time()) - 60)).status_code == 401  # expired
+        assert _encode(url, _jwt(key, aud="another-app")).status_code == 401  # meant for another audience
+        assert _encode(url, "not-a-jwt").status_code == 401
+    finally:
+        stop_process(process, 20)

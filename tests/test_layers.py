@@ -1,0 +1,183 @@
+"""The house rules, checked: no import cycles (module or function level), the layers point one way,
+and no module or function grows past its size without a reason written at its top.
+
+Imports under `if TYPE_CHECKING:` are not counted: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ("rein", "workflows", "activities")
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 60
+REASON = "long by design"
+
+CORE = {"rein.ir", "rein.config", "rein.session", "rein.machine", "rein.contract", "rein.tools", "rein.signature"}
+BLUEPRINT = {"rein.agent"}
+RUNNERS = {
+    "rein.loop", "rein.engine", "rein.client", "rein.worker", "rein.server", "rein.temporal.plugin",
+}
+APPLICATIONS = ("rein.cli", "rein.cli_fork", "rein.a2a")
+
+
+def is_application(module: str) -> bool:
+    return any(module == a or module.startswith(a + ".") for a in APPLICATIONS)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] in ("workflows", "activities"):
+        parts = ["rein", *parts]
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for d in SOURCES for p in (ROOT / d).rglob("*.py")}
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node except what sits under `if TYPE_CHECKING:`."""
+    found: list[ast.AST] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the rein modules it imports anywhere (module level or inside functions)."""
+    mods = modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in _runtime_nodes(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            for target in targets:
+                while target and target not in mods:
+                    target = target.rsplit(".", 1)[0] if "." in target else ""
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for w in graph[todo.pop()]:
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
+    graph = {"a": {"b"}, "b": {"a"}, "c": set()}
+    assert cycles(graph) == [["a", "b"]]
+    tree = ast.parse("def f():\n    from rein import engine\nif TYPE_CHECKING:\n    import rein.cli\n")
+    imports = [ast.unparse(n) for n in _runtime_nodes(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert imports == ["from rein import engine"]
+
+
+def test_the_core_imports_nothing_above_it() -> None:
+    graph = import_graph()
+    above = BLUEPRINT | RUNNERS
+    for module in CORE:
+        reached = reaches(graph, module)
+        assert not reached & above, f"{module} reaches {sorted(reached & above)}"
+        assert not [m for m in reached if is_application(m)], module
+
+
+def test_the_blueprint_imports_no_runner_or_application() -> None:
+    reached = reaches(import_graph(), "rein.agent")
+    assert not reached & RUNNERS, sorted(reached & RUNNERS)
+    assert not [m for m in reached if m.startswith(("rein.workflows", "rein.activities")) or is_application(m)]
+
+
+def test_runners_import_no_application() -> None:
+    graph = import_graph()
+    for module in sorted(RUNNERS) + [m for m in graph if m.startswith(("rein.workflows", "rein.activities"))]:
+        bad = [m for m in reaches(graph, module) if is_application(m)]
+        assert not bad, f"{module} reaches {bad}"
+
+
+def _has_reason(node: ast.AST) -> bool:
+    doc = ast.get_docstring(node) or ""  # type: ignore[arg-type]
+    return REASON in doc.lower()
+
+
+def test_no_module_or_function_too_long_without_a_reason() -> None:
+    too_long: list[str] = []
+    for name, path in modules().items():
+        source = path.read_text()
+        tree = ast.parse(source)
+        if len(source.splitlines()) > MAX_MODULE_LINES and not _has_reason(tree):
+            too_long.append(f"{name}: {len(source.splitlines())} lines")
+        lines = source.splitlines()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                first = lines[node.body[0].lineno - 1].lower()
+                if length > MAX_FUNCTION_LINES and not (_has_reason(node) or REASON in first):
+                    too_long.append(f"{name}.{node.name}: {length} lines")
+    assert too_long == []
