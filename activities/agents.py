@@ -345,7 +345,7 @@ class AgentActivities(AgentIdentity):
             served = ", ".join(sorted(self.agents)) or "(none)"
             raise ApplicationError(
                 f"Unknown agent '{name}'. This worker serves: {served}. "
-                "Register it with `python worker.py --agent module:attr`.",
+                "Serve it with `rein worker --agent module:attr`.",
                 type="UnknownAgent",
                 non_retryable=True,
             )

@@ -92,16 +92,19 @@ agent = Agent(
 def main() -> None:
     question = sys.argv[1] if len(sys.argv) > 1 else "What is 12 + 30, times 2?"
     print(f"> {question}")
-
-    def approver(interrupt) -> bool:
-        call = interrupt.tool_call
+    result = agent.run(question)
+    steps = list(result.steps)  # each run/resume returns its own steps (seed 001): collect the whole run's
+    while result.status == "interrupted" and result.interrupt and result.interrupt.type == "need_approval":
+        call = result.interrupt.tool_call
         print(f"  approval needed: {call.name}({call.arguments}) -> approved")
-        return True
-
-    result = agent.run_interactive(question, approver)
-    print(result)
-    for step in result.steps:
-        print(f"  step {step.index}: {step.kind:5} {step.summary}")
+        result = agent.resume(result.session, approve=True)
+        steps += result.steps
+    if result.status == "interrupted" and result.interrupt:
+        print(f"stopped: {result.interrupt.message}")
+    else:
+        print(result)
+    for number, step in enumerate(steps, 1):
+        print(f"  step {number}: {step.kind:5} {step.summary}")
     print(f"[{result.stop_reason} · {result.usage.total_tokens} tokens · run {result.run_id}]")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 _EXPORTS: dict[str, str] = {
     "A2AServer": "rein.a2a", "serve_a2a": "rein.a2a",

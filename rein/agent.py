@@ -7,18 +7,26 @@ Every run is a Temporal workflow by default (`engine="temporal"`); `engine="loca
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import itertools
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from rein import loop, machine
+from rein import machine
 from rein.config import LoopConfig
 from rein.ir import StreamChunk, ToolSpec
-from rein.result import Interrupt, RunResult
-from rein.middleware import Middleware, StepContext, event_middleware, hook, require_async
+from rein.middleware import (
+    Middleware,
+    StepContext,
+    event_middleware,
+    hook,
+    require_async,
+)
 from rein.output import OutputSpec
+from rein.result import Interrupt, RunResult
+from rein.sync import ensure_no_running_loop
 
 if TYPE_CHECKING:
     from rein.mcp import MCPTools
@@ -29,6 +37,17 @@ __all__ = ["Agent", "Chat", "tool"]
 
 Engine = Literal["temporal", "local"]
 _anonymous = itertools.count(1)
+
+
+RUNNERS = {"local": "rein.loop", "temporal": "rein.engine"}
+"""The module that drives a run for each engine. The blueprint names its runners and loads one when
+a run starts: it imports none, so the runners (which import agents) and the blueprint never form a
+cycle (docs/layout.md, tests/test_layers.py)."""
+
+
+def runner(engine: str) -> Any:
+    """The runner module of `engine` ("local": rein.loop; "temporal": rein.engine)."""
+    return importlib.import_module(RUNNERS[engine])
 
 
 class Agent:
@@ -301,52 +320,44 @@ class Agent:
         provider = self._resolve_provider()
         if self._engine() == "local":
             return self._typed(
-                await loop.arun(self.new_session(prompt), provider, await self.tools_for_run(), self.config, **self._local_kwargs())
+                await runner("local").arun(self.new_session(prompt), provider, await self.tools_for_run(), self.config, **self._local_kwargs())
             )
-        from rein import engine
-
-        return self._typed(await engine.run_session(self, prompt=prompt, tenant=tenant, priority=priority))
+        return self._typed(await runner("temporal").run_session(self, prompt=prompt, tenant=tenant, priority=priority))
 
     def run(self, prompt: str, *, tenant: str | None = None, priority: int | None = None) -> RunResult:
         self._resolve_provider()
-        loop.ensure_no_running_loop("Agent.run()", "agent.arun(...)")
+        ensure_no_running_loop("Agent.run()", "agent.arun(...)")
         return asyncio.run(self.arun(prompt, tenant=tenant, priority=priority))
 
     async def _arun_session(self, session: Session) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return self._typed(await loop.arun(session, provider, await self.tools_for_run(), self.config, **self._local_kwargs()))
-        from rein import engine
-
-        return self._typed(await engine.run_session(self, session=session))
+            return self._typed(await runner("local").arun(session, provider, await self.tools_for_run(), self.config, **self._local_kwargs()))
+        return self._typed(await runner("temporal").run_session(self, session=session))
 
     async def astream(self, prompt: str) -> AsyncIterator[StreamChunk]:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            async for chunk in loop.astream(
+            async for chunk in runner("local").astream(
                 self.new_session(prompt), provider, await self.tools_for_run(), self.config, compaction=self.compaction,
                 output=self.output,
             ):
                 yield chunk
             return
-        from rein import engine
-
-        async for chunk in engine.stream_session(self, prompt):
+        async for chunk in runner("temporal").stream_session(self, prompt):
             yield chunk
 
     async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return self._typed(await loop.aresume(
+            return self._typed(await runner("local").aresume(
                 session, provider, await self.tools_for_run(), self.config, approve=approve, answer=answer,
                 **self._local_kwargs(),
             ))
-        from rein import engine
-
-        return self._typed(await engine.resume_session(self, session, approve=approve, answer=answer))
+        return self._typed(await runner("temporal").resume_session(self, session, approve=approve, answer=answer))
 
     def resume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
-        loop.ensure_no_running_loop("Agent.resume()", "agent.aresume(...)")
+        ensure_no_running_loop("Agent.resume()", "agent.aresume(...)")
         return asyncio.run(self.aresume(session, approve=approve, answer=answer))
 
     def run_interactive(self, prompt: str, approver: Callable[[Interrupt], bool] | None = None) -> RunResult:
@@ -398,5 +409,5 @@ class Chat:
         return result
 
     def send(self, prompt: str) -> RunResult:
-        loop.ensure_no_running_loop("Chat.send()", "chat.asend(...)")
+        ensure_no_running_loop("Chat.send()", "chat.asend(...)")
         return asyncio.run(self.asend(prompt))

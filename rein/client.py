@@ -21,8 +21,8 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import CancelledError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
 from rein.contract import (
@@ -39,6 +39,7 @@ from rein.contract import (
     RunStatusView,
     WaitRequest,
 )
+from rein.errors import DecisionRejected, NoWorker, RunFailed  # noqa: F401  (raised here; public here too)
 from rein.events import TOPIC, StreamEvent, TextDeduplicator
 from rein.fleet import run_priority
 from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
@@ -56,43 +57,19 @@ if TYPE_CHECKING:
 
 POLL_COOLDOWN = timedelta(milliseconds=50)
 """A stream reader's pause between two polls: each poll is an Update (two history events)."""
-
-class RunFailed(RuntimeError):
-    """A durable run ended in failure, for example a non-retryable model error.
-
-    The original exception lives in the worker that raised it (maybe another process); what
-    reaches the caller is its type name (`error_type`, e.g. the provider's `AuthenticationError`)
-    and its message, secrets scrubbed.
-    """
-
-    def __init__(self, run_id: str, error_type: str, message: str):
-        super().__init__(f"run {run_id} failed: {message}")
-        self.run_id = run_id
-        self.error_type = error_type
-        self.message = message
+NO_WORKER_GRACE_S = 3.0
+"""How long a decision looks for a worker of the run before saying none serves it (nothing is sent)."""
 
 
-class DecisionRejected(ValueError):
-    """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
-
-
-class NoWorker(RuntimeError):
-    """No worker serves the run's task queue, so the decision was not sent.
-
-    A decision is an Update a worker must accept; one sent with no worker would wait on the
-    server and could be applied whenever a worker starts, long after the caller gave up. So
-    nothing is sent: start a worker and decide again (the CLI's `--wait` waits for one).
-    """
-
-
-async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> Client:
-    """A Client with rein's data converter, from the connection settings (rein.temporal.connection).
+async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> ReinConnection:
+    """A temporalio Client with rein's data converter, from the connection settings
+    (rein.temporal.connection), that also has ReinClient's methods (`start`, `stream`, `approve`, ...).
 
     No address configured: the shared embedded server of REIN_HOME.
     """
     from rein.temporal import connection
 
-    return await connection.connect(address, namespace, **client_kwargs)
+    return ReinConnection.of(await connection.connect(address, namespace, **client_kwargs))
 
 
 
@@ -218,9 +195,19 @@ class ReinClient:
         """Whether a worker polled the run's task queue recently (True when it cannot tell)."""
         return await history.served(self.client, self.handle(run_id))
 
+    async def _worker_appears(self, run_id: str) -> bool:
+        """A worker serves the run now, or within NO_WORKER_GRACE_S: one that has just started may
+        not have polled yet (it logs "serving" before the server has seen its first poll)."""
+        deadline = asyncio.get_running_loop().time() + NO_WORKER_GRACE_S
+        while not await self.worker_serves(run_id):
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.25)
+        return True
+
     async def _decide(self, run_id: str, update: str, payload: dict[str, Any]) -> Any:
         what = update.removeprefix("rein.")
-        if not await self.worker_serves(run_id):
+        if not await self._worker_appears(run_id):
             raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent "
                            "(start `rein worker --agent MODULE:ATTR` for its agent, then decide again)")
         try:
@@ -329,6 +316,15 @@ class ReinClient:
         when Temporal retried it.
         """
         fresh = TextDeduplicator()
+        if await self._ended(run_id):  # its history has it all; the poll query would need a worker
+            for data in await history.stream_items(self.client, run_id, TOPIC, from_offset):
+                chunk = fresh(StreamEvent.model_validate(data))
+                if chunk is None:
+                    continue
+                yield chunk
+                if until_pause and chunk.type in ("interrupt", "done"):
+                    return
+            return
         items = WorkflowStreamClient.create(self.client, run_id).subscribe(
             TOPIC, from_offset, poll_cooldown=POLL_COOLDOWN
         )
@@ -340,6 +336,14 @@ class ReinClient:
                 yield chunk
                 if until_pause and chunk.type in ("interrupt", "done"):
                     return
+
+    async def _ended(self, run_id: str) -> bool:
+        """The run (the newest of its chain) has closed."""
+        try:
+            description = await self.handle(run_id).describe()
+        except RPCError:
+            return False  # let the stream say what is wrong
+        return description.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
     async def _until_paused(self, handle: WorkflowHandle[Any, RunOutcome], after_pause: int, delay: float) -> None:
         while True:
@@ -359,3 +363,16 @@ class ReinClient:
         """
         query = f'ReinStatus="{status}" AND ExecutionStatus="Running"'
         return [wf.id async for wf in self.client.list_workflows(query)]
+
+
+class ReinConnection(Client, ReinClient):
+    """What `connect()` returns: a temporalio `Client` (for workers, `start_workflow`, `list_workflows`)
+    that is also a ReinClient (`start`, `stream`, `approve`, `status`, `result`, ...), so code
+    written for either works on it. Their method names do not overlap."""
+
+    @classmethod
+    def of(cls, client: Client, task_queue: str | None = None) -> ReinConnection:
+        connection = cls(**with_rein_plugin(client).config())
+        connection.client = connection
+        connection.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+        return connection

@@ -67,6 +67,9 @@ class Engine:
     def get(cls) -> Engine:
         with cls._lock:
             if cls._instance is None:
+                from rein.log import install_excepthook
+
+                install_excepthook()  # a script that dies of a failed run: one line (REIN_DEBUG=1: the traceback)
                 engine = cls()
                 engine._start()
                 cls._instance = engine

@@ -148,7 +148,7 @@ def _session_at(point: ForkPoint) -> Session:
     return session
 
 
-async def describe_agent(client: ReinClient, agent: str, task_queue: str) -> AgentDescription:
+async def describe_agent(client: ReinClient, agent: str, task_queue: str, purpose: str = "for a fork") -> AgentDescription:
     """The agent as a worker on `task_queue` knows it (tools, config), through a short workflow."""
     try:
         raw = await client.client.execute_workflow(
@@ -158,7 +158,7 @@ async def describe_agent(client: ReinClient, agent: str, task_queue: str) -> Age
             task_queue=task_queue,
             result_type=AgentDescription,
             execution_timeout=DESCRIBE_TIMEOUT,
-            static_summary=f"describe agent {agent} (for a fork)",
+            static_summary=f"describe agent {agent} ({purpose})",
         )
     except Exception as err:
         cause = getattr(err, "cause", None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from typing import IO
 
@@ -46,3 +47,72 @@ def disable_logging() -> None:
         if not isinstance(handler, logging.NullHandler):
             logger.removeHandler(handler)
     logger.propagate = True
+
+
+def debug_enabled() -> bool:
+    """`--debug` on the command line or REIN_DEBUG=1: tracebacks for expected failures too."""
+    return os.environ.get("REIN_DEBUG", "") not in ("", "0", "false", "no")
+
+
+class ExpectedActivityFailures(logging.Filter):
+    """One line, not a traceback, when one of rein's activities fails the way rein meant it to.
+
+    temporalio logs every failed activity attempt with its traceback ("Completing activity as
+    failed"). rein's activities raise ApplicationError for what is expected (a missing API key,
+    a vendor outage, an unknown agent), with a message that already says what happened; the
+    traceback is only noise there. Any other exception from a rein activity is a bug and keeps it,
+    as do other activities' failures and everything with REIN_DEBUG set.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info is None or debug_enabled():
+            return True
+        info = getattr(record, "temporal_activity", None) or {}
+        kind = str(info.get("activity_type", ""))
+        error = record.exc_info[1]
+        from temporalio.exceptions import ApplicationError
+
+        if not kind.startswith("rein.") or not isinstance(error, ApplicationError):
+            return True
+        what = "not retried" if error.non_retryable else f"attempt {info.get('attempt', '?')}, retried while attempts remain"
+        if error.non_retryable:  # the run's caller hears of it (a failed run, an error interrupt): INFO here
+            record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        record.msg = "%s failed (%s, %s): %s"
+        record.args = (kind, error.type or "ApplicationError", what, " ".join(error.message.split()))
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+_FILTER = ExpectedActivityFailures()
+
+
+def quiet_expected_failures() -> None:
+    """Install ExpectedActivityFailures on temporalio's activity logger (once per process)."""
+    activity_logger = logging.getLogger("temporalio.activity")
+    if _FILTER not in activity_logger.filters:
+        activity_logger.addFilter(_FILTER)
+
+
+def expected_failure(error: BaseException) -> bool:
+    """A failure rein reports with a message that says it all (a run failed, no worker, a rejected decision, a missing key)."""
+    from rein.errors import DecisionRejected, NoWorker, RunFailed
+    from rein.temporal.codec import CodecKeyError
+
+    return isinstance(error, (RunFailed, NoWorker, DecisionRejected, CodecKeyError))
+
+
+def install_excepthook() -> None:
+    """A script that dies of an expected failure prints one line, not a traceback (REIN_DEBUG=1: the traceback)."""
+    previous = sys.excepthook
+    if getattr(previous, "rein", False):
+        return
+
+    def hook(kind: type[BaseException], error: BaseException, traceback: object) -> None:
+        if debug_enabled() or not expected_failure(error):
+            previous(kind, error, traceback)  # type: ignore[arg-type]
+            return
+        print(f"rein: {' '.join(str(error).split())} (REIN_DEBUG=1 shows the traceback)", file=sys.stderr)
+
+    hook.rein = True  # type: ignore[attr-defined]
+    sys.excepthook = hook

@@ -21,23 +21,10 @@ from rein.middleware import Middleware, StepContext, run_step
 from rein.providers.fallback import is_retryable
 from rein.result import Interrupt, RunResult, Step
 from rein.session import Session
+from rein.sync import ensure_no_running_loop
 from rein.tools import ToolContext, ToolRegistry, execute_all
 
 __all__ = ["arun", "run", "astream", "aresume", "resume", "step", "input_tool_names"]
-
-_IN_LOOP_MESSAGE = (
-    "rein: {call} was called inside a running event loop (Jupyter, a web server, async code); "
-    "use `await {alternative}` instead."
-)
-
-
-def ensure_no_running_loop(call: str, alternative: str) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError(_IN_LOOP_MESSAGE.format(call=call, alternative=alternative))
-
 
 def input_tool_names(registry: ToolRegistry | None) -> frozenset[str]:
     """Tools whose calls are questions for a person (the built-in `ask_human`)."""

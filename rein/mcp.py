@@ -36,6 +36,7 @@ __all__ = ["MCPServerHTTP", "MCPServerStdio", "MCPServerStreamableHTTP", "MCPSer
 log = logging.getLogger("rein.mcp")
 
 _MAX_PAGES = 100
+_LABEL_CHARS = 80
 LISTING_TIMEOUT_S = 20.0
 """Bounds listing one server, connecting included, when a run starts (below `rein.describe_agent`'s
 30 s): a server that takes longer is left out of that listing rather than failing the run."""
@@ -155,7 +156,7 @@ class MCPServerStdio(_Server):
 
     @property
     def label(self) -> str:
-        return repr(shlex.join([self.command, *self.args])[:80])
+        return repr(_elide_middle(shlex.join([self.command, *self.args]), _LABEL_CHARS))
 
     def _target(self, stack: AsyncExitStack) -> Any:
         from mcp import StdioServerParameters
@@ -333,3 +334,12 @@ class MCPTools:
         if self._tools is None or name not in self._tools:
             await self.refresh()
         return (self._tools or {}).get(name)
+
+
+def _elide_middle(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters in its middle: a long command keeps the program's start and
+    its last words (the script and its arguments) and loses the directories in between."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head):]}"

@@ -149,7 +149,13 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
                     limit: int = 50, fork_of: str | None = None, tenant: str | None = None) -> list[RunRow]:
     query = list_query(status, agent, fork_of, tenant)
-    executions = [e async for e in client.client.list_workflows(query, limit=limit)]
+    # Newest first. SQL visibility has no ORDER BY and lists open runs before closed ones, so an
+    # old run still waiting would hide today's finished ones: take the newest of both kinds.
+    open_runs, closed_runs = await asyncio.gather(*(
+        _executions(client, f"{query} AND {which}", limit)
+        for which in ('ExecutionStatus="Running"', 'ExecutionStatus!="Running"')
+    ))
+    executions = sorted(open_runs + closed_runs, key=lambda e: e.start_time, reverse=True)[:limit]
     views = await asyncio.gather(*(
         _query_status(client, e.id) if status_of(e) in _WAITS_FOR else _none() for e in executions
     ))
@@ -170,6 +176,10 @@ async def list_runs(client: ReinClient, status: str | None = None, agent: str | 
             tenant=attributes.get(_TENANT),
         ))
     return rows
+
+
+async def _executions(client: ReinClient, query: str, limit: int) -> list[WorkflowExecution]:
+    return [e async for e in client.client.list_workflows(query, limit=limit)]
 
 
 async def _none() -> None:
@@ -219,6 +229,9 @@ class RunDetail:
     """How many times the run has paused so far (each pause is one `interrupt` on its stream)."""
     live: bool = True
     """False when the run is open but no worker answered: the data is visibility's."""
+    served: bool | None = None
+    """Open runs: whether a worker answered for it (False: its state was replayed from history)."""
+    task_queue: str | None = None
     fork_of: dict[str, Any] | None = None
     """A fork's lineage (rein.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
     tenant: str | None = None
@@ -243,6 +256,8 @@ class RunDetail:
             "started": self.started.isoformat(),
             "closed": self.closed.isoformat() if self.closed else None,
             "live": self.live,
+            "served": self.served,
+            "task_queue": self.task_queue,
             "fork_of": self.fork_of,
         }
 
@@ -270,8 +285,15 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         fork_of=await _lineage(description),
         tenant=attributes.get(_TENANT),
     )
+    detail.task_queue = description.task_queue
     if description.status == WorkflowExecutionStatus.RUNNING:
-        view = await _query_status(client, run_id)
+        try:
+            raw, detail.served = await history.answer(client.client, run_id, "status")
+            view: RunStatusView | None = RunStatusView.model_validate(raw)
+        except Exception as err:
+            if is_not_found(err):
+                raise RunNotFound(run_id) from None
+            view = None
         if view is None:
             detail.live = False
             return detail
@@ -334,3 +356,25 @@ def failure_message(err: WorkflowFailureError) -> str:
         message = getattr(cause, "message", None) or str(cause) or message
         cause = cause.__cause__
     return message
+
+
+async def cancel_reason(client: ReinClient, run_id: str) -> str:
+    """Why a cancelled run was cancelled (its `cancel` decision's reason), read by replaying its history."""
+    from rein.temporal.history import replayed
+
+    try:
+        instance = (await replayed(client.client, run_id)).instance
+    except Exception:  # a history this code cannot replay: the fact without the reason
+        return "no reason recorded"
+    return getattr(instance, "cancel_reason", None) or "no reason given"
+
+
+def was_cancelled(err: BaseException) -> bool:
+    """The error a result read raises for a run that closed as Temporal's CANCELED."""
+    from temporalio.exceptions import CancelledError
+
+    from rein.errors import RunFailed
+
+    if isinstance(err, RunFailed):
+        return err.error_type == "CancelledError"
+    return isinstance(err, WorkflowFailureError) and isinstance(err.cause, CancelledError)

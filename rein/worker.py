@@ -13,7 +13,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from rein.contract import DEFAULT_TASK_QUEUE
-from rein.temporal.plugin import ReinPlugin, agent_map, with_rein_plugin
+from rein.temporal.plugin import ReinPlugin, agent_map
 from rein.temporal.search_attributes import SearchAttributeRegistry, ensure_search_attributes
 
 if TYPE_CHECKING:
@@ -25,11 +25,7 @@ __all__ = [
     "agent_map",
     "ensure_search_attributes",
     "SearchAttributeRegistry",
-    "with_rein_converter",
 ]
-
-with_rein_converter = with_rein_plugin
-"""The same connection with rein's data converter (kept for callers of the earlier name)."""
 
 
 def create_worker(

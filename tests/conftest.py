@@ -19,6 +19,22 @@ _HOME = tempfile.mkdtemp(prefix="rein-home-")
 os.environ["REIN_HOME"] = _HOME  # at import: before any test module or subprocess reads it
 
 
+SLOWEST_FIRST = (
+    "test_cli.py", "test_embedded.py", "test_mcp.py", "test_ui_browser.py", "test_a2a.py", "test_readme.py",
+    "test_fault_suite.py", "test_providers.py", "test_scaffold.py", "test_litellm_durable.py",
+    "test_workflow_devserver.py", "test_lean.py", "test_middleware_durable.py", "test_streaming.py",
+)
+"""Modules by wall time, longest first (--durations on the whole suite says which)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest modules first. CI runs `pytest -n 2 --dist loadfile`: a module runs whole on one
+    worker, so starting the long ones first lets both workers finish at about the same time.
+    The sort is stable: each module's tests keep their order, the other modules theirs."""
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     from rein import engine
     from rein.server import release_embedded, stop_embedded
@@ -50,9 +66,15 @@ async def env():
         await environment.shutdown()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def dev():
-    """A real Temporal dev server (rein.testing.start_local), one per test module."""
+    """A real Temporal dev server (rein.testing.start_local), one per session (per xdist worker).
+
+    Shared safely: every test uses its own task queue and workflow ids (the `ids` fixture or
+    uuids), and visibility checks look for their own runs. The time-skipping `env` stays one
+    per module: its clock is the whole server's, so timers of runs one module leaves open
+    would share it with the next module's tests.
+    """
     from rein.testing import start_local
 
     environment = await start_local()

@@ -34,7 +34,9 @@ from temporalio.client import Client
 import rein
 from rein import Agent, Completion, LoopConfig, Message, Usage
 from rein.cli import (
+    EXIT_CANCELLED,
     EXIT_NEEDS_PERSON,
+    EXIT_NO_WORKER,
     EXIT_NOT_FOUND,
     EXIT_REJECTED,
     EXIT_RUN_FAILED,
@@ -305,8 +307,10 @@ async def test_retry_after_exhausted_model_attempts(env, cli: Cli) -> None:  # n
 async def test_cancel(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, _ = await start_and_wait(cli, "cli-ops", "ledger please", "waiting_approval")
     assert (await cli.text("cancel", run_id, "--reason", "wrong ticket")).strip() == f"cancelled run {run_id}"
-    result = await cli("result", run_id)
-    assert result["stop_reason"] == "cancelled"
+    code, out, err = await cli.run("result", run_id, "--json")
+    assert code == EXIT_CANCELLED, err  # the output (if any) and a line saying why
+    assert json.loads(out)["stop_reason"] == "cancelled"
+    assert err.strip() == f"rein: run {run_id} was cancelled: wrong ticket"
     assert "ledger" not in restarted
     assert (await cli("status", run_id))["status"] == "cancelled"
     assert (await listed(cli, run_id, "--status", "cancelled"))["status"] == "cancelled"
@@ -316,12 +320,13 @@ async def test_watch_prints_steps_until_the_run_pauses(env, cli: Cli) -> None:  
     run_id = (await cli("start", "cli-ops", "watch please"))["run_id"]
     code, out, err = await cli.run("watch", run_id)
     assert code == 0, err
-    assert "tool calls: restart" in err  # the model step, live
-    assert "waiting_approval" in err and f"rein approve {run_id}" in err
+    assert err == ""  # what the run does is stdout's; stderr is for errors
+    assert "tool calls: restart" in out  # the model step, live
+    assert "waiting_approval" in out and f"rein approve {run_id}" in out
     await cli.text("approve", run_id)
     code, out, err = await cli.run("watch", run_id)
     assert code == 0, err
-    assert "done" in err and "Report: watch restarted" in err
+    assert "done" in out and "Report: watch restarted" in out
 
 
 # --------------------------------------------------------------------------- error paths, through the real entry point
@@ -363,7 +368,9 @@ async def test_rejected_decisions_are_one_line(env, cli: Cli, address: str) -> N
 
 
 async def test_a_run_of_an_unknown_agent_is_failed_everywhere(env, cli: Cli, address: str) -> None:  # noqa: ANN001
-    run_id = (await cli("start", "no-such-agent", "hello"))["run_id"]
+    refused = await asyncio.to_thread(rein_cli, "start", "no-such-agent", "hello", "--address", address)
+    assert_one_line_error(refused, EXIT_NO_WORKER, "no worker serves agent 'no-such-agent'", "--no-check")
+    run_id = (await cli("start", "no-such-agent", "hello", "--no-check", "--queue", "rein"))["run_id"]
     proc = await asyncio.to_thread(rein_cli, "result", run_id, "--address", address)
     assert_one_line_error(proc, EXIT_RUN_FAILED, f"run {run_id} failed", "Unknown agent 'no-such-agent'")
     view = await cli("status", run_id)
@@ -453,7 +460,7 @@ def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFix
                               env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               stdin=subprocess.DEVNULL)
     try:
-        assert main(["approve", run_id, "--approver", "ops"]) == 0
+        assert main(["approve", run_id, "--approver", "ops", "--wait"]) == 0  # until the worker polls
         assert main(["result", run_id]) == 0
         assert capsys.readouterr().out.splitlines()[-1] == "The answer is 5."
     finally:

@@ -20,7 +20,7 @@ BLUEPRINT = {"rein.agent"}
 RUNNERS = {
     "rein.loop", "rein.engine", "rein.client", "rein.worker", "rein.server", "rein.temporal.plugin",
 }
-APPLICATIONS = ("rein.cli", "rein.cli_fork", "rein.a2a")
+APPLICATIONS = ("rein.cli", "rein.a2a")
 
 
 def is_application(module: str) -> bool:

@@ -126,6 +126,16 @@ async def test_approval_applies_to_mcp_calls(env, ids, how):
     assert [d["approved"] for d in result["session"]["decisions"]] == [True, False]
 
 
+def test_a_long_command_keeps_its_script_in_the_label():
+    """A checkout deep in the file system must not cut the script's name off the server's label."""
+    deep = "/" + "/".join(["a-rather-long-directory-name"] * 6)
+    server = MCPServerStdio(f"{deep}/.venv/bin/python", [f"{deep}/tests/mcp_server.py", "stdio"])
+    label = server.label
+    assert label.startswith("'/a-rather") and label.endswith("mcp_server.py stdio'")
+    assert "…" in label and len(label) == 80 + 2  # the quotes repr adds
+    assert MCPServerStdio("python", ["server.py", "stdio"]).label == "'python server.py stdio'"
+
+
 async def test_worker_shutdown_closes_pooled_connections(env, ids):
     """The stdio server a worker started (its pooled connection) ends when the worker shuts down."""
     agent = Agent(provider=RecordingProvider([[tc("pid", "1")], "noted"]), mcp_servers=[stdio()], name="mcp-close")

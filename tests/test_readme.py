@@ -1,6 +1,7 @@
-"""The README's snippets, run as written (they are the first thing people copy).
+"""The README's snippets and the guide's, run as written (they are the first thing people copy).
 
-Every ```python block runs in a fresh interpreter from the repository root; a block that
+Every ```python block of README.md and docs/guide.md runs in a fresh interpreter from the repository
+root, and every other docs page's python block at least compiles; a block that
 defines `async def test_...` has that test run too; a block that defines `main` (it needs a
 server at localhost:7233) is only imported. The demo commands of "Start here" run as well.
 """
@@ -17,7 +18,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+GUIDE = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README + GUIDE, re.S)
+DOC_BLOCKS = [
+    (page.name, block)
+    for page in sorted((ROOT / "docs").glob("*.md"))
+    for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+]
 BASH_BLOCKS = re.findall(r"```bash\n(.*?)```", README, re.S)
 
 RUNNER = """
@@ -44,8 +51,12 @@ def test_the_readme_has_the_snippets_a_newcomer_needs() -> None:
     assert "python3 -m venv .venv && . .venv/bin/activate" in start  # a venv, first
     assert "Python 3.11 or newer" in README
     assert "REIN_MODEL=openai/gpt-4o OPENAI_API_KEY=sk-... python examples/calculator.py" in README
-    assert "pip install -e '.[test]' && python -m pytest -q" in README  # what CI runs
-    assert "User Metadata" in README and "Current Details" in README  # where the UI shows what
+    assert "pip install -e '.[test]' && python -m pytest -q -n 2" in README  # what CI runs
+    ui = (ROOT / "docs" / "ui.md").read_text(encoding="utf-8")
+    assert "User Metadata" in ui and "Current Details" in ui  # where the UI shows what
+    assert len(README.splitlines()) <= 150  # what it is, the two commands, one example, where to go next
+    for link in re.findall(r"\]\((docs/[^)#]+|CHANGELOG.md|bench/README.md)\)", README):
+        assert (ROOT / link).exists(), link
     assert "REIN_HOME" in README and "temporal.db" in README  # where the embedded data lives
     assert "docs/differences.md" in README and (ROOT / "docs" / "differences.md").exists()
 
@@ -60,6 +71,14 @@ def test_python_snippet_runs_as_written(index: int) -> None:
         assert "ran test_" in done.stdout
     if "agent.run(" in code:
         assert "The answer is 5." in done.stdout  # the brief API example, offline
+
+
+@pytest.mark.parametrize("page,block", DOC_BLOCKS, ids=[f"{p}-{i}" for i, (p, _) in enumerate(DOC_BLOCKS)])
+def test_every_docs_snippet_compiles(page: str, block: str) -> None:
+    """Fragments (top-level `await` included) must at least be valid Python."""
+    import ast
+
+    compile(block, page, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
 def test_the_demo_command_runs() -> None:

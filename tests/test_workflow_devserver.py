@@ -42,6 +42,11 @@ REIN_TOKENS = SearchAttributeKey.for_int("ReinTokens")
 # --------------------------------------------------------------------------- agent served by a separate worker process
 
 
+CRASH_TOOL_TIMEOUT_S = 8
+"""The tool's timeout, so also its heartbeat timeout (min(timeout, 20 s)): how long after worker A's
+death the server gives the call to worker B. Worker A beats every 5 s while the tool runs."""
+
+
 async def block_forever(x: str) -> str:
     """Never returns: its worker is killed while it runs."""
     await asyncio.sleep(3600)
@@ -50,7 +55,7 @@ async def block_forever(x: str) -> str:
 
 crash_agent = Agent(
     provider=MockProvider([[ToolCall(id="k1", name="block", arguments={"x": "1"})], "A final"]),
-    tools=[rein.Tool.from_function(block_forever, name="block")],
+    tools=[rein.Tool.from_function(block_forever, name="block", timeout_s=CRASH_TOOL_TIMEOUT_S)],
     name="crash",
 )
 """Loaded by `worker.py --agent test_workflow_devserver:crash_agent` in a subprocess."""
@@ -206,7 +211,7 @@ async def test_worker_shut_down_mid_tool_another_finishes(dev, ids):
 
 async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
     """Worker A (a separate process) is SIGKILLed while its tool runs: the heartbeat
-    timeout (20 s) lets worker B retry the tool. Takes ~20-25 s of wall time."""
+    timeout (the tool's 8 s timeout) lets worker B retry the tool."""
     tq, wf_id = ids
     address = dev.client.service_client.config.target_host
     log = open(tmp_path / "worker-a.log", "wb")
@@ -240,8 +245,9 @@ async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
         process.wait(10)
         log.close()
 
-    @rein.tool(name="block")
+    @rein.tool(name="block", timeout_s=CRASH_TOOL_TIMEOUT_S)  # the same tool as A's, else the call is refused
     async def block_b(x: str) -> str:
+        """Never returns: its worker is killed while it runs."""  # A's docstring: the spec's description
         return f"from B ({x})"
 
     agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="crash")

@@ -38,6 +38,7 @@ from rein.cli import (
     worker,  # noqa: F401
 )
 from rein.cli.app import (
+    EXIT_CANCELLED,
     EXIT_CODES,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -55,6 +56,6 @@ from rein.cli.app import (
 )
 
 __all__ = [
-    "EXIT_CODES", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_NEEDS_PERSON", "EXIT_NO_WORKER", "EXIT_NOT_FOUND", "EXIT_OK",
+    "EXIT_CANCELLED", "EXIT_CODES", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_NEEDS_PERSON", "EXIT_NO_WORKER", "EXIT_NOT_FOUND", "EXIT_OK",
     "EXIT_REJECTED", "EXIT_RUN_FAILED", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError", "entry", "main",
 ]

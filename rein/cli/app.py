@@ -44,6 +44,8 @@ EXIT_NO_WORKER = 8
 """A decision found no worker serving the run: it was not sent (nothing applies it later); `--wait` waits."""
 EXIT_NOT_REPLAYABLE = 9
 """`rein replay`: a history does not replay with this code (deploying it would strand that run)."""
+EXIT_CANCELLED = 10
+"""`rein result`/`watch`: the run was cancelled (the message gives the reason); its output, if any, is on stdout."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C."""
 
@@ -58,6 +60,7 @@ EXIT_CODES = {
     EXIT_NEEDS_PERSON: "`rein run` without a terminal stopped at an interrupt; the run waits",
     EXIT_NO_WORKER: "no worker serves the run: the decision was not sent (--wait waits for one)",
     EXIT_NOT_REPLAYABLE: "`rein replay`: a history does not replay with this code",
+    EXIT_CANCELLED: "`rein result`/`watch`: the run was cancelled (the line gives the reason)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -106,6 +109,18 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+@app.callback()
+def _global_options(
+    debug: Annotated[bool, typer.Option(
+        "--debug",
+        help="Show the traceback of an error (anywhere on the line; or REIN_DEBUG=1), and worker logs in full.")] = False,
+) -> None:
+    """rein: durable agent runs on Temporal. Start, watch and answer runs; serve agents."""
+    # `main` takes --debug out of the arguments wherever it is; this option is here for the help.
+
+
 server_app = typer.Typer(
     help="The Temporal dev server with rein's search attributes and the web UI.",
     invoke_without_command=True,
@@ -179,7 +194,7 @@ def explain(exc: BaseException) -> tuple[str, int]:
     from temporalio.service import RPCError, RPCStatusCode
 
     from rein.client import DecisionRejected, RunFailed
-    from rein.runs import RunNotFound, failure_message
+    from rein.runs import RunNotFound, failure_message, was_cancelled
 
     if isinstance(exc, CliError):
         return str(exc), exc.code
@@ -187,6 +202,9 @@ def explain(exc: BaseException) -> tuple[str, int]:
         return f"no run with id {str(exc)!r} (check the id, --namespace and --address)", EXIT_NOT_FOUND
     if isinstance(exc, DecisionRejected):
         return f"the run rejected it: {exc}", EXIT_REJECTED
+    if was_cancelled(exc):  # closed as Temporal's CANCELED
+        run_id = getattr(exc, "run_id", None)
+        return (f"run {run_id} was cancelled" if run_id else "the run was cancelled"), EXIT_CANCELLED
     if isinstance(exc, RunFailed):
         return str(exc), EXIT_RUN_FAILED
     if isinstance(exc, WorkflowFailureError):
@@ -237,8 +255,12 @@ def load_agent_target(target: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Errors are one line on stderr (tracebacks with --debug)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("REIN_DEBUG", "") not in ("", "0")
+    from rein.log import debug_enabled
+
+    debug = "--debug" in args or debug_enabled()
     args = [a for a in args if a != "--debug"]
+    if debug:
+        os.environ["REIN_DEBUG"] = "1"  # worker logs in this process keep their tracebacks too
     try:
         # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit when done.
         app(args=args, prog_name="rein", standalone_mode=True)

@@ -66,6 +66,8 @@ def render_interrupt(console: Console, run_id: str, detail: RunDetail) -> None:
     else:
         body = f"Waiting after an error: {escape(itr.message)}"
     hints = "\n".join(f"  {escape(h)}" for h in answer_hints(run_id, detail))
+    if detail.served is False:  # a decision now would not be sent (exit 8)
+        hints += "\n[dim]once a worker serves it (or add --wait: it waits for one)[/]"
     console.print(Panel(f"{body}\n\n[dim]Answer with:[/]\n{hints}", title="pending", expand=False))
 
 
@@ -104,6 +106,9 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
         header.add_row("error", f"[red]{escape(detail.error)}[/]")
     if detail.output:
         header.add_row("output", escape(detail.output))
+    if detail.served is False and detail.closed is None:
+        header.add_row("worker", f"[yellow]none serves it[/] (queue {escape(detail.task_queue or '?')}; state replayed "
+                       "from its history): start `rein worker --agent MODULE:ATTR` for its agent")
     console.print(header)
     if steps:
         console.print()

@@ -79,7 +79,7 @@ def run(
         raise
     except Exception as exc:  # no key, a rejected key, a fatal model error: the run failed
         message, _ = explain(exc)
-        raise CliError(f"the run failed: {message}", EXIT_RUN_FAILED) from exc
+        raise CliError(message if message.startswith("run ") else f"the run failed: {message}", EXIT_RUN_FAILED) from exc
     err_console().print(f"[dim]{result.stop_reason} · {result.usage.total_tokens} tokens · "
                         f"run {result.run_id or 'local'}[/]")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from rein.cli.app import (
+    EXIT_CANCELLED,
+    EXIT_NO_WORKER,
     EXIT_RUN_FAILED,
     Address,
     CliError,
@@ -34,7 +37,11 @@ def start(
     agent: Annotated[str, typer.Argument(help="The agent's registered name (a worker must serve it).", show_default=False)],
     prompt: Annotated[str, typer.Argument(help="What to ask.", show_default=False)],
     run_id: Annotated[str | None, typer.Option("--id", help="The run id (default: AGENT-<random>).")] = None,
-    task_queue: Annotated[str | None, typer.Option(help="Task queue the agent's worker polls (default: REIN_TASK_QUEUE or `rein`).")] = None,
+    task_queue: Annotated[str | None, typer.Option(
+        "--queue", "--task-queue", help="Send the run to this task queue (default: the agent's own queue `rein.AGENT`, "
+        "which `rein worker` and scripts serve, else REIN_TASK_QUEUE or `rein`).")] = None,
+    no_check: Annotated[bool, typer.Option("--no-check", help="Start even when no worker serves the agent now "
+                                           "(the run waits for one).")] = False,
     model: Annotated[str | None, typer.Option("--model", help="This run's model, a LiteLLM id (the agent must allow it: client_overrides).")] = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="Whose run: its fair share of busy queues (docs/fleet.md).")] = None,
     priority: Annotated[int | None, typer.Option("--priority", help="1 (first) to 5 (last); default 3.")] = None,
@@ -42,12 +49,23 @@ def start(
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Start a run of AGENT and print its id (it runs on a worker: `rein worker --agent ...`)."""
+    """Start a run of AGENT and print its id (it runs on a worker: `rein worker --agent ...`).
+
+    Refuses (exit 8, nothing started) when no worker that knows AGENT polls the queue, unless --no-check.
+    """
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
+    from rein.contract import agent_task_queue
+    from rein.serving import AgentNotServed, queue_for
+
     async def go(client: ReinClient) -> str:
-        if task_queue:
-            client.task_queue = task_queue
+        if no_check:
+            client.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE") or agent_task_queue(agent)
+        else:
+            try:
+                client.task_queue = await queue_for(client, agent, task_queue)
+            except AgentNotServed as err:
+                raise CliError(str(err), EXIT_NO_WORKER) from None
         try:
             handle = await client.start(agent, prompt, run_id=run_id, model=model, tenant=tenant, priority=priority)
         except WorkflowAlreadyStartedError:
@@ -71,8 +89,8 @@ def result(
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Wait for a run to finish and print its output (a failed run: its cause, exit code 6)."""
-    from rein.runs import RunNotFound, describe_run, is_not_found
+    """Wait for a run to finish and print its output (failed: its cause, exit 6; cancelled: the reason, exit 10)."""
+    from rein.runs import RunNotFound, cancel_reason, describe_run, is_not_found
 
     async def go(client: ReinClient) -> Any:
         detail = await describe_run(client, run_id)
@@ -87,32 +105,44 @@ def result(
                 raise RunNotFound(run_id) from None
             raise
 
+    async def cancelled(client: ReinClient) -> str:
+        return await cancel_reason(client, run_id)
+
     try:
         outcome = with_client(address, namespace, go)
     except Exception as exc:
         from temporalio.client import WorkflowFailureError
 
-        from rein.runs import failure_message
+        from rein.runs import failure_message, was_cancelled
 
+        if was_cancelled(exc):
+            reason = with_client(address, namespace, cancelled)
+            raise CliError(f"run {run_id} was cancelled: {reason}", EXIT_CANCELLED) from exc
         if isinstance(exc, WorkflowFailureError):
             raise CliError(f"run {run_id} failed: {failure_message(exc)}", EXIT_RUN_FAILED) from exc
         raise
     if as_json:
         print_json(outcome.model_dump(mode="json", exclude={"session"}))
-        return
-    out_console().print(escape(outcome.output or ""))
-    if outcome.stop_reason not in ("done", "stop"):
+    elif outcome.output:
+        out_console().print(escape(outcome.output))
+    if outcome.stop_reason == "cancelled":
+        reason = with_client(address, namespace, cancelled)
+        raise CliError(f"run {run_id} was cancelled: {reason}", EXIT_CANCELLED)
+    if not as_json and outcome.stop_reason not in ("done", "stop"):
         err_console().print(f"[dim]stop reason: {outcome.stop_reason}[/]")
 
 
 
 @app.command()
 def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -> None:
-    """Follow a run's stream live (text, tool calls, steps) until it pauses for a person or ends."""
+    """Follow a run's stream live (text, tool calls, steps) until it pauses for a person or ends.
+
+    What the run does goes to stdout (text, tool calls, steps, where it stands); errors to stderr.
+    """
     from rein.runs import RunNotFound, describe_run, is_not_found
 
     out = out_console()
-    err = err_console()
+    err = out  # steps and tool calls are the run's story, not diagnostics: stdout as well
 
     async def go(client: ReinClient) -> RunDetail:
         detail = await describe_run(client, run_id)
@@ -139,6 +169,11 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
     render_detail(err, detail, steps=False)
     if detail.status == "failed":
         raise CliError(f"run {run_id} failed: {detail.error}", EXIT_RUN_FAILED)
+    if detail.status == "cancelled":
+        from rein.runs import cancel_reason
+
+        reason = with_client(address, namespace, lambda client: cancel_reason(client, run_id))
+        raise CliError(f"run {run_id} was cancelled: {reason}", EXIT_CANCELLED)
 
 
 async def _follow_steps(client: ReinClient, run_id: str, err: Console) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rein.cli.app import CliError, app
+from rein.cli.app import EXIT_USAGE, CliError, app
 
 
 @app.command()
@@ -22,7 +22,9 @@ def new(
 
     try:
         path = create_project(name, template, dir)
-    except (ValueError, FileExistsError) as exc:
+    except ValueError as exc:  # an empty or invalid name, an unknown template: a usage error
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except FileExistsError as exc:
         raise CliError(str(exc)) from None
     print(f"Created project {name!r} in {path.resolve()} (template: {template})")
     print()

@@ -113,3 +113,21 @@ def codec_from_env() -> PayloadCodec | None:
     """The codec REIN_CODEC_KEY asks for, or None (payloads unencrypted)."""
     value = os.environ.get(ENV_VAR, "").strip()
     return codec_from_keys(value) if value else None
+
+
+class NoKeyCodec(PayloadCodec):
+    """No REIN_CODEC_KEY here: payloads go out as they are; an encrypted one read back is a
+    CodecKeyError naming the variable (temporalio alone says `Unknown payload encoding`)."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        for payload in payloads:
+            if payload.metadata.get("encoding") == ENCODING:
+                key_id = payload.metadata.get(KEY_ID, b"").decode()
+                raise CodecKeyError(
+                    f"this run's data is encrypted (key {key_id!r}) and {ENV_VAR} is not set here; "
+                    f"set {ENV_VAR} to the key the run's workers use"
+                )
+        return list(payloads)

@@ -12,13 +12,15 @@ import dataclasses
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
-from rein.temporal.codec import codec_from_env
+from rein.temporal.codec import NoKeyCodec, codec_from_env
 from rein.temporal.storage import storage_from_env
 
 
 def rein_data_converter(existing: DataConverter | None = None) -> DataConverter:
     """Pydantic payloads; keeps a codec/storage `existing` already has, else takes them from the environment."""
-    codec = existing.payload_codec if existing is not None and existing.payload_codec else codec_from_env()
+    kept = existing.payload_codec if existing is not None else None
+    # NoKeyCodec stands for "no codec": the environment may name a key now.
+    codec = kept if kept is not None and not isinstance(kept, NoKeyCodec) else (codec_from_env() or NoKeyCodec())
     storage = (
         existing.external_storage if existing is not None and existing.external_storage else storage_from_env()
     )

@@ -4,10 +4,15 @@ Temporal answers a query through a worker polling the run's task queue. A run th
 left waiting has none once the script exits, and the query would fail after ~30 s. Then the
 state is rebuilt here by replaying the run's history with the workflow code alone: no agent,
 no model, no tool runs; the result is exactly what the query would have returned.
+
+The same happens when the worker that took the query cannot replay the run: during a deploy
+with versioning off, an older build polling the queue fails on a history that holds a patch it
+does not know, while this (newer) code replays it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +21,7 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import (
     Interceptor,
@@ -29,10 +34,14 @@ from temporalio.worker import (
 from rein.temporal.sdk_private import query_handler
 
 QUERY_TIMEOUT_S = 10.0
+QUERY_GRACE_S = 1.0
+"""How long a worker gets to answer before the replayed history is asked too."""
 POLLER_FRESH_S = 70.0
 """A poller seen this recently may still be alive (workers long-poll for 60 s)."""
 
 _UNSERVED = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
+NONDETERMINISM = "[TMPRL1100]"
+"""How the SDK's core starts a nondeterminism error: the worker's code cannot replay the history."""
 
 
 async def query(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> Any:
@@ -40,14 +49,33 @@ async def query(client: Client, run_id: str, name: str, *args: Any, run: str | N
 
     `run`: one run of a continue-as-new chain (default: the newest).
     """
+    return (await answer(client, run_id, name, *args, run=run))[0]
+
+
+async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> tuple[Any, bool]:
+    """(the query's answer, whether a worker gave it). A worker that does not answer within
+    QUERY_GRACE_S (one stopped a moment ago still looks alive) races the replayed history."""
     handle = client.get_workflow_handle(run_id, run_id=run)
-    if await served(client, handle):
-        try:
-            return await handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S))
-        except RPCError as err:
-            if err.status not in _UNSERVED:
-                raise
-    return (await replayed(client, run_id, run)).query(name, *args)
+    if not await served(client, handle):
+        return (await replayed(client, run_id, run)).query(name, *args), False
+    asked = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S)))
+    done, _ = await asyncio.wait({asked}, timeout=QUERY_GRACE_S)
+    if not done:
+        replay = asyncio.ensure_future(replayed(client, run_id, run))
+        done, _ = await asyncio.wait({asked, replay}, return_when=asyncio.FIRST_COMPLETED)
+        if asked not in done or asked.exception() is not None:
+            asked.cancel()
+            return (await replay).query(name, *args), False
+        replay.cancel()
+    try:
+        return asked.result(), True
+    except RPCError as err:
+        if err.status not in _UNSERVED:
+            raise
+    except WorkflowQueryFailedError as err:  # a worker of a build that cannot replay the run
+        if NONDETERMINISM not in str(err):
+            raise
+    return (await replayed(client, run_id, run)).query(name, *args), False
 
 
 class Replayed:
@@ -89,6 +117,14 @@ async def served(client: Client, handle: Any) -> bool:
     """Whether a worker polled the run's task queue recently (else a query would hang, then fail)."""
     try:
         queue = (await handle.describe()).task_queue
+    except RPCError:
+        return True  # cannot tell: let the query decide
+    return await polled(client, queue)
+
+
+async def polled(client: Client, queue: str) -> bool:
+    """Whether a worker polled `queue` for workflow tasks recently (True when the server cannot tell)."""
+    try:
         described = await client.workflow_service.describe_task_queue(
             DescribeTaskQueueRequest(
                 namespace=client.namespace,
@@ -97,7 +133,7 @@ async def served(client: Client, handle: Any) -> bool:
             )
         )
     except RPCError:
-        return True  # cannot tell: let the query decide
+        return True
     now = time.time()
     return any(now - p.last_access_time.ToSeconds() < POLLER_FRESH_S for p in described.pollers)
 
@@ -126,3 +162,16 @@ class _Capture(Interceptor):
                 return await super().execute_workflow(input)
 
         return Inbound
+
+
+async def stream_items(client: Client, run_id: str, topic: str, from_offset: int = 0) -> list[Any]:
+    """A run's retained stream items on `topic` from `from_offset`, decoded, read from its replayed history.
+
+    For a run that has closed with no worker to answer the stream's poll query (which would
+    wait, then fail): its history holds everything the stream published.
+    """
+    instance = (await replayed(client, run_id)).instance
+    stream = instance.stream
+    log, base = stream._log, stream._base_offset  # the stream's own retained log (temporalio.contrib)
+    converter = client.data_converter.payload_converter
+    return [converter.from_payload(item.data) for item in log[max(0, from_offset - base):] if item.topic == topic]

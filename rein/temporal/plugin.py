@@ -46,8 +46,8 @@ from rein.temporal.deployment import (
 )
 from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes, prune_periodically
+from rein.tracing.interceptors import with_tracing
 from rein.tracing.setup import enabled as tracing_on
-from rein.tracing.setup import with_tracing
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -154,6 +154,9 @@ class ReinPlugin(SimplePlugin):
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        from rein.log import quiet_expected_failures
+
+        quiet_expected_failures()  # rein's expected activity failures: one log line, no traceback
         if tracing_on():
             on_client = config["client"].config().get("interceptors", []) if config.get("client") is not None else []
             config["interceptors"] = with_tracing(config.get("interceptors", []), worker=True, present=on_client)

@@ -277,13 +277,12 @@ def _tool_result(call: ToolCall, result: Any) -> ToolResult | None:
 async def send(client: Client, workflow_ids: list[str]) -> Spans:
     """Rebuild the runs' traces and export them to the OTLP endpoint the OTEL_* variables name."""
     import asyncio
+    import os
 
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    import os
 
     ids = PresetIds()
     resource = Resource.create({} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "rein"})

@@ -1,0 +1,31 @@
+"""What rein's clients raise for expected failures: each says it all in one line (rein.log prints it so)."""
+
+from __future__ import annotations
+
+
+class RunFailed(RuntimeError):
+    """A durable run ended in failure, for example a non-retryable model error.
+
+    The original exception lives in the worker that raised it (maybe another process); what
+    reaches the caller is its type name (`error_type`, e.g. the provider's `AuthenticationError`)
+    and its message, secrets scrubbed.
+    """
+
+    def __init__(self, run_id: str, error_type: str, message: str):
+        super().__init__(f"run {run_id} failed: {message}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.message = message
+
+
+class DecisionRejected(ValueError):
+    """The run rejected a decision (approve/deny/answer/retry/cancel) that does not fit its state."""
+
+
+class NoWorker(RuntimeError):
+    """No worker serves the run's task queue, so the decision was not sent.
+
+    A decision is an Update a worker must accept; one sent with no worker would wait on the
+    server and could be applied whenever a worker starts, long after the caller gave up. So
+    nothing is sent: start a worker and decide again (the CLI's `--wait` waits for one).
+    """

@@ -1,0 +1,43 @@
+"""Which task queue has a worker that knows an agent, asked before a run is started.
+
+A run started where no worker knows its agent fails later with a message about workers; the
+person who started it has gone by then. Scripts (`Agent.run`) and `rein worker` both serve an
+agent on its own queue, `rein.<agent>` (rein.contract.agent_task_queue), so a poller there
+means a worker knows the agent. A worker of your own on a shared queue (`create_worker(...,
+task_queue="rein")`) is asked through the short ReinDescribeAgent workflow.
+"""
+
+from __future__ import annotations
+
+from rein.client import ReinClient
+from rein.contract import agent_task_queue
+from rein.temporal.history import polled
+
+
+class AgentNotServed(LookupError):
+    """No worker that knows the agent polls the queues a run could be sent to."""
+
+
+async def queue_for(client: ReinClient, agent: str, queue: str | None = None) -> str:
+    """The queue to start a run of `agent` on: `queue` when given, else the agent's own queue, else
+    the client's shared queue; raises AgentNotServed when no worker there knows the agent."""
+    from rein.fork import describe_agent
+    from rein.fork_edits import ForkError
+
+    own = agent_task_queue(agent)
+    candidates = [queue] if queue else list(dict.fromkeys([own, client.task_queue]))
+    for candidate in candidates:
+        if not await polled(client.client, candidate):
+            continue
+        if candidate == own:
+            return candidate  # only workers that serve the agent poll its own queue
+        try:
+            await describe_agent(client, agent, candidate, purpose="before rein start")
+        except ForkError:
+            continue  # a worker polls it, but does not know the agent
+        return candidate
+    where = " or ".join(repr(c) for c in candidates)
+    raise AgentNotServed(
+        f"no worker serves agent {agent!r} (none that knows it polls {where}); start one with "
+        f"`rein worker --agent MODULE:ATTR`, or pass --no-check to start the run anyway"
+    )

@@ -1,0 +1,44 @@
+"""Replay histories with whichever rein this process imports; writes {workflow id: failure or null}.
+
+    python replay_check.py histories.json failures.json   # in: {"<workflow id>": <history JSON>, ...}
+
+tests/support/old_build.py copies it next to an old build and runs it there, so the old build's
+AgentWorkflow replays histories this build recorded (and the other way round in-process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from rein.workflows import AgentWorkflow
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from rein.temporal import ReinPlugin
+
+
+async def replay(histories: dict[str, dict]) -> dict[str, str | None]:
+    """Workflow id -> why its history does not replay (None: it does), all in one replaying worker."""
+    loaded = [WorkflowHistory.from_json(workflow_id, data) for workflow_id, data in histories.items()]
+
+    async def each() -> AsyncIterator[WorkflowHistory]:
+        for history in loaded:
+            yield history
+
+    replayer = Replayer(workflows=[AgentWorkflow], plugins=[ReinPlugin(agents=[])])
+    results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
+    failures = {h.run_id: results.replay_failures.get(h.run_id) for h in loaded}
+    return {h.workflow_id: None if failures[h.run_id] is None else str(failures[h.run_id]) for h in loaded}
+
+
+def main(path: str, out: str) -> None:
+    failures = asyncio.run(replay(json.loads(Path(path).read_text())))
+    Path(out).write_text(json.dumps(failures))  # not stdout: the SDK's core logs its warnings there
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

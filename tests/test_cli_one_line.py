@@ -1,0 +1,311 @@
+"""What a person meets on the expected failure paths: one line and a documented exit code.
+
+Each goes through the real entry point (the `rein` console script, the demo script, `rein worker`,
+`rein.client.connect()`), against the module's dev server; workers are in-process unless the
+worker's own log is what is checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from temporalio.client import WorkflowFailureError
+
+import rein
+from rein import Agent, LoopConfig
+from rein.cli import (
+    EXIT_CANCELLED,
+    EXIT_NEEDS_PERSON,
+    EXIT_NO_WORKER,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+)
+from rein.client import ReinClient, connect
+from rein.contract import agent_task_queue
+from tests.support.processes import stop_process, wait_for_text
+from tests.support.providers import OpsModel
+from tests.support.waiting import poll
+
+ROOT = Path(__file__).resolve().parent.parent
+REIN_BIN = str(Path(sys.executable).parent / "rein")
+
+
+def restart(service: str) -> str:
+    """Restart a service.
+
+    Args:
+        service: Which service.
+    """
+    return f"{service} restarted"
+
+
+NAME = f"oneline-{uuid.uuid4().hex[:6]}"
+AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name=NAME)
+
+
+def _environ(**extra: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS", "REIN_TASK_QUEUE", "REIN_CODEC_KEY",
+                            "REIN_MODEL", "OPENAI_API_KEY")}
+    environ.update(extra)
+    return environ
+
+
+def rein_cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([REIN_BIN, *argv], cwd=str(ROOT), env=_environ(**env), capture_output=True, text=True,
+                          timeout=180, stdin=subprocess.DEVNULL, check=False)
+
+
+def one_line(proc: subprocess.CompletedProcess) -> str:
+    """The single `rein: ...` line on stderr (asserts there is exactly one and no traceback)."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("rein: "), proc.stderr
+    return lines[0]
+
+
+async def cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    return await asyncio.to_thread(rein_cli, *argv, **env)
+
+
+def address_of(dev) -> str:  # noqa: ANN001
+    return dev.client.service_client.config.target_host
+
+
+async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(dev) -> None:  # noqa: ANN001
+    address = address_of(dev)
+    nosuch = f"nosuch-{uuid.uuid4().hex[:6]}"
+    proc = await cli("start", nosuch, "hi", "--address", address)
+    assert proc.returncode == EXIT_NO_WORKER, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    line = one_line(proc)
+    assert "no worker serves agent" in line and "--no-check" in line
+    ids = [w.id async for w in dev.client.list_workflows(f'ReinAgent="{nosuch}"')]
+    assert ids == []  # nothing was started
+    debug = await cli("start", nosuch, "hi", "--address", address, REIN_DEBUG="1")
+    assert debug.returncode == EXIT_NO_WORKER and "Traceback" in debug.stderr  # REIN_DEBUG=1 keeps it
+
+    # --no-check starts it anyway, on the agent's own queue, where a worker for it would look.
+    lonely = f"lonely-{uuid.uuid4().hex[:6]}"
+    proc = await cli("start", lonely, "hi", "--no-check", "--address", address)
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    assert (await dev.client.get_workflow_handle(run_id).describe()).task_queue == agent_task_queue(lonely)
+
+    # With a worker for the agent (as a script or `rein worker` serves it), `rein start` sends the run there.
+    async with rein.create_worker(dev.client, agents=[AGENT], task_queue=agent_task_queue(NAME)):
+        proc = await cli("start", NAME, "billing now", "--address", address)
+        assert proc.returncode == 0, proc.stderr
+        run_id = proc.stdout.strip()
+        client = ReinClient(dev.client)
+
+        async def waiting() -> bool:
+            return (await client.status(run_id)).status == "waiting_approval"
+
+        await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
+    assert (await dev.client.get_workflow_handle(run_id).describe()).task_queue == agent_task_queue(NAME)
+
+
+async def test_status_of_a_run_nobody_serves_says_so(dev) -> None:  # noqa: ANN001
+    queue = f"gone-{uuid.uuid4().hex[:8]}"
+    client = ReinClient(dev.client, task_queue=queue)
+    async with rein.create_worker(dev.client, agents=[AGENT], task_queue=queue):
+        run_id = (await client.start(NAME, "billing please")).id
+
+        async def waiting() -> bool:
+            return (await client.status(run_id)).status == "waiting_approval"
+
+        await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
+    # The worker has just stopped: the server still lists it as a poller for a minute.
+    proc = await cli("status", run_id, "--address", address_of(dev), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["status"] == "waiting_approval" and data["served"] is False and data["task_queue"] == queue
+    proc = await cli("status", run_id, "--address", address_of(dev))
+    assert "none serves it" in proc.stdout and queue in proc.stdout
+    assert f"rein approve {run_id}" in proc.stdout and "--wait" in proc.stdout  # a decision now would not be sent
+
+
+async def test_cancelled_run_result_and_watch(dev) -> None:  # noqa: ANN001
+    queue = f"cancel-{uuid.uuid4().hex[:8]}"
+    client = ReinClient(dev.client, task_queue=queue)
+    address = address_of(dev)
+    async with rein.create_worker(dev.client, agents=[AGENT], task_queue=queue):
+        run_id = (await client.start(NAME, "billing please")).id
+
+        async def waiting() -> bool:
+            return (await client.status(run_id)).status == "waiting_approval"
+
+        await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
+        await client.cancel(run_id, reason="changed my mind")
+        with contextlib.suppress(WorkflowFailureError):  # closed as Temporal's CANCELED, or completed
+            await client.handle(run_id).result()
+    proc = await cli("result", run_id, "--address", address)
+    assert proc.returncode == EXIT_CANCELLED, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert one_line(proc) == f"rein: run {run_id} was cancelled: changed my mind"
+
+    proc = await cli("watch", run_id, "--address", address)
+    assert proc.returncode == EXIT_CANCELLED
+    assert "model" in proc.stdout and "restart" in proc.stdout  # its steps, on stdout
+    assert one_line(proc) == f"rein: run {run_id} was cancelled: changed my mind"
+
+
+async def test_list_is_newest_first_even_with_an_old_open_run(dev) -> None:  # noqa: ANN001
+    agent = f"order-{uuid.uuid4().hex[:6]}"
+    address = address_of(dev)
+    client = ReinClient(dev.client, task_queue=f"nobody-{uuid.uuid4().hex[:8]}")
+    old = (await client.start(agent, "waits forever")).id  # open: nobody serves it
+    queue = f"order-{uuid.uuid4().hex[:8]}"
+    served = ReinClient(dev.client, task_queue=queue)
+    named = Agent(provider=OpsModel(), tools=[restart], name=agent)
+    async with rein.create_worker(dev.client, agents=[named], task_queue=queue):
+        new = (await served.start(agent, "billing")).id
+        await served.handle(new).result()
+
+    async def listed() -> bool:
+        return len([w async for w in dev.client.list_workflows(f'ReinAgent="{agent}"')]) == 2
+
+    await poll(listed, "both runs in visibility", 30, interval=0.1)
+    proc = await cli("list", "--agent", agent, "--json", "--address", address)
+    assert [row["run_id"] for row in json.loads(proc.stdout)] == [new, old]
+    proc = await cli("list", "--agent", agent, "--limit", "1", "--json", "--address", address)
+    assert [row["run_id"] for row in json.loads(proc.stdout)] == [new]
+
+
+async def test_encrypted_run_read_without_the_key(dev) -> None:  # noqa: ANN001
+    from temporalio.client import Client
+
+    from rein.temporal.codec import codec_from_keys
+    from rein.temporal.converter import rein_data_converter
+
+    key = "k1:" + __import__("base64").b64encode(b"\x07" * 32).decode()
+    converter = rein_data_converter(dataclasses.replace(dev.client.data_converter, payload_codec=codec_from_keys(key)))
+    secret = Client(**{**dev.client.config(), "data_converter": converter})
+    queue = f"enc-{uuid.uuid4().hex[:8]}"
+    named = Agent(provider=OpsModel(), tools=[restart], name=f"enc-{uuid.uuid4().hex[:6]}")
+    async with rein.create_worker(secret, agents=[named], task_queue=queue):
+        handle = await ReinClient(secret, task_queue=queue).start(named.name, "billing")
+        await handle.result()
+    for command in ("result", "show", "watch"):
+        proc = await cli(command, handle.id, "--address", address_of(dev))
+        assert proc.returncode != 0, (command, proc.stdout)
+        line = one_line(proc)
+        assert "encrypted" in line and "REIN_CODEC_KEY is not set" in line and "KeyError" not in line, line
+    ok = await cli("result", handle.id, "--address", address_of(dev), REIN_CODEC_KEY=key)
+    assert ok.returncode == 0 and "restarted" in ok.stdout, ok.stderr
+
+
+async def test_connect_gives_a_client_that_streams_a_finished_run_with_no_worker(dev) -> None:  # noqa: ANN001
+    from temporalio.client import Client
+
+    client = await connect(address_of(dev))
+    assert isinstance(client, Client)  # a temporalio Client: workers and raw calls take it
+    queue = f"conn-{uuid.uuid4().hex[:8]}"
+    client.task_queue = queue
+    async with rein.create_worker(client, agents=[Agent(provider=OpsModel(), tools=[restart], name=NAME + "-c")],
+                                  task_queue=queue):
+        handle = await client.start(NAME + "-c", "billing")
+        await handle.result()
+    # The worker is gone; the run has ended: its stream is read from history, whole.
+    chunks = [chunk async for chunk in client.stream(handle.id)]
+    kinds = [c.type for c in chunks]
+    assert kinds[-1] == "done" and "tool_calls" in kinds and kinds.count("step") >= 3, kinds
+    text = "".join(c.text or "" for c in chunks if c.type == "text")
+    assert text == "Report: billing restarted"
+    assert (await client.result(handle.id)).output == "Report: billing restarted"
+
+
+async def test_small_usage_mistakes() -> None:
+    proc = await cli("new", "")
+    assert proc.returncode == EXIT_USAGE
+    assert "name" in one_line(proc)
+    proc = await cli("--help")
+    assert proc.returncode == 0 and "--debug" in proc.stdout and "REIN_DEBUG" in proc.stdout
+
+
+def test_run_with_a_rejected_key_or_an_outage_is_one_line_per_event() -> None:
+    """`rein run` (its worker in-process): no `Completing activity as failed` traceback first."""
+    proc = rein_cli("run", "tests.agents.failing:rejected", "hi")
+    assert proc.returncode == EXIT_RUN_FAILED, (proc.returncode, proc.stdout, proc.stderr)
+    line = one_line(proc)
+    assert "HTTP 401" in line and "check the key in the worker's environment" in line, line
+
+    proc = rein_cli("run", "tests.agents.failing:outage", "hi")  # no terminal: stops at the error interrupt
+    assert proc.returncode == EXIT_NEEDS_PERSON, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    attempts = [line for line in proc.stderr.splitlines() if line.startswith("rein.call_model failed")]
+    assert attempts == [f"rein.call_model failed (Unavailable, attempt {n}, retried while attempts remain): "
+                        "Unavailable: the vendor is down" for n in (1, 2)], proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("rein: stopped: run failing-outage-")
+
+
+def test_demo_with_a_missing_key_is_one_line() -> None:
+    proc = subprocess.run([sys.executable, "examples/calculator.py"], cwd=str(ROOT), timeout=180,
+                          env=_environ(REIN_MODEL="openai/gpt-4o"), capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert proc.stdout.splitlines() == ["> What is 12 + 30, times 2?"]
+    line = one_line(proc)
+    assert "No API key for openai/gpt-4o: set OPENAI_API_KEY" in line and "REIN_DEBUG=1" in line
+
+
+def test_demo_shows_the_whole_run_after_resumes() -> None:
+    proc = subprocess.run([sys.executable, "examples/calculator.py"], cwd=str(ROOT), timeout=180,
+                          env=_environ(), capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    steps = [line.split(":", 1)[0].strip() for line in proc.stdout.splitlines() if line.strip().startswith("step ")]
+    assert steps == [f"step {n}" for n in range(1, 6)], proc.stdout  # model, add, model, multiply, model
+
+
+def test_worker_logs_one_line_for_an_unknown_agent(dev, tmp_path: Path) -> None:  # noqa: ANN001
+    """`rein worker` on a shared queue: a run (or `rein start --queue`) naming an agent it lacks."""
+    address = address_of(dev)
+    queue = f"shared-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        worker = subprocess.Popen([REIN_BIN, "worker", "--agent", "examples.calculator:agent", "--task-queue", queue,
+                                   "--address", address], cwd=str(ROOT), env=_environ(), stdout=out,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_text(log, "serving:", worker, 120)
+        proc = rein_cli("start", "nosuchagent", "hi", "--queue", queue, "--address", address)
+        assert proc.returncode == EXIT_NO_WORKER, (proc.returncode, proc.stderr)
+        assert repr(queue) in one_line(proc)
+        wait_for_text(log, "UnknownAgent", worker, 60)
+        proc = rein_cli("start", "calculator", "what is 2 + 2?", "--queue", queue, "--address", address)
+        assert proc.returncode == 0, proc.stderr  # a worker there knows it: started
+    finally:
+        stop_process(worker, 15)
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    failures = [line for line in text.splitlines() if "UnknownAgent" in line]
+    assert len(failures) == 1 and "rein.describe_agent failed (UnknownAgent, not retried)" in failures[0], text
+    assert "rein worker --agent" in failures[0]
+
+
+async def test_the_docs_python_snippet_runs_as_written(dev) -> None:  # noqa: ANN001
+    """docs/cli.md's `connect()` snippet, in another process, against a worker serving the calculator."""
+    import re
+
+    from rein.examples.calculator import agent as calculator
+
+    (code,) = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(encoding="utf-8"), re.DOTALL)
+    script = code + "\nimport asyncio\nasyncio.run(main())\n"
+    async with rein.create_worker(dev.client, agents=[calculator], task_queue="rein"):
+        proc = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-c", script], cwd="/", env=_environ(TEMPORAL_ADDRESS=address_of(dev)),
+            capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "The answer is 42.", proc.stdout  # from / : rein.examples imports from anywhere
+    assert "tool_calls " in lines and lines[-2].startswith("interrupt"), proc.stdout
