@@ -24,6 +24,7 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.exceptions import ApplicationError
 
 from rein.activities import steps
+from rein.activities.answers import answer
 from rein.activities.identity import AgentIdentity
 from rein.contract import (
     CALL_MODEL,
@@ -42,16 +43,16 @@ from rein.contract import (
 )
 from rein.digest import EMPTY, call_hash, extend, message_hash, ref
 from rein.config import LoopConfig
-from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
+from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.fleet import routed_queue
 from rein.providers.errors import failure_message, retry_after_s
-from rein.providers.fallback import FallbackProvider, is_retryable
-from rein.temporal.streaming import ModelText, activity_stream, current_stream
+from rein.providers.fallback import is_retryable
+from rein.temporal.streaming import activity_stream
 from rein.secrets import scrub
 from rein.session import Session
 from rein.temporal.storage import INLINE_LIMIT
 from rein.tools import ToolContext, execute_tool
-from rein.tracing.activity_spans import chat_span, tool_span
+from rein.tracing.activity_spans import tool_span
 
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 
@@ -375,7 +376,7 @@ class AgentActivities(AgentIdentity):
         messages = await self.conversations.messages_for(request)
         try:
             async with heartbeating(), activity_stream():
-                completion = await complete(agent, messages, request)
+                completion, published = await answer(agent, messages, request)
         except ApplicationError:
             raise
         except Exception as exc:
@@ -385,7 +386,10 @@ class AgentActivities(AgentIdentity):
             self.conversations.produced(request.run_id, completion.message, request.version)
         else:
             self.conversations.drop(request.run_id)  # a final answer: the run ends here
-        return wire(completion)
+        recorded = wire(completion)
+        if published:  # so the workflow does not publish the answer again (ModelReply)
+            recorded["published"] = True  # type: ignore[index]
+        return recorded
 
     def _check_size(self, result: Completion | ToolResult, what: str) -> None:
         """Fail at once, without retries, when `result` is larger than this worker can record."""
@@ -448,47 +452,6 @@ def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
                     return tool.agent
                 todo.append(tool.agent)
     return None
-
-
-async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
-    """One completion from the agent's provider (its text published live to the run's stream when
-    the run streams), with the output type's verdict attached."""
-    provider = provider_for(agent, request.model)
-    answered_by = None
-    if isinstance(provider, FallbackProvider):
-        # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
-        provider = provider.for_attempt(activity.info().attempt)
-        answered_by = getattr(provider, "model", None) or type(provider).__name__
-    async with chat_span(answered_by or agent.model_label, agent.name) as traced:
-        completion = await _completion(provider, agent, messages, request)
-        traced(completion)
-    if answered_by is not None:
-        completion = completion.model_copy(update={"model": answered_by})
-    return agent.output.check(completion) if agent.output is not None else completion
-
-
-async def _completion(provider: Any, agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
-    tools = await agent.model_tool_specs() or None
-    stream = current_stream()
-    if request.stream and stream is not None:
-        info = activity.info()
-        out = ModelText(stream, request.stream_source or f"{info.workflow_run_id}/{info.activity_id}")
-        if callable(getattr(provider, "stream", None)):
-            completion = await _streamed_completion(provider, messages, tools, out)
-        else:  # a provider with only `complete` still streams, one whole answer at a time
-            completion = await provider.complete(messages, tools=tools)
-            _publish_whole(completion, out)
-    else:
-        return await provider.complete(messages, tools=tools)
-    return completion
-
-
-def provider_for(agent: Agent, model: str) -> Any:
-    """The agent's provider, or the run's model override on it; a switch that cannot be made is final."""
-    try:
-        return agent.provider_for(model or None)
-    except ValueError as exc:  # ModelNotSwitchable, or a switch across vendors with pinned settings
-        raise ApplicationError(str(exc), type="ModelNotSwitchable", non_retryable=True) from None
 
 
 def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:
@@ -569,22 +532,3 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
         traced(result)
     activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
     return result
-
-
-def _publish_whole(completion: Completion, out: ModelText) -> None:
-    if completion.message.content:
-        out.text(StreamChunk(type="text", text=completion.message.content))
-    if completion.message.tool_calls:
-        out.tool_calls(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
-
-
-async def _streamed_completion(provider: Any, messages: list[Message], tools: Any, out: ModelText) -> Completion:
-    """The provider's stream, published live to the run's stream while it is assembled."""
-    fold = StreamFold()
-    async for chunk in provider.stream(messages, tools=tools):
-        if fold.add(chunk):
-            if chunk.type == "text":
-                out.text(chunk)
-            else:
-                out.tool_calls(chunk)
-    return fold.completion()

@@ -17,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from rein.activities import agents as base
+from rein.activities import answers
 from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
 from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.middleware import StepContext, run_step
@@ -61,13 +62,13 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
     before = await acts.conversations.messages_for(step)
     # Deep copies: middleware may edit messages in place, and the diff compares against `before`.
     session = step.state.model_copy(update={"messages": [m.model_copy(deep=True) for m in before]})
-    ctx = StepContext(session, session.stage, step.config, base.provider_for(agent, model_request.model), agent.registry)
+    ctx = StepContext(session, session.stage, step.config, answers.provider_for(agent, model_request.model), agent.registry)
     ctx.emit = _emitter(step.run_id)
     failures: list[BaseException] = []
 
     async def call_model(messages: list[Message]) -> Completion:
         try:
-            return await base.complete(agent, messages, model_request)
+            return await answers.complete(agent, messages, model_request)
         except Exception as exc:
             failures.append(exc)
             raise

@@ -32,7 +32,6 @@ from rein.contract import (
     DEFAULT_TASK_QUEUE,
     DENY_UPDATE,
     RETRY_UPDATE,
-    STREAM_SIGNAL,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
     AgentInput,
@@ -56,6 +55,8 @@ if TYPE_CHECKING:
     from rein.fork import BulkFork
 
 
+POLL_COOLDOWN = timedelta(milliseconds=50)
+"""A stream reader's pause between two polls: each poll is an Update (two history events)."""
 NO_WORKER_GRACE_S = 3.0
 """How long a decision looks for a worker of the run before saying none serves it (nothing is sent)."""
 
@@ -91,12 +92,12 @@ class ReinClient:
         priority: int | None = None,
     ) -> WorkflowHandle[Any, RunOutcome]:
         """Start a run; its handle's `result()` is the slim RunOutcome (`ReinClient.result` gives the
-        RunResult). `stream=True`: its model calls publish text live for `stream(run_id)` from the
-        first call on. Without it the run streams live once a reader asks (`stream(run_id)`), and
-        until then costs no history: live text is one signal per 200 ms batch. `model`: this run's model
-        instead of the agent's (a LiteLLM id; the agent must allow it with client_overrides=["model"]).
-        `tenant` is Temporal's fairness key and `priority` its priority key (1 first .. 5 last,
-        default 3) for the run, its activities and its child agents (docs/fleet.md)."""
+        RunResult). Its model text is live for whoever reads `stream(run_id)`, from the moment they
+        attach, and costs no history while nobody reads (live text is one signal per batch).
+        `stream=True` publishes every model call live even with no reader attached yet. `model`: this
+        run's model instead of the agent's (a LiteLLM id; the agent must allow it with
+        client_overrides=["model"]). `tenant` is Temporal's fairness key and `priority` its priority
+        key (1 first .. 5 last, default 3) for the run, its activities and its child agents (docs/fleet.md)."""
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
             AgentInput(
@@ -309,8 +310,10 @@ class ReinClient:
         events, and a last `done` chunk. Follows continue-as-new; ends when the run has ended
         (with `until_pause`, at its next `interrupt` or `done`).
 
-        Asks the run to publish model text as it is generated (a `rein.stream` signal); text of a
-        model call retried by Temporal is never repeated.
+        Attach at any moment: the model call in flight publishes what it has said so far, then
+        each delta as it comes; so does every later call while you read (readers are counted by
+        their polls, with no history event). Each model call's text arrives exactly once, also
+        when Temporal retried it.
         """
         fresh = TextDeduplicator()
         if await self._ended(run_id):  # its history has it all; the poll query would need a worker
@@ -322,10 +325,8 @@ class ReinClient:
                 if until_pause and chunk.type in ("interrupt", "done"):
                     return
             return
-        with contextlib.suppress(RPCError):  # an ended run still has its stream to drain
-            await self.handle(run_id).signal(STREAM_SIGNAL)
         items = WorkflowStreamClient.create(self.client, run_id).subscribe(
-            TOPIC, from_offset, poll_cooldown=timedelta(milliseconds=50)
+            TOPIC, from_offset, poll_cooldown=POLL_COOLDOWN
         )
         async with contextlib.aclosing(items):
             async for item in items:

@@ -16,7 +16,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
 from rein.config import LoopConfig
-from rein.ir import Message, ToolCall, ToolSpec, Usage
+from rein.ir import Completion, Message, ToolCall, ToolSpec, Usage
 from rein.result import Interrupt, Step
 from rein.session import Session
 
@@ -62,7 +62,9 @@ CHILD_SIGNAL = "rein.child"
 BUDGET_SIGNAL = "rein.budget"
 """Internal signal from a parent run to its agent-as-tool children: the family's budget is spent."""
 STREAM_SIGNAL = "rein.stream"
-"""Internal signal a stream reader sends: from now on, model calls publish their text live."""
+"""Internal signal (older clients sent it on subscribing): from now on, model calls publish their text live."""
+READERS_QUERY = "rein.readers"
+"""Internal query the model activity asks while the model answers: how many stream polls are in flight."""
 
 APPROVE_UPDATE = "rein.approve"
 DENY_UPDATE = "rein.deny"
@@ -272,7 +274,8 @@ class ModelCallInput(BaseModel):
     workflow_run_id: str = Field(default="", exclude_if=lambda v: not v)
     """Both default to the calling workflow's (activity.info()); the history need not repeat them."""
     stream: bool = Field(default=False, exclude_if=lambda v: not v)
-    """Publish the answer's text deltas and tool calls live to the run's stream."""
+    """Publish the answer's text deltas and tool calls live from the start (a reader was there when
+    the call was scheduled); otherwise the worker publishes once a reader turns up (READERS_QUERY)."""
     stream_source: str = Field(default="", exclude_if=lambda v: not v)
     """Names this model call on the stream (the same across its retries; see rein.events.StreamEvent)."""
     conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
@@ -306,6 +309,13 @@ class ModelCallInput(BaseModel):
         if isinstance(data, dict) and data.get("total") == self.first_index + len(self.new_messages) + self.produced:
             data.pop("total")
         return data
+
+
+class ModelReply(Completion):
+    """A plain model call's result as the workflow reads it: the Completion, and whether the worker
+    already put it on the run's stream (a reader was there), so the workflow does not repeat it."""
+
+    published: bool = False
 
 
 class StepRequest(BaseModel):

@@ -20,8 +20,8 @@ TOPIC = "rein"
 class StreamEvent(BaseModel):
     """One stream item: a chunk, and for model text where it sits in that model call's answer.
 
-    `source` names one model call across its Temporal retries (`<workflow run id>/<activity
-    id>`); `offset` is the position of `chunk.text` in that call's text. A retried attempt
+    `source` names one model call across its Temporal retries (the run id's random tail and
+    the call's number in the run, or `a<activity id>`); `offset` is the position of `chunk.text` in that call's text. A retried attempt
     starts again at 0, so a reader drops what it already has and never shows text twice.
     """
 

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         APPROVE_UPDATE,
         CANCEL_UPDATE,
         DENY_UPDATE,
+        READERS_QUERY,
         RETRY_UPDATE,
         STREAM_SIGNAL,
         AnswerSignal,
@@ -155,9 +156,13 @@ class Decisions(Children):
     def retry(self, *args: Any) -> None:
         self._signal("retry", self._check_retry, self._retry, args)
 
-    @workflow.signal(name=STREAM_SIGNAL, description="rein's stream readers: model calls publish their text live")
+    @workflow.signal(name=STREAM_SIGNAL, description="Model calls publish their text live from now on")
     def stream_on(self, *args: Any) -> None:
         self.streaming = True
+
+    @workflow.query(name=READERS_QUERY, description="rein's model calls: how many stream readers are attached")
+    def reader_count(self) -> int:
+        return self.readers.polls
 
     @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
     def cancel(self, *args: Any) -> None:

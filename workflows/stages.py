@@ -12,9 +12,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from rein import machine
     from rein.config import LoopConfig
-    from rein.contract import AGENT_CHANGED, CALL_MODEL, RUN_TOOL, ModelCallInput, ToolCallInput, model_queue
+    from rein.contract import AGENT_CHANGED, CALL_MODEL, RUN_TOOL, ModelCallInput, ModelReply, ToolCallInput, model_queue
     from rein.digest import EMPTY, call_hash, extend, message_hash, ref
-    from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult
+    from rein.ir import Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt
     from rein.summaries import model_summary, tool_summary
 
@@ -38,8 +38,8 @@ class Stages(Children, AgentChanges):
         assert self.agent is not None
         began = workflow.time()
         self.model_calls += 1
-        source = f"{workflow.info().run_id}/{self.model_calls}"
-        live = self.streaming
+        source = f"{workflow.info().run_id[-8:]}/{self.model_calls}"  # short: every live delta carries it
+        live = self.live_text()
         if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
             self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
             self.sent_conversation = self.conversation
@@ -65,7 +65,7 @@ class Stages(Children, AgentChanges):
                     model=self._model_override(),
                     version=self.agent.version,
                 ),
-                result_type=Completion,
+                result_type=ModelReply,
                 task_queue=self._model_queue(),
                 start_to_close_timeout=seconds(config.model_timeout_s),
                 heartbeat_timeout=MODEL_HEARTBEAT,
@@ -78,7 +78,7 @@ class Stages(Children, AgentChanges):
             return self._model_call_failed(err)
         if completion is None:  # cancelled while the model was answering
             return None
-        if not live:  # the activity did not publish the answer as it came: publish it whole
+        if not (live or completion.published):  # nobody read while the model answered: publish it whole
             if completion.message.content:
                 self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
             if completion.message.tool_calls:

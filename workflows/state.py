@@ -23,6 +23,8 @@ with workflow.unsafe.imports_passed_through():
     from rein.result import Interrupt, Step
     from rein.session import Session
 
+from rein.workflows.readers import StreamReaders
+
 T = TypeVar("T")
 
 
@@ -36,8 +38,10 @@ class RunState:
         # The run's stream (temporalio.contrib.workflow_streams): text, steps, interrupts, events.
         self.stream = WorkflowStream(self.input.stream_state if self.input is not None else None)
         self.stream_topic = self.stream.topic(TOPIC)
+        self.readers = StreamReaders(self.stream)
         self.streaming = False
-        """Model calls publish text live (the input's `stream`, or a reader's STREAM_SIGNAL)."""
+        """Model calls always publish text live (the input's `stream`, or an older client's STREAM_SIGNAL);
+        otherwise only while someone reads the stream (`live_text`)."""
         self.model_calls = 0
         self.parent_call: str | None = None
         """This run is an agent-as-tool call of a parent run: the parent's tool call id."""
@@ -151,3 +155,8 @@ class RunState:
     def _emit(self, chunk: StreamChunk, source: str = "") -> None:
         """Append to the run's stream (in memory: no command; in history only once a reader polls it)."""
         self.stream_topic.publish(StreamEvent(chunk=chunk, source=source).to_json())
+
+    def live_text(self) -> bool:
+        """Whether the next model call publishes its text as it comes: always when asked to, else
+        while a reader is attached (a call started without one publishes once a reader asks)."""
+        return self.streaming or self.readers.polls > 0

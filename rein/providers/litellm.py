@@ -45,6 +45,17 @@ def _extract_cost(resp: Any) -> float | None:
     return None
 
 
+def _token_cost(litellm: Any, model: str, usage: Usage) -> float | None:
+    """What litellm's price map says these tokens cost, or None (unknown model); never raises."""
+    try:
+        prompt, completion = litellm.cost_per_token(
+            model=model, prompt_tokens=usage.input_tokens, completion_tokens=usage.output_tokens
+        )
+    except Exception:
+        return None
+    return float(prompt + completion)
+
+
 class LiteLLMProvider:
     def __init__(self, model: str, **default_params: Any):
         self.model = model
@@ -151,6 +162,8 @@ class LiteLLMProvider:
         except Exception as e:
             scrub_exception(e, args)
             raise
+        if usage is not None:  # a streamed answer carries no cost: priced like `complete`'s, from litellm's map
+            usage.cost_usd = _token_cost(litellm, self.model, usage)
         if calls:
             tool_calls = [_tool_call(s["id"] or f"call_{i}", s["name"] or "", s["args"])
                           for i, s in sorted(calls.items())]

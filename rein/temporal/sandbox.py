@@ -27,6 +27,8 @@ PURE_MODULES = (
     "rein.temporal.child",
     "rein.digest",
     "rein.identity",
+    "rein.temporal.sdk_private",
+    "rein.workflows.readers",
     "rein.workflows.state",
     "rein.workflows.options",
     "rein.workflows.visibility",

@@ -1,4 +1,4 @@
-"""The three places rein reaches into private parts of temporalio or the standard library, in one module.
+"""The four places rein reaches into private parts of temporalio or the standard library, in one module.
 
 Each has no public equivalent today; each is used for one reason given below. When a temporalio or
 Python upgrade breaks one, this module is the only place to look.
@@ -33,3 +33,12 @@ def at_exit_before_threads_join(fn: Callable[[], None]) -> None:
     """Run `fn` when the interpreter starts to exit, before it joins non-daemon threads and shuts the
     default executors down: the engine's worker still needs them to finish. `atexit` runs too late."""
     threading._register_atexit(fn)  # type: ignore[attr-defined]
+
+
+def stream_poll(stream: Any) -> tuple[str, Callable[..., Any], Callable[..., Any]]:
+    """The workflow_streams contrib's long-poll Update of `stream` (a WorkflowStream): its name, handler
+    and validator. rein.workflows.readers registers the same handler, counted, to know how many readers
+    are attached; the contrib offers no hook for it. Pure: workflow code calls it."""
+    from temporalio.contrib.workflow_streams import _stream
+
+    return _stream._POLL, stream._on_poll, stream._validate_poll

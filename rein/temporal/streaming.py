@@ -16,15 +16,23 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+from temporalio import activity
+from temporalio.client import WorkflowQueryFailedError
 from temporalio.contrib.workflow_streams import TopicHandle, WorkflowStreamClient
 
+from rein.contract import READERS_QUERY
 from rein.events import TOPIC, StreamEvent
 from rein.ir import StreamChunk
 
 log = logging.getLogger("rein.stream")
 
-BATCH_INTERVAL = timedelta(milliseconds=200)
-"""How often buffered items are signalled: each batch is one signal (one history event)."""
+BATCH_INTERVAL = timedelta(milliseconds=100)
+"""The least time between two signals of one activity: each batch is one signal (one history
+event). The first item after a quiet spell goes at once; a steady stream goes in batches."""
+READER_CHECK = timedelta(milliseconds=500)
+"""When a model call nobody reads first asks its run whether a reader has turned up (one query,
+a workflow task on the worker holding the run); the wait doubles up to READER_CHECK_MAX."""
+READER_CHECK_MAX = timedelta(seconds=2)
 
 _current: contextvars.ContextVar[RunStream | None] = contextvars.ContextVar("rein_run_stream", default=None)
 
@@ -47,8 +55,8 @@ class RunStream:
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
 
-    def publish(self, chunk: StreamChunk, *, source: str = "", offset: int = 0, now: bool = False) -> None:
-        """Buffer one chunk; `now` signals it without waiting for the batch (a first text delta).
+    def publish(self, chunk: StreamChunk, *, source: str = "", offset: int = 0) -> None:
+        """Buffer one chunk, signalled at once or with the batch under way (see BATCH_INTERVAL).
 
         Safe from a sync tool's thread: the batching runs on the activity's loop.
         """
@@ -56,25 +64,22 @@ class RunStream:
             self.client = WorkflowStreamClient.from_within_activity()
             self.topic = self.client.topic(TOPIC)
         self.topic.publish(StreamEvent(chunk=chunk, source=source, offset=offset).to_json())
-        self._loop.call_soon_threadsafe(self._flush_soon, now)
+        self._loop.call_soon_threadsafe(self._flush_soon)
 
-    def _flush_soon(self, now: bool) -> None:
+    def _flush_soon(self) -> None:
         if self._closed:
             return
         if self._flusher is None:
             self._flusher = self._loop.create_task(self._flush_batches())
-        if now:
-            self._wake.set()
+        self._wake.set()
 
     async def _flush_batches(self) -> None:
         while True:
-            woken = asyncio.ensure_future(self._wake.wait())
-            try:
-                await asyncio.wait({woken}, timeout=BATCH_INTERVAL.total_seconds())
-            finally:
-                woken.cancel()
+            await self._wake.wait()
             self._wake.clear()
+            began = self._loop.time()
             await self._send()
+            await asyncio.sleep(max(0.0, BATCH_INTERVAL.total_seconds() - (self._loop.time() - began)))
 
     async def _send(self) -> None:
         assert self.client is not None
@@ -125,16 +130,77 @@ def publish_event(name: str, data: dict[str, Any] | None = None) -> None:
 
 
 class ModelText:
-    """Publishes one model call's text deltas with their offsets in the answer (see StreamEvent)."""
+    """One model call's answer on the run's stream: text deltas with their offsets in the answer
+    (see StreamEvent) and the tool calls, published as they come while `live`.
 
-    def __init__(self, stream: RunStream, source: str):
+    Not live (nobody read when the call was scheduled), the answer is only kept; `go_live` (a
+    reader turned up) publishes the text so far as one chunk, then every later delta as it comes.
+    """
+
+    def __init__(self, stream: RunStream, source: str, *, live: bool):
         self.stream = stream
         self.source = source
+        self.live = live
         self.position = 0
+        self._held: list[str] = []
+        self._calls: StreamChunk | None = None
 
     def text(self, chunk: StreamChunk) -> None:
-        self.stream.publish(chunk, source=self.source, offset=self.position, now=self.position == 0)
+        if not self.live:
+            self._held.append(chunk.text)
+            return
+        self.stream.publish(chunk, source=self.source, offset=self.position)
         self.position += len(chunk.text)
 
     def tool_calls(self, chunk: StreamChunk) -> None:
-        self.stream.publish(chunk)
+        if self.live:
+            self.stream.publish(chunk)
+        else:
+            self._calls = chunk
+
+    def go_live(self) -> None:
+        """Publish what the model has said so far, and from now on each delta as it comes."""
+        if self.live:
+            return
+        self.live = True
+        if self._held:
+            self.text(StreamChunk(type="text", text="".join(self._held)))
+            self._held = []
+        if self._calls is not None:
+            self.tool_calls(self._calls)
+
+
+@contextlib.asynccontextmanager
+async def live_once_read(out: ModelText) -> AsyncIterator[None]:
+    """While the block runs, ask the run now and then (READER_CHECK) whether someone reads its
+    stream (READERS_QUERY: a query is no history event); the first reader makes `out` live."""
+    watcher = None if out.live else asyncio.create_task(_until_read(out))
+    try:
+        yield
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+
+async def _until_read(out: ModelText) -> None:
+    info = activity.info()
+    try:
+        run = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    except RuntimeError:  # a worker built without a client: nobody can be asked
+        return
+    wait = READER_CHECK
+    while True:
+        await asyncio.sleep(wait.total_seconds())
+        wait = min(wait * 2, READER_CHECK_MAX)
+        try:
+            readers = await run.query(READERS_QUERY, result_type=int)
+        except WorkflowQueryFailedError:  # workflow code from before READERS_QUERY: it never asks
+            return
+        except Exception as exc:  # the run's worker is busy or gone: ask again later
+            log.debug("could not ask the run for stream readers: %s", exc)
+            continue
+        if readers > 0:
+            out.go_live()
+            return

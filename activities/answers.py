@@ -1,0 +1,113 @@
+"""A model call's answer: from the agent's provider, streamed whenever the provider can, and put on
+the run's stream while someone reads it (rein.temporal.streaming.live_once_read)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from rein.contract import ModelCallInput
+from rein.ir import Completion, Message, StreamChunk, StreamFold
+from rein.providers.fallback import FallbackProvider
+from rein.temporal.streaming import ModelText, current_stream, live_once_read
+from rein.tracing.activity_spans import chat_span
+
+if TYPE_CHECKING:
+    from rein.agent import Agent
+
+
+async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:
+    """One completion from the agent's provider, with the output type's verdict attached (its
+    text published to the run's stream while someone reads it: see `answer`)."""
+    completion, _ = await answer(agent, messages, request)
+    return completion
+
+
+async def answer(agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
+    """The completion, and whether it went onto the run's stream from here.
+
+    A provider that can stream always does: whether anyone reads is known only as the model
+    answers (`live_once_read`), and then the text so far goes out whole and the rest as it comes.
+    """
+    provider = provider_for(agent, request.model)
+    answered_by = None
+    if isinstance(provider, FallbackProvider):
+        # One provider per activity attempt: Temporal's retries walk the chain, nothing sleeps here.
+        provider = provider.for_attempt(activity.info().attempt)
+        answered_by = getattr(provider, "model", None) or type(provider).__name__
+    async with chat_span(answered_by or agent.model_label, agent.name) as traced:
+        completion, published = await _completion(provider, agent, messages, request)
+        traced(completion)
+    if answered_by is not None:
+        completion = completion.model_copy(update={"model": answered_by})
+    return (agent.output.check(completion) if agent.output is not None else completion), published
+
+
+async def _completion(provider: Any, agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
+    tools = await agent.model_tool_specs() or None
+    stream = current_stream()
+    can_stream = streams(provider)
+    published = False
+    if stream is not None and (can_stream or request.stream):
+        info = activity.info()
+        out = ModelText(stream, request.stream_source or f"{info.workflow_run_id[-8:]}/a{info.activity_id}", live=request.stream)
+        completion = None
+        if can_stream:
+            async with live_once_read(out):
+                completion = await _streamed_completion(provider, messages, tools, out)
+        if completion is None:  # only `complete` (or a stub `stream`): one whole answer, published when read
+            completion = await provider.complete(messages, tools=tools)
+            _publish_whole(completion, out)
+        published = out.live
+    else:
+        completion = await provider.complete(messages, tools=tools)
+    return completion, published
+
+
+def provider_for(agent: Agent, model: str) -> Any:
+    """The agent's provider, or the run's model override on it; a switch that cannot be made is final."""
+    try:
+        return agent.provider_for(model or None)
+    except ValueError as exc:  # ModelNotSwitchable, or a switch across vendors with pinned settings
+        raise ApplicationError(str(exc), type="ModelNotSwitchable", non_retryable=True) from None
+
+
+def _publish_whole(completion: Completion, out: ModelText) -> None:
+    if completion.message.content:
+        out.text(StreamChunk(type="text", text=completion.message.content))
+    if completion.message.tool_calls:
+        out.tool_calls(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
+
+
+async def _streamed_completion(provider: Any, messages: list[Message], tools: Any, out: ModelText) -> Completion | None:
+    """The provider's stream, published while someone reads as it is assembled; None when `stream`
+    is a stub (it yields something other than StreamChunks, or nothing and no `done`): the
+    Provider protocol asks for both methods, and some providers answer only in `complete`."""
+    fold = StreamFold()
+    said = finished = False
+    async for chunk in provider.stream(messages, tools=tools):
+        if not isinstance(chunk, StreamChunk):
+            if said:
+                raise TypeError(f"the provider's stream yielded {type(chunk).__name__}, not a StreamChunk")
+            return None
+        finished = finished or chunk.type == "done"
+        if fold.add(chunk):
+            said = True
+            if chunk.type == "text":
+                out.text(chunk)
+            else:
+                out.tool_calls(chunk)
+    return fold.completion() if said or finished else None
+
+
+def streams(provider: Any) -> bool:
+    """Whether to answer with the provider's `stream`: it has one, and no subclass overrode only
+    `complete` below it (a MockProvider subclass that answers in `complete` means that answer)."""
+    if not callable(getattr(provider, "stream", None)):
+        return False
+    mro = type(provider).__mro__
+    streamer = next((c for c in mro if "stream" in vars(c)), None)
+    completer = next((c for c in mro if "complete" in vars(c)), None)
+    return streamer is None or completer is None or issubclass(streamer, completer)
