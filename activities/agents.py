@@ -7,14 +7,9 @@ workflow sees names, specs and results.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-from datetime import timedelta
-import contextlib
 import os
-import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
@@ -25,7 +20,9 @@ from temporalio.exceptions import ApplicationError
 
 from rein.activities import steps
 from rein.activities.answers import answer
+from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
 from rein.activities.identity import AgentIdentity
+from rein.config import LoopConfig
 from rein.contract import (
     CALL_MODEL,
     CLOSE_CANCELED,
@@ -42,24 +39,17 @@ from rein.contract import (
     ToolCallInput,
 )
 from rein.digest import EMPTY, call_hash, extend, message_hash, ref
-from rein.config import LoopConfig
-from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.fleet import routed_queue
-from rein.providers.errors import failure_message, retry_after_s
-from rein.providers.fallback import is_retryable
-from rein.temporal.streaming import activity_stream
-from rein.secrets import scrub
+from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.session import Session
 from rein.temporal.storage import INLINE_LIMIT
-from rein.tools import ToolContext, execute_tool
-from rein.tracing.activity_spans import tool_span
+from rein.temporal.streaming import activity_stream
 
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 
 if TYPE_CHECKING:
     from rein.agent import Agent
 
-HEARTBEAT_EVERY_S = 5.0
 UI_WAIT_TIMER_ENV = "REIN_UI_WAIT_TIMER"
 
 
@@ -71,39 +61,6 @@ def waiting_timer_on() -> bool:
     worker on the queue runs this build or newer, or with Worker Versioning (docs/deploys.md, docs/ui.md).
     """
     return os.environ.get(UI_WAIT_TIMER_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-_LATEST_DETAILS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("rein_heartbeat_details", default=None)
-"""The details a tool last reported with `ToolContext.heartbeat` in this activity."""
-
-
-@contextlib.asynccontextmanager
-async def heartbeating() -> AsyncIterator[None]:
-    """Heartbeat in the background so a lost worker's call is retried elsewhere quickly. Each beat
-    repeats the details a tool last reported: an empty beat would erase them on the server.
-
-    The first beat comes after HEARTBEAT_EVERY_S, not at once: the heartbeat timeout counts from
-    the start anyway, and a call that ends sooner (most tool calls) costs the server no heartbeat
-    RPC. Local activities cannot heartbeat; their start-to-close timeout covers them.
-    """
-    if activity.info().is_local:
-        yield
-        return
-    latest: list[Any] = []
-    token = _LATEST_DETAILS.set(latest)
-    loop = asyncio.get_running_loop()
-
-    def beat() -> None:  # a timer, not a task: most calls end before the first beat, and cost only this
-        nonlocal timer
-        activity.heartbeat(*latest)
-        timer = loop.call_later(HEARTBEAT_EVERY_S, beat)
-
-    timer = loop.call_later(HEARTBEAT_EVERY_S, beat)
-    try:
-        yield
-    finally:
-        timer.cancel()
-        _LATEST_DETAILS.reset(token)
 
 
 class _Conversation:
@@ -454,19 +411,6 @@ def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
     return None
 
 
-def model_failure(run_id: str, exc: BaseException, model: str = "the model") -> ApplicationError:
-    """A provider error as Temporal sees it: retried when transient (after the vendor's Retry-After,
-    when it gave one), fatal otherwise; secrets scrubbed."""
-    retryable = is_retryable(exc)
-    wait = retry_after_s(exc) if retryable else None
-    return ApplicationError(
-        scrub(failure_message(exc, model)),
-        type=type(exc).__name__,
-        non_retryable=not retryable,
-        next_retry_delay=timedelta(seconds=wait) if wait is not None else None,
-    )
-
-
 def wire(result: Completion | ToolResult) -> dict[str, Any] | str:
     """An activity's result as recorded in history: only what the workflow cannot restore.
 
@@ -481,54 +425,3 @@ def wire(result: Completion | ToolResult) -> dict[str, Any] | str:
     return result.model_dump(mode="json")
 
 
-def heartbeat_from_any_thread() -> Any:
-    """`activity.heartbeat` that also works from a sync tool's worker thread (it needs the activity's loop).
-
-    A no-op in a local activity (`@tool(local=True)`): those cannot heartbeat.
-    """
-    if activity.info().is_local:
-        return lambda *details: None
-    loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
-    latest = _LATEST_DETAILS.get()
-
-    def beat(*details: Any) -> None:
-        details = tuple(scrub(d) if isinstance(d, str) else d for d in details)  # they reach history
-        if latest is not None:
-            latest[:] = details
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if here is loop:
-            activity.heartbeat(*details)
-        else:
-            loop.call_soon_threadsafe(activity.heartbeat, *details, context=context)
-
-    return beat
-
-
-async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
-    """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left."""
-    tool = await agent.find_tool(call.name)
-    info = activity.info()
-    context = ToolContext(
-        idempotency_key=f"{run_id}/{call.id}",
-        attempt=info.attempt,
-        tool_call_id=call.id,
-        heartbeat=heartbeat_from_any_thread(),
-    )
-    may_retry = tool is not None and info.attempt <= tool.retries
-    started = time.monotonic()
-    async with tool_span(call) as traced:
-        try:
-            result = await execute_tool(tool, call, context, raise_errors=may_retry, available=await agent.tool_names())
-        except Exception as exc:
-            raise ApplicationError(
-                scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
-                type=type(exc).__name__,
-            ) from None
-        result = result.model_copy(update={"content": scrub(result.content)})
-        traced(result)
-    activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
-    return result

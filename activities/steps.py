@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from rein.activities import agents as base
 from rein.activities import answers
+from rein.activities import calls as on_worker
 from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
 from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.middleware import StepContext, run_step
@@ -45,11 +45,11 @@ async def compact(acts: AgentActivities, agent: Agent, request: ModelCallInput) 
         return CompactResult()
     messages = await acts.conversations.messages_for(request)
     try:
-        async with base.heartbeating():
+        async with on_worker.heartbeating():
             compacted = await agent.compaction.compact([m.model_copy(deep=True) for m in messages])
     except Exception as exc:
         # A summarizer's provider error: retried when transient; otherwise the run fails, as in-process.
-        raise base.model_failure(request.run_id, exc, agent.model_label) from None
+        raise on_worker.model_failure(request.run_id, exc, agent.model_label) from None
     if compacted == messages:
         return CompactResult()
     token = uuid.uuid4().hex
@@ -74,10 +74,10 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
             raise
 
     async def run_tools(calls: list[ToolCall]) -> list[ToolResult]:
-        return list(await asyncio.gather(*(base.run_call(agent, call, step.run_id) for call in calls)))
+        return list(await asyncio.gather(*(on_worker.run_call(agent, call, step.run_id) for call in calls)))
 
     try:
-        async with base.heartbeating():
+        async with on_worker.heartbeating():
             ctx = await run_step(
                 ctx,
                 agent.middlewares,
@@ -91,12 +91,12 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
         raise  # a tool asking Temporal for another attempt
     except Exception as exc:
         # A fatal provider error or a bug in middleware: in-process it ends the run, so it does here.
-        raise base.model_failure(step.run_id, exc, model_request.model or agent.model_label) from None
+        raise on_worker.model_failure(step.run_id, exc, model_request.model or agent.model_label) from None
     if failures and ctx.interrupt is not None and ctx.interrupt.type == "error":
         # The core turned a transient provider error into an `error` interrupt, as in-process. While
         # attempts remain, Temporal retries the step instead; the last attempt reports the interrupt.
         if activity.info().attempt < step.config.model_attempts:
-            raise base.model_failure(step.run_id, failures[-1], model_request.model or agent.model_label)
+            raise on_worker.model_failure(step.run_id, failures[-1], model_request.model or agent.model_label)
     outcome = StepOutcome.between(before, ctx.session, ctx.steps, ctx.interrupt, uuid.uuid4().hex)
     acts.conversations.remember(step.run_id, outcome.conversation or step.conversation, ctx.session.messages)
     return outcome

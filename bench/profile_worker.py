@@ -175,7 +175,7 @@ def report_profile(stats: pstats.Stats, iterations: int, title: str) -> None:
         ("workflows/agent.py", "_publish"), ("workflows/agent.py", "_call_model"), ("workflows/agent.py", "_run_tool"),
         ("workflows/agent.py", "_snapshot"), ("workflows/agent.py", "run"),
         ("activities/agents.py", "call_model"), ("activities/agents.py", "run_tool"),
-        ("activities/agents.py", "messages_for"), ("activities/agents.py", "heartbeating"),
+        ("activities/agents.py", "messages_for"), ("activities/calls.py", "heartbeating"),
         ("rein/machine.py", "next_action"), ("rein/machine.py", "apply_completion"),
         ("rein/machine.py", "apply_tool_results"), ("rein/summaries.py", "details_for"),
         ("rein/tools.py", "execute_tool"),

@@ -620,6 +620,8 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(rein_
         "ReinTokens": IndexedValueType.INDEXED_VALUE_TYPE_INT,
         "ReinForkOf": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
         "ReinAgentVersion": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+        "ReinCostUsd": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+        "ReinTenant": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     }
 
     def ui_status() -> int | None:

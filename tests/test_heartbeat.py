@@ -147,7 +147,7 @@ async def test_the_worker_keeps_beating_with_the_tools_latest_details(dev, monke
     """Between a tool's own heartbeats the worker beats for it (so a long call outlives its heartbeat
     timeout), repeating the tool's latest details: the server's last heartbeat time moves on while
     the details stay the tool's."""
-    monkeypatch.setattr("rein.activities.agents.HEARTBEAT_EVERY_S", 0.2)
+    monkeypatch.setattr("rein.activities.calls.HEARTBEAT_EVERY_S", 0.2)
     QUIET_RELEASE["event"] = asyncio.Event()
     agent = Agent(provider=MockProvider([[ToolCall(id="q1", name="reports_once", arguments={})], "ok"]),
                   tools=[reports_once], name="quiet-heartbeats")
