@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from rein.human import ask_human
     from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolResult, ToolSpec, Usage
     from rein.log import disable_logging, enable_logging
+    from rein.loop import aresume, arun, astream, run, step
     from rein.mcp import MCPServerHTTP, MCPServerStdio, MCPServerStreamableHTTP
-    from rein.loop import arun, aresume, astream, run, step
     from rein.providers import FallbackProvider, LiteLLMProvider, MockProvider, Provider
     from rein.result import Interrupt, RunResult, Step
     from rein.runtime import LocalRuntime, Runtime

@@ -322,7 +322,7 @@ class Agent:
         provider = self._resolve_provider()
         if self._engine() == "local":
             return self._typed(
-                await runner("local").arun(self.new_session(prompt), provider, await self.tools_for_run(), self.config, **self._local_kwargs())
+                await runner("local").arun(self.new_session(prompt), provider, await self.tools_for_run(), self.config, **self._local_kwargs())  # noqa: E501  (one string, read whole)
             )
         return self._typed(await runner("temporal").run_session(self, prompt=prompt, tenant=tenant, priority=priority))
 
@@ -334,7 +334,7 @@ class Agent:
     async def _arun_session(self, session: Session) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
-            return self._typed(await runner("local").arun(session, provider, await self.tools_for_run(), self.config, **self._local_kwargs()))
+            return self._typed(await runner("local").arun(session, provider, await self.tools_for_run(), self.config, **self._local_kwargs()))  # noqa: E501  (one string, read whole)
         return self._typed(await runner("temporal").run_session(self, session=session))
 
     async def astream(self, prompt: str) -> AsyncIterator[StreamChunk]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -279,7 +279,7 @@ async def fork_failed(
     """
     from rein.runs import list_query
 
-    after = (datetime.now(timezone.utc) - since).strftime("%Y-%m-%dT%H:%M:%SZ")
+    after = (datetime.now(UTC) - since).strftime("%Y-%m-%dT%H:%M:%SZ")
     clauses = [list_query("failed"), f'CloseTime > "{after}"']
     if query:
         clauses.append(f"({query})")

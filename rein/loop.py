@@ -225,7 +225,7 @@ async def aresume(
     return await arun(session, provider, registry, config, runtime, compaction, middlewares, output)
 
 
-def resume(session: Session, provider: Any, registry: ToolRegistry | None = None, config: LoopConfig | None = None, *, approve: bool = True, answer: str | None = None) -> RunResult:
+def resume(session: Session, provider: Any, registry: ToolRegistry | None = None, config: LoopConfig | None = None, *, approve: bool = True, answer: str | None = None) -> RunResult:  # noqa: E501  (one string, read whole)
     ensure_no_running_loop("resume()", "aresume(...)")
     return asyncio.run(aresume(session, provider, registry, config, approve=approve, answer=answer))
 

@@ -299,7 +299,7 @@ class MCPTools:
         )
         tools: dict[str, MCPTool] = {}
         owner: dict[str, str] = {}
-        for server, listing in zip(self.servers, listings):
+        for server, listing in zip(self.servers, listings, strict=False):
             if isinstance(listing, BaseException):
                 if not isinstance(listing, Exception):
                     raise listing

@@ -96,7 +96,7 @@ async def run_step(
 
 def require_async(fn: Any, what: str) -> None:
     """Hooks are awaited: a plain function would fail mid-run, on a worker; fail when it is registered."""
-    call = getattr(fn, "__call__", None)
+    call = getattr(fn, "__call__", None)  # noqa: B004  (a callable object: is its __call__ async?)
     if not callable(fn) or not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)):
         raise TypeError(f"{what} must be an async function (async def), got {fn!r}")
 

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +133,7 @@ def server_query(since: timedelta | None, query: str | None) -> str:
     """The visibility query for the runs to replay: AgentWorkflow runs started within `since`, and `query`."""
     parts = [f'WorkflowType = "{WORKFLOW_TYPE}"']
     if since is not None:
-        start = (datetime.now(timezone.utc) - since).strftime("%Y-%m-%dT%H:%M:%SZ")
+        start = (datetime.now(UTC) - since).strftime("%Y-%m-%dT%H:%M:%SZ")
         parts.append(f'StartTime > "{start}"')
     if query:
         parts.append(f"({query})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import (
@@ -122,7 +122,7 @@ class RunRow:
     tenant: str | None = None
 
     def age(self, now: datetime | None = None) -> timedelta:
-        return (now or datetime.now(timezone.utc)) - self.started
+        return (now or datetime.now(UTC)) - self.started
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,7 +160,7 @@ async def list_runs(client: ReinClient, status: str | None = None, agent: str | 
         _query_status(client, e.id) if status_of(e) in _WAITS_FOR else _none() for e in executions
     ))
     rows = []
-    for execution, view in zip(executions, views):
+    for execution, view in zip(executions, views, strict=False):
         attributes = execution.typed_search_attributes
         run_status = status_of(execution)
         rows.append(RunRow(

@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rein.temporal.converter import rein_data_converter
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from rein.server import installed_binary, rein_server_flags, temporal_binary
+from rein.temporal.converter import rein_data_converter
 
 if TYPE_CHECKING:
     from rein.replay import ReplayReport
@@ -45,10 +45,10 @@ async def full_result(handle: WorkflowHandle) -> dict:
     The workflow's own result is slim (output, status, usage, counts); the conversation and
     the step log come from the `session` and `steps` queries, so a worker must be running.
     """
-    from rein.client import ReinClient
-
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import CancelledError
+
+    from rein.client import ReinClient
 
     client = ReinClient(handle._client)
     try:  # `handle` (not a new one): in a time-skipping environment its result() skips time

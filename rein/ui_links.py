@@ -3,7 +3,7 @@ docs/ui.md explains them). Each is the UI's workflow list with a visibility quer
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 from rein.contract import WORKFLOW_TYPE
@@ -16,7 +16,7 @@ WAITING_QUERY = (f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Running" 
 
 def failed_since_query(since: datetime) -> str:
     """Runs that failed (or timed out, or were terminated) since `since`."""
-    stamp = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return (f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus IN ("Failed", "TimedOut", "Terminated") '
             f'AND CloseTime > "{stamp}"')
 
@@ -27,7 +27,7 @@ def list_url(ui: str, query: str, namespace: str = "default") -> str:
 
 def ui_links(ui: str, namespace: str = "default", now: datetime | None = None) -> dict[str, str]:
     """{"waiting for a person", "stuck", "failed today"}: UI links (today: since 00:00 UTC)."""
-    midnight = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(
+    midnight = (now or datetime.now(UTC)).astimezone(UTC).replace(
         hour=0, minute=0, second=0, microsecond=0)
     return {
         "waiting for a person": list_url(ui, WAITING_QUERY, namespace),

@@ -174,7 +174,7 @@ class Decisions(Children):
         self.signal_bytes_in_run += sum(len(a.payload.data) for a in args if hasattr(a, "payload"))
         self._ignore(name[:100], f"unknown signal; rein accepts {', '.join(SIGNALS)}")
 
-    @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')
+    @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
     def approve_update(self, *args: Any) -> list[str]:
         return self._decide(self._check_decision(args), True)
 
@@ -182,7 +182,7 @@ class Decisions(Children):
     def _validate_approve(self, *args: Any) -> None:
         self._check_decision(args)
 
-    @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')
+    @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
     def deny_update(self, *args: Any) -> list[str]:
         return self._decide(self._check_decision(args), False)
 

@@ -31,6 +31,7 @@ from rein.workflows.options import (
     tool_retry,
 )
 
+
 class Stages(Children, AgentChanges):
     """Model calls and tool calls."""
 
@@ -49,7 +50,7 @@ class Stages(Children, AgentChanges):
         # All produced by the worker (its reply, then the tool results): a count. Else each
         # produced one by reference, the rest whole. The digest verifies either way.
         produced = len(new) if new and all(h in self.produced for h in hashes) else 0
-        entries: list[Message | str] = [] if produced else [ref(h) if h in self.produced else m for h, m in zip(hashes, new)]
+        entries: list[Message | str] = [] if produced else [ref(h) if h in self.produced else m for h, m in zip(hashes, new, strict=False)]
         total = len(self.session.messages)
         try:
             completion = await self._unless_cancelled(workflow.execute_activity(
@@ -118,11 +119,11 @@ class Stages(Children, AgentChanges):
         refused = next((r for r in results if isinstance(r, ActivityError)), None)
         old = self._agent_changed(refused) if refused is not None else None
         if refused is not None and old is None:  # a refusal the run cannot act on: a failed call
-            results = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, results)]
+            results = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, results, strict=False)]
         elif old is not None:
             # The agent changed under the batch: keep what ran, settle what can no longer run, and
             # leave the rest pending for the next pass (which asks first where the new rules say so).
-            for call, result in zip(calls, results):
+            for call, result in zip(calls, results, strict=False):
                 held = self._refused_call(call, old, None if isinstance(result, ActivityError) else result)
                 if held is not None:
                     self.held_results[call.id] = held

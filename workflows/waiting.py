@@ -67,12 +67,12 @@ class Waiting(Continuation, Children):
                 timer, summary = seconds(remaining), f"{interrupt.type} timeout"
             try:
                 if remaining is not None and remaining <= 0:
-                    raise asyncio.TimeoutError
+                    raise TimeoutError
                 await workflow.wait_condition(
                     lambda: self.woken or self.cancel_reason is not None or self._signals_piled_up(),
                     timeout=timer, timeout_summary=summary,
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if remaining is None:
                     continue  # only the timer that shows the wait: it waits on
                 self._time_out(interrupt, timeout.total_seconds() if timeout else 0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -36,7 +36,7 @@ def list_stuck(agent: str | None, limit: int, address: str | None, namespace: st
     table = Table(show_edge=False, pad_edge=False)
     for name in ("id", "agent", "stopped at", "attempt", "error", "age"):
         table.add_column(name, no_wrap=name in ("id", "attempt"), overflow="fold")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for row in rows:
         table.add_row(escape(row.id), escape(row.agent), escape(row.last_status), str(row.attempt),
                       escape(row.error[:300]), age(now - row.started))

@@ -47,7 +47,7 @@ app.add_typer(limits_app, name="limits")
 @limits_app.callback(invoke_without_command=True)
 def limits(
     ctx: typer.Context,
-    model: Annotated[list[str] | None, typer.Option("--model", help="A model's (provider's) queue, e.g. openai/gpt-4o; repeatable.")] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", help="A model's (provider's) queue, e.g. openai/gpt-4o; repeatable.")] = None,  # noqa: E501  (one string, read whole)
     queue: Annotated[list[str] | None, typer.Option("--queue", help="A task queue by name; repeatable.")] = None,
     address: Address = None,
     namespace: Namespace = None,

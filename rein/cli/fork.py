@@ -49,12 +49,12 @@ def parse_tool_results(items: list[str]) -> dict[str, str]:
 def fork(
     run_id: Annotated[str | None, typer.Argument(help="The run to fork (omit with --failed).", show_default=False)] = None,
     at_step: Annotated[int | None, typer.Option("--at-step", help="Fork after this step (the indexes `rein show` prints).")] = None,
-    tool_result: Annotated[list[str] | None, typer.Option("--tool-result", help="CALL_ID=TEXT: the fork's model sees TEXT as that call's result; repeatable.")] = None,
+    tool_result: Annotated[list[str] | None, typer.Option("--tool-result", help="CALL_ID=TEXT: the fork's model sees TEXT as that call's result; repeatable.")] = None,  # noqa: E501  (one string, read whole)
     prompt: Annotated[str | None, typer.Option("--prompt", help="Replace the last user message before the fork point.")] = None,
-    append_prompt: Annotated[str | None, typer.Option("--append-prompt", help="Add a user message after the fork point (a new turn).")] = None,
+    append_prompt: Annotated[str | None, typer.Option("--append-prompt", help="Add a user message after the fork point (a new turn).")] = None,  # noqa: E501  (one string, read whole)
     drop_last_reply: Annotated[bool, typer.Option("--drop-last-reply", help="Drop the model's last reply: it answers again.")] = False,
     agent: Annotated[str | None, typer.Option("--agent", help="Continue in this agent (its tools must fit the conversation).")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="The fork's model, a LiteLLM id (the agent must allow it: client_overrides=[\"model\"]).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="The fork's model, a LiteLLM id (the agent must allow it: client_overrides=[\"model\"]).")] = None,  # noqa: E501  (one string, read whole)
     new_id: Annotated[str | None, typer.Option("--id", help="The fork's run id (default: RUN_ID-fork-<random>).")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="Follow the fork until it pauses or ends.")] = False,
     by: Annotated[str | None, typer.Option("--by", help="Who asks for the fork (recorded; default: this client's identity).")] = None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -63,7 +63,7 @@ def list_(
     table.add_column("tokens", justify="right")
     table.add_column("waiting for", overflow="fold")
     table.add_column("age", justify="right")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for row in rows:
         table.add_row(escape(row.id), escape(row.agent), styled_status(row.status),
                       "" if row.iterations is None else str(row.iterations),

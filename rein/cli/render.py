@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -96,7 +96,7 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
     if detail.tenant:
         header.add_row("tenant", escape(detail.tenant))
     started = detail.started.astimezone()
-    header.add_row("started", f"{started:%Y-%m-%d %H:%M:%S} ({age(datetime.now(timezone.utc) - detail.started)} ago)")
+    header.add_row("started", f"{started:%Y-%m-%d %H:%M:%S} ({age(datetime.now(UTC) - detail.started)} ago)")
     if detail.closed:
         header.add_row("closed", f"{detail.closed.astimezone():%Y-%m-%d %H:%M:%S}")
     if detail.stop_reason and detail.interrupt is None:

@@ -58,8 +58,9 @@ def history_export(
     namespace: Namespace = None,
 ) -> None:
     """Save a run's history as Temporal's history JSON (what `rein replay FILE` and WorkflowHistory.from_json read)."""
-    from rein.runs import RunNotFound
     from temporalio.service import RPCError, RPCStatusCode
+
+    from rein.runs import RunNotFound
 
     async def fetch() -> str:
         client = (await connect_client(address, namespace)).client
@@ -82,7 +83,7 @@ def history_export(
 @app.command()
 def replay(
     files: Annotated[list[Path] | None, typer.Argument(help="Exported histories (JSON) to replay.", show_default=False)] = None,
-    since: Annotated[str | None, typer.Option("--since", help="Replay runs started within this age (7d, 12h, 30m) from the server.")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Replay runs started within this age (7d, 12h, 30m) from the server.")] = None,  # noqa: E501  (one string, read whole)
     query: Annotated[str | None, typer.Option("--query", "-q", help="A visibility query the runs must also match.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many runs from the server, newest first.", min=1)] = 200,
     address: Address = None,

@@ -13,7 +13,7 @@ import shlex
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import typer
@@ -54,7 +54,7 @@ class Pause:
         from rein.runs import RunDetail
 
         return RunDetail(id=self.run_id or "local", agent=agent, status="", summary=None,
-                         started=datetime.now(timezone.utc), closed=None, iteration=None, usage=None,
+                         started=datetime.now(UTC), closed=None, iteration=None, usage=None,
                          interrupt=self.interrupt, pending_tool_calls=self.pending)
 
 

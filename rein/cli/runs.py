@@ -42,7 +42,7 @@ def start(
         "which `rein worker` and scripts serve, else REIN_TASK_QUEUE or `rein`).")] = None,
     no_check: Annotated[bool, typer.Option("--no-check", help="Start even when no worker serves the agent now "
                                            "(the run waits for one).")] = False,
-    model: Annotated[str | None, typer.Option("--model", help="This run's model, a LiteLLM id (the agent must allow it: client_overrides).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="This run's model, a LiteLLM id (the agent must allow it: client_overrides).")] = None,  # noqa: E501  (one string, read whole)
     tenant: Annotated[str | None, typer.Option("--tenant", help="Whose run: its fair share of busy queues (docs/fleet.md).")] = None,
     priority: Annotated[int | None, typer.Option("--priority", help="1 (first) to 5 (last); default 3.")] = None,
     address: Address = None,

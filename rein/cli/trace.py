@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -22,7 +22,7 @@ def _check_tracing() -> None:
 async def _finished_since(client: Any, since: str) -> list[str]:
     from rein.cli.fork import parse_since
 
-    after = (datetime.now(timezone.utc) - parse_since(since)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    after = (datetime.now(UTC) - parse_since(since)).strftime("%Y-%m-%dT%H:%M:%SZ")
     query = f"WorkflowType = 'AgentWorkflow' AND CloseTime > '{after}' AND ExecutionStatus != 'ContinuedAsNew'"
     found: list[str] = []
     async for execution in client.client.list_workflows(query):

@@ -7,7 +7,8 @@ is a Provider, no inheritance needed. It is runtime-checkable so callers can
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Protocol, runtime_checkable
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, runtime_checkable
 
 from rein.ir import Completion, Message, StreamChunk, ToolSpec
 

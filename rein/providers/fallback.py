@@ -8,7 +8,8 @@ the same way everywhere, so they are raised at once.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from rein.ir import Completion, Message, StreamChunk, ToolSpec
 from rein.providers.errors import MissingApiKey

@@ -11,7 +11,8 @@ The provider is stateful: concurrent runs sharing one instance interleave the sc
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from rein.ir import Completion, Message, StreamChunk, ToolSpec, Usage
 

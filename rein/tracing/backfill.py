@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.sdk.trace import RandomIdGenerator
@@ -187,7 +187,7 @@ class Backfill:
             self._span(genai.tool_name(call.name), run_span, start, _ns(end), attributes, error)
 
     def _decision(self, name: str, payload: Any, event: Any, run_span: Any) -> None:
-        when = datetime.fromtimestamp(_ns(event) / 1e9, tz=timezone.utc).isoformat()
+        when = datetime.fromtimestamp(_ns(event) / 1e9, tz=UTC).isoformat()
         made = genai.decision(name, payload, when)
         if made is not None:
             self._span(made[0], run_span, _ns(event), _ns(event), made[1])
