@@ -224,6 +224,6 @@ def test_cli_new_in_the_current_directory(
 def test_cli_new_failures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
-    assert main([*argv, "--dir", str(tmp_path)]) == 1
+    assert main([*argv, "--dir", str(tmp_path)]) == 2  # a usage error (docs/cli.md exit codes)
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

@@ -265,7 +265,7 @@ async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
 # --------------------------------------------------------------------------- a stored history still replays
 
 
-async def test_fresh_approval_history_matches_stored_shape(dev, ids):
+async def test_fresh_approval_history_matches_stored_shape(dev, ids, monkeypatch):
     """The stored replay history (tests/histories) has the same event types as a fresh run of its scenario,
     so a change of the command sequence is noticed here too, not only by the replayer."""
     sys.path.insert(0, str(ROOT / "tests" / "histories"))
@@ -274,6 +274,7 @@ async def test_fresh_approval_history_matches_stored_shape(dev, ids):
     finally:
         sys.path.pop(0)
     tq, wf_id = ids
+    monkeypatch.setenv("REIN_UI_WAIT_TIMER", "1")  # the newest stored history was recorded with the waiting timer
     async with rein.create_worker(dev.client, agents=[make_histories.approval_agent()], task_queue=tq):
         handle = await dev.client.start_workflow(
             "AgentWorkflow", {"agent": "history-agent", "prompt": "What is 1 + 2?"}, id=wf_id, task_queue=tq
