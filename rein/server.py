@@ -188,8 +188,8 @@ def _process(pid: int) -> tuple[bool, str] | None:
             return state == "Z", Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             return None
-    try:  # POSIX ps: macOS and the BSDs
-        listed = subprocess.run(["ps", "-o", "stat=", "-o", "command=", "-p", str(pid)],
+    try:  # POSIX ps: macOS and the BSDs; -ww, or a COLUMNS in the environment cuts the command line
+        listed = subprocess.run(["ps", "-ww", "-o", "stat=", "-o", "command=", "-p", str(pid)],
                                 capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None

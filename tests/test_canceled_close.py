@@ -65,7 +65,8 @@ async def check_cancelled(client: ReinClient, handle, address: str, worker: bool
     assert [wf.id async for wf in client.client.list_workflows(query)] == [handle.id]
 
     as_json = await asyncio.to_thread(rein_cli, "result", handle.id, "--json", "--address", address)
-    assert as_json.returncode == 0, as_json.stderr
+    assert as_json.returncode == 10, as_json.stderr  # EXIT_CANCELLED, the JSON still on stdout
+    assert as_json.stderr.strip() == f"rein: run {handle.id} was cancelled: {'wrong ticket' if worker else 'workflow cancellation requested'}"
     result = json.loads(as_json.stdout)
     assert result["stop_reason"] == "cancelled" and result["status"] == "done"
     assert result["output"] is None and result["run_id"] == handle.id

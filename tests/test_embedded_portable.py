@@ -62,7 +62,7 @@ def test_embedded_server_works_without_prctl_and_proc(home: Path, out: Path, tmp
     site.mkdir()
     (site / "sitecustomize.py").write_text(HIDE_LINUX_APIS)
     hidden = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
-              "REIN_SERVER_IDLE_S": "600"}
+              "REIN_SERVER_IDLE_S": "600", "COLUMNS": "80"}  # as some CI shells set it
 
     result = _script(home, RUN, str(out / "session.json"), **hidden)
     assert result["status"] == "interrupted"  # a real run, on the embedded server, waits for approval

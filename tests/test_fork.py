@@ -90,7 +90,8 @@ async def test_fork_at_a_tool_step_inside_a_batch_runs_the_rest_of_the_batch_aga
         original = await _run(client, agent.name)
         fork_id = await client.fork(original, at_step=1)  # the result of call a only
         assert (await client.result(fork_id)).output == "fork done"
-    assert tools.calls == ["a", "b", "c", "b", "c"]
+    # a batch's tool calls run concurrently, so only each run's set of calls is fixed
+    assert sorted(tools.calls[:3]) == ["a", "b", "c"] and sorted(tools.calls[3:]) == ["b", "c"]
     assert [m.content for m in model.seen[2] if m.role == "tool"] == ["value of a", "value of b", "value of c"]
 
 

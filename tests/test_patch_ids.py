@@ -27,8 +27,9 @@ KNOWN = {
     "PATCH_NATIVE_CANCEL": "rein-native-cancel",
     "PATCH_FAILED_STATUS": "rein-failed-status",
     "PATCH_TIMED_COUNTERS": "rein-timed-counters",
+    "PATCH_FAMILY_USAGE": "rein-family-usage",  # 0.4.0: children report usage to the family budget
 }
-"""Patch constants as landed builds defined them (up to f732bd2): name -> id, never edited."""
+"""Patch constants as builds define them (f732bd2 and after): name -> id, never edited."""
 
 PATCH_CALLS = ("patched", "deprecate_patch")
 

@@ -56,7 +56,13 @@ def start(
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from rein.contract import agent_task_queue
+    from rein.fleet import run_priority
     from rein.serving import AgentNotServed, queue_for
+
+    try:  # a bad --tenant/--priority is the user's mistake whether or not a worker serves the agent
+        run_priority(tenant, priority)
+    except ValueError as err:
+        raise CliError(str(err)) from None
 
     async def go(client: ReinClient) -> str:
         if no_check:
