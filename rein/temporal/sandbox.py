@@ -44,7 +44,13 @@ PURE_MODULES = (
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
 `rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
 
-SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *PURE_MODULES)
+IMPORT_HOOKS = ("beartype",)
+"""Libraries that install import hooks in the worker's process: beartype's claw (`beartype_this_package`,
+which fastmcp's key-value store calls) loads every module through its own loader, and that loader
+imports beartype. Outside passthrough the sandbox imported all of beartype again for every new run,
+on the event loop thread: seconds per run start with 60 runs at once."""
+
+SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *IMPORT_HOOKS, *PURE_MODULES)
 """Imported once per worker instead of once per run inside the sandbox; all deterministic."""
 
 
