@@ -170,9 +170,6 @@ def test_every_loop_config_field_has_a_bounded_override():
     assert set(ConfigOverrides.model_fields) == set(LoopConfig.model_fields)
 
 
-@pytest.mark.xfail(strict=False, reason="KNOWN REGRESSION (session of 2026-12-01, in the closing note): after this "
-                   "session's merges one of the poison inputs no longer ends its run within 60 s; each input alone "
-                   "(e.g. agent-not-string) still fails its run at once. To be found and fixed, then this mark removed.")
 async def test_bad_input_table_fails_each_run_at_once(dev, tq):
     """Each poison input fails its run with a clear error: no retried workflow task, ReinStatus=failed."""
     assert len(BAD_INPUTS) >= 40
