@@ -28,6 +28,9 @@ TUNED_DYNAMIC_CONFIG = {
     # A run whose workflow task failed twice in a row (a bug in workflow-side code, a nondeterminism
     # error after a deploy) gets TemporalReportedProblems: `rein list --stuck` and the UI find it.
     "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
+    # Such a run's task is retried with a backoff that grows to 10 minutes by default: after the fixed
+    # build is deployed, a run would wait that long to carry on. On a dev server, 10 s at most.
+    "history.workflowTaskRetryMaxInterval": '"10s"',  # a YAML string: a duration
     # Priorities and fair shares (rein.fleet: --priority, --tenant, `rein limits set --weight`)
     # are dispatched by the new matcher with fairness on.
     "matching.useNewMatcher": "true",
