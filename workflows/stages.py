@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -34,6 +35,24 @@ from rein.workflows.options import (
 
 class Stages(Children, AgentChanges):
     """Model calls and tool calls."""
+
+    def _model_call_options(self, config: LoopConfig, iteration: int) -> dict[str, Any]:
+        """What every `rein.call_model` activity is scheduled with, a plain model call or a middleware step."""
+        assert self.agent is not None
+        return {
+            "task_queue": self._model_queue(),
+            "start_to_close_timeout": seconds(config.model_timeout_s),
+            "heartbeat_timeout": MODEL_HEARTBEAT,
+            "retry_policy": model_retry(config),
+            "summary": model_summary(self._model_override() or self.agent.model, iteration),
+        }
+
+    def _model_call_error(self, err: ActivityError) -> Interrupt | None:
+        """A model call that failed: nothing ran when the agent changed meanwhile (the next pass calls the
+        model the agent has now); otherwise the failure's interrupt, or the run fails when it is final."""
+        if self._agent_changed(err) is not None:
+            return None
+        return self._model_call_failed(err)
 
     async def _call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
         assert self.agent is not None
@@ -67,16 +86,10 @@ class Stages(Children, AgentChanges):
                     version=self.agent.version,
                 ),
                 result_type=ModelReply,
-                task_queue=self._model_queue(),
-                start_to_close_timeout=seconds(config.model_timeout_s),
-                heartbeat_timeout=MODEL_HEARTBEAT,
-                retry_policy=model_retry(config),
-                summary=model_summary(self._model_override() or self.agent.model, action.iteration),
+                **self._model_call_options(config, action.iteration),
             ))
         except ActivityError as err:
-            if self._agent_changed(err) is not None:
-                return None  # nothing ran: the next pass calls the model the agent has now
-            return self._model_call_failed(err)
+            return self._model_call_error(err)
         if completion is None:  # cancelled while the model was answering
             return None
         if not (live or completion.published):  # nobody read while the model answered: publish it whole

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from rein.ir import ToolResult
     from rein.result import Interrupt
-    from rein.summaries import model_summary, tool_summary
+    from rein.summaries import tool_summary
 
 from rein.workflows.options import (
     MODEL_HEARTBEAT,
@@ -98,16 +98,10 @@ async def _model_step(wf: Stages, action: machine.CallModel, config: LoopConfig,
                 version=wf.agent.version,
             ),
             result_type=StepOutcome,
-            task_queue=wf._model_queue(),
-            start_to_close_timeout=seconds(config.model_timeout_s),
-            heartbeat_timeout=MODEL_HEARTBEAT,
-            retry_policy=model_retry(config),
-            summary=model_summary(wf._model_override() or wf.agent.model, action.iteration),
+            **wf._model_call_options(config, action.iteration),
         ))
     except ActivityError as err:
-        if wf._agent_changed(err) is not None:
-            return None  # nothing ran: the next pass runs the step under the agent's current definition
-        return wf._model_call_failed(err)
+        return wf._model_call_error(err)
     return _apply(wf, outcome) if outcome is not None else None
 
 
