@@ -148,7 +148,8 @@ def _session_at(point: ForkPoint) -> Session:
     return session
 
 
-async def describe_agent(client: ReinClient, agent: str, task_queue: str, purpose: str = "for a fork") -> AgentDescription:
+async def describe_agent(client: ReinClient, agent: str, task_queue: str, purpose: str = "for a fork",
+                         timeout: timedelta = DESCRIBE_TIMEOUT) -> AgentDescription:
     """The agent as a worker on `task_queue` knows it (tools, config), through a short workflow."""
     try:
         raw = await client.client.execute_workflow(
@@ -157,7 +158,7 @@ async def describe_agent(client: ReinClient, agent: str, task_queue: str, purpos
             id=f"rein-describe-{agent}-{uuid.uuid4().hex[:8]}",
             task_queue=task_queue,
             result_type=AgentDescription,
-            execution_timeout=DESCRIBE_TIMEOUT,
+            execution_timeout=timeout,
             static_summary=f"describe agent {agent} ({purpose})",
         )
     except Exception as err:

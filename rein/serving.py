@@ -9,9 +9,15 @@ task_queue="rein")`) is asked through the short ReinDescribeAgent workflow.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from rein.client import ReinClient
 from rein.contract import agent_task_queue
 from rein.temporal.history import polled
+
+START_CHECK_TIMEOUT = timedelta(seconds=10)
+"""How long `rein start` waits for a worker on a shared queue to describe the agent: a live worker
+answers in well under a second; a poller seen in the last minute may be a worker that has stopped."""
 
 
 class AgentNotServed(LookupError):
@@ -32,7 +38,7 @@ async def queue_for(client: ReinClient, agent: str, queue: str | None = None) ->
         if candidate == own:
             return candidate  # only workers that serve the agent poll its own queue
         try:
-            await describe_agent(client, agent, candidate, purpose="before rein start")
+            await describe_agent(client, agent, candidate, purpose="before rein start", timeout=START_CHECK_TIMEOUT)
         except ForkError:
             continue  # a worker polls it, but does not know the agent
         return candidate

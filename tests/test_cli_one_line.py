@@ -84,14 +84,17 @@ def address_of(dev) -> str:  # noqa: ANN001
 async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(dev) -> None:  # noqa: ANN001
     address = address_of(dev)
     nosuch = f"nosuch-{uuid.uuid4().hex[:6]}"
-    proc = await cli("start", nosuch, "hi", "--address", address)
+    # Its own shared queue: the suite's other workers on `rein` (one that just stopped makes the check
+    # wait for it) are not what this is about.
+    shared = {"REIN_TASK_QUEUE": f"shared-{uuid.uuid4().hex[:6]}"}
+    proc = await cli("start", nosuch, "hi", "--address", address, **shared)
     assert proc.returncode == EXIT_NO_WORKER, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stdout == ""
     line = one_line(proc)
-    assert "no worker serves agent" in line and "--no-check" in line
+    assert "no worker serves agent" in line and "--no-check" in line and shared["REIN_TASK_QUEUE"] in line
     ids = [w.id async for w in dev.client.list_workflows(f'ReinAgent="{nosuch}"')]
     assert ids == []  # nothing was started
-    debug = await cli("start", nosuch, "hi", "--address", address, REIN_DEBUG="1")
+    debug = await cli("start", nosuch, "hi", "--address", address, REIN_DEBUG="1", **shared)
     assert debug.returncode == EXIT_NO_WORKER and "Traceback" in debug.stderr  # REIN_DEBUG=1 keeps it
 
     # --no-check starts it anyway, on the agent's own queue, where a worker for it would look.

@@ -276,16 +276,41 @@ async def test_rein_trace_rebuilds_an_untraced_run(traced: Traced, ids: tuple[st
     root = check_shape(spans, runs=1, notes=1)
     assert root["attributes"]["rein.workflow_id"] == ids[1]
 
+    secret_id = await _finished_encrypted_run(traced.dev.client)  # a run this process has no key for
     traced.project = f"rein-{uuid.uuid4().hex[:10]}"  # --since: every finished run, into a fresh project
     env = {**os.environ, **traced.otel_env()}
     done = await asyncio.to_thread(subprocess.run, [REIN_BIN, "trace", "--since", "1h", "--address", address],
                                    env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+    assert f"left out {secret_id}: this run's data is encrypted" in " ".join(done.stderr.split())
     spans = await traced.spans(5)
     runs = [s for s in spans if s["name"] == f"invoke_agent {AGENT}" and s["attributes"]["rein.workflow_id"] == ids[1]]
     assert len(runs) == 1
     same_trace = [s for s in spans if s["context"]["trace_id"] == runs[0]["context"]["trace_id"]]
     check_shape(same_trace, runs=1, notes=1)
+
+
+async def _finished_encrypted_run(client: Any) -> str:
+    """A run whose workers encrypt its payloads (REIN_CODEC_KEY), finished; its id."""
+    import base64
+    import dataclasses
+
+    from temporalio.client import Client
+
+    import rein
+    from rein import Agent, MockProvider
+    from rein.client import ReinClient
+    from rein.temporal.codec import codec_from_keys
+    from rein.temporal.converter import rein_data_converter
+
+    key = "k1:" + base64.b64encode(b"\x07" * 32).decode()
+    converter = rein_data_converter(dataclasses.replace(client.data_converter, payload_codec=codec_from_keys(key)))
+    secret = Client(**{**client.config(), "data_converter": converter})
+    queue, name = f"enc-{uuid.uuid4().hex[:8]}", f"enc-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(secret, agents=[Agent(provider=MockProvider(["ok"]), name=name)], task_queue=queue):
+        handle = await ReinClient(secret, task_queue=queue).start(name, "secret")
+        await handle.result()
+    return handle.id
 
 
 async def test_an_agent_used_as_a_tool_nests_under_the_tool_span(traced: Traced, ids: tuple[str, str]) -> None:

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from rein.cli.app import EXIT_NOT_FOUND, EXIT_USAGE, Address, CliError, Namespace, app, out_console, with_client
+from rein.cli.app import EXIT_NOT_FOUND, EXIT_USAGE, Address, CliError, Namespace, app, err_console, out_console, with_client
 
 
 def _check_tracing() -> None:
@@ -47,15 +48,16 @@ def trace(
         raise CliError("give a RUN_ID or --since (e.g. --since 1d), not both", EXIT_USAGE)
     _check_tracing()
 
-    async def go(client: Any) -> tuple[int, int]:
+    async def go(client: Any) -> Any:
         ids = [run_id] if run_id is not None else await _finished_since(client, since or "")
         try:
-            sent = await send(client.client, ids)
+            return await send(client.client, ids)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise CliError(f"no run {run_id!r} on this server", EXIT_NOT_FOUND) from None
             raise
-        return sent.runs, sent.count
 
-    runs, spans = with_client(address, namespace, go)
-    out_console().print(f"sent {spans} spans of {runs} run(s) to the OTLP endpoint")
+    sent = with_client(address, namespace, go)
+    out_console().print(f"sent {sent.count} spans of {sent.runs} run(s) to the OTLP endpoint")
+    for workflow_id, why in sent.unreadable.items():  # the rest of a --since window still went out
+        err_console().print(f"[yellow]left out {escape(workflow_id)}:[/] {escape(why)}")

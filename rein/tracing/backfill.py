@@ -22,6 +22,7 @@ from temporalio.client import Client
 from rein.contract import CALL_MODEL, RUN_TOOL
 from rein.digest import call_hash, ref
 from rein.ir import Completion, ToolCall, ToolResult
+from rein.temporal.codec import CodecKeyError
 from rein.tracing import genai
 
 _MODEL = re.compile(r"^model (.+) · iteration")
@@ -50,6 +51,8 @@ class Spans:
     runs: int = 0
     count: int = 0
     names: list[str] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Runs left out of a many-run backfill, by workflow id: why (an encrypted run without its key)."""
 
 
 class Backfill:
@@ -291,7 +294,12 @@ async def send(client: Client, workflow_ids: list[str]) -> Spans:
     backfill = Backfill(client, provider.get_tracer("rein"), ids)
     try:
         for workflow_id in workflow_ids:
-            await backfill.chain(workflow_id)
+            try:
+                await backfill.chain(workflow_id)
+            except CodecKeyError as err:
+                if len(workflow_ids) == 1:
+                    raise  # the one run asked for: its error is the answer
+                backfill.sent.unreadable[workflow_id] = str(err)
     finally:
         await asyncio.to_thread(provider.shutdown)  # exports everything before returning
     return backfill.sent
