@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from temporalio import activity
 from temporalio.api.common.v1 import WorkflowExecution
@@ -127,8 +127,11 @@ class Conversations:
 
     async def messages_for(self, request: ModelCallInput | StepRequest) -> list[Message]:
         entry = self._entry(request.run_id)  # the workflow id: the conversation carries over continue-as-new
-        digest = getattr(request, "digest", "")
-        messages = self._extended(entry, request) if digest else self._tokened(entry, request)
+        digest = request.digest if isinstance(request, ModelCallInput) else ""  # a StepRequest has none
+        if digest and isinstance(request, ModelCallInput):
+            messages = self._extended(entry, request)
+        else:
+            messages = self._tokened(entry, request)
         if messages is None:
             self.rebuilds += 1
             if digest:  # where the model call stands is the prefix with its digest
@@ -228,7 +231,8 @@ async def _call_from_workflow(request: ToolCallInput) -> tuple[ToolCall, str]:
         page = await client.workflow_service.get_workflow_execution_history_reverse(
             GetWorkflowExecutionHistoryReverseRequest(
                 namespace=info.namespace,
-                execution=WorkflowExecution(workflow_id=info.workflow_id, run_id=info.workflow_run_id),
+                # ids are None only for a standalone activity; "" is what protobuf sends for None
+                execution=WorkflowExecution(workflow_id=info.workflow_id or "", run_id=info.workflow_run_id or ""),
                 maximum_page_size=100,
                 next_page_token=token,
             )
@@ -345,7 +349,7 @@ class AgentActivities(AgentIdentity):
             self.conversations.drop(request.run_id)  # a final answer: the run ends here
         recorded = wire(completion)
         if published:  # so the workflow does not publish the answer again (ModelReply)
-            recorded["published"] = True  # type: ignore[index]
+            recorded["published"] = True
         return recorded
 
     def _check_size(self, result: Completion | ToolResult, what: str) -> None:
@@ -386,7 +390,8 @@ class AgentActivities(AgentIdentity):
     async def close_canceled(self, request: CloseCanceledInput) -> None:
         """Request cancellation of the calling run (it ended as cancelled: it closes CANCELED)."""
         info = activity.info()
-        await activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id).cancel(
+        # always called by a run (only a standalone activity has no workflow id)
+        await activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id).cancel(
             reason=request.reason)
 
     def definitions(self) -> list[Any]:
@@ -411,6 +416,10 @@ def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
     return None
 
 
+@overload
+def wire(result: Completion) -> dict[str, Any]: ...
+@overload
+def wire(result: ToolResult) -> dict[str, Any] | str: ...
 def wire(result: Completion | ToolResult) -> dict[str, Any] | str:
     """An activity's result as recorded in history: only what the workflow cannot restore.
 

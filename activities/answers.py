@@ -52,7 +52,7 @@ async def _completion(provider: Any, agent: Agent, messages: list[Message], requ
     published = False
     if stream is not None and (can_stream or request.stream):
         info = activity.info()
-        out = ModelText(stream, request.stream_source or f"{info.workflow_run_id[-8:]}/a{info.activity_id}", live=request.stream)
+        out = ModelText(stream, request.stream_source or f"{(info.workflow_run_id or '')[-8:]}/a{info.activity_id}", live=request.stream)
         completion = None
         if can_stream:
             async with live_once_read(out):

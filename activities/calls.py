@@ -46,6 +46,7 @@ async def heartbeating() -> AsyncIterator[None]:
     latest: list[Any] = []
     token = _LATEST_DETAILS.set(latest)
     loop = asyncio.get_running_loop()
+    timer: asyncio.TimerHandle  # the next beat's (set below, after beat exists)
 
     def beat() -> None:  # a timer, not a task: most calls end before the first beat, and cost only this
         nonlocal timer

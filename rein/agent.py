@@ -140,7 +140,7 @@ class Agent:
         """
         child = self
 
-        async def ask(prompt: str) -> str:
+        async def ask(prompt: str) -> str | None:  # None: a run that ended without an answer
             result = await child.arun(prompt)  # the in-process engine's path; durable runs use a child workflow
             return result.output
 

@@ -328,7 +328,8 @@ class ReinClient:
         items = WorkflowStreamClient.create(self.client, run_id).subscribe(
             TOPIC, from_offset, poll_cooldown=POLL_COOLDOWN
         )
-        async with contextlib.aclosing(items):
+        # subscribe is an async generator (it has aclose); the SDK annotates it AsyncIterator
+        async with contextlib.aclosing(items):  # type: ignore[type-var]
             async for item in items:
                 chunk = fresh(StreamEvent.model_validate(item.data))
                 if chunk is None:

@@ -222,7 +222,7 @@ async def fork(
         check_model_switch(target, fork_model)
     except ValueError as err:
         raise ForkError(f"cannot switch the fork's model: {err}") from None
-    lineage = {
+    lineage: dict[str, Any] = {
         "of": run_id, "run": point.run, "at_step": at_step, "edits": parsed.describe(),
         "by": by if by is not None else client.client.identity,
     }

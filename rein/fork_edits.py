@@ -112,7 +112,8 @@ def _replace_tool_result(session: Session, call_id: str, text: str, at_step: int
             return
     pending = next((c for c in session.pending_tool_calls if c.id == call_id), None)
     if pending is None:
-        known = [m.tool_call_id for m in session.messages if m.role == "tool"] + [c.id for c in session.pending_tool_calls]
+        known = [m.tool_call_id for m in session.messages if m.role == "tool" and m.tool_call_id is not None]
+        known += [c.id for c in session.pending_tool_calls]
         raise ForkError(
             f"no tool call {call_id!r} before step {at_step}; tool calls there: {', '.join(known) or 'none'}"
         )

@@ -100,12 +100,15 @@ class OutputCheck(BaseModel):
     """What the model is told when it is not."""
 
 
+FinishReason = Literal["stop", "tool_calls", "length", "error"]
+
+
 class Completion(BaseModel):
     """One full model answer: what a CALL_MODEL stage produces."""
 
     message: Message
     usage: Usage = Field(default_factory=Usage)
-    finish_reason: Literal["stop", "tool_calls", "length", "error"]
+    finish_reason: FinishReason
     output: OutputCheck | None = None
     """Set by the worker for agents with an output type; the state machine acts on it."""
     model: str | None = None

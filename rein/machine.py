@@ -116,7 +116,7 @@ def _finish(session: Session, reason: str) -> Finish:
 
 def _tool_stage_action(
     session: Session, config: LoopConfig, input_tools: frozenset[str], approval_tools: frozenset[str]
-) -> Action:
+) -> RunTools | Wait:
     decided = decisions_for_pending(session)
     questions = [c for c in session.pending_tool_calls if c.name in input_tools]
     if config.permission != "deny":

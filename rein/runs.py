@@ -101,7 +101,8 @@ def status_of(execution: WorkflowExecution) -> str:
         return recorded if recorded in ("done", "cancelled") else "done"
     if execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         return "continued"
-    if execution.status == WorkflowExecutionStatus.RUNNING and execution.typed_search_attributes.get(_PROBLEMS):
+    problems = execution.typed_search_attributes.get(_PROBLEMS)
+    if execution.status == WorkflowExecutionStatus.RUNNING and problems:
         return "stuck"
     return recorded or "running"
 

@@ -203,7 +203,9 @@ def _kill_orphan_server(home: Path, server_pid: int | None) -> None:
     """A `temporal` server whose supervisor died without taking it along (no PR_SET_PDEATHSIG off Linux)."""
     import signal
 
-    seen = _process(server_pid) if server_pid else None
+    if not server_pid:
+        return
+    seen = _process(server_pid)
     if seen is not None and not seen[0] and str(home) in seen[1]:  # never kill a recycled pid
         try:
             os.kill(server_pid, signal.SIGKILL)
@@ -286,7 +288,7 @@ def _stop(home: Path) -> bool:
     state = _read_state(home)
     if state is None:
         return False
-    pid = state.get("pid")
+    pid: int = state.get("pid") or 0  # 0: none recorded
     was_running = bool(pid) and _alive(pid)
     if was_running:
         try:

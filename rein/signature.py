@@ -117,7 +117,7 @@ def _hints(fn: Callable) -> dict[str, Any] | None:
 
 
 def _caller_locals() -> dict[str, Any]:
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "rein":
         frame = frame.f_back
     return dict(frame.f_locals) if frame is not None else {}
@@ -147,7 +147,11 @@ def find_context_param(fn: Callable, context_type: type, hints: dict[str, Any] |
 # ---------------------------------------------------------------------------
 
 
-_TYPING_TYPEDDICT = type(typing.TypedDict("_Probe", {}))
+class _Probe(typing.TypedDict):
+    """Only its metaclass is used: how `typing.TypedDict` classes are told apart."""
+
+
+_TYPING_TYPEDDICT = type(_Probe)
 
 
 def _compatible(tp: Any) -> Any:

@@ -176,9 +176,10 @@ class Tool:
         if not callable(fn):
             raise TypeError(f"a tool must wrap a callable, got {type(fn).__name__}")
         signature = ToolSignature(fn, find_context_param(fn, ToolContext))
+        fn_name: str = getattr(fn, "__name__", type(fn).__name__)
         made = cls(
             fn=fn,
-            name=name or getattr(fn, "__name__", type(fn).__name__),
+            name=name or fn_name,
             description=description or (inspect.getdoc(fn) or ""),
             parameters=signature.schema,
             is_async=inspect.iscoroutinefunction(fn),
@@ -250,19 +251,17 @@ def tool(
     local: bool = False,
 ) -> Any:
     """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, requires_approval=True, local=True)`."""
-    options = dict(name=name, description=description, retries=retries, timeout_s=timeout_s,
-                   requires_approval=requires_approval, local=local)
+    def decorate(f: Callable) -> Tool:
+        return Tool.from_function(f, name=name, description=description, retries=retries, timeout_s=timeout_s,
+                                  requires_approval=requires_approval, local=local)
+
     if fn is not None:
         if not callable(fn):
             raise TypeError(
                 f"@tool expects a function or keyword options only, got {type(fn).__name__}; "
                 "write @tool(name=...) to set the name"
             )
-        return Tool.from_function(fn, **options)
-
-    def decorate(f: Callable) -> Tool:
-        return Tool.from_function(f, **options)
-
+        return decorate(fn)
     return decorate
 
 

@@ -41,6 +41,12 @@ class Children(Visibility):
     Without a budget a child's usage reaches the parent only with its result (no extra events).
     """
 
+    def _ignore(self, name: str, why: str) -> None:
+        """A signal that does not fit: counted and logged (child_status here, the decisions' in Decisions)."""
+        self.ignored_signals += 1
+        self.last_ignored = f"`{name}`: {why}"[:500]
+        workflow.logger.warning("Ignored signal %s: %s", name, why[:500])
+
     async def _run_child(self, call: ToolCall, agent: str) -> ToolResult:
         """An agent used as a tool: its run is a child workflow; its answer is the tool result."""
         prompt = call.arguments.get("prompt")

@@ -43,11 +43,6 @@ class Misfit(ValueError):
 class Decisions(Children):
     """approve, deny, answer, retry and cancel, as signals and as validated updates."""
 
-    def _ignore(self, name: str, why: str) -> None:
-        self.ignored_signals += 1
-        self.last_ignored = f"`{name}`: {why}"[:500]
-        workflow.logger.warning("Ignored signal %s: %s", name, why[:500])
-
     def _count(self, args: Sequence[Any]) -> None:
         """Signals and decision updates grow the history; a waiting run continues as new on many."""
         self.signals_in_run += 1
@@ -200,7 +195,8 @@ class Decisions(Children):
 
     @workflow.update(name=RETRY_UPDATE, description="Retry the model call after an error interrupt; rejected otherwise")
     def retry_update(self, *args: Any) -> None:
-        self._retry(self._check_retry(args))
+        self._check_retry(args)
+        self._retry(None)
 
     @retry_update.validator
     def _validate_retry(self, *args: Any) -> None:

@@ -203,7 +203,9 @@ class AgentLoop(Waiting, Decisions, Stages):
         self._stop_waiting()  # a decision delivered as this run started settled the wait
         return False
 
-    async def _take(self, action: machine.Action, config: LoopConfig, elapsed: float, started: float) -> bool:
+    async def _take(
+        self, action: machine.CallModel | machine.RunTools | machine.Wait, config: LoopConfig, elapsed: float, started: float
+    ) -> bool:
         """Carry out one action; True when the run waited for a person (its active time restarts)."""
         assert self.agent is not None
         if isinstance(action, machine.CallModel) and self.agent.compaction is not None:

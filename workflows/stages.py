@@ -129,20 +129,21 @@ class Stages(Children, AgentChanges):
         too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
         if too_large is not None:
             raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
-        refused = next((r for r in results if isinstance(r, ActivityError)), None)
+        ran = [r for r in results if not isinstance(r, ApplicationError)]  # all of them (typed so)
+        refused = next((r for r in ran if isinstance(r, ActivityError)), None)
         old = self._agent_changed(refused) if refused is not None else None
-        if refused is not None and old is None:  # a refusal the run cannot act on: a failed call
-            results = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, results, strict=False)]
-        elif old is not None:
+        if old is not None:
             # The agent changed under the batch: keep what ran, settle what can no longer run, and
             # leave the rest pending for the next pass (which asks first where the new rules say so).
-            for call, result in zip(calls, results, strict=False):
+            for call, result in zip(calls, ran, strict=False):
                 held = self._refused_call(call, old, None if isinstance(result, ActivityError) else result)
                 if held is not None:
                     self.held_results[call.id] = held
             return
+        # a refusal the run cannot act on is a failed call
+        done = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, ran, strict=False)]
         self.held_results = {}
-        self._record(machine.apply_tool_results(self.session, list(results), workflow.time() - began))
+        self._record(machine.apply_tool_results(self.session, done, workflow.time() - began))
 
     async def _held_or_run(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:
         held = self.held_results.get(call.id)
@@ -172,14 +173,15 @@ class Stages(Children, AgentChanges):
         try:
             if info is not None and info.local:
                 result = await workflow.execute_local_activity(
-                    RUN_TOOL, request, result_type=ToolResult | str, start_to_close_timeout=timeout,
+                    # the SDK types result_type `type`, though any type hint its converter reads works
+                    RUN_TOOL, request, result_type=ToolResult | str, start_to_close_timeout=timeout,  # type: ignore[arg-type]
                     retry_policy=retry, summary=tool_summary(call),
                 )
             else:
                 result = await workflow.execute_activity(
                     RUN_TOOL,
                     request,
-                    result_type=ToolResult | str,
+                    result_type=ToolResult | str,  # type: ignore[arg-type]  # as above
                     start_to_close_timeout=timeout,
                     heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
                     retry_policy=retry,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
@@ -24,6 +24,9 @@ with workflow.unsafe.imports_passed_through():
     from rein.session import Session
 
 from rein.workflows.readers import StreamReaders
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 T = TypeVar("T")
 
@@ -113,7 +116,7 @@ class RunState:
         self.resuming: Interrupt | None = None
         """The wait a predecessor run was in when it continued as new."""
         self.wait_deadline: float | None = None
-        self.waiting_since = None  # datetime: when this wait began (a continuation restarts it)
+        self.waiting_since: datetime | None = None  # when this wait began (a continuation restarts it)
         self.signals_in_run = 0
         self.signal_bytes_in_run = 0
         self.continued_from = workflow.info().continued_run_id

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         StepRequest,
         ToolCallInput,
     )
-    from rein.ir import ToolResult
+    from rein.ir import Message, ToolResult
     from rein.result import Interrupt
     from rein.summaries import tool_summary
 
@@ -73,7 +73,9 @@ def _apply(wf: Stages, outcome: StepOutcome) -> Interrupt | None:
     return outcome.interrupt
 
 
-async def step(wf: Stages, action: machine.Action, config: LoopConfig, elapsed_s: float) -> Interrupt | None:
+async def step(
+    wf: Stages, action: machine.CallModel | machine.RunTools | machine.Wait, config: LoopConfig, elapsed_s: float
+) -> Interrupt | None:
     """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
     request = _step_request(wf, config, elapsed_s)
     if isinstance(action, machine.CallModel):
@@ -156,12 +158,13 @@ async def compact_if_due(wf: Stages, action: machine.CallModel, config: LoopConf
     if trigger is None or not trigger.due(wf.session.messages):
         return
     info = workflow.info()
+    unsent: list[Message | str] = list(wf.session.messages[wf.sent_messages :])
     try:
         result = await wf._unless_cancelled(workflow.execute_activity(
             COMPACT,
             ModelCallInput(
                 agent=wf.agent_key,
-                new_messages=wf.session.messages[wf.sent_messages :],
+                new_messages=unsent,
                 first_index=wf.sent_messages,
                 total=len(wf.session.messages),
                 run_id=info.workflow_id,

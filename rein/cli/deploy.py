@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,6 +12,9 @@ from rich.table import Table
 
 from rein.cli.app import Address, CliError, JsonFlag, Namespace, app, out_console, print_json, with_client
 from rein.cli.render import age
+
+if TYPE_CHECKING:
+    from temporalio.api.enums.v1 import VersionDrainageStatus
 
 deployment_app = typer.Typer(help="Worker Versioning: which build serves new runs (docs/deploys.md).",
                              no_args_is_help=True)
@@ -83,7 +86,7 @@ def status(deployment: DeploymentName = None, address: Address = None, namespace
         console.print(f"  {escape(version['build_id'])}  {version['drainage']}")
 
 
-def _enum_name(value: int) -> str:
+def _enum_name(value: VersionDrainageStatus.ValueType) -> str:
     from temporalio.api.enums.v1 import VersionDrainageStatus
 
     return VersionDrainageStatus.Name(value).removeprefix("VERSION_DRAINAGE_STATUS_").lower()

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 import signal
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -57,12 +57,13 @@ def worker(
         # The shared queue (`rein start`, raw clients) and each agent's own queue, where the runs
         # `Agent.run`/`rein run` started live: a script's unfinished runs are finished here too.
         queues = [queue] + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q != queue]
+        cache: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
         async with contextlib.AsyncExitStack() as stack:
             for name in queues:
                 await stack.enter_async_context(create_worker(
                     client.client, agents, task_queue=name,
-                    deployment=version and version.deployment_name, build_id=version and version.build_id,
-                    **({} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows})))
+                    deployment=version.deployment_name if version else None, build_id=version.build_id if version else None,
+                    **cache))
             names = ", ".join(a.name for a in agents)
             target = client.client.service_client.config.target_host
             # worker.py's line, which scripts and tests wait for ("serving:").

@@ -20,12 +20,12 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage, parse_tool_arguments
+from rein.ir import Completion, FinishReason, Message, StreamChunk, ToolCall, ToolSpec, Usage, parse_tool_arguments
 from rein.prices import call_cost, load_litellm, load_litellm_off_loop
 from rein.providers.errors import MissingApiKey
 from rein.secrets import scrub_exception
 
-_FINISH = ("stop", "tool_calls", "length", "error")
+_FINISH: tuple[FinishReason, ...] = ("stop", "tool_calls", "length", "error")
 
 
 
@@ -204,12 +204,8 @@ class LiteLLMProvider:
         usage = Usage(input_tokens=getattr(u, "prompt_tokens", 0) or 0,
                       output_tokens=getattr(u, "completion_tokens", 0) or 0,
                       cost_usd=_extract_cost(resp))
-        if tool_calls:
-            finish = "tool_calls"
-        else:
-            finish = choice.finish_reason or "stop"
-            if finish not in _FINISH:
-                finish = "stop"
+        # a reason rein does not know is "stop"
+        finish: FinishReason = "tool_calls" if tool_calls else next((f for f in _FINISH if f == choice.finish_reason), "stop")
         return Completion(message=Message(role="assistant", content=msg.content or "", tool_calls=tool_calls or None),
                           usage=usage, finish_reason=finish)
 

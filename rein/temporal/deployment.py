@@ -108,14 +108,14 @@ def current_build_id(described: DescribeWorkerDeploymentResponse | None) -> str 
 
 async def set_current(client: Client, version: WorkerDeploymentVersion, *, ramp: float | None = None) -> None:
     """Make `version` current (new runs start on it), or ramp `ramp` percent of new runs to it."""
-    common = dict(namespace=client.namespace, deployment_name=version.deployment_name,
-                  build_id=version.build_id, identity=client.identity)
     if ramp is None:
-        await client.workflow_service.set_worker_deployment_current_version(
-            SetWorkerDeploymentCurrentVersionRequest(**common))
+        await client.workflow_service.set_worker_deployment_current_version(SetWorkerDeploymentCurrentVersionRequest(
+            namespace=client.namespace, deployment_name=version.deployment_name, build_id=version.build_id,
+            identity=client.identity))
     else:
-        await client.workflow_service.set_worker_deployment_ramping_version(
-            SetWorkerDeploymentRampingVersionRequest(**common, percentage=ramp))
+        await client.workflow_service.set_worker_deployment_ramping_version(SetWorkerDeploymentRampingVersionRequest(
+            namespace=client.namespace, deployment_name=version.deployment_name, build_id=version.build_id,
+            identity=client.identity, percentage=ramp))
 
 
 async def current_if_first(client: Client, version: WorkerDeploymentVersion, timeout: float = 60) -> bool:

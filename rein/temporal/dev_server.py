@@ -149,7 +149,7 @@ def start_dev_server(
         start_new_session=own_session and preexec_fn is None, preexec_fn=preexec_fn,
         env={**os.environ, "TEMPORAL_CLI_SHOW_STACKS": "0"},
     )
-    if log_path:
+    if not isinstance(out, int):  # our log file (the child has its own descriptor)
         out.close()
     server = DevServer(port=port, ui_port=ui_port, process=process, log_path=log_path, args=args)
     deadline = time.monotonic() + wait_s

@@ -82,8 +82,9 @@ def with_rein_plugin(client: Client) -> Client:
     """`client` if it already speaks rein's converter, else the same connection with ReinPlugin() added."""
     if has_rein_converter(client):
         return client
-    config = client.config()
-    return Client(**{**config, "plugins": [*config.get("plugins", []), ReinPlugin()]})
+    config = client.config()  # a copy
+    config["plugins"] = [*config.get("plugins", []), ReinPlugin()]
+    return Client(**config)
 
 
 
@@ -162,14 +163,17 @@ class ReinPlugin(SimplePlugin):
             config["interceptors"] = with_tracing(config.get("interceptors", []), worker=True, present=on_client)
         client = config.get("client")
         if client is not None and not has_rein_converter(client):
-            config["client"] = Client(**{**client.config(), "data_converter": rein_data_converter(client.data_converter)})
+            client_config = client.config()  # a copy
+            client_config["data_converter"] = rein_data_converter(client.data_converter)
+            config["client"] = Client(**client_config)
         # The activities' conversation cache is as large as the workflow cache, and they refuse
         # results larger than the client's converter can record (its external store's limit).
         self._cache_size = config.get("max_cached_workflows", 1000)
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
-        if config.get("deployment_config") is not None:
-            config["deployment_config"] = with_default_behavior(config["deployment_config"])
+        given = config.get("deployment_config")
+        if given is not None:
+            config["deployment_config"] = with_default_behavior(given)
         elif self.version is not None:
             config["deployment_config"] = deployment_config(self.version)
         return super().configure_worker(config)

@@ -186,6 +186,8 @@ async def live_once_read(out: ModelText) -> AsyncIterator[None]:
 
 async def _until_read(out: ModelText) -> None:
     info = activity.info()
+    if info.workflow_id is None:  # a standalone activity: no run to ask
+        return
     try:
         run = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
     except RuntimeError:  # a worker built without a client: nobody can be asked

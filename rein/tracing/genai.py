@@ -137,8 +137,9 @@ def run_outcome(outcome: Any) -> dict[str, Any]:
         for key, name in (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens")):
             if isinstance(usage_get(key), int):
                 attributes[name] = usage_get(key)
-        if isinstance(usage_get("cost_usd"), (int, float)):
-            attributes["gen_ai.usage.cost"] = float(usage_get("cost_usd"))
+        cost = usage_get("cost_usd")
+        if isinstance(cost, (int, float)):
+            attributes["gen_ai.usage.cost"] = float(cost)
     return attributes
 
 

@@ -22,7 +22,7 @@ from rein.tracing.setup import tracer
 
 
 def _first_arg(args: Any) -> Any:
-    value = args[0] if args else None
+    value: Any = args[0] if args else None
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
