@@ -27,6 +27,10 @@ that waits.
 - A task a crash cut off (the server stopped while it was `submitted` or `working`) is marked
   `failed` when the server starts again, with a status message that says so (send it again).
 - With a session `store`, the conversation of each context id is kept between tasks.
+- A streaming (`message/stream`) client gets a new task's text as the model writes it: chunks
+  appended to the task's `response` artifact, then a closing chunk that replaces them with the
+  whole answer (so the task holds it once). A reply to a paused task is answered whole
+  (`Agent.aresume` does not stream). docs/streaming.md says more.
 - With `auth_token`, every request to the JSON-RPC endpoint needs `Authorization: Bearer <token>`
   (HTTP 401 otherwise); the agent card stays public and names the bearer scheme.
 """
