@@ -319,6 +319,27 @@ async def test_a_streaming_client_gets_the_text_as_the_model_writes_it(serve: An
         assert said == ["Talk", ANSWER, "Again", ANSWER]
 
 
+async def test_a_streamed_task_that_pauses_is_input_required_as_before(serve: Any) -> None:
+    """Text before a tool call that needs approval: the task pauses as without streaming; the reply's
+    answer then replaces that text in `response`."""
+    said = Message(role="assistant", content="Let me add.", tool_calls=[tc("add", a=2, b=3)])
+    agent = Agent(provider=MockProvider([Completion(message=said, finish_reason="tool_calls"), "The sum is 5."]),
+                  tools=[add], config=LoopConfig(permission="ask"), engine="local")
+    base = serve(A2AServer(agent))
+    events = [e async for e in (await peer(base, streaming=True)).client.send_message(request("Add 2 and 3"))]
+    live = "".join(text(e.artifact_update.artifact) for e in events if e.HasField("artifact_update"))
+    assert live == "Let me add."
+    pending = events[-1].status_update.status
+    assert pending.state == TaskState.TASK_STATE_INPUT_REQUIRED and "approve" in text(pending.message)
+    assert MessageToDict(pending.message.metadata)["interrupt"] == {
+        "type": "need_approval", "tool": "add", "arguments": {"a": 2, "b": 3},
+    }
+    task_id, context_id = events[-1].status_update.task_id, events[-1].status_update.context_id
+    done = await (await peer(base)).send("approve", task_id=task_id, context_id=context_id)
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [(a.name, text(a)) for a in done.artifacts] == [("response", "The sum is 5.")]
+
+
 async def test_a_0_3_client_is_served_on_the_same_endpoint(serve: Any) -> None:
     base = serve(A2AServer(Agent(provider=MockProvider(["old friend"]), engine="local")))
     message = {"kind": "message", "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hi"}]}
