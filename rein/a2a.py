@@ -27,6 +27,10 @@ that waits.
 - A task a crash cut off (the server stopped while it was `submitted` or `working`) is marked
   `failed` when the server starts again, with a status message that says so (send it again).
 - With a session `store`, the conversation of each context id is kept between tasks.
+- A streaming (`message/stream`) client gets a new task's text as the model writes it: chunks
+  appended to the task's `response` artifact, then a closing chunk that replaces them with the
+  whole answer (so the task holds it once). A reply to a paused task is answered whole
+  (`Agent.aresume` does not stream). docs/streaming.md says more.
 - With `auth_token`, every request to the JSON-RPC endpoint needs `Authorization: Bearer <token>`
   (HTTP 401 otherwise); the agent card stays public and names the bearer scheme.
 """
@@ -41,6 +45,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from rein.ir import StreamChunk
 from rein.log import logger
 from rein.result import Interrupt, RunResult
 from rein.store import FileSessionStore, MemorySessionStore
@@ -84,6 +89,8 @@ A2A_PROTOCOL_VERSION = PROTOCOL_VERSION_CURRENT
 
 _APPROVALS = frozenset({"approve", "approved", "yes", "y", "ok", "allow"})
 _RPC_PATH = "/"
+_RESPONSE = "response"
+"""The id of a task's one answer artifact: live chunks append to it, the whole answer replaces them."""
 
 
 class A2AServer:
@@ -244,7 +251,7 @@ class _RunExecutor(AgentExecutor):
                 result = await self._continue(paused, text, MessageToDict(task.status.message.metadata))
                 self.server.paused.delete(task.id)
             else:
-                result = await self._start(task.context_id, text)
+                result = await self._start(task.context_id, text, _LiveText(updater))
         except Exception as exc:
             logger.exception("a2a run failed", extra={"task_id": task.id})
             await updater.failed(self._say(updater, f"The agent run failed: {type(exc).__name__}: {exc}"))
@@ -259,7 +266,10 @@ class _RunExecutor(AgentExecutor):
             await updater.requires_input(message)
             return
         answer = result.output or ""
-        await updater.add_artifact([new_text_part(answer)], name="response")
+        # One part with the whole answer replaces the live chunks: the task a client gets holds it once.
+        await updater.add_artifact(
+            [new_text_part(answer)], artifact_id=_RESPONSE, name="response", append=False, last_chunk=True
+        )
         await updater.complete(self._say(updater, answer))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -272,12 +282,22 @@ class _RunExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task_id, context.context_id or "")
         await updater.cancel()
 
-    async def _start(self, context_id: str, text: str) -> RunResult:
+    async def _start(self, context_id: str, text: str, live: _LiveText) -> RunResult:
+        """A new run (a Chat turn with a store), its text sent to the client as the model writes it."""
         agent = self.server.agent
         if self.server.store is not None:
-            chat = agent.chat(session=self.server.store.load(context_id))
-            return await chat.asend(text)
-        return await agent.arun(text)
+            items = agent.chat(session=self.server.store.load(context_id))._astream(text)
+        else:
+            items = agent._astream_run(prompt=text)
+        result = None
+        async for item in items:
+            if isinstance(item, RunResult):
+                result = item
+            else:
+                await live.send(item)
+        if result is None:
+            raise RuntimeError("the run's stream ended without its result")
+        return result
 
     async def _continue(self, session: Any, text: str, metadata: dict[str, Any]) -> RunResult:
         """A reply to a paused task: approve/deny, answer, or retry the same run."""
@@ -293,6 +313,25 @@ class _RunExecutor(AgentExecutor):
     @staticmethod
     def _say(updater: TaskUpdater, text: str) -> Any:
         return new_text_message(text, context_id=updater.context_id, task_id=updater.task_id, role=Role.ROLE_AGENT)
+
+
+class _LiveText:
+    """A run's text as it comes, as chunks appended to the task's "response" artifact. Text that a
+    tool call follows was not the answer: the next model call's text starts the artifact again."""
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self.updater = updater
+        self.fresh = True
+
+    async def send(self, chunk: StreamChunk) -> None:
+        if chunk.type == "tool_calls":
+            self.fresh = True
+        elif chunk.type == "text" and chunk.text:
+            await self.updater.add_artifact(
+                [new_text_part(chunk.text)], artifact_id=_RESPONSE, name="response", append=not self.fresh,
+                last_chunk=False,
+            )
+            self.fresh = False
 
 
 def _pending_text(interrupt: Interrupt) -> str:

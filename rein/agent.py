@@ -349,6 +349,22 @@ class Agent:
         async for chunk in runner("temporal").stream_session(self, prompt):
             yield chunk
 
+    async def _astream_run(
+        self, prompt: str | None = None, session: Session | None = None
+    ) -> AsyncIterator[StreamChunk | RunResult]:
+        """A new run of `prompt` (or of `session`, a Chat's turn): text and tool-call chunks as the model
+        writes them, then the RunResult at its end or first pause (what rein.a2a streams from)."""
+        provider = self._resolve_provider()
+        if self._engine() == "local":
+            session = session if session is not None else self.new_session(prompt or "")
+            items = runner("local").arun_streaming(
+                session, provider, await self.tools_for_run(), self.config, **self._local_kwargs()
+            )
+        else:
+            items = runner("temporal").stream_run(self, prompt=prompt, session=session)
+        async for item in items:
+            yield self._typed(item) if isinstance(item, RunResult) else item
+
     async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
         provider = self._resolve_provider()
         if self._engine() == "local":
@@ -409,6 +425,14 @@ class Chat:
         result = await self.agent._arun_session(self.session)
         self.session = result.session
         return result
+
+    async def _astream(self, prompt: str) -> AsyncIterator[StreamChunk | RunResult]:
+        """`asend` that yields the turn's text and tool-call chunks as they come, then its RunResult."""
+        machine.prepare_turn(self.session, prompt)
+        async for item in self.agent._astream_run(session=self.session):
+            if isinstance(item, RunResult):
+                self.session = item.session
+            yield item
 
     def send(self, prompt: str) -> RunResult:
         ensure_no_running_loop("Chat.send()", "chat.asend(...)")

@@ -407,13 +407,22 @@ async def stream_session(agent: Agent, prompt: str) -> AsyncIterator[StreamChunk
     """The run's text and tool calls as they come (through its stream, wherever its worker runs),
     an `interrupt` chunk when it pauses for a person (resume with `resume`), then a `done` chunk
     with the stop reason ("interrupted" when it paused)."""
+    async for item in stream_run(agent, prompt=prompt):
+        if isinstance(item, RunResult):
+            yield StreamChunk(type="done", finish_reason=item.stop_reason, usage=item.usage)
+        else:
+            yield item
+
+
+async def stream_run(agent: Agent, *, prompt: str | None = None, session: Any = None) -> AsyncIterator[StreamChunk | RunResult]:
+    """A new run of `prompt` or `session`: its text, tool-call and interrupt chunks as they come, then its
+    RunResult at its end or first pause (what rein.a2a streams from)."""
     eng = await engine()
     key = eng.register(agent)
     workflow_id = new_workflow_id(agent)
-    handle = await eng.submit(eng.begin(key, workflow_id, prompt, None, stream=True))
+    handle = await eng.submit(eng.begin(key, workflow_id, prompt, session, stream=True))
     runs = ReinClient(eng.client)  # type: ignore[arg-type]
     async for chunk in eng.relay(lambda: runs.stream(workflow_id, until_pause=True)):
         if chunk.type in ("text", "tool_calls", "interrupt"):
             yield chunk
-    result = _logged(await eng.submit(eng.wait(handle, WaitRequest())))
-    yield StreamChunk(type="done", finish_reason=result.stop_reason, usage=result.usage)
+    yield _logged(await eng.submit(eng.wait(handle, WaitRequest())))

@@ -18,13 +18,14 @@ from rein.config import LoopConfig
 from rein.ir import Completion, Message, StreamChunk, StreamFold, ToolCall, ToolResult
 from rein.log import logger
 from rein.middleware import Middleware, StepContext, run_step
+from rein.providers.base import streams
 from rein.providers.fallback import is_retryable
 from rein.result import Interrupt, RunResult, Step
 from rein.session import Session
 from rein.sync import ensure_no_running_loop
 from rein.tools import ToolContext, ToolRegistry, execute_all
 
-__all__ = ["arun", "run", "astream", "aresume", "resume", "step", "input_tool_names"]
+__all__ = ["arun", "run", "astream", "arun_streaming", "aresume", "resume", "step", "input_tool_names"]
 
 def input_tool_names(registry: ToolRegistry | None) -> frozenset[str]:
     """Tools whose calls are questions for a person (the built-in `ask_human`)."""
@@ -192,6 +193,51 @@ async def arun(
         run.record(ctx.steps)
         if ctx.interrupt is not None:
             return run.interrupted(ctx.interrupt)
+
+
+async def arun_streaming(
+    session: Session, provider: Any, registry: ToolRegistry | None = None, config: LoopConfig | None = None,
+    **options: Any,
+) -> AsyncIterator[StreamChunk | RunResult]:
+    """`arun` (the same steps, middleware included) that yields each model call's text and tool-call
+    chunks as the provider streams them, then the RunResult. Closing it early cancels the run."""
+    chunks: asyncio.Queue[StreamChunk | None] = asyncio.Queue()
+    running = asyncio.ensure_future(arun(session, _Relaying(provider, chunks.put_nowait), registry, config, **options))
+    running.add_done_callback(lambda _: chunks.put_nowait(None))
+    try:
+        while (chunk := await chunks.get()) is not None:
+            yield chunk
+        yield await running
+    finally:
+        running.cancel()
+
+
+class _Relaying:
+    """A provider whose `complete` is the wrapped provider's stream, each chunk worth showing passed
+    to `out` as it comes; everything else is the wrapped provider's (middleware may look at it)."""
+
+    def __init__(self, provider: Any, out: Any) -> None:
+        self._provider = provider
+        self._out = out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
+        """The stream folded (the durable model activity's rule); `complete` when the stream is a stub."""
+        if not streams(self._provider):
+            return await self._provider.complete(messages, tools=tools, **kwargs)
+        fold, said, finished = StreamFold(), False, False
+        async for chunk in self._provider.stream(messages, tools=tools, **kwargs):
+            if not isinstance(chunk, StreamChunk):
+                if said:
+                    raise TypeError(f"the provider's stream yielded {type(chunk).__name__}, not a StreamChunk")
+                return await self._provider.complete(messages, tools=tools, **kwargs)
+            finished = finished or chunk.type == "done"
+            if fold.add(chunk):
+                said = True
+                self._out(chunk)
+        return fold.completion() if said or finished else await self._provider.complete(messages, tools=tools, **kwargs)
 
 
 def run(

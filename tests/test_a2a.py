@@ -13,7 +13,8 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,13 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 import rein
-from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session
+from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session, StreamChunk, Usage
 from rein.a2a import A2A_PROTOCOL_VERSION, A2AServer, make_server
 from rein.client import ReinClient, connect
+from rein.ir import Completion, Message
 from rein.server import free_port
-from tests.support.tools import add, tc
 from tests.support.processes import stop_process, wait_for_port
+from tests.support.tools import add, tc
 
 
 def request(text: str, task_id: str | None = None, context_id: str | None = None) -> SendMessageRequest:
@@ -256,8 +258,86 @@ async def test_streaming_client_sees_the_task_progress(serve: Any) -> None:
     events = [e async for e in client.client.send_message(request("Stream"))]
     states = [e.status_update.status.state for e in events if e.HasField("status_update")]
     assert states[0] == TaskState.TASK_STATE_WORKING and states[-1] == TaskState.TASK_STATE_COMPLETED
-    artifacts = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
-    assert [text(a) for a in artifacts] == ["Streamed!"]
+    updates = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    assert {u.artifact.artifact_id for u in updates} == {"response"}
+    live, (closing,) = updates[:-1], updates[-1:]
+    assert "".join(text(u.artifact) for u in live) == "Streamed!"  # MockProvider streams a character at a time
+    assert [u.append for u in live] == [False] + [True] * (len(live) - 1)
+    assert (closing.append, closing.last_chunk, text(closing.artifact)) == (False, True, "Streamed!")
+
+
+ANSWER_PIECES = ["Live ", "text ", "while the model ", "writes."]
+ANSWER = "".join(ANSWER_PIECES)
+
+
+class Gated:
+    """Streams its answer in pieces and holds the rest back until a client has the first piece:
+    the text reaches the client while the model writes, not after."""
+
+    def __init__(self) -> None:
+        self.seen = threading.Event()
+        self.waited: list[bool] = []
+
+    async def complete(self, messages: Any, tools: Any = None, **kwargs: Any) -> Completion:
+        return Completion(message=Message(role="assistant", content=ANSWER), finish_reason="stop")
+
+    async def stream(self, messages: Any, tools: Any = None, **kwargs: Any) -> AsyncIterator[StreamChunk]:
+        yield StreamChunk(type="text", text=ANSWER_PIECES[0])
+        self.waited.append(await asyncio.to_thread(self.seen.wait, 10))
+        for piece in ANSWER_PIECES[1:]:
+            yield StreamChunk(type="text", text=piece)
+        yield StreamChunk(type="done", finish_reason="stop", usage=Usage(input_tokens=1, output_tokens=4))
+
+
+@pytest.mark.parametrize("engine, with_store", [("temporal", False), ("local", True)])
+async def test_a_streaming_client_gets_the_text_as_the_model_writes_it(serve: Any, engine: str, with_store: bool) -> None:
+    model, store = Gated(), MemorySessionStore() if with_store else None
+    base = serve(A2AServer(Agent(provider=model, engine=engine), store=store))
+    client = await peer(base, streaming=True)
+    chunks, closing, done = [], [], None
+    async for event in client.client.send_message(request("Talk")):
+        if event.HasField("artifact_update"):
+            update = event.artifact_update
+            assert done is None  # every chunk comes before the task completes
+            (closing if update.last_chunk else chunks).append(text(update.artifact))
+            model.seen.set()
+        elif event.HasField("status_update") and event.status_update.status.state == TaskState.TASK_STATE_COMPLETED:
+            done = event.status_update
+    assert model.waited == [True]  # the client had the first piece while the model still held the rest
+    assert len(chunks) >= 2 and "".join(chunks) == ANSWER
+    assert closing == [ANSWER]  # the closing chunk replaces the pieces with the whole answer
+    assert done is not None and text(done.status.message) == ANSWER
+
+    task = await client.get(done.task_id)  # what the task holds: the answer once, in one part
+    assert [(a.name, text(a)) for a in task.artifacts] == [("response", ANSWER)]
+    assert len(task.artifacts[0].parts) == 1
+    sent = await (await peer(base)).send("Again", context_id=done.context_id)  # message/send: the same final task
+    assert sent.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [(a.name, text(a)) for a in sent.artifacts] == [("response", ANSWER)] and len(sent.artifacts[0].parts) == 1
+    if store is not None:
+        said = [m.content for m in store.load(done.context_id).messages if m.role != "system"]
+        assert said == ["Talk", ANSWER, "Again", ANSWER]
+
+
+async def test_a_streamed_task_that_pauses_is_input_required_as_before(serve: Any) -> None:
+    """Text before a tool call that needs approval: the task pauses as without streaming; the reply's
+    answer then replaces that text in `response`."""
+    said = Message(role="assistant", content="Let me add.", tool_calls=[tc("add", a=2, b=3)])
+    agent = Agent(provider=MockProvider([Completion(message=said, finish_reason="tool_calls"), "The sum is 5."]),
+                  tools=[add], config=LoopConfig(permission="ask"), engine="local")
+    base = serve(A2AServer(agent))
+    events = [e async for e in (await peer(base, streaming=True)).client.send_message(request("Add 2 and 3"))]
+    live = "".join(text(e.artifact_update.artifact) for e in events if e.HasField("artifact_update"))
+    assert live == "Let me add."
+    pending = events[-1].status_update.status
+    assert pending.state == TaskState.TASK_STATE_INPUT_REQUIRED and "approve" in text(pending.message)
+    assert MessageToDict(pending.message.metadata)["interrupt"] == {
+        "type": "need_approval", "tool": "add", "arguments": {"a": 2, "b": 3},
+    }
+    task_id, context_id = events[-1].status_update.task_id, events[-1].status_update.context_id
+    done = await (await peer(base)).send("approve", task_id=task_id, context_id=context_id)
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [(a.name, text(a)) for a in done.artifacts] == [("response", "The sum is 5.")]
 
 
 async def test_a_0_3_client_is_served_on_the_same_endpoint(serve: Any) -> None:

@@ -26,3 +26,15 @@ class Provider(Protocol):
     ) -> AsyncIterator[StreamChunk]:
         """Async generator: text chunks, at most one tool_calls chunk, then one done chunk."""
         ...
+
+
+def streams(provider: Any) -> bool:
+    """Whether to answer with the provider's `stream`: it has one, and no subclass overrode only
+    `complete` below it (a MockProvider subclass that answers in `complete` means that answer).
+    The same rule as the durable model activity's (activities/answers.py)."""
+    if not callable(getattr(provider, "stream", None)):
+        return False
+    mro = type(provider).__mro__
+    streamer = next((c for c in mro if "stream" in vars(c)), None)
+    completer = next((c for c in mro if "complete" in vars(c)), None)
+    return streamer is None or completer is None or issubclass(streamer, completer)
