@@ -10,6 +10,7 @@ from temporalio.exceptions import ApplicationError
 
 from rein.contract import ModelCallInput
 from rein.ir import Completion, Message, StreamChunk, StreamFold
+from rein.providers.base import streams
 from rein.providers.fallback import FallbackProvider
 from rein.temporal.streaming import ModelText, current_stream, live_once_read
 from rein.tracing.activity_spans import chat_span
@@ -102,12 +103,3 @@ async def _streamed_completion(provider: Any, messages: list[Message], tools: An
     return fold.completion() if said or finished else None
 
 
-def streams(provider: Any) -> bool:
-    """Whether to answer with the provider's `stream`: it has one, and no subclass overrode only
-    `complete` below it (a MockProvider subclass that answers in `complete` means that answer)."""
-    if not callable(getattr(provider, "stream", None)):
-        return False
-    mro = type(provider).__mro__
-    streamer = next((c for c in mro if "stream" in vars(c)), None)
-    completer = next((c for c in mro if "complete" in vars(c)), None)
-    return streamer is None or completer is None or issubclass(streamer, completer)

@@ -216,7 +216,7 @@ def test_a_subclass_that_answers_in_complete_is_not_streamed():
     """Streaming from every provider that can is the default, but a MockProvider subclass that
     overrides only `complete` means that answer (tests record or script there)."""
     from rein import MockProvider
-    from rein.activities.answers import streams
+    from rein.providers.base import streams
 
     class Recording(MockProvider):
         async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201

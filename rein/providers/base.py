@@ -31,7 +31,7 @@ class Provider(Protocol):
 def streams(provider: Any) -> bool:
     """Whether to answer with the provider's `stream`: it has one, and no subclass overrode only
     `complete` below it (a MockProvider subclass that answers in `complete` means that answer).
-    The same rule as the durable model activity's (activities/answers.py)."""
+    Both engines ask it: the durable model activity (activities/answers.py) and the local one."""
     if not callable(getattr(provider, "stream", None)):
         return False
     mro = type(provider).__mro__
