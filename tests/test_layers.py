@@ -181,3 +181,17 @@ def test_no_module_or_function_too_long_without_a_reason() -> None:
                 if length > MAX_FUNCTION_LINES and not (_has_reason(node) or REASON in top):
                     too_long.append(f"{name}.{node.name}: {length} lines")
     assert too_long == []
+
+
+def test_workflow_code_reaches_only_pure_modules() -> None:
+    """The whole workflows/ package passes through the sandbox (imported once per worker), so nothing it
+    imports is re-checked per run: everything it reaches must be one of rein's listed pure modules."""
+    from rein.temporal.sandbox import PURE_MODULES
+
+    def pure(module: str) -> bool:
+        return module == "rein" or any(module == p or module.startswith(p + ".") for p in PURE_MODULES)
+
+    graph = import_graph()
+    for module in [m for m in graph if m.startswith("rein.workflows")]:
+        impure = sorted(m for m in reaches(graph, module) if not pure(m))
+        assert not impure, f"{module} reaches modules that are not pure (rein.temporal.sandbox): {impure}"

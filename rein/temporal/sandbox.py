@@ -16,6 +16,7 @@ from temporalio.worker.workflow_sandbox import (
 
 PURE_MODULES = (
     "rein.circuit",
+    "rein.compaction",
     "rein.config",
     "rein.contract",
     "rein.events",
@@ -28,27 +29,19 @@ PURE_MODULES = (
     "rein.digest",
     "rein.identity",
     "rein.temporal.sdk_private",
-    "rein.workflows.readers",
-    "rein.workflows.state",
-    "rein.workflows.options",
-    "rein.workflows.visibility",
-    "rein.workflows.continuation",
-    "rein.workflows.children",
-    "rein.workflows.identity",
-    "rein.workflows.decisions",
-    "rein.workflows.waiting",
-    "rein.workflows.stages",
-    "rein.workflows.worker_steps",
-    "rein.workflows.loop",
+    "rein.workflows",
 )
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
-`rein.workflows.loop` is AgentWorkflow's body: deterministic code, imported once per worker."""
+`rein.workflows` is the whole workflows/ package, AgentWorkflow included: deterministic code
+(tests/test_layers.py keeps its imports to this list), imported once per worker. Re-imported in every
+run's sandbox it cost a third of a one-call run's worker CPU (bench/README.md, short runs)."""
 
 IMPORT_HOOKS = ("beartype",)
 """Libraries that install import hooks in the worker's process: beartype's claw (`beartype_this_package`,
 which fastmcp's key-value store calls) loads every module through its own loader, and that loader
-imports beartype. Outside passthrough the sandbox imported all of beartype again for every new run,
-on the event loop thread: seconds per run start with 60 runs at once."""
+imports beartype. Outside passthrough the sandbox imported all of beartype again for every new run of a
+workflow whose module it re-imports (AgentWorkflow's did until it passed through; a user's own still
+do), on the event loop thread: seconds per run start with 60 runs at once."""
 
 SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *IMPORT_HOOKS, *PURE_MODULES)
 """Imported once per worker instead of once per run inside the sandbox; all deterministic."""
