@@ -22,6 +22,7 @@ from rein.activities import steps
 from rein.activities.answers import answer
 from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
 from rein.activities.identity import AgentIdentity
+from rein.agent import with_tool_agents
 from rein.config import LoopConfig
 from rein.contract import (
     CALL_MODEL,
@@ -401,18 +402,10 @@ class AgentActivities(AgentIdentity):
 
 def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:
     """An agent one of the served agents uses as a tool (`Agent.as_tool`), found by its name."""
-    seen: set[int] = set()
-    todo = list(agents.values())
-    while todo:
-        agent = todo.pop()
-        if id(agent) in seen:
-            continue
-        seen.add(id(agent))
+    for agent in with_tool_agents(agents.values()):
         for tool in agent.registry:
-            if tool.agent is not None:
-                if tool.agent.name == name:
-                    return tool.agent
-                todo.append(tool.agent)
+            if tool.agent is not None and tool.agent.name == name:
+                return tool.agent
     return None
 
 

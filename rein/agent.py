@@ -11,7 +11,7 @@ import importlib
 import inspect
 import itertools
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from rein import machine
@@ -437,3 +437,16 @@ class Chat:
     def send(self, prompt: str) -> RunResult:
         ensure_no_running_loop("Chat.send()", "chat.asend(...)")
         return asyncio.run(self.asend(prompt))
+
+
+def with_tool_agents(agents: Iterable[Agent]) -> Iterator[Agent]:
+    """Each agent once, then the agents they use as tools (`Agent.as_tool`), at any depth."""
+    seen: set[int] = set()
+    todo = list(agents)
+    while todo:
+        agent = todo.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        yield agent
+        todo += [t.agent for t in agent.registry if t.agent is not None]

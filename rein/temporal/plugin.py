@@ -37,6 +37,7 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from rein.agent import with_tool_agents
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.deployment import (
     current_if_first,
@@ -91,19 +92,12 @@ def with_rein_plugin(client: Client) -> Client:
 
 async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
     """Close the MCP connections these agents (and the agents they use as tools) pooled on this loop."""
-    seen: set[int] = set()
-    todo = list(agents.values())
-    while todo:
-        agent = todo.pop()
-        if id(agent) in seen:
-            continue
-        seen.add(id(agent))
+    for agent in with_tool_agents(agents.values()):
         if agent.mcp is not None:
             try:
                 await agent.mcp.aclose()
             except Exception as exc:  # shutting down: say so, never keep the worker from stopping
                 logging.getLogger("rein").warning("closing MCP connections of agent %s: %s", agent.name, exc)
-        todo += [t.agent for t in agent.registry if t.agent is not None]
 
 
 class ReinPlugin(SimplePlugin):
