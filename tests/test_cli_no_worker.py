@@ -20,20 +20,11 @@ import rein
 from rein import Agent, LoopConfig
 from rein.cli import EXIT_NO_WORKER
 from rein.client import NoWorker, ReinClient
-from tests.support.providers import OpsModel
+from tests.support.providers import OpsModel, restart
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent
 REIN_BIN = str(Path(sys.executable).parent / "rein")
-
-
-def restart(service: str) -> str:
-    """Restart a service.
-
-    Args:
-        service: Which service.
-    """
-    return f"{service} restarted"
 
 
 AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name="noworker-ops")

@@ -31,20 +31,11 @@ from rein.cli import (
 from rein.client import ReinClient, connect
 from rein.contract import agent_task_queue
 from tests.support.processes import stop_process, wait_for_text
-from tests.support.providers import OpsModel
+from tests.support.providers import OpsModel, restart
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent
 REIN_BIN = str(Path(sys.executable).parent / "rein")
-
-
-def restart(service: str) -> str:
-    """Restart a service.
-
-    Args:
-        service: Which service.
-    """
-    return f"{service} restarted"
 
 
 NAME = f"oneline-{uuid.uuid4().hex[:6]}"

@@ -32,7 +32,7 @@ from rein.cli import main
 from rein.client import ReinClient, connect
 from rein.server import free_port
 from tests.support.processes import stop_process
-from tests.support.providers import OpsModel
+from tests.support.providers import OpsModel, restart
 from tests.support.waiting import poll, rein_status_is
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,15 +53,6 @@ TEXT_JS = """(() => {
   });
   return [document.body.innerText, ...frames].join('\\n');
 })()"""
-
-
-def restart(service: str) -> str:
-    """Restart a service.
-
-    Args:
-        service: Which service.
-    """
-    return f"{service} restarted"
 
 
 AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name="ui-ops")

@@ -129,6 +129,15 @@ class CallThenReport(StreamsItsCompletion):
                           usage=self.usage.model_copy())
 
 
+def restart(service: str) -> str:
+    """Restart a service.
+
+    Args:
+        service: Which service.
+    """
+    return f"{service} restarted"
+
+
 class OpsModel(CallThenReport):
     """restart(service=<first word of the prompt>), then "Report: <what restart said>"."""
 
