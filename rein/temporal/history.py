@@ -34,8 +34,10 @@ from temporalio.worker import (
 from rein.temporal.sdk_private import query_handler
 
 QUERY_TIMEOUT_S = 10.0
-QUERY_GRACE_S = 1.0
-"""How long a worker gets to answer before the replayed history is asked too."""
+QUERY_GRACE_S = 3.0
+"""How long a worker gets to answer before the replayed history is asked too. A busy live worker
+can take over a second; racing an in-process replay then costs a CLI command a replay it throws
+away (and one of 50 `rein status` calls under CI load hung once on that path, not yet explained)."""
 POLLER_FRESH_S = 70.0
 """A poller seen this recently may still be alive (workers long-poll for 60 s)."""
 
