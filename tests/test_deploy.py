@@ -362,7 +362,11 @@ def test_dynamic_config_matches_the_embedded_server_tuning() -> None:
         assert config[key][0]["value"] == PRODUCTION_DIFFERS.get(key, yaml.safe_load(value)), key
 
 
-PRODUCTION_DIFFERS = {"history.workflowTaskRetryMaxInterval": "1m"}
+PRODUCTION_DIFFERS = {
+    "history.workflowTaskRetryMaxInterval": "1m",
+    "matching.numTaskqueueReadPartitions": 4,
+    "matching.numTaskqueueWritePartitions": 4,
+}
 """Settings the deployed server holds at another value than the dev server, each said why in the YAML."""
 
 

@@ -124,16 +124,17 @@ async def test_without_a_budget_children_report_nothing_but_their_result(dev):
 # ---------------------------------------------------------------- vendor rate limits and fair shares
 
 VENDOR_RPS = 10
-QUEUE_RPS = 5
+QUEUE_RPS = 3
 WEIGHTS = {"acme": 2.0, "beta": 1.0, "gamma": 1.0}
 PER_TENANT = 20
 
 
 async def test_a_burst_from_three_tenants_stays_under_the_vendor_limit_in_weighted_shares(dev, monkeypatch):
     """60 one-call runs (20 per tenant) at once, fewer than the issue's 200 to keep this under ~30 s.
-    The provider's queue is limited to 5 model calls per second, the vendor answers 429 above 10.
-    None is refused, all finish, and while all three tenants still wait, acme (weight 2) gets about
-    half the calls and beta and gamma about a quarter each."""
+    The provider's queue is limited to 3 model calls per second, the vendor answers 429 above 10
+    (Temporal's limiter lets a short burst through after an idle moment: 8 in a second was seen).
+    None is refused, all finish, and acme (weight 2), served about twice as often as beta and gamma
+    while all three wait, runs out of calls well before them."""
     monkeypatch.setenv("REIN_MODEL_QUEUES", "openai")
     tq = f"fleet-burst-{uuid.uuid4().hex[:6]}"
     queue = model_queue(MODEL)
@@ -160,10 +161,13 @@ async def test_a_burst_from_three_tenants_stays_under_the_vendor_limit_in_weight
     assert srv.rejected == 0 and srv.peak_per_second <= VENDOR_RPS
     assert [o.stop_reason for o in outcomes] == ["done"] * len(handles)
     assert Counter(answered) == {t: PER_TENANT for t in WEIGHTS}
-    # While every tenant still has calls waiting (the first 30: 15, 7.5, 7.5 at weights 2:1:1;
-    # 10 each without them), acme's share is the largest, within 4 calls of its weighted share.
-    first = Counter(answered[:30])
-    assert abs(first["acme"] - 15) <= 4 and first["acme"] > max(first["beta"], first["gamma"]), first
+    # The weights show in when acme's calls run out. Starts arrive in turn (acme, beta, gamma), so
+    # first in, first out answers acme's 20th call at about the 58th place. At 2:1:1 it comes at
+    # 40 + k/3 once the backlog is whole after k calls (k grows with the machine's load: 24 was
+    # seen), while beta and gamma still each have calls waiting.
+    last_acme = max(i for i, tenant in enumerate(answered) if tenant == "acme")
+    after = Counter(answered[last_acme + 1:])
+    assert last_acme <= 52 and min(after["beta"], after["gamma"]) >= 4, (last_acme, after, answered)
     listed = [e async for e in dev.client.list_workflows(f'ReinTenant="acme" AND TaskQueue="{tq}"')]
     assert len(listed) == PER_TENANT
 

@@ -35,6 +35,11 @@ TUNED_DYNAMIC_CONFIG = {
     # are dispatched by the new matcher with fairness on.
     "matching.useNewMatcher": "true",
     "matching.enableFairness": "true",
+    # One partition per task queue, not 4: a dev server needs no spread, and one backlog makes
+    # weights and rate limits exact from the first task (with 4, each partition weighs its own
+    # share of the backlog and a fresh queue lets a burst through before every partition limits).
+    "matching.numTaskqueueReadPartitions": "1",
+    "matching.numTaskqueueWritePartitions": "1",
 }
 
 

@@ -21,7 +21,7 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowHistory, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import (
     Interceptor,
@@ -35,9 +35,8 @@ from rein.temporal.sdk_private import query_handler
 
 QUERY_TIMEOUT_S = 10.0
 QUERY_GRACE_S = 3.0
-"""How long a worker gets to answer before the replayed history is asked too. A busy live worker
-can take over a second; racing an in-process replay then costs a CLI command a replay it throws
-away (and one of 50 `rein status` calls under CI load hung once on that path, not yet explained)."""
+"""How long a worker gets to answer before the history is fetched to be replayed. A busy live
+worker can take over a second; racing a replay then costs a CLI command a replay it throws away."""
 POLLER_FRESH_S = 70.0
 """A poller seen this recently may still be alive (workers long-poll for 60 s)."""
 
@@ -56,19 +55,25 @@ async def query(client: Client, run_id: str, name: str, *args: Any, run: str | N
 
 async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> tuple[Any, bool]:
     """(the query's answer, whether a worker gave it). A worker that does not answer within
-    QUERY_GRACE_S (one stopped a moment ago still looks alive) races the replayed history."""
+    QUERY_GRACE_S (one stopped a moment ago still looks alive) races the history's download; once
+    the history is here it is replayed, and a worker's answer that came meanwhile still wins.
+
+    Only the download is cancelled, never a replay (see `replay_history`).
+    """
     handle = client.get_workflow_handle(run_id, run_id=run)
     if not await served(client, handle):
         return (await replayed(client, run_id, run)).query(name, *args), False
     asked = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S)))
     done, _ = await asyncio.wait({asked}, timeout=QUERY_GRACE_S)
     if not done:
-        replay = asyncio.ensure_future(replayed(client, run_id, run))
-        done, _ = await asyncio.wait({asked, replay}, return_when=asyncio.FIRST_COMPLETED)
-        if asked not in done or asked.exception() is not None:
-            asked.cancel()
-            return (await replay).query(name, *args), False
-        replay.cancel()
+        fetched = asyncio.ensure_future(handle.fetch_history())
+        await asyncio.wait({asked, fetched}, return_when=asyncio.FIRST_COMPLETED)
+        if not (asked.done() and asked.exception() is None):
+            replay = await replay_history(client, run_id, await fetched)
+            if not (asked.done() and asked.exception() is None):
+                asked.cancel()
+                return replay.query(name, *args), False
+        fetched.cancel()
     try:
         return asked.result(), True
     except RPCError as err:
@@ -98,9 +103,28 @@ async def replayed(
 
     `prepare` is given the workflow instance before its run starts (to observe the replay as it goes).
     """
+    history = await client.get_workflow_handle(run_id, run_id=run).fetch_history()
+    return await replay_history(client, run_id, history, prepare)
+
+
+async def replay_history(
+    client: Client, run_id: str, history: WorkflowHistory, prepare: Callable[[Any], None] | None = None
+) -> Replayed:
+    """Replay a fetched history in this process.
+
+    Shielded: a caller's cancellation leaves the replay to finish on its own. temporalio's
+    Replayer cancelled a second time while it shuts its worker down (as `asyncio.run` does to
+    every task left at exit) waits forever: a `rein status` whose slow worker's answer beat the
+    replay hung at exit with no output (1 of 50 calls under CI load; tests/test_replay_cancel.py).
+    """
+    return await asyncio.shield(_replay(client, run_id, history, prepare))
+
+
+async def _replay(
+    client: Client, run_id: str, history: WorkflowHistory, prepare: Callable[[Any], None] | None
+) -> Replayed:
     from rein.workflows import AgentWorkflow
 
-    history = await client.get_workflow_handle(run_id, run_id=run).fetch_history()
     capture = _Capture(prepare)
     replayer = Replayer(
         workflows=[AgentWorkflow],
