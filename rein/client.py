@@ -21,7 +21,6 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
@@ -48,7 +47,7 @@ from rein.result import RunResult, Step
 from rein.session import Session
 from rein.summaries import run_summary
 from rein.temporal import history
-from rein.temporal.plugin import with_rein_plugin
+from rein.temporal.converter import has_rein_converter
 from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
@@ -73,9 +72,19 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
 
 
 
+def _with_rein(client: Client) -> Client:
+    """`client`, or the same connection with ReinPlugin added when it lacks rein's converter.
+    The plugin module (and temporalio.worker with it) is imported only then: a CLI command never needs it."""
+    if has_rein_converter(client):
+        return client
+    from rein.temporal.plugin import with_rein_plugin
+
+    return with_rein_plugin(client)
+
+
 class ReinClient:
     def __init__(self, client: Client, task_queue: str | None = None):
-        self.client = with_rein_plugin(client)
+        self.client = _with_rein(client)
         self.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
 
     async def start(
@@ -325,6 +334,8 @@ class ReinClient:
                 if until_pause and chunk.type in ("interrupt", "done"):
                     return
             return
+        from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
         items = WorkflowStreamClient.create(self.client, run_id).subscribe(
             TOPIC, from_offset, poll_cooldown=POLL_COOLDOWN
         )
@@ -373,7 +384,7 @@ class ReinConnection(Client, ReinClient):
 
     @classmethod
     def of(cls, client: Client, task_queue: str | None = None) -> ReinConnection:
-        connection = cls(**with_rein_plugin(client).config())
+        connection = cls(**_with_rein(client).config())
         connection.client = connection
         connection.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
         return connection

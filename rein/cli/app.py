@@ -9,6 +9,7 @@ adds the traceback.
 from __future__ import annotations
 
 import asyncio
+import copy
 import enum
 import json
 import os
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from typer.main import get_command_name
 
 if TYPE_CHECKING:
     from rein.client import ReinClient
@@ -154,11 +156,10 @@ RunId = Annotated[str, typer.Argument(help="The run's id (its Temporal workflow 
 
 
 async def connect_client(address: str | None, namespace: str | None) -> ReinClient:
-    from rein.client import ReinClient, connect
-    from rein.temporal.connection import settings
+    from rein.temporal.connection import connect, settings
 
     try:
-        return ReinClient(await connect(address, namespace))
+        client = await connect(address, namespace)
     except RuntimeError as err:
         if "connect" not in str(err).lower():
             raise
@@ -169,6 +170,9 @@ async def connect_client(address: str | None, namespace: str | None) -> ReinClie
             "or point --address / TEMPORAL_ADDRESS at a running server",
             EXIT_UNREACHABLE,
         ) from err
+    from rein.client import ReinClient, ReinConnection  # once connected: a refused connection never needs it
+
+    return ReinClient(ReinConnection.of(client))
 
 
 def connect_reason(err: Exception) -> str:
@@ -190,14 +194,16 @@ def with_client(address: str | None, namespace: str | None, action: Callable[[Re
 
 def explain(exc: BaseException) -> tuple[str, int]:
     """One line and an exit code for an exception no command turned into a CliError."""
+    if isinstance(exc, CliError):
+        return str(exc), exc.code
+    if "temporalio" not in sys.modules and "rein.errors" not in sys.modules:
+        return _plain(exc)  # raised before Temporal or rein's errors were imported: none of them
     from temporalio.client import WorkflowFailureError
     from temporalio.service import RPCError, RPCStatusCode
 
-    from rein.client import DecisionRejected, RunFailed
+    from rein.errors import DecisionRejected, RunFailed
     from rein.runs import RunNotFound, failure_message, was_cancelled
 
-    if isinstance(exc, CliError):
-        return str(exc), exc.code
     if isinstance(exc, RunNotFound):
         return f"no run with id {str(exc)!r} (check the id, --namespace and --address)", EXIT_NOT_FOUND
     if isinstance(exc, DecisionRejected):
@@ -220,6 +226,10 @@ def explain(exc: BaseException) -> tuple[str, int]:
         return f"Temporal said: {exc.message or exc.status.name}", EXIT_ERROR
     if isinstance(exc, RuntimeError) and "client connect" in str(exc).lower():
         return f"cannot reach Temporal ({connect_reason(exc)})", EXIT_UNREACHABLE
+    return _plain(exc)
+
+
+def _plain(exc: BaseException) -> tuple[str, int]:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, (ValueError, RuntimeError)) else text, EXIT_ERROR
 
@@ -263,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["REIN_DEBUG"] = "1"  # worker logs in this process keep their tracebacks too
     try:
         # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit when done.
-        app(args=args, prog_name="rein", standalone_mode=True)
+        only_the_named_command(args)(args=args, prog_name="rein", standalone_mode=True)
         return EXIT_OK
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
@@ -279,6 +289,23 @@ def main(argv: list[str] | None = None) -> int:
         message, code = explain(exc)
         print(f"rein: {message}", file=sys.stderr)
         return code
+
+
+def only_the_named_command(args: list[str]) -> typer.Typer:
+    """`app` with only the command or group `args` names (and the global options), else the whole `app`.
+
+    Typer builds a click command for every registered command on each call (~70 ms for all of
+    them), though one runs. Help, a bare `rein`, or a name no command has get the whole `app`, so
+    the top-level help and "No such command" (with its suggestion) read the same.
+    """
+    name = args[0] if args and not args[0].startswith("-") else None
+    commands = [c for c in app.registered_commands if get_command_name(c.name or getattr(c.callback, "__name__", "")) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    view = copy.copy(app)
+    view.registered_commands, view.registered_groups = commands, groups
+    return view
 
 
 def entry(argv: list[str] | None = None) -> NoReturn:

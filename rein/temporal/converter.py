@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 
+from typing import TYPE_CHECKING
+
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
 from rein.temporal.codec import NoKeyCodec, codec_from_env
 from rein.temporal.storage import storage_from_env
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 
 def rein_data_converter(existing: DataConverter | None = None) -> DataConverter:
@@ -25,3 +30,8 @@ def rein_data_converter(existing: DataConverter | None = None) -> DataConverter:
         existing.external_storage if existing is not None and existing.external_storage else storage_from_env()
     )
     return dataclasses.replace(pydantic_data_converter, payload_codec=codec, external_storage=storage)
+
+
+def has_rein_converter(client: Client) -> bool:
+    """Whether `client` already encodes payloads as rein does (pydantic JSON)."""
+    return client.data_converter.payload_converter_class is pydantic_data_converter.payload_converter_class

@@ -15,23 +15,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from temporalio import workflow
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowHistory, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import (
-    Interceptor,
-    Replayer,
-    UnsandboxedWorkflowRunner,
-    WorkflowInboundInterceptor,
-    WorkflowInterceptorClassInput,
-)
 
 from rein.temporal.sdk_private import query_handler
+
+if TYPE_CHECKING:
+    from temporalio.client import WorkflowHistory
 
 QUERY_TIMEOUT_S = 10.0
 QUERY_GRACE_S = 3.0
@@ -123,9 +118,12 @@ async def replay_history(
 async def _replay(
     client: Client, run_id: str, history: WorkflowHistory, prepare: Callable[[Any], None] | None
 ) -> Replayed:
+    # temporalio.worker (the Replayer) is imported only here: a worker answers most queries.
+    from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+
     from rein.workflows import AgentWorkflow
 
-    capture = _Capture(prepare)
+    capture = _capture(prepare)
     replayer = Replayer(
         workflows=[AgentWorkflow],
         workflow_runner=UnsandboxedWorkflowRunner(),
@@ -170,24 +168,28 @@ def _timedelta(seconds: float) -> Any:
     return timedelta(seconds=seconds)
 
 
-class _Capture(Interceptor):
-    """Keeps the workflow instance the replay creates."""
+def _capture(prepare: Callable[[Any], None] | None = None) -> Any:
+    """An interceptor that keeps the workflow instance the replay creates (in its `instance`)."""
+    from temporalio import workflow
+    from temporalio.worker import Interceptor, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
 
-    def __init__(self, prepare: Callable[[Any], None] | None = None) -> None:
-        self.instance: Any = None
-        self.prepare = prepare
+    class Capture(Interceptor):
+        def __init__(self) -> None:
+            self.instance: Any = None
 
-    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
-        capture = self
+        def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
+            capture = self
 
-        class Inbound(WorkflowInboundInterceptor):
-            async def execute_workflow(self, input: Any) -> Any:
-                capture.instance = workflow.instance()
-                if capture.prepare is not None:
-                    capture.prepare(capture.instance)
-                return await super().execute_workflow(input)
+            class Inbound(WorkflowInboundInterceptor):
+                async def execute_workflow(self, input: Any) -> Any:
+                    capture.instance = workflow.instance()
+                    if prepare is not None:
+                        prepare(capture.instance)
+                    return await super().execute_workflow(input)
 
-        return Inbound
+            return Inbound
+
+    return Capture()
 
 
 async def stream_items(client: Client, run_id: str, topic: str, from_offset: int = 0) -> list[Any]:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 from temporalio.client import Client, ClientConfig
 from temporalio.common import WorkerDeploymentVersion
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import (
     UnsandboxedWorkflowRunner,
@@ -38,7 +37,7 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from rein.agent import with_tool_agents
-from rein.temporal.converter import rein_data_converter
+from rein.temporal.converter import has_rein_converter, rein_data_converter
 from rein.temporal.deployment import (
     current_if_first,
     deployment_config,
@@ -75,10 +74,6 @@ def agent_map(agents: Iterable[Agent] | Mapping[str, Agent] | None) -> MutableMa
     return mapping
 
 
-def has_rein_converter(client: Client) -> bool:
-    return client.data_converter.payload_converter_class is pydantic_data_converter.payload_converter_class
-
-
 def with_rein_plugin(client: Client) -> Client:
     """`client` if it already speaks rein's converter, else the same connection with ReinPlugin() added."""
     if has_rein_converter(client):
@@ -86,8 +81,6 @@ def with_rein_plugin(client: Client) -> Client:
     config = client.config()  # a copy
     config["plugins"] = [*config.get("plugins", []), ReinPlugin()]
     return Client(**config)
-
-
 
 
 async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
