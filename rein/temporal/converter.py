@@ -8,7 +8,6 @@ agree on how payloads are encoded, encrypted and offloaded.
 from __future__ import annotations
 
 import dataclasses
-
 from typing import TYPE_CHECKING
 
 from temporalio.contrib.pydantic import pydantic_data_converter
