@@ -163,7 +163,13 @@ async def prune_periodically(converter: DataConverter) -> None:
 
 
 class Boto3S3Client(S3StorageDriverClient):
-    """temporalio's S3 driver client over plain boto3 (its calls run in a thread)."""
+    """temporalio's S3 driver client over plain boto3 (its calls run in a thread).
+
+    Not temporalio's own client (`s3driver.aioboto3.new_aioboto3_client`): it needs aioboto3, whose
+    newest release (15.5.0) pins aiobotocore 2.25.1 and so botocore <1.40.62, while litellm (a core
+    dependency) needs boto3 >=1.43.117: pip finds no install with both. When aioboto3 allows a current
+    botocore, the switch is small: one aioboto3 client per event loop, closed at that loop's shutdown.
+    """
 
     def __init__(self, s3):  # noqa: ANN001
         self.s3 = s3
