@@ -71,7 +71,6 @@ async def connect(address: str | None = None, namespace: str | None = None, **cl
     return ReinConnection.of(await connection.connect(address, namespace, **client_kwargs))
 
 
-
 def _with_rein(client: Client) -> Client:
     """`client`, or the same connection with ReinPlugin added when it lacks rein's converter.
     The plugin module (and temporalio.worker with it) is imported only then: a CLI command never needs it."""

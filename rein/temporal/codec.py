@@ -39,7 +39,7 @@ class AesGcmCodec(PayloadCodec):
         for key_id, key in keys:
             if len(key) != 32:
                 raise CodecKeyError(f"key {key_id!r} is {len(key)} bytes; AES-256-GCM needs 32")
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # only with a key: ~20 ms a CLI command spares
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # here: a process without a key never loads it
 
         self.key_id = keys[0][0]
         self._ciphers = {key_id: AESGCM(key) for key_id, key in keys}
