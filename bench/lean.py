@@ -146,8 +146,10 @@ class Bench:
     async def stop(self) -> None:
         await asyncio.gather(*(w.shutdown() for w in self.workers))
 
-    async def one(self, variant: str, n: int, pad: int, shape_of: bool = True) -> dict[str, float]:
-        wf_id = f"{variant}-{n}-{pad}-{uuid.uuid4().hex[:8]}"
+    async def one(self, variant: str, n: int, pad: int, shape_of: bool = True, wf_id: str = "") -> dict[str, float]:
+        """One run of `variant`: floor, floor-sandboxed, rein, rein-unsandboxed, rein-local, or rein-plain
+        (AgentWorkflow started by a plain Temporal client: no start-time search attributes)."""
+        wf_id = wf_id or f"{variant}-{n}-{pad}-{uuid.uuid4().hex[:8]}"
         began = time.perf_counter()
         if variant.startswith("floor"):
             client = self.raw_client
@@ -155,6 +157,13 @@ class Bench:
             handle = await client.start_workflow(floor.run, {"n": n, "pad": pad}, id=wf_id, task_queue="bench-floor")
             result = await handle.result()
             assert result == f"done after {n}", result
+        elif variant == "rein-plain":
+            client = self.raw_client
+            handle = await client.start_workflow(
+                "AgentWorkflow", {"agent": "bench", "prompt": f"n={n} pad={pad} go"}, id=wf_id, task_queue="bench-rein"
+            )
+            outcome = await handle.result()
+            assert outcome["output"] == f"done after {n}", outcome
         else:
             client = self.rein_client
             agent = "bench-local" if variant == "rein-local" else "bench"
@@ -209,7 +218,7 @@ async def main() -> None:
         if args.only:
             plan = [(int(e.split("/")[0]), int(e.split("/")[1]), 1) for e in args.only.split(",")]
         for n, pad, reps in plan:
-            samples: dict[str, list[dict[str, float]]] = {"rein": [], "floor": []}
+            samples: dict[str, list[dict[str, float]]] = {"rein": [], "rein-plain": [], "floor": []}
             for _ in range(reps):
                 for variant in samples:
                     samples[variant].append(await bench.one(variant, n, pad))
@@ -243,10 +252,20 @@ async def measure_local_and_throughput(bench: Bench, results: dict[str, Any], re
         print(f"{runs} concurrent: {json.dumps(results['throughput'][str(runs)])}", flush=True)
 
 
+def plain(row: dict[str, Any]) -> str:
+    """The run started by a plain Temporal client (older results have none)."""
+    p, f = row.get("rein-plain"), row["floor"]
+    if not p:
+        return "—"
+    return (f"{p['s'] / f['s']:.2f}×, {p['bytes'] / f['bytes']:.2f}×, "
+            f"{p['actions']:.0f} / {f['actions']:.0f} (+{p['actions'] - f['actions']:.0f})")
+
+
 def report(results: dict[str, Any]) -> str:
     lines = [
-        "| N | tool output | ms/iteration (rein / floor) | history bytes per iteration | events per iteration | actions per iteration |",
-        "|---|---|---|---|---|---|",
+        "| N | tool output | ms/iteration (rein / floor) | history bytes per iteration | events per iteration "
+        "| actions per iteration | plain-client start: ms, bytes, actions per run (rein / floor) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key, row in results["sizes"].items():
         n, pad = (int(x) for x in key.split("/"))
@@ -255,7 +274,8 @@ def report(results: dict[str, Any]) -> str:
             f"| {n:,} | {pad // 1024} KB | {1000 * r['s'] / n:.1f} / {1000 * f['s'] / n:.1f} = **{r['s'] / f['s']:.2f}×** "
             f"| {r['bytes'] / n:,.0f} / {f['bytes'] / n:,.0f} = **{r['bytes'] / f['bytes']:.2f}×** "
             f"| {r['events'] / n:.1f} / {f['events'] / n:.1f} = **{r['events'] / f['events']:.2f}×** "
-            f"| {r['actions'] / n:.2f} / {f['actions'] / n:.2f} = **{r['actions'] / f['actions']:.2f}×** |"
+            f"| {r['actions'] / n:.2f} / {f['actions'] / n:.2f} = **{r['actions'] / f['actions']:.2f}×** "
+            f"| {plain(row)} |"
         )
     loc = results["local"]
     lines += [

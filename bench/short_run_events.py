@@ -1,0 +1,89 @@
+#!/usr/bin/env python
+"""Where a short run's cost goes: the events of one run, floor against rein, side by side.
+
+One dev server, the workload of bench/lean.py (N iterations of a model call and a 1 KB tool
+result), three runs: the raw floor, rein started by `ReinClient.start` (start-time search
+attributes) and rein started by a plain Temporal client (`client.start_workflow("AgentWorkflow",
+{"agent", "prompt"})`, as ops tooling does). Prints every event of each run: its type, protobuf
+bytes, whether Temporal Cloud bills it as an action (bench/lean.py's ACTIONS) and what it holds
+(marker name, upserted search attributes, activity type), then the totals.
+
+    python bench/short_run_events.py            # N = 1
+    python bench/short_run_events.py --n 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lean import ACTIONS, Bench, shape  # noqa: E402  (sets up sys.path and REIN_HOME)
+from temporalio.api.enums.v1 import EventType  # noqa: E402
+
+from rein.log import disable_logging  # noqa: E402
+from rein.server import start_dev_server  # noqa: E402
+
+
+def what(event: Any) -> str:
+    """The part of an event that says why it is there."""
+    kind = event.event_type
+    if kind == EventType.EVENT_TYPE_MARKER_RECORDED:
+        attrs = event.marker_recorded_event_attributes
+        summary = event.user_metadata.summary.data.decode() if event.HasField("user_metadata") else ""
+        return f"{attrs.marker_name} {summary}".strip()
+    if kind == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+        fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        return ", ".join(f"{k}={json.loads(v.data)}" for k, v in sorted(fields.items()))
+    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        summary = event.user_metadata.summary.data.decode() if event.HasField("user_metadata") else ""
+        return f"{event.activity_task_scheduled_event_attributes.activity_type.name} {summary}".strip()
+    if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+        fields = event.workflow_execution_started_event_attributes.search_attributes.indexed_fields
+        return ", ".join(f"{k}={json.loads(v.data)}" for k, v in sorted(fields.items()))
+    return ""
+
+
+def table(title: str, history: Any) -> str:
+    lines = [f"### {title}", "", "| # | event | bytes | action | what |", "|---|---|---|---|---|"]
+    for e in history.events:
+        name = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+        lines.append(f"| {e.event_id} | {name} | {e.ByteSize():,} | {'yes' if e.event_type in ACTIONS else ''} | {what(e)} |")
+    s = shape([history])
+    lines += ["", f"{s['events']} events, {s['bytes']:,} bytes, {s['actions']} actions", ""]
+    return "\n".join(lines)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=1, help="iterations (model call + tool call) per run")
+    parser.add_argument("--pad", type=int, default=1024, help="tool result size")
+    args = parser.parse_args()
+    disable_logging()
+    server = start_dev_server()
+    bench = Bench(server.address)
+    try:
+        await bench.start()
+        for variant in ("floor", "rein", "rein-plain"):  # warm each path once (first-run imports)
+            await bench.one(variant, 1, args.pad, shape_of=False)
+        out = []
+        for variant, title in (("floor", "floor (bench/floor.py)"), ("rein", "rein, ReinClient.start"),
+                               ("rein-plain", "rein, plain client.start_workflow")):
+            wf_id = f"events-{variant}-{uuid.uuid4().hex[:8]}"
+            await bench.one(variant, args.n, args.pad, wf_id=wf_id, shape_of=False)
+            client = bench.raw_client if variant == "floor" else bench.rein_client
+            out.append(table(f"{title}, N = {args.n}", await client.get_workflow_handle(wf_id).fetch_history()))
+        print("\n".join(out))
+    finally:
+        await bench.stop()
+        server.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
