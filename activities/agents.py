@@ -324,7 +324,7 @@ class AgentActivities(AgentIdentity):
         # and the flags say which behaviours this build's workflow code records (see AgentDescription).
         return description.model_copy(update={
             "search_attributes": list(available), "model_queue": routed_queue(agent.model_label),
-            "waiting_timer": waiting_timer_on(), "close_canceled": True,
+            "waiting_timer": waiting_timer_on(), "close_canceled": True, "timed_counters": True,
         })
 
     @activity.defn(name=CALL_MODEL)

@@ -29,7 +29,7 @@ from rein.replay import ReplayFailed, load_history, server_query
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = ROOT / "tests" / "histories"
-CURRENT = HISTORIES / "agent_long_v2.json"
+CURRENT = HISTORIES / "agent_long_v3.json"
 RETIRED = HISTORIES / "agent_approval_v1.json"
 """Recorded before a patch that rein has since retired: the current code no longer replays it."""
 
@@ -79,7 +79,7 @@ def test_testing_replay_raises_on_a_history_the_code_cannot_replay() -> None:
 
 async def test_testing_replay_can_be_awaited_in_async_tests() -> None:
     report = await rein.testing.replay(CURRENT)
-    assert report.ok and report.results[0].workflow_id == "agent_long_v2"
+    assert report.ok and report.results[0].workflow_id == "agent_long_v3"
 
 
 def test_bad_history_sources_say_what_is_wrong(tmp_path: Path) -> None:

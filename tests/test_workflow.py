@@ -797,14 +797,17 @@ def upserts_in(path: Path) -> list[dict[str, Any]]:
 
 
 def test_long_histories_cover_both_counter_rules():
-    assert [p.name for p in LONG_HISTORIES] == ["agent_long_v1.json", "agent_long_v2.json"]
-    old, new = (upserts_in(p) for p in LONG_HISTORIES)
+    assert [p.name for p in LONG_HISTORIES] == ["agent_long_v1.json", "agent_long_v2.json", "agent_long_v3.json"]
+    old, new, described = (upserts_in(p) for p in LONG_HISTORIES)
     # v1: every 5th iteration, and at the end the counters and the status apart.
     assert [u.get("ReinIterations") for u in old] == [0, 5, 10, None] and old[-1] == {"ReinStatus": "done"}
     assert patches_in(LONG_HISTORIES[0]) == set()
     # v2 (a run of a few seconds): by time, and the final status with the counters.
     assert new[-1] == {"ReinStatus": "done", "ReinIterations": 10, "ReinTokens": 20}
     assert patches_in(LONG_HISTORIES[1]) == {"rein-timed-counters"}
+    # v3: the same rule, taken from the recorded description: no patch marker, no TemporalChangeVersion.
+    assert [u for u in new[1:] if "TemporalChangeVersion" not in u] == described[1:]  # after the start upsert
+    assert patches_in(LONG_HISTORIES[2]) == set() and len(described) == len(new) - 1
 
 
 @pytest.mark.parametrize("path", LONG_HISTORIES, ids=lambda p: p.stem)

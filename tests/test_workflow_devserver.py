@@ -114,10 +114,9 @@ async def test_search_attributes_find_waiting_runs(dev, ids):
 
 
 async def test_long_run_publishes_its_final_counters_with_its_status(dev, ids):
-    """Ten quick iterations: the run's last counters are right whatever the timing. A run that met
-    iteration 5 within COUNTER_SECONDS of its start (this one, unless the machine is very slow) is on
-    the rein-timed-counters rule and publishes its last counters with its final status, one upsert;
-    the old every-5th-iteration rule published them apart in the same workflow task."""
+    """Ten quick iterations: the run's last counters are right whatever the timing. The run is on the
+    timed rule (refresh when COUNTER_SECONDS have passed) and publishes its last counters with its final
+    status, one upsert; the old every-5th-iteration rule published them apart in the same workflow task."""
     tq, wf_id = ids
     rounds = [[tc("add", f"c{i}", a=i, b=1)] for i in range(9)]
     agent = Agent(provider=MockProvider([*rounds, "ten"]), tools=[add], name="counting")
@@ -130,20 +129,22 @@ async def test_long_run_publishes_its_final_counters_with_its_status(dev, ids):
     assert (attrs.get(REIN_STATUS), attrs.get(REIN_ITERATIONS), attrs.get(REIN_TOKENS)) == ("done", 10, 20)
     events = (await handle.fetch_history()).events
     upserts = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
-    patched = any(e.marker_recorded_event_attributes.marker_name == "core_patch" for e in events)
-    if patched:
-        final = events[upserts[-1]].upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
-        assert [json.loads(final[k].data) for k in ("ReinStatus", "ReinIterations")] == ["done", 10]
-        # No two upserts in one workflow task (nothing but commands between them).
-        for a, b in zip(upserts, upserts[1:]):
-            assert any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in events[a:b]), (a, b)
+    # The rule comes with the recorded description (AgentDescription.timed_counters): no patch marker
+    # and no TemporalChangeVersion upsert, two billable actions fewer than asking the patch.
+    assert not any(e.marker_recorded_event_attributes.marker_name == "core_patch" for e in events)
+    fields = [events[i].upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+              for i in upserts]
+    assert all("TemporalChangeVersion" not in f for f in fields)
+    assert [json.loads(fields[-1][k].data) for k in ("ReinStatus", "ReinIterations")] == ["done", 10]
+    # No two upserts in one workflow task (nothing but commands between them).
+    for a, b in zip(upserts, upserts[1:]):
+        assert any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in events[a:b]), (a, b)
 
 
 async def test_a_short_run_records_no_counter_patch(dev, ids):
-    """A short run never meets the case rein-timed-counters changed (a counter refresh due within
-    COUNTER_SECONDS of the last), so it records no patch marker and no TemporalChangeVersion upsert:
-    cancelled while waiting, it publishes `running` and then `cancelled` as before (folding the two
-    would need the marker, two events to save one)."""
+    """A run records no patch marker and no TemporalChangeVersion upsert for the counter rule: it comes
+    with the recorded description (AgentDescription.timed_counters). Cancelled while waiting, the run
+    publishes `cancelled` with its last counters in one upsert, not `running` and then `cancelled`."""
     tq, wf_id = ids
     agent = Agent(provider=MockProvider([[tc("add", "c1", a=1, b=2)], "three"]), tools=[add], name="cancelled-wait",
                   config=LoopConfig(permission="ask"))
@@ -158,7 +159,7 @@ async def test_a_short_run_records_no_counter_patch(dev, ids):
     upserts = [e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
                for e in events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
     statuses = [json.loads(u["ReinStatus"].data) for u in upserts if "ReinStatus" in u]
-    assert statuses == ["running", "waiting_approval", "running", "cancelled"]
+    assert statuses == ["running", "waiting_approval", "cancelled"]
     assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
                 and e.marker_recorded_event_attributes.marker_name != "core_local_activity"]
     assert all("TemporalChangeVersion" not in u for u in upserts)

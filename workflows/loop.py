@@ -177,6 +177,8 @@ class AgentLoop(Waiting, Decisions, Stages):
         self.parent_call = request.parent_call if workflow.info().parent is not None else None
         self.agent_key = request.agent
         self.agent = await self._describe(request.agent)
+        if self.agent.timed_counters:  # the rule recorded with the description: no patch to ask
+            self.timed_counters = True
         config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)

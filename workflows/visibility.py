@@ -26,7 +26,8 @@ PATCH_TIMED_COUNTERS = "rein-timed-counters"
 have passed since the last refresh, and a run's last counters and its final status are one upsert.
 Asked only where the old rule would send an upsert the new one does not: a run records the marker
 (and its TemporalChangeVersion upsert) once it is that fast and long, which then saves an upsert
-every COUNTER_EVERY iterations; slower or shorter runs never record it."""
+every COUNTER_EVERY iterations; slower or shorter runs never record it. Runs described with
+AgentDescription.timed_counters (every run since workers set it) take the new rule without asking it."""
 INT64_MAX = 2**63 - 1
 
 COUNTERS = frozenset({"ReinIterations", "ReinTokens", "ReinCostUsd"})

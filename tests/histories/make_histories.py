@@ -49,6 +49,7 @@ while the status stays `running`, and the end of the run).
       were two upserts in one workflow task
   v2: with the rein-timed-counters patch (a quick run: no refresh within COUNTER_SECONDS of the
       last, so the marker at iteration 5 and one final upsert)
+  v3: the same rule taken from AgentDescription.timed_counters: no marker, no TemporalChangeVersion upsert
 
     .venv/bin/python tests/histories/make_histories.py long
 
@@ -78,7 +79,7 @@ EXTENSIONS = "agent_extensions_v1.json"
 CANCEL = "agent_cancel_v4.json"
 CANCEL_SIGNAL = "agent_cancel_signal_v1.json"
 FAILED = "agent_failed_v1.json"
-LONG = "agent_long_v2.json"
+LONG = "agent_long_v3.json"
 CHANGED = "agent_changed_v1.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
