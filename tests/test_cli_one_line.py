@@ -151,10 +151,9 @@ async def test_cancelled_run_result_and_watch(dev) -> None:  # noqa: ANN001
     assert proc.stdout == ""
     assert one_line(proc) == f"rein: run {run_id} was cancelled: changed my mind"
 
-    proc = watched
-    assert proc.returncode == EXIT_CANCELLED
-    assert "model" in proc.stdout and "restart" in proc.stdout  # its steps, on stdout
-    assert one_line(proc) == f"rein: run {run_id} was cancelled: changed my mind"
+    assert watched.returncode == EXIT_CANCELLED
+    assert "model" in watched.stdout and "restart" in watched.stdout  # its steps, on stdout
+    assert one_line(watched) == f"rein: run {run_id} was cancelled: changed my mind"
 
 
 async def test_list_is_newest_first_even_with_an_old_open_run(dev) -> None:  # noqa: ANN001
