@@ -22,6 +22,7 @@ from rein.client import ReinClient, connect
 from rein.server import DevServer, free_port, start_dev_server
 from tests.support.history import assert_no_task_failures, history_events, tool_attempts
 from tests.support.processes import WorkerProcess
+from tests.support.runs import forget_sticky_worker
 from tests.support.waiting import poll, rein_status_is
 
 AGENTS = ["tests.agents.faults:effects", "tests.agents.faults:approved_effects"]
@@ -114,6 +115,7 @@ async def test_sigkill_while_a_tool_runs(stack: Stack, client: ReinClient):
     )
     await until(lambda: stack.effects(run_id), "the tool to start")
     worker.kill()  # after the side effect, before the result reached the server
+    await forget_sticky_worker(client.client, run_id)
     stack.worker()
     hold.unlink()
     result = await asyncio.wait_for(client.result(run_id), 120)
@@ -136,6 +138,7 @@ async def test_sigkill_during_a_model_call(stack: Stack, client: ReinClient):
     )
     await until(lambda: stack.model_calls(run_id), "the model call to start")
     worker.kill()
+    await forget_sticky_worker(client.client, run_id)
     hold.unlink()
     stack.worker()  # the lost call is retried once its heartbeat times out
     result = await asyncio.wait_for(client.result(run_id), 120)
@@ -149,6 +152,7 @@ async def test_sigkill_while_waiting_for_approval(stack: Stack, client: ReinClie
     run_id = await start(client, "approved-effects")
     await until(lambda: rein_status_is(client, run_id, "waiting_approval"), "the approval wait")
     worker.kill()
+    await forget_sticky_worker(client.client, run_id)
     stack.worker()
     assert await client.approve(run_id, approver="ops") == ["call-1"]
     result = await asyncio.wait_for(client.result(run_id), 120)

@@ -30,6 +30,7 @@ from vendor_server import Reply, VendorServer  # noqa: E402
 from rein.server import free_port  # noqa: E402
 from tests.support.otlp_tap import OtlpTap  # noqa: E402
 from tests.support.processes import WorkerProcess, stop_process, wait_for_port  # noqa: E402
+from tests.support.runs import forget_sticky_worker  # noqa: E402
 from tests.support.waiting import poll, wait_status, wait_until  # noqa: E402
 from tests.test_ui_browser import Page, page  # noqa: E402,F401  (the headless Chromium fixture)
 
@@ -223,6 +224,7 @@ async def test_a_worker_killed_mid_tool_leaves_one_trace_without_duplicates(trac
     async def kill_mid_tool(_: int) -> None:
         await asyncio.to_thread(wait_until, (marker / "started").exists, "the tool's first attempt", 60)
         first.kill()  # SIGKILL: the tool's attempt and the workflow's cache die with it
+        await forget_sticky_worker(traced.dev.client, ids[1])
         traced.worker()  # a fresh worker replays the run and retries the tool
 
     await approve_each(handle, 1, kill_mid_tool)

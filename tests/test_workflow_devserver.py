@@ -26,7 +26,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.testing import full_result
 from rein.workflows import AgentWorkflow
 from tests.support.history import assert_no_task_failures, tool_attempts
-from tests.support.runs import start
+from tests.support.runs import forget_sticky_worker, start
 from tests.support.results import tool_messages
 from tests.support.tools import add, tc
 from tests.support.waiting import poll, wait_status
@@ -245,6 +245,7 @@ async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
         process.send_signal(signal.SIGKILL)
         process.wait(10)
         log.close()
+    await forget_sticky_worker(dev.client, wf_id)
 
     @rein.tool(name="block", timeout_s=CRASH_TOOL_TIMEOUT_S)  # the same tool as A's, else the call is refused
     async def block_b(x: str) -> str:
