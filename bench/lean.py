@@ -195,7 +195,7 @@ async def main() -> None:
     args = parser.parse_args()
     disable_logging()
     quick = args.quick
-    sizes = [(1, 3), (10, 3), (100, 3), (1000, 1), (10_000, 1)] if not quick else [(1, 2), (10, 2), (100, 1)]
+    sizes = [(1, 3), (3, 3), (10, 3), (100, 3), (1000, 1), (10_000, 1)] if not quick else [(1, 2), (3, 2), (10, 2), (100, 1)]
     pads = [1024, 10 * 1024]
     concurrency = [(1, args.reps), (100, args.reps), (1000, 1)] if not quick else [(1, 2), (100, 1)]
     server = start_dev_server()

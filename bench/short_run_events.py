@@ -6,7 +6,8 @@ result), three runs: the raw floor, rein started by `ReinClient.start` (start-ti
 attributes) and rein started by a plain Temporal client (`client.start_workflow("AgentWorkflow",
 {"agent", "prompt"})`, as ops tooling does). Prints every event of each run: its type, protobuf
 bytes, whether Temporal Cloud bills it as an action (bench/lean.py's ACTIONS) and what it holds
-(marker name, upserted search attributes, activity type), then the totals.
+(marker name, upserted search attributes, activity type), its server time in ms after the run's
+first event (where a short run's time goes), then the totals.
 
     python bench/short_run_events.py            # N = 1
     python bench/short_run_events.py --n 10
@@ -50,13 +51,21 @@ def what(event: Any) -> str:
     return ""
 
 
+def ms_since_start(history: Any) -> list[float]:
+    """Each event's server timestamp, in ms after the run's first event: where the run's time goes."""
+    first = history.events[0].event_time.ToNanoseconds()
+    return [(e.event_time.ToNanoseconds() - first) / 1e6 for e in history.events]
+
+
 def table(title: str, history: Any) -> str:
-    lines = [f"### {title}", "", "| # | event | bytes | action | what |", "|---|---|---|---|---|"]
-    for e in history.events:
+    lines = [f"### {title}", "", "| # | ms | event | bytes | action | what |", "|---|---|---|---|---|---|"]
+    for e, ms in zip(history.events, ms_since_start(history)):
         name = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
-        lines.append(f"| {e.event_id} | {name} | {e.ByteSize():,} | {'yes' if e.event_type in ACTIONS else ''} | {what(e)} |")
+        billed = "yes" if e.event_type in ACTIONS else ""
+        lines.append(f"| {e.event_id} | {ms:.1f} | {name} | {e.ByteSize():,} | {billed} | {what(e)} |")
     s = shape([history])
-    lines += ["", f"{s['events']} events, {s['bytes']:,} bytes, {s['actions']} actions", ""]
+    lines += ["", f"{s['events']} events, {s['bytes']:,} bytes, {s['actions']} actions, "
+                  f"{ms_since_start(history)[-1]:.1f} ms first to last event", ""]
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ task_queue="rein")`) is asked through the short ReinDescribeAgent workflow.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from rein.client import ReinClient
@@ -18,6 +19,8 @@ from rein.temporal.history import polled
 START_CHECK_TIMEOUT = timedelta(seconds=10)
 """How long `rein start` waits for a worker on a shared queue to describe the agent: a live worker
 answers in well under a second; a poller seen in the last minute may be a worker that has stopped."""
+WORKER_STARTING_S = 3.0
+"""How long `rein start` looks again for a worker when none polls yet (one started a moment ago)."""
 
 
 class AgentNotServed(LookupError):
@@ -26,24 +29,42 @@ class AgentNotServed(LookupError):
 
 async def queue_for(client: ReinClient, agent: str, queue: str | None = None) -> str:
     """The queue to start a run of `agent` on: `queue` when given, else the agent's own queue, else
-    the client's shared queue; raises AgentNotServed when no worker there knows the agent."""
-    from rein.fork import describe_agent
-    from rein.fork_edits import ForkError
+    the client's shared queue; raises AgentNotServed when no worker there knows the agent.
 
+    When no worker polls any of them, they are looked at again for WORKER_STARTING_S: a worker
+    started a moment ago (a script, a deploy) has not polled yet."""
     own = agent_task_queue(agent)
     candidates = [queue] if queue else list(dict.fromkeys([own, client.task_queue]))
-    for candidate in candidates:
-        if not await polled(client.client, candidate):
-            continue
-        if candidate == own:
-            return candidate  # only workers that serve the agent poll its own queue
-        try:
-            await describe_agent(client, agent, candidate, purpose="before rein start", timeout=START_CHECK_TIMEOUT)
-        except ForkError:
-            continue  # a worker polls it, but does not know the agent
-        return candidate
+    deadline = asyncio.get_running_loop().time() + WORKER_STARTING_S
+    while True:
+        found, any_polled = await _served_queue(client, agent, candidates, own)
+        if found is not None:
+            return found
+        if any_polled or asyncio.get_running_loop().time() >= deadline:
+            break
+        await asyncio.sleep(0.25)
     where = " or ".join(repr(c) for c in candidates)
     raise AgentNotServed(
         f"no worker serves agent {agent!r} (none that knows it polls {where}); start one with "
         f"`rein worker --agent MODULE:ATTR`, or pass --no-check to start the run anyway"
     )
+
+
+async def _served_queue(client: ReinClient, agent: str, candidates: list[str], own: str) -> tuple[str | None, bool]:
+    """(the first candidate a worker that knows `agent` polls, whether any candidate was polled at all)."""
+    from rein.fork import describe_agent
+    from rein.fork_edits import ForkError
+
+    any_polled = False
+    for candidate in candidates:
+        if not await polled(client.client, candidate):
+            continue
+        any_polled = True
+        if candidate == own:
+            return candidate, True  # only workers that serve the agent poll its own queue
+        try:
+            await describe_agent(client, agent, candidate, purpose="before rein start", timeout=START_CHECK_TIMEOUT)
+        except ForkError:
+            continue  # a worker polls it, but does not know the agent
+        return candidate, True
+    return None, any_polled

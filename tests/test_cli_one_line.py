@@ -305,3 +305,20 @@ async def test_the_docs_python_snippet_runs_as_written(dev) -> None:  # noqa: AN
     lines = proc.stdout.splitlines()
     assert lines[-1] == "The answer is 42.", proc.stdout  # from / : rein.examples imports from anywhere
     assert "tool_calls " in lines and lines[-2].startswith("interrupt"), proc.stdout
+
+
+async def test_start_finds_a_worker_that_starts_while_it_looks(dev, monkeypatch) -> None:  # noqa: ANN001
+    """A worker started a moment before `rein start` (a script, a deploy) may not have polled yet: the
+    check looks again for a while instead of refusing at once (this once failed test_fleet_cli)."""
+    from rein import Agent, MockProvider, create_worker
+    from rein.client import ReinClient
+    from rein.serving import queue_for
+
+    monkeypatch.setattr("rein.serving.WORKER_STARTING_S", 60.0)  # the mechanism, not the value, under load
+    agent = Agent(provider=MockProvider(["fine"]), name=f"late-{uuid.uuid4().hex[:6]}")
+    tq = f"late-{uuid.uuid4().hex[:6]}"
+    looking = asyncio.create_task(queue_for(ReinClient(dev.client, tq), agent.name, tq))
+    await asyncio.sleep(0.5)
+    assert not looking.done(), looking  # nothing polls `tq` yet: still looking, not refused
+    async with create_worker(dev.client, agents=[agent], task_queue=tq):
+        assert await looking == tq

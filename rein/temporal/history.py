@@ -23,7 +23,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.temporal.sdk_private import query_handler
+from rein.temporal.sdk_private import query_handler, stream_log
 
 if TYPE_CHECKING:
     from temporalio.client import WorkflowHistory
@@ -200,6 +200,6 @@ async def stream_items(client: Client, run_id: str, topic: str, from_offset: int
     """
     instance = (await replayed(client, run_id)).instance
     stream = instance.stream
-    log, base = stream._log, stream._base_offset  # the stream's own retained log (temporalio.contrib)
+    log, base = stream_log(stream)
     converter = client.data_converter.payload_converter
     return [converter.from_payload(item.data) for item in log[max(0, from_offset - base):] if item.topic == topic]

@@ -1,4 +1,4 @@
-"""The four places rein reaches into private parts of temporalio or the standard library, in one module.
+"""The five places rein reaches into private parts of temporalio or the standard library, in one module.
 
 Each has no public equivalent today; each is used for one reason given below. When a temporalio or
 Python upgrade breaks one, this module is the only place to look.
@@ -42,3 +42,10 @@ def stream_poll(stream: Any) -> tuple[str, Callable[..., Any], Callable[..., Any
     from temporalio.contrib.workflow_streams import _stream
 
     return _stream._POLL, stream._on_poll, stream._validate_poll
+
+
+def stream_log(stream: Any) -> tuple[list[Any], int]:
+    """The retained items of a WorkflowStream and the offset of the first, read from a replayed
+    workflow object (rein.temporal.history.stream_items: a closed run's stream with no worker to poll).
+    The public `get_state()` needs a running workflow's clock; a finished replay has none."""
+    return stream._log, stream._base_offset
