@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import uuid
 
-from pydantic import BaseModel
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     import rein
-    from rein import Agent, MockProvider
+    from rein import Agent, MockProvider, ToolCall
     from rein.contract import RunOutcome
     from rein.temporal.converter import ReinPayloadConverter, _process_type_adapter
+    from tests.support.tools import add
 
 
 class Ticket(BaseModel):
@@ -33,9 +36,19 @@ class TicketEcho:
         return Ticket(text=ticket.text.upper())
 
 
-async def test_rein_types_are_adapted_once_per_process_and_user_types_per_run(dev):
+async def test_rein_types_are_adapted_once_per_process_and_user_types_per_run(dev, monkeypatch):
+    built: list[Any] = []  # every TypeAdapter made in this process, by its type
+    original = TypeAdapter.__init__
+
+    def counting(self: TypeAdapter, type_: Any, *args: Any, **kwargs: Any) -> None:
+        built.append(type_)
+        original(self, type_, *args, **kwargs)
+
+    monkeypatch.setattr(TypeAdapter, "__init__", counting)
     queue = f"adapters-{uuid.uuid4().hex[:6]}"
-    agent = Agent(provider=MockProvider(["one", "two", "three"]), name="adapter-bot")
+    script = [[ToolCall(id=f"c{i}", name="add", arguments={"a": i, "b": 1})] if i % 2 == 0 else f"sum {i // 2}"
+              for i in range(6)]  # each run: a tool call (its result is a `ToolResult | str`), then an answer
+    agent = Agent(provider=MockProvider(script), tools=[add], name="adapter-bot")
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue, workflows=[TicketEcho]) as worker:
         assert worker.client.data_converter.payload_converter_class is ReinPayloadConverter
         outputs = []
@@ -47,14 +60,17 @@ async def test_rein_types_are_adapted_once_per_process_and_user_types_per_run(de
             outputs.append(outcome.output)
             if i == 0:
                 after_first = _process_type_adapter.cache_info()
+                built.clear()
         after_third = _process_type_adapter.cache_info()
+        built_by_later_runs = list(built)
         for i in range(2):
             echoed = await worker.client.execute_workflow(
                 TicketEcho.run, Ticket(text=f"t{i}"), id=f"{queue}-ticket-{i}", task_queue=queue)
             assert echoed == Ticket(text=f"T{i}")
         after_user = _process_type_adapter.cache_info()
-    assert outputs == ["one", "two", "three"]
+    assert outputs == ["sum 0", "sum 1", "sum 2"]
     assert after_first.currsize > 0
-    assert after_third.misses == after_first.misses  # runs two and three built no adapter of their own
+    assert built_by_later_runs == []  # runs two and three built no adapter of their own
+    assert after_third.misses == after_first.misses
     assert after_third.hits > after_first.hits
     assert after_user.currsize == after_third.currsize  # the re-imported Ticket stayed per run

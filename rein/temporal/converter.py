@@ -8,6 +8,8 @@ agree on how payloads are encoded, encrypted and offloaded.
 from __future__ import annotations
 
 import functools
+import types
+import typing
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
@@ -40,11 +42,21 @@ class _ProcessCachedJSON(PydanticJSONPlainPayloadConverter):
     for each run would keep that run's modules alive in a process-wide cache."""
 
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
-        if type_hint is None or type_hint is Any or (
-            isinstance(type_hint, type) and type_hint.__module__.partition(".")[0] in SHARED_TYPE_ROOTS
-        ):
+        if type_hint is None or _process_wide(type_hint):
             return _process_type_adapter(Any if type_hint is None else type_hint).validate_json(payload.data)
         return super().from_payload(payload, type_hint)
+
+
+def _process_wide(hint: Any) -> bool:
+    """Whether `hint` is built only of types that live as long as the process (`ToolResult | str`, `list[Step]`)."""
+    if hint is Any or hint is None or hint is type(None):
+        return True
+    if isinstance(hint, type) and not typing.get_args(hint):
+        return hint.__module__.partition(".")[0] in SHARED_TYPE_ROOTS
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is None or not args:
+        return False
+    return (origin in (typing.Union, types.UnionType) or _process_wide(origin)) and all(_process_wide(a) for a in args)
 
 
 class ReinPayloadConverter(PydanticPayloadConverter):
