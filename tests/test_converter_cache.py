@@ -9,7 +9,6 @@ run must not enter the process-wide cache: it would keep that run's modules aliv
 from __future__ import annotations
 
 import uuid
-
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
