@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from temporalio.worker import WorkflowRunner
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import (
     SandboxedWorkflowRunner,
     SandboxRestrictions,
 )
+
+from rein.temporal.sdk_private import sandbox_without_context_round_trips
 
 PURE_MODULES = (
     "rein.circuit",
@@ -48,9 +50,12 @@ SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_i
 
 
 def sandbox_runner(runner: WorkflowRunner | None) -> WorkflowRunner:
-    """The worker's sandbox with rein's passthrough added; any other runner is kept as chosen."""
+    """The worker's sandbox with rein's passthrough added; any other runner is kept as chosen.
+    temporalio's own sandbox class becomes one that asks a workflow for payload contexts directly."""
     if runner is None:
-        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
+        return sandbox_without_context_round_trips(SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
+    if type(runner) is SandboxedWorkflowRunner and runner.runner_class is UnsandboxedWorkflowRunner:
+        return sandbox_without_context_round_trips(runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
     if isinstance(runner, SandboxedWorkflowRunner):
         return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
     return runner

@@ -1,0 +1,119 @@
+"""rein's sandbox answers payload-context questions without an `exec` per payload, and answers them right.
+
+The worker asks a workflow for a serialization context before it encodes or decodes each payload
+sequence of a workflow task; temporalio's sandbox answers by compiling and running a snippet each
+time (22 per loop iteration, ~0.2 ms each: bench/README.md). rein's runner calls the sandboxed
+instance directly (rein.temporal.sdk_private.sandbox_without_context_round_trips). A payload codec
+that takes contexts must still see each activity's own context, and a user's workflow on the same
+worker must still run sandboxed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import uuid
+from collections.abc import Sequence
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():  # the sandbox re-imports this module for the probe
+    from temporalio.api.common.v1 import Payload
+    from temporalio.client import Client
+    from temporalio.converter import (
+        ActivitySerializationContext,
+        PayloadCodec,
+        SerializationContext,
+        WithSerializationContext,
+        WorkflowSerializationContext,
+    )
+
+    import rein
+    from rein import Agent, MockProvider, ToolCall
+    from rein.contract import CALL_MODEL, DESCRIBE_AGENT, RUN_TOOL, RunOutcome
+    from tests.support.tools import add
+
+_seen: list[tuple[str, str | None, str | None, bytes]] = []
+_execs: list[str] = []
+_recording = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextRecordingCodec(PayloadCodec, WithSerializationContext):
+    """Leaves payloads as they are and records the context each encode was given."""
+
+    context: SerializationContext | None = None
+
+    def with_context(self, context: SerializationContext) -> ContextRecordingCodec:
+        return ContextRecordingCodec(context)
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        if payloads:
+            ctx = self.context
+            _seen.extend((
+                type(ctx).__name__,
+                getattr(ctx, "activity_type", None),
+                getattr(ctx, "workflow_id", None),
+                payload.data,
+            ) for payload in payloads)
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+
+@workflow.defn(name="ContextsSandboxProbe")
+class SandboxProbe:
+    """A user's workflow on the same worker: still sandboxed, so opening a file is refused."""
+
+    @workflow.run
+    async def run(self) -> str:
+        try:
+            open("/etc/hostname").close()
+        except Exception as err:  # the sandbox's RestrictedWorkflowAccessError
+            return type(err).__name__
+        return "not sandboxed"
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _recording and event == "exec":
+        code = args[0]
+        if getattr(code, "co_filename", "") == "<string>":
+            _execs.append(" ".join(getattr(code, "co_names", ())))
+
+
+async def test_activity_payloads_keep_their_own_context_without_a_sandbox_exec(dev):
+    global _recording
+    sys.addaudithook(_audit)  # stays for the process; `_recording` turns it off
+    client = Client(**{**dev.client.config(), "data_converter": dataclasses.replace(
+        dev.client.data_converter, payload_codec=ContextRecordingCodec())})
+    agent = Agent(
+        provider=MockProvider([[ToolCall(id="c1", name="add", arguments={"a": 2, "b": 3})], "The sum is 5."]),
+        tools=[add], name="ctx-adder",
+    )
+    queue = f"contexts-{uuid.uuid4().hex[:6]}"
+    run_id = f"{queue}-run"
+    async with rein.create_worker(client, agents=[agent], task_queue=queue, workflows=[SandboxProbe]):
+        _seen.clear()
+        _execs.clear()
+        _recording = True
+        try:
+            outcome = await client.execute_workflow(
+                "AgentWorkflow", {"agent": "ctx-adder", "prompt": "2+3?"}, id=run_id, task_queue=queue,
+                result_type=RunOutcome,
+            )
+        finally:
+            _recording = False
+        probe = await client.execute_workflow(SandboxProbe.run, id=f"{queue}-probe", task_queue=queue)
+    assert outcome.output == "The sum is 5."
+    activity = ActivitySerializationContext.__name__
+    # The workflow encodes each activity's input with that activity's context (inputs name the agent;
+    # the activity worker encodes results, which do not).
+    for kind in (DESCRIBE_AGENT, CALL_MODEL, RUN_TOOL):
+        assert any(ctx == activity and k == kind and wf == run_id and data.startswith(b'{"agent":"ctx-adder"')
+                   for ctx, k, wf, data in _seen), kind
+    assert any(ctx == WorkflowSerializationContext.__name__ and wf == run_id and b"The sum is 5." in data
+               for ctx, kind, wf, data in _seen)  # the run's result with the run's own
+    assert _execs and not [names for names in _execs if "get_serialization_context" in names or
+                           "get_external_store_context" in names]  # activations exec; contexts do not
+    assert probe == "RestrictedWorkflowAccessError"
