@@ -36,13 +36,17 @@ async def heartbeating() -> AsyncIterator[None]:
     """Heartbeat in the background so a lost worker's call is retried elsewhere quickly. Each beat
     repeats the details a tool last reported: an empty beat would erase them on the server.
 
-    The first beat comes after HEARTBEAT_EVERY_S, not at once: the heartbeat timeout counts from
-    the start anyway, and a call that ends sooner (most tool calls) costs the server no heartbeat
-    RPC. Local activities cannot heartbeat; their start-to-close timeout covers them.
+    Beats come every HEARTBEAT_EVERY_S, or four times per heartbeat timeout when that is shorter
+    (LoopConfig.heartbeat_timeout_s). The first comes after one interval, not at once: the timeout
+    counts from the start anyway, and a call that ends sooner (most tool calls) costs the server
+    no heartbeat RPC. Local activities cannot heartbeat; their start-to-close timeout covers them.
     """
-    if activity.info().is_local:
+    info = activity.info()
+    if info.is_local:
         yield
         return
+    timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else HEARTBEAT_EVERY_S * 4
+    every = min(HEARTBEAT_EVERY_S, timeout / 4)
     latest: list[Any] = []
     token = _LATEST_DETAILS.set(latest)
     loop = asyncio.get_running_loop()
@@ -51,9 +55,9 @@ async def heartbeating() -> AsyncIterator[None]:
     def beat() -> None:  # a timer, not a task: most calls end before the first beat, and cost only this
         nonlocal timer
         activity.heartbeat(*latest)
-        timer = loop.call_later(HEARTBEAT_EVERY_S, beat)
+        timer = loop.call_later(every, beat)
 
-    timer = loop.call_later(HEARTBEAT_EVERY_S, beat)
+    timer = loop.call_later(every, beat)
     try:
         yield
     finally:

@@ -28,6 +28,11 @@ class LoopConfig(BaseModel):
     """Durable engine: attempts per model call on transient errors before an `error` interrupt."""
     model_timeout_s: float = Field(default=300, gt=0)
     """Durable engine: how long one model-call attempt may take."""
+    heartbeat_timeout_s: float = Field(default=20, gt=0, exclude_if=lambda v: v == 20)
+    """Durable engine: how long a model or tool call may go without a heartbeat before Temporal
+    retries it, on another worker if its worker died (workers beat four times per timeout, at
+    most every 5 s). Lower it when a lost call should move sooner; a tool's own shorter
+    `timeout_s` caps it. Left out of dumps at its default (fingerprints and recorded shapes)."""
     approvers: list[str] | None = None
     """Durable engine: who may approve, deny or answer (None: anyone). Names are asserted by the
     caller: this filters mistakes and well-behaved tooling; real access control is Temporal's."""

@@ -1,7 +1,8 @@
 """This build beside the previous landed one (tests/support/old_build.py), versioning off, eager activities off.
 
 One dev server with `system.enableActivityEagerExecution=false`, so every activity goes through
-the task queue and a worker of either build may take it. Worker processes of each build serve the
+the task queue and a worker of either build may take it, and with a stuck run's workflow task tried
+again within seconds (STUCK_RUNS_RETRY_SOON). Worker processes of each build serve the
 same application (tests/agents/deploys.py): each run's prompt is `<run id> <amount>`, its answer
 `Paid <amount> on <build>` names the build its tool ran on, and every real execution of the tool
 is a line in `<dir>/<run id>.effects`. Every scenario checks 0 stuck, 0 wrong results, each tool
@@ -24,7 +25,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from rein import Agent, LoopConfig, MockProvider, ToolCall, create_worker
 from rein.client import DecisionRejected, ReinClient, connect
-from rein.server import TUNED_DYNAMIC_CONFIG, DevServer, start_dev_server
+from rein.server import DevServer, start_dev_server
 from rein.temporal.history import NONDETERMINISM
 from tests.support.old_build import (
     OLD_BUILD,
@@ -33,14 +34,14 @@ from tests.support.old_build import (
     replay_in_build,
     unpack_old_build,
 )
-from tests.support.processes import ROOT, WorkerProcess
+from tests.support.processes import ROOT, STUCK_RUNS_RETRY_SOON, WorkerProcess
 from tests.support.tools import add
 from tests.support.waiting import poll
 
 AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
 VARIANTS = {"new+wait-timer": {"REIN_UI_WAIT_TIMER": "1"}}
 """This build set up so that the old one cannot replay its waits (the opt-in timer on the UI's timeline)."""
-NO_EAGER_ACTIVITIES = {**TUNED_DYNAMIC_CONFIG, "system.enableActivityEagerExecution": "false"}
+NO_EAGER_ACTIVITIES = {**STUCK_RUNS_RETRY_SOON, "system.enableActivityEagerExecution": "false"}
 
 
 class Builds:
@@ -174,7 +175,8 @@ async def explain(client: ReinClient, run_ids: list[str]) -> str:
 
 async def check_finished(builds: Builds, client: ReinClient, runs: dict[str, int], tool_builds: set[str]) -> None:
     """Each run done with the answer its own tool gave, the tool run once, on one of `tool_builds`."""
-    for run_id, amount in runs.items():
+
+    async def check(run_id: str, amount: int) -> None:
         try:
             result = await asyncio.wait_for(client.result(run_id), 120)
         except TimeoutError:
@@ -185,6 +187,8 @@ async def check_finished(builds: Builds, client: ReinClient, runs: dict[str, int
         assert (result.status, result.output) == ("done", f"Paid {amount} on {effects[0]}"), run_id
         history = await client.client.get_workflow_handle(run_id).fetch_history()
         builds.histories[run_id] = history.to_json_dict()
+
+    await asyncio.gather(*(check(run_id, amount) for run_id, amount in runs.items()))
 
 
 async def test_upgrade_in_place(builds: Builds, client: ReinClient):

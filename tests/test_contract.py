@@ -68,6 +68,7 @@ def test_every_loosening_is_named_in_one_error_in_field_order():
         {"approvers": ["alice", "bob"]}, {"approvers": ["bob"]}, {"approvers": []},
         # operational settings, not safety: either way
         {"approval_timeout_s": 5}, {"model_attempts": 9}, {"model_timeout_s": 1}, {"output_retries": 7},
+        {"heartbeat_timeout_s": 3},
     ],
 )
 def test_a_client_may_tighten_or_keep_safety(override: dict[str, Any]):

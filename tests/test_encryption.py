@@ -224,7 +224,7 @@ async def test_rein_keeps_a_client_codec(dev):
     from temporalio.converter import DataConverter
 
     from rein.client import ReinClient
-    from rein.temporal.converter import rein_data_converter
+    from rein.temporal.converter import ReinPayloadConverter, rein_data_converter
 
     codec = AesGcmCodec(parse_keys(KEY))
     mine = dataclasses.replace(pydantic_data_converter, payload_codec=codec)
@@ -233,4 +233,4 @@ async def test_rein_keeps_a_client_codec(dev):
                                  data_converter=DataConverter(payload_codec=codec))
     converter = ReinClient(plain).client.data_converter
     assert converter.payload_codec is codec
-    assert converter.payload_converter_class is pydantic_data_converter.payload_converter_class
+    assert converter.payload_converter_class is ReinPayloadConverter

@@ -140,7 +140,7 @@ async def test_sigkill_during_a_model_call(stack: Stack, client: ReinClient):
     worker.kill()
     await forget_sticky_worker(client.client, run_id)
     hold.unlink()
-    stack.worker()  # the lost call is retried once its heartbeat times out
+    stack.worker()  # the lost call is retried once its heartbeat times out (the agent's heartbeat_timeout_s)
     result = await asyncio.wait_for(client.result(run_id), 120)
     assert result.output == "Report: charged 5"
     assert stack.model_calls(run_id) == 3  # iteration 1 twice (killed, retried), iteration 2 once

@@ -18,6 +18,7 @@ import pytest
 import rein
 from rein import Agent, MockProvider, ToolCall, ToolContext
 from rein.testing import full_result
+from tests.support.history import history_events, scheduled, tool_attempts
 
 SYNC_RELEASE = threading.Event()
 PASTED_KEY = "sk-proj-" + "Q" * 30
@@ -169,3 +170,39 @@ async def test_the_worker_keeps_beating_with_the_tools_latest_details(dev, monke
     assert len(beats) >= 4, f"the worker stopped beating: {beats}"
     assert all(details == ["quiet at 10%"] for _, details in beats), beats
     assert result["output"] == "ok"
+
+
+
+async def quiet_for_a_while(ctx: ToolContext) -> str:
+    """Works for 2.5 s without a heartbeat of its own: longer than its run's heartbeat timeout."""
+    await asyncio.sleep(2.5)
+    return "quiet done"
+
+
+@rein.tool(timeout_s=0.5)
+async def quick() -> str:
+    """A tool whose own timeout is shorter than the run's heartbeat timeout."""
+    return "quick done"
+
+
+async def test_a_shorter_heartbeat_timeout_is_what_calls_are_scheduled_with_and_beaten_within(dev):
+    """`LoopConfig.heartbeat_timeout_s` is the model and tool calls' heartbeat timeout (a tool's own
+    shorter `timeout_s` caps it), and the worker beats often enough: a call longer than it is not retried."""
+    agent = Agent(provider=MockProvider([[ToolCall(id="q1", name="quiet_for_a_while", arguments={})],
+                                         [ToolCall(id="k1", name="quick", arguments={})], "ok"]),
+                  tools=[quiet_for_a_while, quick], name="short-heartbeats", config=rein.LoopConfig(heartbeat_timeout_s=1))
+    tq = f"heartbeat-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await dev.client.start_workflow(
+            "AgentWorkflow", {"agent": agent.name, "prompt": "go"}, id=f"heartbeat-{uuid.uuid4().hex[:8]}",
+            task_queue=tq)
+        result = await full_result(handle)
+    assert result["output"] == "ok"
+    events = await history_events(handle)
+    timeouts = [(a.activity_type.name, a.heartbeat_timeout.ToTimedelta())
+                for a in (e.activity_task_scheduled_event_attributes for e in scheduled(events))
+                if a.activity_type.name in ("rein.call_model", "rein.run_tool")]
+    second, half = timedelta(seconds=1), timedelta(seconds=0.5)
+    assert timeouts == [("rein.call_model", second), ("rein.run_tool", second), ("rein.call_model", second),
+                        ("rein.run_tool", half), ("rein.call_model", second)], timeouts
+    assert tool_attempts(events) == [1, 1]  # 2.5 s past a 1 s heartbeat timeout: the worker's beats kept it

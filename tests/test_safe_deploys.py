@@ -1,6 +1,7 @@
 """Deploys with real worker processes: a bug shipped then fixed, and a versioned rolling deploy.
 
-One dev server per module; `python worker.py` processes play successive builds of one
+One dev server per module (a stuck run's workflow task tried again within seconds:
+STUCK_RUNS_RETRY_SOON); `python worker.py` processes play successive builds of one
 application (tests/agents/deploys.py). Each run's prompt is `<run id> <amount>`, its answer
 `Paid <amount> on <build>`, and every real execution of its tool is a line in
 `<dir>/<run id>.effects`: so a test sees lost runs, wrong answers, the build a run ran on
@@ -23,7 +24,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from rein.client import ReinClient, connect
 from rein.server import DevServer, start_dev_server
-from tests.support.processes import ROOT, WorkerProcess
+from tests.support.processes import ROOT, STUCK_RUNS_RETRY_SOON, WorkerProcess
 from tests.support.waiting import poll
 
 AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
@@ -34,7 +35,7 @@ class Stack:
 
     def __init__(self, root: Path):
         self.root = root
-        self.server: DevServer = start_dev_server(log_path=root / "server.log")
+        self.server: DevServer = start_dev_server(log_path=root / "server.log", dynamic_config=STUCK_RUNS_RETRY_SOON)
         self.workers: list[WorkerProcess] = []
 
     def worker(self, task_queue: str, **env: str) -> WorkerProcess:
@@ -116,8 +117,8 @@ async def test_a_deployed_bug_leaves_runs_open_and_the_fix_finishes_them(stack: 
 
     buggy.kill()
     stack.worker(queue, DEPLOY_BUILD="fixed")  # the fix: the same application without the bug
-    for run_id, amount in runs.items():
-        result = await asyncio.wait_for(client.result(run_id), 120)
+    results = await asyncio.gather(*(asyncio.wait_for(client.result(run_id), 120) for run_id in runs))
+    for (run_id, amount), result in zip(runs.items(), results, strict=True):
         assert (result.status, result.output) == ("done", f"Paid {amount} on buggy")
         assert [line.split()[0] for line in stack.effects(run_id)] == ["buggy"]  # the tool ran once
     assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in runs]
@@ -147,8 +148,8 @@ async def test_rolling_deploy_pins_each_run_to_its_build(stack: Stack, client: R
     await asyncio.gather(*(approve_when_waiting(client, run_id) for run_id in asked))
 
     assert len(started) >= 40
-    for run_id, (amount, build) in started.items():
-        result = await asyncio.wait_for(client.result(run_id), 120)
+    results = await asyncio.gather(*(asyncio.wait_for(client.result(run_id), 120) for run_id in started))
+    for (run_id, (amount, build)), result in zip(started.items(), results, strict=True):
         assert (result.status, result.output) == ("done", f"Paid {amount} on {build}"), run_id
         assert [line.split()[0] for line in stack.effects(run_id)] == [build], run_id
     # Drained: no open run is pinned to the old build; only now is it stopped.

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.config import LoopConfig
     from rein.contract import MAX_SECONDS
 
-MODEL_HEARTBEAT = timedelta(seconds=20)
+HEARTBEAT = timedelta(seconds=LoopConfig().heartbeat_timeout_s)
 TOOL_TIMEOUT = timedelta(minutes=5)
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
@@ -28,6 +28,13 @@ PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 def seconds(value: float) -> timedelta:
     """A duration Temporal can hold; an absurd configured value is capped, not a crash."""
     return timedelta(seconds=min(max(float(value), 0.001), MAX_SECONDS))
+
+
+def heartbeat_timeout(config: LoopConfig | None, cap: timedelta | None = None) -> timedelta:
+    """How long a call may go without a heartbeat (`heartbeat_timeout_s`), at most `cap` (a tool's
+    own timeout). An option of the ScheduleActivityTask command, not part of the command sequence."""
+    beat = seconds(config.heartbeat_timeout_s) if config is not None else HEARTBEAT
+    return min(beat, cap) if cap is not None else beat
 
 
 def model_retry(config: LoopConfig) -> RetryPolicy:

@@ -22,11 +22,11 @@ with workflow.unsafe.imports_passed_through():
 from rein.workflows.children import Children
 from rein.workflows.identity import AgentChanges
 from rein.workflows.options import (
-    MODEL_HEARTBEAT,
     PAYLOAD_TOO_LARGE,
     TOOL_TIMEOUT,
     fail_if_final,
     failure_detail,
+    heartbeat_timeout,
     model_retry,
     seconds,
     tool_retry,
@@ -42,7 +42,7 @@ class Stages(Children, AgentChanges):
         return {
             "task_queue": self._model_queue(),
             "start_to_close_timeout": seconds(config.model_timeout_s),
-            "heartbeat_timeout": MODEL_HEARTBEAT,
+            "heartbeat_timeout": heartbeat_timeout(config),
             "retry_policy": model_retry(config),
             "summary": model_summary(self._model_override() or self.agent.model, iteration),
         }
@@ -183,7 +183,7 @@ class Stages(Children, AgentChanges):
                     request,
                     result_type=ToolResult | str,  # type: ignore[arg-type]  # as above
                     start_to_close_timeout=timeout,
-                    heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
+                    heartbeat_timeout=heartbeat_timeout(self.config, timeout),
                     retry_policy=retry,
                     summary=tool_summary(call),
                 )

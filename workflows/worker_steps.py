@@ -36,10 +36,10 @@ with workflow.unsafe.imports_passed_through():
     from rein.summaries import tool_summary
 
 from rein.workflows.options import (
-    MODEL_HEARTBEAT,
     TOOL_TIMEOUT,
     fail_if_final,
     failure_detail,
+    heartbeat_timeout,
     model_retry,
     seconds,
     tool_retry,
@@ -131,7 +131,7 @@ async def _tool_step(wf: Stages, action: machine.RunTools | machine.Wait, reques
             ),
             result_type=StepOutcome,
             start_to_close_timeout=timeout,
-            heartbeat_timeout=min(timeout, MODEL_HEARTBEAT),
+            heartbeat_timeout=heartbeat_timeout(wf.config, timeout),
             retry_policy=tool_retry(max((t.retries for t in infos), default=0)),
             summary=summary,
         ))
@@ -173,7 +173,7 @@ async def compact_if_due(wf: Stages, action: machine.CallModel, config: LoopConf
             ),
             result_type=CompactResult,
             start_to_close_timeout=seconds(config.model_timeout_s),
-            heartbeat_timeout=MODEL_HEARTBEAT,
+            heartbeat_timeout=heartbeat_timeout(config),
             retry_policy=model_retry(config),
             summary=f"compact {len(wf.session.messages)} messages · iteration {action.iteration}",
         ))

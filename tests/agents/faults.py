@@ -65,7 +65,9 @@ class WatchedModel(CallThenReport):
         return await super().complete(messages, tools, **kwargs)
 
 
-effects = Agent(provider=WatchedModel("charge", {"amount": 5}), tools=[charge], name="effects")
+effects = Agent(provider=WatchedModel("charge", {"amount": 5}), tools=[charge], name="effects",
+                config=LoopConfig(heartbeat_timeout_s=4))
+"""Its tests kill workers mid-call: a lost model or tool call moves to a new worker after 4 s, not 20."""
 approved_effects = Agent(
     provider=WatchedModel("charge", {"amount": 7}), tools=[charge], name="approved-effects",
     config=LoopConfig(permission="ask"),
