@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ PRICES_ENV = "REIN_MODEL_PRICES"
 log = logging.getLogger("rein.prices")
 _LOADED: list[Any] = []
 """litellm once its import has finished (a partly imported module is in sys.modules earlier)."""
+_LOADING = threading.Lock()
 
 
 def register_prices(prices: Mapping[str, Sequence[float]]) -> None:
@@ -63,16 +65,24 @@ def load_litellm() -> Any:
     """litellm, imported once, quiet, with its shipped price map and the operator's prices (REIN_MODEL_PRICES)."""
     # Use the price map litellm ships instead of fetching one at import: nothing downloads at run time.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        import litellm
-    except ImportError as e:  # pragma: no cover - litellm is a core dependency
-        raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
-    litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
-    first = not _LOADED
-    _LOADED[:] = [litellm]
-    if first:
-        prices_from_env()
+    with _LOADING:  # `rein worker` may be importing it in the background (preload_litellm) meanwhile
+        try:
+            import litellm
+        except ImportError as e:  # pragma: no cover - litellm is a core dependency
+            raise ImportError("litellm is not installed (it is a rein dependency); run: pip install litellm") from e
+        litellm.suppress_debug_info = True  # its help banner would land in worker logs on every error
+        first = not _LOADED
+        _LOADED[:] = [litellm]
+        if first:
+            prices_from_env()
     return litellm
+
+
+def preload_litellm() -> None:
+    """Start importing litellm in a background thread: it takes seconds of CPU, which a fresh
+    worker's first model call would otherwise wait for (`rein worker` calls this as it starts)."""
+    if not _LOADED:
+        threading.Thread(target=load_litellm, name="rein-load-litellm", daemon=True).start()
 
 
 async def load_litellm_off_loop() -> Any:

@@ -40,7 +40,7 @@ _write_bytecode()
 
 SLOWEST_FIRST = (
     "test_tracing.py", "test_cli.py", "test_cli_one_line.py", "test_embedded.py", "test_compat.py",
-    "test_safe_deploys.py", "test_ui_browser.py", "test_fault_suite.py", "test_scaffold.py", "test_mcp.py",
+    "test_safe_deploys.py", "test_ui_browser.py", "test_fault_suite.py", "test_mcp.py",
     "test_engines.py", "test_workflow_devserver.py", "test_a2a.py", "test_readme.py", "test_lean.py",
     "test_middleware_durable.py", "test_workflow.py", "test_canceled_close.py", "test_fleet.py", "test_providers.py",
 )

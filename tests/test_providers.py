@@ -707,3 +707,23 @@ async def test_litellm_only_talks_to_our_server(srv, monkeypatch):
         await anthropic_provider(srv).complete(HI)
     assert len(srv.requests) == 4
     assert set(targets) <= {"127.0.0.1", b"127.0.0.1"}, targets
+
+
+def test_a_worker_of_litellm_agents_imports_litellm_as_it_starts() -> None:
+    """`rein worker` starts litellm's import (seconds of CPU) in the background when an agent, or an
+    agent it uses as a tool, calls LiteLLM, so the first model call need not wait for it."""
+    import threading
+
+    from rein import Agent, prices
+    from rein.cli.worker import _uses_litellm
+    from tests.agents import durable, traced
+
+    assert _uses_litellm(traced.agent) and _uses_litellm(traced.lead)
+    assert not _uses_litellm(durable.agent)
+    assert _uses_litellm(Agent(provider=MockProvider(["x"]), tools=[traced.helper.as_tool()], name="asks-helper"))
+
+    prices.preload_litellm()
+    loading = [t for t in threading.enumerate() if t.name == "rein-load-litellm"]
+    for thread in loading:
+        thread.join(120)
+    assert prices._LOADED and prices.load_litellm() is prices._LOADED[0]

@@ -175,8 +175,10 @@ def test_generated_tests_pass(tmp_path: Path, template: str) -> None:
     """The project's own test: its agent as a workflow on the time-skipping test server."""
     path = create_project("proj", template, tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    # -p no:phoenix: a plugin of this environment's Phoenix (for tests/test_tracing.py), not of the
+    # project; loading it imports the Phoenix server, ~16 s of CPU (see pyproject.toml's addopts).
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:phoenix"],
         cwd=path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr

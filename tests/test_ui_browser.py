@@ -107,7 +107,7 @@ class Page:
             text = await self.text()
             if all(n in text for n in needles):
                 return text
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.1)  # a check is one DevTools round trip; the UI itself takes seconds to load
         missing = [n for n in needles if n not in text]
         raise AssertionError(f"the page never showed {missing}; it shows:\n{text[:4000]}")
 
@@ -153,11 +153,12 @@ def rein_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         subprocess.run([REIN_BIN, "server", "stop"], env=env, capture_output=True, timeout=60)
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def page(tmp_path: Path) -> AsyncIterator[Page]:
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def page(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Page]:
+    """One Chromium tab per module: every test starts with its own `goto`."""
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     assert binary, "Debian's chromium is needed (apt-get install -y chromium; .ci/run installs it)"
-    process = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+    process = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
                                 "--remote-debugging-port=0", "about:blank"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

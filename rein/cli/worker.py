@@ -42,6 +42,10 @@ def worker(
     from rein.worker import create_worker, ensure_search_attributes
 
     agents = [load_agent_target(target) for target in agent]
+    if any(_uses_litellm(a) for a in agents):
+        from rein.prices import preload_litellm
+
+        preload_litellm()  # meanwhile the worker connects and starts polling
     version = worker_version(deployment, build_id)
     if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -78,3 +82,10 @@ def worker(
 
     asyncio.run(serve())
 
+
+def _uses_litellm(agent: Any) -> bool:
+    """Whether `agent`, or an agent it uses as a tool, calls its model through LiteLLM."""
+    from rein.providers.litellm import LiteLLMProvider
+
+    return isinstance(agent.provider, LiteLLMProvider) or any(
+        _uses_litellm(tool.agent) for tool in agent.registry if getattr(tool, "agent", None) is not None)
