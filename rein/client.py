@@ -56,8 +56,6 @@ if TYPE_CHECKING:
 
 POLL_COOLDOWN = timedelta(milliseconds=50)
 """A stream reader's pause between two polls: each poll is an Update (two history events)."""
-NO_WORKER_GRACE_S = 3.0
-"""How long a decision looks for a worker of the run before saying none serves it (nothing is sent)."""
 
 
 async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> ReinConnection:
@@ -204,9 +202,9 @@ class ReinClient:
         return await history.served(self.client, self.handle(run_id))
 
     async def _worker_appears(self, run_id: str) -> bool:
-        """A worker serves the run now, or within NO_WORKER_GRACE_S: one that has just started may
-        not have polled yet (it logs "serving" before the server has seen its first poll)."""
-        deadline = asyncio.get_running_loop().time() + NO_WORKER_GRACE_S
+        """A worker serves the run now, or within history.WORKER_GRACE_S (REIN_WORKER_GRACE_S): one that
+        has just started may not have polled yet (it logs "serving" before the server has seen its first poll)."""
+        deadline = asyncio.get_running_loop().time() + history.seconds("REIN_WORKER_GRACE_S", history.WORKER_GRACE_S)
         while not await self.worker_serves(run_id):
             if asyncio.get_running_loop().time() >= deadline:
                 return False

@@ -46,6 +46,7 @@ from rein.cli import (
 )
 from rein.client import ReinClient
 from rein.server import free_port, listening
+from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
 from tests.support.processes import stop_process
 from tests.support.providers import CallThenReport, OpsModel, StreamsItsCompletion, Unavailable
 from tests.support.waiting import poll, wait_until
@@ -441,7 +442,9 @@ def test_rein_run_local_auto_approve() -> None:
     assert "run local" in proc.stderr
 
 
-def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("embedded_server")
+def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     proc = rein_cli("run", "examples.calculator:agent", "What is 2 + 3?")
     assert proc.returncode == EXIT_NEEDS_PERSON, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
@@ -449,8 +452,11 @@ def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFix
     hint = proc.stderr.strip().splitlines()[-1]
     assert hint.startswith("rein: stopped: run calculator-") and "rein approve calculator-" in hint
     run_id = hint.split("run ", 1)[1].split()[0]
-    # The run was not denied: it waits, durably, in the shared embedded server (REIN_HOME).
+    # The run was not denied: it waits, durably, in the shared embedded server (REIN_HOME). Its
+    # worker has just exited: the status is replayed from history at once (not after 3 s).
+    monkeypatch.setenv("REIN_QUERY_GRACE_S", "0")
     assert main(["status", run_id, "--json"]) == 0
+    monkeypatch.delenv("REIN_QUERY_GRACE_S")
     view = json.loads(capsys.readouterr().out)
     assert view["status"] == "waiting_approval"
 
@@ -506,6 +512,7 @@ class Terminal:
         os.close(self.master)
 
 
+@pytest.mark.usefixtures("embedded_server")
 def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
     with Terminal("examples.calculator:agent", "What is 2 + 3?") as term:
         assert b"Approve?" in term.read_until(b"Approve?", 90), term.seen
@@ -519,8 +526,10 @@ def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
     assert "add \u2192 5" in term.plain  # the approved tool's step, shown as it ran
 
 
+@pytest.mark.usefixtures("embedded_server")
 @pytest.mark.parametrize("engine", ["temporal", "local"])
-def test_rein_run_at_the_terminal_denies_what_is_refused(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rein_run_at_the_terminal_denies_what_is_refused(engine: str, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Answering no denies the call: the tool does not run, the model is told, and the run finishes
     (it does not stop at the refusal, and it does not wait for someone else)."""
     with Terminal("examples.calculator:agent", "What is 2 + 3?", REIN_ENGINE=engine) as term:
@@ -536,6 +545,7 @@ def test_rein_run_at_the_terminal_denies_what_is_refused(engine: str, capsys: py
     if engine == "local":
         return
     run_id = re.search(r"run (calculator-\S+)", plain.rsplit("tokens", 1)[1]).group(1)
+    monkeypatch.setenv("REIN_QUERY_GRACE_S", "0")  # its worker has just exited: steps from history at once
     assert main(["show", run_id, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["status"] == "done"

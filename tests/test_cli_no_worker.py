@@ -36,7 +36,8 @@ def rein_cli(*argv: str) -> subprocess.CompletedProcess:
                           timeout=120, stdin=subprocess.DEVNULL)
 
 
-async def test_a_decision_without_a_worker_is_not_sent_and_never_applied(dev) -> None:  # noqa: ANN001
+async def test_a_decision_without_a_worker_is_not_sent_and_never_applied(dev, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("REIN_WORKER_GRACE_S", "0")  # no worker is coming: refused at once, not after 3 s
     queue = f"nobody-{uuid.uuid4().hex[:8]}"
     client = ReinClient(dev.client)
     client.task_queue = queue

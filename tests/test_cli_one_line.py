@@ -17,6 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import WorkflowFailureError
 
 import rein
@@ -30,6 +31,7 @@ from rein.cli import (
 )
 from rein.client import ReinClient, connect
 from rein.contract import agent_task_queue
+from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
 from tests.support.processes import stop_process, wait_for_text
 from tests.support.providers import OpsModel, restart
 from tests.support.waiting import poll
@@ -76,8 +78,9 @@ async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(
     address = address_of(dev)
     nosuch = f"nosuch-{uuid.uuid4().hex[:6]}"
     # Its own shared queue: the suite's other workers on `rein` (one that just stopped makes the check
-    # wait for it) are not what this is about.
-    shared = {"REIN_TASK_QUEUE": f"shared-{uuid.uuid4().hex[:6]}"}
+    # wait for it) are not what this is about; nor is the wait for a worker starting meanwhile (0 s:
+    # test_start_finds_a_worker_that_starts_while_it_looks is about that).
+    shared = {"REIN_TASK_QUEUE": f"shared-{uuid.uuid4().hex[:6]}", "REIN_WORKER_GRACE_S": "0"}
     proc = await cli("start", nosuch, "hi", "--address", address, **shared)
     assert proc.returncode == EXIT_NO_WORKER, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stdout == ""
@@ -119,12 +122,14 @@ async def test_status_of_a_run_nobody_serves_says_so(dev) -> None:  # noqa: ANN0
             return (await client.status(run_id)).status == "waiting_approval"
 
         await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
-    # The worker has just stopped: the server still lists it as a poller for a minute.
-    proc = await cli("status", run_id, "--address", address_of(dev), "--json")
+    # The worker has just stopped: the server still lists it as a poller for a minute. The query it
+    # never answers races the history at once (REIN_QUERY_GRACE_S=0) instead of after 3 s.
+    unanswered = {"REIN_QUERY_GRACE_S": "0"}
+    proc = await cli("status", run_id, "--address", address_of(dev), "--json", **unanswered)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["status"] == "waiting_approval" and data["served"] is False and data["task_queue"] == queue
-    proc = await cli("status", run_id, "--address", address_of(dev))
+    proc = await cli("status", run_id, "--address", address_of(dev), **unanswered)
     assert "none serves it" in proc.stdout and queue in proc.stdout
     assert f"rein approve {run_id}" in proc.stdout and "--wait" in proc.stdout  # a decision now would not be sent
 
@@ -197,11 +202,12 @@ async def test_encrypted_run_read_without_the_key(dev) -> None:  # noqa: ANN001
         assert proc.returncode != 0, (command, proc.stdout)
         line = one_line(proc)
         assert "encrypted" in line and "REIN_CODEC_KEY is not set" in line and "KeyError" not in line, line
-    ok = await cli("result", handle.id, "--address", address_of(dev), REIN_CODEC_KEY=key)
+    # Its worker has just stopped: the session and steps are replayed from history at once.
+    ok = await cli("result", handle.id, "--address", address_of(dev), REIN_CODEC_KEY=key, REIN_QUERY_GRACE_S="0")
     assert ok.returncode == 0 and "restarted" in ok.stdout, ok.stderr
 
 
-async def test_connect_gives_a_client_that_streams_a_finished_run_with_no_worker(dev) -> None:  # noqa: ANN001
+async def test_connect_gives_a_client_that_streams_a_finished_run_with_no_worker(dev, monkeypatch) -> None:  # noqa: ANN001
     from temporalio.client import Client
 
     client = await connect(address_of(dev))
@@ -212,7 +218,9 @@ async def test_connect_gives_a_client_that_streams_a_finished_run_with_no_worker
                                   task_queue=queue):
         handle = await client.start(NAME + "-c", "billing")
         await handle.result()
-    # The worker is gone; the run has ended: its stream is read from history, whole.
+    # The worker is gone; the run has ended: its stream is read from history, whole (and its result's
+    # session and steps replayed at once: the gone worker still looks alive to the server for a minute).
+    monkeypatch.setenv("REIN_QUERY_GRACE_S", "0")
     chunks = [chunk async for chunk in client.stream(handle.id)]
     kinds = [c.type for c in chunks]
     assert kinds[-1] == "done" and "tool_calls" in kinds and kinds.count("step") >= 3, kinds
@@ -229,6 +237,7 @@ async def test_small_usage_mistakes() -> None:
     assert proc.returncode == 0 and "--debug" in proc.stdout and "REIN_DEBUG" in proc.stdout
 
 
+@pytest.mark.usefixtures("embedded_server")
 def test_run_with_a_rejected_key_or_an_outage_is_one_line_per_event() -> None:
     """`rein run` (its worker in-process): no `Completing activity as failed` traceback first."""
     proc = rein_cli("run", "tests.agents.failing:rejected", "hi")
@@ -245,6 +254,7 @@ def test_run_with_a_rejected_key_or_an_outage_is_one_line_per_event() -> None:
     assert proc.stderr.strip().splitlines()[-1].startswith("rein: stopped: run failing-outage-")
 
 
+@pytest.mark.usefixtures("embedded_server")
 def test_demo_with_a_missing_key_is_one_line() -> None:
     proc = subprocess.run([sys.executable, "examples/calculator.py"], cwd=str(ROOT), timeout=180,
                           env=_environ(REIN_MODEL="openai/gpt-4o"), capture_output=True, text=True,
@@ -255,6 +265,7 @@ def test_demo_with_a_missing_key_is_one_line() -> None:
     assert "No API key for openai/gpt-4o: set OPENAI_API_KEY" in line and "REIN_DEBUG=1" in line
 
 
+@pytest.mark.usefixtures("embedded_server")
 def test_demo_shows_the_whole_run_after_resumes() -> None:
     proc = subprocess.run([sys.executable, "examples/calculator.py"], cwd=str(ROOT), timeout=180,
                           env=_environ(), capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -314,7 +325,7 @@ async def test_start_finds_a_worker_that_starts_while_it_looks(dev, monkeypatch)
     from rein.client import ReinClient
     from rein.serving import queue_for
 
-    monkeypatch.setattr("rein.serving.WORKER_STARTING_S", 60.0)  # the mechanism, not the value, under load
+    monkeypatch.setenv("REIN_WORKER_GRACE_S", "60")  # the mechanism, not the value, under load
     agent = Agent(provider=MockProvider(["fine"]), name=f"late-{uuid.uuid4().hex[:6]}")
     tq = f"late-{uuid.uuid4().hex[:6]}"
     looking = asyncio.create_task(queue_for(ReinClient(dev.client, tq), agent.name, tq))

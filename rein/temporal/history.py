@@ -13,6 +13,7 @@ does not know, while this (newer) code replays it.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,14 +31,30 @@ if TYPE_CHECKING:
 
 QUERY_TIMEOUT_S = 10.0
 QUERY_GRACE_S = 3.0
-"""How long a worker gets to answer before the history is fetched to be replayed. A busy live
-worker can take over a second; racing a replay then costs a CLI command a replay it throws away."""
+"""How long a worker gets to answer before the history is fetched to be replayed (REIN_QUERY_GRACE_S
+overrides it). A busy live worker can take over a second; racing a replay then costs a CLI command a
+replay it throws away."""
+WORKER_GRACE_S = 3.0
+"""How long a client looks again for a worker when none polls yet, before it refuses (`rein start`,
+a decision): one started a moment ago has not polled yet. REIN_WORKER_GRACE_S overrides it."""
 POLLER_FRESH_S = 70.0
 """A poller seen this recently may still be alive (workers long-poll for 60 s)."""
 
 _UNSERVED = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
 NONDETERMINISM = "[TMPRL1100]"
 """How the SDK's core starts a nondeterminism error: the worker's code cannot replay the history."""
+
+
+def seconds(name: str, default: float) -> float:
+    """The environment variable `name` in seconds (0 or more), else `default`: read at each use, so
+    a process (or a test) can set it after importing rein."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number of seconds") from None
 
 
 async def query(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> Any:
@@ -59,7 +76,7 @@ async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | 
     if not await served(client, handle):
         return (await replayed(client, run_id, run)).query(name, *args), False
     asked = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S)))
-    done, _ = await asyncio.wait({asked}, timeout=QUERY_GRACE_S)
+    done, _ = await asyncio.wait({asked}, timeout=seconds("REIN_QUERY_GRACE_S", QUERY_GRACE_S))
     if not done:
         fetched = asyncio.ensure_future(handle.fetch_history())
         await asyncio.wait({asked, fetched}, return_when=asyncio.FIRST_COMPLETED)
