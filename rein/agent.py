@@ -450,3 +450,19 @@ def with_tool_agents(agents: Iterable[Agent]) -> Iterator[Agent]:
         seen.add(id(agent))
         yield agent
         todo += [t.agent for t in agent.registry if t.agent is not None]
+
+
+def load_agent(target: str) -> Agent:
+    """`pkg.module:attr` → the Agent it names (the current directory is importable). Here, not in
+    rein.worker: a mistyped target is told without importing temporalio's worker (`rein run`)."""
+    import sys
+
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"expected module:attr, got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    agent = getattr(importlib.import_module(module_name), attr, None)
+    if not isinstance(agent, Agent):
+        raise SystemExit(f"{target} is not a rein.Agent (got {type(agent).__name__})")
+    return agent

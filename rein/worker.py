@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -12,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from rein.agent import load_agent  # noqa: F401  (public here too: `rein worker --agent`'s loader)
 from rein.contract import DEFAULT_TASK_QUEUE
 from rein.temporal.plugin import ReinPlugin, agent_map
 from rein.temporal.search_attributes import SearchAttributeRegistry, ensure_search_attributes
@@ -49,18 +47,3 @@ def create_worker(
         # A client connected with ReinPlugin() plus this worker's ReinPlugin(agents): they merge.
         warnings.filterwarnings("ignore", message=r"The same plugin type .*ReinPlugin")
         return Worker(client, task_queue=task_queue, plugins=plugins, **worker_kwargs)
-
-
-def load_agent(target: str) -> Agent:
-    """`pkg.module:attr` → the Agent it names (the current directory is importable)."""
-    from rein.agent import Agent
-
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise SystemExit(f"expected module:attr, got {target!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    agent = getattr(importlib.import_module(module_name), attr, None)
-    if not isinstance(agent, Agent):
-        raise SystemExit(f"{target} is not a rein.Agent (got {type(agent).__name__})")
-    return agent

@@ -239,7 +239,7 @@ def _plain(exc: BaseException) -> tuple[str, int]:
 
 def load_agent_target(target: str) -> Any:
     """`module:attr` → the Agent, or a CliError that says what is wrong with the target."""
-    from rein.worker import load_agent
+    from rein.agent import load_agent
 
     module, _, attr = target.partition(":")
     if not module or not attr:

@@ -92,8 +92,6 @@ def limits_set(
     as_json: JsonFlag = False,
 ) -> None:
     """Set a queue's rate limit (--rps) and tenants' fair-share weights on the Temporal server."""
-    from rein.fleet import set_limits
-
     if (tenant is None) != (weight is None):
         raise CliError("--tenant and --weight go together", EXIT_USAGE)
     if rps is not None and unlimited:
@@ -105,6 +103,8 @@ def limits_set(
         raise CliError("nothing to set: give --rps, --unlimited, --tenant-rps or --tenant with --weight", EXIT_USAGE)
 
     async def go(client: Any):
+        from rein.fleet import set_limits  # after the checks: a usage mistake is told without temporalio
+
         return await set_limits(client.client, model=model, queue=queue, rps=rps, tenant_rps=tenant_rps,
                                 weights=wanted, unset_rps=unlimited)
 
@@ -125,9 +125,10 @@ def usage(
 ) -> None:
     """Spend per tenant and per agent: runs, tokens and cost (child agents count in their parent)."""
     from rein.cli.fork import parse_since
-    from rein.fleet import usage_since
 
     window = parse_since(since)
+    from rein.fleet import usage_since  # after the check: a usage mistake is told without temporalio
+
     report = with_client(address, namespace, lambda client: usage_since(client.client, window))
     if as_json:
         print_json({"tenants": [asdict(s) for s in report.tenants], "agents": [asdict(s) for s in report.agents]})

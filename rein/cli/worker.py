@@ -35,13 +35,13 @@ def worker(
         help="Runs kept in memory between tasks (0: every task replays the run's history).")] = None,
 ) -> None:
     """Serve these agents' runs until Ctrl-C. API keys are read from this process's environment only."""
+    agents = [load_agent_target(target) for target in agent]  # a mistyped target: told before temporalio loads
     import contextlib
 
     from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
     from rein.temporal.deployment import worker_version
     from rein.worker import create_worker, ensure_search_attributes
 
-    agents = [load_agent_target(target) for target in agent]
     if any(_uses_litellm(a) for a in agents):
         from rein.prices import preload_litellm
 
