@@ -333,3 +333,18 @@ async def test_start_finds_a_worker_that_starts_while_it_looks(dev, monkeypatch)
     assert not looking.done(), looking  # nothing polls `tq` yet: still looking, not refused
     async with create_worker(dev.client, agents=[agent], task_queue=tq):
         assert await looking == tq
+
+
+def test_the_grace_settings_come_from_the_environment(monkeypatch) -> None:  # noqa: ANN001
+    """REIN_WORKER_GRACE_S and REIN_QUERY_GRACE_S (docs/cli.md), read at each use."""
+    from rein.temporal.history import seconds
+
+    monkeypatch.delenv("REIN_WORKER_GRACE_S", raising=False)
+    assert seconds("REIN_WORKER_GRACE_S", 3.0) == 3.0
+    monkeypatch.setenv("REIN_WORKER_GRACE_S", "0.5")
+    assert seconds("REIN_WORKER_GRACE_S", 3.0) == 0.5
+    monkeypatch.setenv("REIN_WORKER_GRACE_S", "-1")
+    assert seconds("REIN_WORKER_GRACE_S", 3.0) == 0.0
+    monkeypatch.setenv("REIN_WORKER_GRACE_S", "soon")
+    with pytest.raises(ValueError, match="REIN_WORKER_GRACE_S='soon' is not a number of seconds"):
+        seconds("REIN_WORKER_GRACE_S", 3.0)
