@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rein.server import embedded_status, stop_embedded
+from rein.server import embedded_status, start_dev_server, stop_embedded
 from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
 
@@ -287,6 +287,19 @@ def test_processes_starting_at_once_share_one_server(home: Path) -> None:
         seen.append(json.loads(stdout.strip().splitlines()[-1]))
     assert len({s["address"] for s in seen}) == 1 and len({s["pid"] for s in seen}) == 1
     _no_server_left(home)
+
+
+def test_a_dev_server_stops_without_waiting_out_the_frontend_drain(tmp_path: Path) -> None:
+    """Every process that was the embedded server's last user waits for its stop: no system worker
+    keeps a long poll open then, so the frontend's graceful stop ends at once, not after its 1 s drain."""
+    log = tmp_path / "server.log"
+    server = start_dev_server(db_filename=str(tmp_path / "temporal.db"), log_path=log,
+                              extra_args=["--log-level", "info"])  # the last --log-level counts
+    server.stop()
+    text = log.read_text(errors="replace")
+    assert server.process.returncode == 0, text[-3000:]
+    assert "ShutdownHandler: Draining traffic" in text and "frontend stopped" in text
+    assert "Drain time expired" not in text
 
 
 @pytest.mark.parametrize("failure", ["timeout", "unusable-db"])
