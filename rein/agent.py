@@ -11,6 +11,7 @@ import importlib
 import inspect
 import itertools
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -455,8 +456,6 @@ def with_tool_agents(agents: Iterable[Agent]) -> Iterator[Agent]:
 def load_agent(target: str) -> Agent:
     """`pkg.module:attr` → the Agent it names (the current directory is importable). Here, not in
     rein.worker: a mistyped target is told without importing temporalio's worker (`rein run`)."""
-    import sys
-
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise SystemExit(f"expected module:attr, got {target!r}")
