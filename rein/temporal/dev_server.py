@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rein.contract import SEARCH_ATTRIBUTES
+from rein.search_names import SEARCH_ATTRIBUTES
 
 TUNED_DYNAMIC_CONFIG = {
     # The dev server polls its transfer queue at 20 RPS by default, which delays
