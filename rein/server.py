@@ -253,7 +253,7 @@ def _start_supervisor(home: Path, timeout_s: float) -> dict:
             return state
         if process.poll() is not None:
             break
-        time.sleep(0.05)
+        time.sleep(0.02)  # a small file read: the caller waits on it
     _kill_group(process.pid)
     (home / _STATE).unlink(missing_ok=True)
     tail = (home / _LOG).read_text(errors="replace")[-2000:].strip()
