@@ -18,6 +18,7 @@ from rein.compaction import CompactionTrigger
 from rein.config import LoopConfig
 from rein.ir import Completion, Message, ToolCall, ToolSpec, Usage
 from rein.result import Interrupt, Step
+from rein.search_names import SEARCH_ATTRIBUTES  # noqa: F401  (public here: the contract's names)
 from rein.session import Session
 
 WORKFLOW_TYPE = "AgentWorkflow"
@@ -82,19 +83,6 @@ MAX_ID = 256
 MAX_NAME = 256
 MAX_REASON = 8_000
 MAX_ANSWER = 200_000
-
-SEARCH_ATTRIBUTES = {
-    "ReinAgent": "Keyword",
-    "ReinStatus": "Keyword",
-    "ReinIterations": "Int",
-    "ReinTokens": "Int",
-    "ReinAgentVersion": "Keyword",
-    "ReinForkOf": "Keyword",
-    "ReinCostUsd": "Double",
-    "ReinTenant": "Keyword",
-}
-"""ReinForkOf: set at start on a fork (rein.fork): the workflow id of the run it was forked from.
-ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.fleet)."""
 
 _KEY_KINDS = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int, "Double": SearchAttributeKey.for_float}
 SEARCH_KEYS: dict[str, Any] = {name: _KEY_KINDS[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()}

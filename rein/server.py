@@ -124,7 +124,7 @@ class _locked:
                 if time.monotonic() > deadline:
                     os.close(self.fd)
                     raise RuntimeError(f"another process holds {self.path} for more than {self.timeout_s:g}s") from None
-                time.sleep(0.05)
+                time.sleep(0.02)
 
     def __exit__(self, *exc: object) -> None:
         os.close(self.fd)  # closing the descriptor drops the flock
@@ -253,7 +253,7 @@ def _start_supervisor(home: Path, timeout_s: float) -> dict:
             return state
         if process.poll() is not None:
             break
-        time.sleep(0.05)
+        time.sleep(0.02)  # a small file read: the caller waits on it
     _kill_group(process.pid)
     (home / _STATE).unlink(missing_ok=True)
     tail = (home / _LOG).read_text(errors="replace")[-2000:].strip()
@@ -297,7 +297,7 @@ def _stop(home: Path) -> bool:
             pass
         deadline = time.monotonic() + 20
         while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.02)
     if pid and (_alive(pid) or pid in _started):
         _kill_group(pid)  # it did not stop in time: it and its server, at once
     _kill_orphan_server(home, state.get("server_pid"))  # normally gone with its supervisor

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rein.server import embedded_status, start_dev_server, stop_embedded
+from rein.server import embedded_status, ensure_embedded, release_embedded, start_dev_server, stop_embedded
 from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
 
@@ -100,9 +100,9 @@ def _script(home: Path, code: str, *args: str, **env: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _log(home: Path) -> str:
+def _log(home: Path, tail: int = 1500) -> str:
     log = home / "server.log"
-    return log.read_text(errors="replace")[-1500:] if log.exists() else "(none)"
+    return log.read_text(errors="replace")[-tail:] if log.exists() else "(none)"
 
 
 def _rein_text(home: Path, *argv: str) -> str:
@@ -300,6 +300,20 @@ def test_a_dev_server_stops_without_waiting_out_the_frontend_drain(tmp_path: Pat
     assert server.process.returncode == 0, text[-3000:]
     assert "ShutdownHandler: Draining traffic" in text and "frontend stopped" in text
     assert "Drain time expired" not in text
+
+
+def test_the_supervisor_imports_no_temporalio_or_pydantic(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every process that starts the embedded server waits for its supervisor's imports (rein issue 21):
+    temporalio and pydantic (through rein.contract) cost it 1-2 s. Its import trace goes to server.log."""
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # inherited by the supervisor (-X importtime)
+    try:
+        ensure_embedded(home)
+    finally:
+        release_embedded()
+    imported = {line.rsplit("|", 1)[-1].strip() for line in _log(home, 10**6).splitlines() if line.startswith("import time:")}
+    assert "rein.temporal.dev_server" in imported  # the trace is there
+    heavy = sorted(m for m in imported if m.split(".")[0] in ("temporalio", "pydantic", "google"))
+    assert heavy == []
 
 
 @pytest.mark.parametrize("failure", ["timeout", "unusable-db"])

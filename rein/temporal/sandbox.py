@@ -25,6 +25,7 @@ PURE_MODULES = (
     "rein.ir",
     "rein.machine",
     "rein.result",
+    "rein.search_names",
     "rein.session",
     "rein.summaries",
     "rein.temporal.child",
