@@ -482,34 +482,6 @@ def test_to_lite_message_and_tool():
         "type": "function", "function": {"name": "add", "description": ADD.description, "parameters": ADD.parameters}}
 
 
-async def test_a_missing_key_of_a_known_vendor_is_told_before_litellm_loads(monkeypatch):
-    """openai/ and anthropic/ models: the same sentence as litellm's check, without its import."""
-    from rein.providers import litellm as module
-    from rein.providers.errors import MissingApiKey
-
-    class Loaded(Exception):
-        pass
-
-    async def load() -> None:
-        raise Loaded
-
-    monkeypatch.setattr(module, "load_litellm_off_loop", load)
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    with pytest.raises(MissingApiKey, match=r"^No API key for openai/gpt-4o: set OPENAI_API_KEY in the worker's"):
-        await LiteLLMProvider("openai/gpt-4o").complete(HI)
-    with pytest.raises(MissingApiKey, match="set ANTHROPIC_API_KEY"):
-        await anext(LiteLLMProvider("anthropic/claude-x").stream(HI))
-    # a key given, an api_base (litellm decides), another key name litellm accepts, or another vendor: litellm's check
-    for provider in (LiteLLMProvider("openai/gpt-4o", api_key="sk-x"), LiteLLMProvider("openai/m", api_base="http://h"),
-                     LiteLLMProvider("groq/llama")):
-        with pytest.raises(Loaded):
-            await provider.complete(HI)
-    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "t")
-    with pytest.raises(Loaded):
-        await LiteLLMProvider("anthropic/claude-x").complete(HI)
-
-
 async def test_call_args_defaults_and_overrides(monkeypatch):
     import litellm
 

@@ -16,7 +16,6 @@ messages, because activity failures are persisted in the workflow history.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,9 +26,6 @@ from rein.providers.errors import MissingApiKey
 from rein.secrets import scrub_exception
 
 _FINISH: tuple[FinishReason, ...] = ("stop", "tool_calls", "length", "error")
-_VENDOR_KEYS = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
-"""What litellm's validate_environment asks of these model prefixes: a missing key is told before
-litellm is imported (seconds of CPU for a call that cannot succeed)."""
 
 
 
@@ -95,13 +91,6 @@ class LiteLLMProvider:
             **params,
         }
 
-    def _check_known_key(self, kwargs: dict[str, Any]) -> None:
-        """`_check_key` for the vendors in _VENDOR_KEYS, without importing litellm."""
-        params = {**self.default_params, **kwargs}
-        names = _VENDOR_KEYS.get(_vendor(self.model))
-        if names and not params.get("api_key") and not params.get("api_base") and not any(n in os.environ for n in names):
-            raise MissingApiKey(f"No API key for {self.model}: set {names[0]} in the worker's environment.")
-
     def _check_key(self, params: dict[str, Any]) -> None:
         """Fail at once, in one sentence, when the vendor's key is missing (no retry can fix that)."""
         if params.get("api_key"):
@@ -120,7 +109,6 @@ class LiteLLMProvider:
     async def complete(
         self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
     ) -> Completion:
-        self._check_known_key(kwargs)
         litellm = await load_litellm_off_loop()
         args = self._call_args(messages, tools, kwargs)
         try:
@@ -141,7 +129,6 @@ class LiteLLMProvider:
     async def stream(
         self, messages: list[Message], tools: list[ToolSpec] | None = None, **kwargs: Any
     ) -> AsyncIterator[StreamChunk]:
-        self._check_known_key(kwargs)
         litellm = await load_litellm_off_loop()
         args = self._call_args(messages, tools, kwargs)
         args.update(stream=True, stream_options={"include_usage": True})
