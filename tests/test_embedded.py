@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rein.server import embedded_status, ensure_embedded, release_embedded, start_dev_server, stop_embedded
+from rein.server import embedded_status, start_dev_server, stop_embedded
 from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
 
@@ -302,14 +302,14 @@ def test_a_dev_server_stops_without_waiting_out_the_frontend_drain(tmp_path: Pat
     assert "Drain time expired" not in text
 
 
-def test_the_supervisor_imports_no_temporalio_or_pydantic(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_supervisor_imports_no_temporalio_or_pydantic(home: Path) -> None:
     """Every process that starts the embedded server waits for its supervisor's imports (rein issue 21):
-    temporalio and pydantic (through rein.contract) cost it 1-2 s. Its import trace goes to server.log."""
-    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # inherited by the supervisor (-X importtime)
-    try:
-        ensure_embedded(home)
-    finally:
-        release_embedded()
+    temporalio and pydantic (through rein.contract) cost it 1-2 s. Its import trace goes to server.log.
+    A script of its own: the server lease is one per process, and this pytest process's engine holds one."""
+    started = _script(home, "import json; from rein.server import ensure_embedded, release_embedded\n"
+                            "print(json.dumps({'address': ensure_embedded()})); release_embedded()",
+                      PYTHONPROFILEIMPORTTIME="1")  # inherited by the supervisor (-X importtime)
+    assert started["address"]
     imported = {line.rsplit("|", 1)[-1].strip() for line in _log(home, 10**6).splitlines() if line.startswith("import time:")}
     assert "rein.temporal.dev_server" in imported  # the trace is there
     heavy = sorted(m for m in imported if m.split(".")[0] in ("temporalio", "pydantic", "google"))
