@@ -210,7 +210,9 @@ async def test_cancel_interrupts_a_model_call_in_flight(env, how):
     """The run ends `cancelled` while its model call is still running (never released), and the
     model activity itself is cancelled: a cancel request in history, and the provider saw it."""
     model = BlockingModel()
-    agent = Agent(provider=model, name=f"thinking-{how}")
+    # A heartbeat timeout of 2 s: the call beats every 0.5 s (not every 5 s), and its cancellation
+    # comes back on the next beat.
+    agent = Agent(provider=model, name=f"thinking-{how}", config=LoopConfig(heartbeat_timeout_s=2))
     if how.endswith("middleware"):
         agent.middleware(unchanged)
     tq = f"cancel-{uuid.uuid4().hex[:6]}"
