@@ -40,6 +40,11 @@ a decision): one started a moment ago has not polled yet. REIN_WORKER_GRACE_S ov
 POLLER_FRESH_S = 70.0
 """A poller seen this recently may still be alive (workers long-poll for 60 s)."""
 
+_SILENT: dict[tuple[str, str | None], float] = {}
+"""Runs whose worker let a query's grace run out, by when (monotonic): within POLLER_FRESH_S, while
+that worker may still be listed as a poller, later queries race the history at once instead of
+waiting out the grace again (`rein result` asks five queries)."""
+
 _UNSERVED = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
 NONDETERMINISM = "[TMPRL1100]"
 """How the SDK's core starts a nondeterminism error: the worker's code cannot replay the history."""
@@ -67,7 +72,8 @@ async def query(client: Client, run_id: str, name: str, *args: Any, run: str | N
 
 async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> tuple[Any, bool]:
     """(the query's answer, whether a worker gave it). A worker that does not answer within
-    QUERY_GRACE_S (one stopped a moment ago still looks alive) races the history's download; once
+    QUERY_GRACE_S (one stopped a moment ago still looks alive; at once after it went silent on this
+    run) races the history's download; once
     the history is here it is replayed, and a worker's answer that came meanwhile still wins.
 
     Only the download is cancelled, never a replay (see `replay_history`).
@@ -76,8 +82,9 @@ async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | 
     if not await served(client, handle):
         return (await replayed(client, run_id, run)).query(name, *args), False
     asked = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S)))
-    done, _ = await asyncio.wait({asked}, timeout=seconds("REIN_QUERY_GRACE_S", QUERY_GRACE_S))
+    done, _ = await asyncio.wait({asked}, timeout=_grace((run_id, run)))
     if not done:
+        _SILENT[run_id, run] = time.monotonic()
         fetched = asyncio.ensure_future(handle.fetch_history())
         await asyncio.wait({asked, fetched}, return_when=asyncio.FIRST_COMPLETED)
         if not (asked.done() and asked.exception() is None):
@@ -87,7 +94,9 @@ async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | 
                 return replay.query(name, *args), False
         fetched.cancel()
     try:
-        return asked.result(), True
+        answered = asked.result()
+        _SILENT.pop((run_id, run), None)
+        return answered, True
     except RPCError as err:
         if err.status not in _UNSERVED:
             raise
@@ -95,6 +104,15 @@ async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | 
         if NONDETERMINISM not in str(err):
             raise
     return (await replayed(client, run_id, run)).query(name, *args), False
+
+
+def _grace(run: tuple[str, str | None]) -> float:
+    """How long to wait for a worker's answer before racing the history (0 once it went silent)."""
+    since = _SILENT.get(run)
+    if since is not None and time.monotonic() - since < POLLER_FRESH_S:
+        return 0.0
+    _SILENT.pop(run, None)
+    return seconds("REIN_QUERY_GRACE_S", QUERY_GRACE_S)
 
 
 class Replayed:

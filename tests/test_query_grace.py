@@ -1,0 +1,61 @@
+"""A run whose worker went silent pays the query grace once, not once per query.
+
+A worker stopped a moment ago is still listed as a poller, so a query waits REIN_QUERY_GRACE_S
+for it before replaying the history. `rein result` asks five queries; before, each waited the
+grace again (15 s for one command).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+import rein
+from rein import Agent, LoopConfig
+from rein.client import ReinClient
+from rein.temporal import history
+from tests.support.providers import OpsModel, restart
+from tests.support.waiting import poll
+
+NAME = f"grace-{uuid.uuid4().hex[:6]}"
+AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name=NAME)
+
+
+async def test_a_silent_worker_costs_the_grace_once_per_run(dev, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    queue = f"grace-{uuid.uuid4().hex[:8]}"
+    client = ReinClient(dev.client, task_queue=queue)
+    async with rein.create_worker(dev.client, agents=[AGENT], task_queue=queue):
+        run_id = (await client.start(NAME, "billing please")).id
+
+        async def waiting() -> bool:
+            return (await client.status(run_id)).status == "waiting_approval"
+
+        await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
+    # Its worker has stopped but is still listed as a poller: the first query waits the grace out.
+    monkeypatch.setenv("REIN_QUERY_GRACE_S", "0.2")
+    status, served = await history.answer(dev.client, run_id, "status")
+    assert served is False and status["status"] == "waiting_approval"
+    # Now a grace and a query timeout far longer than the test's bound: only a run known to be
+    # silent is answered (from its history) in time. (The server gives up on a query for a stopped
+    # worker after ~25 s, so a wait for the worker outlasts the bound.)
+    monkeypatch.setenv("REIN_QUERY_GRACE_S", "600")
+    monkeypatch.setattr(history, "QUERY_TIMEOUT_S", 600.0)
+    for name in ("status", "session", "outcome"):
+        _, served = await asyncio.wait_for(history.answer(dev.client, run_id, name), timeout=15)
+        assert served is False, name
+    await dev.client.get_workflow_handle(run_id).terminate("the test is done")  # no worker to take a decision
+
+
+def test_silence_is_per_run_and_lasts_while_a_stopped_worker_may_look_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(history.time, "monotonic", lambda: now[0])
+    monkeypatch.setenv("REIN_QUERY_GRACE_S", "3")
+    monkeypatch.setattr(history, "_SILENT", {("quiet", None): 1000.0})
+    assert history._grace(("quiet", None)) == 0.0
+    assert history._grace(("quiet", "an earlier run of the chain")) == 3.0
+    assert history._grace(("talkative", None)) == 3.0
+    now[0] += history.POLLER_FRESH_S  # its worker has dropped off the poller list by now
+    assert history._grace(("quiet", None)) == 3.0
+    assert ("quiet", None) not in history._SILENT
