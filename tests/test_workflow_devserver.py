@@ -44,8 +44,8 @@ REIN_TOKENS = SearchAttributeKey.for_int("ReinTokens")
 
 CRASH_TOOL_TIMEOUT_S = 60
 """The tool's timeout: far longer than the heartbeat timeout, so only a missed heartbeat can move the call."""
-CRASH_CONFIG = LoopConfig(heartbeat_timeout_s=1.5)
-"""How long after worker A's death the server gives the call to worker B (A beats every 0.375 s while
+CRASH_CONFIG = LoopConfig(heartbeat_timeout_s=2)
+"""How long after worker A's death the server gives the call to worker B (A beats every 0.5 s while
 the tool runs): the knob for a lost call to move sooner than the default 20 s."""
 
 
