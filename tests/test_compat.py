@@ -177,8 +177,8 @@ async def check_finished(builds: Builds, client: ReinClient, runs: dict[str, int
     """Each run done with the answer its own tool gave, the tool run once, on one of `tool_builds`."""
 
     async def check(run_id: str, amount: int) -> None:
-        try:
-            result = await asyncio.wait_for(client.result(run_id), 120)
+        try:  # the run's outcome: client.result would also replay it on a worker for its session and steps
+            result = await asyncio.wait_for(client.outcome(client.handle(run_id)), 120)
         except TimeoutError:
             raise AssertionError(f"{run_id} did not finish:\n{await explain(client, [run_id])}") from None
         effects = builds.effects(run_id)

@@ -23,6 +23,7 @@ import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
 
 from rein.client import ReinClient, connect
+from rein.contract import RunOutcome
 from rein.server import DevServer, start_dev_server
 from tests.support.processes import ROOT, STUCK_RUNS_RETRY_SOON, WorkerProcess
 from tests.support.waiting import poll
@@ -83,6 +84,20 @@ async def start(client: ReinClient, agent: str, task_queue: str, amount: int) ->
     return run_id
 
 
+async def outcome(client: ReinClient, run_id: str) -> RunOutcome:
+    """The run's result once it closes: its status and output (client.result would also replay each
+    closed run on a worker for its session and steps, which no test here reads)."""
+    return await asyncio.wait_for(client.outcome(client.handle(run_id)), 120)
+
+
+async def start_all(client: ReinClient, queue: str, amounts: range, build: str) -> dict[str, tuple[int, str]]:
+    """A deploy-pay run of each amount and a deploy-pay-ask run of amount + 100, started at once:
+    run id -> (amount, the build it is expected to run on)."""
+    jobs = [(agent, amount + extra) for amount in amounts for agent, extra in (("deploy-pay", 0), ("deploy-pay-ask", 100))]
+    run_ids = await asyncio.gather(*(start(client, agent, queue, amount) for agent, amount in jobs))
+    return {run_id: (amount, build) for run_id, (_, amount) in zip(run_ids, jobs, strict=True)}
+
+
 async def approve_when_waiting(client: ReinClient, run_id: str) -> None:
     await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
     await client.approve(run_id)
@@ -117,7 +132,7 @@ async def test_a_deployed_bug_leaves_runs_open_and_the_fix_finishes_them(stack: 
 
     buggy.kill()
     stack.worker(queue, DEPLOY_BUILD="fixed")  # the fix: the same application without the bug
-    results = await asyncio.gather(*(asyncio.wait_for(client.result(run_id), 120) for run_id in runs))
+    results = await asyncio.gather(*(outcome(client, run_id) for run_id in runs))
     for (run_id, amount), result in zip(runs.items(), results, strict=True):
         assert (result.status, result.output) == ("done", f"Paid {amount} on buggy")
         assert [line.split()[0] for line in stack.effects(run_id)] == ["buggy"]  # the tool ran once
@@ -130,10 +145,7 @@ async def test_rolling_deploy_pins_each_run_to_its_build(stack: Stack, client: R
     old = stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
     await poll(lambda: _current(stack, deployment) == "build-a", "the first build to make itself current", timeout=60)
 
-    started: dict[str, tuple[int, str]] = {}
-    for amount in range(12):
-        started[await start(client, "deploy-pay", queue, amount)] = (amount, "build-a")
-        started[await start(client, "deploy-pay-ask", queue, 100 + amount)] = (100 + amount, "build-a")
+    started = await start_all(client, queue, range(12), "build-a")
     waiting_on_old = [r for r in started if r.startswith("deploy-pay-ask")]
     await poll(lambda: _all_waiting(client, waiting_on_old), "the old build's runs to wait for approval", timeout=120)
 
@@ -141,14 +153,12 @@ async def test_rolling_deploy_pins_each_run_to_its_build(stack: Stack, client: R
     await poll(lambda: stack.cli("deployment", "set-current", "build-b", "--deployment", deployment).returncode == 0,
                "the new build to become current", timeout=60, interval=0.5)
     assert _current(stack, deployment) == "build-b"
-    for amount in range(200, 210):
-        started[await start(client, "deploy-pay", queue, amount)] = (amount, "build-b")
-        started[await start(client, "deploy-pay-ask", queue, amount + 100)] = (amount + 100, "build-b")
+    started.update(await start_all(client, queue, range(200, 210), "build-b"))
     asked = [r for r in started if r.startswith("deploy-pay-ask")]
     await asyncio.gather(*(approve_when_waiting(client, run_id) for run_id in asked))
 
     assert len(started) >= 40
-    results = await asyncio.gather(*(asyncio.wait_for(client.result(run_id), 120) for run_id in started))
+    results = await asyncio.gather(*(outcome(client, run_id) for run_id in started))
     for (run_id, (amount, build)), result in zip(started.items(), results, strict=True):
         assert (result.status, result.output) == ("done", f"Paid {amount} on {build}"), run_id
         assert [line.split()[0] for line in stack.effects(run_id)] == [build], run_id

@@ -42,9 +42,11 @@ REIN_TOKENS = SearchAttributeKey.for_int("ReinTokens")
 # --------------------------------------------------------------------------- agent served by a separate worker process
 
 
-CRASH_TOOL_TIMEOUT_S = 8
-"""The tool's timeout, so also its heartbeat timeout (min(timeout, 20 s)): how long after worker A's
-death the server gives the call to worker B. Worker A beats every 5 s while the tool runs."""
+CRASH_TOOL_TIMEOUT_S = 60
+"""The tool's timeout: far longer than the heartbeat timeout, so only a missed heartbeat can move the call."""
+CRASH_CONFIG = LoopConfig(heartbeat_timeout_s=2)
+"""How long after worker A's death the server gives the call to worker B (A beats every 0.5 s while
+the tool runs): the knob for a lost call to move sooner than the default 20 s."""
 
 
 async def block_forever(x: str) -> str:
@@ -57,6 +59,7 @@ crash_agent = Agent(
     provider=MockProvider([[ToolCall(id="k1", name="block", arguments={"x": "1"})], "A final"]),
     tools=[rein.Tool.from_function(block_forever, name="block", timeout_s=CRASH_TOOL_TIMEOUT_S)],
     name="crash",
+    config=CRASH_CONFIG,
 )
 """Loaded by `worker.py --agent test_workflow_devserver:crash_agent` in a subprocess."""
 
@@ -212,7 +215,7 @@ async def test_worker_shut_down_mid_tool_another_finishes(dev, ids):
 
 async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
     """Worker A (a separate process) is SIGKILLed while its tool runs: the heartbeat
-    timeout (the tool's 8 s timeout) lets worker B retry the tool."""
+    timeout (the agent's heartbeat_timeout_s, well below the tool's timeout) lets worker B retry the tool."""
     tq, wf_id = ids
     address = dev.client.service_client.config.target_host
     log = open(tmp_path / "worker-a.log", "wb")
@@ -252,7 +255,7 @@ async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
         """Never returns: its worker is killed while it runs."""  # A's docstring: the spec's description
         return f"from B ({x})"
 
-    agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="crash")
+    agent_b = Agent(provider=MockProvider(["B final"]), tools=[block_b], name="crash", config=CRASH_CONFIG)
     async with rein.create_worker(dev.client, agents=[agent_b], task_queue=tq):
         result = await asyncio.wait_for(full_result(handle), 40)
         events = list((await handle.fetch_history()).events)

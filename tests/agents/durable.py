@@ -36,4 +36,6 @@ def record(note: str, ctx: ToolContext) -> str:
 
 MODEL = CallThenReport("record", {"note": "hello"}, call_id="call-record", report="Done: {}.",
                        usage=Usage(input_tokens=10, output_tokens=5))
-agent = Agent(provider=MODEL, tools=[record], config=LoopConfig(permission="ask"), name="durable-notes")
+agent = Agent(provider=MODEL, tools=[record], config=LoopConfig(permission="ask", heartbeat_timeout_s=2),
+              name="durable-notes")
+"""A tool call lost with a killed process is tried again 2 s after its last heartbeat, not 6 (its timeout)."""

@@ -66,8 +66,9 @@ class WatchedModel(CallThenReport):
 
 
 effects = Agent(provider=WatchedModel("charge", {"amount": 5}), tools=[charge], name="effects",
-                config=LoopConfig(heartbeat_timeout_s=4))
-"""Its tests kill workers mid-call: a lost model or tool call moves to a new worker after 4 s, not 20."""
+                config=LoopConfig(heartbeat_timeout_s=2))
+"""Its tests kill workers mid-call: a lost model or tool call moves to a new worker after 2 s, not 20.
+Not much lower: the worker sends beats at most every 0.8 x the timeout, so a live call keeps 0.4 s to spare."""
 approved_effects = Agent(
     provider=WatchedModel("charge", {"amount": 7}), tools=[charge], name="approved-effects",
     config=LoopConfig(permission="ask"),

@@ -22,18 +22,19 @@ STUCK_RUNS_RETRY_SOON = {
     **TUNED_DYNAMIC_CONFIG,
     "history.defaultWorkflowTaskTimeout": '"2s"',
     "history.workflowTaskRetryMaxInterval": '"1s"',
-    "history.longPollExpirationInterval": '"3s"',
+    "history.longPollExpirationInterval": '"1s"',
 }
 """Dev-server settings for tests whose runs get stuck on purpose (a deployed bug, a build that cannot
 replay a run) or whose worker stops mid-task: such a run's workflow task is tried again within ~3 s,
-and a decision sent to it is refused within ~3 s.
+and a decision sent to it is refused within ~1 s of the failing task's second attempt timing out.
 
 A worker reports a workflow task's failure only on its first attempt and lets later attempts time out,
 and a task its worker took with it also times out: so these runs move at the pace of the workflow task
 timeout (Temporal's default 10 s), plus a backoff from the fourth attempt on (5 s, doubling, capped by
 workflowTaskRetryMaxInterval). An update sent to such a run waits in the server until the history
-service's long poll expires (20 s by default); the client then asks again and is refused ("Workflow
-Task in failed state"). All are the server's own settings, as an operator would set them."""
+service's long poll expires (20 s by default); the client then asks again, and once the failing task's
+second attempt has timed out it is refused ("Workflow Task in failed state"). All are the server's own
+settings, as an operator would set them."""
 
 
 class WorkerProcess:
