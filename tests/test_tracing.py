@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 
 sys.path.insert(0, str(Path(__file__).parent))
 from vendor_server import Reply, VendorServer  # noqa: E402
@@ -45,29 +46,55 @@ MODEL = "openai/gpt-4o"
 # --------------------------------------------------------------------------- fixtures
 
 
+class Phoenix:
+    """`phoenix serve` on free ports with its own working directory, started without waiting: it takes
+    ~15 s of CPU to import, which the first test's worker spends booting (and importing litellm) meanwhile."""
+
+    def __init__(self, work: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = work / "phoenix.log"
+        env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_PORT": str(self.port),
+               "PHOENIX_HOST": "127.0.0.1", "PHOENIX_GRPC_PORT": str(free_port())}
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen([PHOENIX_BIN, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        self.up = False
+
+    def wait(self) -> str:
+        """Its base URL, once it answers /healthz: before anything may send it spans."""
+        if not self.up:
+            wait_for_port(self.port, self.process, timeout=300, log=self.log)
+            wait_until(lambda: httpx.get(f"{self.url}/healthz", timeout=5).status_code == 200, "phoenix /healthz", 120)
+            self.up = True
+        return self.url
+
+
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """`phoenix serve` on free ports with its own working directory; its base URL."""
-    work = tmp_path_factory.mktemp("phoenix")
-    port = free_port()
-    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_PORT": str(port), "PHOENIX_HOST": "127.0.0.1",
-           "PHOENIX_GRPC_PORT": str(free_port())}
-    log = work / "phoenix.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([PHOENIX_BIN, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    started = Phoenix(tmp_path_factory.mktemp("phoenix"))
     try:
-        wait_for_port(port, process, timeout=300, log=log)
-        url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: httpx.get(f"{url}/healthz", timeout=5).status_code == 200, "phoenix /healthz", 120)
-        yield url
+        yield started
     finally:
-        stop_process(process, 30)
+        stop_process(started.process, 30)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def dev() -> Any:
+    """A dev server of this module's own (not the session's): `rein trace --since` reads every run
+    that ended on its server, so on the shared one it would rebuild every other module's runs too."""
+    from rein.testing import start_local
+
+    environment = await start_local()
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
 
 
 @pytest.fixture(scope="module")
-def tap(phoenix: str) -> Any:
-    with OtlpTap(phoenix) as wire:
+def tap(phoenix: Phoenix) -> Any:
+    with OtlpTap(phoenix.url) as wire:
         yield wire
 
 
@@ -80,12 +107,17 @@ def vendor() -> Any:
 class Traced:
     """A test's worker processes and Phoenix project."""
 
-    def __init__(self, dev: Any, phoenix: str, tap: OtlpTap, vendor: VendorServer, tmp_path: Path, tq: str):
+    def __init__(self, dev: Any, phoenix: Phoenix, tap: OtlpTap, vendor: VendorServer, tmp_path: Path, tq: str):
         self.dev, self.phoenix, self.tap, self.vendor, self.tmp_path, self.tq = dev, phoenix, tap, vendor, tmp_path, tq
         self.project = f"rein-{uuid.uuid4().hex[:10]}"
         self.workers: list[WorkerProcess] = []
 
     def otel_env(self) -> dict[str, str]:
+        """The OTEL_* variables of a process that sends this test's spans (through the tap), once Phoenix is up."""
+        self.phoenix.wait()
+        return self._otel_vars()
+
+    def _otel_vars(self) -> dict[str, str]:
         return {
             "OTEL_EXPORTER_OTLP_ENDPOINT": self.tap.url,
             "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={self.project}",
@@ -93,12 +125,15 @@ class Traced:
         }
 
     def worker(self, *extra: str, traced: bool = True, agent: str = "agent", **env: str) -> WorkerProcess:
-        environment = {**(self.otel_env() if traced else {}), "REIN_TEST_VENDOR": self.vendor.base_url, **env}
+        environment = {**(self._otel_vars() if traced else {}), "REIN_TEST_VENDOR": self.vendor.base_url, **env}
         process = WorkerProcess(self.dev.client.service_client.config.target_host, [f"tests.agents.traced:{agent}"], self.tq,
                                 self.tmp_path / f"worker-{len(self.workers)}.log", **environment)
         process.args += list(extra)
         self.workers.append(process)
-        return process.start()
+        process.start()
+        if traced:
+            self.phoenix.wait()  # no span goes out before a run starts: the worker booted while Phoenix did
+        return process
 
     def stop_all(self) -> None:
         for process in self.workers:
@@ -109,7 +144,7 @@ class Traced:
 
         async def fetch() -> list[dict] | None:
             async with httpx.AsyncClient(timeout=10) as http:
-                response = await http.get(f"{self.phoenix}/v1/projects/{self.project}/spans", params={"limit": 1000})
+                response = await http.get(f"{self.phoenix.url}/v1/projects/{self.project}/spans", params={"limit": 1000})
             if response.status_code == 404:  # the project appears with its first span
                 return None
             response.raise_for_status()
@@ -124,7 +159,7 @@ class Traced:
 
 
 @pytest.fixture
-def traced(dev: Any, phoenix: str, tap: OtlpTap, vendor: VendorServer, tmp_path: Path, ids: tuple[str, str]) -> Any:
+def traced(phoenix: Phoenix, dev: Any, tap: OtlpTap, vendor: VendorServer, tmp_path: Path, ids: tuple[str, str]) -> Any:
     made = Traced(dev, phoenix, tap, vendor, tmp_path, ids[0])
     try:
         yield made
@@ -354,10 +389,10 @@ async def test_phoenix_shows_the_run_trace(traced: Traced, ids: tuple[str, str],
     traced.stop_all()
     spans = await traced.spans(5)
     async with httpx.AsyncClient(timeout=10) as http:
-        projects = (await http.get(f"{traced.phoenix}/v1/projects")).json()["data"]
+        projects = (await http.get(f"{traced.phoenix.url}/v1/projects")).json()["data"]
     project_id = next(p["id"] for p in projects if p["name"] == traced.project)
     trace_id = spans[0]["context"]["trace_id"]
-    await page.goto(f"{traced.phoenix}/projects/{project_id}/traces/{trace_id}")
+    await page.goto(f"{traced.phoenix.url}/projects/{project_id}/traces/{trace_id}")
     await page.wait_for(f"invoke_agent {AGENT}", f"chat {MODEL}", "execute_tool note", "approval")
     shot = await page.screenshot("phoenix-run-trace")
     assert shot.stat().st_size > 10_000
