@@ -52,6 +52,11 @@ def heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in NOT_FOR_READS))
 
 
+def rich(modules: set[str]) -> list[str]:
+    """rich (~50 ms of CPU): loaded by the commands that print through it, not by JSON or one-line errors."""
+    return sorted(m for m in modules if m == "rich" or m.startswith("rich."))
+
+
 def test_help_and_usage_errors_import_no_temporal_and_no_models() -> None:
     for argv in (["--help"], ["status"]):  # `status` without its RUN_ID: a usage error (exit 2)
         code, modules = modules_after(*argv)
@@ -63,6 +68,7 @@ def test_a_refused_connection_loads_no_client() -> None:
     code, modules = modules_after("status", "x", "--address", f"127.0.0.1:{free_port()}")
     assert code == 4
     assert "rein.client" not in modules and heavy(modules) == []
+    assert rich(modules) == []  # a one-line error is a plain print
 
 
 async def test_reading_and_deciding_a_served_run_import_no_worker_side(dev) -> None:  # noqa: ANN001
@@ -81,6 +87,8 @@ async def test_reading_and_deciding_a_served_run_import_no_worker_side(dev) -> N
             code, modules = await asyncio.to_thread(modules_after, *argv, "--address", address)
             assert code == 0, argv
             assert heavy(modules) == [], argv
+            if "--json" in argv:
+                assert rich(modules) == [], argv  # rich only where a table or a line is styled
 
 
 def test_only_the_named_command_is_built() -> None:

@@ -75,6 +75,23 @@ async def test_sandbox_opt_out_and_a_client_level_plugin_merge(env):
             assert result.output == "The sum is 5."
 
 
+async def test_an_unversioned_worker_reports_reins_build_id(env, monkeypatch: pytest.MonkeyPatch):
+    """Not temporalio's default, which reads and hashes the bytecode of every loaded module as a Worker is
+    built (0.1 s of CPU, 0.3 s with litellm loaded); a build id of the Worker's own is kept."""
+    import temporalio.worker._worker as sdk_worker
+
+    from rein.temporal.deployment import default_build_id
+
+    monkeypatch.delenv("REIN_DEPLOYMENT", raising=False)
+    monkeypatch.setattr(sdk_worker, "_default_build_id", None)  # temporalio memoizes it per process
+    tq = f"plugin-{uuid.uuid4().hex[:8]}"
+    worker = Worker(env.client, task_queue=tq, plugins=[ReinPlugin(agents=[adder()])])
+    assert worker.config(active_config=True)["build_id"] == default_build_id()
+    assert sdk_worker._default_build_id is None  # never computed
+    own = Worker(env.client, task_queue=f"{tq}-own", build_id="mine", plugins=[ReinPlugin(agents=[adder()])])
+    assert own.config(active_config=True)["build_id"] == "mine"
+
+
 # --------------------------------------------------------------------------- a user project, in its own process
 
 PROJECT_WORKFLOWS = '''

@@ -19,10 +19,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
 from typer.main import get_command_name
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from rein.client import ReinClient
 
 T = TypeVar("T")
@@ -132,12 +133,24 @@ app.add_typer(server_app, name="server")
 
 
 def out_console() -> Console:
+    from rich.console import Console
+
     # Wide when piped, so ids and summaries are never cut (a terminal keeps its own width).
     return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
 def err_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+
+def escape(text: str) -> str:
+    """rich's markup escape. rich is imported where it prints (~50 ms): a `--json` command or a one-line
+    error never loads it."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def print_json(data: Any) -> None:

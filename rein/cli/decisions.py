@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from rein.cli.app import (
     EXIT_INTERRUPTED,
@@ -19,6 +18,7 @@ from rein.cli.app import (
     RunId,
     app,
     err_console,
+    escape,
     out_console,
     with_client,
 )

@@ -7,10 +7,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from rein.cli.app import Address, CliError, JsonFlag, Namespace, app, out_console, print_json, with_client
+from rein.cli.app import Address, CliError, JsonFlag, Namespace, app, escape, out_console, print_json, with_client
 from rein.cli.render import age
 
 if TYPE_CHECKING:
@@ -36,6 +34,8 @@ def list_stuck(agent: str | None, limit: int, address: str | None, namespace: st
     if not rows:
         console.print("[dim]no stuck runs[/]")
         return
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False)
     for name in ("id", "agent", "stopped at", "attempt", "error", "age"):
         table.add_column(name, no_wrap=name in ("id", "attempt"), overflow="fold")

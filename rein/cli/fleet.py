@@ -6,8 +6,6 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from rein.cli.app import (
     EXIT_USAGE,
@@ -16,6 +14,7 @@ from rein.cli.app import (
     JsonFlag,
     Namespace,
     app,
+    escape,
     out_console,
     print_json,
     with_client,
@@ -68,6 +67,8 @@ def limits(
     if as_json:
         print_json([asdict(row) for row in rows])
         return
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False)
     for column in ("task queue", "rps", "per-tenant rps", "tenant weights"):
         table.add_column(column)
@@ -133,6 +134,8 @@ def usage(
     if as_json:
         print_json({"tenants": [asdict(s) for s in report.tenants], "agents": [asdict(s) for s in report.agents]})
         return
+    from rich.table import Table
+
     console = out_console()
     for title, lines in (("tenant", report.tenants), ("agent", report.agents)):
         table = Table(title=f"per {title}, last {since}", title_justify="left", show_edge=False, pad_edge=False)

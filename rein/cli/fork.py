@@ -7,8 +7,6 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from rein.cli.app import (
     EXIT_USAGE,
@@ -18,6 +16,7 @@ from rein.cli.app import (
     Namespace,
     RunId,
     app,
+    escape,
     out_console,
     print_json,
     with_client,
@@ -113,6 +112,8 @@ def _fork_failed(since: timedelta, query: str | None, by: str | None, address: A
     if not rows:
         console.print("[dim]no failed runs in that window[/]")
         return
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False)
     for name in ("failed run", "from step", "fork", "note"):
         table.add_column(name, overflow="fold")

@@ -6,8 +6,6 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from rein.cli.app import (
     Address,
@@ -16,6 +14,7 @@ from rein.cli.app import (
     RunId,
     RunStatusChoice,
     app,
+    escape,
     out_console,
     print_json,
     with_client,
@@ -55,6 +54,8 @@ def list_(
         what = f" in status {status.value}" if status else ""
         console.print(f"[dim]no runs{what}{f' of agent {agent}' if agent else ''}[/]")
         return
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("id", no_wrap=True)
     table.add_column("agent")

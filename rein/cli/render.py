@@ -7,14 +7,11 @@ import shlex
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
-
-from rein.cli.app import STATUS_STYLE
+from rein.cli.app import STATUS_STYLE, escape
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from rein.runs import RunDetail
 
 
@@ -54,6 +51,8 @@ def answer_hints(run_id: str, detail: RunDetail) -> list[str]:
 
 
 def render_interrupt(console: Console, run_id: str, detail: RunDetail) -> None:
+    from rich.panel import Panel
+
     itr = detail.interrupt
     if itr is None:
         return
@@ -72,6 +71,8 @@ def render_interrupt(console: Console, run_id: str, detail: RunDetail) -> None:
 
 
 def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
+    from rich.table import Table
+
     # Long by design: one line per fact `rein show` prints, in the order a person reads them.
     header = Table.grid(padding=(0, 2))
     header.add_column(style="dim")

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from rein.cli.app import (
     EXIT_NOT_REPLAYABLE,
@@ -26,6 +25,7 @@ from rein.cli.app import (
     RunId,
     app,
     connect_client,
+    escape,
     out_console,
     print_json,
 )

@@ -14,11 +14,9 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from rein.cli.app import (
     EXIT_NEEDS_PERSON,
@@ -26,11 +24,15 @@ from rein.cli.app import (
     CliError,
     app,
     err_console,
+    escape,
     explain,
     load_agent_target,
     out_console,
 )
 from rein.cli.render import call_line, print_step, render_chunk, render_interrupt
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass

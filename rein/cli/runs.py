@@ -7,8 +7,6 @@ import shlex
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from rein.cli.app import (
     EXIT_CANCELLED,
@@ -21,6 +19,7 @@ from rein.cli.app import (
     RunId,
     app,
     err_console,
+    escape,
     out_console,
     print_json,
     with_client,
@@ -28,6 +27,8 @@ from rein.cli.app import (
 from rein.cli.render import answer_hints, print_step, render_chunk, render_detail
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from rein.client import ReinClient
     from rein.runs import RunDetail
 

@@ -8,13 +8,12 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from rein.cli.app import (
     EXIT_ERROR,
     CliError,
     JsonFlag,
+    escape,
     out_console,
     print_json,
     server_app,
@@ -99,6 +98,8 @@ def server_status(as_json: JsonFlag = False) -> None:
     elif state is None:
         out_console().print(f"not running (REIN_HOME={escape(str(rein_home()))})")
     else:
+        from rich.table import Table
+
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="dim")
         grid.add_column()

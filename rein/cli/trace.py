@@ -6,9 +6,8 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from rein.cli.app import EXIT_NOT_FOUND, EXIT_USAGE, Address, CliError, Namespace, app, err_console, out_console, with_client
+from rein.cli.app import EXIT_NOT_FOUND, EXIT_USAGE, Address, CliError, Namespace, app, err_console, escape, out_console, with_client
 
 
 def _check_tracing() -> None:

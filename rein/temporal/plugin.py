@@ -40,6 +40,7 @@ from rein.agent import with_tool_agents
 from rein.temporal.converter import has_rein_converter, rein_data_converter
 from rein.temporal.deployment import (
     current_if_first,
+    default_build_id,
     deployment_config,
     with_default_behavior,
     worker_version,
@@ -107,7 +108,8 @@ class ReinPlugin(SimplePlugin):
         deployment, build_id: run the Worker as version `<deployment>.<build_id>` of a Temporal
             worker deployment (Worker Versioning; runs PINNED to their build by default). Default: REIN_DEPLOYMENT
             and REIN_BUILD_ID, the build id defaulting to a digest of rein's workflow-side code;
-            no deployment name = versioning off. A Worker given its own `deployment_config` keeps it.
+            no deployment name = versioning off (the Worker then reports that digest as its build id,
+            unless given its own). A Worker given its own `deployment_config` keeps it.
         make_current: a versioned Worker makes its version current when the deployment has none
             yet (its first build); later builds become current by the operator (docs/deploys.md).
     """
@@ -163,6 +165,10 @@ class ReinPlugin(SimplePlugin):
             config["deployment_config"] = with_default_behavior(given)
         elif self.version is not None:
             config["deployment_config"] = deployment_config(self.version)
+        elif self.agents is not None and not config.get("build_id") and not config.get("use_worker_versioning"):
+            # Unversioned, the build id is only reported; temporalio's default reads and hashes the
+            # bytecode of every loaded module (0.1 s of CPU as a worker starts, 0.3 s with litellm).
+            config["build_id"] = default_build_id()
         return super().configure_worker(config)
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
