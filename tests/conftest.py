@@ -39,17 +39,19 @@ _write_bytecode()
 
 
 SLOWEST_FIRST = (
-    "test_tracing.py", "test_cli.py", "test_cli_one_line.py", "test_embedded.py", "test_compat.py",
-    "test_safe_deploys.py", "test_ui_browser.py", "test_fault_suite.py", "test_mcp.py",
-    "test_engines.py", "test_workflow_devserver.py", "test_a2a.py", "test_readme.py", "test_lean.py",
-    "test_middleware_durable.py", "test_workflow.py", "test_canceled_close.py", "test_fleet.py", "test_providers.py",
+    "test_tracing.py", "test_cli.py", "test_ui_browser.py", "test_a2a.py", "test_mcp.py", "test_cli_one_line.py",
+    "test_embedded.py", "test_compat.py", "test_engines.py", "test_safe_deploys.py", "test_fleet.py",
+    "test_identity.py", "test_providers.py", "test_middleware_durable.py", "test_fault_suite.py", "test_lean.py",
+    "test_readme.py", "test_fork.py", "test_fork_model.py", "test_live_text.py", "test_workflow.py",
+    "test_model_faults.py", "test_workflow_devserver.py",
 )
 """Modules by wall time, longest first (the sum of --durations=0 per module over a whole-suite run)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest modules first. CI runs `pytest -n 2 --dist loadfile`: a module runs whole on one
-    worker, so starting the long ones first lets both workers finish at about the same time.
+    """The slowest modules first. CI runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: a module
+    runs whole on one worker, so starting the long ones first lets both workers finish at about the same
+    time (without --no-loadscope-reorder, xdist reorders modules by their number of tests).
     The sort is stable: each module's tests keep their order, the other modules theirs."""
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -228,6 +228,7 @@ async def test_start_list_show_approve_result(env, cli: Cli) -> None:  # noqa: A
     assert run_id in table and 'restart(service="billing")' in table
     shown = await cli.text("show", run_id)
     assert "waiting_approval" in shown and "tool calls: restart" in shown
+    assert "steps" in shown and "model" in shown.split("steps", 1)[1]  # the steps table: the model call so far
     assert '"service": "billing"' in shown and f"rein approve {run_id}" in shown
 
     out = await cli.text("approve", run_id, "--approver", "alice", "--reason", "change ticket 42")

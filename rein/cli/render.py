@@ -114,26 +114,33 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
     console.print(header)
     if steps:
         console.print()
-        if detail.steps is None:
-            console.print("[dim]steps: no worker answered the steps query (start `rein worker` for this agent)[/]")
-        else:
-            table = Table(title="steps", title_justify="left", show_lines=False)
-            for name, justify in (("#", "right"), ("kind", "left"), ("summary", "left"), ("duration", "right"),
-                                  ("tokens", "right"), ("error", "left")):
-                table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-            for step in detail.steps:
-                table.add_row(
-                    str(step.index),
-                    step.kind,
-                    escape(step.summary),
-                    f"{step.duration_s:.2f}s" if step.duration_s is not None else "",
-                    str(step.usage.total_tokens) if step.usage else "",
-                    "[red]error[/]" if step.is_error else "",
-                )
-            console.print(table)
+        render_steps(console, detail)
     if detail.interrupt is not None:
         console.print()
         render_interrupt(console, detail.id, detail)
+
+
+def render_steps(console: Console, detail: RunDetail) -> None:
+    """`rein show`'s steps: one row per step, or why there are none."""
+    from rich.table import Table
+
+    if detail.steps is None:
+        console.print("[dim]steps: no worker answered the steps query (start `rein worker` for this agent)[/]")
+        return
+    table = Table(title="steps", title_justify="left", show_lines=False)
+    for name, justify in (("#", "right"), ("kind", "left"), ("summary", "left"), ("duration", "right"),
+                          ("tokens", "right"), ("error", "left")):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for step in detail.steps:
+        table.add_row(
+            str(step.index),
+            step.kind,
+            escape(step.summary),
+            f"{step.duration_s:.2f}s" if step.duration_s is not None else "",
+            str(step.usage.total_tokens) if step.usage else "",
+            "[red]error[/]" if step.is_error else "",
+        )
+    console.print(table)
 
 
 
