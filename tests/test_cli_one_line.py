@@ -34,6 +34,7 @@ from rein.contract import agent_task_queue
 from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
 from tests.support.processes import stop_process, wait_for_text
 from tests.support.providers import OpsModel, restart
+from tests.support.runs import left_waiting
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,14 +115,7 @@ async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(
 
 async def test_status_of_a_run_nobody_serves_says_so(dev) -> None:  # noqa: ANN001
     queue = f"gone-{uuid.uuid4().hex[:8]}"
-    client = ReinClient(dev.client, task_queue=queue)
-    async with rein.create_worker(dev.client, agents=[AGENT], task_queue=queue):
-        run_id = (await client.start(NAME, "billing please")).id
-
-        async def waiting() -> bool:
-            return (await client.status(run_id)).status == "waiting_approval"
-
-        await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
+    run_id = await left_waiting(dev.client, AGENT, queue, "billing please")
     # The worker has just stopped: the server still lists it as a poller for a minute. The query it
     # never answers races the history at once (REIN_QUERY_GRACE_S=0) instead of after 3 s.
     unanswered = {"REIN_QUERY_GRACE_S": "0"}

@@ -12,27 +12,17 @@ import uuid
 
 import pytest
 
-import rein
 from rein import Agent, LoopConfig
-from rein.client import ReinClient
 from rein.temporal import history
 from tests.support.providers import OpsModel, restart
-from tests.support.waiting import poll
+from tests.support.runs import left_waiting
 
 NAME = f"grace-{uuid.uuid4().hex[:6]}"
 AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name=NAME)
 
 
 async def test_a_silent_worker_costs_the_grace_once_per_run(dev, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    queue = f"grace-{uuid.uuid4().hex[:8]}"
-    client = ReinClient(dev.client, task_queue=queue)
-    async with rein.create_worker(dev.client, agents=[AGENT], task_queue=queue):
-        run_id = (await client.start(NAME, "billing please")).id
-
-        async def waiting() -> bool:
-            return (await client.status(run_id)).status == "waiting_approval"
-
-        await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
+    run_id = await left_waiting(dev.client, AGENT, f"grace-{uuid.uuid4().hex[:8]}", "billing please")
     # Its worker has stopped but is still listed as a poller: the first query waits the grace out.
     monkeypatch.setenv("REIN_QUERY_GRACE_S", "0.2")
     status, served = await history.answer(dev.client, run_id, "status")

@@ -143,7 +143,6 @@ def render_steps(console: Console, detail: RunDetail) -> None:
     console.print(table)
 
 
-
 def lineage_line(lineage: dict[str, Any]) -> str:
     """`rein show`'s line for a fork: where it came from, what changed, who asked."""
     edits = "; ".join(lineage.get("edits") or []) or "no edits"

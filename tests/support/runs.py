@@ -28,3 +28,23 @@ async def forget_sticky_worker(client: Client, run_id: str) -> None:
 
     await client.workflow_service.reset_sticky_task_queue(
         ResetStickyTaskQueueRequest(namespace=client.namespace, execution=WorkflowExecution(workflow_id=run_id)))
+
+
+async def left_waiting(client: Client, agent: Any, queue: str, prompt: str) -> str:
+    """The id of a run of `agent` that waits for approval and whose worker has just stopped.
+
+    The server still lists that worker as a poller for a minute: the case of a query nobody answers.
+    """
+    import rein
+    from rein.client import ReinClient
+    from tests.support.waiting import poll
+
+    reins = ReinClient(client, task_queue=queue)
+    async with rein.create_worker(client, agents=[agent], task_queue=queue):
+        run_id = (await reins.start(agent.name, prompt)).id
+
+        async def waiting() -> bool:
+            return (await reins.status(run_id)).status == "waiting_approval"
+
+        await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
+    return run_id
