@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,35 @@ def test_silence_is_per_run_and_lasts_while_a_stopped_worker_may_look_alive(monk
     now[0] += history.POLLER_FRESH_S  # its worker has dropped off the poller list by now
     assert history._grace(("quiet", None)) == 3.0
     assert ("quiet", None) not in history._SILENT
+
+
+async def test_rein_status_of_a_served_run_describes_it_once(dev, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """`rein status`/`show` already described the run: its task queue decides whether a worker serves it."""
+    import rein
+    from rein.client import ReinClient
+    from rein.runs import describe_run
+    from tests.support.waiting import poll
+
+    queue = f"grace-{uuid.uuid4().hex[:8]}"
+    reins = ReinClient(dev.client, task_queue=queue)
+    async with rein.create_worker(dev.client, agents=[AGENT], task_queue=queue):
+        run_id = (await reins.start(AGENT.name, "search please")).id
+        await poll(lambda: _status_is(reins, run_id, "waiting_approval"), f"{run_id} waiting", 60, interval=0.1)
+        service = dev.client.workflow_service
+        described: list[str] = []
+        original = service.describe_workflow_execution
+
+        async def counted(request: Any, **kwargs: Any) -> Any:
+            described.append(request.execution.workflow_id)
+            return await original(request, **kwargs)
+
+        monkeypatch.setattr(service, "describe_workflow_execution", counted)
+        detail = await describe_run(reins, run_id)
+        assert (detail.status, detail.served) == ("waiting_approval", True)
+        assert described == [run_id]
+        monkeypatch.undo()
+        await reins.cancel(run_id)
+
+
+async def _status_is(reins: Any, run_id: str, status: str) -> bool:
+    return (await reins.status(run_id)).status == status

@@ -70,16 +70,19 @@ async def query(client: Client, run_id: str, name: str, *args: Any, run: str | N
     return (await answer(client, run_id, name, *args, run=run))[0]
 
 
-async def answer(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> tuple[Any, bool]:
+async def answer(
+    client: Client, run_id: str, name: str, *args: Any, run: str | None = None, task_queue: str | None = None
+) -> tuple[Any, bool]:
     """(the query's answer, whether a worker gave it). A worker that does not answer within
     QUERY_GRACE_S (one stopped a moment ago still looks alive; at once after it went silent on this
     run) races the history's download; once
     the history is here it is replayed, and a worker's answer that came meanwhile still wins.
 
+    `task_queue`: the run's, when the caller has just described it (one describe less).
     Only the download is cancelled, never a replay (see `replay_history`).
     """
     handle = client.get_workflow_handle(run_id, run_id=run)
-    if not await served(client, handle):
+    if not await (polled(client, task_queue) if task_queue is not None else served(client, handle)):
         return (await replayed(client, run_id, run)).query(name, *args), False
     asked = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S)))
     done, _ = await asyncio.wait({asked}, timeout=_grace((run_id, run)))
