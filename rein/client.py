@@ -231,16 +231,20 @@ class ReinClient:
     async def status(self, run_id: str) -> RunStatusView:
         return RunStatusView.model_validate(await history.query(self.client, run_id, "status"))
 
-    async def session(self, run_id: str) -> Session:
-        return Session.model_validate(await history.query(self.client, run_id, "session"))
+    async def session(self, run_id: str, *, serving: bool | None = None) -> Session:
+        """`serving`: whether a worker serves the run, when the caller already asked (`worker_serves`)."""
+        return Session.model_validate(await history.query(self.client, run_id, "session", serving=serving))
 
-    async def steps(self, run_id: str, start: int = 0) -> list[Step]:
+    async def steps(self, run_id: str, start: int = 0, *, serving: bool | None = None) -> list[Step]:
         """Steps from index `start`, gathered across the runs of a continue-as-new chain."""
         chunks: list[list[Step]] = []
         run: str | None = None  # the newest run first, then the ones it continued from
+        if serving is None:
+            serving = await self.worker_serves(run_id)  # once for the chain's two queries per run
         while True:
-            view = RunStatusView.model_validate(await history.query(self.client, run_id, "status", run=run))
-            steps = await history.query(self.client, run_id, "steps", start, run=run)
+            view = RunStatusView.model_validate(
+                await history.query(self.client, run_id, "status", run=run, serving=serving))
+            steps = await history.query(self.client, run_id, "steps", start, run=run, serving=serving)
             chunks.append([Step.model_validate(s) for s in steps])
             if view.first_step <= start or not view.continued_from:
                 break
@@ -268,9 +272,11 @@ class ReinClient:
             raise RunFailed(handle.id, kind, str(getattr(cause, "message", None) or cause)) from None
 
     async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
-        """A RunResult from a run's slim outcome: the Session, and the Steps from `steps_from` on."""
-        session = await self.session(run_id)
-        steps = await self.steps(run_id, steps_from)
+        """A RunResult from a run's slim outcome: the Session, and the Steps from `steps_from` on
+        (three queries after one look at whether a worker serves the run)."""
+        serving = await self.worker_serves(run_id)
+        session = await self.session(run_id, serving=serving)
+        steps = await self.steps(run_id, steps_from, serving=serving)
         return RunResult(
             status=outcome.status,
             output=outcome.output,

@@ -289,7 +289,8 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     detail.task_queue = description.task_queue
     if description.status == WorkflowExecutionStatus.RUNNING:
         try:
-            raw, detail.served = await history.answer(client.client, run_id, "status", task_queue=description.task_queue)
+            serving = await history.polled(client.client, description.task_queue)  # described just now
+            raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving)
             view: RunStatusView | None = RunStatusView.model_validate(raw)
         except Exception as err:
             if is_not_found(err):

@@ -64,20 +64,46 @@ async def test_rein_status_of_a_served_run_describes_it_once(dev, monkeypatch: p
     async with rein.create_worker(dev.client, agents=[AGENT], task_queue=queue):
         run_id = (await reins.start(AGENT.name, "search please")).id
         await poll(lambda: _status_is(reins, run_id, "waiting_approval"), f"{run_id} waiting", 60, interval=0.1)
-        service = dev.client.workflow_service
-        described: list[str] = []
-        original = service.describe_workflow_execution
-
-        async def counted(request: Any, **kwargs: Any) -> Any:
-            described.append(request.execution.workflow_id)
-            return await original(request, **kwargs)
-
-        monkeypatch.setattr(service, "describe_workflow_execution", counted)
+        calls = count_calls(dev.client, monkeypatch)
         detail = await describe_run(reins, run_id)
         assert (detail.status, detail.served) == ("waiting_approval", True)
-        assert described == [run_id]
+        assert calls == {"describe_workflow_execution": 1, "describe_task_queue": 1, "query_workflow": 1}
         monkeypatch.undo()
         await reins.cancel(run_id)
+
+
+async def test_a_run_result_is_rebuilt_in_six_round_trips(dev, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The outcome, then one look at whether a worker serves the run, then its session, status and steps
+    (before: each query described the run and its queue again, ten round trips)."""
+    import rein
+    from rein.client import ReinClient
+
+    queue = f"grace-{uuid.uuid4().hex[:8]}"
+    reins = ReinClient(dev.client, task_queue=queue)
+    async with rein.create_worker(dev.client, agents=[FINISHING], task_queue=queue):
+        run_id = (await reins.start(FINISHING.name, "search please")).id
+        await reins.outcome(reins.handle(run_id))
+        calls = count_calls(dev.client, monkeypatch)
+        result = await reins.result(run_id)
+        assert result.status == "done" and [s.kind for s in result.steps][:2] == ["model", "tool"]
+        assert calls == {"get_workflow_execution_history": 1, "describe_workflow_execution": 1,
+                         "describe_task_queue": 1, "query_workflow": 3}
+
+
+FINISHING = Agent(provider=OpsModel(), tools=[restart], name=f"{NAME}-auto")
+
+
+def count_calls(client: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """RPCs `client` makes from now on, by name (the ones reading a run)."""
+    calls: dict[str, int] = {}
+    service = client.workflow_service
+    for name in ("describe_workflow_execution", "describe_task_queue", "query_workflow", "get_workflow_execution_history"):
+        def counted(request: Any, *, _name: str = name, _call: Any = getattr(service, name), **kwargs: Any) -> Any:
+            calls[_name] = calls.get(_name, 0) + 1
+            return _call(request, **kwargs)
+
+        monkeypatch.setattr(service, name, counted)
+    return calls
 
 
 async def _status_is(reins: Any, run_id: str, status: str) -> bool:

@@ -62,27 +62,30 @@ def seconds(name: str, default: float) -> float:
         raise ValueError(f"{name}={value!r} is not a number of seconds") from None
 
 
-async def query(client: Client, run_id: str, name: str, *args: Any, run: str | None = None) -> Any:
+async def query(
+    client: Client, run_id: str, name: str, *args: Any, run: str | None = None, serving: bool | None = None
+) -> Any:
     """The query's answer from a worker when one serves the run, else from the replayed history.
 
-    `run`: one run of a continue-as-new chain (default: the newest).
+    `run`: one run of a continue-as-new chain (default: the newest). `serving`: see `answer`.
     """
-    return (await answer(client, run_id, name, *args, run=run))[0]
+    return (await answer(client, run_id, name, *args, run=run, serving=serving))[0]
 
 
 async def answer(
-    client: Client, run_id: str, name: str, *args: Any, run: str | None = None, task_queue: str | None = None
+    client: Client, run_id: str, name: str, *args: Any, run: str | None = None, serving: bool | None = None
 ) -> tuple[Any, bool]:
     """(the query's answer, whether a worker gave it). A worker that does not answer within
     QUERY_GRACE_S (one stopped a moment ago still looks alive; at once after it went silent on this
     run) races the history's download; once
     the history is here it is replayed, and a worker's answer that came meanwhile still wins.
 
-    `task_queue`: the run's, when the caller has just described it (one describe less).
+    `serving`: whether a worker serves the run, when the caller already asked (`served`, `polled`):
+    reading several queries then costs one describe and one DescribeTaskQueue, not one each.
     Only the download is cancelled, never a replay (see `replay_history`).
     """
     handle = client.get_workflow_handle(run_id, run_id=run)
-    if not await (polled(client, task_queue) if task_queue is not None else served(client, handle)):
+    if not (serving if serving is not None else await served(client, handle)):
         return (await replayed(client, run_id, run)).query(name, *args), False
     asked = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S)))
     done, _ = await asyncio.wait({asked}, timeout=_grace((run_id, run)))
