@@ -28,6 +28,9 @@ class LoopConfig(BaseModel):
     """Durable engine: attempts per model call on transient errors before an `error` interrupt."""
     model_timeout_s: float = Field(default=300, gt=0)
     """Durable engine: how long one model-call attempt may take."""
+    model_retry_interval_s: float = Field(default=1, gt=0, exclude_if=lambda v: v == 1)
+    """Durable engine: the wait before a failed model call's next attempt, doubling per attempt up
+    to 30 s; a vendor's Retry-After replaces it for that attempt. Left out of dumps at its default."""
     heartbeat_timeout_s: float = Field(default=20, gt=0, exclude_if=lambda v: v == 20)
     """Durable engine: how long a model or tool call may go without a heartbeat before Temporal
     retries it, on another worker if its worker died (workers beat four times per timeout, at

@@ -508,6 +508,7 @@ class ConfigOverrides(BaseModel):
     model_attempts: int = Field(default=None, ge=1, le=100)  # type: ignore[assignment]
     model_timeout_s: float = Field(default=None, gt=0, le=86_400, allow_inf_nan=False)  # type: ignore[assignment]
     heartbeat_timeout_s: float = Field(default=None, gt=0, le=86_400, allow_inf_nan=False)  # type: ignore[assignment]
+    model_retry_interval_s: float = Field(default=None, gt=0, le=3_600, allow_inf_nan=False)  # type: ignore[assignment]
     approvers: list[str] | None = Field(default=None, max_length=1000)
     output_retries: int = Field(default=None, ge=0, le=100)  # type: ignore[assignment]
 
@@ -529,7 +530,7 @@ def _loosened(name: str, new: Any, old: Any) -> bool:
         return old and not new
     if name == "approvers":
         return old is not None and (new is None or not set(new) <= set(old))
-    return False  # approval_timeout_s, model_attempts, model_timeout_s, heartbeat_timeout_s: operational
+    return False  # approval_timeout_s, model_attempts, model_timeout_s, heartbeat_timeout_s, model_retry_interval_s: operational
 
 
 def apply_overrides(base: LoopConfig, raw: Any, may_loosen: Any = ()) -> LoopConfig:

@@ -348,7 +348,7 @@ async def test_temporal_astream_text_matches_the_answer_when_a_streamed_attempt_
     Temporal, and the retry's chunks are published again on top of the failed attempt's.
     """
     provider = PartialThenFail()
-    agent = Agent(provider=provider, config=LoopConfig(model_attempts=2), engine="temporal")
+    agent = Agent(provider=provider, config=LoopConfig(model_attempts=2, model_retry_interval_s=0.1), engine="temporal")
     chunks = [c async for c in agent.astream("go")]
     assert provider.attempts == 2
     assert chunks[-1].type == "done" and chunks[-1].finish_reason == "done"
@@ -366,7 +366,7 @@ def test_temporal_fatal_provider_error_raises_run_failed_with_the_providers_erro
 
 def test_temporal_retryable_error_interrupts_after_retries_and_resume_retries():
     provider = OutageProvider(RateLimited, "rate limited, try later")
-    agent = Agent(provider=provider, engine="temporal", config=LoopConfig(model_attempts=2))
+    agent = Agent(provider=provider, engine="temporal", config=LoopConfig(model_attempts=2, model_retry_interval_s=0.1))
     r = agent.run("go")
     assert r.status == "interrupted" and r.stop_reason == "interrupted"
     assert r.interrupt.type == "error"

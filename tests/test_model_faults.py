@@ -77,21 +77,33 @@ async def test_429_retry_after_is_honoured(dev, srv):
 
 async def test_5xx_is_retried_by_temporal_only(dev, srv):
     srv.script([Fail(503), Fail(500), Reply(text="recovered")])
-    agent = Agent(provider=litellm(srv), name="mf-5xx", config=LoopConfig(model_attempts=3))
+    agent = Agent(provider=litellm(srv), name="mf-5xx", config=LoopConfig(model_attempts=3, model_retry_interval_s=0.2))
     async with serving(dev, agent) as (handle, _):
         result = await handle.result()
     assert result["output"] == "recovered"
     assert len(srv.requests) == 3  # one request per activity attempt: litellm did not retry
     assert await attempts_started(handle) == [3]  # the started event records the last attempt
+    assert await retry_policies(handle) == [(0.2, 2.0, 30.0, 3)]  # the agent's first wait, doubling
+
+
+async def retry_policies(handle) -> list[tuple[float, float, float, int]]:  # noqa: ANN001
+    """(first wait, backoff, longest wait, attempts) of each model call the run scheduled."""
+    history = await handle.fetch_history()
+    policies = [e.activity_task_scheduled_event_attributes.retry_policy for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.call_model"]
+    return [(p.initial_interval.ToTimedelta().total_seconds(), p.backoff_coefficient,
+             p.maximum_interval.ToTimedelta().total_seconds(), p.maximum_attempts) for p in policies]
 
 
 async def test_a_hanging_vendor_times_out_and_is_retried(dev, srv):
     srv.script([Slow(5, Reply(text="too late")), Reply(text="on time")])
     agent = Agent(provider=litellm(srv, timeout=30), name="mf-slow", config=LoopConfig(model_attempts=2))
-    async with serving(dev, agent, model_timeout_s=2) as (handle, _):
+    async with serving(dev, agent, model_timeout_s=2, model_retry_interval_s=0.1) as (handle, _):
         result = await handle.result()
     assert result["output"] == "on time"
     assert len(srv.requests) == 2
+    assert await retry_policies(handle) == [(0.1, 2.0, 30.0, 2)]  # a client's override of the first wait
 
 
 async def test_a_401_fails_fast_in_one_clear_sentence(dev, srv):

@@ -37,12 +37,17 @@ def heartbeat_timeout(config: LoopConfig | None, cap: timedelta | None = None) -
     return min(beat, cap) if cap is not None else beat
 
 
+MODEL_RETRY_MAX = timedelta(seconds=30)
+
+
 def model_retry(config: LoopConfig) -> RetryPolicy:
-    """Transient model errors are retried by Temporal (litellm's own retries are off)."""
+    """Transient model errors are retried by Temporal (litellm's own retries are off), first after
+    `model_retry_interval_s`. An option of the command, not part of the command sequence."""
+    first = seconds(config.model_retry_interval_s)
     return RetryPolicy(
-        initial_interval=timedelta(seconds=1),
+        initial_interval=first,
         backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=30),
+        maximum_interval=max(first, MODEL_RETRY_MAX),
         maximum_attempts=config.model_attempts,
     )
 
