@@ -15,7 +15,8 @@ workflow task timeout, 10 s by default).
 Settings compared: the dev server as rein starts it, and with
 `frontend.enableCancelWorkerPollsOnShutdown=true`, under which the server advertises
 workerPollCompleteOnShutdown and a stopping worker lets the server answer its long polls instead of
-cancelling them. Asserts nothing.
+cancelling them; each also with eager activities off, so that every call goes through the queue.
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -113,6 +114,10 @@ async def main() -> None:
     settings = {
         "as rein starts it": dict(TUNED_DYNAMIC_CONFIG),
         "polls completed on stop": {**TUNED_DYNAMIC_CONFIG, "frontend.enableCancelWorkerPollsOnShutdown": "true"},
+        "eager activities off": {**TUNED_DYNAMIC_CONFIG, "system.enableActivityEagerExecution": "false"},
+        "eager activities off, polls completed on stop": {
+            **TUNED_DYNAMIC_CONFIG, "system.enableActivityEagerExecution": "false",
+            "frontend.enableCancelWorkerPollsOnShutdown": "true"},
     }
     print(f"{args.cycles} worker replacements, {args.streams} streams of one-call runs\n")
     print("| server | runs | activities lost (heartbeat timeout) | workflow tasks lost (timed out) |")
