@@ -19,6 +19,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import CancelledError
@@ -30,6 +31,7 @@ from rein.contract import (
     CANCEL_UPDATE,
     DEFAULT_TASK_QUEUE,
     DENY_UPDATE,
+    RECORD_QUERY,
     RETRY_UPDATE,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
@@ -237,19 +239,39 @@ class ReinClient:
 
     async def steps(self, run_id: str, start: int = 0, *, serving: bool | None = None) -> list[Step]:
         """Steps from index `start`, gathered across the runs of a continue-as-new chain."""
-        chunks: list[list[Step]] = []
-        run: str | None = None  # the newest run first, then the ones it continued from
         if serving is None:
             serving = await self.worker_serves(run_id)  # once for the chain's two queries per run
+        return await self._chain_steps(run_id, start, serving)
+
+    async def _chain_steps(self, run_id: str, start: int, serving: bool,
+                           newest: tuple[RunStatusView, list[Any]] | None = None) -> list[Step]:
+        """The chain's steps from `start`: the newest run's (`newest`: its status and steps, already
+        read), then the runs it continued from for as long as they hold steps from `start` on."""
+        chunks: list[list[Step]] = []
+        run: str | None = None  # the newest run first, then the ones it continued from
         while True:
-            view = RunStatusView.model_validate(
-                await history.query(self.client, run_id, "status", run=run, serving=serving))
-            steps = await history.query(self.client, run_id, "steps", start, run=run, serving=serving)
+            if newest is not None:
+                (view, steps), newest = newest, None
+            else:
+                view = RunStatusView.model_validate(
+                    await history.query(self.client, run_id, "status", run=run, serving=serving))
+                steps = await history.query(self.client, run_id, "steps", start, run=run, serving=serving)
             chunks.append([Step.model_validate(s) for s in steps])
             if view.first_step <= start or not view.continued_from:
                 break
             run = view.continued_from
         return [step for chunk in reversed(chunks) for step in chunk]
+
+    async def _record(self, run_id: str, start: int, serving: bool) -> tuple[Session, RunStatusView, list[Any]] | None:
+        """The newest run's session, status and steps from `start` in one query (RECORD_QUERY); None
+        when the worker that answers is of a build before that query."""
+        try:
+            raw = await history.query(self.client, run_id, RECORD_QUERY, start, serving=serving)
+        except WorkflowQueryFailedError as err:
+            if f"'{RECORD_QUERY}' expected but not found" not in str(err):
+                raise
+            return None
+        return Session.model_validate(raw["session"]), RunStatusView.model_validate(raw["status"]), raw["steps"]
 
     async def result(self, run_id: str) -> RunResult:
         """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries).
@@ -273,10 +295,15 @@ class ReinClient:
 
     async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
         """A RunResult from a run's slim outcome: the Session, and the Steps from `steps_from` on
-        (three queries after one look at whether a worker serves the run)."""
+        (one query after one look at whether a worker serves the run; three from older builds' workers)."""
         serving = await self.worker_serves(run_id)
-        session = await self.session(run_id, serving=serving)
-        steps = await self.steps(run_id, steps_from, serving=serving)
+        record = await self._record(run_id, steps_from, serving)
+        if record is None:
+            session = await self.session(run_id, serving=serving)
+            steps = await self.steps(run_id, steps_from, serving=serving)
+        else:
+            session, view, newest = record
+            steps = await self._chain_steps(run_id, steps_from, serving, newest=(view, newest))
         return RunResult(
             status=outcome.status,
             output=outcome.output,

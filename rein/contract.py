@@ -66,6 +66,9 @@ STREAM_SIGNAL = "rein.stream"
 """Internal signal (older clients sent it on subscribing): from now on, model calls publish their text live."""
 READERS_QUERY = "rein.readers"
 """Internal query the model activity asks while the model answers: how many stream polls are in flight."""
+RECORD_QUERY = "rein.record"
+"""Internal query rein's client rebuilds a RunResult with: `{"session", "status", "steps"}` (the `session`,
+`status` and `steps` queries' answers, steps from `start`) in one round trip instead of three."""
 
 APPROVE_UPDATE = "rein.approve"
 DENY_UPDATE = "rein.deny"

@@ -237,6 +237,10 @@ async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, n
         assert description.status == WorkflowExecutionStatus.RUNNING and not builds.effects(run_id)
     carried = [r for r in asking(runs)[:3] if r not in stuck] + asking(later)[:1] + list(later)[:2]
     await check_finished(builds, client, {r: {**runs, **later}[r] for r in carried}, {"old"})
+    # A RunResult read through the old build's worker (no `rein.record` query there): the three queries.
+    result = await client.result(carried[-1])
+    assert [s.kind for s in result.steps] == ["model", "tool", "model"], result.steps
+    assert result.session.messages[-1].content == result.output
 
     builds.deploy(new)  # forward again: the stuck runs' next task attempt goes to this build
     await asyncio.gather(*(poll(lambda r=r: approved(client, r), f"{r} to take a decision again", timeout=120,

@@ -12,7 +12,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from rein import machine
-    from rein.contract import FORK_MEMO, SEARCH_KEYS, RunOutcome, RunStatusView
+    from rein.contract import FORK_MEMO, RECORD_QUERY, SEARCH_KEYS, RunOutcome, RunStatusView
     from rein.summaries import details_for
 
 from rein.workflows.state import RunState
@@ -51,6 +51,10 @@ class Visibility(RunState):
     )
     def steps_query(self, start: int = 0) -> list[dict[str, Any]]:
         return [s.model_dump(mode="json") for s in self.steps if s.index >= start]
+
+    @workflow.query(name=RECORD_QUERY, description="rein's client: the session, status and steps queries' answers in one")
+    def record_query(self, start: int = 0) -> dict[str, Any]:
+        return {"session": self.session_query(), "status": self.status_query(), "steps": self.steps_query(start)}
 
     @workflow.query(name="outcome", description="The ended run's result (a run closed as CANCELED returns none)")
     def outcome_query(self) -> dict[str, Any] | None:
