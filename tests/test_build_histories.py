@@ -23,7 +23,7 @@ from rein.temporal import ReinPlugin
 from tests.support.old_build import BUILD_HISTORIES, OLD_BUILD
 
 RECORDED = sorted(BUILD_HISTORIES.glob("*/*.json"))
-SCENARIOS = {"approval", "cancel", "extensions", "failed", "long"}
+SCENARIOS = {"approval", "cancel", "changed", "extensions", "failed", "long"}
 
 
 def test_the_previous_build_recorded_every_scenario():

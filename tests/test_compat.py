@@ -27,6 +27,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall, create_worker
 from rein.client import DecisionRejected, ReinClient, connect
 from rein.server import DevServer, start_dev_server
 from rein.temporal.history import NONDETERMINISM
+import tests.agents.deploys  # noqa: F401  (this build's patched wait, for the runs this process replays)
 from tests.support.old_build import (
     OLD_BUILD,
     OldWorkerProcess,
@@ -39,8 +40,10 @@ from tests.support.tools import add
 from tests.support.waiting import poll
 
 AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
-VARIANTS = {"new+wait-timer": {"REIN_UI_WAIT_TIMER": "1"}}
-"""This build set up so that the old one cannot replay its waits (the opt-in timer on the UI's timeline)."""
+VARIANTS = {"new+patch": {"DEPLOY_NEW_PATCH": "1"}}
+"""This build with a change the old one cannot replay: each wait asks a new patch (tests/agents/deploys.py)."""
+THIS_BUILD = ("tests.agents.deploys",)
+"""What a process of this build imports to replay that change (this process does, below)."""
 NO_EAGER_ACTIVITIES = {**STUCK_RUNS_RETRY_SOON, "system.enableActivityEagerExecution": "false"}
 
 
@@ -205,12 +208,12 @@ async def test_upgrade_in_place(builds: Builds, client: ReinClient):
     assert {builds.effects(r)[0] for r in asking(runs)[3:]} == {"new"}
 
 
-@pytest.mark.parametrize("new", ["new", "new+wait-timer"])
+@pytest.mark.parametrize("new", ["new", "new+patch"])
 async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, new: str):
     """This build starts runs; it stops; the old build carries on every run whose history it can replay
     and starts runs of its own; the others wait, stuck but open and untouched (docs/deploys.md): exactly
     those its replayer cannot replay. Then this build carries all on. By default none is stuck; with the
-    UI's wait timer on (which the old build cannot replay) every run that waited on this build is."""
+    patched wait on (which the old build cannot replay) every run that waited on this build is."""
     builds.deploy(new)
     runs = await start_runs(client, builds.queue, pay=2, ask=6)
     await wait_for_approval(client, asking(runs))
@@ -316,7 +319,7 @@ async def test_every_history_replays_on_both_builds(builds: Builds):
     same command sequence, whatever this build did later); only a run this build started may use a change
     the old one cannot replay (a new patch, a flag recorded at the start), and that is a nondeterminism error."""
     assert len(builds.histories) >= 40, "run the scenarios first (this module, in order)"
-    assert replay_in_build(None, builds.histories) == {run_id: None for run_id in builds.histories}
+    assert replay_in_build(None, builds.histories, THIS_BUILD) == {run_id: None for run_id in builds.histories}
     failures = {r: f for r, f in replay_in_build(builds.old_tree, builds.histories).items() if f}
     started_old = {r for r, h in builds.histories.items() if builds.build_of(first_task_identity(h)) == "old"}
     assert len(started_old) >= 15 and len(builds.histories) - len(started_old) >= 15

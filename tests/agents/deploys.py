@@ -8,6 +8,10 @@ the tool appends `<build> <idempotency key>` to `$DEPLOY_DIR/<run id>.effects`.
 
 `DEPLOY_BUG=machine` plays a build with a bug in workflow-side code: in this process only,
 `rein.machine.next_action` raises once the run has a tool result (after the tool ran).
+
+`DEPLOY_NEW_PATCH=1` plays a build with a new workflow change behind a patch, which the previous build
+cannot replay: each wait for a person first asks `workflow.patched(NEW_PATCH)` (a marker in the history).
+Every process of this build that imports this module (`DEPLOY_BUILD` is not `old`) replays such a marker.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+
+from temporalio import workflow
 
 import rein.machine as machine
 from rein import Agent, LoopConfig, ToolContext, tool
@@ -48,9 +54,31 @@ def _install_bug() -> None:
     machine.next_action = next_action  # type: ignore[assignment]
 
 
+NEW_PATCH = "deploy-test-new-change"
+
+
+def _install_new_patch() -> None:
+    """This build's change behind a patch: asked live with DEPLOY_NEW_PATCH=1, and on replay (which finds
+    the marker or not) in any of this build's processes, so each replays what the others recorded."""
+    from rein.workflows.waiting import Waiting
+
+    original = Waiting._wait_for_human
+
+    async def _wait_for_human(self: Any, *args: Any, **kwargs: Any) -> None:
+        if os.environ.get("DEPLOY_NEW_PATCH") or workflow.unsafe.is_replaying():
+            workflow.patched(NEW_PATCH)
+        await original(self, *args, **kwargs)
+
+    Waiting._wait_for_human = _wait_for_human  # type: ignore[method-assign]
+
+
 if os.environ.get("DEPLOY_BUG") == "machine":
     _install_bug()
+if os.environ.get("DEPLOY_BUILD") != "old":
+    _install_new_patch()
 
-pay_agent = Agent(provider=CallThenReport("pay", _amount, report="Paid {}"), tools=[pay], name="deploy-pay")
+# Calls lost to a stopping worker move after 2 s, not 20 (both builds read heartbeat_timeout_s).
+pay_agent = Agent(provider=CallThenReport("pay", _amount, report="Paid {}"), tools=[pay], name="deploy-pay",
+                  config=LoopConfig(heartbeat_timeout_s=2))
 pay_ask = Agent(provider=CallThenReport("pay", _amount, report="Paid {}"), tools=[pay], name="deploy-pay-ask",
-                config=LoopConfig(permission="ask"))
+                config=LoopConfig(permission="ask", heartbeat_timeout_s=2))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.support.processes import ROOT, WorkerProcess
 
-OLD_BUILD = "f732bd2"
+OLD_BUILD = "8846014"
 """The previous landed build: the one a deploy of this build upgrades from or rolls back to."""
 
 REPLAY_SCRIPT = Path(__file__).with_name("replay_check.py")
@@ -75,14 +75,15 @@ def rein_file(old: Path | None) -> str:
     return proc.stdout.strip()
 
 
-def replay_in_build(old: Path | None, histories: dict[str, dict]) -> dict[str, str | None]:
+def replay_in_build(old: Path | None, histories: dict[str, dict], imports: tuple[str, ...] = ()) -> dict[str, str | None]:
     """Replay JSON histories (workflow id -> history) in a fresh process of the old build (None: of this
-    build): workflow id -> failure or None. A fresh process: the sandbox of one that imported much is slow."""
+    build), after importing `imports`: workflow id -> failure or None. A fresh process: the sandbox of one
+    that imported much is slow."""
     work = old or Path(tempfile.mkdtemp(prefix="rein-replay-"))
     path, out = work / "histories-to-replay.json", work / "replay-failures.json"
     path.write_text(json.dumps(histories))
     script = old / REPLAY_SCRIPT.name if old is not None else REPLAY_SCRIPT
-    env = old_env(old) if old is not None else dict(os.environ)
+    env = {**(old_env(old) if old is not None else os.environ), "REPLAY_IMPORTS": ",".join(imports)}
     proc = subprocess.run([sys.executable, str(script), str(path), str(out)], cwd=str(old or ROOT),
                           env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

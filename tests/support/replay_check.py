@@ -9,7 +9,9 @@ AgentWorkflow replays histories this build recorded (and the other way round in-
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -36,6 +38,9 @@ async def replay(histories: dict[str, dict]) -> dict[str, str | None]:
 
 
 def main(path: str, out: str) -> None:
+    sys.path.insert(0, os.getcwd())  # the checkout, for REPLAY_IMPORTS
+    for module in filter(None, os.environ.get("REPLAY_IMPORTS", "").split(",")):
+        importlib.import_module(module)  # the application's own workflow-side changes (tests/agents/deploys.py)
     failures = asyncio.run(replay(json.loads(Path(path).read_text())))
     Path(out).write_text(json.dumps(failures))  # not stdout: the SDK's core logs its warnings there
 
