@@ -27,7 +27,6 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall, create_worker
 from rein.client import DecisionRejected, ReinClient, connect
 from rein.server import DevServer, start_dev_server
 from rein.temporal.history import NONDETERMINISM
-import tests.agents.deploys  # noqa: F401  (this build's patched wait, for the runs this process replays)
 from tests.support.old_build import (
     OLD_BUILD,
     OldWorkerProcess,
@@ -43,7 +42,7 @@ AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
 VARIANTS = {"new+patch": {"DEPLOY_NEW_PATCH": "1"}}
 """This build with a change the old one cannot replay: each wait asks a new patch (tests/agents/deploys.py)."""
 THIS_BUILD = ("tests.agents.deploys",)
-"""What a process of this build imports to replay that change (this process does, below)."""
+"""What a process of this build imports to replay that change (this one does in the `builds` fixture)."""
 NO_EAGER_ACTIVITIES = {**STUCK_RUNS_RETRY_SOON, "system.enableActivityEagerExecution": "false"}
 
 
@@ -98,6 +97,9 @@ class Builds:
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory):
+    # This build's patched wait: a query the old build's worker cannot answer is replayed in this process.
+    import tests.agents.deploys  # noqa: F401
+
     b = Builds(tmp_path_factory.mktemp("compat"))
     try:
         yield b
