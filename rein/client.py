@@ -274,7 +274,7 @@ class ReinClient:
         return Session.model_validate(raw["session"]), RunStatusView.model_validate(raw["status"]), raw["steps"]
 
     async def result(self, run_id: str) -> RunResult:
-        """The finished run's RunResult (its Session and Steps read with the `session`/`steps` queries).
+        """The finished run's RunResult (its Session and Steps read with the `rein.record` query).
         A cancelled run (closed CANCELED) gives its RunResult with stop_reason `cancelled`."""
         return await self.full_result(run_id, await self.outcome(self.handle(run_id)))
 
