@@ -320,7 +320,7 @@ def test_the_supervisor_imports_no_temporalio_or_pydantic(home: Path) -> None:
 def test_a_failed_start_leaves_no_process(home: Path, failure: str) -> None:
     extra = {}
     if failure == "timeout":
-        extra["REIN_SERVER_START_TIMEOUT_S"] = "0.2"  # a real server start, given no time to become healthy
+        extra["REIN_SERVER_START_TIMEOUT_S"] = "0.01"  # a real server start, given no time to become healthy (0.2 s was sometimes enough)
     else:
         (home / "temporal.db").mkdir(parents=True)  # the server cannot open its database
     proc = subprocess.run(
