@@ -40,6 +40,12 @@ TUNED_DYNAMIC_CONFIG = {
     # share of the backlog and a fresh queue lets a burst through before every partition limits).
     "matching.numTaskqueueReadPartitions": "1",
     "matching.numTaskqueueWritePartitions": "1",
+    # A run continues as new every few hundred events. The server holds the next run's first workflow
+    # task until this long after the previous run started, 1 s by default: a guard against a
+    # continue-as-new spin on a shared cluster. Any hold at all goes through the timer queue, which
+    # fires up to ~1 s late, so a fast local chain (mock models, tests) would pause ~1 s at every
+    # continuation. A local server has no other tenants to protect: no hold.
+    "history.workflowIdReuseMinimalInterval": '"0s"',
 }
 
 FAST_STOP_DYNAMIC_CONFIG = {
