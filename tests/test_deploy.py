@@ -366,6 +366,7 @@ PRODUCTION_DIFFERS = {
     "history.workflowTaskRetryMaxInterval": "1m",
     "matching.numTaskqueueReadPartitions": 4,
     "matching.numTaskqueueWritePartitions": 4,
+    "history.workflowIdReuseMinimalInterval": "1s",
 }
 """Settings the deployed server holds at another value than the dev server, each said why in the YAML."""
 
