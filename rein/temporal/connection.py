@@ -82,7 +82,7 @@ async def connect(
     """
     from rein.temporal.converter import rein_data_converter
 
-    _free_core_at_exit()
+    free_core_at_exit()
     if target is None:
         target = await asyncio.to_thread(resolve, address, namespace, profile=profile)
     client_kwargs.setdefault("data_converter", rein_data_converter())
@@ -107,7 +107,7 @@ async def _connect_embedded(target: Target, client_kwargs: dict[str, Any]) -> Cl
             await asyncio.sleep(0.1)
 
 
-def _free_core_at_exit() -> None:
+def free_core_at_exit() -> None:
     """Free temporalio's core (clients, its Rust runtime) at exit, while the interpreter is alive.
 
     Left to interpreter teardown, the core's threads may call into Python while it finalizes,
