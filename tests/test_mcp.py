@@ -169,7 +169,7 @@ async def test_stdio_server_dying_mid_call_is_an_error_result_and_the_next_call_
 
 async def test_a_call_that_never_returns_times_out_into_an_error_result(env, ids):
     script = [[tc("sleep", "1", seconds=3600)], [tc("add", "2", a=1, b=1)], "ok"]
-    agent = Agent(provider=MockProvider(script), mcp_servers=[stdio(timeout_s=3)], name="mcp-hang")
+    agent = Agent(provider=MockProvider(script), mcp_servers=[stdio(timeout_s=1)], name="mcp-hang")
     result, _ = await run(env, ids, agent)
     hung, added = list(tool_messages(result).values())
     assert "MCP server" in hung and "sleep" in hung
@@ -242,7 +242,7 @@ async def test_a_server_that_never_answers_is_left_out_after_its_timeout(env, id
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         provider = RecordingProvider(["fine"])
-        hung = MCPServerHTTP(f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", connect_timeout_s=2)
+        hung = MCPServerHTTP(f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", connect_timeout_s=0.5)
         agent = Agent(provider=provider, tools=[local], mcp_servers=[hung], name="mcp-hung")
         result, _ = await run(env, ids, agent)
     assert result["output"] == "fine"
