@@ -169,7 +169,7 @@ async def test_stdio_server_dying_mid_call_is_an_error_result_and_the_next_call_
 
 async def test_a_call_that_never_returns_times_out_into_an_error_result(env, ids):
     script = [[tc("sleep", "1", seconds=3600)], [tc("add", "2", a=1, b=1)], "ok"]
-    agent = Agent(provider=MockProvider(script), mcp_servers=[stdio(timeout_s=1)], name="mcp-hang")
+    agent = Agent(provider=MockProvider(script), mcp_servers=[stdio(timeout_s=1.5)], name="mcp-hang")
     result, _ = await run(env, ids, agent)
     hung, added = list(tool_messages(result).values())
     assert "MCP server" in hung and "sleep" in hung
