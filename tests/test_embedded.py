@@ -316,6 +316,34 @@ def test_the_supervisor_imports_no_temporalio_or_pydantic(home: Path) -> None:
     assert heavy == []
 
 
+def test_a_port_taken_between_the_pick_and_the_bind_gets_fresh_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process may bind a port rein picked before the server binds it; the server exits at once
+    and rein starts it again on fresh ports (more likely the more servers a machine starts at once)."""
+    import socket
+
+    from rein.temporal import dev_server
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        picks = iter([port])
+        monkeypatch.setattr(dev_server, "free_port", lambda: next(picks, None) or socket_port())
+        server = start_dev_server()
+    try:
+        assert server.port != port and server.process.poll() is None
+    finally:
+        server.stop()
+
+
+def socket_port() -> int:
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        return free.getsockname()[1]
+
+
 @pytest.mark.parametrize("failure", ["timeout", "unusable-db"])
 def test_a_failed_start_leaves_no_process(home: Path, failure: str) -> None:
     extra = {}

@@ -139,6 +139,11 @@ class DevServer:
                 self.process.kill()
 
 
+START_ATTEMPTS = 3
+"""Starts tried when rein picked every port: another process may bind one between the pick and the
+server's own bind, and the server then exits at once; the next start picks fresh ports."""
+
+
 def start_dev_server(
     *,
     port: int | None = None,
@@ -158,8 +163,26 @@ def start_dev_server(
     The server runs in its own session unless `own_session` is False (the embedded supervisor
     keeps it in its process group and, on Linux, ties its life to the supervisor's with `preexec_fn`).
     """
-    port = port or free_port()
-    ui_port = (ui_port or free_port()) if ui else None
+    ports_ours = port is None and ui_port is None and "--http-port" not in (extra_args or [])
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return _start(port=port or free_port(), ui_port=(ui_port or free_port()) if ui else None,
+                          db_filename=db_filename, log_path=log_path, wait_s=wait_s, dynamic_config=dynamic_config,
+                          extra_args=extra_args, preexec_fn=preexec_fn, own_session=own_session)
+        except _ExitedAtStart:
+            if not ports_ours or attempt == START_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+class _ExitedAtStart(RuntimeError):
+    """The server process ended before it answered (a taken port, an unusable database, bad flags)."""
+
+
+def _start(*, port: int, ui_port: int | None, db_filename: str | None, log_path: Path | None, wait_s: float,
+           dynamic_config: dict[str, str] | None, extra_args: list[str] | None,
+           preexec_fn: Callable[[], None] | None, own_session: bool) -> DevServer:
+    ui = ui_port is not None
     args = [
         temporal_binary(),
         "server",
@@ -187,7 +210,7 @@ def start_dev_server(
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"temporal dev server exited with code {process.returncode}: {' '.join(args)}")
+            raise _ExitedAtStart(f"temporal dev server exited with code {process.returncode}: {' '.join(args)}")
         if listening(port) and _answers(server):  # a port that accepts is not yet a server that answers
             return server
         time.sleep(0.02)
