@@ -49,8 +49,8 @@ SLOWEST_FIRST = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest modules first. CI runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: a module
-    runs whole on one worker, so starting the long ones first lets both workers finish at about the same
+    """The slowest modules first. CI runs `pytest -n 3 --dist loadfile --no-loadscope-reorder`: a module
+    runs whole on one worker, so starting the long ones first lets the workers finish at about the same
     time (without --no-loadscope-reorder, xdist reorders modules by their number of tests).
     The sort is stable: each module's tests keep their order, the other modules theirs."""
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
