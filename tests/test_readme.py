@@ -51,7 +51,8 @@ def test_the_readme_has_the_snippets_a_newcomer_needs() -> None:
     assert "python3 -m venv .venv && . .venv/bin/activate" in start  # a venv, first
     assert "Python 3.11 or newer" in README
     assert "REIN_MODEL=openai/gpt-4o OPENAI_API_KEY=sk-... python examples/calculator.py" in README
-    assert "pip install -e '.[test]' && python -m pytest -q -n 2" in README  # what CI runs
+    [ci_tests] = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("python -m pytest")]
+    assert f"pip install -e '.[test]' && {ci_tests}" in README  # what CI runs
     ui = (ROOT / "docs" / "ui.md").read_text(encoding="utf-8")
     assert "User Metadata" in ui and "Current Details" in ui  # where the UI shows what
     assert len(README.splitlines()) <= 150  # what it is, the two commands, one example, where to go next
