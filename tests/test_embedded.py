@@ -327,21 +327,13 @@ def test_a_port_taken_between_the_pick_and_the_bind_gets_fresh_ports(monkeypatch
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        picks = iter([port])
-        monkeypatch.setattr(dev_server, "free_port", lambda: next(picks, None) or socket_port())
+        picks, pick_free = iter([port]), dev_server.free_port
+        monkeypatch.setattr(dev_server, "free_port", lambda: next(picks, None) or pick_free())
         server = start_dev_server()
     try:
         assert server.port != port and server.process.poll() is None
     finally:
         server.stop()
-
-
-def socket_port() -> int:
-    import socket
-
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        return free.getsockname()[1]
 
 
 @pytest.mark.parametrize("failure", ["timeout", "unusable-db"])
