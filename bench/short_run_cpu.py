@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import functools
 import resource
 import statistics
 import sys
@@ -37,9 +38,9 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
 from loop_iterations import check_rein_result, make_agents  # noqa: E402
+from pydantic import TypeAdapter  # noqa: E402
 from raw_loop import RAW_WORKFLOW, RawLoop, raw_model, raw_tool  # noqa: E402
 from temporalio.client import Client  # noqa: E402
-from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner  # noqa: E402
 
@@ -86,7 +87,7 @@ def adapters_per_run(on: bool) -> Iterator[None]:
     if not on:
         yield
         return
-    converter._ProcessCachedJSON.from_payload = PydanticJSONPlainPayloadConverter.from_payload  # type: ignore[method-assign]
+    converter._ProcessCachedJSON.from_payload = _per_converter_from_payload  # type: ignore[method-assign]
     try:
         yield
     finally:
@@ -94,6 +95,13 @@ def adapters_per_run(on: bool) -> Iterator[None]:
 
 
 _SHARED_FROM_PAYLOAD = converter._ProcessCachedJSON.from_payload
+
+
+def _per_converter_from_payload(self: Any, payload: Any, type_hint: Any = None) -> Any:
+    """The contrib's way: every converter builds its own adapters, rein's types included."""
+    if self._own_adapters is None:
+        self._own_adapters = functools.lru_cache(maxsize=1024)(TypeAdapter)
+    return self._own_adapters(Any if type_hint is None else type_hint).validate_json(payload.data)
 
 
 class Variant:

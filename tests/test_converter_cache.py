@@ -9,7 +9,9 @@ run must not enter the process-wide cache: it would keep that run's modules aliv
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from datetime import UTC, date, datetime
+from typing import Annotated, Any
+from uuid import UUID
 
 from pydantic import BaseModel, TypeAdapter
 from temporalio import workflow
@@ -73,3 +75,25 @@ async def test_rein_types_are_adapted_once_per_process_and_user_types_per_run(de
     assert after_third.misses == after_first.misses
     assert after_third.hits > after_first.hits
     assert after_user.currsize == after_third.currsize  # the re-imported Ticket stayed per run
+
+
+class Shape(BaseModel):
+    name: str
+    corners: set[int]
+    at: datetime
+
+
+def test_the_json_is_the_pydantic_contribs_and_reads_back() -> None:
+    """rein's JSON converter replaces the contrib's (which it need not build for every context): the
+    same bytes on the wire, so histories recorded by either read back with the other."""
+    from temporalio.contrib.pydantic import PydanticPayloadConverter
+
+    ours, contrib = ReinPayloadConverter(), PydanticPayloadConverter()
+    shape = Shape(name="tri", corners={1, 2, 3}, at=datetime(2026, 12, 2, tzinfo=UTC))
+    values = [shape, RunOutcome(status="done", output="ok"), {"when": date(2026, 1, 2), "id": UUID(int=7)}, "text", 3]
+    assert [p.SerializeToString() for p in ours.to_payloads(values)] == [
+        p.SerializeToString() for p in contrib.to_payloads(values)]
+    payloads = contrib.to_payloads(values)
+    assert ours.from_payloads(payloads[:2], [Shape, RunOutcome]) == values[:2]
+    unhashable = Annotated[list[int], {"note": "a dict makes this hint unhashable"}]
+    assert ours.from_payloads(contrib.to_payloads([[1, 2]]), [unhashable]) == [[1, 2]]

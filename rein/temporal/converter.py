@@ -10,12 +10,20 @@ from __future__ import annotations
 import functools
 import types
 import typing
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
+from pydantic_core import to_json
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
-from temporalio.converter import DataConverter
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    EncodingPayloadConverter,
+    JSONPlainPayloadConverter,
+)
 
 from rein.temporal.codec import NoKeyCodec, codec_from_env
 from rein.temporal.storage import storage_from_env
@@ -33,18 +41,38 @@ def _process_type_adapter(type_hint: Any) -> TypeAdapter[Any]:
     return TypeAdapter(type_hint)
 
 
-class _ProcessCachedJSON(PydanticJSONPlainPayloadConverter):
+class _ProcessCachedJSON(EncodingPayloadConverter):
     """Pydantic JSON whose TypeAdapters for rein's own types and builtins live as long as the process.
 
-    temporalio makes a payload converter per workflow run, so the contrib's per-converter cache built
-    AgentInput's, AgentDescription's and ModelReply's adapters again in every run: about 1 ms of a
-    one-call run's workflow CPU. Other types keep the per-run cache: a class the sandbox re-imports
-    for each run would keep that run's modules alive in a process-wide cache."""
+    The same JSON as temporalio.contrib.pydantic's PydanticJSONPlainPayloadConverter
+    (`pydantic_core.to_json`), which it replaces. temporalio makes a payload converter per workflow
+    run, per activity and per storage context, so the contrib's per-converter cache built AgentInput's,
+    AgentDescription's and ModelReply's adapters again in every run (about 1 ms of a one-call run's
+    workflow CPU), and its constructor (a SchemaSerializer and a cache wrapper) cost ~0.4 ms each
+    time. Here construction costs nothing: other types' per-converter cache is made on first use.
+    Other types keep a per-converter cache: a class the sandbox re-imports for each run would keep
+    that run's modules alive in a process-wide cache."""
+
+    def __init__(self) -> None:
+        self._own_adapters: Callable[[Any], TypeAdapter[Any]] | None = None
+
+    @property
+    def encoding(self) -> str:
+        return "json/plain"
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return Payload(metadata={"encoding": b"json/plain"}, data=to_json(value))
 
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
         if type_hint is None or _process_wide(type_hint):
             return _process_type_adapter(Any if type_hint is None else type_hint).validate_json(payload.data)
-        return super().from_payload(payload, type_hint)
+        try:
+            hash(type_hint)
+        except TypeError:  # an unhashable hint: no cache, as the contrib does
+            return TypeAdapter(type_hint).validate_json(payload.data)
+        if self._own_adapters is None:
+            self._own_adapters = functools.lru_cache(maxsize=1024)(TypeAdapter)
+        return self._own_adapters(type_hint).validate_json(payload.data)
 
 
 def _process_wide(hint: Any) -> bool:
@@ -63,9 +91,12 @@ class ReinPayloadConverter(PydanticPayloadConverter):
     """temporalio's pydantic payload converter (the same JSON on the wire) with process-wide adapters."""
 
     def __init__(self) -> None:
-        super().__init__()
-        json = _ProcessCachedJSON()
-        self.converters = {**self.converters, json.encoding.encode(): json}  # same place, same encoding
+        # Not PydanticPayloadConverter.__init__: it builds a JSON converter this one replaces, and
+        # temporalio builds a payload converter for every run, activity and storage context.
+        CompositePayloadConverter.__init__(self, *(
+            _ProcessCachedJSON() if isinstance(c, JSONPlainPayloadConverter) else c
+            for c in DefaultPayloadConverter.default_encoding_payload_converters
+        ))
 
 
 def rein_data_converter(existing: DataConverter | None = None) -> DataConverter:
