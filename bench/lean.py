@@ -87,8 +87,9 @@ class Scripted:
         yield
 
 
-def make(n: int, pad: int) -> str:
-    """The padded tool result."""
+async def make(n: int, pad: int) -> str:
+    """The padded tool result. Async like the floor's `floor.tool`: a sync tool runs in a worker thread,
+    which neither side of the comparison should pay for a string."""
     return (str(n + 1) + ":").ljust(pad, "x")
 
 
