@@ -11,6 +11,7 @@ first event (where a short run's time goes), then the totals.
 
     python bench/short_run_events.py            # N = 1
     python bench/short_run_events.py --n 10
+    python bench/short_run_events.py --times 30   # median times of 30 runs each, sandboxed floor too
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 import uuid
 from pathlib import Path
@@ -69,18 +71,46 @@ def table(title: str, history: Any) -> str:
     return "\n".join(lines)
 
 
+TIMED = ("floor", "floor-sandboxed", "rein", "rein-plain", "rein-unsandboxed")
+
+
+async def times(bench: Bench, n: int, pad: int, k: int) -> str:
+    """Median client time (start to result) and server time (first to last event) of k interleaved runs."""
+    client: dict[str, list[float]] = {v: [] for v in TIMED}
+    server: dict[str, list[float]] = {v: [] for v in TIMED}
+    for _ in range(k):
+        for variant in TIMED:
+            wf_id = f"times-{variant}-{uuid.uuid4().hex[:8]}"
+            client[variant].append(1000 * (await bench.one(variant, n, pad, wf_id=wf_id, shape_of=False))["s"])
+            raw = bench.raw_client if variant.startswith("floor") else bench.rein_client
+            server[variant].append(ms_since_start(await raw.get_workflow_handle(wf_id).fetch_history())[-1])
+    floor, sandboxed = statistics.median(client["floor"]), statistics.median(client["floor-sandboxed"])
+    lines = [f"N = {n}, {pad} B tool results, medians of {k} interleaved runs", "",
+             "| variant | client ms | server ms | / floor | / sandboxed floor |", "|---|---:|---:|---:|---:|"]
+    for variant in TIMED:
+        ms = statistics.median(client[variant])
+        lines.append(f"| {variant} | {ms:.1f} | {statistics.median(server[variant]):.1f} "
+                     f"| {ms / floor:.2f}× | {ms / sandboxed:.2f}× |")
+    return "\n".join(lines)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1, help="iterations (model call + tool call) per run")
     parser.add_argument("--pad", type=int, default=1024, help="tool result size")
+    parser.add_argument("--times", type=int, default=0, metavar="K",
+                        help="instead: the median time of K interleaved runs of each variant, the sandboxed ones too")
     args = parser.parse_args()
     disable_logging()
     server = start_dev_server()
     bench = Bench(server.address)
     try:
         await bench.start()
-        for variant in ("floor", "rein", "rein-plain"):  # warm each path once (first-run imports)
+        for variant in TIMED:  # warm each path once (first-run imports)
             await bench.one(variant, 1, args.pad, shape_of=False)
+        if args.times:
+            print(await times(bench, args.n, args.pad, args.times))
+            return
         out = []
         for variant, title in (("floor", "floor (bench/floor.py)"), ("rein", "rein, ReinClient.start"),
                                ("rein-plain", "rein, plain client.start_workflow")):
