@@ -16,11 +16,9 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from rein.workflows import AgentWorkflow
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
 
-from rein.temporal import ReinPlugin
+from rein.replay import replayer
 
 
 async def replay(histories: dict[str, dict]) -> dict[str, str | None]:
@@ -31,8 +29,7 @@ async def replay(histories: dict[str, dict]) -> dict[str, str | None]:
         for history in loaded:
             yield history
 
-    replayer = Replayer(workflows=[AgentWorkflow], plugins=[ReinPlugin(agents=[])])
-    results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
+    results = await replayer().replay_workflows(each(), raise_on_replay_failure=False)
     failures = {h.run_id: results.replay_failures.get(h.run_id) for h in loaded}
     return {h.workflow_id: None if failures[h.run_id] is None else str(failures[h.run_id]) for h in loaded}
 
