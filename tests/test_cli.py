@@ -47,7 +47,7 @@ from rein.cli import (
 from rein.client import ReinClient
 from rein.server import free_port, listening
 from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
-from tests.support.processes import stop_process
+from tests.support.processes import stop_process, wait_for_text
 from tests.support.providers import CallThenReport, OpsModel, StreamsItsCompletion, Unavailable
 from tests.support.waiting import poll, wait_until
 
@@ -694,17 +694,17 @@ def test_rein_server_prints_addresses_when_stdout_is_a_pipe(rein_server) -> None
 # --------------------------------------------------------------------------- rein codec-server (subprocess)
 
 
-def test_rein_codec_server_round_trips_payloads() -> None:
+def test_rein_codec_server_round_trips_payloads(tmp_path: Path) -> None:
     import base64
 
     key = base64.b64encode(os.urandom(32)).decode()
-    port = free_port()
+    port, log = free_port(), tmp_path / "codec.log"
     environ = {**os.environ, "REIN_CODEC_KEY": key, "REIN_CODEC_TOKEN": "cli-test-token"}
-    process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: listening(port) or process.poll() is not None, "the codec server to listen", 60)
-        assert process.poll() is None
+    with open(log, "wb") as out:
+        process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:  # once it says it listens: a port that accepts could be another process's
+        wait_for_text(log, f"rein codec server on http://127.0.0.1:{port}", process, 60)
 
         def post(path: str, body: dict) -> dict:
             request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),

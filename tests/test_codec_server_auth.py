@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -22,9 +23,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from rein.cli import EXIT_USAGE
-from rein.server import free_port, listening
-from tests.support.processes import stop_process
-from tests.support.waiting import wait_until
+from rein.server import free_port
+from tests.support.processes import stop_process, wait_for_text
 from tests.test_cli import REIN_BIN, ROOT, assert_one_line_error, rein_cli
 
 KEY = base64.b64encode(os.urandom(32)).decode()
@@ -56,14 +56,15 @@ def idp() -> Iterator[tuple[str, rsa.RSAPrivateKey]]:
     server.shutdown()
 
 
-def _codec_server(**env: str) -> tuple[subprocess.Popen, str]:
+def _codec_server(log: Path, **env: str) -> tuple[subprocess.Popen, str]:
+    """The server, once it says it listens: a port that accepts could be another process's."""
     port = free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("REIN_CODEC")}
     environ.update(REIN_CODEC_KEY=KEY, **env)
-    process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    wait_until(lambda: listening(port) or process.poll() is not None, "the codec server to listen", 60)
-    assert process.poll() is None, process.stdout.read() if process.stdout else ""
+    with open(log, "wb") as out:
+        process = subprocess.Popen([REIN_BIN, "codec-server", "--port", str(port)], env=environ, cwd=str(ROOT),
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    wait_for_text(log, f"rein codec server on http://127.0.0.1:{port}", process, 60)
     return process, f"http://127.0.0.1:{port}"
 
 
@@ -85,8 +86,8 @@ def test_no_token_configured_refuses_to_start() -> None:
     assert_one_line_error(proc, EXIT_USAGE, "REIN_CODEC_TOKEN", "REIN_CODEC_JWKS_URL")
 
 
-def test_shared_secret() -> None:
-    process, url = _codec_server(REIN_CODEC_TOKEN="team-secret-1")
+def test_shared_secret(tmp_path: Path) -> None:
+    process, url = _codec_server(tmp_path / "codec.log", REIN_CODEC_TOKEN="team-secret-1")
     try:
         for token in (None, "team-secret-2", "team-secret-1x", "team-secret"):
             refused = _encode(url, token)
@@ -107,9 +108,9 @@ def test_shared_secret() -> None:
         stop_process(process, 20)
 
 
-def test_jwt_forwarded_by_the_ui(idp: tuple[str, rsa.RSAPrivateKey]) -> None:
+def test_jwt_forwarded_by_the_ui(idp: tuple[str, rsa.RSAPrivateKey], tmp_path: Path) -> None:
     jwks_url, key = idp
-    process, url = _codec_server(REIN_CODEC_JWKS_URL=jwks_url, REIN_CODEC_JWT_AUDIENCE="temporal-ui")
+    process, url = _codec_server(tmp_path / "codec.log", REIN_CODEC_JWKS_URL=jwks_url, REIN_CODEC_JWT_AUDIENCE="temporal-ui")
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     try:
         assert _encode(url, _jwt(key)).status_code == 200

@@ -336,6 +336,21 @@ def test_a_port_taken_between_the_pick_and_the_bind_gets_fresh_ports(monkeypatch
         server.stop()
 
 
+def test_picked_ports_are_below_the_range_outgoing_connections_use() -> None:
+    """An outgoing connection's source port comes from the kernel's ephemeral range, so a port picked
+    there can be taken before the server binds it (a codec server's test once talked to another
+    process's listener that way); rein picks below it, and the port binds."""
+    import socket
+
+    from rein.temporal import dev_server
+
+    start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {dev_server.free_port() for _ in range(20)}
+    assert all(1024 < port < start for port in ports) and len(ports) > 1, (start, ports)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports.pop()))
+
+
 @pytest.mark.parametrize("failure", ["timeout", "unusable-db"])
 def test_a_failed_start_leaves_no_process(home: Path, failure: str) -> None:
     extra = {}

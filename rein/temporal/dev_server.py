@@ -5,6 +5,7 @@ rein's search attributes registered and the settings that matter for agent loops
 
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -105,9 +106,33 @@ def rein_server_flags(dynamic_config: dict[str, str] | None = None) -> list[str]
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on, below the kernel's ephemeral range when it can be.
+
+    A port the kernel hands out (bind to 0) can be taken again by any outgoing connection before
+    the server we start binds it; one below the range can only be taken by another listener.
+    """
+    low = _ephemeral_range_start()
+    for _ in range(50):
+        port = random.randrange(_OWN_PORTS_START, low) if low > _OWN_PORTS_START else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_OWN_PORTS_START = 20000
+
+
+def _ephemeral_range_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _OWN_PORTS_START  # unknown: let the kernel choose
 
 
 @dataclass
