@@ -195,3 +195,56 @@ def test_workflow_code_reaches_only_pure_modules() -> None:
     for module in [m for m in graph if m.startswith("rein.workflows")]:
         impure = sorted(m for m in reaches(graph, module) if not pure(m))
         assert not impure, f"{module} reaches modules that are not pure (rein.temporal.sandbox): {impure}"
+
+
+PRIVATE_REACHES = "rein.temporal.sdk_private"
+DOCUMENTED_UNDERSCORES = {"os._exit", "sys._getframe"}  # public despite the underscore
+
+
+def private_reaches(tree: ast.AST) -> list[str]:
+    """Where code reaches into another package's private names: `from x._y import z`, `from x import _z`,
+    or `module._name` on a module it imported (its own `_names` and dunders are not counted)."""
+    external = {"__future__"}
+    modules_bound: set[str] = set()
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module not in external:
+            if node.module.split(".")[0] in ("rein", "workflows", "activities"):
+                continue
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            if any(part.startswith("_") for part in node.module.split(".")) or private:
+                found.append(f"from {node.module} import {', '.join(a.name for a in node.names)}")
+            modules_bound.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in ("rein", "workflows", "activities"):
+                    continue
+                if any(part.startswith("_") for part in alias.name.split(".")):
+                    found.append(f"import {alias.name}")
+                modules_bound.add(alias.asname or alias.name.split(".")[0])
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name) and node.value.id in modules_bound
+                and f"{node.value.id}.{node.attr}" not in DOCUMENTED_UNDERSCORES):
+            found.append(f"{node.value.id}.{node.attr}")
+    return found
+
+
+def test_private_sdk_internals_only_in_one_module() -> None:
+    """temporalio's (or the standard library's) private names are reached in rein.temporal.sdk_private
+    only, so an upgrade that moves one breaks one known place."""
+    reaches = {name: private_reaches(ast.parse(path.read_text())) for name, path in modules().items()
+               if name != PRIVATE_REACHES}
+    assert {name: found for name, found in reaches.items() if found} == {}
+    assert private_reaches(ast.parse(modules()[PRIVATE_REACHES].read_text()))  # the check sees them there
+
+
+def test_the_private_reach_check_sees_each_form() -> None:
+    source = ("from temporalio.contrib.opentelemetry._context import attached_context\n"
+              "from temporalio.worker import _runner\n"
+              "import threading\nthreading._register_atexit(print)\n"
+              "from temporalio import workflow\nworkflow._Definition\n"
+              "from rein.machine import _private_ok\nworkflow.__name__\n")
+    assert sorted(private_reaches(ast.parse(source + "import os\nos._exit(0)\n"))) == [
+        "from temporalio.contrib.opentelemetry._context import attached_context",
+        "from temporalio.worker import _runner", "threading._register_atexit", "workflow._Definition"]

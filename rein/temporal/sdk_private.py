@@ -1,4 +1,4 @@
-"""The six places rein reaches into private parts of temporalio or the standard library, in one module.
+"""The seven places rein reaches into private parts of temporalio or the standard library, in one module.
 
 Each has no public equivalent today; each is used for one reason given below. When a temporalio or
 Python upgrade breaks one, this module is the only place to look.
@@ -51,6 +51,15 @@ def stream_log(stream: Any) -> tuple[list[Any], int]:
     workflow object (rein.temporal.history.stream_items: a closed run's stream with no worker to poll).
     The public `get_state()` needs a running workflow's clock; a finished replay has none."""
     return stream._log, stream._base_offset
+
+
+def attached_otel_context(context: Any) -> Any:
+    """The OpenTelemetry contrib's context manager that attaches `context` in workflow code and detaches
+    it without the "Failed to detach context" noise of a workflow evicted mid-block (its docstring says
+    why only it can tell). rein.tracing.workflow_spans opens run and child-tool spans with it."""
+    from temporalio.contrib.opentelemetry._context import attached_context
+
+    return attached_context(context)
 
 
 def sandbox_without_context_round_trips(restrictions: Any) -> Any:

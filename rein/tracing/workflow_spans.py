@@ -54,7 +54,8 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
 
     async def execute_workflow(self, input: temporalio.worker.ExecuteWorkflowInput) -> Any:
         from opentelemetry.trace import SpanKind, Status, StatusCode
-        from temporalio.contrib.opentelemetry._context import attached_context
+
+        from rein.temporal.sdk_private import attached_otel_context
 
         info = workflow.info()
         if info.workflow_type != WORKFLOW_TYPE:  # a user's own workflow on the same worker
@@ -64,7 +65,7 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
             genai.run_name(agent), kind=SpanKind.INTERNAL, attributes=genai.run_request(agent, info.workflow_id, info.run_id)
         )
         self.run_span = span
-        with attached_context(self.run_context()):
+        with attached_otel_context(self.run_context()):
             try:
                 outcome = await super().execute_workflow(input)
             except workflow.ContinueAsNewError:
@@ -110,7 +111,8 @@ class _ChildToolSpans(temporalio.worker.WorkflowOutboundInterceptor):
     async def start_child_workflow(self, input: temporalio.worker.StartChildWorkflowInput) -> workflow.ChildWorkflowHandle:
         from opentelemetry import trace
         from opentelemetry.trace import Status, StatusCode
-        from temporalio.contrib.opentelemetry._context import attached_context
+
+        from rein.temporal.sdk_private import attached_otel_context
 
         if input.workflow != WORKFLOW_TYPE:
             return await super().start_child_workflow(input)
@@ -129,7 +131,7 @@ class _ChildToolSpans(temporalio.worker.WorkflowOutboundInterceptor):
             attributes["gen_ai.tool.call.id"] = call_id
         span = tracer().start_span(genai.tool_name(agent), context=self.inbound.run_context(), attributes=attributes)
         try:
-            with attached_context(trace.set_span_in_context(span)):
+            with attached_otel_context(trace.set_span_in_context(span)):
                 handle = await super().start_child_workflow(input)
         except BaseException as exc:
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
