@@ -213,9 +213,11 @@ class ReinClient:
             await asyncio.sleep(0.25)
         return True
 
-    async def _decide(self, run_id: str, update: str, payload: dict[str, Any]) -> Any:
+    async def _decide(self, run_id: str, update: str, payload: dict[str, Any], *, served: bool = False) -> Any:
+        """Send one decision as its validated update; `served`: the caller's own worker serves the run
+        (the in-process engine), so no DescribeTaskQueue is asked first."""
         what = update.removeprefix("rein.")
-        if not await self._worker_appears(run_id):
+        if not served and not await self._worker_appears(run_id):
             raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent "
                            "(start `rein worker --agent MODULE:ATTR` for its agent, then decide again)")
         try:

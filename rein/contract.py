@@ -76,6 +76,9 @@ ANSWER_UPDATE = "rein.answer"
 RETRY_UPDATE = "rein.retry"
 CANCEL_UPDATE = "rein.cancel"
 """Validated updates: the same decisions as the signals, but a misfit is rejected to the caller."""
+DECISION_UPDATES = {"approve": APPROVE_UPDATE, "deny": DENY_UPDATE, "answer": ANSWER_UPDATE,
+                    "retry": RETRY_UPDATE, "cancel": CANCEL_UPDATE}
+"""Each decision signal's validated update: what every rein client sends (the signals stay for ops tooling)."""
 
 MAX_ITERATIONS = 100_000
 MAX_TOKENS = 2**53

@@ -22,8 +22,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from rein import machine
-from rein.client import ReinClient
+from rein.client import DecisionRejected, ReinClient
 from rein.contract import (
+    CANCEL_UPDATE,
+    DECISION_UPDATES,
     WORKFLOW_TYPE,
     AgentInput,
     RunOutcome,
@@ -212,7 +214,7 @@ class Engine:
     async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None) -> RunResult | None:
         """Continue the run `session.run_id` names, from any process; None when it no longer runs.
 
-        A run waiting at the point this Session records gets the one signal that decides it;
+        A run waiting at the point this Session records gets the one decision that settles it;
         a run still working is waited for. None (the caller starts a new run from the
         Session) when the run has ended, is unknown, or waits at a different point.
         """
@@ -234,38 +236,42 @@ class Engine:
         if view.interrupt is None or not (child is not None or _waits_at(view, session)):
             return None
         if child is not None:  # the parent shows its child's wait; the parent passes decisions on to it
-            signal = _signal_for(view.interrupt.type, view.pending_tool_calls, {}, child, approve, answer)
+            decision = _decision_for(view.interrupt.type, view.pending_tool_calls, {}, child, approve, answer)
         else:
-            signal = _signal_for(view.interrupt.type, session.pending_tool_calls,
-                                 machine.decisions_for_pending(session), agent, approve, answer)
-        if signal is None:  # no single signal says it: a new run from the Session replaces this one
+            decision = _decision_for(view.interrupt.type, session.pending_tool_calls,
+                                     machine.decisions_for_pending(session), agent, approve, answer)
+        if decision is None:  # no single decision says it: a new run from the Session replaces this one
             await self.cancel(handle.id, "superseded by a new run from the same session")
             return None
-        return await self._signal_and_wait(handle, [signal], view.pause, steps)
+        return await self._decide_and_wait(handle, [decision], view.pause, steps)
 
-    async def decide(self, run_id: str, signals: list[tuple[str, dict]]) -> RunResult:
-        """Send `signals` to a waiting run and wait for its next pause or its end."""
+    async def decide(self, run_id: str, decisions: list[tuple[str, dict]]) -> RunResult:
+        """Send `decisions` ("approve", "deny", "answer", "retry") to a waiting run and wait for its
+        next pause or its end; rein.client.DecisionRejected when the run does not take one."""
         assert self.client is not None
         handle = self.client.get_workflow_handle(run_id, result_type=RunOutcome)
         runs = ReinClient(self.client)
         view = await runs.status(run_id)
-        return await self._signal_and_wait(handle, signals, view.pause, len(await runs.steps(run_id)))
+        return await self._decide_and_wait(handle, decisions, view.pause, len(await runs.steps(run_id)))
 
-    async def _signal_and_wait(
-        self, handle: WorkflowHandle, signals: list[tuple[str, dict]], pause: int, steps: int
+    async def _decide_and_wait(
+        self, handle: WorkflowHandle, decisions: list[tuple[str, dict]], pause: int, steps: int
     ) -> RunResult:
-        for name, payload in signals:
-            await handle.signal(name, payload)
+        """Each decision goes as the validated update every client sends (ReinClient's path): a misfit is
+        rejected to the caller instead of ignored by the run while the caller waits for a pause."""
+        assert self.client is not None
+        runs = ReinClient(self.client)
+        for name, payload in decisions:
+            await runs._decide(handle.id, DECISION_UPDATES[name], payload, served=True)
         return await self.wait(handle, WaitRequest(after_pause=pause, steps_from=steps))
 
     async def cancel(self, workflow_id: str, reason: str) -> bool:
+        """End the run as cancelled (the `rein.cancel` update); False when it is not running,
+        rein.client.NoWorker when no worker serves it (a Session from a process serving other agents)."""
         assert self.client is not None
-        handle = self.client.get_workflow_handle(workflow_id)
         try:
-            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
-                return False
-            await handle.signal("cancel", {"reason": reason})
-        except RPCError:
+            await ReinClient(self.client)._decide(workflow_id, CANCEL_UPDATE, {"reason": reason})
+        except DecisionRejected:
             return False
         return True
 
@@ -312,7 +318,7 @@ def _logged(result: RunResult) -> RunResult:
 
 
 async def resume_session(agent: Agent, session: Any, *, approve: bool = True, answer: str | None = None) -> RunResult:
-    """Signal the run this Session belongs to (any process), or start a new run from it when it has ended."""
+    """Decide for the run this Session belongs to (any process), or start a new run from it when it has ended."""
     eng = await engine()
     if session.run_id:
         eng.register(agent)  # this process now serves the agent, so the run can go on here
@@ -324,7 +330,7 @@ async def resume_session(agent: Agent, session: Any, *, approve: bool = True, an
 
     machine.prepare_resume(session, approve, answer, input_tool_names(agent.registry))
     # A new run treats its input Session's decisions as conversation, not authority: it asks
-    # again, and this process (which holds the decisions) answers with signals.
+    # again, and this process (which holds the decisions) answers with decisions.
     decisions = machine.decisions_for_pending(session)
     return await _redecide(eng, await run_session(agent, session), decisions)
 
@@ -335,21 +341,21 @@ async def _redecide(eng: Engine, result: RunResult, decisions: dict[str, Any]) -
         interrupt = result.interrupt
         if result.status != "interrupted" or interrupt is None or result.run_id is None:
             return result
-        signals: list[tuple[str, dict]] = []
+        decided: list[tuple[str, dict]] = []
         if interrupt.type == "need_approval":
             already = machine.decisions_for_pending(result.session)
             for call in result.session.pending_tool_calls:
                 decision = decisions.get(call.id)
                 if decision is not None and decision.answer is None and call.id not in already:
                     payload = {"tool_call_id": call.id, "approver": decision.approver, "reason": decision.reason}
-                    signals.append(("approve" if decision.approved else "deny", payload))
+                    decided.append(("approve" if decision.approved else "deny", payload))
         elif interrupt.type == "need_input" and interrupt.tool_call is not None:
             decision = decisions.get(interrupt.tool_call.id)
             if decision is not None and decision.answer is not None:
-                signals.append(("answer", {"text": decision.answer, "approver": decision.approver}))
-        if not signals:
+                decided.append(("answer", {"text": decision.answer, "approver": decision.approver}))
+        if not decided:
             return result
-        result = _logged(await eng.submit(eng.decide(result.run_id, signals)))
+        result = _logged(await eng.submit(eng.decide(result.run_id, decided)))
     return result
 
 
@@ -380,11 +386,11 @@ def _child_waiting(view: RunStatusView, session: Any, agent: Agent) -> Agent | N
     return None
 
 
-def _signal_for(
+def _decision_for(
     interrupt_type: str, pending: list[Any], decided: dict[str, Any], agent: Agent, approve: bool, answer: str | None
 ) -> tuple[str, dict] | None:
-    """The one signal that does what `machine.prepare_resume` would for the `pending` calls of `agent`'s
-    run (`decided`: those already decided); None when no single signal does."""
+    """The one decision that does what `machine.prepare_resume` would for the `pending` calls of `agent`'s
+    run (`decided`: those already decided); None when no single decision does."""
     from rein.loop import input_tool_names
 
     input_tools = input_tool_names(agent.registry)

@@ -18,7 +18,8 @@ import pytest
 from pydantic import BaseModel
 
 import rein
-from rein.client import RunFailed
+from rein import engine
+from rein.client import DecisionRejected, RunFailed
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, Session, StreamChunk, ToolCall, Usage
 from tests.support.providers import AuthFailed, EchoProvider, OutageProvider, RateLimited
 from tests.support.results import engine_view
@@ -389,6 +390,26 @@ def test_temporal_resume_continues_the_same_workflow():
     assert r.status == "interrupted" and r.run_id
     r2 = agent.resume(r.session)
     assert r2.output == "3" and r2.run_id == r.run_id
+    # The approval went as the validated update every client sends, not as a signal.
+    eng = engine.Engine._instance
+    assert eng is not None and eng.client is not None
+    history = asyncio.run(eng.submit(eng.client.get_workflow_handle(r.run_id).fetch_history()))
+    accepted = [e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+                for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")]
+    assert [name for name in accepted if name != "rein.wait"] == ["rein.approve"]
+    assert not [e for e in history.events if e.HasField("workflow_execution_signaled_event_attributes")]
+
+
+def test_temporal_resume_refuses_a_decision_the_run_does_not_take():
+    """A misfit is rejected to the caller at once, not ignored while the caller waits for a pause."""
+    agent = Agent(provider=MockProvider([[ADD_1_2], "3"]), tools=[add], config=LoopConfig(permission="ask"),
+                  engine="temporal", name="engine-misfit")
+    r = agent.run("go")
+    eng = engine.Engine._instance
+    assert eng is not None and r.run_id
+    with pytest.raises(DecisionRejected, match="not waiting after an error"):
+        asyncio.run(eng.submit(eng.decide(r.run_id, [("retry", {})])))
+    assert agent.resume(r.session).output == "3"
 
 
 def test_temporal_run_id_is_set_and_local_is_not():
