@@ -93,6 +93,9 @@ MAX_ANSWER = 200_000
 _KEY_KINDS = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int, "Double": SearchAttributeKey.for_float}
 SEARCH_KEYS: dict[str, Any] = {name: _KEY_KINDS[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()}
 """The typed key of each of rein's search attributes: built here once, for the workflow and every client."""
+PROBLEMS = "TemporalReportedProblems"
+PROBLEMS_KEY = SearchAttributeKey.for_keyword_list(PROBLEMS)
+"""Temporal's own attribute on a run whose workflow tasks keep failing (`rein list --stuck`, `rein status`)."""
 
 RunStatus = Literal[
     "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"

@@ -18,12 +18,12 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
 )
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from rein.contract import (
     FORK_MEMO,
+    PROBLEMS_KEY,
     SEARCH_KEYS,
     WORKFLOW_TYPE,
     RunOutcome,
@@ -41,7 +41,6 @@ _AGENT = SEARCH_KEYS["ReinAgent"]
 _STATUS = SEARCH_KEYS["ReinStatus"]
 _ITERATIONS = SEARCH_KEYS["ReinIterations"]
 _TOKENS = SEARCH_KEYS["ReinTokens"]
-_PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
 _COST = SEARCH_KEYS["ReinCostUsd"]
 _TENANT = SEARCH_KEYS["ReinTenant"]
 
@@ -101,7 +100,7 @@ def status_of(execution: WorkflowExecution) -> str:
         return recorded if recorded in ("done", "cancelled") else "done"
     if execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
         return "continued"
-    problems = execution.typed_search_attributes.get(_PROBLEMS)
+    problems = execution.typed_search_attributes.get(PROBLEMS_KEY)
     if execution.status == WorkflowExecutionStatus.RUNNING and problems:
         return "stuck"
     return recorded or "running"

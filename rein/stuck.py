@@ -22,14 +22,11 @@ from temporalio.api.workflowservice.v1 import (
     GetWorkflowExecutionHistoryReverseRequest,
 )
 from temporalio.client import Client, WorkflowExecution
-from temporalio.common import SearchAttributeKey
 
-from rein.contract import SEARCH_KEYS, WORKFLOW_TYPE
+from rein.contract import PROBLEMS, PROBLEMS_KEY, SEARCH_KEYS, WORKFLOW_TYPE
 
-PROBLEMS = "TemporalReportedProblems"
 STUCK_QUERY = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Running" AND {PROBLEMS} IS NOT NULL'
 """The visibility query (also for the Temporal UI's search box) of stuck rein runs."""
-_PROBLEMS = SearchAttributeKey.for_keyword_list(PROBLEMS)
 _AGENT = SEARCH_KEYS["ReinAgent"]
 _STATUS = SEARCH_KEYS["ReinStatus"]
 _EVENTS_SCANNED = 200
@@ -72,7 +69,7 @@ async def _stuck_run(client: Client, execution: WorkflowExecution) -> StuckRun:
         id=execution.id,
         agent=attributes.get(_AGENT) or "",
         last_status=attributes.get(_STATUS) or "running",
-        problems=list(attributes.get(_PROBLEMS) or []),
+        problems=list(attributes.get(PROBLEMS_KEY) or []),
         attempt=described.pending_workflow_task.attempt,
         error=error,
         started=execution.start_time,
