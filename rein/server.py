@@ -106,28 +106,24 @@ def _home(home: Path | None) -> Path:
 
 
 class _locked:
-    """An exclusive flock on REIN_HOME/server.lock, waited for at most `timeout_s`."""
+    """An exclusive lock on REIN_HOME/server.lock (filelock's flock), waited for at most `timeout_s`."""
 
     def __init__(self, home: Path, timeout_s: float):
+        from filelock import FileLock
+
         self.path, self.timeout_s = home / _LOCK, timeout_s
+        self.lock = FileLock(self.path, timeout=timeout_s, mode=0o600)
 
     def __enter__(self) -> None:
-        import fcntl
+        from filelock import Timeout
 
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    os.close(self.fd)
-                    raise RuntimeError(f"another process holds {self.path} for more than {self.timeout_s:g}s") from None
-                time.sleep(0.02)
+        try:
+            self.lock.acquire(poll_interval=0.02)
+        except Timeout:
+            raise RuntimeError(f"another process holds {self.path} for more than {self.timeout_s:g}s") from None
 
     def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # closing the descriptor drops the flock
+        self.lock.release()
 
 
 def _take_lease(home: Path) -> None:
@@ -161,42 +157,35 @@ def _in_use(home: Path) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` is a live rein supervisor: not a zombie, not a recycled pid running something else."""
     proc = _started.get(pid)
     if proc is not None:
         if proc.poll() is None:
             return True
         del _started[pid]
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    seen = _process(pid)  # a zombie, or a recycled pid that is not a rein supervisor, is not our server
+    seen = _process(pid)
     if seen is None:
-        return True
+        return False
     zombie, cmdline = seen
-    return not zombie and "rein.server" in cmdline
+    return not zombie and (cmdline is None or "rein.server" in cmdline)
 
 
-def _process(pid: int) -> tuple[bool, str] | None:
-    """(is a zombie, command line) of a live pid, or None when it cannot be read."""
-    if LINUX:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-            return state == "Z", Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return None
-    try:  # POSIX ps: macOS and the BSDs; -ww, or a COLUMNS in the environment cuts the command line
-        listed = subprocess.run(["ps", "-ww", "-o", "stat=", "-o", "command=", "-p", str(pid)],
-                                capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
+def _process(pid: int) -> tuple[bool, str | None] | None:
+    """(is a zombie, command line or None when not ours to read) of a pid, or None when there is none."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return True, ""
+        return False, " ".join(process.cmdline())
+    except psutil.ZombieProcess:
+        return True, ""
+    except psutil.NoSuchProcess:
         return None
-    state, _, command = listed.stdout.strip().partition(" ")
-    if listed.returncode != 0 or not state:
-        return None
-    return state.startswith("Z"), command.strip()
+    except psutil.AccessDenied:
+        return False, None
 
 
 def _kill_orphan_server(home: Path, server_pid: int | None) -> None:
@@ -206,7 +195,7 @@ def _kill_orphan_server(home: Path, server_pid: int | None) -> None:
     if not server_pid:
         return
     seen = _process(server_pid)
-    if seen is not None and not seen[0] and str(home) in seen[1]:  # never kill a recycled pid
+    if seen is not None and not seen[0] and str(home) in (seen[1] or ""):  # never kill a recycled pid
         try:
             os.kill(server_pid, signal.SIGKILL)
         except ProcessLookupError:

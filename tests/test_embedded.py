@@ -336,6 +336,28 @@ def test_a_port_taken_between_the_pick_and_the_bind_gets_fresh_ports(monkeypatch
         server.stop()
 
 
+def test_a_recorded_pid_counts_only_as_a_live_rein_supervisor() -> None:
+    """server.json may name a pid that has since exited (a zombie nobody reaped yet) or been recycled
+    by another program: neither is a running server to share, stop or kill."""
+    import psutil
+
+    from rein import server
+
+    other = subprocess.Popen(["sleep", "30"])
+    exited = subprocess.Popen([sys.executable, "-c", "pass", "rein.server"])  # not reaped: a zombie
+    supervisor_like = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "rein.server"])
+    try:
+        wait_until(lambda: psutil.Process(exited.pid).status() == psutil.STATUS_ZOMBIE, "a zombie", 30)
+        assert server._alive(supervisor_like.pid)
+        assert not server._alive(other.pid)
+        assert not server._alive(exited.pid)
+    finally:
+        for process in (other, exited, supervisor_like):
+            process.kill()
+            process.wait(timeout=10)
+    assert not server._alive(other.pid)  # gone
+
+
 def test_picked_ports_are_below_the_range_outgoing_connections_use() -> None:
     """An outgoing connection's source port comes from the kernel's ephemeral range, so a port picked
     there can be taken before the server binds it (a codec server's test once talked to another

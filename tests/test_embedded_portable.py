@@ -1,9 +1,9 @@
-"""The embedded server without Linux-only calls (as on macOS): no prctl(PR_SET_PDEATHSIG), no /proc.
+"""The embedded server without Linux-only calls (as on macOS): no prctl(PR_SET_PDEATHSIG).
 
 Every Python process here (the script, the supervisor it starts) imports a sitecustomize that hides
-them: `ctypes` has no `prctl` and nothing under /proc can be read. The server still starts, serves a
-run, and a `temporal` server orphaned by a killed supervisor (nothing ties its life to the
-supervisor's there) is swept away by the next start.
+it: `ctypes` has no `prctl`. The server still starts, serves a run, and a `temporal` server orphaned by
+a killed supervisor (nothing ties its life to the supervisor's there) is swept away by the next start.
+Processes are read through psutil on every platform, so there is no /proc-only path left to hide.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tests.support.waiting import wait_until
 from tests.test_embedded import RUN, _script, home, out  # noqa: F401  (fixtures)
 
 HIDE_LINUX_APIS = '''
-import ctypes, pathlib
+import ctypes
 
 _lookup = ctypes.CDLL.__getattr__
 
@@ -27,18 +27,6 @@ def _no_prctl(self, name):
 
 ctypes.CDLL.__getattr__ = _no_prctl
 
-def _hidden(original, absent):
-    def method(self, *args, **kwargs):
-        if str(self).startswith("/proc"):
-            if absent is None:
-                raise FileNotFoundError(str(self))
-            return absent
-        return original(self, *args, **kwargs)
-    return method
-
-pathlib.Path.exists = _hidden(pathlib.Path.exists, False)
-pathlib.Path.read_text = _hidden(pathlib.Path.read_text, None)
-pathlib.Path.read_bytes = _hidden(pathlib.Path.read_bytes, None)
 '''
 
 STATE = """
