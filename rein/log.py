@@ -33,6 +33,7 @@ class JsonFormatter(logging.Formatter):
 
 
 def enable_logging(level: str | int = "INFO", *, json: bool = False, stream: IO[str] | None = None) -> None:
+    """Send rein's records to `stream` (stderr) at `level`, as text or one JSON object per line."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(
         JsonFormatter() if json else logging.Formatter("%(asctime)s [%(levelname)s] rein: %(message)s")
@@ -43,6 +44,7 @@ def enable_logging(level: str | int = "INFO", *, json: bool = False, stream: IO[
 
 
 def disable_logging() -> None:
+    """Remove the handlers enable_logging added; records propagate to the root logger again."""
     for handler in list(logger.handlers):
         if not isinstance(handler, logging.NullHandler):
             logger.removeHandler(handler)
