@@ -21,7 +21,7 @@ from temporalio.client import WorkflowFailureError
 import rein
 from rein.client import RunFailed
 from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session
-from rein.compaction import SlidingWindow, SummarizeCompaction
+from rein.compaction import CompactionStrategy, SlidingWindow, SummarizeCompaction
 from rein.session import Stage
 from rein.testing import full_result
 from tests.support.history import decoded_values
@@ -252,6 +252,9 @@ def test_what_would_fail_on_a_worker_is_refused_when_the_agent_is_built():
     with pytest.raises(TypeError, match="async def compact"):
         Agent(provider=MockProvider(["x"]), compaction=NotAStrategy())
     assert agent.middlewares == []
+    # The reference's protocol for a custom strategy: rein's own strategies are ones.
+    assert isinstance(SlidingWindow(3), CompactionStrategy) and isinstance(SummarizeCompaction(max_tokens=100), CompactionStrategy)
+    assert not isinstance(object(), CompactionStrategy)
 
 
 # --------------------------------------------------------------------------- compaction
