@@ -29,6 +29,7 @@ from rein.contract import (
     CLOSE_CANCELED,
     COMPACT,
     DESCRIBE_AGENT,
+    PAYLOAD_TOO_LARGE,
     RUN_TOOL,
     AgentDescription,
     CloseCanceledInput,
@@ -45,8 +46,6 @@ from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.session import Session
 from rein.temporal.storage import INLINE_LIMIT
 from rein.temporal.streaming import activity_stream
-
-PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 
 if TYPE_CHECKING:
     from rein.agent import Agent

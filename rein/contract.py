@@ -49,6 +49,8 @@ DESCRIBE_AGENT = "rein.describe_agent"
 AGENT_CHANGED = "AgentChanged"
 """The error type of a model or tool call a worker refused because its definition of the agent differs
 from the run's (its details: the worker's AgentDescription). Nothing was run."""
+PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+"""The error type of a call whose result is too large to record (activities raise it non-retryable)."""
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
 COMPACT = "rein.compact"

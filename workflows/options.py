@@ -21,8 +21,6 @@ with workflow.unsafe.imports_passed_through():
 HEARTBEAT = timedelta(seconds=LoopConfig().heartbeat_timeout_s)
 TOOL_TIMEOUT = timedelta(minutes=5)
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
-PAYLOAD_TOO_LARGE = "PayloadTooLarge"
-"""The error type of a result too large to record (activities raise it non-retryable)."""
 
 
 def seconds(value: float) -> timedelta:

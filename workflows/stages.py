@@ -13,7 +13,16 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from rein import machine
     from rein.config import LoopConfig
-    from rein.contract import AGENT_CHANGED, CALL_MODEL, RUN_TOOL, ModelCallInput, ModelReply, ToolCallInput, model_queue
+    from rein.contract import (
+        AGENT_CHANGED,
+        CALL_MODEL,
+        PAYLOAD_TOO_LARGE,
+        RUN_TOOL,
+        ModelCallInput,
+        ModelReply,
+        ToolCallInput,
+        model_queue,
+    )
     from rein.digest import EMPTY, call_hash, extend, message_hash, ref
     from rein.ir import Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt
@@ -22,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
 from rein.workflows.children import Children
 from rein.workflows.identity import AgentChanges
 from rein.workflows.options import (
-    PAYLOAD_TOO_LARGE,
     TOOL_TIMEOUT,
     fail_if_final,
     failure_detail,
