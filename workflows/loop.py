@@ -33,11 +33,9 @@ with workflow.unsafe.imports_passed_through():
     from rein.config import LoopConfig
     from rein.contract import (
         CLOSE_CANCELED,
-        DESCRIBE_AGENT,
         AgentDescription,
         AgentInput,
         CloseCanceledInput,
-        DescribeInput,
         apply_overrides,
         check_model_switch,
     )
@@ -46,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
 
 from rein.workflows import worker_steps
 from rein.workflows.decisions import Decisions
-from rein.workflows.options import DESCRIBE_TIMEOUT, final_error, short_error
+from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error, short_error
 from rein.workflows.stages import Stages
 from rein.workflows.visibility import PATCH_TIMED_COUNTERS  # noqa: F401  (kept importable: tests and tools name it here)
 from rein.workflows.waiting import Waiting
@@ -100,14 +98,7 @@ class AgentLoop(Waiting, Decisions, Stages):
         self.pause += 1
         try:
             if self.agent is None and workflow.patched(PATCH_FAILED_STATUS):
-                self.agent = await workflow.execute_local_activity(
-                    DESCRIBE_AGENT,
-                    DescribeInput(agent=""),
-                    result_type=AgentDescription,
-                    start_to_close_timeout=DESCRIBE_TIMEOUT,
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                    summary="search attributes for the failed status",
-                )
+                self.agent = await describe_agent("", "search attributes for the failed status")
             self._publish()
             self._emit(StreamChunk(type="done", finish_reason="failed", usage=self.session.usage))
         except Exception:
@@ -271,14 +262,7 @@ class AgentLoop(Waiting, Decisions, Stages):
 
     async def _describe(self, agent: str) -> AgentDescription:
         def describe() -> Awaitable[AgentDescription]:
-            return workflow.execute_local_activity(
-                DESCRIBE_AGENT,
-                DescribeInput(agent=agent),
-                result_type=AgentDescription,
-                start_to_close_timeout=DESCRIBE_TIMEOUT,
-                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
-                summary=f"describe agent {agent}",
-            )
+            return describe_agent(agent, f"describe agent {agent}")
 
         try:
             return await describe()

@@ -6,6 +6,7 @@ and how often it retries is the contract users tune through LoopConfig and `@too
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -16,11 +17,24 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from rein.config import LoopConfig
-    from rein.contract import MAX_SECONDS
+    from rein.contract import DESCRIBE_AGENT, MAX_SECONDS, AgentDescription, DescribeInput
 
 HEARTBEAT = timedelta(seconds=LoopConfig().heartbeat_timeout_s)
 TOOL_TIMEOUT = timedelta(minutes=5)
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
+
+
+def describe_agent(agent: str, summary: str) -> Awaitable[AgentDescription]:
+    """The describe_agent local activity, the same wherever a workflow asks it: a run's start, a run
+    that failed before it knew its agent (`agent=""`: only the search attributes), ReinDescribeAgent."""
+    return workflow.execute_local_activity(
+        DESCRIBE_AGENT,
+        DescribeInput(agent=agent),
+        result_type=AgentDescription,
+        start_to_close_timeout=DESCRIBE_TIMEOUT,
+        retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownAgent"]),
+        summary=summary,
+    )
 
 
 def seconds(value: float) -> timedelta:
