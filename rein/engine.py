@@ -270,8 +270,10 @@ class Engine:
         rein.client.NoWorker when no worker serves it (a Session from a process serving other agents)."""
         assert self.client is not None
         try:
+            if (await self.client.get_workflow_handle(workflow_id).describe()).status != WorkflowExecutionStatus.RUNNING:
+                return False
             await ReinClient(self.client)._decide(workflow_id, CANCEL_UPDATE, {"reason": reason})
-        except DecisionRejected:
+        except (RPCError, DecisionRejected):  # unknown, or it ended meanwhile
             return False
         return True
 
