@@ -113,7 +113,7 @@ def free_port() -> int:
     """
     low = _ephemeral_range_start()
     for _ in range(50):
-        port = random.randrange(_OWN_PORTS_START, low) if low > _OWN_PORTS_START else 0
+        port = _PICK.randrange(_OWN_PORTS_START, low) if low > _OWN_PORTS_START else 0
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
@@ -126,6 +126,7 @@ def free_port() -> int:
 
 
 _OWN_PORTS_START = 20000
+_PICK = random.SystemRandom()  # not the global generator: a test or a user that seeds it would pick alike
 
 
 def _ephemeral_range_start() -> int:
