@@ -1,6 +1,17 @@
-"""What rein's clients raise for expected failures: each says it all in one line (rein.log prints it so)."""
+"""What rein's clients raise for expected failures, and how a bad input reads: each says it all in one line
+(rein.log prints it so). Pure: workflow code uses `validation_text` too."""
 
 from __future__ import annotations
+
+
+def validation_text(err: Exception, whole: str = "value", limit: int = 300) -> str:
+    """A pydantic ValidationError in one line, `where: what; where: what` (`whole` names an error about
+    the entire input); any other error's own text. Cut at `limit` characters."""
+    from pydantic import ValidationError
+
+    if isinstance(err, ValidationError):
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in err.errors())[:limit]
+    return str(err)[:limit]
 
 
 class RunFailed(RuntimeError):

@@ -30,6 +30,7 @@ from rein.contract import (
     apply_overrides,
     check_model_switch,
 )
+from rein.errors import validation_text
 from rein.fork_edits import ForkEdits, ForkError, apply_edits, check_tools, reopen_batch
 from rein.result import Step
 from rein.session import Session
@@ -176,9 +177,7 @@ def _config(point: ForkPoint, agent: AgentDescription, config: dict[str, Any] | 
         ConfigOverrides.model_validate(merged)
         apply_overrides(agent.config, merged, agent.client_overrides)
     except (ValidationError, ValueError) as err:
-        text = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()) \
-            if isinstance(err, ValidationError) else str(err)
-        raise ForkError(f"invalid config for the fork: {text}") from None
+        raise ForkError(f"invalid config for the fork: {validation_text(err, 'config', 1000)}") from None
     return merged
 
 

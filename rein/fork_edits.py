@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rein.contract import AgentDescription, ToolInfo
+from rein.errors import validation_text
 from rein.ir import Message, ToolCall
 from rein.session import Session, Stage
 
@@ -45,8 +46,7 @@ class ForkEdits(BaseModel):
         try:
             return cls.model_validate(edits)
         except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'edits'}: {e['msg']}" for e in err.errors())
-            raise ForkError(f"invalid fork edits: {problems}") from None
+            raise ForkError(f"invalid fork edits: {validation_text(err, 'edits', 1000)}") from None
 
     def describe(self) -> list[str]:
         """One short line per edit, for the fork's summary and `rein show`."""

@@ -30,9 +30,9 @@ with workflow.unsafe.imports_passed_through():
         CancelSignal,
         DecisionSignal,
     )
+    from rein.errors import validation_text
 
 from rein.workflows.children import Children
-from rein.workflows.options import short_error
 
 SIGNALS = ("approve", "deny", "answer", "retry", "cancel")
 
@@ -67,7 +67,7 @@ class Decisions(Children):
         try:
             return model.model_validate({} if payload is None else payload)
         except (ValidationError, ValueError, TypeError) as exc:
-            raise Misfit(f"malformed payload: {short_error(exc)}") from None
+            raise Misfit(f"malformed payload: {validation_text(exc, 'payload')}") from None
 
     def _check_approver(self, approver: str) -> None:
         allowed = self.config.approvers if self.config is not None else None

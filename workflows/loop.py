@@ -39,12 +39,13 @@ with workflow.unsafe.imports_passed_through():
         apply_overrides,
         check_model_switch,
     )
+    from rein.errors import validation_text
     from rein.ir import StreamChunk
     from rein.session import Session
 
 from rein.workflows import worker_steps
 from rein.workflows.decisions import Decisions
-from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error, short_error
+from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.stages import Stages
 from rein.workflows.visibility import PATCH_TIMED_COUNTERS  # noqa: F401  (kept importable: tests and tools name it here)
 from rein.workflows.waiting import Waiting
@@ -287,7 +288,7 @@ class AgentLoop(Waiting, Decisions, Stages):
             return AgentInput.model_validate(raw)
         except (ValidationError, ValueError, TypeError) as exc:
             raise ApplicationError(
-                f"Invalid AgentWorkflow input: {short_error(exc)}. Expected JSON like "
+                f"Invalid AgentWorkflow input: {validation_text(exc, 'payload')}. Expected JSON like "
                 '{"agent": "<registered agent name>", "prompt": "..."}',
                 type="InvalidInput",
                 non_retryable=True,
@@ -305,7 +306,7 @@ class AgentLoop(Waiting, Decisions, Stages):
             return apply_overrides(self.agent.config, request.config, self.agent.client_overrides)
         except (ValidationError, ValueError) as exc:
             raise ApplicationError(
-                f"Invalid config override: {short_error(exc)}", type="InvalidInput", non_retryable=True
+                f"Invalid config override: {validation_text(exc, 'payload')}", type="InvalidInput", non_retryable=True
             ) from None
 
     def _initial_session(self, request: AgentInput) -> Session:

@@ -14,7 +14,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
 
     from rein.config import LoopConfig
     from rein.contract import DESCRIBE_AGENT, MAX_SECONDS, AgentDescription, DescribeInput
@@ -96,10 +95,3 @@ def final_error(err: FailureError) -> ApplicationError:
     return ApplicationError(failure_detail(err), type=kind or "RunFailed", non_retryable=True)
 
 
-def short_error(exc: Exception) -> str:
-    """A validation error in one line: where, then what."""
-    if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}" for e in exc.errors()
-        )[:300]
-    return str(exc)[:300]

@@ -30,6 +30,7 @@ PURE_MODULES = (
     "rein.summaries",
     "rein.temporal.child",
     "rein.digest",
+    "rein.errors",
     "rein.identity",
     "rein.temporal.sdk_private",
     "rein.workflows",
