@@ -14,7 +14,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-
     from rein.config import LoopConfig
     from rein.contract import DESCRIBE_AGENT, MAX_SECONDS, AgentDescription, DescribeInput
 
