@@ -63,6 +63,10 @@ class Engine:
         """Set: every agent of this process on that one queue. Unset: each agent on its own queue."""
         self.workers: dict[str, Worker] = {}
         """Task queue → the in-process worker polling it."""
+        self._starting: dict[str, asyncio.Future[None]] = {}
+        """Task queue → its worker being created (after the previous one on that queue has stopped)."""
+        self._retiring: dict[str, asyncio.Future[None]] = {}
+        """Task queue → the shutdown of a dropped agent's worker: no new worker may poll it until it ends."""
         self._watched: weakref.WeakSet[Agent] = weakref.WeakSet()
 
     @classmethod
@@ -152,10 +156,22 @@ class Engine:
 
     def _serve(self, key: str, agent: Agent) -> None:
         """On the engine loop: a worker for the agent's queue, shut down when the agent is dropped."""
+        queue = self.task_queue(key)
+        if queue not in self.workers and queue not in self._starting:
+            self._starting[queue] = asyncio.ensure_future(self._start_worker(queue))
+        if self.fixed_queue is None and agent not in self._watched:
+            self._watched.add(agent)
+            weakref.finalize(agent, self._dropped, key)
+
+    async def _start_worker(self, queue: str) -> None:
+        """Temporal's core refuses a second worker on a queue while the first is registered, so a new
+        Agent of a dropped one's name waits (milliseconds) for the old worker's shutdown to end."""
         from rein.worker import create_worker
 
-        queue = self.task_queue(key)
-        if queue not in self.workers:
+        try:
+            retiring = self._retiring.get(queue)
+            if retiring is not None:
+                await asyncio.shield(retiring)
             assert self.client is not None
             worker = create_worker(
                 self.client, self.agents, task_queue=queue,
@@ -163,10 +179,22 @@ class Engine:
                 activity_task_poller_behavior=PollerBehaviorSimpleMaximum(2),
             )
             self.workers[queue] = worker
-            asyncio.ensure_future(worker.run())
-        if self.fixed_queue is None and agent not in self._watched:
-            self._watched.add(agent)
-            weakref.finalize(agent, self._dropped, key)
+            asyncio.ensure_future(worker.run()).add_done_callback(lambda run: self._stopped(queue, worker, run))
+        finally:
+            self._starting.pop(queue, None)
+
+    def _stopped(self, queue: str, worker: Worker, run: asyncio.Future[None]) -> None:
+        """A worker whose run ended on its own (not retired) no longer serves: the next run starts another."""
+        if self.workers.get(queue) is worker:
+            del self.workers[queue]
+        if not run.cancelled() and run.exception() is not None:
+            logger.error("the in-process worker for %s stopped: %s", queue, run.exception())
+
+    async def serving(self, queue: str) -> None:
+        """Until this process's worker for `queue` exists (runs started before it would wait unserved)."""
+        starting = self._starting.get(queue)
+        if starting is not None:
+            await asyncio.shield(starting)
 
     def _dropped(self, key: str) -> None:
         try:
@@ -176,9 +204,12 @@ class Engine:
 
     def _retire(self, key: str) -> None:
         if self.agents.get(key) is None:  # not re-registered by a new Agent of the same name
-            worker = self.workers.pop(self.task_queue(key), None)
+            queue = self.task_queue(key)
+            worker = self.workers.pop(queue, None)
             if worker is not None:
-                asyncio.ensure_future(worker.shutdown())
+                retiring = self._retiring[queue] = asyncio.ensure_future(worker.shutdown())
+                retiring.add_done_callback(lambda _: self._retiring.pop(queue, None)
+                                           if self._retiring.get(queue) is retiring else None)
 
     # ------------------------------------------------------------ on the engine loop
 
@@ -194,6 +225,7 @@ class Engine:
         """Start the run; `stream`: its model calls publish text live from the first one; `tenant` and
         `priority`: Temporal's fairness key and priority key for it (rein.fleet.run_priority)."""
         assert self.client is not None
+        await self.serving(self.task_queue(agent_key))
         return await self.client.start_workflow(
             WORKFLOW_TYPE,
             AgentInput(agent=agent_key, prompt=prompt, session=session, stream=stream),

@@ -418,3 +418,26 @@ def test_temporal_run_id_is_set_and_local_is_not():
     assert durable.run_id and durable.run_id.startswith("ids-")
     assert local.run_id is None
     assert durable.output == local.output == "hi"
+
+
+def test_a_new_agent_of_a_dropped_ones_name_is_served():
+    """Dropping an Agent shuts its in-process worker down; a new Agent of the same name registered before
+    that shutdown ends needs a worker on the same queue, which Temporal's core refuses while the old one
+    is registered. The run then waited forever, unserved (seen once in a whole-suite run)."""
+    first = Agent(provider=MockProvider(["one"]), engine="temporal", name="reborn")
+    assert first.run("go").output == "one"
+    second = Agent(provider=MockProvider(["two"]), engine="temporal", name="reborn")
+    eng = engine.Engine._instance
+    assert eng is not None
+
+    def dropped_then_reborn() -> None:  # the interleaving, in one loop callback: no shutdown step between
+        del eng.agents["reborn"]
+        eng._retire("reborn")
+        eng.agents["reborn"] = second
+        second._engine_key = "reborn"  # type: ignore[attr-defined]
+        eng._serve("reborn", second)
+
+    eng.loop.call_soon_threadsafe(dropped_then_reborn)
+    result = asyncio.run(asyncio.wait_for(second.arun("go"), 60))
+    assert result.output == "two"
+    del first
