@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.exceptions import ApplicationError
 
+from rein import machine
 from rein.activities import steps
 from rein.activities.answers import answer
 from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
@@ -39,6 +40,7 @@ from rein.contract import (
     StepOutcome,
     StepRequest,
     ToolCallInput,
+    run_config,
 )
 from rein.digest import EMPTY, call_hash, extend, message_hash, ref
 from rein.fleet import routed_queue
@@ -46,6 +48,7 @@ from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.session import Session
 from rein.temporal.storage import INLINE_LIMIT
 from rein.temporal.streaming import activity_stream
+from rein.workflows.options import heartbeat_timeout, seconds
 
 if TYPE_CHECKING:
     from rein.agent import Agent
@@ -119,6 +122,11 @@ class Conversations:
 
     def drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
+
+    def remember_plain(self, run_id: str, messages: list[Message]) -> None:
+        """The run's conversation is now `messages`, which plain model calls continue by chain digest."""
+        entry = self._entry(run_id)
+        entry.messages, entry.digest, entry.produced = messages, extend(EMPTY, [message_hash(m) for m in messages]), {}
 
     def remember(self, run_id: str, conversation: str, messages: list[Message]) -> None:
         """The run's conversation is now `messages` (a step produced or rewrote them)."""
@@ -330,11 +338,33 @@ class AgentActivities(AgentIdentity):
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
+        if request.start is not None:
+            return await self._first_call(agent, request)
         await self._check_version(request.agent, request.version, agent)
         if request.step is not None:
             async with activity_stream():
                 return await steps.model_step(self, agent, request)
-        messages = await self.conversations.messages_for(request)
+        return await self._answer(agent, request, await self.conversations.messages_for(request))
+
+    async def _first_call(self, agent: Agent, request: ModelCallInput) -> dict[str, Any]:
+        """A lean start's first call (rein.workflows.start): describe the agent, refuse a client's mistake
+        before the model is called, and call it unless the run must take its first step itself."""
+        assert request.start is not None
+        description = await self.describe_agent(DescribeInput(agent=request.agent))
+        try:
+            config = run_config(description, request.model or None, request.start.config)
+        except ValueError as exc:
+            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
+        recorded: dict[str, Any] = {"agent": description.recorded()}
+        prompt = [m for m in request.new_messages if isinstance(m, Message)]
+        system = [Message(role="system", content=description.system)] if description.system else []
+        if not _first_call_is_the_runs(description, config, system + prompt):
+            return recorded
+        messages = system + await self.conversations.messages_for(request)
+        self.conversations.remember_plain(request.run_id, messages)
+        return {**recorded, "reply": await self._answer(agent, request, messages)}
+
+    async def _answer(self, agent: Agent, request: ModelCallInput, messages: list[Message]) -> dict[str, Any]:
         try:
             async with heartbeating(), activity_stream():
                 completion, published = await answer(agent, messages, request)
@@ -397,6 +427,27 @@ class AgentActivities(AgentIdentity):
     def definitions(self) -> list[Any]:
         """The activity functions a Worker registers."""
         return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled]
+
+
+def _first_call_is_the_runs(description: AgentDescription, config: LoopConfig, conversation: list[Message]) -> bool:
+    """Whether a lean start's first call may be the run's first step: a plain model call (no middleware,
+    no compaction), scheduled with the options the agent's config gives (the workflow took them from its
+    worker's registry, which a deploy may have changed), on the queue it routes model calls to."""
+    if description.middleware or description.compaction is not None:
+        return False
+    action = machine.next_action(Session(messages=conversation), config, 0.0, frozenset(), frozenset())
+    if not isinstance(action, machine.CallModel):
+        return False
+    info = activity.info()
+    retry = info.retry_policy
+    return (
+        info.start_to_close_timeout == seconds(config.model_timeout_s)
+        and info.heartbeat_timeout == heartbeat_timeout(config)
+        # the time-skipping test server does not tell an activity its retry policy
+        and (retry is None or (retry.maximum_attempts, retry.initial_interval)
+             == (config.model_attempts, seconds(config.model_retry_interval_s)))
+        and (description.model_queue is None or info.task_queue == description.model_queue)
+    )
 
 
 def _tool_agent(agents: Mapping[str, Agent], name: str) -> Agent | None:

@@ -16,6 +16,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from rein.compaction import CompactionTrigger
 from rein.config import LoopConfig
+from rein.errors import validation_text
 from rein.ir import Completion, Message, ToolCall, ToolSpec, Usage
 from rein.result import Interrupt, Step
 from rein.search_names import SEARCH_ATTRIBUTES  # noqa: F401  (public here: the contract's names)
@@ -250,6 +251,25 @@ class AgentDescription(BaseModel):
     """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
     "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""
 
+    def recorded(self) -> dict[str, Any]:
+        """This description as a run's first call records it (FirstReply): what the run acts on. A tool
+        keeps its name and flags, not its schema (the model is called by the worker, which holds it)."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"tools"})
+        data["tools"] = [
+            {"spec": {"name": t.spec.name}, **t.model_dump(mode="json", exclude_defaults=True, exclude={"spec"})}
+            for t in self.tools
+        ]
+        return data
+
+
+class FirstCall(BaseModel):
+    """Marks a run's first model call that also describes the agent (rein.workflows.start): the run
+    does not know its agent yet, so the worker checks the client's input against it before it calls
+    the model, and records the description with the reply (FirstReply)."""
+
+    config: dict[str, Any] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    """The client's LoopConfig overrides (AgentInput.config), as sent."""
+
 
 class ModelCallInput(BaseModel):
     """Only what the worker does not hold yet, so history grows linearly with the run.
@@ -290,6 +310,8 @@ class ModelCallInput(BaseModel):
     """The run's model override (AgentInput.model); empty: the agent's own model."""
     version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
+    start: FirstCall | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run's first call, which describes the agent (result: FirstReply); the system prompt is the worker's."""
 
     @model_validator(mode="after")
     def _derive_total(self) -> ModelCallInput:
@@ -319,6 +341,14 @@ class ModelReply(Completion):
     already put it on the run's stream (a reader was there), so the workflow does not repeat it."""
 
     published: bool = False
+
+
+class FirstReply(BaseModel):
+    """The result of a run's first call (ModelCallInput.start): the agent as the worker describes it
+    and, unless the worker left the call to the run (see AgentActivities.call_model), the reply."""
+
+    agent: AgentDescription
+    reply: ModelReply | None = None
 
 
 class StepRequest(BaseModel):
@@ -562,6 +592,21 @@ def apply_overrides(base: LoopConfig, raw: Any, may_loosen: Any = ()) -> LoopCon
             ) + "; the agent can allow it with Agent(client_overrides=[...])"
         )
     return base.model_copy(update=given)
+
+
+def run_config(agent: AgentDescription, model: str | None, overrides: Any) -> LoopConfig:
+    """The LoopConfig a run follows: the agent's, with the client's overrides and model switch checked.
+    Raises ValueError with the whole reason (the run and the worker's first call say it the same way)."""
+    try:
+        check_model_switch(agent, model)
+    except ValueError as exc:
+        raise ValueError(f"Invalid model override: {exc}") from None
+    if not overrides:
+        return agent.config
+    try:
+        return apply_overrides(agent.config, overrides, agent.client_overrides)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise ValueError(f"Invalid config override: {validation_text(exc, 'payload')}") from None
 
 
 MODEL_OVERRIDE = "model"

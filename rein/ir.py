@@ -156,8 +156,9 @@ class ToolSpec(BaseModel):
     """A tool definition as the model sees it; `parameters` is a JSON Schema."""
 
     name: str
-    description: str
-    parameters: dict[str, Any]
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    """Both empty in a run's recorded description (AgentDescription.recorded): the worker holds them."""
 
 
 class StreamChunk(BaseModel):

@@ -19,7 +19,7 @@ workflow imports) are passed through and imported once per worker.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio import workflow
@@ -33,11 +33,8 @@ with workflow.unsafe.imports_passed_through():
     from rein.config import LoopConfig
     from rein.contract import (
         CLOSE_CANCELED,
-        AgentDescription,
         AgentInput,
         CloseCanceledInput,
-        apply_overrides,
-        check_model_switch,
     )
     from rein.errors import validation_text
     from rein.ir import StreamChunk
@@ -46,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
 from rein.workflows import worker_steps
 from rein.workflows.decisions import Decisions
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
-from rein.workflows.stages import Stages
+from rein.workflows.start import LeanStart
 from rein.workflows.visibility import PATCH_TIMED_COUNTERS  # noqa: F401  (kept importable: tests and tools name it here)
 from rein.workflows.waiting import Waiting
 
@@ -64,7 +61,7 @@ PATCH_FAILED_STATUS = "rein-failed-status"
 publish ReinStatus=failed (one extra local activity on that path only)."""
 
 
-class AgentLoop(Waiting, Decisions, Stages):
+class AgentLoop(Waiting, Decisions, LeanStart):
     """Everything of AgentWorkflow but its `@workflow.defn`, `@workflow.init` and `@workflow.run`."""
 
     def __init__(self, *args: Any) -> None:
@@ -109,6 +106,11 @@ class AgentLoop(Waiting, Decisions, Stages):
 
     async def _run(self, *args: Any) -> dict[str, Any]:
         config, started = await self._start(args)
+        if self.start_interrupt is not None:  # a lean start's first model call failed: as `_take` waits
+            interrupt, self.start_interrupt = self.start_interrupt, None
+            self.active_s += workflow.time() - started
+            await self._wait_for_human(interrupt, config)
+            started = workflow.time()
         while True:
             if self._history_is_long():
                 self._publish_progress()
@@ -168,16 +170,17 @@ class AgentLoop(Waiting, Decisions, Stages):
         self.streaming = self.streaming or request.stream
         self.parent_call = request.parent_call if workflow.info().parent is not None else None
         self.agent_key = request.agent
-        self.agent = await self._describe(request.agent)
+        await self._learn_agent(request)
+        assert self.agent is not None and self.config is not None
         if self.agent.timed_counters:  # the rule recorded with the description: no patch to ask
             self.timed_counters = True
-        config = self.config = self._config(request)
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
         self._continued_with(request.carry)
         config = self.config
         if request.carry is None:
-            self.session = self._initial_session(request)
+            if not self.lean:  # a lean start built it with its first model call
+                self.session = self._initial_session(request)
             self.first_step = request.first_step  # a fork continues its original's step count
         self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
@@ -261,17 +264,6 @@ class AgentLoop(Waiting, Decisions, Stages):
                 return
         raise asyncio.CancelledError(self.cancel_reason or "cancelled")
 
-    async def _describe(self, agent: str) -> AgentDescription:
-        def describe() -> Awaitable[AgentDescription]:
-            return describe_agent(agent, f"describe agent {agent}")
-
-        try:
-            return await describe()
-        except asyncio.CancelledError:
-            if not self._cancelled_natively():
-                raise
-            return await describe()  # the loop then ends the run as cancelled, with the agent known
-
     async def _settle(self) -> None:
         """Let signal and update handlers finish before the run returns."""
         try:
@@ -292,21 +284,6 @@ class AgentLoop(Waiting, Decisions, Stages):
                 '{"agent": "<registered agent name>", "prompt": "..."}',
                 type="InvalidInput",
                 non_retryable=True,
-            ) from None
-
-    def _config(self, request: AgentInput) -> LoopConfig:
-        assert self.agent is not None
-        try:
-            check_model_switch(self.agent, request.model)
-        except ValueError as exc:
-            raise ApplicationError(f"Invalid model override: {exc}", type="InvalidInput", non_retryable=True) from None
-        if not request.config:
-            return self.agent.config
-        try:
-            return apply_overrides(self.agent.config, request.config, self.agent.client_overrides)
-        except (ValidationError, ValueError) as exc:
-            raise ApplicationError(
-                f"Invalid config override: {validation_text(exc, 'payload')}", type="InvalidInput", non_retryable=True
             ) from None
 
     def _initial_session(self, request: AgentInput) -> Session:

@@ -65,9 +65,7 @@ class Stages(Children, AgentChanges):
     async def _call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
         assert self.agent is not None
         began = workflow.time()
-        self.model_calls += 1
-        source = f"{workflow.info().run_id[-8:]}/{self.model_calls}"  # short: every live delta carries it
-        live = self.live_text()
+        source, live = self._next_model_call()
         if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
             self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
             self.sent_conversation = self.conversation
@@ -100,6 +98,12 @@ class Stages(Children, AgentChanges):
             return self._model_call_error(err)
         if completion is None:  # cancelled while the model was answering
             return None
+        self._took_reply(completion, live, source, total, digest, began)
+        return None
+
+    def _took_reply(self, completion: ModelReply, live: bool, source: str, total: int, digest: str, began: float) -> None:
+        """The model's reply to a call given the conversation's first `total` messages (chain digest `digest`)."""
+        assert self.agent is not None
         if not (live or completion.published):  # nobody read while the model answered: publish it whole
             if completion.message.content:
                 self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
@@ -111,7 +115,11 @@ class Stages(Children, AgentChanges):
         self.reply_version = self.agent.version
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         self._report_spend()
-        return None
+
+    def _next_model_call(self) -> tuple[str, bool]:
+        """Count a model call: its name on the run's stream, and whether it publishes its text live."""
+        self.model_calls += 1
+        return f"{workflow.info().run_id[-8:]}/{self.model_calls}", self.live_text()  # short: every delta carries it
 
     def _model_queue(self) -> str | None:
         """The provider's own (rate-limited) queue when the worker routes model calls; a run switched to

@@ -107,6 +107,10 @@ class RunState:
         """The agent version the last model call was sent with (its reply's tool calls run under it)."""
         self.held_results: dict[str, ToolResult] = {}
         """Results of a batch the agent changed under (by call id), until the batch closes."""
+        self.lean = False
+        """The run started lean (rein.workflows.start): it also publishes its first status lazily (visibility)."""
+        self.start_interrupt: Interrupt | None = None
+        """A lean start's first model call failed: the run waits for `retry` before its loop goes on."""
         self.ended = False
         self.parked: list[int] = []
         self.released: set[int] = set()

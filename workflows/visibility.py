@@ -106,6 +106,12 @@ class Visibility(RunState):
             self.progressed = False
             self._publish(ending)
 
+    def _running_unpublished(self, view: RunStatusView) -> bool:
+        """A lean run a plain client started (no start-time search attributes) publishes `running` only
+        once it has run COUNTER_SECONDS, with its counters: Temporal's ExecutionStatus says Running
+        meanwhile, and a short run pays one upsert (its final status) instead of two."""
+        return self.lean and "ReinStatus" not in self.published and view.status == "running"
+
     def _counters_due(self, view: RunStatusView, ending: bool) -> bool:
         """Refresh the counters now (the status is unchanged)? Every COUNTER_EVERY iterations, and since
         rein-timed-counters only when COUNTER_SECONDS have passed since the last refresh."""
@@ -172,8 +178,11 @@ class Visibility(RunState):
         view = self._status_view()
         # Counters change every iteration; each upsert is a history event and a visibility
         # write, so between status changes they are refreshed now and then (`_counters_due`).
-        counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
-        updates, published = self._search_updates(view, counters)
+        if self._running_unpublished(view):
+            counters = ending or workflow.time() - self.counters_at >= COUNTER_SECONDS
+        else:
+            counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
+        updates, published = self._search_updates(view, counters) if counters or "ReinStatus" in self.published else ([], {})
         if updates:
             updates += self._version_update(published)
             workflow.upsert_search_attributes(updates)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections.abc import (
     Awaitable,
     Callable,
@@ -94,6 +95,18 @@ async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
                 logging.getLogger("rein").warning("closing MCP connections of agent %s: %s", agent.name, exc)
 
 
+def serve_previews(task_queue: str, agents: Mapping[str, Agent]) -> None:
+    """Tell workflow code on `task_queue` the options of its runs' first model calls (rein.workflows.served)
+    and whether new runs start lean (REIN_LEAN_START; a versioned worker's always do)."""
+    from rein.fleet import routed_queue
+    from rein.workflows import served
+
+    named = {**{a.name: a for a in with_tool_agents(agents.values())}, **agents}
+    previews = {name: served.Preview(a.model_label, a.config, routed_queue(a.model_label)) for name, a in named.items()}
+    lean = os.environ.get(served.LEAN_START_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    served.serve(task_queue, previews, lean)
+
+
 class ReinPlugin(SimplePlugin):
     """rein's converter, AgentWorkflow, activities and sandbox passthrough for a temporalio Client/Worker.
 
@@ -160,6 +173,8 @@ class ReinPlugin(SimplePlugin):
         self._cache_size = config.get("max_cached_workflows", 1000)
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
+        if self.agents is not None and config.get("task_queue"):
+            serve_previews(config["task_queue"], self.agents)
         given = config.get("deployment_config")
         if given is not None:
             config["deployment_config"] = with_default_behavior(given)

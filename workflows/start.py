@@ -1,0 +1,158 @@
+"""How a run learns its agent: recorded with its first model call (a lean start), or asked first.
+
+A run follows the agent's description as its worker recorded it, so a deploy that changes the agent
+does not change a run's past. Before lean starts, every run asked a `describe_agent` local activity
+first: a marker in history, one billable action and ~1.3 KB per run. A lean start schedules the first
+model call at once (its options from the worker's registry, rein.workflows.served) and the worker
+records the description with the reply (FirstReply), having checked the client's input against it.
+
+Whether a run starts lean is recorded as a workflow logic flag (rein.temporal.sdk_private.logic_flag),
+which costs no event. Builds before this one cannot replay a lean run, so a worker starts runs lean
+only when it is versioned (runs PINNED: no older build replays them) or told so (REIN_LEAN_START=1,
+once every worker on its queue runs this build or newer); docs/deploys.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from rein import machine
+    from rein.config import LoopConfig
+    from rein.contract import (
+        CALL_MODEL,
+        AgentDescription,
+        AgentInput,
+        FirstCall,
+        FirstReply,
+        ModelCallInput,
+        apply_overrides,
+        model_queue,
+        run_config,
+    )
+    from rein.digest import EMPTY, extend, message_hash
+    from rein.ir import Message
+    from rein.summaries import model_summary
+    from rein.temporal.sdk_private import logic_flag
+
+from rein.workflows import served
+from rein.workflows.options import describe_agent, heartbeat_timeout, model_retry, seconds
+from rein.workflows.stages import Stages
+
+LEAN_START_FLAG = 0x7265696E
+"""The workflow logic flag of a lean start ("rein" as a 32-bit number, far from temporalio's own 1, 2, …).
+Permanent data: histories carry it."""
+INPUT_ERRORS = ("InvalidInput", "UnknownAgent")
+"""What the worker's first call raises for a client's mistake: the run fails with it, as it did when asked first."""
+
+
+class LeanStart(Stages):
+    """Learning the agent at a run's start."""
+
+    def _starts_lean(self, request: AgentInput) -> bool:
+        """Ask in the run's first activation. Only a new conversation starts lean (a Session given as input
+        or a continuation may need another first step than a model call)."""
+        info = workflow.info()
+        version = info.get_current_deployment_version()  # an unversioned worker's has no deployment name
+        new_runs_lean = served.lean_start(info.task_queue) or bool(version and version.deployment_name)
+        fresh = request.carry is None and request.session is None
+        self.lean = logic_flag(LEAN_START_FLAG, fresh and new_runs_lean)
+        return self.lean
+
+    async def _learn_agent(self, request: AgentInput) -> None:
+        """Set `agent` and `config`; a lean start has made the first model call too, when the worker could."""
+        if not self._starts_lean(request):
+            self.agent = await self._describe(request.agent)
+            self.config = self._config(request)
+            return
+        self.session = machine.new_session(request.prompt or "", None)  # the system prompt is the worker's
+        self.session.run_id = workflow.info().workflow_id
+        self.prompt = request.prompt or ""
+        self._publish()  # the current details; search attributes wait for the agent (which ones the server has)
+        began = workflow.time()
+        source, live = self._next_model_call()
+        digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
+        try:
+            result = await self._unless_cancelled(workflow.execute_activity(
+                CALL_MODEL,
+                ModelCallInput(agent=request.agent, new_messages=list(self.session.messages), digest=digest,
+                               stream=live, stream_source=source if live else "", model=request.model or "",
+                               start=FirstCall(config=request.config or {})),
+                result_type=FirstReply,
+                **self._first_call_options(request),
+            ))
+        except ActivityError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type in INPUT_ERRORS:
+                raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from None
+            # Retries ran out (or the call failed for good): learn the agent as before, then the
+            # failure is the first model call's (`error` interrupt, or the run fails).
+            self.agent = await self._describe(request.agent)
+            self.config = self._config(request)
+            self._with_system_prompt()
+            self.start_interrupt = self._model_call_failed(err)
+            return
+        if result is None:  # cancelled meanwhile: the run ends as cancelled, with the agent known
+            self.agent = await self._describe(request.agent)
+            self.config = self._config(request)
+            self._with_system_prompt()
+            return
+        self.agent = result.agent
+        self.config = self._config(request)
+        self._with_system_prompt()
+        if result.reply is not None:  # else the worker left the call to the loop (its next action)
+            total = len(self.session.messages)
+            digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
+            self._took_reply(result.reply, live, source, total, digest, began)
+            self.progressed = True
+
+    def _with_system_prompt(self) -> None:
+        assert self.agent is not None
+        if self.agent.system:
+            self.session.messages.insert(0, Message(role="system", content=self.agent.system))
+
+    def _first_call_options(self, request: AgentInput) -> dict[str, Any]:
+        """The options the agent's own config gives a model call, as far as this worker knows it: not part
+        of the command sequence, so a replay on a worker that knows otherwise still matches. The worker
+        that takes the call checks them and, when they differ, leaves the call to the run."""
+        preview = served.preview(workflow.info().task_queue, request.agent)
+        config = preview.config if preview is not None else LoopConfig()
+        if request.config:
+            try:
+                config = apply_overrides(config, request.config, ["*"])
+            except ValueError:
+                pass  # the worker refuses the input, with the reason
+        model = request.model or (preview.model if preview is not None else request.agent)
+        queue = preview.model_queue if preview is not None else None
+        if queue is not None and request.model and model_queue(request.model) != queue:
+            queue = None  # another provider's model: on the run's queue (Stages._model_queue)
+        return {
+            "task_queue": queue,
+            "start_to_close_timeout": seconds(config.model_timeout_s),
+            "heartbeat_timeout": heartbeat_timeout(config),
+            "retry_policy": model_retry(config),
+            "summary": model_summary(model, 1),
+        }
+
+    async def _describe(self, agent: str) -> AgentDescription:
+        def describe() -> Awaitable[AgentDescription]:
+            return describe_agent(agent, f"describe agent {agent}")
+
+        try:
+            return await describe()
+        except asyncio.CancelledError:
+            if not self._cancelled_natively():
+                raise
+            return await describe()  # the loop then ends the run as cancelled, with the agent known
+
+    def _config(self, request: AgentInput) -> LoopConfig:
+        assert self.agent is not None
+        try:
+            return run_config(self.agent, request.model, request.config)
+        except ValueError as exc:
+            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
