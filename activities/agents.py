@@ -279,6 +279,8 @@ async def _version_sent(client: Any, scheduled: Any) -> str:
 async def _call_in_reply(client: Any, result: Any, key: str) -> ToolCall | None:
     try:
         [value] = await client.data_converter.decode(result.payloads)
+        if isinstance(value, dict) and "agent" in value:  # a lean start's first call (FirstReply)
+            value = value.get("reply")
         calls = Completion.model_validate(value).message.tool_calls or []  # a text answer holds none
     except Exception:  # not a plain model reply (a step with middleware): it holds no referenced call
         return None
@@ -337,24 +339,30 @@ class AgentActivities(AgentIdentity):
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
         request = _with_run(request)
-        agent = self._agent(request.agent)
         if request.start is not None:
-            return await self._first_call(agent, request)
+            return await self._first_call(request)
+        agent = self._agent(request.agent)
         await self._check_version(request.agent, request.version, agent)
         if request.step is not None:
             async with activity_stream():
                 return await steps.model_step(self, agent, request)
         return await self._answer(agent, request, await self.conversations.messages_for(request))
 
-    async def _first_call(self, agent: Agent, request: ModelCallInput) -> dict[str, Any]:
+    async def _first_call(self, request: ModelCallInput) -> dict[str, Any]:
         """A lean start's first call (rein.workflows.start): describe the agent, refuse a client's mistake
-        before the model is called, and call it unless the run must take its first step itself."""
+        before the model is called, and call it unless the run must take its first step itself. A refusal
+        carries what the run needs to publish its failed status (the description, or the search attributes)."""
         assert request.start is not None
+        try:
+            agent = self._agent(request.agent)
+        except ApplicationError as err:
+            known = await self.describe_agent(DescribeInput(agent=""))
+            raise ApplicationError(err.message, known.recorded(), type=err.type, non_retryable=True) from None
         description = await self.describe_agent(DescribeInput(agent=request.agent))
         try:
             config = run_config(description, request.model or None, request.start.config)
         except ValueError as exc:
-            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
+            raise ApplicationError(str(exc), description.recorded(), type="InvalidInput", non_retryable=True) from None
         recorded: dict[str, Any] = {"agent": description.recorded()}
         prompt = [m for m in request.new_messages if isinstance(m, Message)]
         system = [Message(role="system", content=description.system)] if description.system else []

@@ -137,19 +137,22 @@ class Bench:
         self.workers = [
             rein.create_worker(self.rein_client, agents=self.agents, task_queue="bench-rein"),
             rein.create_worker(self.rein_client, agents=self.agents, task_queue="bench-rein-unsandboxed", sandboxed=False),
+            rein.create_worker(self.rein_client, agents=self.agents, task_queue="bench-rein-lean", lean_start=True),
             Worker(self.raw_client, task_queue="bench-floor", workflows=[LeanFloor, LeanFloorSandboxed],
                    activities=[floor_model, floor_tool]),
         ]
         self.tasks = [asyncio.create_task(w.run()) for w in self.workers]
         self.rein = ReinClient(self.rein_client, "bench-rein")
         self.rein_unsandboxed = ReinClient(self.rein_client, "bench-rein-unsandboxed")
+        self.rein_lean = ReinClient(self.rein_client, "bench-rein-lean")
 
     async def stop(self) -> None:
         await asyncio.gather(*(w.shutdown() for w in self.workers))
 
     async def one(self, variant: str, n: int, pad: int, shape_of: bool = True, wf_id: str = "") -> dict[str, float]:
-        """One run of `variant`: floor, floor-sandboxed, rein, rein-unsandboxed, rein-local, or rein-plain
-        (AgentWorkflow started by a plain Temporal client: no start-time search attributes)."""
+        """One run of `variant`: floor, floor-sandboxed, rein, rein-unsandboxed, rein-local, rein-lean (lean
+        start), or rein-plain / rein-lean-plain (AgentWorkflow started by a plain Temporal client: no
+        start-time search attributes)."""
         wf_id = wf_id or f"{variant}-{n}-{pad}-{uuid.uuid4().hex[:8]}"
         began = time.perf_counter()
         if variant.startswith("floor"):
@@ -158,17 +161,18 @@ class Bench:
             handle = await client.start_workflow(floor.run, {"n": n, "pad": pad}, id=wf_id, task_queue="bench-floor")
             result = await handle.result()
             assert result == f"done after {n}", result
-        elif variant == "rein-plain":
+        elif variant in ("rein-plain", "rein-lean-plain"):
             client = self.raw_client
+            queue = "bench-rein-lean" if variant == "rein-lean-plain" else "bench-rein"
             handle = await client.start_workflow(
-                "AgentWorkflow", {"agent": "bench", "prompt": f"n={n} pad={pad} go"}, id=wf_id, task_queue="bench-rein"
+                "AgentWorkflow", {"agent": "bench", "prompt": f"n={n} pad={pad} go"}, id=wf_id, task_queue=queue
             )
             outcome = await handle.result()
             assert outcome["output"] == f"done after {n}", outcome
         else:
             client = self.rein_client
             agent = "bench-local" if variant == "rein-local" else "bench"
-            runs = self.rein_unsandboxed if variant == "rein-unsandboxed" else self.rein
+            runs = {"rein-unsandboxed": self.rein_unsandboxed, "rein-lean": self.rein_lean}.get(variant, self.rein)
             handle = await runs.start(agent, f"n={n} pad={pad} go", run_id=wf_id, stream=False)
             outcome = await handle.result()
             assert outcome.output == f"done after {n}", outcome

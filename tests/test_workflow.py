@@ -773,6 +773,26 @@ def test_histories_cover_every_patch_generation():
     assert patches_in(STORED_HISTORIES[4]) == {"rein-native-cancel"}, "v5: the two retired patches record no marker"
     assert patches_in(STORED_HISTORIES[5]) == set(), "v6: rein-native-cancel retired too"
     assert patches_in(STORED_HISTORIES[6]) == set(), "v7: waits on a timer that shows them (no marker)"
+    assert patches_in(STORED_HISTORIES[7]) == set(), "v8: a lean start (a workflow logic flag, no marker)"
+
+
+def test_the_lean_history_is_flagged_and_has_no_describe_marker():
+    """v8 (tests/histories/make_histories.py lean): the start is a flag on the first workflow task's completion;
+    the v7 run of the same scenario asked describe_agent first (a marker), the v8 run did not."""
+    from rein.workflows.start import LEAN_START_FLAG
+
+    def first_task_flags(path: Path) -> list[int]:
+        events = json.loads(path.read_text())["events"]
+        done = next(e["workflowTaskCompletedEventAttributes"] for e in events if "workflowTaskCompletedEventAttributes" in e)
+        return done.get("sdkMetadata", {}).get("langUsedFlags", [])
+
+    def markers(path: Path) -> list[str]:
+        return [e["markerRecordedEventAttributes"]["markerName"] for e in json.loads(path.read_text())["events"]
+                if "markerRecordedEventAttributes" in e]
+
+    v7, v8 = HISTORIES / "agent_approval_v7.json", HISTORIES / "agent_approval_v8.json"
+    assert LEAN_START_FLAG not in first_task_flags(v7) and markers(v7) == ["core_local_activity"]
+    assert first_task_flags(v8) == [LEAN_START_FLAG] and markers(v8) == []
 
 
 async def test_history_from_before_the_retired_patch_no_longer_replays():

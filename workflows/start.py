@@ -89,6 +89,8 @@ class LeanStart(Stages):
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type in INPUT_ERRORS:
+                if cause.details:  # what the failed status needs (AgentActivities._first_call)
+                    self.agent = AgentDescription.model_validate(cause.details[0])
                 raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from None
             # Retries ran out (or the call failed for good): learn the agent as before, then the
             # failure is the first model call's (`error` interrupt, or the run fails).

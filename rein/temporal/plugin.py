@@ -95,16 +95,17 @@ async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
                 logging.getLogger("rein").warning("closing MCP connections of agent %s: %s", agent.name, exc)
 
 
-def serve_previews(task_queue: str, agents: Mapping[str, Agent]) -> None:
+def serve_previews(task_queue: str, agents: Mapping[str, Agent], lean_start: bool | None) -> None:
     """Tell workflow code on `task_queue` the options of its runs' first model calls (rein.workflows.served)
-    and whether new runs start lean (REIN_LEAN_START; a versioned worker's always do)."""
+    and whether new runs start lean (None: REIN_LEAN_START; a versioned worker's always do)."""
     from rein.fleet import routed_queue
     from rein.workflows import served
 
     named = {**{a.name: a for a in with_tool_agents(agents.values())}, **agents}
     previews = {name: served.Preview(a.model_label, a.config, routed_queue(a.model_label)) for name, a in named.items()}
-    lean = os.environ.get(served.LEAN_START_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-    served.serve(task_queue, previews, lean)
+    if lean_start is None:
+        lean_start = os.environ.get(served.LEAN_START_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    served.serve(task_queue, previews, lean_start)
 
 
 class ReinPlugin(SimplePlugin):
@@ -125,6 +126,9 @@ class ReinPlugin(SimplePlugin):
             unless given its own). A Worker given its own `deployment_config` keeps it.
         make_current: a versioned Worker makes its version current when the deployment has none
             yet (its first build); later builds become current by the operator (docs/deploys.md).
+        lean_start: new runs learn their agent with their first model call, not a describe marker first
+            (rein.workflows.start; one billable action and ~1 KB less per run). Builds before 0.6 cannot
+            replay such runs: on by default only for a versioned Worker; else None reads REIN_LEAN_START.
     """
 
     def __init__(
@@ -135,7 +139,9 @@ class ReinPlugin(SimplePlugin):
         deployment: str | None = None,
         build_id: str | None = None,
         make_current: bool = True,
+        lean_start: bool | None = None,
     ):
+        self.lean_start = lean_start
         self.agents = agent_map(agents) if agents is not None else None
         self.version: WorkerDeploymentVersion | None = worker_version(deployment, build_id) if agents is not None else None
         self.make_current = make_current
@@ -174,7 +180,7 @@ class ReinPlugin(SimplePlugin):
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
         if self.agents is not None and config.get("task_queue"):
-            serve_previews(config["task_queue"], self.agents)
+            serve_previews(config["task_queue"], self.agents, self.lean_start)
         given = config.get("deployment_config")
         if given is not None:
             config["deployment_config"] = with_default_behavior(given)

@@ -21,6 +21,11 @@ the current code must still replay (via workflow.patched).
       rein.workflows.loop
   v7: each wait for a person on a timer whose summary says what it waits for, since when, and the
       commands (AgentDescription.waiting_timer, recorded with the describe result: no patch marker)
+  v8: a lean start (rein.workflows.start), by a plain client: no describe marker, the agent recorded
+      with the first model call's result, the start a workflow logic flag (no event); ReinStatus
+      first published when the run waits
+
+    .venv/bin/python tests/histories/make_histories.py lean
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
@@ -75,6 +80,7 @@ from rein.testing import start_local
 
 HERE = Path(__file__).parent
 CURRENT = "agent_approval_v7.json"
+LEAN = "agent_approval_v8.json"
 EXTENSIONS = "agent_extensions_v1.json"
 CANCEL = "agent_cancel_v4.json"
 CANCEL_SIGNAL = "agent_cancel_signal_v1.json"
@@ -165,6 +171,26 @@ async def record_approval(env) -> None:  # noqa: ANN001
         assert result["output"] == "The sum is 3.", result
         history = await handle.fetch_history()
     write(CURRENT, history)
+
+
+async def record_lean(env) -> None:  # noqa: ANN001
+    """The approval scenario started lean by a plain client: no describe marker, the description recorded with
+    the first model call's result, ReinStatus published first when the run waits."""
+    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories-lean", lean_start=True):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow",
+            {"agent": "history-agent", "prompt": "What is 1 + 2?"},
+            id="agent-approval-lean",
+            task_queue="histories-lean",
+        )
+        await wait_for(handle, "waiting_approval")
+        await handle.signal("approve", {"approver": "alice", "reason": "read-only"})
+        await wait_for(handle, "waiting_input")
+        await handle.signal("answer", {"text": "No rounding.", "approver": "alice"})
+        result = await handle.result()
+        assert result["output"] == "The sum is 3.", result
+        history = await handle.fetch_history()
+    write(LEAN, history)
 
 
 async def record_extensions(env) -> None:  # noqa: ANN001
@@ -273,6 +299,8 @@ async def main(which: list[str]) -> None:
     try:
         if not which or "approval" in which:
             await record_approval(env)
+        if not which or "lean" in which:
+            await record_lean(env)
         if not which or "extensions" in which:
             await record_extensions(env)
         if not which or "cancel" in which:

@@ -1,0 +1,198 @@
+"""Lean starts (rein.workflows.start): a run learns its agent with its first model call, not a describe
+marker first. On a real dev server, with ReinClient and with a plain Temporal client (as ops tooling starts runs).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+import rein
+from rein import Agent, LoopConfig
+from rein.client import ReinClient
+from rein.contract import CALL_MODEL
+from rein.workflows import served
+from tests.support.history import decode_payload, scheduled, summaries
+from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
+from tests.support.tools import add, tc
+from tests.support.waiting import poll, wait_status
+
+BILLED = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+    EventType.EVENT_TYPE_MARKER_RECORDED, EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+    EventType.EVENT_TYPE_TIMER_STARTED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+}
+
+
+def ids() -> tuple[str, str]:
+    suffix = uuid.uuid4().hex[:8]
+    return f"lean-start-{suffix}", f"lean-start-wf-{suffix}"
+
+
+def adding(name: str, **kwargs: Any) -> Agent:
+    provider = RecordingProvider([[tc("add", "c1", a=1, b=2)], "3"])
+    return Agent(provider=provider, tools=[add], system="You add numbers.", name=name, **kwargs)
+
+
+def markers(history: Any) -> list[str]:
+    return [e.marker_recorded_event_attributes.marker_name for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+
+
+def upserts(history: Any) -> list[dict[str, Any]]:
+    import json
+
+    return [{k: json.loads(v.data) for k, v in
+             e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields.items()}
+            for e in history.events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
+
+
+def billed(history: Any) -> int:
+    return sum(e.event_type in BILLED for e in history.events)
+
+
+async def first_call_result(history: Any, converter: Any) -> dict[str, Any]:
+    first = scheduled(history.events, CALL_MODEL)[0].event_id
+    done = next(e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+                and e.activity_task_completed_event_attributes.scheduled_event_id == first)
+    return await decode_payload(done.activity_task_completed_event_attributes.result.payloads[0], converter)
+
+
+async def test_a_lean_run_pays_no_describe_marker_and_the_worker_adds_the_system_prompt(dev):
+    tq, wf_id = ids()
+    lean, plain = adding("lean-adder"), adding("lean-adder")
+    client = ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, [lean], task_queue=tq, lean_start=True):
+        handle = await client.start("lean-adder", "1 + 2?", run_id=wf_id)
+        assert (await handle.result()).output == "3"
+        session = await client.session(wf_id)
+    history = await dev.client.get_workflow_handle(wf_id).fetch_history()
+    assert markers(history) == []
+    assert billed(history) == 5  # start, two model calls, the tool, the final status: the floor's 4 + 1
+    first = await first_call_result(history, dev.client.data_converter)
+    assert first["agent"]["name"] == "lean-adder" and first["agent"]["version"]
+    assert first["agent"]["tools"] == [{"spec": {"name": "add"}}]  # names and flags, not schemas
+    assert first["reply"]["tool_calls"][0]["name"] == "add"
+    # The model saw the agent's system prompt first although the run did not know it when it called.
+    assert [(m.role, m.content) for m in lean.provider.seen[0]] == [("system", "You add numbers."), ("user", "1 + 2?")]
+    assert [m.role for m in session.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert await summaries(history, dev.client.data_converter, CALL_MODEL) == [
+        "model RecordingProvider · iteration 1", "model RecordingProvider · iteration 2"]
+
+    # The same run on a worker left at the default (unversioned, REIN_LEAN_START unset) asks first, as before.
+    tq2, wf_id2 = ids()
+    async with rein.create_worker(dev.client, [plain], task_queue=tq2, lean_start=False):
+        await (await ReinClient(dev.client, tq2).start("lean-adder", "1 + 2?", run_id=wf_id2)).result()
+    before = await dev.client.get_workflow_handle(wf_id2).fetch_history()
+    assert markers(before) == ["core_local_activity"] and billed(before) == 6
+    assert plain.provider.seen[0] == lean.provider.seen[0]
+
+
+async def test_a_plain_clients_lean_run_publishes_its_status_once_when_short(dev):
+    tq, wf_id = ids()
+    agent = adding("lean-plain")
+    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+        handle = await dev.client.start_workflow("AgentWorkflow", {"agent": "lean-plain", "prompt": "1 + 2?"},
+                                                 id=wf_id, task_queue=tq)
+        assert (await handle.result())["output"] == "3"
+    history = await handle.fetch_history()
+    [only] = upserts(history)  # no `running` upsert at the start: one, with the final status
+    assert (only["ReinAgent"], only["ReinStatus"], only["ReinIterations"]) == ("lean-plain", "done", 2)
+    assert billed(history) == 5
+    found = f'WorkflowId="{wf_id}" AND ReinStatus="done" AND ReinAgent="lean-plain"'
+    await poll(lambda: _listed(dev.client, found), "visibility to list the run by its rein search attributes")
+
+
+async def _listed(client: Any, query: str) -> bool:
+    return bool([w async for w in client.list_workflows(query)])
+
+
+async def test_a_plain_clients_lean_run_that_waits_publishes_who_it_is(dev):
+    tq, wf_id = ids()
+    agent = adding("lean-asks", config=LoopConfig(permission="ask"))
+    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+        await dev.client.start_workflow("AgentWorkflow", {"agent": "lean-asks", "prompt": "1 + 2?"}, id=wf_id,
+                                        task_queue=tq)
+        client = ReinClient(dev.client, tq)
+        await wait_status(dev.client.get_workflow_handle(wf_id), "waiting_approval")
+        waiting = upserts(await dev.client.get_workflow_handle(wf_id).fetch_history())
+        assert [(u.get("ReinAgent"), u["ReinStatus"]) for u in waiting] == [("lean-asks", "waiting_approval")]
+        await client.approve(wf_id)
+        assert (await client.result(wf_id)).output == "3"
+
+
+@pytest.mark.parametrize(("start", "kind", "reason"), [
+    ({"config": {"max_iterations": "many"}}, "InvalidInput", "Invalid config override: "),
+    ({"config": {"permission": "allow"}}, "InvalidInput", "Invalid config override: a client may tighten but not loosen"),
+    ({"model": "openai/gpt-4o"}, "InvalidInput", "Invalid model override: agent 'lean-strict' does not let"),
+    ({"agent": "nobody-serves-this"}, "UnknownAgent", "Unknown agent 'nobody-serves-this'"),
+])
+async def test_a_lean_runs_bad_input_fails_the_run_before_any_model_call(dev, start, kind, reason):
+    tq, wf_id = ids()
+    agent = adding("lean-strict", config=LoopConfig(permission="ask"))
+    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+        handle = await dev.client.start_workflow(
+            "AgentWorkflow", {"agent": "lean-strict", "prompt": "1 + 2?", **start}, id=wf_id, task_queue=tq)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == kind and cause.message.startswith(reason), cause
+    assert agent.provider.seen == []
+    history = await handle.fetch_history()
+    assert markers(history) == []  # the refusal carried what publishing the failed status needs
+    assert [u["ReinStatus"] for u in upserts(history)] == ["failed"]
+
+
+async def test_an_agent_with_middleware_takes_its_first_step_itself(dev):
+    tq, wf_id = ids()
+    agent = adding("lean-middleware")
+    seen: list[str] = []
+
+    @agent.before_model
+    async def note(ctx):  # noqa: ANN001, ANN202
+        seen.append(f"before model {ctx.session.iteration}")
+
+    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+        assert (await (await ReinClient(dev.client, tq).start("lean-middleware", "1 + 2?", run_id=wf_id)).result()).output == "3"
+    history = await dev.client.get_workflow_handle(wf_id).fetch_history()
+    first = await first_call_result(history, dev.client.data_converter)
+    assert "reply" not in first and first["agent"]["middleware"] is True  # described only: the step ran hooks
+    assert seen == ["before model 0", "before model 1"]
+    assert len(agent.provider.seen) == 2 and markers(history) == []
+
+
+async def test_options_from_a_stale_registry_leave_the_first_call_to_the_run(dev):
+    """The scheduling worker's registry says one model timeout, the agent another (a deploy changed it):
+    the worker that takes the call describes the agent only, and the run calls with the agent's options."""
+    tq, wf_id = ids()
+    agent = adding("lean-stale", config=LoopConfig(model_timeout_s=120))
+    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+        served.serve(tq, {"lean-stale": served.Preview("RecordingProvider", LoopConfig(model_timeout_s=7))}, True)
+        assert (await (await ReinClient(dev.client, tq).start("lean-stale", "1 + 2?", run_id=wf_id)).result()).output == "3"
+    history = await dev.client.get_workflow_handle(wf_id).fetch_history()
+    calls = scheduled(history.events, CALL_MODEL)
+    timeouts = [c.activity_task_scheduled_event_attributes.start_to_close_timeout.seconds for c in calls]
+    assert timeouts == [7, 120, 120]
+    assert "reply" not in await first_call_result(history, dev.client.data_converter)
+    assert len(agent.provider.seen) == 2
+
+
+async def test_a_first_call_that_fails_waits_for_retry(dev):
+    tq, wf_id = ids()
+    provider = OutageProvider(Unavailable, "the vendor is down")
+    agent = Agent(provider=provider, name="lean-outage", config=LoopConfig(model_attempts=1))
+    client = ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+        await client.start("lean-outage", "hello", run_id=wf_id)
+        view = await wait_status(dev.client.get_workflow_handle(wf_id), "waiting_retry")
+        assert view["interrupt"]["type"] == "error" and "the vendor is down" in view["interrupt"]["message"]
+        provider.failing = False
+        await client.retry(wf_id)
+        assert (await client.result(wf_id)).output == "recovered"
+    # Only this path learns the agent the old way: the call failed, so no reply recorded it.
+    assert markers(await dev.client.get_workflow_handle(wf_id).fetch_history()) == ["core_local_activity"]
