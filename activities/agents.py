@@ -363,7 +363,8 @@ class AgentActivities(AgentIdentity):
             config = run_config(description, request.model or None, request.start.config)
         except ValueError as exc:
             raise ApplicationError(str(exc), description.recorded(), type="InvalidInput", non_retryable=True) from None
-        recorded: dict[str, Any] = {"agent": description.recorded()}
+        listed = {t.spec.name for t in description.tools} - set(agent.registry.names())  # from MCP servers
+        recorded: dict[str, Any] = {"agent": description.recorded(whole=listed)}
         prompt = [m for m in request.new_messages if isinstance(m, Message)]
         system = [Message(role="system", content=description.system)] if description.system else []
         if not _first_call_is_the_runs(description, config, system + prompt):

@@ -8,6 +8,9 @@ shape in one place, so a change to what travels is seen in one file.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Collection
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_serializer, model_validator
@@ -210,6 +213,21 @@ class ToolInfo(BaseModel):
     """Asks a person before every call, whatever the run's `permission`."""
     agent: str | None = None
     """Set for an agent used as a tool (`Agent.as_tool`): the call runs that agent as a child run."""
+    spec_digest: str = Field(default="", exclude_if=lambda v: not v)
+    """Set where the spec is recorded by name only (AgentDescription.recorded): the whole spec's digest,
+    so a run still tells when a tool changed its parameters (rein.identity)."""
+
+    def same_spec(self, other: ToolInfo) -> bool:
+        """Whether both describe the tool with the same spec (by digest where one is recorded by name only)."""
+        if self.spec_digest or other.spec_digest:
+            return (self.spec_digest or spec_digest(self.spec)) == (other.spec_digest or spec_digest(other.spec))
+        return self.spec == other.spec
+
+
+def spec_digest(spec: ToolSpec) -> str:
+    """A tool spec's short digest (rein.identity's fingerprint length)."""
+    text = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 class AgentDescription(BaseModel):
@@ -251,12 +269,16 @@ class AgentDescription(BaseModel):
     """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
     "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self, whole: Collection[str] = ()) -> dict[str, Any]:
         """This description as a run's first call records it (FirstReply): what the run acts on. A tool
-        keeps its name and flags, not its schema (the model is called by the worker, which holds it)."""
+        keeps its name and flags, not its schema: the worker calls the model and holds the schemas of the
+        tools in its code; only those named in `whole` (listed from MCP servers) keep their specs whole,
+        as the history is then the only record of what a server offered the run."""
         data = self.model_dump(mode="json", exclude_none=True, exclude={"tools"})
         data["tools"] = [
-            {"spec": {"name": t.spec.name}, **t.model_dump(mode="json", exclude_defaults=True, exclude={"spec"})}
+            {"spec": t.spec.model_dump(mode="json")} if t.spec.name in whole
+            else {"spec": {"name": t.spec.name}, "spec_digest": t.spec_digest or spec_digest(t.spec)}
+            | t.model_dump(mode="json", exclude_defaults=True, exclude={"spec", "spec_digest"})
             for t in self.tools
         ]
         return data

@@ -50,11 +50,12 @@ def changes(old: AgentDescription, new: AgentDescription) -> list[str]:
         said.append(f"tool '{name}' added")
     for name in sorted(before.keys() & after.keys()):
         was, now = before[name], after[name]
-        if was.spec != now.spec:
+        if not was.same_spec(now):
             said.append(f"tool '{name}' changed its parameters or description")
         if was.requires_approval != now.requires_approval:
             said.append(f"tool '{name}' {'now' if now.requires_approval else 'no longer'} requires approval")
-        if was.model_dump(exclude={"spec", "requires_approval"}) != now.model_dump(exclude={"spec", "requires_approval"}):
+        how = {"spec", "spec_digest", "requires_approval"}
+        if was.model_dump(exclude=how) != now.model_dump(exclude=how):
             said.append(f"tool '{name}' changed how it runs")
     if (old.middleware, old.compaction) != (new.middleware, new.compaction):
         said.append("middleware or compaction changed")
@@ -88,7 +89,7 @@ def call_changed(old: AgentDescription, new: AgentDescription, tool: str) -> str
     was, now = _tools(old).get(tool), _tools(new).get(tool)
     if now is None:
         return f"tool '{tool}' was removed"
-    if was is not None and was.spec != now.spec:
+    if was is not None and not was.same_spec(now):
         return f"tool '{tool}' changed its parameters"
     return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowHandle
 from temporalio.common import SearchAttributeKey
@@ -57,11 +58,12 @@ async def deploy(dev):  # noqa: ANN001
         await dev.deployed.__aexit__(None, None, None)
 
 
-async def started(dev: Any, before: Agent, after: Agent, prompt: str, waits_for: str) -> WorkflowHandle:
+async def started(dev: Any, before: Agent, after: Agent, prompt: str, waits_for: str,
+                  lean_start: bool | None = None) -> WorkflowHandle:
     """Start a run on a worker serving `before`, let it wait (`waits_for`), then replace that worker
     by one serving `after` on the same task queue (the deploy) and leave it running."""
     tq, wf_id = f"identity-{uuid.uuid4().hex[:8]}", f"identity-{uuid.uuid4().hex[:8]}"
-    async with rein.create_worker(dev.client, agents=[before], task_queue=tq):
+    async with rein.create_worker(dev.client, agents=[before], task_queue=tq, lean_start=lean_start):
         handle = await dev.client.start_workflow("AgentWorkflow", {"agent": before.name, "prompt": prompt},
                                                  id=wf_id, task_queue=tq)
         await wait_status(handle, waits_for)
@@ -154,15 +156,17 @@ async def test_a_different_model_answering_is_never_silent(deploy) -> None:  # n
     assert version and changed["summary"].split(" → ", 1)[1].startswith(version)  # the definition it follows now
 
 
-async def test_tool_that_now_requires_approval_asks_in_flight_runs(deploy) -> None:  # noqa: ANN001
-    """add needs approval on both builds, wipe only on the new one: approving add must not run wipe."""
+@pytest.mark.parametrize("lean_start", [False, True], ids=["described-first", "lean-start"])
+async def test_tool_that_now_requires_approval_asks_in_flight_runs(deploy, lean_start) -> None:  # noqa: ANN001
+    """add needs approval on both builds, wipe only on the new one: approving add must not run wipe.
+    A lean run's first reply came from a call that carried no version: its tool calls carry it."""
     ran.clear()
     name = f"ops-{uuid.uuid4().hex[:6]}"
     script = [[call("add", "c1", a=1, b=2), call("wipe", "c2", target="prod")], "done"]
     before = Agent(provider=MockProvider(script), tools=[rein.tool(requires_approval=True)(add), wipe], name=name)
     after = Agent(provider=MockProvider(script[1:]), name=name,
                   tools=[rein.tool(requires_approval=True)(add), rein.tool(requires_approval=True)(wipe)])
-    handle = await started(deploy, before, after, "go", "waiting_approval")
+    handle = await started(deploy, before, after, "go", "waiting_approval", lean_start)
     await handle.signal("approve", {"tool_call_id": "c1"})
     view = await wait_status(handle, "waiting_approval", until=lambda v: "wipe" in v["interrupt"]["message"])
     assert ran == [] and "add" not in view["interrupt"]["message"]  # add is approved; nothing ran yet
@@ -189,15 +193,17 @@ async def test_permission_moved_to_deny_holds_for_in_flight_runs(deploy) -> None
     assert wiped["content"].startswith("Denied by policy")
 
 
-async def test_a_renamed_tool_does_not_make_an_approved_call_vanish(deploy) -> None:  # noqa: ANN001
-    """add becomes plus while a person approves add(1,2): not run, the model is told, its new call is asked again."""
+@pytest.mark.parametrize("lean_start", [False, True], ids=["described-first", "lean-start"])
+async def test_a_renamed_tool_does_not_make_an_approved_call_vanish(deploy, lean_start) -> None:  # noqa: ANN001
+    """add becomes plus while a person approves add(1,2): not run, the model is told, its new call is asked again.
+    A lean run recorded add by name and digest: the tool that stayed is told apart from the one that went."""
     ran.clear()
     name = f"rename-{uuid.uuid4().hex[:6]}"
     before = Agent(provider=MockProvider([[call("add", "c1", a=1, b=2)]]), tools=[rein.tool(requires_approval=True)(add)],
                    name=name)
     after = Agent(provider=MockProvider([[call("plus", "c2", x=1, y=2)], "3"]),
                   tools=[rein.tool(requires_approval=True)(plus)], name=name)
-    handle = await started(deploy, before, after, "1+2?", "waiting_approval")
+    handle = await started(deploy, before, after, "1+2?", "waiting_approval", lean_start)
     await handle.signal("approve", {})
     view = await wait_status(handle, "waiting_approval", until=lambda v: "plus" in v["interrupt"]["message"])
     assert ran == [] and view["pending_tool_calls"][0]["name"] == "plus"
@@ -208,6 +214,30 @@ async def test_a_renamed_tool_does_not_make_an_approved_call_vanish(deploy) -> N
     assert any(s["kind"] == "agent" and "tool 'add' removed" in s["summary"] for s in steps)
     await handle.signal("approve", {})
     assert (await handle.result())["output"] == "3" and ran == ["plus(1,2)"]
+
+
+def add_three(a: int, b: int, c: int) -> int:
+    """Add three integers."""
+    ran.append(f"add({a},{b},{c})")
+    return a + b + c
+
+
+@pytest.mark.parametrize("lean_start", [False, True], ids=["described-first", "lean-start"])
+async def test_a_retyped_tool_does_not_run_the_call_made_for_its_old_parameters(deploy, lean_start) -> None:  # noqa: ANN001
+    """add takes a third parameter on the new build while add(1,2) waits for approval: not run, the model is
+    told. A lean run recorded add's spec by digest only, which still tells the change."""
+    ran.clear()
+    name = f"retype-{uuid.uuid4().hex[:6]}"
+    before = Agent(provider=MockProvider([[call("add", "c1", a=1, b=2)]]), tools=[rein.tool(requires_approval=True)(add)],
+                   name=name)
+    after = Agent(provider=MockProvider(["I will ask again."]), name=name,
+                  tools=[rein.tool(name="add", requires_approval=True)(add_three)])
+    handle = await started(deploy, before, after, "1+2?", "waiting_approval", lean_start)
+    await handle.signal("approve", {})
+    assert (await handle.result())["output"] == "I will ask again." and ran == []
+    session = await handle.query("session")
+    told = next(m for m in session["messages"] if m.get("tool_call_id") == "c1")
+    assert "was not run: tool 'add' changed its parameters" in told["content"]
 
 
 # --------------------------------------------------------------------------- real worker processes

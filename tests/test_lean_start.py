@@ -17,7 +17,7 @@ from rein import Agent, LoopConfig
 from rein.client import ReinClient
 from rein.contract import CALL_MODEL
 from rein.workflows import served
-from tests.support.history import decode_payload, scheduled, summaries
+from tests.support.history import first_call_result, scheduled, summaries
 from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
 from tests.support.tools import add, tc
 from tests.support.waiting import poll, wait_status
@@ -56,13 +56,6 @@ def billed(history: Any) -> int:
     return sum(e.event_type in BILLED for e in history.events)
 
 
-async def first_call_result(history: Any, converter: Any) -> dict[str, Any]:
-    first = scheduled(history.events, CALL_MODEL)[0].event_id
-    done = next(e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
-                and e.activity_task_completed_event_attributes.scheduled_event_id == first)
-    return await decode_payload(done.activity_task_completed_event_attributes.result.payloads[0], converter)
-
-
 async def test_a_lean_run_pays_no_describe_marker_and_the_worker_adds_the_system_prompt(dev):
     tq, wf_id = ids()
     lean, plain = adding("lean-adder"), adding("lean-adder")
@@ -74,7 +67,7 @@ async def test_a_lean_run_pays_no_describe_marker_and_the_worker_adds_the_system
     history = await dev.client.get_workflow_handle(wf_id).fetch_history()
     assert markers(history) == []
     assert billed(history) == 5  # start, two model calls, the tool, the final status: the floor's 4 + 1
-    first = await first_call_result(history, dev.client.data_converter)
+    first = await first_call_result(history.events, dev.client.data_converter)
     assert first["agent"]["name"] == "lean-adder" and first["agent"]["version"]
     assert first["agent"]["tools"] == [{"spec": {"name": "add"}}]  # names and flags, not schemas
     assert first["reply"]["tool_calls"][0]["name"] == "add"
@@ -160,7 +153,7 @@ async def test_an_agent_with_middleware_takes_its_first_step_itself(dev):
     async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
         assert (await (await ReinClient(dev.client, tq).start("lean-middleware", "1 + 2?", run_id=wf_id)).result()).output == "3"
     history = await dev.client.get_workflow_handle(wf_id).fetch_history()
-    first = await first_call_result(history, dev.client.data_converter)
+    first = await first_call_result(history.events, dev.client.data_converter)
     assert "reply" not in first and first["agent"]["middleware"] is True  # described only: the step ran hooks
     assert seen == ["before model 0", "before model 1"]
     assert len(agent.provider.seen) == 2 and markers(history) == []
@@ -178,7 +171,7 @@ async def test_options_from_a_stale_registry_leave_the_first_call_to_the_run(dev
     calls = scheduled(history.events, CALL_MODEL)
     timeouts = [c.activity_task_scheduled_event_attributes.start_to_close_timeout.seconds for c in calls]
     assert timeouts == [7, 120, 120]
-    assert "reply" not in await first_call_result(history, dev.client.data_converter)
+    assert "reply" not in await first_call_result(history.events, dev.client.data_converter)
     assert len(agent.provider.seen) == 2
 
 

@@ -28,7 +28,7 @@ from rein.contract import AgentDescription
 from rein.mcp import MCPServerHTTP, MCPServerStdio
 from rein.server import free_port
 from rein.testing import full_result
-from tests.support.history import assert_secret_absent, summaries
+from tests.support.history import assert_secret_absent, first_call_result, summaries
 from tests.support.processes import wait_for_port
 from tests.support.providers import RecordingProvider
 from tests.support.results import tool_messages
@@ -61,9 +61,9 @@ def http_server() -> Iterator[tuple[subprocess.Popen, str]]:
         proc.wait(timeout=10)
 
 
-async def run(env, ids, agent: Agent, prompt: str = "go") -> tuple[dict, WorkflowHistory]:
+async def run(env, ids, agent: Agent, prompt: str = "go", lean_start: bool | None = None) -> tuple[dict, WorkflowHistory]:
     tq, wf_id = ids
-    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq, lean_start=lean_start):
         handle = await env.client.start_workflow(
             "AgentWorkflow", {"agent": agent.name, "prompt": prompt}, id=wf_id, task_queue=tq
         )
@@ -73,8 +73,12 @@ async def run(env, ids, agent: Agent, prompt: str = "go") -> tuple[dict, Workflo
 
 
 async def recorded_description(env, events: list) -> AgentDescription:
+    """The agent as the run recorded it: the describe marker's result, or a lean start's first model call's."""
     markers = [e.marker_recorded_event_attributes for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
-    marker = next(m for m in markers if m.marker_name == "core_local_activity")
+    marker = next((m for m in markers if m.marker_name == "core_local_activity"), None)
+    if marker is None:
+        first = await first_call_result(events, env.client.data_converter)
+        return AgentDescription.model_validate(first["agent"])
     payloads: Payloads = marker.details["result"]
     [description] = await env.client.data_converter.decode(payloads.payloads, [AgentDescription])
     return description
@@ -83,10 +87,11 @@ async def recorded_description(env, events: list) -> AgentDescription:
 # --------------------------------------------------------------------------- stdio
 
 
-async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env, ids):
+@pytest.mark.parametrize("lean_start", [False, True], ids=["described-first", "lean-start"])
+async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env, ids, lean_start):
     provider = RecordingProvider([[tc("add", "1", a=1, b=2), tc("read_env", "2")], "3 and a value"])
     agent = Agent(provider=provider, mcp_servers=[stdio(env={"REIN_TEST_VALUE": "from-env"})], name="mcp-stdio")
-    result, history = await run(env, ids, agent)
+    result, history = await run(env, ids, agent, lean_start=lean_start)
     assert result["status"] == "done" and result["output"] == "3 and a value"
     assert list(tool_messages(result).values()) == ["3", "from-env"]
     # The worker listed the server in describe_agent: the specs are recorded in the run's history.

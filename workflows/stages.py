@@ -98,11 +98,14 @@ class Stages(Children, AgentChanges):
             return self._model_call_error(err)
         if completion is None:  # cancelled while the model was answering
             return None
-        self._took_reply(completion, live, source, total, digest, began)
+        self._took_reply(completion, live, source, total, digest, began, self.agent.version)
         return None
 
-    def _took_reply(self, completion: ModelReply, live: bool, source: str, total: int, digest: str, began: float) -> None:
-        """The model's reply to a call given the conversation's first `total` messages (chain digest `digest`)."""
+    def _took_reply(
+        self, completion: ModelReply, live: bool, source: str, total: int, digest: str, began: float, version: str
+    ) -> None:
+        """The model's reply to a call given the conversation's first `total` messages (chain digest `digest`),
+        sent with the agent version `version` ("": none, so its tool calls carry the run's)."""
         assert self.agent is not None
         if not (live or completion.published):  # nobody read while the model answered: publish it whole
             if completion.message.content:
@@ -112,7 +115,7 @@ class Stages(Children, AgentChanges):
         self.sent_messages, self.sent_digest = total, digest
         self.produced = {message_hash(completion.message)}
         self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
-        self.reply_version = self.agent.version
+        self.reply_version = version
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         self._report_spend()
 

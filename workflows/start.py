@@ -110,7 +110,9 @@ class LeanStart(Stages):
         if result.reply is not None:  # else the worker left the call to the loop (its next action)
             total = len(self.session.messages)
             digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
-            self._took_reply(result.reply, live, source, total, digest, began)
+            # The call carried no version (the run knew none): the tool calls of its reply carry the agent's,
+            # so a worker whose definition changed since refuses them (AGENT_CHANGED) as it would any call.
+            self._took_reply(result.reply, live, source, total, digest, began, version="")
             self.progressed = True
 
     def _with_system_prompt(self) -> None:

@@ -164,3 +164,11 @@ def tool_attempts(events: Sequence[Any]) -> list[int]:
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
         and e.activity_task_started_event_attributes.scheduled_event_id in tool_ids
     ]
+
+
+async def first_call_result(events: Sequence[Any], converter: DataConverter | None = None) -> dict[str, Any]:
+    """The decoded result of a run's first `rein.call_model` (a lean start's FirstReply: agent and reply)."""
+    first = scheduled(events, "rein.call_model")[0].event_id
+    done = next(e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+                and e.activity_task_completed_event_attributes.scheduled_event_id == first)
+    return await decode_payload(done.activity_task_completed_event_attributes.result.payloads[0], converter)
