@@ -40,6 +40,7 @@ from rein.contract import (
     StepOutcome,
     StepRequest,
     ToolCallInput,
+    recorded_reply,
     run_config,
 )
 from rein.digest import EMPTY, call_hash, extend, message_hash, ref
@@ -279,9 +280,7 @@ async def _version_sent(client: Any, scheduled: Any) -> str:
 async def _call_in_reply(client: Any, result: Any, key: str) -> ToolCall | None:
     try:
         [value] = await client.data_converter.decode(result.payloads)
-        if isinstance(value, dict) and "agent" in value:  # a lean start's first call (FirstReply)
-            value = value.get("reply")
-        calls = Completion.model_validate(value).message.tool_calls or []  # a text answer holds none
+        calls = Completion.model_validate(recorded_reply(value)).message.tool_calls or []  # a text answer holds none
     except Exception:  # not a plain model reply (a step with middleware): it holds no referenced call
         return None
     return next((c for c in calls if ref(call_hash(c)) == key), None)

@@ -373,6 +373,14 @@ class FirstReply(BaseModel):
     reply: ModelReply | None = None
 
 
+def recorded_reply(result: Any) -> Any:
+    """The model's reply in a recorded `rein.call_model` result, for readers of history: a lean start's
+    first call nests it beside the agent (FirstReply; None when the worker only described the agent)."""
+    if isinstance(result, dict) and "agent" in result:
+        return result.get("reply")
+    return result
+
+
 class StepRequest(BaseModel):
     """A whole step of an agent with middleware, run by the worker inside the middleware.
 

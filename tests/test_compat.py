@@ -39,8 +39,9 @@ from tests.support.tools import add
 from tests.support.waiting import poll
 
 AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
-VARIANTS = {"new+patch": {"DEPLOY_NEW_PATCH": "1"}}
-"""This build with a change the old one cannot replay: each wait asks a new patch (tests/agents/deploys.py)."""
+VARIANTS = {"new+patch": {"DEPLOY_NEW_PATCH": "1"}, "new+lean": {"REIN_LEAN_START": "1"}}
+"""This build with a change the old one cannot replay: each wait asks a new patch (tests/agents/deploys.py),
+or every run starts lean (rein.workflows.start: a flag recorded at the start, not a patch)."""
 THIS_BUILD = ("tests.agents.deploys",)
 """What a process of this build imports to replay that change (this one does in the `builds` fixture)."""
 NO_EAGER_ACTIVITIES = {**STUCK_RUNS_RETRY_SOON, "system.enableActivityEagerExecution": "false"}
@@ -210,7 +211,7 @@ async def test_upgrade_in_place(builds: Builds, client: ReinClient):
     assert {builds.effects(r)[0] for r in asking(runs)[3:]} == {"new"}
 
 
-@pytest.mark.parametrize("new", ["new", "new+patch"])
+@pytest.mark.parametrize("new", ["new", "new+patch", "new+lean"])
 async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, new: str):
     """This build starts runs; it stops; the old build carries on every run whose history it can replay
     and starts runs of its own; the others wait, stuck but open and untouched (docs/deploys.md): exactly

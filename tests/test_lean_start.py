@@ -15,7 +15,8 @@ from temporalio.exceptions import ApplicationError
 import rein
 from rein import Agent, LoopConfig
 from rein.client import ReinClient
-from rein.contract import CALL_MODEL
+from rein.contract import CALL_MODEL, spec_digest
+from rein.ir import ToolSpec
 from rein.workflows import served
 from tests.support.history import first_call_result, scheduled, summaries
 from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
@@ -69,7 +70,8 @@ async def test_a_lean_run_pays_no_describe_marker_and_the_worker_adds_the_system
     assert billed(history) == 5  # start, two model calls, the tool, the final status: the floor's 4 + 1
     first = await first_call_result(history.events, dev.client.data_converter)
     assert first["agent"]["name"] == "lean-adder" and first["agent"]["version"]
-    assert first["agent"]["tools"] == [{"spec": {"name": "add"}}]  # names and flags, not schemas
+    [tool] = first["agent"]["tools"]  # name and flags, the schema only as a digest
+    assert tool == {"spec": {"name": "add"}, "spec_digest": spec_digest(ToolSpec(**lean.registry.get("add").spec().model_dump()))}
     assert first["reply"]["tool_calls"][0]["name"] == "add"
     # The model saw the agent's system prompt first although the run did not know it when it called.
     assert [(m.role, m.content) for m in lean.provider.seen[0]] == [("system", "You add numbers."), ("user", "1 + 2?")]
@@ -189,3 +191,26 @@ async def test_a_first_call_that_fails_waits_for_retry(dev):
         assert (await client.result(wf_id)).output == "recovered"
     # Only this path learns the agent the old way: the call failed, so no reply recorded it.
     assert markers(await dev.client.get_workflow_handle(wf_id).fetch_history()) == ["core_local_activity"]
+
+
+async def test_a_first_replys_tool_call_runs_on_a_worker_that_never_saw_it(dev):
+    """The call travels by reference; a new worker (empty cache) reads it from the first call's recorded reply."""
+    tq, wf_id = ids()
+    first = adding("lean-handover", config=LoopConfig(permission="ask"))
+    second = Agent(provider=RecordingProvider(["3"]), tools=[add], system="You add numbers.", name="lean-handover",
+                   config=LoopConfig(permission="ask"))  # the same definition; its model answers the rest
+    client = ReinClient(dev.client, tq)
+    async with rein.create_worker(dev.client, [first], task_queue=tq, lean_start=True):
+        await client.start("lean-handover", "1 + 2?", run_id=wf_id)
+        await wait_status(dev.client.get_workflow_handle(wf_id), "waiting_approval")
+    async with rein.create_worker(dev.client, [second], task_queue=tq, lean_start=True):
+        await client.approve(wf_id)
+        assert (await client.result(wf_id)).output == "3"
+        session = await client.session(wf_id)
+    assert [m.content for m in session.messages if m.role == "tool"] == ["3"]  # add(1, 2) ran
+    history = await dev.client.get_workflow_handle(wf_id).fetch_history()
+    tools = scheduled(history.events, "rein.run_tool")
+    [tool] = tools
+    sent = await dev.client.data_converter.decode(tool.activity_task_scheduled_event_attributes.input.payloads)
+    assert "call" not in sent[0] and sent[0]["ref"]  # by reference, found in history by the second worker
+    assert first.provider.seen and len(second.provider.seen) == 1

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import RandomIdGenerator
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from rein.contract import CALL_MODEL, RUN_TOOL
+from rein.contract import CALL_MODEL, RUN_TOOL, recorded_reply
 from rein.digest import call_hash, ref
 from rein.ir import Completion, ToolCall, ToolResult
 from rein.temporal.codec import CodecKeyError
@@ -250,7 +250,7 @@ _CHILD_ENDS = {
 
 def _completion(result: Any) -> Completion | None:
     try:
-        return Completion.model_validate(result)
+        return Completion.model_validate(recorded_reply(result))
     except Exception:  # a middleware step's outcome: no single completion
         return None
 
