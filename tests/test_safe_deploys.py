@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from rein.client import ReinClient, connect
@@ -162,6 +163,10 @@ async def test_rolling_deploy_pins_each_run_to_its_build(stack: Stack, client: R
     for (run_id, (amount, build)), result in zip(started.items(), results, strict=True):
         assert (result.status, result.output) == ("done", f"Paid {amount} on {build}"), run_id
         assert [line.split()[0] for line in stack.effects(run_id)] == [build], run_id
+    # Versioned workers start runs lean (rein.workflows.start): no run asked describe_agent first.
+    histories = [await client.client.get_workflow_handle(r).fetch_history() for r in started]
+    assert not [r for r, h in zip(started, histories, strict=True)
+                if any(e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED for e in h.events[:6])]
     # Drained: no open run is pinned to the old build; only now is it stopped.
     assert not [e async for e in client.client.list_workflows(
         f'TemporalWorkerDeploymentVersion="{deployment}:build-a" AND ExecutionStatus="Running"')]
