@@ -127,8 +127,8 @@ class ReinPlugin(SimplePlugin):
         make_current: a versioned Worker makes its version current when the deployment has none
             yet (its first build); later builds become current by the operator (docs/deploys.md).
         lean_start: new runs learn their agent with their first model call, not a describe marker first
-            (rein.workflows.start; one billable action and ~1 KB less per run). Builds before 0.6 cannot
-            replay such runs: on by default only for a versioned Worker; else None reads REIN_LEAN_START.
+            (rein.workflows.start; one billable action and ~1 KB less per run). Builds from before lean
+            starts cannot replay such runs: on by default only for a versioned Worker; else None reads REIN_LEAN_START.
     """
 
     def __init__(
