@@ -226,7 +226,8 @@ async def main() -> None:
         if args.only:
             plan = [(int(e.split("/")[0]), int(e.split("/")[1]), 1) for e in args.only.split(",")]
         for n, pad, reps in plan:
-            samples: dict[str, list[dict[str, float]]] = {"rein": [], "rein-plain": [], "floor": [], "floor-sandboxed": []}
+            samples: dict[str, list[dict[str, float]]] = {
+                "rein": [], "rein-plain": [], "rein-lean": [], "rein-lean-plain": [], "floor": [], "floor-sandboxed": []}
             for _ in range(reps):
                 for variant in samples:
                     samples[variant].append(await bench.one(variant, n, pad))
@@ -251,7 +252,7 @@ async def measure_local_and_throughput(bench: Bench, results: dict[str, Any], re
     save()
     print(f"ms/iteration at N=100: {json.dumps(results['local'])}", flush=True)
     for runs, n_reps in concurrency:
-        tput: dict[str, list[float]] = {v: [] for v in ("rein", "floor-sandboxed", "rein-unsandboxed", "floor")}
+        tput: dict[str, list[float]] = {v: [] for v in ("rein", "rein-lean", "floor-sandboxed", "rein-unsandboxed", "floor")}
         for _ in range(n_reps):
             for variant in tput:
                 tput[variant].append(await bench.throughput(variant, runs))
@@ -269,6 +270,18 @@ def plain(row: dict[str, Any]) -> str:
             f"{p['actions']:.0f} / {f['actions']:.0f} (+{p['actions'] - f['actions']:.0f})")
 
 
+def lean(row: dict[str, Any]) -> str:
+    """A lean start (ReinClient / plain client): time, bytes, actions per run against the floor (older results have none)."""
+    f = row["floor"]
+    cells = []
+    for variant in ("rein-lean", "rein-lean-plain"):
+        r = row.get(variant)
+        if not r:
+            return "—"
+        cells.append(f"{r['s'] / f['s']:.2f}×, {r['bytes'] / f['bytes']:.2f}×, +{r['actions'] - f['actions']:.0f}")
+    return " / ".join(cells)
+
+
 def sandboxed(row: dict[str, Any]) -> str:
     """rein's time against the floor with temporalio's default sandbox, as both run by default (older results have none)."""
     r, f = row["rein"], row.get("floor-sandboxed")
@@ -279,8 +292,9 @@ def report(results: dict[str, Any]) -> str:
     lines = [
         "| N | tool output | ms/iteration (rein / floor) | time against the sandboxed floor "
         "| history bytes per iteration | events per iteration "
-        "| actions per iteration | plain-client start: ms, bytes, actions per run (rein / floor) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| actions per iteration | plain-client start: ms, bytes, actions per run (rein / floor) "
+        "| lean start, ReinClient / plain client: time, bytes, actions per run against the floor |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for key, row in results["sizes"].items():
         n, pad = (int(x) for x in key.split("/"))
@@ -291,7 +305,7 @@ def report(results: dict[str, Any]) -> str:
             f"| {r['bytes'] / n:,.0f} / {f['bytes'] / n:,.0f} = **{r['bytes'] / f['bytes']:.2f}×** "
             f"| {r['events'] / n:.1f} / {f['events'] / n:.1f} = **{r['events'] / f['events']:.2f}×** "
             f"| {r['actions'] / n:.2f} / {f['actions'] / n:.2f} = **{r['actions'] / f['actions']:.2f}×** "
-            f"| {plain(row)} |"
+            f"| {plain(row)} | {lean(row)} |"
         )
     loc = results["local"]
     lines += [
@@ -306,12 +320,16 @@ def report(results: dict[str, Any]) -> str:
         f"| unsandboxed | {1000 * loc['rein-unsandboxed']:.1f} (**{loc['rein-unsandboxed'] / loc['floor']:.2f}×**) "
         f"| {1000 * loc['rein-local']:.1f} vs this floor: **{loc['rein-local'] / loc['floor']:.2f}×** | {1000 * loc['floor']:.1f} |",
         "",
-        "| concurrent 3-iteration runs | rein / floor runs/s, defaults (sandboxed) | rein / floor runs/s, unsandboxed |",
-        "|---|---|---|",
+        "| concurrent 3-iteration runs | rein / floor runs/s, defaults (sandboxed) | lean start / sandboxed floor "
+        "| rein / floor runs/s, unsandboxed |",
+        "|---|---|---|---|",
     ]
     for runs, row in results["throughput"].items():
+        lean_cell = (f"{row['rein-lean']:.1f} = **{row['rein-lean'] / row['floor-sandboxed']:.2f}×**"
+                     if "rein-lean" in row else "—")
         lines.append(
             f"| {int(runs):,} | {row['rein']:.1f} / {row['floor-sandboxed']:.1f} = **{row['rein'] / row['floor-sandboxed']:.2f}×** "
+            f"| {lean_cell} "
             f"| {row['rein-unsandboxed']:.1f} / {row['floor']:.1f} = **{row['rein-unsandboxed'] / row['floor']:.2f}×** |"
         )
     return "\n".join(lines)
