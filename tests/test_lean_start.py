@@ -194,7 +194,8 @@ async def test_a_first_call_that_fails_waits_for_retry(dev):
 
 
 async def test_a_first_replys_tool_call_runs_on_a_worker_that_never_saw_it(dev):
-    """The call travels by reference; a new worker (empty cache) reads it from the first call's recorded reply."""
+    """The call travels whole (a worker of an older build could not find it in a first call's result by
+    reference), so a new worker with an empty cache runs it."""
     tq, wf_id = ids()
     first = adding("lean-handover", config=LoopConfig(permission="ask"))
     second = Agent(provider=RecordingProvider(["3"]), tools=[add], system="You add numbers.", name="lean-handover",
@@ -212,5 +213,5 @@ async def test_a_first_replys_tool_call_runs_on_a_worker_that_never_saw_it(dev):
     tools = scheduled(history.events, "rein.run_tool")
     [tool] = tools
     sent = await dev.client.data_converter.decode(tool.activity_task_scheduled_event_attributes.input.payloads)
-    assert "call" not in sent[0] and sent[0]["ref"]  # by reference, found in history by the second worker
+    assert sent[0]["call"]["name"] == "add" and "ref" not in sent[0] and sent[0]["version"]
     assert first.provider.seen and len(second.provider.seen) == 1

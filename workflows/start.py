@@ -83,7 +83,7 @@ class LeanStart(Stages):
                 ModelCallInput(agent=request.agent, new_messages=list(self.session.messages), digest=digest,
                                stream=live, stream_source=source if live else "", model=request.model or "",
                                start=FirstCall(config=request.config or {})),
-                result_type=FirstReply,
+                result_type=dict,
                 **self._first_call_options(request),
             ))
         except ActivityError as err:
@@ -99,20 +99,27 @@ class LeanStart(Stages):
             self._with_system_prompt()
             self.start_interrupt = self._model_call_failed(err)
             return
-        if result is None:  # cancelled meanwhile: the run ends as cancelled, with the agent known
+        if result is None or "agent" not in result:
+            # Cancelled meanwhile (the run ends as cancelled, with the agent known), or a worker of a build
+            # from before lean starts took the call: it answered without the system prompt and described
+            # nothing. Learn the agent as before; the loop calls the model again, as the agent says.
             self.agent = await self._describe(request.agent)
             self.config = self._config(request)
             self._with_system_prompt()
             return
-        self.agent = result.agent
+        first = FirstReply.model_validate(result)
+        self.agent = first.agent
         self.config = self._config(request)
         self._with_system_prompt()
-        if result.reply is not None:  # else the worker left the call to the loop (its next action)
+        if first.reply is not None:  # else the worker left the call to the loop (its next action)
             total = len(self.session.messages)
             digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
             # The call carried no version (the run knew none): the tool calls of its reply carry the agent's,
             # so a worker whose definition changed since refuses them (AGENT_CHANGED) as it would any call.
-            self._took_reply(result.reply, live, source, total, digest, began, version="")
+            self._took_reply(first.reply, live, source, total, digest, began, version="")
+            # ... and travel whole: a worker of a build from before lean starts cannot find them by
+            # reference in this reply (it reads history for plain replies only).
+            self.reply_calls = set()
             self.progressed = True
 
     def _with_system_prompt(self) -> None:

@@ -155,13 +155,16 @@ async def wait_for(handle, status: str) -> None:  # noqa: ANN001
     raise RuntimeError(f"run never reached {status}")
 
 
-async def record_approval(env) -> None:  # noqa: ANN001
-    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories"):
+async def record_approval(env, lean: bool = False) -> None:  # noqa: ANN001
+    """The approval scenario; `lean`: started lean (no describe marker, the description recorded with the
+    first model call's result, ReinStatus published first when the run waits)."""
+    queue = "histories-lean" if lean else "histories"
+    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue=queue, lean_start=lean):
         handle = await env.client.start_workflow(
             "AgentWorkflow",
             {"agent": "history-agent", "prompt": "What is 1 + 2?"},
-            id="agent-approval",
-            task_queue="histories",
+            id="agent-approval-lean" if lean else "agent-approval",
+            task_queue=queue,
         )
         await wait_for(handle, "waiting_approval")
         await handle.signal("approve", {"approver": "alice", "reason": "read-only"})
@@ -170,27 +173,7 @@ async def record_approval(env) -> None:  # noqa: ANN001
         result = await handle.result()
         assert result["output"] == "The sum is 3.", result
         history = await handle.fetch_history()
-    write(CURRENT, history)
-
-
-async def record_lean(env) -> None:  # noqa: ANN001
-    """The approval scenario started lean by a plain client: no describe marker, the description recorded with
-    the first model call's result, ReinStatus published first when the run waits."""
-    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue="histories-lean", lean_start=True):
-        handle = await env.client.start_workflow(
-            "AgentWorkflow",
-            {"agent": "history-agent", "prompt": "What is 1 + 2?"},
-            id="agent-approval-lean",
-            task_queue="histories-lean",
-        )
-        await wait_for(handle, "waiting_approval")
-        await handle.signal("approve", {"approver": "alice", "reason": "read-only"})
-        await wait_for(handle, "waiting_input")
-        await handle.signal("answer", {"text": "No rounding.", "approver": "alice"})
-        result = await handle.result()
-        assert result["output"] == "The sum is 3.", result
-        history = await handle.fetch_history()
-    write(LEAN, history)
+    write(LEAN if lean else CURRENT, history)
 
 
 async def record_extensions(env) -> None:  # noqa: ANN001
@@ -300,7 +283,7 @@ async def main(which: list[str]) -> None:
         if not which or "approval" in which:
             await record_approval(env)
         if not which or "lean" in which:
-            await record_lean(env)
+            await record_approval(env, lean=True)
         if not which or "extensions" in which:
             await record_extensions(env)
         if not which or "cancel" in which:
