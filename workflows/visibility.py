@@ -178,11 +178,12 @@ class Visibility(RunState):
         view = self._status_view()
         # Counters change every iteration; each upsert is a history event and a visibility
         # write, so between status changes they are refreshed now and then (`_counters_due`).
-        if self._running_unpublished(view):
+        if self._running_unpublished(view):  # nothing until due, then everything with the counters
             counters = ending or workflow.time() - self.counters_at >= COUNTER_SECONDS
+            updates, published = self._search_updates(view, True) if counters else ([], {})
         else:
             counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
-        updates, published = self._search_updates(view, counters) if counters or "ReinStatus" in self.published else ([], {})
+            updates, published = self._search_updates(view, counters)
         if updates:
             updates += self._version_update(published)
             workflow.upsert_search_attributes(updates)
