@@ -276,9 +276,9 @@ class AgentDescription(BaseModel):
         as the history is then the only record of what a server offered the run."""
         data = self.model_dump(mode="json", exclude_none=True, exclude={"tools"})
         data["tools"] = [
-            {"spec": t.spec.model_dump(mode="json")} if t.spec.name in whole
-            else {"spec": {"name": t.spec.name}, "spec_digest": t.spec_digest or spec_digest(t.spec)}
-            | t.model_dump(mode="json", exclude_defaults=True, exclude={"spec", "spec_digest"})
+            ({"spec": t.spec.model_dump(mode="json")} if t.spec.name in whole
+             else {"spec": {"name": t.spec.name}, "spec_digest": t.spec_digest or spec_digest(t.spec)})
+            | t.model_dump(mode="json", exclude_defaults=True, exclude={"spec", "spec_digest"})  # flags, always
             for t in self.tools
         ]
         return data

@@ -164,3 +164,24 @@ def test_every_model_on_the_wire_is_complete_at_import():
         and not obj.__pydantic_complete__
     ]
     assert incomplete == []
+
+
+# ---------------------------------------------------------------- the description a lean start records
+
+
+def test_a_recorded_description_keeps_every_tools_flags_whole_specs_or_not():
+    """A tool listed from an MCP server keeps its whole spec; every tool keeps what the run acts on (a flag
+    lost here is a tool call run without the approval its server requires)."""
+    from rein.contract import AgentDescription, ToolInfo, ToolSpec
+
+    flagged = {"requires_approval": True, "asks_human": False, "local": True, "retries": 2, "timeout_s": 5.0}
+    described = AgentDescription(name="a", model="m", config=LoopConfig(), tools=[
+        ToolInfo(spec=ToolSpec(name="mcp_tool", description="d", parameters={"type": "object"}), **flagged),
+        ToolInfo(spec=ToolSpec(name="code_tool", description="d", parameters={"type": "object"}), **flagged),
+    ])
+    recorded = AgentDescription.model_validate(described.recorded(whole={"mcp_tool"}))
+    whole, by_name = recorded.tools
+    assert whole.spec == described.tools[0].spec and not whole.spec_digest
+    assert by_name.spec.parameters != described.tools[1].spec.parameters and by_name.same_spec(described.tools[1])
+    for tool in recorded.tools:
+        assert {k: getattr(tool, k) for k in flagged} == flagged
