@@ -19,7 +19,7 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.contract import AgentDescription, ToolInfo
 from rein.identity import VERSION_CHARS, adopt, changes, fingerprint
 from rein.ir import ToolSpec
-from tests.support.history import assert_no_task_failures, history_events, scheduled, summaries
+from tests.support.history import assert_no_task_failures, first_call_result, history_events, scheduled, summaries
 from tests.support.waiting import poll, wait_status
 
 VERSION = SearchAttributeKey.for_keyword("ReinAgentVersion")
@@ -119,18 +119,29 @@ def test_adopt_takes_stricter_rules_and_looser_ones_only_on_opt_in() -> None:
 # --------------------------------------------------------------------------- deploys on a dev server
 
 
-async def test_run_records_its_agent_version(deploy) -> None:  # noqa: ANN001
-    agent = Agent(provider=MockProvider(["hi"]), name=f"v-{uuid.uuid4().hex[:6]}")
+@pytest.mark.parametrize("lean_start", [False, None], ids=["described-first", "default"])
+async def test_run_records_its_agent_version(deploy, lean_start) -> None:  # noqa: ANN001
+    """In the described agent (a lean start's: its first model call's result), in every later model
+    call's input, and in the search attribute."""
+    ran.clear()
+    agent = Agent(provider=MockProvider([[call("add", "c1", a=1, b=2)], "3"]), tools=[add], name=f"v-{uuid.uuid4().hex[:6]}")
     tq = f"identity-{uuid.uuid4().hex[:8]}"
-    async with rein.create_worker(deploy.client, agents=[agent], task_queue=tq):
+    async with rein.create_worker(deploy.client, agents=[agent], task_queue=tq, lean_start=lean_start):
         handle = await deploy.client.start_workflow("AgentWorkflow", {"agent": agent.name, "prompt": "hi"},
                                                     id=f"v-{uuid.uuid4().hex[:8]}", task_queue=tq)
         await handle.result()
         events = await history_events(handle)
-    [model_call] = scheduled(events, "rein.call_model")
-    sent = await deploy.client.data_converter.decode(model_call.activity_task_scheduled_event_attributes.input.payloads)
-    version = sent[0]["version"]
+    converter = deploy.client.data_converter
+    first, second = scheduled(events, "rein.call_model")
+    sent = [(await converter.decode(c.activity_task_scheduled_event_attributes.input.payloads))[0] for c in (first, second)]
+    if lean_start is None:
+        version = (await first_call_result(events, converter))["agent"]["version"]
+        assert "version" not in sent[0]  # the run knew no agent yet
+    else:
+        version = sent[0]["version"]
     assert len(version) == VERSION_CHARS
+    assert sent[1]["version"] == version
+    assert ran == ["add(1,2)"]
     attributes = (await handle.describe()).typed_search_attributes
     assert attributes.get(VERSION) == version
 

@@ -143,7 +143,11 @@ async def test_a_lean_runs_bad_input_fails_the_run_before_any_model_call(dev, st
     assert [u["ReinStatus"] for u in upserts(history)] == ["failed"]
 
 
-async def test_an_agent_with_middleware_takes_its_first_step_itself(dev):
+@pytest.mark.parametrize("registry", ["knows-the-middleware", "stale"])
+async def test_an_agent_with_middleware_takes_its_first_step_itself(dev, registry):
+    """Its worker's registry knows the middleware: the run learns its agent first (a marker costs less than
+    a first call that can only describe). A stale registry (a deploy added the middleware): the worker that
+    takes the lean first call describes the agent only, and the step runs the hooks."""
     tq, wf_id = ids()
     agent = adding("lean-middleware")
     seen: list[str] = []
@@ -153,12 +157,18 @@ async def test_an_agent_with_middleware_takes_its_first_step_itself(dev):
         seen.append(f"before model {ctx.session.iteration}")
 
     async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+        if registry == "stale":
+            served.serve(tq, {"lean-middleware": served.Preview("RecordingProvider", agent.config)}, True)
         assert (await (await ReinClient(dev.client, tq).start("lean-middleware", "1 + 2?", run_id=wf_id)).result()).output == "3"
     history = await dev.client.get_workflow_handle(wf_id).fetch_history()
-    first = await first_call_result(history.events, dev.client.data_converter)
-    assert "reply" not in first and first["agent"]["middleware"] is True  # described only: the step ran hooks
-    assert seen == ["before model 0", "before model 1"]
-    assert len(agent.provider.seen) == 2 and markers(history) == []
+    assert seen == ["before model 0", "before model 1"] and len(agent.provider.seen) == 2
+    if registry == "stale":
+        first = await first_call_result(history.events, dev.client.data_converter)
+        assert "reply" not in first and first["agent"]["middleware"] is True  # described only: the step ran hooks
+        assert markers(history) == []
+    else:
+        assert markers(history) == ["core_local_activity"]
+        assert "agent" not in await first_call_result(history.events, dev.client.data_converter)
 
 
 async def test_options_from_a_stale_registry_leave_the_first_call_to_the_run(dev):

@@ -25,6 +25,9 @@ class Preview:
     model: str
     config: LoopConfig
     model_queue: str | None = None
+    steps_on_worker: bool = False
+    """The agent has middleware or compaction: its first step is not a plain model call, so a run of it
+    learns the agent first (a describe marker costs less than a first call that can only describe)."""
 
 
 _previews: dict[tuple[str, str], Preview] = {}

@@ -7,9 +7,8 @@ model call at once (its options from the worker's registry, rein.workflows.serve
 records the description with the reply (FirstReply), having checked the client's input against it.
 
 Whether a run starts lean is recorded as a workflow logic flag (rein.temporal.sdk_private.logic_flag),
-which costs no event. Builds before this one cannot replay a lean run, so a worker starts runs lean
-only when it is versioned (runs PINNED: no older build replays them) or told so (REIN_LEAN_START=1,
-once every worker on its queue runs this build or newer); docs/deploys.md.
+which costs no event. Builds before lean starts cannot replay a lean run: a worker starts runs lean
+unless told not to (REIN_LEAN_START=0), and a versioned one always (runs PINNED); docs/deploys.md.
 """
 
 from __future__ import annotations
@@ -55,13 +54,16 @@ class LeanStart(Stages):
     """Learning the agent at a run's start."""
 
     def _starts_lean(self, request: AgentInput) -> bool:
-        """Ask in the run's first activation. Only a new conversation starts lean (a Session given as input
-        or a continuation may need another first step than a model call)."""
+        """Ask in the run's first activation. Only a new conversation of an agent without middleware or
+        compaction (as this worker defines it) starts lean: a Session given as input, a continuation or a
+        step the worker runs may need another first step than a model call."""
         info = workflow.info()
         version = info.get_current_deployment_version()  # an unversioned worker's has no deployment name
         new_runs_lean = served.lean_start(info.task_queue) or bool(version and version.deployment_name)
         fresh = request.carry is None and request.session is None
-        self.lean = logic_flag(LEAN_START_FLAG, fresh and new_runs_lean)
+        preview = served.preview(info.task_queue, request.agent)
+        plain = preview is None or not preview.steps_on_worker
+        self.lean = logic_flag(LEAN_START_FLAG, fresh and new_runs_lean and plain)
         return self.lean
 
     async def _learn_agent(self, request: AgentInput) -> None:

@@ -97,14 +97,16 @@ async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
 
 def serve_previews(task_queue: str, agents: Mapping[str, Agent], lean_start: bool | None) -> None:
     """Tell workflow code on `task_queue` the options of its runs' first model calls (rein.workflows.served)
-    and whether new runs start lean (None: REIN_LEAN_START; a versioned worker's always do)."""
+    and whether new runs start lean (None: yes, unless REIN_LEAN_START says no; a versioned worker's always do)."""
     from rein.fleet import routed_queue
     from rein.workflows import served
 
     named = {**{a.name: a for a in with_tool_agents(agents.values())}, **agents}
-    previews = {name: served.Preview(a.model_label, a.config, routed_queue(a.model_label)) for name, a in named.items()}
+    previews = {name: served.Preview(a.model_label, a.config, routed_queue(a.model_label),
+                                     steps_on_worker=bool(a.middlewares) or a.compaction is not None)
+                for name, a in named.items()}
     if lean_start is None:
-        lean_start = os.environ.get(served.LEAN_START_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+        lean_start = os.environ.get(served.LEAN_START_ENV, "").strip().lower() not in ("0", "false", "no", "off")
     served.serve(task_queue, previews, lean_start)
 
 
@@ -127,8 +129,9 @@ class ReinPlugin(SimplePlugin):
         make_current: a versioned Worker makes its version current when the deployment has none
             yet (its first build); later builds become current by the operator (docs/deploys.md).
         lean_start: new runs learn their agent with their first model call, not a describe marker first
-            (rein.workflows.start; one billable action and ~1 KB less per run). Builds from before lean
-            starts cannot replay such runs: on by default only for a versioned Worker; else None reads REIN_LEAN_START.
+            (rein.workflows.start; one billable action and ~1 KB less per run). Default: on, unless
+            REIN_LEAN_START=0; a versioned Worker's runs always start lean. Builds before lean starts
+            cannot replay such runs (docs/deploys.md: roll back one landed build at most).
     """
 
     def __init__(

@@ -103,8 +103,8 @@ def record_build_histories(commit: str = OLD_BUILD) -> Path:
         subprocess.run([sys.executable, str(recorder / "make_histories.py")], cwd=str(recorder),
                        env={**old_env(old), "REIN_HOME": tmp}, check=True, timeout=600)
         target.mkdir(parents=True, exist_ok=True)
-        for path in recorder.glob("agent_*.json"):  # agent_approval_v6.json -> approval.json
-            (target / f"{path.stem.split('_')[1]}.json").write_bytes(path.read_bytes())
+        for path in recorder.glob("agent_*.json"):  # agent_cancel_signal_v1.json -> cancel_signal_v1.json
+            (target / path.name.removeprefix("agent_")).write_bytes(path.read_bytes())
     return target
 
 
