@@ -448,9 +448,11 @@ def _first_call_is_the_runs(description: AgentDescription, config: LoopConfig, c
         return False
     info = activity.info()
     retry = info.retry_policy
+    timeout = seconds(config.model_timeout_s)
     return (
-        info.start_to_close_timeout == seconds(config.model_timeout_s)
-        and info.heartbeat_timeout == heartbeat_timeout(config)
+        info.start_to_close_timeout == timeout
+        # the server caps a heartbeat timeout at the start-to-close timeout
+        and info.heartbeat_timeout == min(heartbeat_timeout(config), timeout)
         # the time-skipping test server does not tell an activity its retry policy
         and (retry is None or (retry.maximum_attempts, retry.initial_interval)
              == (config.model_attempts, seconds(config.model_retry_interval_s)))

@@ -26,6 +26,7 @@ from temporalio.client import Client
 
 from rein import Agent, StreamChunk
 from rein.client import ReinClient
+from rein.contract import recorded_reply
 from rein.events import StreamEvent
 from rein.temporal import ReinPlugin
 from rein.worker import create_worker
@@ -122,7 +123,7 @@ async def _model_results(client: Client, run_id: str) -> list[dict]:
     history = await client.get_workflow_handle(run_id).fetch_history()
     completed = [e.activity_task_completed_event_attributes for e in history.events
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
-    results = [await decode_payload(c.result.payloads[0]) for c in completed]
+    results = [recorded_reply(await decode_payload(c.result.payloads[0])) for c in completed]  # a lean start's, nested
     return [r for r in results if isinstance(r, dict) and "content" in r]
 
 

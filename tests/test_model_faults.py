@@ -19,6 +19,7 @@ from temporalio.common import SearchAttributeKey
 import rein
 from rein import Agent, LiteLLMProvider, LoopConfig
 from rein.client import ReinClient
+from rein.contract import recorded_reply
 from rein.providers import FallbackProvider
 from tests.support.history import assert_secret_absent, decode_payload
 from tests.vendor_server import Fail, Reply, Slow, VendorServer
@@ -147,7 +148,7 @@ async def test_fallback_is_one_provider_per_activity_attempt(dev):
         assert (len(primary.requests), len(backup.requests)) == (1, 1)
     history = await handle.fetch_history()
     completed = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
-    answer = await decode_payload(completed[0].activity_task_completed_event_attributes.result.payloads[0],
-                                  dev.client.data_converter)
+    answer = recorded_reply(await decode_payload(completed[0].activity_task_completed_event_attributes.result.payloads[0],
+                                                 dev.client.data_converter))  # a lean start's, beside the agent
     assert answer["model"] == "openai/gpt-4o-mini"  # the UI's activity result says which model answered
     assert await attempts_started(handle) == [2]  # Temporal's second attempt, not a retry inside the first

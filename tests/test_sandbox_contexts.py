@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 
+import pytest
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():  # the sandbox re-imports this module for the probe
@@ -82,7 +83,10 @@ def _audit(event: str, args: tuple) -> None:
             _execs.append(" ".join(getattr(code, "co_names", ())))
 
 
-async def test_activity_payloads_keep_their_own_context_without_a_sandbox_exec(dev):
+@pytest.mark.parametrize("lean_start", [False, None], ids=["described-first", "default"])
+async def test_activity_payloads_keep_their_own_context_without_a_sandbox_exec(dev, lean_start):
+    """A lean start (the default) has no describe_agent local activity; a worker told not to start lean
+    has one, and its input has its own context too."""
     global _recording
     sys.addaudithook(_audit)  # stays for the process; `_recording` turns it off
     client = Client(**{**dev.client.config(), "data_converter": dataclasses.replace(
@@ -93,7 +97,8 @@ async def test_activity_payloads_keep_their_own_context_without_a_sandbox_exec(d
     )
     queue = f"contexts-{uuid.uuid4().hex[:6]}"
     run_id = f"{queue}-run"
-    async with rein.create_worker(client, agents=[agent], task_queue=queue, workflows=[SandboxProbe]):
+    async with rein.create_worker(client, agents=[agent], task_queue=queue, workflows=[SandboxProbe],
+                                  lean_start=lean_start):
         _seen.clear()
         _execs.clear()
         _recording = True
@@ -109,7 +114,7 @@ async def test_activity_payloads_keep_their_own_context_without_a_sandbox_exec(d
     activity = ActivitySerializationContext.__name__
     # The workflow encodes each activity's input with that activity's context (inputs name the agent;
     # the activity worker encodes results, which do not).
-    for kind in (DESCRIBE_AGENT, CALL_MODEL, RUN_TOOL):
+    for kind in (CALL_MODEL, RUN_TOOL) if lean_start is None else (DESCRIBE_AGENT, CALL_MODEL, RUN_TOOL):
         assert any(ctx == activity and k == kind and wf == run_id and data.startswith(b'{"agent":"ctx-adder"')
                    for ctx, k, wf, data in _seen), kind
     assert any(ctx == WorkflowSerializationContext.__name__ and wf == run_id and b"The sum is 5." in data
