@@ -71,7 +71,7 @@ def table(title: str, history: Any) -> str:
     return "\n".join(lines)
 
 
-TIMED = ("floor", "floor-sandboxed", "rein", "rein-plain", "rein-unsandboxed", "rein-lean", "rein-lean-plain")
+TIMED = ("floor", "floor-sandboxed", "rein", "rein-plain", "rein-unsandboxed", "rein-described", "rein-described-plain")
 
 
 async def times(bench: Bench, n: int, pad: int, k: int) -> str:
@@ -112,10 +112,10 @@ async def main() -> None:
             print(await times(bench, args.n, args.pad, args.times))
             return
         out = []
-        for variant, title in (("floor", "floor (bench/floor.py)"), ("rein", "rein, ReinClient.start"),
-                               ("rein-plain", "rein, plain client.start_workflow"),
-                               ("rein-lean", "rein, lean start, ReinClient.start"),
-                               ("rein-lean-plain", "rein, lean start, plain client.start_workflow")):
+        for variant, title in (("floor", "floor (bench/floor.py)"), ("rein", "rein (lean start), ReinClient.start"),
+                               ("rein-plain", "rein (lean start), plain client.start_workflow"),
+                               ("rein-described", "rein, described first, ReinClient.start"),
+                               ("rein-described-plain", "rein, described first, plain client.start_workflow")):
             wf_id = f"events-{variant}-{uuid.uuid4().hex[:8]}"
             await bench.one(variant, args.n, args.pad, wf_id=wf_id, shape_of=False)
             client = bench.raw_client if variant == "floor" else bench.rein_client

@@ -29,6 +29,7 @@ from rein.server import DevServer, start_dev_server
 from rein.temporal.history import NONDETERMINISM
 from tests.support.old_build import (
     OLD_BUILD,
+    OLDER_BUILD,
     OldWorkerProcess,
     rein_file,
     replay_in_build,
@@ -39,9 +40,9 @@ from tests.support.tools import add
 from tests.support.waiting import poll
 
 AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
-VARIANTS = {"new+patch": {"DEPLOY_NEW_PATCH": "1"}, "new+lean": {"REIN_LEAN_START": "1"}}
-"""This build with a change the old one cannot replay: each wait asks a new patch (tests/agents/deploys.py),
-or every run starts lean (rein.workflows.start: a flag recorded at the start, not a patch)."""
+VARIANTS = {"new+patch": {"DEPLOY_NEW_PATCH": "1"}}
+"""This build with a change the old one cannot replay: each wait asks a new patch (tests/agents/deploys.py).
+(Lean starts, this build's default, are a flag the old build replays; the older one cannot.)"""
 THIS_BUILD = ("tests.agents.deploys",)
 """What a process of this build imports to replay that change (this one does in the `builds` fixture)."""
 NO_EAGER_ACTIVITIES = {**STUCK_RUNS_RETRY_SOON, "system.enableActivityEagerExecution": "false"}
@@ -59,6 +60,7 @@ class Builds:
     def __init__(self, root: Path):
         self.root = root
         self.old_tree = unpack_old_build(root / "old")
+        self.older_tree = unpack_old_build(root / "older", OLDER_BUILD)
         self.server: DevServer = start_dev_server(log_path=root / "server.log", dynamic_config=NO_EAGER_ACTIVITIES)
         self.workers: list[WorkerProcess] = []
         self.polling: dict[str, WorkerProcess] = {}
@@ -78,8 +80,9 @@ class Builds:
     def worker(self, build: str, queue: str) -> WorkerProcess:
         log = self.root / f"worker-{len(self.workers)}-{build}.log"
         env = {"DEPLOY_DIR": str(self.root), "DEPLOY_BUILD": build.split("+")[0], **VARIANTS.get(build, {})}
-        if build == "old":
-            proc: WorkerProcess = OldWorkerProcess(self.old_tree, self.server.address, AGENTS, queue, log, **env)
+        if build in ("old", "older"):
+            tree = self.old_tree if build == "old" else self.older_tree
+            proc: WorkerProcess = OldWorkerProcess(tree, self.server.address, AGENTS, queue, log, **env)
         else:
             proc = WorkerProcess(self.server.address, AGENTS, queue, log, **env)
         self.workers.append(proc)
@@ -211,12 +214,13 @@ async def test_upgrade_in_place(builds: Builds, client: ReinClient):
     assert {builds.effects(r)[0] for r in asking(runs)[3:]} == {"new"}
 
 
-@pytest.mark.parametrize("new", ["new", "new+patch", "new+lean"])
+@pytest.mark.parametrize("new", ["new", "new+patch"])
 async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, new: str):
     """This build starts runs; it stops; the old build carries on every run whose history it can replay
     and starts runs of its own; the others wait, stuck but open and untouched (docs/deploys.md): exactly
-    those its replayer cannot replay. Then this build carries all on. By default none is stuck; with the
-    patched wait on (which the old build cannot replay) every run that waited on this build is."""
+    those its replayer cannot replay. Then this build carries all on. By default none is stuck (this build's
+    runs start lean, which the old build replays); with the patched wait on (which the old build cannot
+    replay) every run that waited on this build is."""
     builds.deploy(new)
     runs = await start_runs(client, builds.queue, pay=2, ask=6)
     await wait_for_approval(client, asking(runs))
@@ -257,24 +261,36 @@ async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, n
     assert {builds.effects(r)[0] for r in [*stuck, *asking(runs)[3:], *asking(later)[1:]]} == {"new"}
 
 
-@pytest.mark.parametrize("new", ["new", "new+lean"])
-async def test_mixed_builds_on_one_queue(builds: Builds, client: ReinClient, new: str):
+@pytest.mark.parametrize("old", ["old", "older"], ids=[f"beside-{OLD_BUILD}", f"beside-{OLDER_BUILD}"])
+async def test_mixed_builds_on_one_queue(builds: Builds, client: ReinClient, old: str):
     """Both builds poll one queue while runs go through: each build runs activities the other scheduled.
-    A lean run's first model call taken by the old build (which knows no lean start) is made again."""
-    builds.deploy(new)
-    builds.add("old")
+    This build's runs start lean. The previous build answers a lean first call as this one does; a build
+    from before lean starts answers it without the agent, and the run makes the call again as before."""
+    builds.deploy("new")
+    builds.add(old)
     runs = await start_runs(client, builds.queue, pay=8, ask=8)
     await wait_for_approval(client, asking(runs))
     # A run's next task may go to a build that cannot replay it (fails, retried): it takes decisions again after.
     await asyncio.gather(*(poll(lambda r=r: approved(client, r), f"{r} to take its decision", timeout=120,
                                 interval=0.5) for r in asking(runs)))
-    await check_finished(builds, client, runs, {"old", "new"})
+    await check_finished(builds, client, runs, {old, "new"})
     crossed = {(builds.build_of(by), builds.build_of(ran))
                for r in runs for by, ran in crossing_activities(builds.histories[r])}
-    assert crossed == {("old", new), (new, "old")}, "the builds did not mix (eager activities on?)"
-    if new == "new+lean":  # some lean run's first call went to the old build: it learned its agent as before
-        asked = [r for r in runs if any("markerRecordedEventAttributes" in e for e in builds.histories[r]["events"])]
-        assert asked, "no lean run's first call reached the old build"
+    assert crossed == {(old, "new"), ("new", old)}, "the builds did not mix (eager activities on?)"
+    lean = [r for r in runs if builds.build_of(first_task_identity(builds.histories[r])) == "new"]
+    old_first_calls = [r for r in lean if builds.build_of(first_call_identity(builds.histories[r])) == old]
+    assert old_first_calls, f"no lean run's first call reached the {old} build"
+    described = {r for r in lean if any("markerRecordedEventAttributes" in e for e in builds.histories[r]["events"])}
+    # ... the older build's answer made the run describe its agent (a marker) and call again; the old one's did not.
+    assert described == (set(old_first_calls) if old == "older" else set()), (described, old_first_calls)
+
+
+def first_call_identity(history: dict) -> str:
+    """The worker that took the run's first model call."""
+    first = next(e["eventId"] for e in history["events"] if "activityTaskScheduledEventAttributes" in e
+                 and e["activityTaskScheduledEventAttributes"]["activityType"]["name"] == "rein.call_model")
+    return next(e["activityTaskStartedEventAttributes"]["identity"] for e in history["events"]
+                if e.get("activityTaskStartedEventAttributes", {}).get("scheduledEventId") == first)
 
 
 @workflow.defn(name="AgentWorkflow")
