@@ -35,34 +35,38 @@ async def queue_for(client: ReinClient, agent: str, queue: str | None = None) ->
     candidates = [queue] if queue else list(dict.fromkeys([own, client.task_queue]))
     deadline = asyncio.get_running_loop().time() + seconds("REIN_WORKER_GRACE_S", WORKER_GRACE_S)
     while True:
-        found, any_polled = await _served_queue(client, agent, candidates, own)
+        found, any_polled, refused = await _served_queue(client, agent, candidates, own)
         if found is not None:
             return found
         if any_polled or asyncio.get_running_loop().time() >= deadline:
             break
         await asyncio.sleep(0.25)
     where = " or ".join(repr(c) for c in candidates)
+    why = f"; {refused}" if refused else ""
     raise AgentNotServed(
-        f"no worker serves agent {agent!r} (none that knows it polls {where}); start one with "
+        f"no worker serves agent {agent!r} (none that knows it polls {where}{why}); start one with "
         f"`rein worker --agent MODULE:ATTR`, or pass --no-check to start the run anyway"
     )
 
 
-async def _served_queue(client: ReinClient, agent: str, candidates: list[str], own: str) -> tuple[str | None, bool]:
-    """(the first candidate a worker that knows `agent` polls, whether any candidate was polled at all)."""
+async def _served_queue(client: ReinClient, agent: str, candidates: list[str],
+                        own: str) -> tuple[str | None, bool, str]:
+    """(the first candidate a worker that knows `agent` polls, whether any candidate was polled at all,
+    what the last worker asked answered when it did not describe the agent)."""
     from rein.fork import describe_agent
     from rein.fork_edits import ForkError
 
-    any_polled = False
+    any_polled, refused = False, ""
     for candidate in candidates:
         if not await polled(client.client, candidate):
             continue
         any_polled = True
         if candidate == own:
-            return candidate, True  # only workers that serve the agent poll its own queue
+            return candidate, True, ""  # only workers that serve the agent poll its own queue
         try:
             await describe_agent(client, agent, candidate, purpose="before rein start", timeout=START_CHECK_TIMEOUT)
-        except ForkError:
-            continue  # a worker polls it, but does not know the agent
-        return candidate, True
-    return None, any_polled
+        except ForkError as err:  # a worker polls it, but does not know the agent (or did not answer in time)
+            refused = str(err).split(": ", 1)[-1]
+            continue
+        return candidate, True, ""
+    return None, any_polled, refused
