@@ -182,9 +182,18 @@ class Bench:
             sample.update(shape(await chain_histories(client, wf_id, handle.result_run_id)))
         return sample
 
-    async def throughput(self, variant: str, runs: int) -> float:
+    async def throughput(self, variant: str, concurrent: int, at_least: int = 20) -> float:
+        """Runs/s of 3-iteration runs, `concurrent` in flight at a time, at least `at_least` runs (so that
+        one concurrent run is 20 runs one after another, not a single run's time)."""
+        runs = max(concurrent, at_least)
+        slots = asyncio.Semaphore(concurrent)
+
+        async def one() -> None:
+            async with slots:
+                await self.one(variant, 3, 1024, shape_of=False)
+
         began = time.perf_counter()
-        await asyncio.gather(*(self.one(variant, 3, 1024, shape_of=False) for _ in range(runs)))
+        await asyncio.gather(*(one() for _ in range(runs)))
         return runs / (time.perf_counter() - began)
 
 
