@@ -169,6 +169,44 @@ def test_every_model_on_the_wire_is_complete_at_import():
 # ---------------------------------------------------------------- the description a lean start records
 
 
+@pytest.mark.parametrize("config", [
+    LoopConfig(),
+    LoopConfig(max_tokens=None, timeout_s=None, max_iterations=7, detect_loops=False),
+    LoopConfig(max_cost_usd=0.5, approval_timeout_s=60, approvers=["ops"], heartbeat_timeout_s=5, permission="ask"),
+], ids=["defaults", "limits-off", "set"])
+def test_a_recorded_description_reads_back_as_the_agents_loop_config(config):
+    """A limit the agent turned off (None) is recorded as off: left out, it would read back as the default
+    (a run stopped at 200,000 tokens or 120 s that its agent let go on)."""
+    from rein.contract import AgentDescription
+
+    described = AgentDescription(name="a", model="m", config=config, max_payload_bytes=52_428_800)
+    assert AgentDescription.model_validate(described.recorded()) == described
+
+
+def test_what_a_recorded_description_leaves_out_reads_back_as_these_defaults():
+    """A recorded description leaves out what equals its default, so the defaults are recorded data:
+    a changed default would change what every run recorded before it replays. Add a field; never change
+    a default here."""
+    from rein.contract import AgentDescription
+
+    loop = {name: f.get_default(call_default_factory=True) for name, f in LoopConfig.model_fields.items()}
+    assert loop == {
+        "max_iterations": 50, "max_tokens": 200_000, "max_cost_usd": None, "timeout_s": 120, "detect_loops": True,
+        "repeat_threshold": 3, "permission": "allow", "approval_timeout_s": None, "model_attempts": 3,
+        "model_timeout_s": 300, "model_retry_interval_s": 1, "heartbeat_timeout_s": 20, "approvers": None,
+        "output_retries": 1,
+    }
+    described = {name: f.get_default(call_default_factory=True) for name, f in AgentDescription.model_fields.items()
+                 if not f.is_required()}
+    assert described == {
+        "system": None, "tools": [], "search_attributes": [], "max_payload_bytes": 1_500_000, "middleware": False,
+        "compaction": None, "client_overrides": [], "model_queue": None, "version": "", "close_canceled": False,
+        "waiting_timer": False, "timed_counters": False, "in_flight": "stricter",
+    }
+    assert AgentDescription(name="a", model="m", config=LoopConfig()).recorded() == {
+        "name": "a", "model": "m", "config": {}, "tools": []}
+
+
 def test_a_recorded_description_keeps_every_tools_flags_whole_specs_or_not():
     """A tool listed from an MCP server keeps its whole spec; every tool keeps what the run acts on (a flag
     lost here is a tool call run without the approval its server requires)."""

@@ -99,6 +99,30 @@ async def test_reused_workflow_id_never_sees_the_previous_runs_conversation(dev)
     assert users == [["alpha"], ["beta"]]
 
 
+class Wordy(Scripted):
+    """Scripted, with replies that cost 150,000 tokens each."""
+
+    async def complete(self, messages, tools=None, **kw):  # noqa: ANN001, ANN201
+        completion = await super().complete(messages, tools, **kw)
+        return completion.model_copy(update={"usage": Usage(input_tokens=100_000, output_tokens=50_000)})
+
+
+@pytest.mark.parametrize("lean_start", [None, False], ids=["lean", "described-first"])
+async def test_a_run_keeps_the_limits_its_agent_turned_off(dev, lean_start):
+    """An agent without a token limit runs past the default's 200,000 tokens however its run started."""
+    tq, wf_id = ids()
+
+    def make(n: int) -> str:
+        """A result."""
+        return str(n)
+
+    agent = Agent(provider=Wordy(2), tools=[make], name="wordy", config=FREE)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq, lean_start=lean_start):
+        handle = await dev.client.start_workflow("AgentWorkflow", {"agent": "wordy", "prompt": "go"}, id=wf_id, task_queue=tq)
+        outcome = await handle.result()
+    assert (outcome["stop_reason"], outcome["usage"]["input_tokens"]) == ("done", 300_000)
+
+
 async def test_reset_run_never_sees_the_pre_reset_tool_result(dev):
     tq, wf_id = ids()
     made: list[str] = []
