@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowQueryFailedError
@@ -146,14 +147,52 @@ async def replayed(
 async def replay_history(
     client: Client, run_id: str, history: WorkflowHistory, prepare: Callable[[Any], None] | None = None
 ) -> Replayed:
-    """Replay a fetched history in this process.
+    """Replay a fetched history in this process, as far as a worker has processed it (`as_processed`).
 
     Shielded: a caller's cancellation leaves the replay to finish on its own. temporalio's
     Replayer cancelled a second time while it shuts its worker down (as `asyncio.run` does to
     every task left at exit) waits forever: a `rein status` whose slow worker's answer beat the
     replay hung at exit with no output (1 of 50 calls under CI load; tests/test_replay_cancel.py).
     """
-    return await asyncio.shield(_replay(client, run_id, history, prepare))
+    return await asyncio.shield(_replay(client, run_id, as_processed(history), prepare))
+
+
+def as_processed(history: WorkflowHistory) -> WorkflowHistory:
+    """The history up to its last completed workflow task and the events that task's commands and
+    update messages wrote; unchanged before any task completed.
+
+    What follows (a model's reply, a signal, a fired timer) is the next task's input, and the
+    Replayer takes it in as if that task had run: a replay then showed a state the run had not
+    reached. Under load a client saw a run `waiting_approval` a moment before its worker got the
+    model's reply, and the approval it sent was refused ("the run is running"): the worker applies
+    the update before that reply.
+    """
+    from temporalio.client import WorkflowHistory
+
+    events = list(history.events)
+    completed = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
+    if not completed:
+        return history
+    task = events[completed[-1]].event_id
+    end = completed[-1] + 1
+    while end < len(events) and _written_by(events[end], task):
+        end += 1
+    return history if end == len(events) else WorkflowHistory(history.workflow_id, events[:end])
+
+
+def _written_by(event: HistoryEvent, task: int) -> bool:
+    """Whether `event` was written by the completion of workflow task `task` (a command's or an update's)."""
+    if event.event_type in _UPDATE_OUTCOMES:
+        return True
+    attributes = getattr(event, event.WhichOneof("attributes") or "", None)
+    return getattr(attributes, "workflow_task_completed_event_id", None) == task
+
+
+_UPDATE_OUTCOMES = (
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_REJECTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED,
+)
 
 
 async def _replay(
