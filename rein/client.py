@@ -200,7 +200,8 @@ class ReinClient:
         return self.client.identity if approver is None else approver
 
     async def worker_serves(self, run_id: str) -> bool:
-        """Whether a worker polled the run's task queue recently (True when it cannot tell)."""
+        """Whether a worker that can take the run (of its pinned build, when it has one) polled its task
+        queue recently (True when it cannot tell)."""
         return await history.served(self.client, self.handle(run_id))
 
     async def _worker_appears(self, run_id: str) -> bool:

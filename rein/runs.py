@@ -288,7 +288,8 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     detail.task_queue = description.task_queue
     if description.status == WorkflowExecutionStatus.RUNNING:
         try:
-            serving = await history.polled(client.client, description.task_queue)  # described just now
+            serving = await history.polled(client.client, description.task_queue,  # described just now
+                                           history.pinned_build(description))
             raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving)
             view: RunStatusView | None = RunStatusView.model_validate(raw)
         except Exception as err:

@@ -23,7 +23,8 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
-from rein.client import ReinClient, connect
+from rein.cli import EXIT_NO_WORKER
+from rein.client import NoWorker, ReinClient, connect
 from rein.contract import RunOutcome
 from rein.server import DevServer, start_dev_server
 from tests.support.processes import ROOT, STUCK_RUNS_RETRY_SOON, WorkerProcess
@@ -181,3 +182,39 @@ def _current(stack: Stack, deployment: str) -> str | None:
 
 async def _all_waiting(client: ReinClient, run_ids: list[str]) -> bool:
     return all(await asyncio.gather(*(_is(client, r, "waiting_approval") for r in run_ids)))
+
+
+async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack, client: ReinClient, monkeypatch):
+    """A run pinned to a build whose workers stopped waits for that build; a newer build polling the same
+    queue does not serve it. The decision is refused (nothing sent, as with no worker at all), not left
+    waiting on the server; the old build back, the same decision goes through on it."""
+    monkeypatch.setenv("REIN_WORKER_GRACE_S", "0")
+    queue = f"gone-{uuid.uuid4().hex[:6]}"
+    deployment = f"pay{uuid.uuid4().hex[:6]}"
+    old = stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
+    await poll(lambda: _current(stack, deployment) == "build-a", "the first build to make itself current", timeout=60)
+    run_id = await start(client, "deploy-pay-ask", queue, 31)
+    await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
+
+    stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-b")
+    await poll(lambda: stack.cli("deployment", "set-current", "build-b", "--deployment", deployment).returncode == 0,
+               "the new build to become current", timeout=60, interval=0.5)
+    old.stop()
+    # The server lists a stopped worker's poller for a minute after its last poll.
+    await poll(lambda: _not_served(client, run_id), f"{run_id}'s build to be seen gone", timeout=150, interval=2)
+    with pytest.raises(NoWorker, match="was not sent"):
+        await asyncio.wait_for(client.approve(run_id), 30)
+    proc = await asyncio.to_thread(stack.cli, "approve", run_id)
+    assert proc.returncode == EXIT_NO_WORKER and proc.stderr.startswith("rein: no worker serves run"), proc.stderr
+    assert (await client.status(run_id)).status == "waiting_approval"  # from its history
+
+    stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
+    await poll(lambda: client.worker_serves(run_id), f"{run_id}'s build to serve it again", timeout=60)
+    await client.approve(run_id)
+    result = await outcome(client, run_id)
+    assert (result.status, result.output) == ("done", "Paid 31 on build-a")
+    assert [line.split()[0] for line in stack.effects(run_id)] == ["build-a"]
+
+
+async def _not_served(client: ReinClient, run_id: str) -> bool:
+    return not await client.worker_serves(run_id)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from temporalio.api.enums.v1 import EventType, TaskQueueType
+from temporalio.api.enums.v1 import EventType, TaskQueueType, VersioningBehavior
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -218,16 +218,33 @@ async def _replay(
 
 
 async def served(client: Client, handle: Any) -> bool:
-    """Whether a worker polled the run's task queue recently (else a query would hang, then fail)."""
+    """Whether a worker that can take the run polled its task queue recently (else a query would hang,
+    then fail, and a decision would wait on the server for one)."""
     try:
-        queue = (await handle.describe()).task_queue
+        description = await handle.describe()
     except RPCError:
         return True  # cannot tell: let the query decide
-    return await polled(client, queue)
+    return await polled(client, description.task_queue, pinned_build(description))
 
 
-async def polled(client: Client, queue: str) -> bool:
-    """Whether a worker polled `queue` for workflow tasks recently (True when the server cannot tell)."""
+def pinned_build(description: Any) -> tuple[str, str] | None:
+    """(deployment, build id) of the Worker Deployment version a run is pinned to, by its versioning
+    behaviour or an override; None for a run any version may take (unversioned, AUTO_UPGRADE)."""
+    info = description.raw_description.workflow_execution_info.versioning_info
+    override = info.versioning_override
+    if override.HasField("pinned"):
+        version = override.pinned.version
+    elif override.HasField("auto_upgrade") or info.behavior != VersioningBehavior.VERSIONING_BEHAVIOR_PINNED:
+        return None
+    else:
+        version = info.deployment_version
+    return (version.deployment_name, version.build_id) if version.build_id else None
+
+
+async def polled(client: Client, queue: str, build: tuple[str, str] | None = None) -> bool:
+    """Whether a worker polled `queue` for workflow tasks recently (True when the server cannot tell);
+    with `build`, a worker of that Worker Deployment version: a run pinned to a build no other build
+    takes, and a newer build polling the same queue must not pass for its worker."""
     try:
         described = await client.workflow_service.describe_task_queue(
             DescribeTaskQueueRequest(
@@ -239,7 +256,11 @@ async def polled(client: Client, queue: str) -> bool:
     except RPCError:
         return True
     now = time.time()
-    return any(now - p.last_access_time.ToSeconds() < POLLER_FRESH_S for p in described.pollers)
+    return any(
+        now - p.last_access_time.ToSeconds() < POLLER_FRESH_S
+        and (build is None or (p.deployment_options.deployment_name, p.deployment_options.build_id) == build)
+        for p in described.pollers
+    )
 
 
 def _timedelta(seconds: float) -> Any:
