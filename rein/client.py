@@ -214,13 +214,25 @@ class ReinClient:
             await asyncio.sleep(0.25)
         return True
 
+    async def _start_one(self, run_id: str) -> str:
+        """What to start so that a worker serves the run: one of the build it is pinned to, if it is."""
+        try:
+            build = history.pinned_build(await self.handle(run_id).describe())
+        except RPCError:
+            build = None
+        if build is None:
+            return "start `rein worker --agent MODULE:ATTR` for its agent"
+        deployment, build_id = build
+        return (f"it is pinned to build {build_id} of deployment {deployment}: start a worker of that build, "
+                f"REIN_DEPLOYMENT={deployment} REIN_BUILD_ID={build_id}")
+
     async def _decide(self, run_id: str, update: str, payload: dict[str, Any], *, served: bool = False) -> Any:
         """Send one decision as its validated update; `served`: the caller's own worker serves the run
         (the in-process engine), so no DescribeTaskQueue is asked first."""
         what = update.removeprefix("rein.")
         if not served and not await self._worker_appears(run_id):
-            raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent "
-                           "(start `rein worker --agent MODULE:ATTR` for its agent, then decide again)")
+            raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent ({await self._start_one(run_id)}, "
+                           "then decide again)")
         try:
             return await self.handle(run_id).execute_update(update, payload)
         except WorkflowUpdateFailedError as err:

@@ -202,10 +202,13 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
     old.stop()
     # The server lists a stopped worker's poller for a minute after its last poll.
     await poll(lambda: _not_served(client, run_id), f"{run_id}'s build to be seen gone", timeout=150, interval=2)
-    with pytest.raises(NoWorker, match="was not sent"):
+    with pytest.raises(NoWorker, match="was not sent") as refused:
         await asyncio.wait_for(client.approve(run_id), 30)
+    assert f"pinned to build build-a of deployment {deployment}" in str(refused.value)
+    assert f"REIN_DEPLOYMENT={deployment} REIN_BUILD_ID=build-a" in str(refused.value)
     proc = await asyncio.to_thread(stack.cli, "approve", run_id)
     assert proc.returncode == EXIT_NO_WORKER and proc.stderr.startswith("rein: no worker serves run"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "build-a" in proc.stderr and "--wait" in proc.stderr
     assert (await client.status(run_id)).status == "waiting_approval"  # from its history
 
     stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
