@@ -20,7 +20,33 @@ SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW = 4_000_000
 """A waiting run continues as new after this many signals and updates (or bytes of them) in one history."""
 
 class Continuation(Visibility):
-    """When and how a run continues as new, and how its successor restores the state."""
+    """When and how a run continues as new, and how its successor restores the state (or a reset run, its clock)."""
+
+    def __init__(self, request: AgentInput | None) -> None:
+        super().__init__(request)
+        self.action_at = workflow.time()
+        """Workflow time the loop's current action started (each iteration publishes its progress first)."""
+        self.was_reset = False
+        workflow.register_random_seed_callback(self._reseeded)
+
+    def _publish_progress(self, ending: bool = False) -> None:
+        self.action_at = workflow.time()
+        super()._publish_progress(ending)
+
+    def _reseeded(self, _seed: int) -> None:
+        """Temporal reset this run (`rein rewind`, `temporal workflow reset`): the SDK reseeds the workflow's
+        random in the first task after the reset point, and again wherever that history is replayed. Called
+        while the task's jobs are applied, before workflow code resumes (no workflow clock yet)."""
+        self.was_reset = True
+
+    def _discount_reset(self) -> None:
+        """The time from the start of the action under way at the reset point (whose result the reset run
+        reuses) to the first task after the reset is not active time: without this, a run rewound an hour
+        after that step stops at once for `timeout_s`. The loop adds the time since its own `started`, so the
+        gap comes off `active_s` (below zero for a moment, if need be)."""
+        if self.was_reset:
+            self.was_reset = False
+            self.active_s -= max(0.0, workflow.time() - self.action_at)
 
     def _restore(self, request: AgentInput, carry: RunCarry) -> None:
         assert request.session is not None
@@ -50,6 +76,7 @@ class Continuation(Visibility):
         return self.signals_in_run >= limit or self.signal_bytes_in_run >= SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW
 
     def _history_is_long(self) -> bool:
+        self._discount_reset()  # asked first in every iteration of the loop, before it reads the time
         if self.cannot_continue_as_new or self.request is None or self.held_results:
             return False
         info = workflow.info()
