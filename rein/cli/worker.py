@@ -24,7 +24,8 @@ from rein.cli.app import (
 def worker(
     agent: Annotated[list[str], typer.Option("--agent", "-a", help="MODULE:ATTR of a rein.Agent; repeat for more.",
                                              show_default=False)],
-    task_queue: Annotated[str | None, typer.Option(help="Task queue (default: REIN_TASK_QUEUE or `rein`).")] = None,
+    task_queue: Annotated[str | None, typer.Option(help="Shared task queue (default: REIN_TASK_QUEUE or `rein`; a "
+                                                "versioned worker: none, only its agents' own queues).")] = None,
     address: Address = None,
     namespace: Namespace = None,
     deployment: Annotated[str | None, typer.Option(help="Worker Versioning deployment name (default: REIN_DEPLOYMENT; "
@@ -49,7 +50,11 @@ def worker(
     version = worker_version(deployment, build_id)
     if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    queue = task_queue or os.environ.get("REIN_TASK_QUEUE") or DEFAULT_TASK_QUEUE
+    chosen = task_queue or os.environ.get("REIN_TASK_QUEUE")
+    # A versioned worker on a shared queue takes it over: once its deployment has a current version,
+    # every new run there goes to that version, other agents' too (unversioned workers beside it get
+    # none). So it polls a shared queue only when told to, and not beside an unversioned worker.
+    shared = [chosen or DEFAULT_TASK_QUEUE] if chosen or version is None else []
     console = err_console()
 
     async def serve() -> None:
@@ -60,7 +65,9 @@ def worker(
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
         # The shared queue (`rein start`, raw clients) and each agent's own queue, where the runs
         # `Agent.run`/`rein run` started live: a script's unfinished runs are finished here too.
-        queues = [queue] + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q != queue]
+        queues = shared + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q not in shared]
+        if version is not None and shared:
+            await _refuse_beside_unversioned(client.client, shared[0], version.deployment_name)
         cache: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
         async with contextlib.AsyncExitStack() as stack:
             for name in queues:
@@ -77,10 +84,31 @@ def worker(
                 names, ", ".join(available) or "none")
             if len(available) < 4:
                 console.print(f"[yellow]search attributes available: {', '.join(available) or 'none'}[/]")
+            if not shared:
+                console.print(f"[dim]versioned: not on the shared queue {DEFAULT_TASK_QUEUE!r} (it would take every new run "
+                              "there); clients start on the agents' own queues, or give --task-queue.[/]")
             console.print("[dim]Ctrl-C stops; runs in flight continue on the next worker.[/]")
             await stop.wait()
 
     asyncio.run(serve())
+
+
+async def _refuse_beside_unversioned(client: Any, queue: str, deployment: str) -> None:
+    """A versioned worker refuses a queue an unversioned worker polls (pollers seen in the last minutes)."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    from rein.cli.app import EXIT_USAGE, CliError
+
+    described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+    others = [p.identity for p in described.pollers if not p.deployment_options.deployment_name]
+    if others:
+        raise CliError(
+            f"queue {queue!r} is polled by an unversioned worker ({others[0]}): a versioned worker there would take "
+            f"every new run on it once {deployment!r} has a current version, other agents' too. Give this worker "
+            "its own --task-queue (or none: its agents' own queues), or version that worker too", EXIT_USAGE)
 
 
 def _uses_litellm(agent: Any) -> bool:

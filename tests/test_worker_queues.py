@@ -1,0 +1,70 @@
+"""A versioned `rein worker` beside an unversioned one, with real worker processes (issue 34).
+
+Once a deployment has a current version, every new run on a queue its workers poll goes to that
+version. A versioned worker on the shared queue `rein` would so take every plain-client start there,
+other agents' too (`Unknown agent 'calculator'. This worker serves: mycalc.`). By default it polls
+only its agents' own queues; given the shared queue where an unversioned worker polls, it refuses.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rein.cli import EXIT_USAGE
+from rein.client import ReinClient, connect
+from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
+from rein.server import start_dev_server
+from rein.temporal.deployment import current_build_id, describe
+from tests.support.processes import ROOT, WorkerProcess
+from tests.support.waiting import poll
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    s = start_dev_server(log_path=tmp_path / "server.log")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+async def test_a_versioned_worker_leaves_the_shared_queue_to_other_agents(server, tmp_path):
+    plain = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE, tmp_path / "plain.log")
+    versioned = WorkerProcess(server.address, ["tests.agents.queues:mycalc"], DEFAULT_TASK_QUEUE, tmp_path / "v2.log",
+                              REIN_DEPLOYMENT="pay", REIN_BUILD_ID="v2")
+    del versioned.args[2:4]  # `rein worker --agent mycalc` with no --task-queue: the default layout
+    try:
+        plain.start()
+        versioned.start()
+        client = await connect(server.address)
+
+        async def v2_current() -> bool:
+            return current_build_id(await describe(client.client, "pay")) == "v2"
+
+        await poll(v2_current, "v2 current (the deployment's first version)")
+        outputs = []
+        for _ in range(6):  # plain-client starts of the other agent on the shared queue
+            handle = await client.client.start_workflow(
+                "AgentWorkflow", {"agent": "calculator", "prompt": "2+2"}, id=f"calc-{uuid.uuid4().hex[:8]}",
+                task_queue=DEFAULT_TASK_QUEUE)
+            outputs.append((await handle.result())["status"])
+        assert outputs == ["done"] * 6
+        own = ReinClient(client.client, agent_task_queue("mycalc"))  # the versioned agent on its own queue
+        mine = await own.start("mycalc", "2+2")
+        assert (await own.result(mine.id)).status == "done"
+        log = (tmp_path / "v2.log").read_text()
+        assert "queues rein.mycalc," in log and "not on the shared queue 'rein'" in log
+
+        told = subprocess.run(  # told to share the queue the unversioned worker polls: refused, one line
+            [*versioned.args, "--task-queue", DEFAULT_TASK_QUEUE], cwd=str(ROOT), capture_output=True, text=True,
+            timeout=120, stdin=subprocess.DEVNULL, env={**versioned.env, "REIN_BUILD_ID": "v3"})
+    finally:
+        versioned.stop()
+        plain.stop()
+    assert told.returncode == EXIT_USAGE, told.stderr
+    assert told.stderr.startswith("rein: queue 'rein' is polled by an unversioned worker"), told.stderr
+    assert told.stderr.count("\n") == 1 and "own --task-queue" in told.stderr
