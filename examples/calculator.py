@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 
 from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
@@ -108,5 +109,14 @@ def main() -> None:
     print(f"[{result.stop_reason} · {result.usage.total_tokens} tokens · run {result.run_id}]")
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: one line and exit 130, not a traceback from every task the interrupt cut short.
+    Nothing is lost by leaving at once: the run is durable on the embedded server."""
+    sys.stdout.flush()
+    print("interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _interrupted)
     main()
