@@ -81,6 +81,28 @@ def _with_rein(client: Client) -> Client:
     return with_rein_plugin(client)
 
 
+DECISION_GRACE_S = 2.0
+"""How long a decision waits for a worker to take it before the caller hears that none has yet
+(REIN_DECISION_GRACE_S overrides it)."""
+
+
+class DecisionQueued(RuntimeError):
+    """The decision was sent and the server holds it, but no worker has taken the run: it is not applied.
+
+    The run applies it (or refuses it, if by then it no longer fits) when a worker takes the run: the
+    server keeps it until then, in memory (a server restart drops it; `rein status` then still shows the
+    run waiting). An update cannot be withdrawn. `decision_result(run_id, update_id)` waits for it;
+    `decision_stage` says where it stands.
+    """
+
+    def __init__(self, run_id: str, what: str, update_id: str):
+        super().__init__(f"no worker has taken run {run_id} yet: the {what} is sent and queued on the server, "
+                         "not applied; the run applies it when a worker takes it")
+        self.run_id = run_id
+        self.what = what
+        self.update_id = update_id
+
+
 class ReinClient:
     def __init__(self, client: Client, task_queue: str | None = None):
         self.client = _with_rein(client)
@@ -173,28 +195,65 @@ class ReinClient:
     # it is asserted by the caller (see README, "Who may approve").
 
     async def approve(
-        self, run_id: str, tool_call_id: str | None = None, approver: str | None = None, reason: str = ""
+        self, run_id: str, tool_call_id: str | None = None, approver: str | None = None, reason: str = "",
+        *, wait: bool = False, update_id: str | None = None,
     ) -> list[str]:
-        """Approve one pending call (or all undecided ones); returns the ids approved."""
+        """Approve one pending call (or all undecided ones); returns the ids approved. `wait`, `update_id`:
+        see `_decide` (DecisionQueued when no worker takes it)."""
         payload = {"tool_call_id": tool_call_id, "approver": self._approver(approver), "reason": reason}
-        return await self._decide(run_id, APPROVE_UPDATE, payload)
+        return await self._decide(run_id, APPROVE_UPDATE, payload, wait=wait, update_id=update_id)
 
     async def deny(
-        self, run_id: str, tool_call_id: str | None = None, approver: str | None = None, reason: str = ""
+        self, run_id: str, tool_call_id: str | None = None, approver: str | None = None, reason: str = "",
+        *, wait: bool = False, update_id: str | None = None,
     ) -> list[str]:
         """Deny one pending call (or all undecided ones); returns the ids denied."""
         payload = {"tool_call_id": tool_call_id, "approver": self._approver(approver), "reason": reason}
-        return await self._decide(run_id, DENY_UPDATE, payload)
+        return await self._decide(run_id, DENY_UPDATE, payload, wait=wait, update_id=update_id)
 
-    async def answer(self, run_id: str, text: str, approver: str | None = None) -> str:
+    async def answer(self, run_id: str, text: str, approver: str | None = None,
+                     *, wait: bool = False, update_id: str | None = None) -> str:
         """Answer a need_input interrupt; returns how it was used ("tool" or "message")."""
-        return await self._decide(run_id, ANSWER_UPDATE, {"text": text, "approver": self._approver(approver)})
+        return await self._decide(run_id, ANSWER_UPDATE, {"text": text, "approver": self._approver(approver)},
+                                  wait=wait, update_id=update_id)
 
-    async def retry(self, run_id: str) -> None:
-        await self._decide(run_id, RETRY_UPDATE, {})
+    async def retry(self, run_id: str, *, wait: bool = False, update_id: str | None = None) -> None:
+        await self._decide(run_id, RETRY_UPDATE, {}, wait=wait, update_id=update_id)
 
-    async def cancel(self, run_id: str, reason: str = "") -> None:
-        await self._decide(run_id, CANCEL_UPDATE, {"reason": reason})
+    async def cancel(self, run_id: str, reason: str = "", *, wait: bool = False, update_id: str | None = None) -> None:
+        await self._decide(run_id, CANCEL_UPDATE, {"reason": reason}, wait=wait, update_id=update_id)
+
+    async def decision_result(self, run_id: str, update_id: str) -> Any:
+        """Until a decision sent earlier (DecisionQueued.update_id) is applied: what its method returns;
+        DecisionRejected when the run refused it."""
+        try:
+            return await self.handle(run_id).get_update_handle(update_id).result()
+        except WorkflowUpdateFailedError as err:
+            message = getattr(err.cause, "message", None) or str(err.cause or err)
+            raise DecisionRejected(f"decision rejected by run {run_id}: {message}") from None
+
+    async def decision_stage(self, run_id: str, update_id: str) -> str:
+        """Where a decision stands on the server, without waiting: "not sent" (the server has no such
+        update), "queued" (held, no worker has taken it), "taken" (a worker accepted it, applying),
+        "done" (applied, or refused by the run)."""
+        from temporalio.api.common.v1 import WorkflowExecution
+        from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage as Stage
+        from temporalio.api.update.v1 import UpdateRef
+        from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
+        from temporalio.service import RPCStatusCode
+
+        request = PollWorkflowExecutionUpdateRequest(
+            namespace=self.client.namespace, identity=self.client.identity,
+            update_ref=UpdateRef(workflow_execution=WorkflowExecution(workflow_id=run_id), update_id=update_id))
+        try:
+            polled = await self.client.workflow_service.poll_workflow_execution_update(
+                request, timeout=timedelta(seconds=5))
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return "not sent"
+            raise
+        return {Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ACCEPTED: "taken",
+                Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED: "done"}.get(polled.stage, "queued")
 
     def _approver(self, approver: str | None) -> str:
         return self.client.identity if approver is None else approver
@@ -226,21 +285,62 @@ class ReinClient:
         return (f"it is pinned to build {build_id} of deployment {deployment}: start a worker of that build, "
                 f"REIN_DEPLOYMENT={deployment} REIN_BUILD_ID={build_id}")
 
-    async def _decide(self, run_id: str, update: str, payload: dict[str, Any], *, served: bool = False) -> Any:
+    async def _decide(self, run_id: str, update: str, payload: dict[str, Any], *, served: bool = False,
+                      wait: bool = True, update_id: str | None = None) -> Any:
         """Send one decision as its validated update; `served`: the caller's own worker serves the run
-        (the in-process engine), so no DescribeTaskQueue is asked first."""
+        (the in-process engine), so no DescribeTaskQueue is asked first.
+
+        No worker polls the run's queue: NoWorker, nothing sent. A worker is listed but none takes the
+        decision within DECISION_GRACE_S (one stopped less than a minute ago is still listed) and none
+        answers a query within the query grace either: the server holds it, and without `wait` this
+        raises DecisionQueued (sent, not applied; the run applies it when a worker takes the run). With
+        `wait`, until a worker takes it. `update_id`: the decision's Temporal update id (default: a new
+        one), for `decision_stage` / `decision_result`; the same id sent twice is one decision."""
         what = update.removeprefix("rein.")
         if not served and not await self._worker_appears(run_id):
             raise NoWorker(f"no worker serves run {run_id}: the {what} was not sent ({await self._start_one(run_id)}, "
                            "then decide again)")
         try:
-            return await self.handle(run_id).execute_update(update, payload)
+            return await self._send(run_id, update, payload, what, wait, update_id)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             message = getattr(cause, "message", None) or str(cause or err)
             raise DecisionRejected(f"{what} rejected by run {run_id}: {message}") from None
         except RPCError as err:
             raise DecisionRejected(f"{what} rejected: run {run_id} is not running ({err.message})") from None
+
+    async def _send(self, run_id: str, update: str, payload: dict[str, Any], what: str, wait: bool,
+                    update_id: str | None) -> Any:
+        """The update, sent; its result once a worker applied it. Not taken within DECISION_GRACE_S and no
+        worker answers a query within the query grace: DecisionQueued (unless `wait`), the update left
+        with the server (it cannot be withdrawn)."""
+        update_id = update_id or f"{what}-{uuid.uuid4().hex[:12]}"
+        sending = asyncio.ensure_future(self.handle(run_id).execute_update(update, payload, id=update_id))
+        try:
+            done, _ = await asyncio.wait({sending}, timeout=history.seconds("REIN_DECISION_GRACE_S", DECISION_GRACE_S))
+            if not done and not wait and not await self._worker_answers(run_id, sending):
+                raise DecisionQueued(run_id, what, update_id)
+            return await sending
+        finally:
+            if not sending.done():
+                sending.cancel()  # the server keeps the update; only this wait for it ends
+                with contextlib.suppress(BaseException):
+                    await sending
+
+    async def _worker_answers(self, run_id: str, sending: asyncio.Future[Any]) -> bool:
+        """Whether a worker answers a query of the run within the query grace (or takes the decision
+        meanwhile): a live but busy worker takes the decision soon; a stopped one, still listed, does not."""
+        asked = asyncio.ensure_future(self.handle(run_id).query(
+            "status", rpc_timeout=timedelta(seconds=history.seconds("REIN_QUERY_GRACE_S", history.QUERY_GRACE_S))))
+        try:
+            await asyncio.wait({asked, sending}, return_when=asyncio.FIRST_COMPLETED)
+            if sending.done():
+                return True
+            return asked.exception() is None
+        finally:
+            asked.cancel()
+            with contextlib.suppress(BaseException):
+                await asked
 
     # Read through rein.temporal.history: a worker answers when one serves the run, else the
     # run's history is replayed here (a run a script left waiting after it exited).

@@ -8,7 +8,9 @@ weighted share. See docs/fleet.md.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -143,9 +145,70 @@ def routed_queue(model: str) -> str | None:
 
 
 def known_queues() -> list[str]:
-    """Queues `rein limits` shows by default: rein's task queue and the routed providers' queues."""
-    queues = [os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)]
-    return queues + sorted(model_queue(p) for p in routed_providers() if p != "*")
+    """Queues `rein limits` looks at by default: rein's task queue, then the model queue of every provider
+    LiteLLM knows and of every provider routed here (REIN_MODEL_QUEUES)."""
+    providers = (known_providers() | routed_providers()) - {"*"}
+    return [os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)] + sorted({model_queue(p) for p in providers})
+
+
+def known_providers() -> set[str]:
+    """The providers LiteLLM knows, from the price table it ships (read as a file: importing litellm
+    costs a CLI command a second or more). Empty when LiteLLM is not installed."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return set()
+    table = Path(next(iter(spec.submodule_search_locations))) / "model_prices_and_context_window_backup.json"
+    try:
+        models = json.loads(table.read_text())
+    except (OSError, ValueError):
+        return set()
+    return {str(m["litellm_provider"]) for m in models.values()
+            if isinstance(m, dict) and str(m.get("litellm_provider", "")).replace("_", "").replace("-", "").isalnum()}
+
+
+async def all_limits(client: Client, queues: list[str] | None = None) -> list[QueueLimits]:
+    """Every limit that is set, on `queues` (default `known_queues()`): the first queue (rein's) always,
+    the others when they have a rate limit, a per-tenant rate or weights."""
+    names = queues if queues is not None else known_queues()
+    gate = asyncio.Semaphore(16)
+
+    async def one(name: str) -> QueueLimits:
+        async with gate:
+            return await queue_limits(client, name)
+
+    found = await asyncio.gather(*(one(name) for name in names))
+    return [row for i, row in enumerate(found)
+            if i == 0 or row.rps is not None or row.tenant_rps is not None or row.weights]
+
+
+async def model_calls_served(client: Client, model: str) -> bool:
+    """Whether a worker polled `model`'s provider queue for model calls recently: without one, no worker
+    routes the provider's calls there (they would wait forever), so a limit on that queue slows nothing."""
+    from rein.temporal.history import POLLER_FRESH_S
+
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=model_queue(model)),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+    )
+    now = time.time()
+    return any(now - p.last_access_time.ToSeconds() < POLLER_FRESH_S for p in described.pollers)
+
+
+def not_routed(model: str) -> str:
+    """The one line `rein limits set --model` refuses with when nothing serves the provider's queue."""
+    queue = model_queue(model)
+    provider = queue.removeprefix(f"{DEFAULT_TASK_QUEUE}.model.")
+    return (f"no worker serves {queue}, so {model}'s calls are not sent there and a limit on it would slow "
+            f"nothing: start the workers with REIN_MODEL_QUEUES={provider} (or *) and one on that queue "
+            f"(`rein worker --agent MOD:ATTR --task-queue {queue}`, with REIN_MODEL_QUEUES too), then set the "
+            "limit (--force sets it anyway); docs/fleet.md")
 
 
 @dataclass

@@ -47,7 +47,7 @@ async def test_fleet_cli(dev, capsys):
         assert any(line["key"] == agent.name and line["cost_usd"] == 0.25 for line in usage["agents"])
 
     model = f"prov{names}/some-model"
-    line = await cli("limits", "set", "--model", model, "--rps", "7", "--tenant", tenant, "--weight", "2")
+    line = await cli("limits", "set", "--model", model, "--rps", "7", "--tenant", tenant, "--weight", "2", "--force")
     assert line.strip() == f"rein.model.prov{names}: rps 7, weights {tenant}=2"
     (limits,) = json.loads(await cli("limits", "--model", model, "--json"))
     assert (limits["rps"], limits["weights"]) == (7.0, {tenant: 2.0})

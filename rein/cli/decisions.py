@@ -33,32 +33,69 @@ Approver = Annotated[str | None, typer.Option(
 
 
 WaitFlag = Annotated[bool, typer.Option(
-    "--wait", help="No worker serves the run: wait (with a spinner) until one does, then send. "
-                   f"Without it the decision is not sent and the exit code is {EXIT_NO_WORKER}.")]
+    "--wait", help="No worker serves or takes the run: wait (with a spinner) until one does. "
+                   f"Without it: no worker polls, nothing is sent, exit {EXIT_NO_WORKER}; a worker is listed "
+                   f"but none takes the decision, it stays queued on the server, exit 11.")]
+
+EXIT_QUEUED = 11
+"""The decision was sent, no worker has taken the run: queued on the server, not applied (docs/cli.md)."""
 
 
 def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
-            action: Callable[[ReinClient], Awaitable[Any]], wait: bool = False) -> Any:
+            action: Callable[[ReinClient, bool, str], Awaitable[Any]], wait: bool = False) -> Any:
     """Send a decision through the run's validated update; say truthfully what became of it.
 
-    Applied: the command's line. Rejected: one line, exit 5. No worker: nothing is sent (a sent
-    update would wait on the server and could be applied later), one line, exit 8; with --wait,
-    a spinner until a worker serves the run. Ctrl-C: exit 130, saying whether it was sent.
+    Applied: the command's line. Rejected: one line, exit 5. No worker polls: nothing is sent (a sent
+    update would wait on the server and could be applied later), one line, exit 8; with --wait, a
+    spinner until a worker serves the run. A worker is listed (one stopped less than a minute ago
+    still is) but none takes it within 2 s: a line says so at once; without --wait, exit 11 (sent,
+    queued on the server, applied when a worker takes the run), with --wait a spinner until one does.
+    Ctrl-C: exit 130, one line saying where the decision stands (asked of the server).
     """
-    from rein.client import DecisionRejected, NoWorker
-    from rein.runs import describe_run
+    import uuid
 
-    sent = False
+    from rein.client import DECISION_GRACE_S, DecisionQueued, DecisionRejected, NoWorker
+    from rein.runs import describe_run
+    from rein.temporal.history import seconds
+
+    update_id = f"{what}-{uuid.uuid4().hex[:12]}"
+    sent = False  # the update's request may have left: from here on, ask the server where it stands
 
     async def go(client: ReinClient) -> Any:
         nonlocal sent
-        if wait and not await client.worker_serves(run_id):
-            with err_console().status(f"waiting for a worker to serve run {escape(run_id)} (Ctrl-C: nothing is sent)"):
-                while not await client.worker_serves(run_id):
-                    await asyncio.sleep(WORKER_POLL_S)
         try:
-            sent = True
-            return await action(client)
+            if wait and not await client.worker_serves(run_id):
+                err_console().print(f"run {escape(run_id)}: no worker polls its queue; waiting for one "
+                                    f"(the {what} is not sent until then; nothing is sent if you stop)", soft_wrap=True)
+                with err_console().status(f"waiting for a worker to serve run {escape(run_id)} (Ctrl-C: nothing is sent)"):
+                    while not await client.worker_serves(run_id):
+                        await asyncio.sleep(WORKER_POLL_S)
+            deciding = asyncio.ensure_future(_sending(client))
+            done, _ = await asyncio.wait({deciding}, timeout=seconds("REIN_DECISION_GRACE_S", DECISION_GRACE_S))
+            if done:
+                return await deciding
+            if await client.decision_stage(run_id, update_id) == "not sent":  # still looking for a poller
+                err_console().print(f"run {escape(run_id)}: no worker polls its queue yet; nothing is sent",
+                                    soft_wrap=True)
+                return await deciding
+            err_console().print(f"run {escape(run_id)}: no worker has taken it yet; the {what} is sent, not applied",
+                                soft_wrap=True)
+            if not wait:
+                return await deciding
+            with err_console().status(f"waiting for a worker to take the {what} (Ctrl-C leaves it queued on the server)"):
+                return await deciding
+        except asyncio.CancelledError:
+            raise CliError(await _where(client), EXIT_INTERRUPTED) from None
+        except Exception as exc:
+            if type(exc).__name__ == "WorkflowUpdateRPCTimeoutOrCancelledError" and _cancelling():
+                raise CliError(await _where(client), EXIT_INTERRUPTED) from None
+            raise
+
+    async def _sending(client: ReinClient) -> Any:
+        nonlocal sent
+        try:
+            sent = True  # from here on: the server says whether it has it (decision_stage)
+            return await action(client, wait, update_id)
         except NoWorker:
             sent = False
             await describe_run(client, run_id)  # an unknown id is "not found"
@@ -67,16 +104,39 @@ def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
             await describe_run(client, run_id)  # an unknown id is "not found", not a rejection
             raise
 
+    async def _where(client: ReinClient) -> str:
+        """One line: where the decision stands after Ctrl-C."""
+        if not sent:
+            return f"interrupted: the {what} was not sent"
+        try:
+            stage = await asyncio.wait_for(client.decision_stage(run_id, update_id), 5)
+        except Exception:
+            return (f"interrupted: the {what} may have been sent; `rein status {run_id}` shows whether the run "
+                    "took it")
+        return {
+            "not sent": f"interrupted: the {what} was not sent",
+            "queued": f"interrupted: the {what} was sent and is queued on the server, not applied: the run applies "
+                      "it when a worker takes it",
+            "taken": f"interrupted: the run has taken the {what} and is applying it",
+        }.get(stage, f"interrupted: the {what} was applied (or refused by the run): `rein status {run_id}`")
+
     try:
         return with_client(address, namespace, go)
     except DecisionRejected as exc:
         raise CliError(str(exc), EXIT_REJECTED) from exc
     except NoWorker as exc:
         raise CliError(f"{exc}; or pass --wait", EXIT_NO_WORKER) from exc
+    except DecisionQueued as exc:
+        raise CliError(f"{exc} (--wait waits for it; `rein status {run_id}` shows when)", EXIT_QUEUED) from exc
     except KeyboardInterrupt:
-        told = (f"interrupted after the {what} was sent: the run applies it when its worker takes it"
-                if sent else f"interrupted: the {what} was not sent")
-        raise CliError(told, EXIT_INTERRUPTED) from None
+        raise CliError(f"interrupted: the {what} was not sent" if not sent else
+                       f"interrupted: the {what} may have been sent; `rein status {run_id}` shows whether the run "
+                       "took it", EXIT_INTERRUPTED) from None
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 WORKER_POLL_S = 1.0
@@ -94,7 +154,8 @@ def approve(
     namespace: Namespace = None,
 ) -> None:
     """Approve a run's pending tool calls."""
-    ids = _decide(address, namespace, run_id, "approval", lambda c: c.approve(run_id, tool_call_id, approver, reason), wait)
+    ids = _decide(address, namespace, run_id, "approval",
+                  lambda c, w, u: c.approve(run_id, tool_call_id, approver, reason, wait=w, update_id=u), wait)
     out_console().print(f"approved {', '.join(ids or []) or 'nothing'} in run {escape(run_id)}")
 
 
@@ -109,7 +170,8 @@ def deny(
     namespace: Namespace = None,
 ) -> None:
     """Deny a run's pending tool calls; the model is told they were denied, and why."""
-    ids = _decide(address, namespace, run_id, "denial", lambda c: c.deny(run_id, tool_call_id, approver, reason), wait)
+    ids = _decide(address, namespace, run_id, "denial",
+                  lambda c, w, u: c.deny(run_id, tool_call_id, approver, reason, wait=w, update_id=u), wait)
     out_console().print(f"denied {', '.join(ids or []) or 'nothing'} in run {escape(run_id)}")
 
 
@@ -123,14 +185,14 @@ def answer(
     namespace: Namespace = None,
 ) -> None:
     """Answer a run waiting for input (an `ask_human` question)."""
-    _decide(address, namespace, run_id, "answer", lambda c: c.answer(run_id, text, approver), wait)
+    _decide(address, namespace, run_id, "answer", lambda c, w, u: c.answer(run_id, text, approver, wait=w, update_id=u), wait)
     out_console().print(f"answered run {escape(run_id)}")
 
 
 @app.command()
 def retry(run_id: RunId, wait: WaitFlag = False, address: Address = None, namespace: Namespace = None) -> None:
     """Retry a run waiting after an error (its model attempts were exhausted)."""
-    _decide(address, namespace, run_id, "retry", lambda c: c.retry(run_id), wait)
+    _decide(address, namespace, run_id, "retry", lambda c, w, u: c.retry(run_id, wait=w, update_id=u), wait)
     out_console().print(f"retrying run {escape(run_id)}")
 
 
@@ -143,6 +205,6 @@ def cancel(
     namespace: Namespace = None,
 ) -> None:
     """Cancel a run: it ends with stop reason `cancelled`."""
-    _decide(address, namespace, run_id, "cancellation", lambda c: c.cancel(run_id, reason), wait)
+    _decide(address, namespace, run_id, "cancellation", lambda c, w, u: c.cancel(run_id, reason, wait=w, update_id=u), wait)
     out_console().print(f"cancelled run {escape(run_id)}")
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from rein.cli.app import (
+    EXIT_NO_WORKER,
     EXIT_USAGE,
     Address,
     CliError,
@@ -52,15 +53,17 @@ def limits(
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Show queues' rate limits and weights (default: rein's queue and the routed model queues)."""
+    """Show queues' rate limits and weights (default: rein's queue and every provider's model queue that has one)."""
     if ctx.invoked_subcommand is not None:
         return
     from rein.contract import model_queue
-    from rein.fleet import known_queues, queue_limits
+    from rein.fleet import all_limits, queue_limits
 
-    names = [model_queue(m) for m in model or []] + list(queue or []) or known_queues()
+    names = [model_queue(m) for m in model or []] + list(queue or [])
 
     async def go(client: Any) -> list:
+        if not names:
+            return await all_limits(client.client)
         return [await queue_limits(client.client, name) for name in names]
 
     rows = with_client(address, namespace, go)
@@ -88,11 +91,16 @@ def limits_set(
     tenant: Annotated[str | None, typer.Option("--tenant", help="With --weight: the tenant whose share to set.")] = None,
     weight: Annotated[float | None, typer.Option("--weight", help="The tenant's weight (default 1; 2 = twice the share).")] = None,
     weights: Annotated[list[str] | None, typer.Option("--weights", help="TENANT=WEIGHT; repeatable.")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Set a --model limit even when no worker serves the provider's queue yet.")] = False,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Set a queue's rate limit (--rps) and tenants' fair-share weights on the Temporal server."""
+    """Set a queue's rate limit (--rps) and tenants' fair-share weights on the Temporal server.
+
+    With --model it refuses (exit 8, nothing set) when no worker serves the provider's queue: then no
+    worker routes that provider's calls there (REIN_MODEL_QUEUES) and the limit would slow nothing."""
     if (tenant is None) != (weight is None):
         raise CliError("--tenant and --weight go together", EXIT_USAGE)
     if rps is not None and unlimited:
@@ -104,8 +112,14 @@ def limits_set(
         raise CliError("nothing to set: give --rps, --unlimited, --tenant-rps or --tenant with --weight", EXIT_USAGE)
 
     async def go(client: Any):
-        from rein.fleet import set_limits  # after the checks: a usage mistake is told without temporalio
+        from rein.fleet import model_calls_served, not_routed, set_limits  # after the checks: a usage mistake
+        # is told without temporalio
 
+        if rps is not None and rps < 0 or tenant_rps is not None and tenant_rps < 0:
+            raise ValueError("a rate limit is a number of requests per second, 0 or more")  # before the worker check
+        only_removes = rps is None and tenant_rps is None and not wanted
+        if model and not queue and not force and not only_removes and not await model_calls_served(client.client, model):
+            raise CliError(not_routed(model), EXIT_NO_WORKER)
         return await set_limits(client.client, model=model, queue=queue, rps=rps, tenant_rps=tenant_rps,
                                 weights=wanted, unset_rps=unlimited)
 
