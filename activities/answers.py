@@ -1,5 +1,6 @@
-"""A model call's answer: from the agent's provider, streamed whenever the provider can, and put on
-the run's stream while someone reads it (rein.temporal.streaming.live_once_read)."""
+"""A model call's answer: the provider's `complete`, or its `stream` when the run asked for a stream
+or the stream is the same answer (rein.providers.base.streams_its_answer); a streamed answer goes
+on the run's stream while someone reads it (rein.temporal.streaming.live_once_read)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 
 from rein.contract import ModelCallInput
 from rein.ir import Completion, Message, StreamChunk, StreamFold
-from rein.providers.base import streams
+from rein.providers.base import streams, streams_its_answer
 from rein.providers.fallback import FallbackProvider
 from rein.temporal.streaming import ModelText, current_stream, live_once_read
 from rein.tracing.activity_spans import chat_span
@@ -29,8 +30,10 @@ async def complete(agent: Agent, messages: list[Message], request: ModelCallInpu
 async def answer(agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
     """The completion, and whether it went onto the run's stream from here.
 
-    A provider that can stream always does: whether anyone reads is known only as the model
-    answers (`live_once_read`), and then the text so far goes out whole and the rest as it comes.
+    What the run records must not depend on whether anyone reads it, and a provider's `complete` is
+    its answer: the call streams only when the run asked (`request.stream`) or when the provider's
+    stream is that same answer. Then whether anyone reads is known only as the model answers
+    (`live_once_read`): the text so far goes out whole and the rest as it comes.
     """
     provider = provider_for(agent, request.model)
     answered_by = None
@@ -49,22 +52,19 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
 async def _completion(provider: Any, agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
     tools = await agent.model_tool_specs() or None
     stream = current_stream()
-    can_stream = streams(provider)
-    published = False
-    if stream is not None and (can_stream or request.stream):
-        info = activity.info()
-        out = ModelText(stream, request.stream_source or f"{(info.workflow_run_id or '')[-8:]}/a{info.activity_id}", live=request.stream)
-        completion = None
-        if can_stream:
-            async with live_once_read(out):
-                completion = await _streamed_completion(provider, messages, tools, out)
-        if completion is None:  # only `complete` (or a stub `stream`): one whole answer, published when read
-            completion = await provider.complete(messages, tools=tools)
-            _publish_whole(completion, out)
-        published = out.live
-    else:
+    streamed = streams(provider) and (request.stream or streams_its_answer(provider))
+    if stream is None or not (streamed or request.stream):  # the workflow publishes the answer whole
+        return await provider.complete(messages, tools=tools), False
+    info = activity.info()
+    out = ModelText(stream, request.stream_source or f"{(info.workflow_run_id or '')[-8:]}/a{info.activity_id}", live=request.stream)
+    completion = None
+    if streamed:
+        async with live_once_read(out):
+            completion = await _streamed_completion(provider, messages, tools, out)
+    if completion is None:  # `complete` (or a stub `stream`): one whole answer, published live when asked
         completion = await provider.complete(messages, tools=tools)
-    return completion, published
+        _publish_whole(completion, out)
+    return completion, out.live
 
 
 def provider_for(agent: Agent, model: str) -> Any:

@@ -180,9 +180,11 @@ async def test_rein_watch_mid_call_prints_the_text_as_it_comes(dev, late_worker,
 
 
 class Slow:
-    """Streams its answer a piece every 0.1 s (long enough for a reader to be noticed mid-call)."""
+    """Streams its answer a piece every 0.1 s (long enough for a reader to be noticed mid-call); its
+    stream is its answer (it says so), so runs nobody asked to stream stream it too."""
 
     model = "scripted/slow"
+    stream_is_complete = True
     pieces = [f"w{i} " for i in range(15)]
 
     async def stream(self, messages: Any, tools: Any = None, **kwargs: Any) -> AsyncIterator[StreamChunk]:
@@ -192,7 +194,7 @@ class Slow:
         yield StreamChunk(type="done", finish_reason="stop")
 
     async def complete(self, messages: Any, tools: Any = None, **kwargs: Any) -> Any:
-        raise AssertionError("rein streams from a provider that can stream")
+        raise AssertionError("rein streams from a provider whose stream is its answer")
 
 
 async def test_no_text_goes_into_history_while_nobody_reads(dev):

@@ -106,7 +106,10 @@ def test_text_reaches_a_reader_in_another_process_while_the_remote_model_runs(se
 
 
 class Counting(MockProvider):
-    """Asks for `add` until the conversation holds `rounds` tool results, then answers."""
+    """Asks for `add` until the conversation holds `rounds` tool results, then answers (word by word
+    in `stream`, the same answer: it says so, so a reader gets it live on a run not asked to stream)."""
+
+    stream_is_complete = True
 
     def __init__(self, rounds: int):
         super().__init__([])
@@ -124,8 +127,8 @@ class Counting(MockProvider):
         completion = await self.complete(messages, tools)
         if completion.message.tool_calls:
             yield StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls)
-        for word in completion.message.content.split():
-            yield StreamChunk(type="text", text=word + " ")
+        for i, word in enumerate(completion.message.content.split(" ") if completion.message.content else []):
+            yield StreamChunk(type="text", text=f" {word}" if i else word)
         yield StreamChunk(type="done", finish_reason=completion.finish_reason, usage=completion.usage)
 
 
@@ -151,7 +154,7 @@ async def test_stream_follows_continue_as_new_and_carries_steps_and_interrupts(d
     assert kinds.count("interrupt") == 8 and all(c.name == "need_approval" for c in seen if c.type == "interrupt")
     assert [c.name for c in seen if c.type == "step"] == ["model", "tool"] * 8 + ["model"]
     assert kinds.count("tool_calls") == 8
-    assert "".join(c.text for c in seen if c.type == "text") == "8 rounds done. "
+    assert "".join(c.text for c in seen if c.type == "text") == "8 rounds done."
     assert kinds[-1] == "done" and seen[-1].finish_reason == "done"
 
 

@@ -3,6 +3,10 @@
 Structural (duck-typed): anything with matching `complete` and `stream` methods
 is a Provider, no inheritance needed. It is runtime-checkable so callers can
 `isinstance(x, Provider)`; that check needs both methods to be present.
+
+A run answers with `complete` unless its caller asked for a stream; a provider whose `stream` is
+the same answer says so (`stream_is_complete`, see `streams_its_answer`) and then streams either
+way, so a reader who attaches mid-call gets live text (docs/streaming.md).
 """
 
 from __future__ import annotations
@@ -28,10 +32,37 @@ class Provider(Protocol):
         ...
 
 
+SAME_ANSWER = frozenset({
+    "rein.providers.litellm.LiteLLMProvider",  # `stream` is the same vendor call with stream=True
+    "rein.providers.mock.MockProvider",  # both play the same script item
+    "rein.providers.backend.BackendProvider",  # `complete` folds `stream`
+})
+"""rein's providers whose `stream` is their `complete` answer (another provider says so itself)."""
+
+
+def streams_its_answer(provider: Any) -> bool:
+    """Whether the provider's `stream` is its `complete` answer told as it comes, so streaming a call
+    nobody asked to stream cannot change what the run records (its text can then go live for a
+    reader who attaches mid-call).
+
+    A provider says so with the class attribute `stream_is_complete = True`. It counts only when said
+    by a class at or below both methods: a subclass that overrides either one has not said it.
+    """
+    if not streams(provider):
+        return False
+    mro = type(provider).__mro__
+    said = (c for c in mro if "stream_is_complete" in vars(c) or f"{c.__module__}.{c.__qualname__}" in SAME_ANSWER)
+    sayer = next(said, None)
+    if sayer is None or vars(sayer).get("stream_is_complete", True) is not True:
+        return False
+    definers = [next((c for c in mro if name in vars(c)), None) for name in ("stream", "complete")]
+    return all(c is not None and issubclass(sayer, c) for c in definers)
+
+
 def streams(provider: Any) -> bool:
-    """Whether to answer with the provider's `stream`: it has one, and no subclass overrode only
-    `complete` below it (a MockProvider subclass that answers in `complete` means that answer).
-    Both engines ask it: the durable model activity (activities/answers.py) and the local one."""
+    """Whether a call that streams answers with the provider's `stream`: it has one, and no subclass
+    overrode only `complete` below it (a MockProvider subclass that answers in `complete` means that
+    answer). Both engines ask it: the durable model activity (activities/answers.py) and the local one."""
     if not callable(getattr(provider, "stream", None)):
         return False
     mro = type(provider).__mro__

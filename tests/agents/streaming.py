@@ -77,7 +77,10 @@ async def _gate(name: str) -> None:
 class LateReaderModel:
     """Says two pieces before anyone reads, then waits for `go1` (a reader's first text), says one
     more, waits for `go2` (its second), then says the rest: it finishes only if a reader that
-    attached mid-call received two separate pieces while it ran."""
+    attached mid-call received two separate pieces while it ran. Its stream is its answer (it says
+    so): a run not asked to stream streams it, for a reader who attaches mid-call."""
+
+    stream_is_complete = True
 
     async def stream(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> AsyncIterator[StreamChunk]:
         _note("model-started")
@@ -92,7 +95,7 @@ class LateReaderModel:
         yield StreamChunk(type="done", finish_reason="stop", usage=Usage(input_tokens=3, output_tokens=5))
 
     async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
-        raise AssertionError("rein streams from a provider that can stream, read or not")
+        raise AssertionError("rein streams from a provider whose stream is its answer, read or not")
 
 
 late_agent = Agent(provider=LateReaderModel(), name="late-reader")
