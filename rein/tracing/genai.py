@@ -23,9 +23,9 @@ def provider_of(model: str) -> str:
     if "/" in model:
         return model.split("/", 1)[0]
     try:
-        import litellm
+        from rein.prices import load_litellm  # quiet and offline: its shipped price map, no "Provider List" banner
 
-        return litellm.get_llm_provider(model)[1]
+        return load_litellm().get_llm_provider(model)[1]
     except Exception:
         return "unknown"
 
@@ -35,9 +35,9 @@ def cost_usd(model: str, completion: Completion) -> float | None:
     if completion.usage.cost_usd is not None:
         return completion.usage.cost_usd
     try:
-        import litellm
+        from rein.prices import load_litellm
 
-        prompt, answer = litellm.cost_per_token(
+        prompt, answer = load_litellm().cost_per_token(
             model=completion.model or model,
             prompt_tokens=completion.usage.input_tokens,
             completion_tokens=completion.usage.output_tokens,
