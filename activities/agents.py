@@ -22,6 +22,7 @@ from rein import machine
 from rein.activities import steps
 from rein.activities.answers import answer
 from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
+from rein.activities.failures import rein_code
 from rein.activities.identity import AgentIdentity
 from rein.agent import with_tool_agents
 from rein.config import LoopConfig
@@ -336,6 +337,7 @@ class AgentActivities(AgentIdentity):
         })
 
     @activity.defn(name=CALL_MODEL)
+    @rein_code
     async def call_model(self, request: ModelCallInput) -> Completion | StepOutcome | dict[str, Any]:
         request = _with_run(request)
         if request.start is not None:
@@ -402,6 +404,7 @@ class AgentActivities(AgentIdentity):
             )
 
     @activity.defn(name=RUN_TOOL)
+    @rein_code
     async def run_tool(self, request: ToolCallInput) -> ToolResult | StepOutcome | str | dict[str, Any]:
         request = _with_run(request)
         agent = self._agent(request.agent)
@@ -421,6 +424,7 @@ class AgentActivities(AgentIdentity):
         return wire(result)
 
     @activity.defn(name=COMPACT)
+    @rein_code
     async def compact(self, request: ModelCallInput) -> CompactResult:
         return await steps.compact(self, self._agent(request.agent), request)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from rein.activities.failures import tool_ran
 from rein.ir import ToolCall, ToolResult
 from rein.providers.errors import failure_message, retry_after_s
 from rein.providers.fallback import is_retryable
@@ -123,6 +124,7 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
                 type=type(exc).__name__,
             ) from None
         result = result.model_copy(update={"content": scrub(result.content)})
+        tool_ran(result)
         traced(result)
     activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
     return result

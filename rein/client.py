@@ -22,13 +22,14 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import CancelledError
+from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
 from rein.contract import (
     ANSWER_UPDATE,
     APPROVE_UPDATE,
     CANCEL_UPDATE,
+    DECISION_FOR_CHILD,
     DEFAULT_TASK_QUEUE,
     DENY_UPDATE,
     RECORD_QUERY,
@@ -304,6 +305,10 @@ class ReinClient:
             return await self._send(run_id, update, payload, what, wait, update_id)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == DECISION_FOR_CHILD and cause.details:
+                # The run waits in its agent-as-tool child: the decision goes there, and its answer is ours.
+                return await self._decide(str(cause.details[0]), update, payload, served=served, wait=wait,
+                                          update_id=update_id)
             message = getattr(cause, "message", None) or str(cause or err)
             raise DecisionRejected(f"{what} rejected by run {run_id}: {message}") from None
         except RPCError as err:

@@ -104,8 +104,10 @@ PROBLEMS_KEY = SearchAttributeKey.for_keyword_list(PROBLEMS)
 """Temporal's own attribute on a run whose workflow tasks keep failing (`rein list --stuck`, `rein status`)."""
 
 RunStatus = Literal[
-    "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed"
+    "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed", "stuck"
 ]
+"""`stuck`: a bug in rein's own activity code holds the run up until a fixed build takes it (rein.failures);
+a run whose workflow task fails keeps the last status it published (`rein list --stuck` shows both)."""
 
 WAITING_STATUS: dict[str, RunStatus] = {
     "need_approval": "waiting_approval",
@@ -517,6 +519,15 @@ class CancelSignal(_Lenient):
         return "" if value is None else value
 
 
+class RetrySignal(_Lenient):
+    """Payload of `retry`: nothing to say (an empty object, or none)."""
+
+
+DECISION_FOR_CHILD = "DecisionForChild"
+"""A decision update refused by a run whose agent-as-tool child waits: its details name the child
+run, where rein's client sends the decision (so the caller hears the child's own answer)."""
+
+
 class RunOutcome(BaseModel):
     """The workflow's result (and the `rein.wait` update's): small whatever the run's length.
 
@@ -569,6 +580,8 @@ class RunStatusView(BaseModel):
     """Index of the first step this run recorded (earlier ones are in `continued_from`)."""
     continued_from: str | None = None
     """Run id of the run this one continued as new from."""
+    stuck: str = ""
+    """While the status is `stuck`: what is held up, and the bug's message."""
 
 
 # ------------------------------------------------------------ config overrides from clients

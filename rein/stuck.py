@@ -24,9 +24,12 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowExecution
 
 from rein.contract import PROBLEMS, PROBLEMS_KEY, SEARCH_KEYS, WORKFLOW_TYPE
+from rein.failures import REIN_BUG
 
-STUCK_QUERY = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Running" AND {PROBLEMS} IS NOT NULL'
-"""The visibility query (also for the Temporal UI's search box) of stuck rein runs."""
+STUCK_QUERY = (f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Running" '
+               f'AND ({PROBLEMS} IS NOT NULL OR ReinStatus="stuck")')
+"""The visibility query (also for the Temporal UI's search box) of stuck rein runs: a workflow task that
+keeps failing (Temporal's own attribute), or a bug in rein's activity code the run retries (rein.failures)."""
 _AGENT = SEARCH_KEYS["ReinAgent"]
 _STATUS = SEARCH_KEYS["ReinStatus"]
 _EVENTS_SCANNED = 200
@@ -65,19 +68,26 @@ async def _stuck_run(client: Client, execution: WorkflowExecution) -> StuckRun:
         last_task_error(client, ref),
     )
     attributes = execution.typed_search_attributes
+    attempt = described.pending_workflow_task.attempt
+    if not attributes.get(PROBLEMS_KEY):  # held up by a bug in an activity: the call the run retries
+        failing = [a for a in described.pending_activities if a.last_failure.message]
+        if failing:  # retried now, by the activity's own policy
+            error = f"{failing[0].last_failure.application_failure_info.type}: {failing[0].last_failure.message}"
+            attempt = failing[0].attempt
     return StuckRun(
         id=execution.id,
         agent=attributes.get(_AGENT) or "",
         last_status=attributes.get(_STATUS) or "running",
         problems=list(attributes.get(PROBLEMS_KEY) or []),
-        attempt=described.pending_workflow_task.attempt,
+        attempt=attempt,
         error=error,
         started=execution.start_time,
     )
 
 
 async def last_task_error(client: Client, ref: ExecutionRef) -> str:
-    """The message of the run's latest WorkflowTaskFailed event (later attempts repeat it unrecorded)."""
+    """The message of the run's latest WorkflowTaskFailed event (later attempts repeat it unrecorded), or of
+    its latest activity that failed on a bug in rein's code."""
     token = b""
     scanned = 0
     while scanned < _EVENTS_SCANNED:
@@ -91,6 +101,10 @@ async def last_task_error(client: Client, ref: ExecutionRef) -> str:
                 return f"{kind}: {failure.message}" if kind else failure.message
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
                 return "workflow task timed out (no worker completed it)"
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+                failure = event.activity_task_failed_event_attributes.failure
+                if failure.application_failure_info.type == REIN_BUG:
+                    return f"{REIN_BUG}: {failure.message}"
         scanned += len(page.history.events)
         token = page.next_page_token
         if not token:

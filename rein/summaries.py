@@ -82,6 +82,8 @@ def details_for(
         lines.append(f"Stop reason: `{view.stop_reason}`")
         if output:
             lines.append(f"Output: {output[:200]}{'…' if len(output) > 200 else ''}")
+    if view.stuck:
+        lines.append(f"Stuck on a bug in rein ({view.stuck}): retried until a fixed build's workers take it")
     if last_ignored:
         lines.append(f"Last ignored signal: {last_ignored}")
     signal = f"temporal workflow signal --namespace {namespace} --workflow-id {workflow_id}"

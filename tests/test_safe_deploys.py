@@ -141,6 +141,64 @@ async def test_a_deployed_bug_leaves_runs_open_and_the_fix_finishes_them(stack: 
     assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in runs]
 
 
+BUG_KINDS = ("decide", "model", "tool", "tool-after")
+"""A bug in each part of rein (tests/agents/deploys.py): applying a decision, the model activity's own code,
+the tool activity's own code before the tool runs, and after it ran."""
+
+
+async def test_a_bug_in_each_part_of_rein_waits_for_the_fix_with_nobody_acting(stack: Stack, client: ReinClient):
+    """Each bug holds its runs open and says so (`rein list --stuck`, the run's status); the fixed build
+    carries every run on with nobody sending `retry`; every tool runs exactly once; no decision is lost."""
+    queues = {kind: f"bug-{kind}-{uuid.uuid4().hex[:6]}" for kind in BUG_KINDS}
+    buggy = [stack.worker(queue, DEPLOY_BUG=kind, DEPLOY_BUILD="buggy") for kind, queue in queues.items()]
+    runs: dict[str, tuple[str, int]] = {}
+    for i, (kind, queue) in enumerate(queues.items()):
+        runs[await start(client, "deploy-pay", queue, 40 + i)] = (kind, 40 + i)
+        runs[await start(client, "deploy-pay-ask", queue, 50 + i)] = (kind, 50 + i)
+    by_kind = {kind: [r for r, (k, _) in runs.items() if k == kind] for kind in BUG_KINDS}
+    asked = [r for r in runs if r.startswith("deploy-pay-ask")]
+
+    # A decision whose application hits the bug: sent as a signal by a stock client, it stays in history.
+    decide_ask = next(r for r in by_kind["decide"] if r in asked)
+    await poll(lambda: _is(client, decide_ask, "waiting_approval"), "the run to wait for approval", timeout=120)
+    await client.client.get_workflow_handle(decide_ask).signal("approve", {"approver": "ops"})
+    # The other builds' runs that ask are approved wherever they come to wait (after the fix, for `model`).
+    approvals = [asyncio.ensure_future(approve_when_waiting(client, r)) for r in asked if r != decide_ask]
+
+    expect_stuck = {decide_ask, *by_kind["model"], *by_kind["tool"]}
+
+    def listed() -> dict[str, dict]:
+        rows = {row["run_id"]: row for row in stack.cli_json("list", "--stuck")}
+        return rows if expect_stuck <= set(rows) else {}
+
+    stuck = await poll(listed, "the buggy runs listed by `rein list --stuck`", timeout=120, interval=0.5)
+    for run_id in expect_stuck:
+        assert "deployed bug" in stuck[run_id]["error"], stuck[run_id]
+        description = await client.client.get_workflow_handle(run_id).describe()
+        assert description.status == WorkflowExecutionStatus.RUNNING  # open: nothing lost
+    for run_id in by_kind["model"]:  # held up in an activity: the run itself says so
+        view = await client.status(run_id)
+        assert view.status == "stuck" and "deployed bug" in view.stuck, view
+        assert stack.effects(run_id) == []
+    for run_id in by_kind["tool"]:
+        assert stack.effects(run_id) == []  # the bug struck before the tool ran
+
+    for worker in buggy:
+        worker.kill()
+    for queue in queues.values():
+        stack.worker(queue, DEPLOY_BUILD="fixed")
+    await asyncio.gather(*approvals)
+    results = await asyncio.gather(*(outcome(client, run_id) for run_id in runs))
+    for (run_id, (kind, amount)), result in zip(runs.items(), results, strict=True):
+        effects = [line.split()[0] for line in stack.effects(run_id)]
+        assert len(effects) == 1, (run_id, effects)  # each tool ran exactly once
+        assert (result.status, result.output) == ("done", f"Paid {amount} on {effects[0]}"), (run_id, kind)
+        if kind in ("model", "tool") or run_id == decide_ask:
+            assert effects == ["fixed"], (run_id, kind)  # only the fixed build got past the bug
+    assert stack.effects(next(r for r in by_kind["tool-after"]))[0].startswith("buggy")  # ran once, kept
+    assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in runs]
+
+
 async def test_rolling_deploy_pins_each_run_to_its_build(stack: Stack, client: ReinClient):
     queue = f"roll-{uuid.uuid4().hex[:6]}"
     deployment = f"pay{uuid.uuid4().hex[:6]}"

@@ -10,7 +10,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel, ValidationError
+    from pydantic import ValidationError
 
     from rein.circuit import over_budget
     from rein.contract import (
@@ -111,13 +111,6 @@ class Children(Visibility):
     def _child_goes_on(self) -> None:
         self.child_wait = None
         self._publish()
-
-    def _for_child(self, name: str, payload: BaseModel) -> Any:
-        """A decision sent to this run while its child waits: passed on to the child, unchanged."""
-        assert self.child_wait is not None
-        child = workflow.get_external_workflow_handle(self.child_wait[0])
-        asyncio.ensure_future(child.signal(name, payload.model_dump(mode="json")))
-        return [c.id for c in self.child_wait[1].pending_tool_calls]
 
     async def _tell_parent(self) -> None:
         """An agent-as-tool child run tells its parent run that it waits, or goes on."""

@@ -1,18 +1,23 @@
-"""Decisions from people and ops tooling: signals (a misfit is recorded and ignored) and validated
-updates (a misfit is rejected to the caller).
+"""Decisions from people and ops tooling: approve, deny, answer, retry and cancel.
 
-Each decision exists twice. Both take any number of raw arguments so that no payload shape can fail
-a workflow task; `_check_*` says what fits.
+Each decision is one typed update with a validator: a decision that does not fit the run is refused
+to the caller, with the reason. The signals of the same names are thin adapters for stock tools
+(`temporal workflow signal`): they run the same validator (a misfit is recorded and ignored, since a
+signal has nobody to answer) and the same handler. A bug while applying a decision is not caught:
+it fails the workflow task, the decision stays in history (a signal) or with the server (an update),
+and a fixed build applies it (docs/deploys.md, "Failure policy").
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
@@ -22,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ANSWER_UPDATE,
         APPROVE_UPDATE,
         CANCEL_UPDATE,
+        DECISION_FOR_CHILD,
         DENY_UPDATE,
         READERS_QUERY,
         RETRY_UPDATE,
@@ -29,19 +35,37 @@ with workflow.unsafe.imports_passed_through():
         AnswerSignal,
         CancelSignal,
         DecisionSignal,
+        RetrySignal,
     )
     from rein.errors import validation_text
 
 from rein.workflows.children import Children
 
 SIGNALS = ("approve", "deny", "answer", "retry", "cancel")
+P = TypeVar("P", bound=BaseModel)
 
 
 class Misfit(ValueError):
-    """A signal or update that does not fit the run's state or the expected shape."""
+    """A decision that does not fit the run's state or the expected shape (refused, never a bug)."""
+
 
 class Decisions(Children):
-    """approve, deny, answer, retry and cancel, as signals and as validated updates."""
+    """approve, deny, answer, retry and cancel: validated updates, and signals adapted to them."""
+
+    # ---------------------------------------------------------------- the signal adapter
+
+    def _adapt(self, name: str, args: Sequence[Any], model: type[P], validate: Callable[[P], None],
+               apply: Callable[[P], Any]) -> None:
+        """A decision signal: the update's own validator and handler. A misfit is recorded and
+        ignored; anything the handler raises fails the workflow task (a bug: the fixed build applies it)."""
+        self._count(args)
+        try:
+            payload = self._payload(model, args)
+            validate(payload)
+        except (Misfit, ApplicationError) as misfit:
+            self._ignore(name, misfit.message if isinstance(misfit, ApplicationError) else str(misfit))
+            return
+        apply(payload)
 
     def _count(self, args: Sequence[Any]) -> None:
         """Signals and decision updates grow the history; a waiting run continues as new on many."""
@@ -51,16 +75,7 @@ class Decisions(Children):
         except (TypeError, ValueError):
             pass
 
-    def _signal(self, name: str, check: Any, apply: Any, args: Sequence[Any]) -> None:
-        self._count(args)
-        try:
-            apply(check(args))
-        except Misfit as misfit:
-            self._ignore(name, str(misfit))
-        except Exception as exc:  # a bug of ours must not fail the workflow task either
-            self._ignore(name, f"could not be applied: {type(exc).__name__}: {str(exc)[:200]}")
-
-    def _payload(self, model: type[BaseModel], args: Sequence[Any]) -> Any:
+    def _payload(self, model: type[P], args: Sequence[Any]) -> P:
         if len(args) > 1:
             raise Misfit(f"expected one JSON object, got {len(args)} arguments")
         payload = args[0] if args else None
@@ -69,15 +84,22 @@ class Decisions(Children):
         except (ValidationError, ValueError, TypeError) as exc:
             raise Misfit(f"malformed payload: {validation_text(exc, 'payload')}") from None
 
+    # ---------------------------------------------------------------- what fits
+
     def _check_approver(self, approver: str) -> None:
         allowed = self.config.approvers if self.config is not None else None
         if allowed is not None and approver not in allowed:
             raise Misfit(f"approver {approver[:80]!r} is not among this run's approvers")
 
-    def _check_decision(self, args: Sequence[Any]) -> DecisionSignal:
-        decision = self._payload(DecisionSignal, args)
-        if self.child_wait is not None and self.child_wait[1].status == "waiting_approval":
-            return decision  # for the child run (see _for_child); the child checks it
+    def _child_waits(self, status: str) -> str | None:
+        """The workflow id of this run's agent-as-tool child when it waits with `status`."""
+        if self.child_wait is not None and self.child_wait[1].status == status:
+            return self.child_wait[0]
+        return None
+
+    def _check_decision(self, decision: DecisionSignal) -> None:
+        if self._child_waits("waiting_approval") is not None:
+            return  # for the child run: the signal passes it on, the update refuses it (see _for_child_update)
         if self.status != "waiting_approval":
             raise Misfit(f"the run is {self.status}, not waiting for approval")
         self._check_approver(decision.approver)
@@ -87,69 +109,131 @@ class Decisions(Children):
             raise Misfit(f"no pending tool call with id {decision.tool_call_id!r}")
         if decision.tool_call_id is None and not undecided:
             raise Misfit("every pending tool call is already decided")
-        return decision
 
-    def _decide(self, decision: DecisionSignal, approved: bool) -> list[str]:
-        if self.child_wait is not None and self.child_wait[1].status == "waiting_approval":
-            return self._for_child("approve" if approved else "deny", decision)
-        decided = machine.decide(
-            self.session, approved, decision.tool_call_id, decision.approver, decision.reason, self.input_tools
-        )
-        if not decided:
-            raise Misfit(f"no pending tool call with id {decision.tool_call_id!r}")
-        self.woken = True
-        return decided
-
-    def _check_answer(self, args: Sequence[Any]) -> AnswerSignal:
-        answer = self._payload(AnswerSignal, args)
-        if self.child_wait is not None and self.child_wait[1].status == "waiting_input":
-            return answer
+    def _check_answer(self, answer: AnswerSignal) -> None:
+        if self._child_waits("waiting_input") is not None:
+            return
         if self.status != "waiting_input":
             raise Misfit(f"the run is {self.status}, not waiting for input")
         self._check_approver(answer.approver)
-        return answer
+
+    def _check_retry(self, _: RetrySignal) -> None:
+        if self.status != "waiting_retry":
+            raise Misfit(f"the run is {self.status}, not waiting after an error")
+
+    def _check_cancel(self, _: CancelSignal) -> None:
+        if self.status in ("done", "cancelled", "failed") or self.ended:
+            raise Misfit(f"the run is already {self.status}")
+
+    def _for_child_update(self, status: str) -> None:
+        """An update cannot be passed on from workflow code with its answer: refuse it naming the child
+        run, where rein's client sends it, so the caller hears the child's own answer."""
+        child = self._child_waits(status)
+        if child is not None:
+            raise ApplicationError(f"the decision is for the agent-as-tool run {child} that waits; send it there",
+                                   child, type=DECISION_FOR_CHILD)
+
+    # ---------------------------------------------------------------- applying (a bug raises)
+
+    def _decide(self, decision: DecisionSignal, approved: bool) -> list[str]:
+        child = self._child_waits("waiting_approval")
+        if child is not None:
+            return self._pass_to_child(child, "approve" if approved else "deny", decision)
+        decided = machine.decide(
+            self.session, approved, decision.tool_call_id, decision.approver, decision.reason, self.input_tools
+        )
+        self.woken = True
+        return decided
 
     def _answer(self, answer: AnswerSignal) -> str:
-        if self.child_wait is not None and self.child_wait[1].status == "waiting_input":
-            self._for_child("answer", answer)
+        child = self._child_waits("waiting_input")
+        if child is not None:
+            self._pass_to_child(child, "answer", answer)
             return "forwarded"
         used = machine.answer(self.session, answer.text, answer.approver, self.input_tools)
         self.woken = True
         return used
 
-    def _check_retry(self, args: Sequence[Any]) -> None:
-        if len(args) > 1:
-            raise Misfit(f"expected at most one argument, got {len(args)}")
-        if self.status != "waiting_retry":
-            raise Misfit(f"the run is {self.status}, not waiting after an error")
-
-    def _retry(self, _: None) -> None:
+    def _retry(self, _: RetrySignal) -> None:
         self.woken = True
-
-    def _check_cancel(self, args: Sequence[Any]) -> CancelSignal:
-        cancel = self._payload(CancelSignal, args)
-        if self.status in ("done", "cancelled", "failed") or self.ended:
-            raise Misfit(f"the run is already {self.status}")
-        return cancel
 
     def _cancel(self, cancel: CancelSignal) -> None:
         self.cancel_reason = cancel.reason or "cancelled"
 
+    def _pass_to_child(self, child: str, name: str, payload: BaseModel) -> list[str]:
+        """A decision signal sent to this run while its child waits: passed on to the child, unchanged
+        (the child validates it as its own signal)."""
+        assert self.child_wait is not None
+        handle = workflow.get_external_workflow_handle(child)
+        asyncio.ensure_future(handle.signal(name, payload.model_dump(mode="json")))
+        return [c.id for c in self.child_wait[1].pending_tool_calls]
+
+    # ---------------------------------------------------------------- the updates
+
+    @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; refused when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
+    def approve_update(self, decision: DecisionSignal) -> list[str]:
+        return self._decide(decision, True)
+
+    @approve_update.validator
+    def _validate_approve(self, decision: DecisionSignal) -> None:
+        self._for_child_update("waiting_approval")
+        self._check_decision(decision)
+
+    @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; refused when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
+    def deny_update(self, decision: DecisionSignal) -> list[str]:
+        return self._decide(decision, False)
+
+    @deny_update.validator
+    def _validate_deny(self, decision: DecisionSignal) -> None:
+        self._for_child_update("waiting_approval")
+        self._check_decision(decision)
+
+    @workflow.update(name=ANSWER_UPDATE, description='Answer a need_input interrupt; refused when none is pending: {"text", "approver"}')
+    def answer_update(self, answer: AnswerSignal) -> str:
+        return self._answer(answer)
+
+    @answer_update.validator
+    def _validate_answer(self, answer: AnswerSignal) -> None:
+        self._for_child_update("waiting_input")
+        self._check_answer(answer)
+
+    @workflow.update(name=RETRY_UPDATE, description="Retry the model call after an error interrupt; refused otherwise")
+    def retry_update(self, request: RetrySignal | None = None) -> None:
+        self._retry(request or RetrySignal())
+
+    @retry_update.validator
+    def _validate_retry(self, request: RetrySignal | None = None) -> None:
+        self._check_retry(request or RetrySignal())
+
+    @workflow.update(name=CANCEL_UPDATE, description='End the run with stop_reason cancelled; refused once it ended: {"reason"}')
+    def cancel_update(self, cancel: CancelSignal | None = None) -> None:
+        self._cancel(cancel or CancelSignal())
+
+    @cancel_update.validator
+    def _validate_cancel(self, cancel: CancelSignal | None = None) -> None:
+        self._check_cancel(cancel or CancelSignal())
+
+    # ---------------------------------------------------------------- the signals (stock tools)
+
     @workflow.signal(name="approve", description='Approve pending tool calls: {"tool_call_id": id or null for all, "approver", "reason"}')
     def approve(self, *args: Any) -> None:
-        self._signal("approve", self._check_decision, lambda d: self._decide(d, True), args)
+        self._adapt("approve", args, DecisionSignal, self._check_decision, lambda d: self._decide(d, True))
 
     @workflow.signal(name="deny", description='Deny pending tool calls; the model sees the reason: {"tool_call_id", "approver", "reason"}')
     def deny(self, *args: Any) -> None:
-        self._signal("deny", self._check_decision, lambda d: self._decide(d, False), args)
+        self._adapt("deny", args, DecisionSignal, self._check_decision, lambda d: self._decide(d, False))
 
     @workflow.signal(name="answer", description='Answer a need_input interrupt: {"text", "approver"}')
     def answer(self, *args: Any) -> None:
-        self._signal("answer", self._check_answer, self._answer, args)
+        self._adapt("answer", args, AnswerSignal, self._check_answer, self._answer)
 
     @workflow.signal(name="retry", description="Retry the model call after an error interrupt")
     def retry(self, *args: Any) -> None:
-        self._signal("retry", self._check_retry, self._retry, args)
+        self._adapt("retry", args, RetrySignal, self._check_retry, self._retry)
+
+    @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
+    def cancel(self, *args: Any) -> None:
+        self._adapt("cancel", args, CancelSignal, self._check_cancel, self._cancel)
 
     @workflow.signal(name=STREAM_SIGNAL, description="Model calls publish their text live from now on")
     def stream_on(self, *args: Any) -> None:
@@ -159,53 +243,8 @@ class Decisions(Children):
     def reader_count(self) -> int:
         return self.readers.polls
 
-    @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
-    def cancel(self, *args: Any) -> None:
-        self._signal("cancel", self._check_cancel, self._cancel, args)
-
     @workflow.signal(dynamic=True, description="Any other signal name: recorded and ignored")
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         self.signals_in_run += 1
         self.signal_bytes_in_run += sum(len(a.payload.data) for a in args if hasattr(a, "payload"))
         self._ignore(name[:100], f"unknown signal; rein accepts {', '.join(SIGNALS)}")
-
-    @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
-    def approve_update(self, *args: Any) -> list[str]:
-        return self._decide(self._check_decision(args), True)
-
-    @approve_update.validator
-    def _validate_approve(self, *args: Any) -> None:
-        self._check_decision(args)
-
-    @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; rejected when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
-    def deny_update(self, *args: Any) -> list[str]:
-        return self._decide(self._check_decision(args), False)
-
-    @deny_update.validator
-    def _validate_deny(self, *args: Any) -> None:
-        self._check_decision(args)
-
-    @workflow.update(name=ANSWER_UPDATE, description='Answer a need_input interrupt; rejected when none is pending: {"text", "approver"}')
-    def answer_update(self, *args: Any) -> str:
-        return self._answer(self._check_answer(args))
-
-    @answer_update.validator
-    def _validate_answer(self, *args: Any) -> None:
-        self._check_answer(args)
-
-    @workflow.update(name=RETRY_UPDATE, description="Retry the model call after an error interrupt; rejected otherwise")
-    def retry_update(self, *args: Any) -> None:
-        self._check_retry(args)
-        self._retry(None)
-
-    @retry_update.validator
-    def _validate_retry(self, *args: Any) -> None:
-        self._check_retry(args)
-
-    @workflow.update(name=CANCEL_UPDATE, description='End the run with stop_reason cancelled; rejected once it ended: {"reason"}')
-    def cancel_update(self, *args: Any) -> None:
-        self._cancel(self._check_cancel(args))
-
-    @cancel_update.validator
-    def _validate_cancel(self, *args: Any) -> None:
-        self._check_cancel(args)

@@ -101,7 +101,7 @@ class AgentLoop(Waiting, Decisions, LeanStart):
             self._emit(StreamChunk(type="done", finish_reason="failed", usage=self.session.usage))
         except Exception:
             workflow.logger.exception("could not publish the failed status")
-        self.stream.detach_pollers()
+        self.readers.detach()
         await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _run(self, *args: Any) -> dict[str, Any]:
@@ -233,7 +233,7 @@ class AgentLoop(Waiting, Decisions, LeanStart):
         self.ended = True
         self._publish()
         self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
-        self.stream.detach_pollers()  # stream readers drain the rest once the run has closed
+        self.readers.detach()  # stream readers drain the rest once the run has closed
         await self._settle()
         if self.status == "cancelled" and self.agent is not None and self.agent.close_canceled:
             await self._close_canceled()

@@ -9,26 +9,37 @@ no history event), so text goes into history only while someone reads it.
 
 A reader that went away leaves its last poll in flight until the next item is published: at
 most the model call in flight then is published for nobody.
+
+Public SDK only: the contrib's poll Update is looked up by its documented name
+(`WorkflowStream.detach_pollers`) with `workflow.get_update_handler`, and registered again, counted,
+with a validator that refuses new polls once the run detached them, as the contrib's own does.
 """
 
 from __future__ import annotations
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStream
+from temporalio.exceptions import ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from rein.temporal.sdk_private import stream_poll
+POLL_UPDATE = "__temporal_workflow_stream_poll"
+"""The contrib's long-poll Update, as its public docs name it (WorkflowStream.detach_pollers)."""
+STREAM_DRAINING = "StreamDraining"
+"""The error type a reader retries on: the run is handing its stream over (the contrib's well-known type)."""
 
 
 class StreamReaders:
-    """Wraps the contrib's poll Update handler to count the polls in flight."""
+    """The stream's poll Update handler, counted."""
 
     def __init__(self, stream: WorkflowStream) -> None:
         self.polls = 0
-        name, self._on_poll, validator = stream_poll(stream)
-        # Same handler and validator, only counted: the Update's result and the run's commands
-        # are unchanged, so histories recorded before this replay as they were.
-        workflow.set_update_handler(name, self._poll, validator=validator)
+        self._stream = stream
+        self._detached = False
+        on_poll = workflow.get_update_handler(POLL_UPDATE)
+        assert on_poll is not None, "WorkflowStream registers its poll Update when it is made"
+        self._on_poll = on_poll
+        # The same handler, only counted: the Update's result and the run's commands are unchanged,
+        # so histories recorded before this replay as they were.
+        workflow.set_update_handler(POLL_UPDATE, self._poll, validator=self._validate)
 
     async def _poll(self, payload: PollInput) -> PollResult:
         self.polls += 1
@@ -36,3 +47,13 @@ class StreamReaders:
             return await self._on_poll(payload)
         finally:
             self.polls -= 1
+
+    def _validate(self, payload: PollInput) -> None:
+        if self._detached:
+            raise ApplicationError("the run's stream readers are detached (it ends or continues as new)",
+                                   type=STREAM_DRAINING)
+
+    def detach(self) -> None:
+        """Release the waiting readers and refuse new polls: the run closes."""
+        self._detached = True
+        self._stream.detach_pollers()

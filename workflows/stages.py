@@ -4,8 +4,9 @@ used as a tool is a child run). Messages the worker already holds travel by refe
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -24,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         model_queue,
     )
     from rein.digest import EMPTY, call_hash, extend, message_hash, ref
+    from rein.failures import bug_retry_delay, is_bug, salvaged
     from rein.ir import Message, StreamChunk, ToolCall, ToolResult
     from rein.result import Interrupt
     from rein.summaries import model_summary, tool_summary
@@ -40,9 +42,38 @@ from rein.workflows.options import (
     tool_retry,
 )
 
+T = TypeVar("T")
+
 
 class Stages(Children, AgentChanges):
     """Model calls and tool calls."""
+
+    async def _until_fixed(self, what: str, call: Callable[[], Awaitable[T]],
+                           first_stuck: Callable[[], Awaitable[None]] | None = None) -> T:
+        """`call()`, made again on a durable timer for as long as it fails on a bug in rein's activity code
+        (rein.failures): meanwhile the run says it is stuck and why; a fixed build's workers carry it on.
+        `first_stuck`: what the run does first when it gets stuck (a lean start learns its agent, to publish)."""
+        waits = 0
+        try:
+            while True:
+                try:
+                    result = await call()
+                except ActivityError as err:
+                    if not is_bug(err) or salvaged(err) is not None:
+                        raise
+                    if first_stuck is not None and not waits:
+                        await first_stuck()
+                    self.stuck = f"{what}: {failure_detail(err)}"[:500]
+                    self._publish()
+                    delay = bug_retry_delay(waits)
+                    await workflow.sleep(delay, summary=f"stuck on a bug in rein ({what}): again in {delay.total_seconds():g}s")
+                    waits += 1
+                    continue
+                return result
+        finally:
+            if self.stuck:
+                self.stuck = ""
+                self._publish()
 
     def _model_call_options(self, config: LoopConfig, iteration: int) -> dict[str, Any]:
         """What every `rein.call_model` activity is scheduled with, a plain model call or a middleware step."""
@@ -77,23 +108,21 @@ class Stages(Children, AgentChanges):
         produced = len(new) if new and all(h in self.produced for h in hashes) else 0
         entries: list[Message | str] = [] if produced else [ref(h) if h in self.produced else m for h, m in zip(hashes, new, strict=False)]
         total = len(self.session.messages)
+        request = ModelCallInput(
+            agent=self.agent_key,
+            new_messages=entries,
+            produced=produced,
+            digest=digest,
+            stream=live,
+            stream_source=source if live else "",
+            conversation=self.conversation,
+            model=self._model_override(),
+            version=self.agent.version,
+        )
+        options = self._model_call_options(config, action.iteration)
         try:
-            completion = await self._unless_cancelled(workflow.execute_activity(
-                CALL_MODEL,
-                ModelCallInput(
-                    agent=self.agent_key,
-                    new_messages=entries,
-                    produced=produced,
-                    digest=digest,
-                    stream=live,
-                    stream_source=source if live else "",
-                    conversation=self.conversation,
-                    model=self._model_override(),
-                    version=self.agent.version,
-                ),
-                result_type=ModelReply,
-                **self._model_call_options(config, action.iteration),
-            ))
+            completion = await self._unless_cancelled(self._until_fixed("model call", lambda: workflow.execute_activity(
+                CALL_MODEL, request, result_type=ModelReply, **options)))
         except ActivityError as err:
             return self._model_call_error(err)
         if completion is None:  # cancelled while the model was answering
@@ -189,24 +218,30 @@ class Stages(Children, AgentChanges):
             else ToolCallInput(agent=self.agent_key, call=call, version=self.agent.version)
         )
         retry = tool_retry(retries)  # a result too large to record is final: the activity raises it non-retryable
-        try:
+
+        def run() -> Awaitable[ToolResult | str]:
             if info is not None and info.local:
-                result = await workflow.execute_local_activity(
+                return workflow.execute_local_activity(
                     # the SDK types result_type `type`, though any type hint its converter reads works
                     RUN_TOOL, request, result_type=ToolResult | str, start_to_close_timeout=timeout,  # type: ignore[arg-type]
                     retry_policy=retry, summary=tool_summary(call),
                 )
-            else:
-                result = await workflow.execute_activity(
-                    RUN_TOOL,
-                    request,
-                    result_type=ToolResult | str,  # type: ignore[arg-type]  # as above
-                    start_to_close_timeout=timeout,
-                    heartbeat_timeout=heartbeat_timeout(self.config, timeout),
-                    retry_policy=retry,
-                    summary=tool_summary(call),
-                )
+            return workflow.execute_activity(
+                RUN_TOOL,
+                request,
+                result_type=ToolResult | str,  # type: ignore[arg-type]  # as above
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=heartbeat_timeout(self.config, timeout),
+                retry_policy=retry,
+                summary=tool_summary(call),
+            )
+
+        try:
+            result = await self._until_fixed(f"tool {call.name}", run)
         except ActivityError as err:
+            ran = salvaged(err)
+            if ran is not None:  # the tool ran, then rein's code failed: its result is the call's
+                return ToolResult.model_validate(ran)
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type == AGENT_CHANGED:
                 return err

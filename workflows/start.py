@@ -78,16 +78,19 @@ class LeanStart(Stages):
         self._publish()  # the current details; search attributes wait for the agent (which ones the server has)
         began = workflow.time()
         source, live = self._next_model_call()
+
+        async def learn() -> None:  # stuck on a bug: the run's search attributes need its agent
+            self.agent = await self._describe(request.agent)
         digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
         try:
-            result = await self._unless_cancelled(workflow.execute_activity(
+            result = await self._unless_cancelled(self._until_fixed("model call", first_stuck=learn, call=lambda: workflow.execute_activity(
                 CALL_MODEL,
                 ModelCallInput(agent=request.agent, new_messages=list(self.session.messages), digest=digest,
                                stream=live, stream_source=source if live else "", model=request.model or "",
                                start=FirstCall(config=request.config or {})),
                 result_type=dict,
                 **self._first_call_options(request),
-            ))
+            )))
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type in INPUT_ERRORS:
@@ -157,11 +160,11 @@ class LeanStart(Stages):
             return describe_agent(agent, f"describe agent {agent}")
 
         try:
-            return await describe()
+            return await self._until_fixed("describe agent", describe)
         except asyncio.CancelledError:
             if not self._cancelled_natively():
                 raise
-            return await describe()  # the loop then ends the run as cancelled, with the agent known
+            return await self._until_fixed("describe agent", describe)  # the loop then ends the run as cancelled
 
     def _config(self, request: AgentInput) -> LoopConfig:
         assert self.agent is not None

@@ -66,6 +66,8 @@ class RunState:
         self.first_step = 0
         self.status: RunStatus = "running"
         self.interrupt: Interrupt | None = None
+        self.stuck = ""
+        """What a bug in rein's activity code holds up, and why, while the run waits for a fixed build (rein.failures)."""
         self.pause = 0
         self.ignored_signals = 0
         self.woken = False

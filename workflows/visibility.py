@@ -63,7 +63,7 @@ class Visibility(RunState):
     def _status_view(self) -> RunStatusView:
         child = self.child_wait[1] if self.child_wait is not None else None
         return RunStatusView(
-            status=child.status if child else self.status,
+            status=child.status if child else ("stuck" if self.stuck else self.status),
             stage=self.session.stage.value,
             iteration=self.session.iteration,
             usage=self.session.usage,
@@ -74,6 +74,7 @@ class Visibility(RunState):
             ignored_signals=self.ignored_signals,
             first_step=self.first_step,
             continued_from=self.continued_from,
+            stuck=self.stuck,
         )
 
     def _outcome(self) -> RunOutcome:

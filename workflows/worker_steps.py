@@ -86,22 +86,20 @@ async def step(
 async def _model_step(wf: Stages, action: machine.CallModel, config: LoopConfig, request: StepRequest) -> Interrupt | None:
     assert wf.agent is not None
     info = workflow.info()
+    model_request = ModelCallInput(
+        agent=wf.agent_key,
+        new_messages=[],
+        run_id=info.workflow_id,
+        workflow_run_id=info.run_id,
+        stream=wf.live_text(),
+        step=request,
+        model=wf._model_override(),
+        version=wf.agent.version,
+    )
+    options = wf._model_call_options(config, action.iteration)
     try:
-        outcome = await wf._unless_cancelled(workflow.execute_activity(
-            CALL_MODEL,
-            ModelCallInput(
-                agent=wf.agent_key,
-                new_messages=[],
-                run_id=info.workflow_id,
-                workflow_run_id=info.run_id,
-                stream=wf.live_text(),
-                step=request,
-                model=wf._model_override(),
-                version=wf.agent.version,
-            ),
-            result_type=StepOutcome,
-            **wf._model_call_options(config, action.iteration),
-        ))
+        outcome = await wf._unless_cancelled(wf._until_fixed("model step", lambda: workflow.execute_activity(
+            CALL_MODEL, model_request, result_type=StepOutcome, **options)))
     except ActivityError as err:
         return wf._model_call_error(err)
     return _apply(wf, outcome) if outcome is not None else None
@@ -118,23 +116,24 @@ async def _tool_step(wf: Stages, action: machine.RunTools | machine.Wait, reques
     summary = tool_summary(calls[0]) if len(calls) == 1 else ", ".join(tool_summary(c, 60) for c in calls)
     if isinstance(action, machine.Wait):
         summary = f"{summary} · before {action.interrupt.type}"
+    # The calls travel in the step's state; `call` only names the first (arguments left out).
+    tool_request = ToolCallInput(
+        agent=wf.agent_key,
+        call=calls[0].model_copy(update={"arguments": {}}),
+        run_id=info.workflow_id,
+        step=request,
+        version=wf.agent.version,
+    )
     try:
-        outcome = await wf._unless_cancelled(workflow.execute_activity(
+        outcome = await wf._unless_cancelled(wf._until_fixed("tool step", lambda: workflow.execute_activity(
             RUN_TOOL,
-            # The calls travel in the step's state; `call` only names the first (arguments left out).
-            ToolCallInput(
-                agent=wf.agent_key,
-                call=calls[0].model_copy(update={"arguments": {}}),
-                run_id=info.workflow_id,
-                step=request,
-                version=wf.agent.version,
-            ),
+            tool_request,
             result_type=StepOutcome,
             start_to_close_timeout=timeout,
             heartbeat_timeout=heartbeat_timeout(wf.config, timeout),
             retry_policy=tool_retry(max((t.retries for t in infos), default=0)),
             summary=summary,
-        ))
+        )))
     except ActivityError as err:
         if wf._agent_changed(err) is not None:
             return None  # nothing ran: the next pass asks or runs under the agent's current definition
@@ -160,7 +159,7 @@ async def compact_if_due(wf: Stages, action: machine.CallModel, config: LoopConf
     info = workflow.info()
     unsent: list[Message | str] = list(wf.session.messages[wf.sent_messages :])
     try:
-        result = await wf._unless_cancelled(workflow.execute_activity(
+        result = await wf._unless_cancelled(wf._until_fixed("compaction", lambda: workflow.execute_activity(
             COMPACT,
             ModelCallInput(
                 agent=wf.agent_key,
@@ -176,7 +175,7 @@ async def compact_if_due(wf: Stages, action: machine.CallModel, config: LoopConf
             heartbeat_timeout=heartbeat_timeout(config),
             retry_policy=model_retry(config),
             summary=f"compact {len(wf.session.messages)} messages · iteration {action.iteration}",
-        ))
+        )))
     except ActivityError as err:
         fail_if_final(err, "Compaction", "CompactionError")
         workflow.logger.warning("Compaction failed; the model gets the whole conversation: %s", err.cause or err)

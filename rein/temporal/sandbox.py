@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkflowRunner
+from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import (
     SandboxedWorkflowRunner,
     SandboxRestrictions,
 )
-
-from rein.temporal.sdk_private import sandbox_without_context_round_trips
 
 PURE_MODULES = (
     "rein.circuit",
@@ -31,6 +29,7 @@ PURE_MODULES = (
     "rein.temporal.child",
     "rein.digest",
     "rein.errors",
+    "rein.failures",
     "rein.identity",
     "rein.temporal.sdk_private",
     "rein.workflows",
@@ -52,12 +51,10 @@ SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_i
 
 
 def sandbox_runner(runner: WorkflowRunner | None) -> WorkflowRunner:
-    """The worker's sandbox with rein's passthrough added; any other runner is kept as chosen.
-    temporalio's own sandbox class becomes one that asks a workflow for payload contexts directly."""
+    """temporalio's own sandbox with rein's passthrough added (the stock runner: no private SDK state on
+    the task path); any other runner is kept as chosen."""
     if runner is None:
-        return sandbox_without_context_round_trips(SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
-    if type(runner) is SandboxedWorkflowRunner and runner.runner_class is UnsandboxedWorkflowRunner:
-        return sandbox_without_context_round_trips(runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
     if isinstance(runner, SandboxedWorkflowRunner):
         return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
     return runner

@@ -10,6 +10,8 @@ span is never ended while history replays, so a worker restart, a cache eviction
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import temporalio.worker
@@ -55,8 +57,6 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
     async def execute_workflow(self, input: temporalio.worker.ExecuteWorkflowInput) -> Any:
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        from rein.temporal.sdk_private import attached_otel_context
-
         info = workflow.info()
         if info.workflow_type != WORKFLOW_TYPE:  # a user's own workflow on the same worker
             return await super().execute_workflow(input)
@@ -65,7 +65,7 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
             genai.run_name(agent), kind=SpanKind.INTERNAL, attributes=genai.run_request(agent, info.workflow_id, info.run_id)
         )
         self.run_span = span
-        with attached_otel_context(self.run_context()):
+        with _attached(self.run_context()):
             try:
                 outcome = await super().execute_workflow(input)
             except workflow.ContinueAsNewError:
@@ -112,8 +112,6 @@ class _ChildToolSpans(temporalio.worker.WorkflowOutboundInterceptor):
         from opentelemetry import trace
         from opentelemetry.trace import Status, StatusCode
 
-        from rein.temporal.sdk_private import attached_otel_context
-
         if input.workflow != WORKFLOW_TYPE:
             return await super().start_child_workflow(input)
         agent = _agent_name(input.args)
@@ -131,7 +129,7 @@ class _ChildToolSpans(temporalio.worker.WorkflowOutboundInterceptor):
             attributes["gen_ai.tool.call.id"] = call_id
         span = tracer().start_span(genai.tool_name(agent), context=self.inbound.run_context(), attributes=attributes)
         try:
-            with attached_otel_context(trace.set_span_in_context(span)):
+            with _attached(trace.set_span_in_context(span)):
                 handle = await super().start_child_workflow(input)
         except BaseException as exc:
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
@@ -145,3 +143,16 @@ class _ChildToolSpans(temporalio.worker.WorkflowOutboundInterceptor):
 
         handle.add_done_callback(finished)
         return handle
+
+
+@contextlib.contextmanager
+def _attached(context: Any) -> Iterator[None]:
+    """`context` current for the block (public OpenTelemetry API). A run evicted mid-block may detach in
+    another contextvars.Context, where OpenTelemetry logs "Failed to detach context": noise, not harm."""
+    from opentelemetry import context as otel_context
+
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)

@@ -6,8 +6,12 @@ Each run's prompt is `<run id> <amount>`; the model asks for `pay(amount)` and a
 `Paid <amount> on <build>`, so a wrong answer names the run's mix-up. Every real execution of
 the tool appends `<build> <idempotency key>` to `$DEPLOY_DIR/<run id>.effects`.
 
-`DEPLOY_BUG=machine` plays a build with a bug in workflow-side code: in this process only,
-`rein.machine.next_action` raises once the run has a tool result (after the tool ran).
+`DEPLOY_BUG=KIND` plays a build with a bug in one part of rein, in this process only (rein.failures):
+- `machine`: workflow-side, `rein.machine.next_action` raises once the run has a tool result (after the tool ran);
+- `decide`: workflow-side, `rein.machine.decide` raises (applying an approval);
+- `model`: the model activity's own code raises before the vendor is called (every model call);
+- `tool`: the tool activity's own code raises before the tool runs;
+- `tool-after`: the tool activity's own code raises after the tool ran.
 
 `DEPLOY_NEW_PATCH=1` plays a build with a new workflow change behind a patch, which the previous build
 cannot replay: each wait for a person first asks `workflow.patched(NEW_PATCH)` (a marker in the history).
@@ -42,16 +46,49 @@ def _amount(prompt: str) -> dict[str, Any]:
     return {"amount": int(prompt.split()[1])}
 
 
-def _install_bug() -> None:
-    """The deployed bug: a pure state-machine function that raises after the tool has run."""
-    original = machine.next_action
+def _install_bug(kind: str) -> None:
+    """The deployed bug of `kind` (see the module's docstring)."""
+    if kind == "machine":
+        original = machine.next_action
 
-    def next_action(session: Any, *args: Any, **kwargs: Any) -> Any:
-        if any(m.role == "tool" for m in session.messages):
-            raise RuntimeError("deployed bug: next_action cannot read tool results")
-        return original(session, *args, **kwargs)
+        def next_action(session: Any, *args: Any, **kwargs: Any) -> Any:
+            if any(m.role == "tool" for m in session.messages):
+                raise RuntimeError("deployed bug: next_action cannot read tool results")
+            return original(session, *args, **kwargs)
 
-    machine.next_action = next_action  # type: ignore[assignment]
+        machine.next_action = next_action  # type: ignore[assignment]
+    elif kind == "decide":
+        def decide(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("deployed bug: decide")
+
+        machine.decide = decide  # type: ignore[assignment]
+    elif kind == "model":
+        from rein.activities.agents import Conversations
+
+        async def messages_for(self: Any, request: Any) -> Any:
+            raise RuntimeError("deployed bug: the model activity cannot read the conversation")
+
+        Conversations.messages_for = messages_for  # type: ignore[method-assign]
+    elif kind == "tool":
+        import rein.activities.agents as activities
+
+        async def run_call(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("deployed bug: the tool activity cannot find the call")
+
+        activities.run_call = run_call  # type: ignore[assignment]
+    elif kind == "tool-after":
+        from rein.activities.agents import AgentActivities
+
+        check_size = AgentActivities._check_size
+
+        def _check_size(self: Any, result: Any, what: str) -> None:
+            if what.startswith("The result of tool"):
+                raise RuntimeError("deployed bug: the tool activity cannot measure the result")
+            check_size(self, result, what)
+
+        AgentActivities._check_size = _check_size  # type: ignore[method-assign]
+    else:
+        raise ValueError(f"unknown DEPLOY_BUG {kind!r}")
 
 
 NEW_PATCH = "deploy-test-new-change"
@@ -72,8 +109,8 @@ def _install_new_patch() -> None:
     Waiting._wait_for_human = _wait_for_human  # type: ignore[method-assign]
 
 
-if os.environ.get("DEPLOY_BUG") == "machine":
-    _install_bug()
+if os.environ.get("DEPLOY_BUG"):
+    _install_bug(os.environ["DEPLOY_BUG"])
 if os.environ.get("DEPLOY_BUILD") != "old":
     _install_new_patch()
 
