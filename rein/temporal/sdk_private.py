@@ -1,7 +1,9 @@
-"""The eight places rein reaches into private parts of temporalio or the standard library, in one module.
+"""The places rein reaches into private parts of temporalio or the standard library, in one module.
 
 Each has no public equivalent today; each is used for one reason given below. When a temporalio or
-Python upgrade breaks one, this module is the only place to look.
+Python upgrade breaks one, this module is the only place to look: pyproject.toml bounds temporalio to
+the releases the suite ran, and tests/test_layers.py names each reach and fails where one is gone.
+All but `logic_flag` run in a client or at exit, never in workflow code or on a worker's task path.
 """
 
 from __future__ import annotations
