@@ -52,7 +52,8 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
 async def _completion(provider: Any, agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
     tools = await agent.model_tool_specs() or None
     stream = current_stream()
-    streamed = streams(provider) and (request.stream or streams_its_answer(provider))
+    asked = request.stream if request.asked_stream is None else request.asked_stream
+    streamed = streams(provider) and (asked or streams_its_answer(provider))
     if stream is None or not (streamed or request.stream):  # the workflow publishes the answer whole
         return await provider.complete(messages, tools=tools), False
     info = activity.info()

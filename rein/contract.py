@@ -328,6 +328,10 @@ class ModelCallInput(BaseModel):
     the call was scheduled); otherwise the worker publishes once a reader turns up (READERS_QUERY)."""
     stream_source: str = Field(default="", exclude_if=lambda v: not v)
     """Names this model call on the stream (the same across its retries; see rein.events.StreamEvent)."""
+    asked_stream: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Whether the run's caller asked for a stream (the answer is then the provider's `stream()`, else its
+    `complete()`: docs/streaming.md). Sent only when it differs from `stream` (a reader, not the caller,
+    wants the text live): None means as `stream` says, which is also what builds before it sent."""
     conversation: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """Changes whenever the run rewrites its conversation (compaction, middleware), so a
     worker never serves a cached copy from before the rewrite."""

@@ -181,8 +181,6 @@ class ToolThenTwoAnswers(TwoAnswers):
         yield StreamChunk(type="done", finish_reason="tool_calls")
 
 
-@pytest.mark.xfail(strict=True, reason="ModelCallInput.stream is also set for a reader attached when the workflow "
-                   "schedules the call: the activity cannot tell it from a run asked to stream (docs/streaming.md, Limits)")
 async def test_a_reader_attached_before_a_call_does_not_change_its_answer(dev: Any) -> None:
     from tests.support.tools import add
 

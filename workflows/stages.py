@@ -115,6 +115,7 @@ class Stages(Children, AgentChanges):
             digest=digest,
             stream=live,
             stream_source=source if live else "",
+            asked_stream=self._asked_stream(live),
             conversation=self.conversation,
             model=self._model_override(),
             version=self.agent.version,
@@ -147,6 +148,11 @@ class Stages(Children, AgentChanges):
         self.reply_version = version
         self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
         self._report_spend()
+
+    def _asked_stream(self, live: bool) -> bool | None:
+        """ModelCallInput.asked_stream: False when only a reader wants the text live (the answer stays the
+        provider's `complete()`), else None (as `stream` says)."""
+        return False if live and not self.streaming else None
 
     def _next_model_call(self) -> tuple[str, bool]:
         """Count a model call: its name on the run's stream, and whether it publishes its text live."""

@@ -86,7 +86,8 @@ class LeanStart(Stages):
             result = await self._unless_cancelled(self._until_fixed("model call", first_stuck=learn, call=lambda: workflow.execute_activity(
                 CALL_MODEL,
                 ModelCallInput(agent=request.agent, new_messages=list(self.session.messages), digest=digest,
-                               stream=live, stream_source=source if live else "", model=request.model or "",
+                               stream=live, stream_source=source if live else "", asked_stream=self._asked_stream(live),
+                               model=request.model or "",
                                start=FirstCall(config=request.config or {})),
                 result_type=dict,
                 **self._first_call_options(request),
