@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -33,6 +34,10 @@ class Replayed:
     workflow_id: str
     run_id: str
     error: str | None = None
+    reset_from: str | None = None
+    """This run is a reset (`rein rewind`) of that run of the same workflow id."""
+    reset_to: str | None = None
+    """This run was reset: that run, replayed here too, replaced it."""
 
     @property
     def ok(self) -> bool:
@@ -116,12 +121,33 @@ async def replay_all(histories: AsyncIterator[WorkflowHistory] | Iterable[Workfl
     async with replayer(**options).workflow_replay_iterator(_aiter(histories)) as results:
         async for result in results:
             failure = result.replay_failure
+            run_id, reset_from = history_run(result.history)
             report.results.append(Replayed(
                 workflow_id=result.history.workflow_id,
-                run_id=result.history.run_id,
+                run_id=run_id,
                 error=None if failure is None else _short(failure),
+                reset_from=reset_from,
             ))
+    replaced = {(r.workflow_id, r.reset_from): r.run_id for r in report.results if r.reset_from}
+    for r in report.results:
+        r.reset_to = replaced.get((r.workflow_id, r.run_id))
     return report
+
+
+def history_run(history: WorkflowHistory) -> tuple[str, str | None]:
+    """A history's own run id, and the run it is a reset of (None when it is not one).
+
+    A reset run's history starts with a copy of its base run's events, first event included, so
+    temporalio's `WorkflowHistory.run_id` (the first event's) names the base run. The workflow task
+    the reset failed (cause RESET_WORKFLOW) names both; the last such event is this run's own."""
+    run_id, reset_from = history.run_id, None
+    for event in history.events:
+        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            continue
+        failed = event.workflow_task_failed_event_attributes
+        if failed.cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW and failed.new_run_id:
+            run_id, reset_from = failed.new_run_id, failed.base_run_id or None
+    return run_id, reset_from
 
 
 def _short(failure: Exception) -> str:

@@ -120,14 +120,17 @@ def replay(
 
 def _report(report: ReplayReport, as_json: bool) -> None:
     if as_json:
-        print_json([{"workflow_id": r.workflow_id, "run_id": r.run_id, "ok": r.ok, "error": r.error}
-                    for r in report.results])
+        print_json([{"workflow_id": r.workflow_id, "run_id": r.run_id, "ok": r.ok, "error": r.error,
+                     "reset_from": r.reset_from, "reset_to": r.reset_to} for r in report.results])
         return
     console = out_console()
     if not report.results:
         console.print("[dim]no runs matched: nothing to replay[/]")
     for r in report.results:
         verdict = "[green]ok[/]" if r.ok else f"[bold red]FAILS[/] {escape(r.error or '')}"
-        console.print(f"{escape(r.workflow_id)} {escape(r.run_id)} {verdict}")
+        lineage = f" [dim](rewound from {escape(r.reset_from)})[/]" if r.reset_from else ""
+        if r.reset_to:
+            lineage += f" [dim](reset: rewound as {escape(r.reset_to)})[/]"
+        console.print(f"{escape(r.workflow_id)} {escape(r.run_id)} {verdict}{lineage}")
     if report.results and report.ok:
         console.print(f"[green]{len(report.results)} histories replay with this code[/]")
