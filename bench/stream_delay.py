@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("REIN_HOME", tempfile.mkdtemp(prefix="rein-bench-"))
 
 from rein import Agent, StreamChunk, Usage  # noqa: E402
+from rein.ir import StreamFold  # noqa: E402
 
 DELTAS = 40
 DELTA_INTERVAL_S = 0.025
@@ -46,9 +47,14 @@ FIRST_TOKEN_S = 1.0
 
 
 class TimedModel:
-    """Streams DELTAS deltas, each stamped with the time it was yielded."""
+    """Streams DELTAS deltas, each stamped with the time it was yielded.
+
+    Its stream is its answer (`complete` folds it), and it says so: a run started without
+    `stream=True` then still streams, so a reader who attaches mid-call gets live text
+    (docs/streaming.md, "Which calls stream")."""
 
     model = "scripted/timed"
+    stream_is_complete = True
 
     async def stream(self, messages: Any, tools: Any = None, **kwargs: Any) -> AsyncIterator[StreamChunk]:
         await asyncio.sleep(FIRST_TOKEN_S)
@@ -58,7 +64,10 @@ class TimedModel:
         yield StreamChunk(type="done", finish_reason="stop", usage=Usage(input_tokens=1, output_tokens=DELTAS))
 
     async def complete(self, messages: Any, tools: Any = None, **kwargs: Any) -> Any:
-        raise AssertionError("rein streams from a provider that can stream")
+        fold = StreamFold()
+        async for chunk in self.stream(messages, tools, **kwargs):
+            fold.add(chunk)
+        return fold.completion()
 
 
 agent = Agent(provider=TimedModel(), name="timed")
@@ -191,7 +200,7 @@ def main() -> None:
         "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
     }
     (HERE / "stream_delay.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"| runs at once | live deltas | p50 | p95 | max | at attach | history bytes/answer (read − unread) | load (1 min) |")
+    print("| runs at once | live deltas | p50 | p95 | max | at attach | history bytes/answer (read − unread) | load (1 min) |")
     print("|---|---|---|---|---|---|---|---|")
     print(f"| {args.runs} | {len(delays)} | {report['p50_ms']} ms | {report['p95_ms']} ms | {report['max_ms']} ms "
           f"| {report['deltas_at_attach']} | {report['history_bytes_per_streamed_answer']:.0f} "
