@@ -36,5 +36,5 @@ def new(
     else:
         print("  python main.py          # offline, with a scripted model")
         print("  cp .env.example .env    # for a real model: set REIN_MODEL and your vendor's API key")
-    print("  pytest                  # needs: pip install 'rein[test]'")
+    print("  pytest                  # needs: pip install 'rein[testing]'")
 
