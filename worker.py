@@ -2,10 +2,13 @@
 
     python worker.py --agent examples.calculator:agent [--agent pkg.mod:other] [--task-queue rein]
 
-Same flags and behaviour as `rein worker` (see `rein worker --help`): it polls the shared queue
-(`rein`, or --task-queue) and each agent's own queue (`rein.<name>`); connection settings come
-from --address/--namespace or temporalio's envconfig, else the shared embedded server of
-REIN_HOME. API keys are read here, from this process's environment, and nowhere else.
+It is `rein worker` (the same code, flags and behaviour; see `rein worker --help`). It polls each
+agent's own queue (`rein.<name>`) and, unversioned, the shared queue too (`rein`, or --task-queue /
+REIN_TASK_QUEUE). A versioned worker (--deployment / REIN_DEPLOYMENT) polls only its agents' own
+queues unless given --task-queue (or REIN_TASK_QUEUE), and refuses a queue an unversioned worker
+polls (docs/deploys.md). Connection settings come from --address/--namespace or temporalio's
+envconfig, else the shared embedded server of REIN_HOME. API keys are read here, from this
+process's environment, and nowhere else.
 """
 
 import sys
