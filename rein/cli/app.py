@@ -49,6 +49,8 @@ EXIT_NOT_REPLAYABLE = 9
 """`rein replay`: a history does not replay with this code (deploying it would strand that run)."""
 EXIT_CANCELLED = 10
 """`rein result`/`watch`: the run was cancelled (the message gives the reason); its output, if any, is on stdout."""
+EXIT_QUEUED = 11
+"""A decision was sent, no worker has taken the run: queued on the server, not applied yet (docs/cli.md)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C."""
 
@@ -64,6 +66,7 @@ EXIT_CODES = {
     EXIT_NO_WORKER: "no worker serves the run: the decision was not sent (--wait waits for one)",
     EXIT_NOT_REPLAYABLE: "`rein replay`: a history does not replay with this code",
     EXIT_CANCELLED: "`rein result`/`watch`: the run was cancelled (the line gives the reason)",
+    EXIT_QUEUED: "queued: the decision was sent, no worker has taken the run; not applied yet (--wait waits for that)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
