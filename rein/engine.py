@@ -107,7 +107,7 @@ class Engine:
 
     async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the engine's loop and await it from any other loop."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_ends_cancelled(coro), self.loop))
 
     async def relay(self, source: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
         """Iterate `source()` on the engine's loop (which owns the client) and yield its items
@@ -308,6 +308,20 @@ class Engine:
         except (RPCError, DecisionRejected):  # unknown, or it ended meanwhile
             return False
         return True
+
+
+async def _ends_cancelled(coro: Coroutine[Any, Any, T]) -> T:
+    """`coro`, ending cancelled when it was cancelled. A caller that gives up (Ctrl-C in `agent.run`)
+    cancels the engine-loop task and never reads its outcome; temporalio turns the cancellation of a
+    call into its own error (WorkflowUpdateRPCTimeoutOrCancelledError), which asyncio would log as
+    "Task exception was never retrieved", with a traceback, over the script's own output."""
+    try:
+        return await coro
+    except Exception:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError from None
+        raise
 
 
 async def engine() -> Engine:

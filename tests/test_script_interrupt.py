@@ -1,0 +1,72 @@
+"""Ctrl-C during `agent.run(...)` in a user's script that catches KeyboardInterrupt prints only what
+the script prints (issue 34): no "Task exception was never retrieved" traceback from the engine's
+task for the run, whose update temporalio turns into WorkflowUpdateRPCTimeoutOrCancelledError when
+it is cancelled. A real script process on a dev server, sent SIGINT while its model call is under way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rein.server import start_dev_server
+from tests.support.processes import ROOT
+
+SCRIPT = textwrap.dedent('''
+    import asyncio
+    import sys
+
+    from rein import Agent
+    from rein.ir import Completion, Message
+
+
+    class Slow:
+        model = "scripted/slow"
+
+        async def complete(self, messages, tools=None, **kwargs):
+            print("calling the model", flush=True)
+            await asyncio.sleep(300)
+            return Completion(message=Message(role="assistant", content="late"), finish_reason="stop")
+
+
+    agent = Agent(provider=Slow(), name="slowpoke")
+    try:
+        agent.run("hi")
+    except KeyboardInterrupt:
+        print("stopped by Ctrl-C", flush=True)
+        sys.exit(3)
+''')
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    s = start_dev_server(log_path=tmp_path / "server.log")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_ctrl_c_in_agent_run_leaves_only_the_scripts_own_output(server, tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("REIN_DEBUG", "REIN_TASK_QUEUE", "TEMPORAL_NAMESPACE")}
+    env.update(TEMPORAL_ADDRESS=server.address, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=str(tmp_path), env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the run's worker (in the script) is calling the model: agent.run waits
+        assert first == "calling the model\n", (first, proc.poll())
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out, err) == (3, "stopped by Ctrl-C\n", "")
