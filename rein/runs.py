@@ -22,8 +22,10 @@ from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from rein.contract import (
+    CALL_MODEL,
     FORK_MEMO,
     PROBLEMS_KEY,
+    RUN_TOOL,
     SEARCH_KEYS,
     WORKFLOW_TYPE,
     RunOutcome,
@@ -230,7 +232,12 @@ class RunDetail:
     live: bool = True
     """False when the run is open but no worker answered: the data is visibility's."""
     served: bool | None = None
-    """Open runs: whether a worker answered for it (False: its state was replayed from history)."""
+    """Open runs: whether a worker answered for it (False: its state was replayed from history, or read
+    from what the run published: `source`)."""
+    source: str | None = None
+    """Open runs: where the state came from: "worker" (a query), "history" (replayed here), "published"
+    (the run's search attributes in its description: a running run no worker answers for), or None
+    (neither answered: visibility's values, `live` False)."""
     task_queue: str | None = None
     fork_of: dict[str, Any] | None = None
     """A fork's lineage (rein.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
@@ -257,6 +264,7 @@ class RunDetail:
             "closed": self.closed.isoformat() if self.closed else None,
             "live": self.live,
             "served": self.served,
+            "source": self.source,
             "task_queue": self.task_queue,
             "fork_of": self.fork_of,
         }
@@ -287,18 +295,26 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     )
     detail.task_queue = description.task_queue
     if description.status == WorkflowExecutionStatus.RUNNING:
+        published = published_status(description)
         try:
             serving = await history.polled(client.client, description.task_queue,  # described just now
                                            history.pinned_build(description))
-            raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving)
-            view: RunStatusView | None = RunStatusView.model_validate(raw)
+            raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving,
+                                                      published=published)
+            view: RunStatusView | None = None if raw is published else RunStatusView.model_validate(raw)
         except Exception as err:
             if is_not_found(err):
                 raise RunNotFound(run_id) from None
-            view = None
+            raw = view = None
+        if raw is not None and raw is published:  # no worker answered: the run's description says it all
+            detail.source, detail.live, detail.stage = "published", False, published["stage"]
+            if steps:
+                detail.steps = await _steps(client, run_id)
+            return detail
         if view is None:
             detail.live = False
             return detail
+        detail.source = "worker" if detail.served else "history"
         detail.status, detail.stage, detail.iteration, detail.usage = view.status, view.stage, view.iteration, view.usage
         detail.interrupt, detail.pending_tool_calls = view.interrupt, view.pending_tool_calls
         detail.stop_reason, detail.ignored_signals, detail.pause = view.stop_reason, view.ignored_signals, view.pause
@@ -319,6 +335,36 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         return detail
     # the result is slim: the steps come from the `steps` queries
     return await _ended(client, detail, result, steps)
+
+
+_STAGES = {CALL_MODEL: "call_model", RUN_TOOL: "run_tools"}
+
+
+def published_status(description: Any) -> dict[str, Any] | None:
+    """A running run's `status` query answer as far as its description shows it, or None where the run
+    has not published all a status shows (workflows/visibility.py publishes ReinStatus and counters).
+
+    Only a run that published `running` (ReinClient.start sets it; a run's first upsert otherwise): it
+    waits for nobody, so it has no interrupt, no pending decision and no stop reason, and its stage is
+    the activity it has scheduled. A waiting run's interrupt and tool calls, and a stuck run, are not
+    published: those need the query or the replay. Iterations and tokens are the run's last published
+    counters (refreshed now and then while it runs), None before its first refresh.
+    """
+    attributes = description.typed_search_attributes
+    if status_of(description) != "running" or attributes.get(_STATUS) != "running":
+        return None
+    scheduled = {_STAGES.get(a.activity_type.name) for a in description.raw_description.pending_activities}
+    tokens = attributes.get(_TOKENS)
+    return {
+        "status": "running",
+        "stage": next(iter(scheduled)) if len(scheduled) == 1 else None,
+        "iteration": attributes.get(_ITERATIONS),
+        "usage": Usage(input_tokens=0, output_tokens=tokens or 0, cost_usd=attributes.get(_COST)).model_dump(mode="json")
+        if tokens is not None else None,
+        "interrupt": None,
+        "pending_tool_calls": [],
+        "stop_reason": None,
+    }
 
 
 async def _ended(client: ReinClient, detail: RunDetail, result: RunOutcome, steps: bool) -> RunDetail:

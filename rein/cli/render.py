@@ -109,8 +109,9 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
     if detail.output:
         header.add_row("output", escape(detail.output))
     if detail.served is False and detail.closed is None:
-        header.add_row("worker", f"[yellow]none serves it[/] (queue {escape(detail.task_queue or '?')}; state replayed "
-                       "from its history): start `rein worker --agent MODULE:ATTR` for its agent")
+        state = "state as the run published it" if detail.source == "published" else "state replayed from its history"
+        header.add_row("worker", f"[yellow]none serves it[/] (queue {escape(detail.task_queue or '?')}; {state}): "
+                       "start `rein worker --agent MODULE:ATTR` for its agent")
     console.print(header)
     if steps:
         console.print()

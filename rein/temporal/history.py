@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,8 @@ async def query(
 
 
 async def answer(
-    client: Client, run_id: str, name: str, *args: Any, run: str | None = None, serving: bool | None = None
+    client: Client, run_id: str, name: str, *args: Any, run: str | None = None, serving: bool | None = None,
+    published: Any = None,
 ) -> tuple[Any, bool]:
     """(the query's answer, whether a worker gave it). A worker that does not answer within
     QUERY_GRACE_S (one stopped a moment ago still looks alive; at once after it went silent on this
@@ -83,15 +85,22 @@ async def answer(
 
     `serving`: whether a worker serves the run, when the caller already asked (`served`, `polled`):
     reading several queries then costs one describe and one DescribeTaskQueue, not one each.
+    `published`: the answer as the run published it where a describe shows it whole (rein.runs), taken
+    instead of the history when no worker answers: no download, no replay.
     Only the download is cancelled, never a replay (see `replay_history`).
     """
     handle = client.get_workflow_handle(run_id, run_id=run)
     if not (serving if serving is not None else await served(client, handle)):
+        if published is not None:
+            return published, False
         return (await replayed(client, run_id, run)).query(name, *args), False
     asked = asyncio.ensure_future(handle.query(name, *args, rpc_timeout=_timedelta(QUERY_TIMEOUT_S)))
     done, _ = await asyncio.wait({asked}, timeout=_grace((run_id, run)))
     if not done:
         _SILENT[run_id, run] = time.monotonic()
+        if published is not None:
+            asked.cancel()
+            return published, False
         fetched = asyncio.ensure_future(handle.fetch_history())
         await asyncio.wait({asked, fetched}, return_when=asyncio.FIRST_COMPLETED)
         if not (asked.done() and asked.exception() is None):
@@ -110,6 +119,8 @@ async def answer(
     except WorkflowQueryFailedError as err:  # a worker of a build that cannot replay the run
         if NONDETERMINISM not in str(err):
             raise
+    if published is not None:
+        return published, False
     return (await replayed(client, run_id, run)).query(name, *args), False
 
 
@@ -153,6 +164,14 @@ async def replay_history(
     Replayer cancelled a second time while it shuts its worker down (as `asyncio.run` does to
     every task left at exit) waits forever: a `rein status` whose slow worker's answer beat the
     replay hung at exit with no output (1 of 50 calls under CI load; tests/test_replay_cancel.py).
+
+    Without temporalio's deadlock detector (its "debug mode"): a worker takes an activation slower than
+    2 s for a workflow stuck in a loop, fails it, and raises an exception asynchronously into the thread
+    that runs it. Replaying a run a worker has already run, in a process whose CPU is starved, is slow,
+    not stuck: with the detector the replay stopped part-way (`running` for a run waiting for approval;
+    17 of 80 starved replays here) and its eviction could fail ("Eviction processed, but 1 tasks
+    remain", which temporalio retries every 2 s until it succeeds; tests/test_status_reads.py). A replay
+    that fails raises: its state is not the run's.
     """
     return await asyncio.shield(_replay(client, run_id, as_processed(history), prepare))
 
@@ -210,10 +229,19 @@ async def _replay(
         interceptors=[capture],
         data_converter=client.data_converter,
         namespace=client.namespace,
+        # No deadlock detector: see `replay_history`. (temporalio calls it debug mode; it also runs
+        # each activation on this thread instead of a pool's, and sets sys.breakpointhook, put back below.)
+        debug_mode=True,
     )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    if capture.instance is None:
-        raise RuntimeError(f"run {run_id} could not be replayed: {result.replay_failure}")
+    breakpointhook = sys.breakpointhook
+    try:
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    finally:
+        sys.breakpointhook = breakpointhook
+    if capture.instance is None or result.replay_failure is not None:
+        # A failed replay stopped part-way: its state is not the run's (it showed `running` for a run
+        # that waited for approval).
+        raise RuntimeError(f"run {run_id} could not be replayed here: {result.replay_failure}")
     return Replayed(capture.instance)
 
 
