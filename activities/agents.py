@@ -7,7 +7,6 @@ workflow sees names, specs and results.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, overload
@@ -54,19 +53,6 @@ from rein.workflows.options import heartbeat_timeout, seconds
 
 if TYPE_CHECKING:
     from rein.agent import Agent
-
-UI_WAIT_TIMER_ENV = "REIN_UI_WAIT_TIMER"
-
-
-def waiting_timer_on() -> bool:
-    """Waits for a person shown as a labelled timer on the UI's timeline (AgentDescription.waiting_timer).
-
-    Opt-in: a waiting run then records a timer that workflow code of builds before it does not expect,
-    so those builds cannot replay it (a rollback or a mixed queue would strand it). Turn it on once every
-    worker on the queue runs this build or newer, or with Worker Versioning (docs/deploys.md, docs/ui.md).
-    """
-    return os.environ.get(UI_WAIT_TIMER_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
 
 class _Conversation:
     def __init__(self) -> None:
@@ -329,11 +315,11 @@ class AgentActivities(AgentIdentity):
             return AgentDescription(name="", model="", config=LoopConfig(), search_attributes=list(available))
         agent = self._agent(request.agent)
         description = await self._describe(request.agent, agent)
-        # Not part of the agent's fingerprint: routing is the worker's deployment choice (REIN_MODEL_QUEUES),
-        # and the flags say which behaviours this build's workflow code records (see AgentDescription).
+        # Not part of the agent's fingerprint: routing is the worker's deployment choice (REIN_MODEL_QUEUES);
+        # the retired flags for the previous build's workflow code on a mixed queue (AgentDescription).
         return description.model_copy(update={
             "search_attributes": list(available), "model_queue": routed_queue(agent.model_label),
-            "waiting_timer": waiting_timer_on(), "close_canceled": True, "timed_counters": True,
+            "close_canceled": True, "timed_counters": True,
         })
 
     @activity.defn(name=CALL_MODEL)

@@ -258,15 +258,10 @@ class AgentDescription(BaseModel):
     Runs send it with each model and tool call; a worker whose definition differs refuses the call
     (AGENT_CHANGED) and the run takes the new definition by the rule in docs/deploys.md."""
     close_canceled: bool = Field(default=False, exclude_if=lambda v: not v)
-    """A cancelled run closes with Temporal's status CANCELED (rein.workflows.loop), recorded like `waiting_timer`."""
-    waiting_timer: bool = Field(default=False, exclude_if=lambda v: not v)
-    """The run waits for a person on a timer whose summary says for what (rein.workflows.waiting). Set by
-    workers that have it; recorded with the description, so a replay takes the path the run took (runs
-    described before it replay without the timer) and no run pays a patch marker for it."""
     timed_counters: bool = Field(default=False, exclude_if=lambda v: not v)
-    """The run refreshes its counters by workflow time (rein.workflows.visibility), recorded like
-    `waiting_timer`: runs described with it take the rule with no rein-timed-counters patch marker (nor
-    the TemporalChangeVersion upsert that comes with one), 2 billable actions fewer in a fast run."""
+    """Retired flags, still written (True) for the previous build's workflow code, which reads them from a
+    description this build's worker records on a mixed queue; this build's workflow reads neither (it
+    always closes a cancelled run CANCELED and refreshes counters by time). Drop them a landing later."""
     in_flight: Literal["stricter", "current"] = Field(default="stricter", exclude_if=lambda v: v == "stricter")
     """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
     "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""

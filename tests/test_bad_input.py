@@ -416,7 +416,7 @@ async def test_stored_failed_history_replays():
 
     from rein.workflows import AgentWorkflow
 
-    data = json.loads((Path(__file__).parent / "histories" / "agent_failed_v1.json").read_text())
+    data = json.loads((Path(__file__).parent / "histories" / "agent_failed_v2.json").read_text())
     history = WorkflowHistory.from_json("agent-failed", data)
     types = [e.event_type for e in history.events]
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED in types

@@ -42,7 +42,7 @@ from tests.support.waiting import poll
 AGENTS = ["tests.agents.deploys:pay_agent", "tests.agents.deploys:pay_ask"]
 VARIANTS = {"new+patch": {"DEPLOY_NEW_PATCH": "1"}}
 """This build with a change the old one cannot replay: each wait asks a new patch (tests/agents/deploys.py).
-(Lean starts, this build's default, are a flag the old build replays; the older one cannot.)"""
+(Without it the old build cannot replay this build's runs either: docs/deploys.md, "One way to version".)"""
 THIS_BUILD = ("tests.agents.deploys",)
 """What a process of this build imports to replay that change (this one does in the `builds` fixture)."""
 NO_EAGER_ACTIVITIES = {**STUCK_RUNS_RETRY_SOON, "system.enableActivityEagerExecution": "false"}
@@ -218,16 +218,16 @@ async def test_upgrade_in_place(builds: Builds, client: ReinClient):
 async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, new: str):
     """This build starts runs; it stops; the old build carries on every run whose history it can replay
     and starts runs of its own; the others wait, stuck but open and untouched (docs/deploys.md): exactly
-    those its replayer cannot replay. Then this build carries all on. By default none is stuck (this build's
-    runs start lean, which the old build replays); with the patched wait on (which the old build cannot
-    replay) every run that waited on this build is."""
+    those its replayer cannot replay. Then this build carries all on. Every run this build started is
+    stuck on the old build (a lean start without the old build's logic flag, the waiting timer's patch):
+    the drain docs/deploys.md describes ("One way to version"); with the patched wait on, the same."""
     builds.deploy(new)
     runs = await start_runs(client, builds.queue, pay=2, ask=6)
     await wait_for_approval(client, asking(runs))
     builds.deploy("old")  # the rollback
     waiting = {r: (await client.client.get_workflow_handle(r).fetch_history()).to_json_dict() for r in asking(runs)}
     unreadable = {r for r, failure in replay_in_build(builds.old_tree, waiting).items() if failure}
-    assert unreadable == (set(waiting) if new in VARIANTS else set())
+    assert unreadable == set(waiting)
 
     later = await start_runs(client, builds.queue, pay=2, ask=2)
     await wait_for_approval(client, asking(later))
@@ -264,8 +264,9 @@ async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, n
 @pytest.mark.parametrize("old", ["old", "older"], ids=[f"beside-{OLD_BUILD}", f"beside-{OLDER_BUILD}"])
 async def test_mixed_builds_on_one_queue(builds: Builds, client: ReinClient, old: str):
     """Both builds poll one queue while runs go through: each build runs activities the other scheduled.
-    This build's runs start lean. The previous build answers a lean first call as this one does; a build
-    from before lean starts answers it without the agent, and the run makes the call again as before."""
+    Neither build replays every run the other started (docs/deploys.md, "One way to version"): a task that
+    lands on the wrong build fails and is retried until the right one takes it. Both builds answer a lean
+    first call with the agent's description, so no run asks describe_agent."""
     builds.deploy("new")
     builds.add(old)
     runs = await start_runs(client, builds.queue, pay=8, ask=8)
@@ -280,9 +281,9 @@ async def test_mixed_builds_on_one_queue(builds: Builds, client: ReinClient, old
     lean = [r for r in runs if builds.build_of(first_task_identity(builds.histories[r])) == "new"]
     old_first_calls = [r for r in lean if builds.build_of(first_call_identity(builds.histories[r])) == old]
     assert old_first_calls, f"no lean run's first call reached the {old} build"
-    described = {r for r in lean if any("markerRecordedEventAttributes" in e for e in builds.histories[r]["events"])}
-    # ... the older build's answer made the run describe its agent (a marker) and call again; the old one's did not.
-    assert described == (set(old_first_calls) if old == "older" else set()), (described, old_first_calls)
+    described = {r for r in lean if any(e.get("markerRecordedEventAttributes", {}).get("markerName") == "core_local_activity"
+                                        for e in builds.histories[r]["events"])}
+    assert described == set(), (described, old_first_calls)
 
 
 def first_call_identity(history: dict) -> str:
@@ -339,13 +340,18 @@ def crossing_activities(history: dict) -> list[tuple[str, str]]:
 
 
 async def test_every_history_replays_on_both_builds(builds: Builds):
-    """Histories touched by both builds replay on this one; on the old one every run it started does (the
-    same command sequence, whatever this build did later); only a run this build started may use a change
-    the old one cannot replay (a new patch, a flag recorded at the start), and that is a nondeterminism error."""
+    """Histories touched by both builds replay on this one, but for runs the older build started (they asked
+    their agent first with no marker: they drain on their own build); on the old build every run it started
+    does (the same command sequence, whatever this build did later); a run this build started does not (a lean
+    start without the old build's flag, this build's patches): a nondeterminism error each."""
     assert len(builds.histories) >= 40, "run the scenarios first (this module, in order)"
-    assert replay_in_build(None, builds.histories, THIS_BUILD) == {run_id: None for run_id in builds.histories}
+    started_by = {r: builds.build_of(first_task_identity(h)) for r, h in builds.histories.items()}
+    here = replay_in_build(None, builds.histories, THIS_BUILD)
+    unreplayable, drained = {r for r, f in here.items() if f}, {r for r, b in started_by.items() if b == "older"}
+    assert unreplayable == drained, {r: (started_by[r], (here[r] or "")[:300]) for r in unreplayable ^ drained}
+    assert all(NONDETERMINISM in f for f in here.values() if f)
     failures = {r: f for r, f in replay_in_build(builds.old_tree, builds.histories).items() if f}
-    started_old = {r for r, h in builds.histories.items() if builds.build_of(first_task_identity(h)) == "old"}
+    started_old = {r for r, b in started_by.items() if b == "old"}
     assert len(started_old) >= 15 and len(builds.histories) - len(started_old) >= 15
     assert not started_old & set(failures), {r: failures[r] for r in started_old & set(failures)}
     assert all(NONDETERMINISM in f for f in failures.values()), failures

@@ -330,14 +330,14 @@ async def _continued(handle: WorkflowHandle, first_run: str) -> bool:
 
 
 def test_stored_history_of_an_agent_change_replays() -> None:
-    """tests/histories/agent_changed_v1.json (make_histories.py changed): the refused call, the agent step
+    """tests/histories/agent_changed_v2.json (make_histories.py changed): the refused call, the agent step
     and the repeated call are part of the command sequence later builds must replay."""
     import json
     from pathlib import Path
 
     import rein.testing
 
-    path = Path(__file__).parent / "histories" / "agent_changed_v1.json"
+    path = Path(__file__).parent / "histories" / "agent_changed_v2.json"
     events = json.loads(path.read_text())["events"]
     failures = [e["activityTaskFailedEventAttributes"]["failure"] for e in events if "activityTaskFailedEventAttributes" in e]
     assert [f["applicationFailureInfo"]["type"] for f in failures] == ["AgentChanged"]

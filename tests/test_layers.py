@@ -250,14 +250,9 @@ def test_the_private_reach_check_sees_each_form() -> None:
         "from temporalio.worker import _runner", "threading._register_atexit", "workflow._Definition"]
 
 
-TASK_PATH_REACHES = {"logic_flag"}
-"""The one private reach left in workflow code (rein.workflows.start: whether a run started lean), until the
-lean start is recorded another way; every other reach is made by a client or at exit."""
-
-
-def test_no_private_reach_in_workflow_code_or_on_the_task_path_but_the_named_one() -> None:
-    """Workflow modules, activities and what a worker runs per task import from rein.temporal.sdk_private
-    only what TASK_PATH_REACHES names."""
+def test_no_private_reach_in_workflow_code_or_on_the_task_path() -> None:
+    """Workflow modules, activities and what a worker runs per task import nothing from
+    rein.temporal.sdk_private: its reaches are made by a client (a replayed history's queries) or at exit."""
     task_path = [name for name in modules() if name.startswith(("rein.workflows", "rein.activities"))
                  or name in ("rein.temporal.plugin", "rein.temporal.sandbox", "rein.temporal.converter",
                              "rein.temporal.streaming", "rein.tracing.workflow_spans", "rein.tracing.activity_spans")]
@@ -266,7 +261,7 @@ def test_no_private_reach_in_workflow_code_or_on_the_task_path_but_the_named_one
         for node in ast.walk(ast.parse(modules()[name].read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == PRIVATE_REACHES:
                 used.update(alias.name for alias in node.names)
-    assert used == TASK_PATH_REACHES
+    assert used == set()
 
 
 def test_each_private_reach_is_still_there() -> None:
@@ -277,12 +272,8 @@ def test_each_private_reach_is_still_there() -> None:
 
     from temporalio import runtime, workflow
     from temporalio.contrib.workflow_streams import WorkflowStream
-    from temporalio.worker import _workflow_instance
 
     assert callable(workflow._Definition.must_from_class)  # query_handler
-    assert callable(workflow._Runtime.current)  # logic_flag
-    init = inspect.getsource(_workflow_instance._WorkflowInstanceImpl)
-    assert "self._current_internal_flags" in init and "used_internal_flags" in init  # logic_flag
     assert hasattr(runtime._runtime_ref, "_default_runtime")  # forget_default_runtime
     assert callable(threading._register_atexit)  # at_exit_before_threads_join
     stream = inspect.getsource(WorkflowStream.__init__)

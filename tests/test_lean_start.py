@@ -79,12 +79,13 @@ async def test_a_lean_run_pays_no_describe_marker_and_the_worker_adds_the_system
     assert await summaries(history, dev.client.data_converter, CALL_MODEL) == [
         "model RecordingProvider · iteration 1", "model RecordingProvider · iteration 2"]
 
-    # The same run on a worker left at the default (unversioned, REIN_LEAN_START unset) asks first, as before.
+    # The same run on a worker told not to start lean (REIN_LEAN_START=0) asks first, recorded as a patch.
     tq2, wf_id2 = ids()
     async with rein.create_worker(dev.client, [plain], task_queue=tq2, lean_start=False):
         await (await ReinClient(dev.client, tq2).start("lean-adder", "1 + 2?", run_id=wf_id2)).result()
     before = await dev.client.get_workflow_handle(wf_id2).fetch_history()
-    assert markers(before) == ["core_local_activity"] and billed(before) == 6
+    assert markers(before) == ["core_patch", "core_local_activity"]
+    assert billed(before) == 8  # asking first: the describe marker, the patch's marker and TemporalChangeVersion upsert
     assert plain.provider.seen[0] == lean.provider.seen[0]
 
 
@@ -116,7 +117,10 @@ async def test_a_plain_clients_lean_run_that_waits_publishes_who_it_is(dev):
         client = ReinClient(dev.client, tq)
         await wait_status(dev.client.get_workflow_handle(wf_id), "waiting_approval")
         waiting = upserts(await dev.client.get_workflow_handle(wf_id).fetch_history())
-        assert [(u.get("ReinAgent"), u["ReinStatus"]) for u in waiting] == [("lean-asks", "waiting_approval")]
+        # Its first wait asks the rein-waiting-timer patch (Temporal's own TemporalChangeVersion upsert), then
+        # the run publishes who it is with the status.
+        assert [(u["ReinAgent"], u["ReinStatus"]) for u in waiting if "ReinStatus" in u] == [("lean-asks", "waiting_approval")]
+        assert [u["TemporalChangeVersion"] for u in waiting if "ReinStatus" not in u] == [["rein-waiting-timer"]]
         await client.approve(wf_id)
         assert (await client.result(wf_id)).output == "3"
 
@@ -167,7 +171,7 @@ async def test_an_agent_with_middleware_takes_its_first_step_itself(dev, registr
         assert "reply" not in first and first["agent"]["middleware"] is True  # described only: the step ran hooks
         assert markers(history) == []
     else:
-        assert markers(history) == ["core_local_activity"]
+        assert markers(history) == ["core_patch", "core_local_activity"]  # rein-described-first, describe_agent
         assert "agent" not in await first_call_result(history.events, dev.client.data_converter)
 
 
@@ -199,8 +203,8 @@ async def test_a_first_call_that_fails_waits_for_retry(dev):
         provider.failing = False
         await client.retry(wf_id)
         assert (await client.result(wf_id)).output == "recovered"
-    # Only this path learns the agent the old way: the call failed, so no reply recorded it.
-    assert markers(await dev.client.get_workflow_handle(wf_id).fetch_history()) == ["core_local_activity"]
+    # Only this path learns the agent the old way: the call failed, so no reply recorded it (then the wait's patch).
+    assert markers(await dev.client.get_workflow_handle(wf_id).fetch_history()) == ["core_local_activity", "core_patch"]
 
 
 async def test_a_first_replys_tool_call_runs_on_a_worker_that_never_saw_it(dev):

@@ -427,7 +427,8 @@ async def test_middleware_and_compaction_across_continue_as_new(env, ids):
 
 
 async def test_stored_history_of_an_agent_with_extensions_replays():
-    """Guards the command sequence of middleware steps and compaction (tests/histories/make_histories.py)."""
+    """Guards the command sequence of middleware steps and compaction (tests/histories/make_histories.py): such
+    an agent's run asks its agent first, recorded as the rein-described-first patch."""
     import json
     from pathlib import Path
 
@@ -437,7 +438,7 @@ async def test_stored_history_of_an_agent_with_extensions_replays():
     from rein.temporal.converter import rein_data_converter
     from rein.workflows import AgentWorkflow
 
-    data = json.loads((Path(__file__).parent / "histories" / "agent_extensions_v1.json").read_text())
+    data = json.loads((Path(__file__).parent / "histories" / "agent_extensions_v2.json").read_text())
     history = WorkflowHistory.from_json("agent-extensions", data)
     activities = [
         e.activity_task_scheduled_event_attributes.activity_type.name
@@ -445,6 +446,9 @@ async def test_stored_history_of_an_agent_with_extensions_replays():
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert "rein.compact" in activities and activities.count("rein.run_tool") == 4
+    markers = [e.marker_recorded_event_attributes.marker_name for e in history.events
+               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    assert markers[:2] == ["core_patch", "core_local_activity"]  # rein-described-first, then describe_agent
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -28,6 +28,8 @@ KNOWN = {
     "PATCH_FAILED_STATUS": "rein-failed-status",
     "PATCH_TIMED_COUNTERS": "rein-timed-counters",
     "PATCH_FAMILY_USAGE": "rein-family-usage",  # 0.4.0: children report usage to the family budget
+    "PATCH_DESCRIBED_FIRST": "rein-described-first",  # a new run that asked its agent first (the logic flag retired)
+    "PATCH_WAITING_TIMER": "rein-waiting-timer",  # every wait on the UI's timer (the opt-in flag retired)
 }
 """Patch constants as builds define them (f732bd2 and after): name -> id, never edited."""
 
@@ -65,7 +67,7 @@ def patch_arguments() -> list[tuple[Path, ast.expr]]:
 def recorded_patch_ids() -> dict[str, set[str]]:
     """Patch ids in the stored histories' core_patch markers, by file."""
     recorded: dict[str, set[str]] = {}
-    for path in sorted(HISTORIES.glob("*.json")):
+    for path in sorted(HISTORIES.rglob("*.json")):
         data = json.loads(path.read_text())
         for event in data["events"] if isinstance(data, dict) else data:
             marker = event.get("markerRecordedEventAttributes")

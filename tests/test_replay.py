@@ -29,9 +29,9 @@ from rein.replay import ReplayFailed, load_history, server_query
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = ROOT / "tests" / "histories"
-CURRENT = HISTORIES / "agent_long_v3.json"
-RETIRED = HISTORIES / "agent_approval_v1.json"
-"""Recorded before a patch that rein has since retired: the current code no longer replays it."""
+CURRENT = HISTORIES / "agent_long_v4.json"
+RETIRED = HISTORIES / "drained" / "agent_approval_v1.json"
+"""Recorded before a patch that rein has since retired: the current code no longer replays it (a drained run)."""
 
 BROKEN = "import rein.workflows.visibility as v; v.Visibility._publish = lambda self, ending=False: None"
 """A build that no longer upserts its search attributes: a different command sequence."""
@@ -79,7 +79,7 @@ def test_testing_replay_raises_on_a_history_the_code_cannot_replay() -> None:
 
 async def test_testing_replay_can_be_awaited_in_async_tests() -> None:
     report = await rein.testing.replay(CURRENT)
-    assert report.ok and report.results[0].workflow_id == "agent_long_v3"
+    assert report.ok and report.results[0].workflow_id == "agent_long_v4"
 
 
 def test_bad_history_sources_say_what_is_wrong(tmp_path: Path) -> None:

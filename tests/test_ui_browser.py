@@ -245,7 +245,6 @@ async def test_the_ui_says_who_waits(rein_server: dict, page: Page, monkeypatch:
     timer); a cancelled run is CANCELED in the list; `rein server`'s links list the runs that wait for
     a person, the stuck ones and today's failures."""
     address, ui = rein_server["address"], rein_server["ui"]
-    monkeypatch.setenv("REIN_UI_WAIT_TIMER", "1")  # the worker describes runs with the waiting timer on
     monkeypatch.setenv("REIN_WORKER_GRACE_S", STARTED_WORKER_GRACE_S)
     client = await connect(address)
     ops = ReinClient(client)

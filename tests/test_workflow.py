@@ -547,14 +547,13 @@ async def test_an_unanswered_question_times_out_as_no_answer(env, ids):
     assert [t.timer_started_event_attributes.start_to_fire_timeout.ToSeconds() for t in timers] == [86400]
 
 
-async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids, monkeypatch):
+async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids):
     """`approval_timeout_s` bounds waiting for a person's decision; a run waiting for `retry` after
     exhausted model attempts keeps waiting past it (on the test server's clock), then retries."""
     tq, wf_id = ids
     provider = OutageProvider(Unavailable, "upstream overloaded (503)")
     agent = Agent(provider=provider, name="flaky-patient",
                   config=LoopConfig(model_attempts=1, approval_timeout_s=60))
-    monkeypatch.setenv("REIN_UI_WAIT_TIMER", "1")  # the wait shown on the UI's timeline (opt-in)
     async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await start(env, "flaky-patient", "hello", wf_id, tq)
         await wait_status(handle, "waiting_retry")
@@ -567,7 +566,7 @@ async def test_an_error_interrupt_does_not_time_out_like_an_approval(env, ids, m
 
     assert result["output"] == "recovered" and provider.calls == 2
     timers = [e for e in await history_events(handle) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
-    # Only the timer that shows the wait in the UI (AgentDescription.waiting_timer), not the 60 s approval timeout.
+    # Only the timer that shows the wait in the UI (rein-waiting-timer), not the 60 s approval timeout.
     assert [t.timer_started_event_attributes.start_to_fire_timeout.ToSeconds() for t in timers] == [30 * 24 * 3600]
     summary = json.loads(timers[0].user_metadata.summary.data)
     assert summary.startswith("Waiting after an error since ") and f"rein retry {wf_id}" in summary
@@ -747,10 +746,8 @@ async def test_activity_summaries_read_well(env, ids):
 
 
 STORED_HISTORIES = sorted(HISTORIES.glob("agent_approval_v*.json"))
-RETIRED = ["agent_approval_v1.json"]
-"""Recorded before the rein-throttled-counters patch, which is now retired (workflow.deprecate_patch):
-Temporal replays a deprecated patch's new path only, so runs without its marker cannot replay."""
-REPLAYING = [p for p in STORED_HISTORIES if p.name not in RETIRED]
+"""The approval scenario as builds this one replays recorded it (older ones: tests/histories/drained/)."""
+REPLAYING = STORED_HISTORIES
 
 
 def patches_in(path: Path) -> set[str]:
@@ -763,45 +760,25 @@ def patches_in(path: Path) -> set[str]:
     }
 
 
-def test_histories_cover_every_patch_generation():
-    names = [p.name for p in STORED_HISTORIES]
-    assert names[:6] == [f"agent_approval_v{n}.json" for n in range(1, 7)]
-    assert patches_in(STORED_HISTORIES[0]) == set()
-    assert patches_in(STORED_HISTORIES[1]) == {"rein-throttled-counters"}
-    assert patches_in(STORED_HISTORIES[2]) == {"rein-throttled-counters", "rein-prompt-cancel"}
-    assert patches_in(STORED_HISTORIES[3]) == {"rein-throttled-counters", "rein-prompt-cancel", "rein-native-cancel"}
-    assert patches_in(STORED_HISTORIES[4]) == {"rein-native-cancel"}, "v5: the two retired patches record no marker"
-    assert patches_in(STORED_HISTORIES[5]) == set(), "v6: rein-native-cancel retired too"
-    assert patches_in(STORED_HISTORIES[6]) == set(), "v7: waits on a timer that shows them (no marker)"
-    assert patches_in(STORED_HISTORIES[7]) == set(), "v8: a lean start (a workflow logic flag, no marker)"
+def markers(path: Path) -> list[str]:
+    return [e["markerRecordedEventAttributes"]["markerName"] for e in json.loads(path.read_text())["events"]
+            if "markerRecordedEventAttributes" in e]
 
 
-def test_the_lean_history_is_flagged_and_has_no_describe_marker():
-    """v8 (tests/histories/make_histories.py lean): the start is a flag on the first workflow task's completion;
-    the v7 run of the same scenario asked describe_agent first (a marker), the v8 run did not."""
-    from rein.workflows.start import LEAN_START_FLAG
-
-    def first_task_flags(path: Path) -> list[int]:
-        events = json.loads(path.read_text())["events"]
-        done = next(e["workflowTaskCompletedEventAttributes"] for e in events if "workflowTaskCompletedEventAttributes" in e)
-        return done.get("sdkMetadata", {}).get("langUsedFlags", [])
-
-    def markers(path: Path) -> list[str]:
-        return [e["markerRecordedEventAttributes"]["markerName"] for e in json.loads(path.read_text())["events"]
-                if "markerRecordedEventAttributes" in e]
-
-    v7, v8 = HISTORIES / "agent_approval_v7.json", HISTORIES / "agent_approval_v8.json"
-    assert LEAN_START_FLAG not in first_task_flags(v7) and markers(v7) == ["core_local_activity"]
-    assert first_task_flags(v8) == [LEAN_START_FLAG] and markers(v8) == []
+def first_task_flags(path: Path) -> list[int]:
+    events = json.loads(path.read_text())["events"]
+    done = next(e["workflowTaskCompletedEventAttributes"] for e in events if "workflowTaskCompletedEventAttributes" in e)
+    return done.get("sdkMetadata", {}).get("langUsedFlags", [])
 
 
-async def test_history_from_before_the_retired_patch_no_longer_replays():
-    from temporalio.client import WorkflowHistory
-
-    history = WorkflowHistory.from_json("agent-approval", json.loads((HISTORIES / RETIRED[0]).read_text()))
-    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is not None and "Nondeterminism" in str(result.replay_failure)
+def test_the_stored_approval_histories_are_the_lean_generations():
+    """v8: a lean start recorded as a workflow logic flag (the previous build); v9: a lean start with no flag
+    and no describe marker, its first wait behind the rein-waiting-timer patch (a marker)."""
+    assert [p.name for p in STORED_HISTORIES] == ["agent_approval_v8.json", "agent_approval_v9.json"]
+    v8, v9 = STORED_HISTORIES
+    assert first_task_flags(v8) and markers(v8) == [] and patches_in(v8) == set()
+    assert first_task_flags(v9) == [] and markers(v9) == ["core_patch"]
+    assert patches_in(v9) == {"rein-waiting-timer"}
 
 
 LONG_HISTORIES = sorted(HISTORIES.glob("agent_long_v*.json"))
@@ -816,18 +793,14 @@ def upserts_in(path: Path) -> list[dict[str, Any]]:
     ]
 
 
-def test_long_histories_cover_both_counter_rules():
-    assert [p.name for p in LONG_HISTORIES] == ["agent_long_v1.json", "agent_long_v2.json", "agent_long_v3.json"]
-    old, new, described = (upserts_in(p) for p in LONG_HISTORIES)
-    # v1: every 5th iteration, and at the end the counters and the status apart.
-    assert [u.get("ReinIterations") for u in old] == [0, 5, 10, None] and old[-1] == {"ReinStatus": "done"}
-    assert patches_in(LONG_HISTORIES[0]) == set()
-    # v2 (a run of a few seconds): by time, and the final status with the counters.
-    assert new[-1] == {"ReinStatus": "done", "ReinIterations": 10, "ReinTokens": 20}
-    assert patches_in(LONG_HISTORIES[1]) == {"rein-timed-counters"}
-    # v3: the same rule, taken from the recorded description: no patch marker, no TemporalChangeVersion.
-    assert [u for u in new[1:] if "TemporalChangeVersion" not in u] == described[1:]  # after the start upsert
-    assert patches_in(LONG_HISTORIES[2]) == set() and len(described) == len(new) - 1
+def test_the_long_history_refreshes_counters_by_time_and_ends_in_one_upsert():
+    """v4: counters by workflow time (a quick run: none between), the last ones with the final status; no marker.
+    Started lean by a plain client, the run publishes once: everything with its final status."""
+    assert [p.name for p in LONG_HISTORIES] == ["agent_long_v4.json"]
+    [upsert] = upserts_in(LONG_HISTORIES[0])
+    assert {k: upsert[k] for k in ("ReinStatus", "ReinIterations", "ReinTokens", "ReinAgent")} == {
+        "ReinStatus": "done", "ReinIterations": 10, "ReinTokens": 20, "ReinAgent": "long-agent"}
+    assert patches_in(LONG_HISTORIES[0]) == set() and markers(LONG_HISTORIES[0]) == []
 
 
 @pytest.mark.parametrize("path", LONG_HISTORIES, ids=lambda p: p.stem)
@@ -835,7 +808,7 @@ async def test_long_history_replays(path):
     from temporalio.client import WorkflowHistory
 
     history = WorkflowHistory.from_json("agent-long", json.loads(path.read_text()))
-    assert sum(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED for e in history.events) == 19
+    assert sum(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED for e in history.events) >= 19
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

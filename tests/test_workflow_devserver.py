@@ -133,8 +133,8 @@ async def test_long_run_publishes_its_final_counters_with_its_status(dev, ids):
     assert (attrs.get(REIN_STATUS), attrs.get(REIN_ITERATIONS), attrs.get(REIN_TOKENS)) == ("done", 10, 20)
     events = (await handle.fetch_history()).events
     upserts = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
-    # The rule comes with the recorded description (AgentDescription.timed_counters): no patch marker
-    # and no TemporalChangeVersion upsert, two billable actions fewer than asking the patch.
+    # The counter rule is the only one (rein-timed-counters retired): no patch marker and no
+    # TemporalChangeVersion upsert.
     assert not any(e.marker_recorded_event_attributes.marker_name == "core_patch" for e in events)
     fields = [events[i].upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
               for i in upserts]
@@ -146,9 +146,9 @@ async def test_long_run_publishes_its_final_counters_with_its_status(dev, ids):
 
 
 async def test_a_short_run_records_no_counter_patch(dev, ids):
-    """A run records no patch marker and no TemporalChangeVersion upsert for the counter rule: it comes
-    with the recorded description (AgentDescription.timed_counters). Cancelled while waiting, the run
-    publishes `cancelled` with its last counters in one upsert, not `running` and then `cancelled`."""
+    """A run records no patch marker and no TemporalChangeVersion upsert for the counter rule (the only
+    one). Cancelled while waiting, the run publishes `cancelled` with its last counters in one upsert, not
+    `running` and then `cancelled`."""
     tq, wf_id = ids
     agent = Agent(provider=MockProvider([[tc("add", "c1", a=1, b=2)], "three"]), tools=[add], name="cancelled-wait",
                   config=LoopConfig(permission="ask"))
@@ -164,9 +164,11 @@ async def test_a_short_run_records_no_counter_patch(dev, ids):
                for e in events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
     statuses = [json.loads(u["ReinStatus"].data) for u in upserts if "ReinStatus" in u]
     assert statuses == ["waiting_approval", "cancelled"]  # a plain client's lean run publishes first when it waits
-    assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-                and e.marker_recorded_event_attributes.marker_name != "core_local_activity"]
-    assert all("TemporalChangeVersion" not in u for u in upserts)
+    # The only patch is the waiting timer's, asked at the first wait (its marker and Temporal's upsert).
+    assert [e.marker_recorded_event_attributes.marker_name for e in events
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED] == ["core_patch", "core_local_activity"]
+    assert [json.loads(u["TemporalChangeVersion"].data) for u in upserts if "TemporalChangeVersion" in u] == [
+        ["rein-waiting-timer"]]
     attrs = (await handle.describe()).typed_search_attributes
     assert (attrs.get(REIN_STATUS), attrs.get(REIN_ITERATIONS)) == ("cancelled", 1)
 
@@ -271,21 +273,17 @@ async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
 # --------------------------------------------------------------------------- a stored history still replays
 
 
-@pytest.mark.parametrize("lean_start", [False, None], ids=["described-first", "default"])
-async def test_fresh_approval_history_matches_stored_shape(dev, ids, monkeypatch, lean_start):
-    """The stored replay histories (tests/histories) have the same event types as a fresh run of their
-    scenario, so a change of the command sequence is noticed here too, not only by the replayer. By
-    default a run starts lean (the newest stored history, v8); a worker told not to describes first (v7)."""
+async def test_fresh_approval_history_matches_stored_shape(dev, ids):
+    """The stored replay history (tests/histories, the newest approval generation) has the same event types
+    as a fresh run of its scenario, so a change of the command sequence is noticed here too, not only by
+    the replayer."""
     sys.path.insert(0, str(ROOT / "tests" / "histories"))
     try:
         import make_histories
     finally:
         sys.path.pop(0)
     tq, wf_id = ids
-    if lean_start is False:  # v7 was recorded with the waiting timer on, v8 without
-        monkeypatch.setenv("REIN_UI_WAIT_TIMER", "1")
-    async with rein.create_worker(dev.client, agents=[make_histories.approval_agent()], task_queue=tq,
-                                  lean_start=lean_start):
+    async with rein.create_worker(dev.client, agents=[make_histories.approval_agent()], task_queue=tq):
         handle = await dev.client.start_workflow(
             "AgentWorkflow", {"agent": "history-agent", "prompt": "What is 1 + 2?"}, id=wf_id, task_queue=tq
         )
@@ -297,8 +295,7 @@ async def test_fresh_approval_history_matches_stored_shape(dev, ids, monkeypatch
         fresh = list((await handle.fetch_history()).events)
 
     assert result["output"] == "The sum is 3."
-    stored_name = make_histories.CURRENT if lean_start is False else make_histories.LEAN
-    stored = json.loads((ROOT / "tests" / "histories" / stored_name).read_text())["events"]
+    stored = json.loads((ROOT / "tests" / "histories" / make_histories.CURRENT).read_text())["events"]
 
     def commands(types: list[str]) -> list[str]:
         # Workflow-task bookkeeping varies with timing; the commands the workflow issues do not.

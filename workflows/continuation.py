@@ -29,9 +29,9 @@ class Continuation(Visibility):
         self.was_reset = False
         workflow.register_random_seed_callback(self._reseeded)
 
-    def _publish_progress(self, ending: bool = False) -> None:
+    def _publish_progress(self) -> None:
         self.action_at = workflow.time()
-        super()._publish_progress(ending)
+        super()._publish_progress()
 
     def _reseeded(self, _seed: int) -> None:
         """Temporal reset this run (`rein rewind`, `temporal workflow reset`): the SDK reseeds the workflow's

@@ -44,7 +44,7 @@ from rein.workflows import worker_steps
 from rein.workflows.decisions import Decisions
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.start import LeanStart
-from rein.workflows.visibility import PATCH_TIMED_COUNTERS  # noqa: F401  (kept importable: tests and tools name it here)
+from rein.workflows.visibility import PATCH_TIMED_COUNTERS
 from rein.workflows.waiting import Waiting
 
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
@@ -125,9 +125,7 @@ class AgentLoop(Waiting, Decisions, LeanStart):
                 self.session.stop_reason = "cancelled" if self.cancel_reason is not None else "budget"
                 continue
             if isinstance(action, machine.Finish):
-                if self.progressed and not self._fold_final_publish():
-                    self._publish_progress(ending=True)
-                break
+                break  # the last iteration's counters go with the final status (`_finish`)
             self._publish_progress()
             if await self._resume_wait(action, config):
                 started = workflow.time()
@@ -162,6 +160,7 @@ class AgentLoop(Waiting, Decisions, LeanStart):
             # same calls; a new run records none (on replay without a marker the call adds nothing).
             workflow.deprecate_patch(PATCH_THROTTLED_COUNTERS)
             workflow.deprecate_patch(PATCH_PROMPT_CANCEL)
+            workflow.deprecate_patch(PATCH_TIMED_COUNTERS)
         self._published_at_start()
         if workflow.unsafe.is_replaying():
             workflow.deprecate_patch(PATCH_NATIVE_CANCEL)  # where it was `patched`: same command order
@@ -172,8 +171,6 @@ class AgentLoop(Waiting, Decisions, LeanStart):
         self.agent_key = request.agent
         await self._learn_agent(request)
         assert self.agent is not None and self.config is not None
-        if self.agent.timed_counters:  # the rule recorded with the description: no patch to ask
-            self.timed_counters = True
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
         self._continued_with(request.carry)
@@ -235,7 +232,7 @@ class AgentLoop(Waiting, Decisions, LeanStart):
         self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
         self.readers.detach()  # stream readers drain the rest once the run has closed
         await self._settle()
-        if self.status == "cancelled" and self.agent is not None and self.agent.close_canceled:
+        if self.status == "cancelled" and self.agent is not None:
             await self._close_canceled()
         return self.final.model_dump(mode="json")
 
@@ -243,9 +240,7 @@ class AgentLoop(Waiting, Decisions, LeanStart):
         """End the run as CANCELED (raises), so the UI's list and filters show Temporal's own status; the
         outcome stays readable through the `outcome` query. Ended by the `cancel` signal or update, the
         run first asks Temporal to cancel it (a local activity): Temporal closes a workflow as CANCELED
-        only once cancellation was requested. Versioned by AgentDescription.close_canceled (recorded
-        with the describe result: runs described before it replay to COMPLETED, and no cancelled run
-        pays a patch marker and a TemporalChangeVersion upsert)."""
+        only once cancellation was requested."""
         if workflow.cancellation_reason() is None:
             try:
                 await workflow.execute_local_activity(
@@ -259,7 +254,7 @@ class AgentLoop(Waiting, Decisions, LeanStart):
             except asyncio.CancelledError:
                 if workflow.cancellation_reason() is None:
                     raise  # not the requested cancellation (cache eviction): not ours to handle
-            except FailureError as err:  # could not ask: it closes COMPLETED, as before the patch
+            except FailureError as err:  # could not ask: it closes COMPLETED
                 workflow.logger.warning("could not close the run as cancelled: %s", err)
                 return
         raise asyncio.CancelledError(self.cancel_reason or "cancelled")

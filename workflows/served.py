@@ -4,8 +4,8 @@ A lean start (rein.workflows.start) schedules the run's first model call before 
 agent: the description comes back with the call's result. That command's options (task queue,
 timeouts, retries, summary) are not part of the command sequence Temporal replays, so they may come
 from the worker that schedules it: this registry, filled by ReinPlugin as it configures a worker.
-What a run acts on is never read here, only the recorded description; whether a new run starts lean
-is read here once and recorded with the run (a workflow logic flag), so its replay does not read it.
+What a run acts on is never read here, only the recorded description; whether a new run asks first is
+read here once and recorded with the run (a patch marker), so its replay does not read it.
 """
 
 from __future__ import annotations

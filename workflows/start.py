@@ -1,14 +1,13 @@
 """How a run learns its agent: recorded with its first model call (a lean start), or asked first.
 
 A run follows the agent's description as its worker recorded it, so a deploy that changes the agent
-does not change a run's past. Before lean starts, every run asked a `describe_agent` local activity
-first: a marker in history, one billable action and ~1.3 KB per run. A lean start schedules the first
-model call at once (its options from the worker's registry, rein.workflows.served) and the worker
-records the description with the reply (FirstReply), having checked the client's input against it.
-
-Whether a run starts lean is recorded as a workflow logic flag (rein.temporal.sdk_private.logic_flag),
-which costs no event. Builds before lean starts cannot replay a lean run: a worker starts runs lean
-unless told not to (REIN_LEAN_START=0), and a versioned one always (runs PINNED); docs/deploys.md.
+does not change a run's past. A lean start schedules the first model call at once (its options from
+the worker's registry, rein.workflows.served) and the worker records the description with the reply
+(FirstReply), having checked the client's input against it. A new conversation starts lean; a run
+given a Session or a continuation, and a new run of an agent whose first step runs on the worker
+(middleware or compaction), asks `describe_agent` first. The latter is recorded as the patch
+PATCH_DESCRIBED_FIRST, the one versioning mechanism for workers without Worker Versioning (docs/deploys.md):
+a replay reads it from history, not from the replaying worker's registry.
 """
 
 from __future__ import annotations
@@ -37,15 +36,13 @@ with workflow.unsafe.imports_passed_through():
     from rein.digest import EMPTY, extend, message_hash
     from rein.ir import Message
     from rein.summaries import model_summary
-    from rein.temporal.sdk_private import logic_flag
 
 from rein.workflows import served
 from rein.workflows.options import describe_agent, heartbeat_timeout, model_retry, seconds
 from rein.workflows.stages import Stages
 
-LEAN_START_FLAG = 0x7265696E
-"""The workflow logic flag of a lean start ("rein" as a 32-bit number, far from temporalio's own 1, 2, …).
-Permanent data: histories carry it."""
+PATCH_DESCRIBED_FIRST = "rein-described-first"
+"""Patch id (permanent data): a new run that learned its agent before its first model call."""
 INPUT_ERRORS = ("InvalidInput", "UnknownAgent")
 """What the worker's first call raises for a client's mistake: the run fails with it, as it did when asked first."""
 
@@ -54,16 +51,21 @@ class LeanStart(Stages):
     """Learning the agent at a run's start."""
 
     def _starts_lean(self, request: AgentInput) -> bool:
-        """Ask in the run's first activation. Only a new conversation of an agent without middleware or
-        compaction (as this worker defines it) starts lean: a Session given as input, a continuation or a
-        step the worker runs may need another first step than a model call."""
+        """Ask in the run's first activation. Only a new conversation starts lean; it asks its agent first
+        where this worker says so (an agent whose first step runs on the worker: middleware or compaction;
+        a worker told not to start runs lean), recorded as PATCH_DESCRIBED_FIRST, so a replay reads the
+        choice from history, not from the replaying worker."""
+        if request.carry is not None or request.session is not None:
+            return False
         info = workflow.info()
         version = info.get_current_deployment_version()  # an unversioned worker's has no deployment name
-        new_runs_lean = served.lean_start(info.task_queue) or bool(version and version.deployment_name)
-        fresh = request.carry is None and request.session is None
         preview = served.preview(info.task_queue, request.agent)
-        plain = preview is None or not preview.steps_on_worker
-        self.lean = logic_flag(LEAN_START_FLAG, fresh and new_runs_lean and plain)
+        asks_first = (preview is not None and preview.steps_on_worker) or not (
+            served.lean_start(info.task_queue) or bool(version and version.deployment_name))
+        if asks_first or workflow.unsafe.is_replaying():
+            self.lean = not workflow.patched(PATCH_DESCRIBED_FIRST)  # live: records it; on replay: what was recorded
+        else:
+            self.lean = True
         return self.lean
 
     async def _learn_agent(self, request: AgentInput) -> None:
@@ -78,20 +80,16 @@ class LeanStart(Stages):
         self._publish()  # the current details; search attributes wait for the agent (which ones the server has)
         began = workflow.time()
         source, live = self._next_model_call()
-
-        async def learn() -> None:  # stuck on a bug: the run's search attributes need its agent
-            self.agent = await self._describe(request.agent)
         digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
+        first_call = ModelCallInput(
+            agent=request.agent, new_messages=list(self.session.messages), digest=digest, stream=live,
+            stream_source=source if live else "", asked_stream=self._asked_stream(live), model=request.model or "",
+            start=FirstCall(config=request.config or {}))
+        options = self._first_call_options(request)
         try:
-            result = await self._unless_cancelled(self._until_fixed("model call", first_stuck=learn, call=lambda: workflow.execute_activity(
-                CALL_MODEL,
-                ModelCallInput(agent=request.agent, new_messages=list(self.session.messages), digest=digest,
-                               stream=live, stream_source=source if live else "", asked_stream=self._asked_stream(live),
-                               model=request.model or "",
-                               start=FirstCall(config=request.config or {})),
-                result_type=dict,
-                **self._first_call_options(request),
-            )))
+            result = await self._unless_cancelled(self._until_fixed(
+                "model call", lambda: workflow.execute_activity(CALL_MODEL, first_call, result_type=dict, **options),
+                first_stuck=lambda: self._learn_to_publish(request.agent)))
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type in INPUT_ERRORS:
@@ -127,6 +125,10 @@ class LeanStart(Stages):
             # reference in this reply (it reads history for plain replies only).
             self.reply_calls = set()
             self.progressed = True
+
+    async def _learn_to_publish(self, agent: str) -> None:
+        """The first call is stuck on a bug in rein: the run's search attributes (`stuck`) need its agent."""
+        self.agent = await self._describe(agent)
 
     def _with_system_prompt(self) -> None:
         assert self.agent is not None

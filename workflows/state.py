@@ -83,9 +83,7 @@ class RunState:
         """Workflow time of the last ReinIterations/ReinTokens upsert (or of the run's start)."""
         self.progressed = False
         """An iteration ended and its counters (or a status change) are not published yet."""
-        self.timed_counters: bool | None = None
-        """workflow.patched(PATCH_TIMED_COUNTERS) once asked, or True from AgentDescription.timed_counters
-        (None: not known yet in this run)."""
+
         self.sent_messages = 0
         """How many conversation messages model-call activities have been given so far."""
         self.sent_digest = EMPTY

@@ -18,16 +18,12 @@ with workflow.unsafe.imports_passed_through():
 from rein.workflows.state import RunState
 
 COUNTER_EVERY = 5
-"""Before rein-timed-counters: iterations between ReinIterations/ReinTokens refreshes."""
+"""Iterations between ReinIterations/ReinTokens refreshes at most (and COUNTER_SECONDS between them)."""
 COUNTER_SECONDS = 10.0
 """Workflow seconds between ReinIterations/ReinTokens refreshes while the status stays the same."""
 PATCH_TIMED_COUNTERS = "rein-timed-counters"
-"""Since this patch the counters are refreshed every COUNTER_EVERY iterations only when COUNTER_SECONDS
-have passed since the last refresh, and a run's last counters and its final status are one upsert.
-Asked only where the old rule would send an upsert the new one does not: a run records the marker
-(and its TemporalChangeVersion upsert) once it is that fast and long, which then saves an upsert
-every COUNTER_EVERY iterations; slower or shorter runs never record it. Runs described with
-AgentDescription.timed_counters (every run since workers set it) take the new rule without asking it."""
+"""Retired: its rule (counters refreshed by workflow time, the last ones with the final status) is the
+only one; histories that carry its marker still replay (workflow.deprecate_patch, rein.workflows.loop)."""
 INT64_MAX = 2**63 - 1
 
 COUNTERS = frozenset({"ReinIterations", "ReinTokens", "ReinCostUsd"})
@@ -102,10 +98,10 @@ class Visibility(RunState):
             if value is not None:
                 self.published[name] = value
 
-    def _publish_progress(self, ending: bool = False) -> None:
+    def _publish_progress(self) -> None:
         if self.progressed:
             self.progressed = False
-            self._publish(ending)
+            self._publish()
 
     def _running_unpublished(self, view: RunStatusView) -> bool:
         """A lean run a plain client started (no start-time search attributes) publishes `running` only
@@ -113,29 +109,10 @@ class Visibility(RunState):
         meanwhile, and a short run pays one upsert (its final status) instead of two."""
         return self.lean and "ReinStatus" not in self.published and view.status == "running"
 
-    def _counters_due(self, view: RunStatusView, ending: bool) -> bool:
-        """Refresh the counters now (the status is unchanged)? Every COUNTER_EVERY iterations, and since
-        rein-timed-counters only when COUNTER_SECONDS have passed since the last refresh."""
-        if view.iteration % COUNTER_EVERY:
-            return False
-        if workflow.time() - self.counters_at >= COUNTER_SECONDS:
-            return True
-        if len(self._search_updates(view, True)[0]) == len(self._search_updates(view, False)[0]):
-            return True  # the counters are published already: both rules send the same
-        if ending and self.timed_counters is None:
-            return True  # the old rule's last refresh costs less than the patch marker this late
-        if self.timed_counters is None:
-            self.timed_counters = workflow.patched(PATCH_TIMED_COUNTERS)
-        return not self.timed_counters
-
-    def _fold_final_publish(self) -> bool:
-        """The run ends: what its last iteration changed goes with the final status in one upsert.
-        Before rein-timed-counters it was a separate upsert when the old rule published anything."""
-        view = self._status_view()
-        old_due = self.published.get("ReinStatus") != view.status or view.iteration % COUNTER_EVERY == 0
-        if not self._search_updates(view, old_due)[0]:
-            return True  # the old code published nothing here: the same commands either way
-        return bool(self.timed_counters)  # a run on the new rule already; elsewhere a marker would cost more
+    def _counters_due(self, view: RunStatusView) -> bool:
+        """Refresh the counters now (the status is unchanged)? At most every COUNTER_EVERY iterations and
+        COUNTER_SECONDS of workflow time; the last ones go with the final status."""
+        return view.iteration % COUNTER_EVERY == 0 and workflow.time() - self.counters_at >= COUNTER_SECONDS
 
     def _search_updates(self, view: RunStatusView, counters: bool) -> tuple[list[Any], dict[str, Any]]:
         """The search attribute updates that publish `view` (the counters only if `counters`)."""
@@ -174,16 +151,16 @@ class Visibility(RunState):
         published["ReinAgentVersion"] = version
         return [SEARCH_KEYS["ReinAgentVersion"].value_set(version)]
 
-    def _publish(self, ending: bool = False) -> None:
+    def _publish(self) -> None:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
         view = self._status_view()
         # Counters change every iteration; each upsert is a history event and a visibility
         # write, so between status changes they are refreshed now and then (`_counters_due`).
         if self._running_unpublished(view):  # nothing until due, then everything with the counters
-            counters = ending or workflow.time() - self.counters_at >= COUNTER_SECONDS
+            counters = workflow.time() - self.counters_at >= COUNTER_SECONDS
             updates, published = self._search_updates(view, True) if counters else ([], {})
         else:
-            counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
+            counters = self.published.get("ReinStatus") != view.status or self._counters_due(view)
             updates, published = self._search_updates(view, counters)
         if updates:
             updates += self._version_update(published)

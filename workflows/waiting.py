@@ -23,11 +23,13 @@ from rein.workflows.continuation import Continuation
 from rein.workflows.options import seconds
 
 WAITING_TIMER_S = 30 * 24 * 3600.0
-"""A run described with `waiting_timer` (every run since workers have it; the flag is recorded with the
-describe result, so replays of older runs take the old path without a patch marker in every new run)
-waits for a person on a timer whose summary says for what, since when, and the commands that answer:
-the UI's timeline, the first thing a run's page shows. Without an approval timeout the timer is this
-long and starts again when it fires."""
+"""A run waits for a person on a timer whose summary says for what, since when, and the commands that
+answer: the UI's timeline, the first thing a run's page shows. Without an approval timeout the timer is
+this long and starts again when it fires."""
+PATCH_WAITING_TIMER = "rein-waiting-timer"
+"""Since this patch every wait for a person shows on that timer (asked at a run's first wait: runs that
+never wait record no marker). Runs that waited before it replay without the timer; a run described
+with the retired opt-in flag (REIN_UI_WAIT_TIMER=1) waits on its old build (docs/deploys.md)."""
 MAX_PARKED_WAITS = 6
 """`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
 (10 per run) always leaves room for new waits and for the decision updates."""
@@ -57,7 +59,7 @@ class Waiting(Continuation, Children):
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         if timeout is not None and self.wait_deadline is None:
             self.wait_deadline = workflow.time() + timeout.total_seconds()
-        shown = self._waiting_summary(interrupt) if self.agent is not None and self.agent.waiting_timer else None
+        shown = self._waiting_summary(interrupt) if workflow.patched(PATCH_WAITING_TIMER) else None
         while True:
             remaining = None if self.wait_deadline is None else self.wait_deadline - workflow.time()
             timer, summary = None, None

@@ -52,64 +52,89 @@ def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
     queued on the server, applied when a worker takes the run), with --wait a spinner until one does.
     Ctrl-C: exit 130, one line saying where the decision stands (asked of the server).
     """
-    import uuid
+    from rein.client import DecisionQueued, DecisionRejected, NoWorker
 
-    from rein.client import DECISION_GRACE_S, DecisionQueued, DecisionRejected, NoWorker
-    from rein.runs import describe_run
-    from rein.temporal.history import seconds
+    decision = _Decision(run_id, what, action, wait)
+    try:
+        return with_client(address, namespace, decision.go)
+    except DecisionRejected as exc:
+        raise CliError(str(exc), EXIT_REJECTED) from exc
+    except NoWorker as exc:
+        raise CliError(f"{exc}; or pass --wait", EXIT_NO_WORKER) from exc
+    except DecisionQueued as exc:
+        raise CliError(f"{exc} (--wait waits for it; `rein status {run_id}` shows when)", EXIT_QUEUED) from exc
+    except KeyboardInterrupt:
+        raise CliError(f"interrupted: the {what} was not sent" if not decision.sent else
+                       f"interrupted: the {what} may have been sent; `rein status {run_id}` shows whether the run "
+                       "took it", EXIT_INTERRUPTED) from None
 
-    update_id = f"{what}-{uuid.uuid4().hex[:12]}"
-    sent = False  # the update's request may have left: from here on, ask the server where it stands
 
-    async def go(client: ReinClient) -> Any:
-        nonlocal sent
+class _Decision:
+    """One decision on its way: whether its update may have left, and where it stands."""
+
+    def __init__(self, run_id: str, what: str, action: Callable[[ReinClient, bool, str], Awaitable[Any]],
+                 wait: bool) -> None:
+        import uuid
+
+        self.run_id, self.what, self.action, self.wait = run_id, what, action, wait
+        self.update_id = f"{what}-{uuid.uuid4().hex[:12]}"
+        self.sent = False
+        """The update's request may have left: from here on, ask the server where it stands."""
+
+    async def go(self, client: ReinClient) -> Any:
+        from rein.client import DECISION_GRACE_S
+        from rein.temporal.history import seconds
+
+        run_id, what = escape(self.run_id), self.what
         try:
-            if wait and not await client.worker_serves(run_id):
-                err_console().print(f"run {escape(run_id)}: no worker polls its queue; waiting for one "
+            if self.wait and not await client.worker_serves(self.run_id):
+                err_console().print(f"run {run_id}: no worker polls its queue; waiting for one "
                                     f"(the {what} is not sent until then; nothing is sent if you stop)", soft_wrap=True)
-                with err_console().status(f"waiting for a worker to serve run {escape(run_id)} (Ctrl-C: nothing is sent)"):
-                    while not await client.worker_serves(run_id):
+                with err_console().status(f"waiting for a worker to serve run {run_id} (Ctrl-C: nothing is sent)"):
+                    while not await client.worker_serves(self.run_id):
                         await asyncio.sleep(WORKER_POLL_S)
-            deciding = asyncio.ensure_future(_sending(client))
+            deciding = asyncio.ensure_future(self._sending(client))
             done, _ = await asyncio.wait({deciding}, timeout=seconds("REIN_DECISION_GRACE_S", DECISION_GRACE_S))
             if done:
                 return await deciding
-            if await client.decision_stage(run_id, update_id) == "not sent":  # still looking for a poller
-                err_console().print(f"run {escape(run_id)}: no worker polls its queue yet; nothing is sent",
-                                    soft_wrap=True)
+            if await client.decision_stage(self.run_id, self.update_id) == "not sent":  # still looking for a poller
+                err_console().print(f"run {run_id}: no worker polls its queue yet; nothing is sent", soft_wrap=True)
                 return await deciding
-            err_console().print(f"run {escape(run_id)}: no worker has taken it yet; the {what} is sent, not applied",
+            err_console().print(f"run {run_id}: no worker has taken it yet; the {what} is sent, not applied",
                                 soft_wrap=True)
-            if not wait:
+            if not self.wait:
                 return await deciding
             with err_console().status(f"waiting for a worker to take the {what} (Ctrl-C leaves it queued on the server)"):
                 return await deciding
         except asyncio.CancelledError:
-            raise CliError(await _where(client), EXIT_INTERRUPTED) from None
+            raise CliError(await self._where(client), EXIT_INTERRUPTED) from None
         except Exception as exc:
             if type(exc).__name__ == "WorkflowUpdateRPCTimeoutOrCancelledError" and _cancelling():
-                raise CliError(await _where(client), EXIT_INTERRUPTED) from None
+                raise CliError(await self._where(client), EXIT_INTERRUPTED) from None
             raise
 
-    async def _sending(client: ReinClient) -> Any:
-        nonlocal sent
+    async def _sending(self, client: ReinClient) -> Any:
+        from rein.client import DecisionRejected, NoWorker
+        from rein.runs import describe_run
+
         try:
-            sent = True  # from here on: the server says whether it has it (decision_stage)
-            return await action(client, wait, update_id)
+            self.sent = True  # from here on: the server says whether it has it (decision_stage)
+            return await self.action(client, self.wait, self.update_id)
         except NoWorker:
-            sent = False
-            await describe_run(client, run_id)  # an unknown id is "not found"
+            self.sent = False
+            await describe_run(client, self.run_id)  # an unknown id is "not found"
             raise
         except DecisionRejected:
-            await describe_run(client, run_id)  # an unknown id is "not found", not a rejection
+            await describe_run(client, self.run_id)  # an unknown id is "not found", not a rejection
             raise
 
-    async def _where(client: ReinClient) -> str:
+    async def _where(self, client: ReinClient) -> str:
         """One line: where the decision stands after Ctrl-C."""
-        if not sent:
+        what, run_id = self.what, self.run_id
+        if not self.sent:
             return f"interrupted: the {what} was not sent"
         try:
-            stage = await asyncio.wait_for(client.decision_stage(run_id, update_id), 5)
+            stage = await asyncio.wait_for(client.decision_stage(run_id, self.update_id), 5)
         except Exception:
             return (f"interrupted: the {what} may have been sent; `rein status {run_id}` shows whether the run "
                     "took it")
@@ -119,19 +144,6 @@ def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
                       "it when a worker takes it",
             "taken": f"interrupted: the run has taken the {what} and is applying it",
         }.get(stage, f"interrupted: the {what} was applied (or refused by the run): `rein status {run_id}`")
-
-    try:
-        return with_client(address, namespace, go)
-    except DecisionRejected as exc:
-        raise CliError(str(exc), EXIT_REJECTED) from exc
-    except NoWorker as exc:
-        raise CliError(f"{exc}; or pass --wait", EXIT_NO_WORKER) from exc
-    except DecisionQueued as exc:
-        raise CliError(f"{exc} (--wait waits for it; `rein status {run_id}` shows when)", EXIT_QUEUED) from exc
-    except KeyboardInterrupt:
-        raise CliError(f"interrupted: the {what} was not sent" if not sent else
-                       f"interrupted: the {what} may have been sent; `rein status {run_id}` shows whether the run "
-                       "took it", EXIT_INTERRUPTED) from None
 
 
 def _cancelling() -> bool:

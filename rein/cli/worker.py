@@ -37,11 +37,8 @@ def worker(
 ) -> None:
     """Serve these agents' runs until Ctrl-C. API keys are read from this process's environment only."""
     agents = [load_agent_target(target) for target in agent]  # a mistyped target: told before temporalio loads
-    import contextlib
-
-    from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
+    from rein.contract import DEFAULT_TASK_QUEUE
     from rein.temporal.deployment import worker_version
-    from rein.worker import create_worker, ensure_search_attributes
 
     if any(_uses_litellm(a) for a in agents):
         from rein.prices import preload_litellm
@@ -55,42 +52,48 @@ def worker(
     # every new run there goes to that version, other agents' too (unversioned workers beside it get
     # none). So it polls a shared queue only when told to, and not beside an unversioned worker.
     shared = [chosen or DEFAULT_TASK_QUEUE] if chosen or version is None else []
+    asyncio.run(_serve(agents, shared, version, address, namespace, max_cached_workflows))
+
+
+async def _serve(agents: list[Any], shared: list[str], version: Any, address: str | None, namespace: str | None,
+                 max_cached_workflows: int | None) -> None:
+    """Serve until SIGINT/SIGTERM: the shared queue (`rein start`, raw clients) and each agent's own queue, where
+    the runs `Agent.run`/`rein run` started live (a script's unfinished runs are finished here too)."""
+    import contextlib
+
+    from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
+    from rein.worker import create_worker, ensure_search_attributes
+
     console = err_console()
-
-    async def serve() -> None:
-        client = await connect_client(address, namespace)
-        available = await ensure_search_attributes(client.client)
-        stop = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-        # The shared queue (`rein start`, raw clients) and each agent's own queue, where the runs
-        # `Agent.run`/`rein run` started live: a script's unfinished runs are finished here too.
-        queues = shared + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q not in shared]
-        if version is not None and shared:
-            await _refuse_beside_unversioned(client.client, shared[0], version.deployment_name)
-        cache: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
-        async with contextlib.AsyncExitStack() as stack:
-            for name in queues:
-                await stack.enter_async_context(create_worker(
-                    client.client, agents, task_queue=name,
-                    deployment=version.deployment_name if version else None, build_id=version.build_id if version else None,
-                    **cache))
-            names = ", ".join(a.name for a in agents)
-            target = client.client.service_client.config.target_host
-            # worker.py's line, which scripts and tests wait for ("serving:").
-            logging.getLogger("rein.worker").info(
-                "rein worker on %s (%s) queues %s, version %s, serving: %s (search attributes: %s)", target,
-                client.client.namespace, ", ".join(queues), version.to_canonical_string() if version else "unversioned",
-                names, ", ".join(available) or "none")
-            if len(available) < 4:
-                console.print(f"[yellow]search attributes available: {', '.join(available) or 'none'}[/]")
-            if not shared:
-                console.print(f"[dim]versioned: not on the shared queue {DEFAULT_TASK_QUEUE!r} (it would take every new run "
-                              "there); clients start on the agents' own queues, or give --task-queue.[/]")
-            console.print("[dim]Ctrl-C stops; runs in flight continue on the next worker.[/]")
-            await stop.wait()
-
-    asyncio.run(serve())
+    client = await connect_client(address, namespace)
+    available = await ensure_search_attributes(client.client)
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    queues = shared + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q not in shared]
+    if version is not None and shared:
+        await _refuse_beside_unversioned(client.client, shared[0], version.deployment_name)
+    cache: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
+    async with contextlib.AsyncExitStack() as stack:
+        for name in queues:
+            await stack.enter_async_context(create_worker(
+                client.client, agents, task_queue=name,
+                deployment=version.deployment_name if version else None, build_id=version.build_id if version else None,
+                **cache))
+        names = ", ".join(a.name for a in agents)
+        target = client.client.service_client.config.target_host
+        # worker.py's line, which scripts and tests wait for ("serving:").
+        logging.getLogger("rein.worker").info(
+            "rein worker on %s (%s) queues %s, version %s, serving: %s (search attributes: %s)", target,
+            client.client.namespace, ", ".join(queues), version.to_canonical_string() if version else "unversioned",
+            names, ", ".join(available) or "none")
+        if len(available) < 4:
+            console.print(f"[yellow]search attributes available: {', '.join(available) or 'none'}[/]")
+        if not shared:
+            console.print(f"[dim]versioned: not on the shared queue {DEFAULT_TASK_QUEUE!r} (it would take every new run "
+                          "there); clients start on the agents' own queues, or give --task-queue.[/]")
+        console.print("[dim]Ctrl-C stops; runs in flight continue on the next worker.[/]")
+        await stop.wait()
 
 
 async def _refuse_beside_unversioned(client: Any, queue: str, deployment: str) -> None:

@@ -130,8 +130,8 @@ class ReinPlugin(SimplePlugin):
             yet (its first build); later builds become current by the operator (docs/deploys.md).
         lean_start: new runs learn their agent with their first model call, not a describe marker first
             (rein.workflows.start; one billable action and ~1 KB less per run). Default: on, unless
-            REIN_LEAN_START=0; a versioned Worker's runs always start lean. Builds before lean starts
-            cannot replay such runs (docs/deploys.md: roll back one landed build at most).
+            REIN_LEAN_START=0; a versioned Worker's runs always start lean. A run that asks first records
+            the rein-described-first patch, so any build from this one on replays either (docs/deploys.md).
     """
 
     def __init__(

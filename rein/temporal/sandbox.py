@@ -31,7 +31,6 @@ PURE_MODULES = (
     "rein.errors",
     "rein.failures",
     "rein.identity",
-    "rein.temporal.sdk_private",
     "rein.workflows",
 )
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.

@@ -3,7 +3,7 @@
 Each has no public equivalent today; each is used for one reason given below. When a temporalio or
 Python upgrade breaks one, this module is the only place to look: pyproject.toml bounds temporalio to
 the releases the suite ran, and tests/test_layers.py names each reach and fails where one is gone.
-All but `logic_flag` run in a client or at exit, never in workflow code or on a worker's task path.
+Each runs in a client or at exit, never in workflow code or on a worker's task path.
 """
 
 from __future__ import annotations
@@ -21,24 +21,6 @@ def query_handler(instance: Any, name: str) -> Callable[..., Any]:
     definition = workflow._Definition.must_from_class(type(instance))
     fn = definition.queries[name].fn
     return lambda *args: fn(instance, *args)
-
-
-def logic_flag(flag: int, set_now: bool) -> bool:
-    """A version gate that records no event: temporalio's own workflow logic flags, which a workflow task
-    carries in its completion's sdk_metadata (lang_used_flags) and a replay reads back for that task.
-    True when the run's history carries `flag`, or when this first execution of the task sets it
-    (`set_now`). `workflow.patched` records a marker and an upsert, two billable actions; a run's start
-    must not pay them for the change that saves one (rein.workflows.start). Ask it in the run's first
-    activation only: on replay, only the flags of tasks completed so far are known."""
-    from temporalio import workflow
-
-    instance: Any = workflow._Runtime.current()
-    if flag in instance._current_internal_flags:
-        return True
-    if instance._is_replaying or not set_now:
-        return False
-    instance._current_completion.successful.used_internal_flags.append(flag)
-    return True
 
 
 def forget_default_runtime() -> None:

@@ -24,12 +24,14 @@ the current code must still replay (via workflow.patched).
   v8: a lean start (rein.workflows.start), by a plain client: no describe marker, the agent recorded
       with the first model call's result, the start a workflow logic flag (no event); ReinStatus
       first published when the run waits
-
-    .venv/bin/python tests/histories/make_histories.py lean
+  v9: one way to version: a new conversation always starts lean (no logic flag), the waiting timer
+      behind the rein-waiting-timer patch (a marker at the first wait), the describe-result flags retired;
+      v1-v7 (described first) and v8 (a logic flag) drain on their own builds (docs/deploys.md)
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
   v1: the first durable middleware and compaction
+  v2: asked first, recorded as the rein-described-first patch
 
     .venv/bin/python tests/histories/make_histories.py extensions   # only that one
 
@@ -39,14 +41,17 @@ the Temporal way (`handle.cancel()`, the UI, `temporal workflow cancel`).
   v2: with it (the run ends with stop_reason `cancelled` and completes with its result)
   v3: the patch retired: the same behaviour, no marker; v1 no longer replays
   v4: AgentDescription.close_canceled: the run ends as cancelled and closes CANCELED (no marker)
+  v5: the flag retired: every cancelled run closes CANCELED
 agent_cancel_signal_v<N>.json: the same run cancelled by the `cancel` signal.
   v1: with close_canceled: it asks for its own cancellation (local activity rein.close_canceled)
       and closes CANCELED
+  v2: the flag retired
 
     .venv/bin/python tests/histories/make_histories.py cancel
 
 agent_failed_v<N>.json: a run for an agent no worker serves; it fails at once.
   v1: with the rein-failed-status patch (ReinStatus=failed published before it closes)
+  v2: started lean (the unknown agent refused by the first model call)
 
 agent_long_v<N>.json: nine tool rounds without approval, then the final answer (counter refreshes
 while the status stays `running`, and the end of the run).
@@ -55,6 +60,7 @@ while the status stays `running`, and the end of the run).
   v2: with the rein-timed-counters patch (a quick run: no refresh within COUNTER_SECONDS of the
       last, so the marker at iteration 5 and one final upsert)
   v3: the same rule taken from AgentDescription.timed_counters: no marker, no TemporalChangeVersion upsert
+  v4: the flag retired (the rule is the only one); started lean
 
     .venv/bin/python tests/histories/make_histories.py long
 
@@ -62,6 +68,7 @@ agent_changed_v<N>.json: the approval of `add` waits while the worker is replace
 has another system prompt; the approved call is refused (AgentChanged), the run records an `agent`
 step and runs the call again under the new definition, then answers.
   v1: the first agent identity (rein.identity)
+  v2: started lean, the waiting timer behind its patch
 
     .venv/bin/python tests/histories/make_histories.py changed
 """
@@ -79,14 +86,13 @@ from rein.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v7.json"
-LEAN = "agent_approval_v8.json"
-EXTENSIONS = "agent_extensions_v1.json"
-CANCEL = "agent_cancel_v4.json"
-CANCEL_SIGNAL = "agent_cancel_signal_v1.json"
-FAILED = "agent_failed_v1.json"
-LONG = "agent_long_v3.json"
-CHANGED = "agent_changed_v1.json"
+CURRENT = "agent_approval_v9.json"
+EXTENSIONS = "agent_extensions_v2.json"
+CANCEL = "agent_cancel_v5.json"
+CANCEL_SIGNAL = "agent_cancel_signal_v2.json"
+FAILED = "agent_failed_v2.json"
+LONG = "agent_long_v4.json"
+CHANGED = "agent_changed_v2.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
@@ -155,15 +161,15 @@ async def wait_for(handle, status: str) -> None:  # noqa: ANN001
     raise RuntimeError(f"run never reached {status}")
 
 
-async def record_approval(env, lean: bool = False) -> None:  # noqa: ANN001
-    """The approval scenario; `lean`: started lean (no describe marker, the description recorded with the
-    first model call's result, ReinStatus published first when the run waits)."""
-    queue = "histories-lean" if lean else "histories"
-    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue=queue, lean_start=lean):
+async def record_approval(env) -> None:  # noqa: ANN001
+    """The approval scenario, started lean by a plain client (no describe marker, the description recorded
+    with the first model call's result, ReinStatus published first when the run waits)."""
+    queue = "histories"
+    async with rein.create_worker(env.client, agents=[approval_agent()], task_queue=queue):
         handle = await env.client.start_workflow(
             "AgentWorkflow",
             {"agent": "history-agent", "prompt": "What is 1 + 2?"},
-            id="agent-approval-lean" if lean else "agent-approval",
+            id="agent-approval",
             task_queue=queue,
         )
         await wait_for(handle, "waiting_approval")
@@ -173,7 +179,7 @@ async def record_approval(env, lean: bool = False) -> None:  # noqa: ANN001
         result = await handle.result()
         assert result["output"] == "The sum is 3.", result
         history = await handle.fetch_history()
-    write(LEAN if lean else CURRENT, history)
+    write(CURRENT, history)
 
 
 async def record_extensions(env) -> None:  # noqa: ANN001
@@ -282,8 +288,6 @@ async def main(which: list[str]) -> None:
     try:
         if not which or "approval" in which:
             await record_approval(env)
-        if not which or "lean" in which:
-            await record_approval(env, lean=True)
         if not which or "extensions" in which:
             await record_extensions(env)
         if not which or "cancel" in which:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from tests.support.processes import ROOT, WorkerProcess
 
-OLD_BUILD = "4c3b4a4"
+OLD_BUILD = "27084f6"
 """The previous landed build: the one a deploy of this build upgrades from or rolls back to."""
-OLDER_BUILD = "8846014"
-"""A landed build from before lean starts (rein.workflows.start): a queue that still has one of its workers
-when this build starts runs lean (tests/test_compat.py, mixed builds)."""
+OLDER_BUILD = "4c3b4a4"
+"""A landed build from before lean starts were the default (rein.workflows.start): a queue that still has
+one of its workers when this build starts runs (tests/test_compat.py, mixed builds)."""
 
 REPLAY_SCRIPT = Path(__file__).with_name("replay_check.py")
 
