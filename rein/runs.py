@@ -270,6 +270,36 @@ class RunDetail:
         }
 
 
+async def _running(client: ReinClient, run_id: str, description: Any, detail: RunDetail, steps: bool) -> RunDetail:
+    """An open run's detail: from the worker that serves it, else its published state (no replay), else history."""
+    published = published_status(description)
+    try:
+        serving = await history.polled(client.client, description.task_queue,  # described just now
+                                       history.pinned_build(description))
+        raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving,
+                                                  published=published)
+        view: RunStatusView | None = None if raw is published else RunStatusView.model_validate(raw)
+    except Exception as err:
+        if is_not_found(err):
+            raise RunNotFound(run_id) from None
+        raw = view = None
+    if raw is not None and raw is published:  # no worker answered: the run's description says it all
+        detail.source, detail.live, detail.stage = "published", False, published["stage"]
+        if steps:
+            detail.steps = await _steps(client, run_id)
+        return detail
+    if view is None:
+        detail.live = False
+        return detail
+    detail.source = "worker" if detail.served else "history"
+    detail.status, detail.stage, detail.iteration, detail.usage = view.status, view.stage, view.iteration, view.usage
+    detail.interrupt, detail.pending_tool_calls = view.interrupt, view.pending_tool_calls
+    detail.stop_reason, detail.ignored_signals, detail.pause = view.stop_reason, view.ignored_signals, view.pause
+    if steps:
+        detail.steps = await _steps(client, run_id)
+    return detail
+
+
 async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) -> RunDetail:
     """Everything `rein status`/`show` print. Raises RunNotFound for an unknown id."""
     handle = client.handle(run_id)
@@ -295,32 +325,7 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
     )
     detail.task_queue = description.task_queue
     if description.status == WorkflowExecutionStatus.RUNNING:
-        published = published_status(description)
-        try:
-            serving = await history.polled(client.client, description.task_queue,  # described just now
-                                           history.pinned_build(description))
-            raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving,
-                                                      published=published)
-            view: RunStatusView | None = None if raw is published else RunStatusView.model_validate(raw)
-        except Exception as err:
-            if is_not_found(err):
-                raise RunNotFound(run_id) from None
-            raw = view = None
-        if raw is not None and raw is published:  # no worker answered: the run's description says it all
-            detail.source, detail.live, detail.stage = "published", False, published["stage"]
-            if steps:
-                detail.steps = await _steps(client, run_id)
-            return detail
-        if view is None:
-            detail.live = False
-            return detail
-        detail.source = "worker" if detail.served else "history"
-        detail.status, detail.stage, detail.iteration, detail.usage = view.status, view.stage, view.iteration, view.usage
-        detail.interrupt, detail.pending_tool_calls = view.interrupt, view.pending_tool_calls
-        detail.stop_reason, detail.ignored_signals, detail.pause = view.stop_reason, view.ignored_signals, view.pause
-        if steps:
-            detail.steps = await _steps(client, run_id)
-        return detail
+        return await _running(client, run_id, description, detail, steps)
     try:
         result: RunOutcome = await handle.result(follow_runs=False)
     except WorkflowFailureError as err:
