@@ -9,7 +9,7 @@ The loop is put together from mixins, one concern each, over `RunState`:
 `visibility` (search attributes, details, queries), `continuation` (continue-as-new),
 `children` (agents as tools), `decisions` (signals and updates), `waiting` (interrupts,
 the wait update) and `stages` (model and tool calls); `options` holds activity options
-and `worker_steps` the steps of agents with middleware or compaction.
+and `worker_steps` the steps of agents with middleware or compaction (WorkerSteps).
 
 The workflow type itself is `rein.workflows.agent.AgentWorkflow`, a few lines: the sandbox
 re-imports a workflow's module for every run, while these modules (pure, like everything the
@@ -40,12 +40,12 @@ with workflow.unsafe.imports_passed_through():
     from rein.ir import StreamChunk
     from rein.session import Session
 
-from rein.workflows import worker_steps
 from rein.workflows.decisions import Decisions
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.start import LeanStart
 from rein.workflows.visibility import PATCH_TIMED_COUNTERS
 from rein.workflows.waiting import Waiting
+from rein.workflows.worker_steps import WorkerSteps
 
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
 PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
@@ -61,7 +61,7 @@ PATCH_FAILED_STATUS = "rein-failed-status"
 publish ReinStatus=failed (one extra local activity on that path only)."""
 
 
-class AgentLoop(Waiting, Decisions, LeanStart):
+class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
     """Everything of AgentWorkflow but its `@workflow.defn`, `@workflow.init` and `@workflow.run`."""
 
     def __init__(self, *args: Any) -> None:
@@ -203,10 +203,10 @@ class AgentLoop(Waiting, Decisions, LeanStart):
         """Carry out one action; True when the run waited for a person (its active time restarts)."""
         assert self.agent is not None
         if isinstance(action, machine.CallModel) and self.agent.compaction is not None:
-            await worker_steps.compact_if_due(self, action, config)
+            await self._compact_if_due(action, config)
         interrupt = None
         if self.agent.middleware:
-            interrupt = await worker_steps.step(self, action, config, elapsed)
+            interrupt = await self._worker_step(action, config, elapsed)
         elif isinstance(action, machine.Wait):
             self.active_s = elapsed
             await self._wait_for_human(action.interrupt, config)

@@ -47,143 +47,141 @@ from rein.workflows.options import (
 from rein.workflows.stages import Stages
 
 
-def _step_request(wf: Stages, config: LoopConfig, elapsed_s: float) -> StepRequest:
-    info = workflow.info()
-    return StepRequest(
-        state=wf.session.model_copy(update={"messages": []}),
-        config=config,
-        elapsed_s=elapsed_s,
-        input_tools=sorted(wf.input_tools),
-        approval_tools=sorted(wf.approval_tools),
-        new_messages=wf.session.messages[wf.sent_messages :],
-        first_index=wf.sent_messages,
-        total=len(wf.session.messages),
-        run_id=info.workflow_id,
-        workflow_run_id=info.run_id,
-        conversation=wf.conversation,
-    )
+class WorkerSteps(Stages):
+    """Steps the worker runs whole (middleware), and compaction before a model call."""
 
+    def _step_request(self, config: LoopConfig, elapsed_s: float) -> StepRequest:
+        info = workflow.info()
+        return StepRequest(
+            state=self.session.model_copy(update={"messages": []}),
+            config=config,
+            elapsed_s=elapsed_s,
+            input_tools=sorted(self.input_tools),
+            approval_tools=sorted(self.approval_tools),
+            new_messages=self.session.messages[self.sent_messages :],
+            first_index=self.sent_messages,
+            total=len(self.session.messages),
+            run_id=info.workflow_id,
+            workflow_run_id=info.run_id,
+            conversation=self.conversation,
+        )
 
-def _apply(wf: Stages, outcome: StepOutcome) -> Interrupt | None:
-    if outcome.conversation:
-        wf.conversation = outcome.conversation
-    wf.session = outcome.session_from(wf.session)
-    wf.sent_messages = len(wf.session.messages)  # the worker holds the conversation as the step left it
-    wf._record(outcome.steps)
-    return outcome.interrupt
+    def _apply_step(self, outcome: StepOutcome) -> Interrupt | None:
+        if outcome.conversation:
+            self.conversation = outcome.conversation
+        self.session = outcome.session_from(self.session)
+        self.sent_messages = len(self.session.messages)  # the worker holds the conversation as the step left it
+        self._record(outcome.steps)
+        return outcome.interrupt
 
+    async def _worker_step(
+        self, action: machine.CallModel | machine.RunTools | machine.Wait, config: LoopConfig, elapsed_s: float
+    ) -> Interrupt | None:
+        """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
+        request = self._step_request(config, elapsed_s)
+        if isinstance(action, machine.CallModel):
+            return await self._model_step(action, config, request)
+        return await self._tool_step(action, request)
 
-async def step(
-    wf: Stages, action: machine.CallModel | machine.RunTools | machine.Wait, config: LoopConfig, elapsed_s: float
-) -> Interrupt | None:
-    """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
-    request = _step_request(wf, config, elapsed_s)
-    if isinstance(action, machine.CallModel):
-        return await _model_step(wf, action, config, request)
-    return await _tool_step(wf, action, request)
+    async def _model_step(self, action: machine.CallModel, config: LoopConfig, request: StepRequest) -> Interrupt | None:
+        assert self.agent is not None
+        info = workflow.info()
+        model_request = ModelCallInput(
+            agent=self.agent_key,
+            new_messages=[],
+            run_id=info.workflow_id,
+            workflow_run_id=info.run_id,
+            stream=self.live_text(),
+            asked_stream=self._asked_stream(self.live_text()),
+            step=request,
+            model=self._model_override(),
+            version=self.agent.version,
+        )
+        options = self._model_call_options(config, action.iteration)
+        try:
+            outcome = await self._unless_cancelled(self._until_fixed("model step", lambda: workflow.execute_activity(
+                CALL_MODEL, model_request, result_type=StepOutcome, **options)))
+        except ActivityError as err:
+            return self._model_call_error(err)
+        return self._apply_step(outcome) if outcome is not None else None
 
-
-async def _model_step(wf: Stages, action: machine.CallModel, config: LoopConfig, request: StepRequest) -> Interrupt | None:
-    assert wf.agent is not None
-    info = workflow.info()
-    model_request = ModelCallInput(
-        agent=wf.agent_key,
-        new_messages=[],
-        run_id=info.workflow_id,
-        workflow_run_id=info.run_id,
-        stream=wf.live_text(),
-        asked_stream=wf._asked_stream(wf.live_text()),
-        step=request,
-        model=wf._model_override(),
-        version=wf.agent.version,
-    )
-    options = wf._model_call_options(config, action.iteration)
-    try:
-        outcome = await wf._unless_cancelled(wf._until_fixed("model step", lambda: workflow.execute_activity(
-            CALL_MODEL, model_request, result_type=StepOutcome, **options)))
-    except ActivityError as err:
-        return wf._model_call_error(err)
-    return _apply(wf, outcome) if outcome is not None else None
-
-
-async def _tool_step(wf: Stages, action: machine.RunTools | machine.Wait, request: StepRequest) -> Interrupt | None:
-    assert wf.agent is not None
-    info = workflow.info()
-    calls = wf.session.pending_tool_calls
-    infos = [t for t in wf.agent.tools if any(c.name == t.spec.name for c in calls)]
-    timeout = max(
-        (timedelta(seconds=t.timeout_s) for t in infos if t.timeout_s), default=TOOL_TIMEOUT
-    )
-    summary = tool_summary(calls[0]) if len(calls) == 1 else ", ".join(tool_summary(c, 60) for c in calls)
-    if isinstance(action, machine.Wait):
-        summary = f"{summary} · before {action.interrupt.type}"
-    # The calls travel in the step's state; `call` only names the first (arguments left out).
-    tool_request = ToolCallInput(
-        agent=wf.agent_key,
-        call=calls[0].model_copy(update={"arguments": {}}),
-        run_id=info.workflow_id,
-        step=request,
-        version=wf.agent.version,
-    )
-    try:
-        outcome = await wf._unless_cancelled(wf._until_fixed("tool step", lambda: workflow.execute_activity(
-            RUN_TOOL,
-            tool_request,
-            result_type=StepOutcome,
-            start_to_close_timeout=timeout,
-            heartbeat_timeout=heartbeat_timeout(wf.config, timeout),
-            retry_policy=tool_retry(max((t.retries for t in infos), default=0)),
-            summary=summary,
-        )))
-    except ActivityError as err:
-        if wf._agent_changed(err) is not None:
-            return None  # nothing ran: the next pass asks or runs under the agent's current definition
-        fail_if_final(err, "Tool step", "StepError")
-        detail = failure_detail(err)
+    async def _tool_step(self, action: machine.RunTools | machine.Wait, request: StepRequest) -> Interrupt | None:
+        assert self.agent is not None
+        info = workflow.info()
+        calls = self.session.pending_tool_calls
+        infos = [t for t in self.agent.tools if any(c.name == t.spec.name for c in calls)]
+        timeout = max(
+            (timedelta(seconds=t.timeout_s) for t in infos if t.timeout_s), default=TOOL_TIMEOUT
+        )
+        summary = tool_summary(calls[0]) if len(calls) == 1 else ", ".join(tool_summary(c, 60) for c in calls)
         if isinstance(action, machine.Wait):
-            return action.interrupt  # the middleware could not run; the person still decides
-        results = [
-            ToolResult(tool_call_id=c.id, content=f"Tool '{c.name}' did not complete: {detail}", is_error=True)
-            for c in action.calls
-        ]
-        wf._record(machine.apply_tool_results(wf.session, results))
-        return None
-    return _apply(wf, outcome) if outcome is not None else None
+            summary = f"{summary} · before {action.interrupt.type}"
+        # The calls travel in the step's state; `call` only names the first (arguments left out).
+        tool_request = ToolCallInput(
+            agent=self.agent_key,
+            call=calls[0].model_copy(update={"arguments": {}}),
+            run_id=info.workflow_id,
+            step=request,
+            version=self.agent.version,
+        )
+        try:
+            outcome = await self._unless_cancelled(self._until_fixed("tool step", lambda: workflow.execute_activity(
+                RUN_TOOL,
+                tool_request,
+                result_type=StepOutcome,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=heartbeat_timeout(self.config, timeout),
+                retry_policy=tool_retry(max((t.retries for t in infos), default=0)),
+                summary=summary,
+            )))
+        except ActivityError as err:
+            if self._agent_changed(err) is not None:
+                return None  # nothing ran: the next pass asks or runs under the agent's current definition
+            fail_if_final(err, "Tool step", "StepError")
+            detail = failure_detail(err)
+            if isinstance(action, machine.Wait):
+                return action.interrupt  # the middleware could not run; the person still decides
+            results = [
+                ToolResult(tool_call_id=c.id, content=f"Tool '{c.name}' did not complete: {detail}", is_error=True)
+                for c in action.calls
+            ]
+            self._record(machine.apply_tool_results(self.session, results))
+            return None
+        return self._apply_step(outcome) if outcome is not None else None
 
-
-async def compact_if_due(wf: Stages, action: machine.CallModel, config: LoopConfig) -> None:
-    """Before a model call: let the worker compact the conversation when the strategy's trigger is due."""
-    assert wf.agent is not None
-    trigger = wf.agent.compaction
-    if trigger is None or not trigger.due(wf.session.messages):
-        return
-    info = workflow.info()
-    unsent: list[Message | str] = list(wf.session.messages[wf.sent_messages :])
-    try:
-        result = await wf._unless_cancelled(wf._until_fixed("compaction", lambda: workflow.execute_activity(
-            COMPACT,
-            ModelCallInput(
-                agent=wf.agent_key,
-                new_messages=unsent,
-                first_index=wf.sent_messages,
-                total=len(wf.session.messages),
-                run_id=info.workflow_id,
-                workflow_run_id=info.run_id,
-                conversation=wf.conversation,
-            ),
-            result_type=CompactResult,
-            start_to_close_timeout=seconds(config.model_timeout_s),
-            heartbeat_timeout=heartbeat_timeout(config),
-            retry_policy=model_retry(config),
-            summary=f"compact {len(wf.session.messages)} messages · iteration {action.iteration}",
-        )))
-    except ActivityError as err:
-        fail_if_final(err, "Compaction", "CompactionError")
-        workflow.logger.warning("Compaction failed; the model gets the whole conversation: %s", err.cause or err)
-        return
-    if result is None or result.messages is None:
-        wf.sent_messages = len(wf.session.messages)  # the worker has seen the whole conversation
-        return
-    wf.session.messages = result.messages
-    wf.conversation = result.conversation
-    wf.sent_messages = len(result.messages)
+    async def _compact_if_due(self, action: machine.CallModel, config: LoopConfig) -> None:
+        """Before a model call: let the worker compact the conversation when the strategy's trigger is due."""
+        assert self.agent is not None
+        trigger = self.agent.compaction
+        if trigger is None or not trigger.due(self.session.messages):
+            return
+        info = workflow.info()
+        unsent: list[Message | str] = list(self.session.messages[self.sent_messages :])
+        try:
+            result = await self._unless_cancelled(self._until_fixed("compaction", lambda: workflow.execute_activity(
+                COMPACT,
+                ModelCallInput(
+                    agent=self.agent_key,
+                    new_messages=unsent,
+                    first_index=self.sent_messages,
+                    total=len(self.session.messages),
+                    run_id=info.workflow_id,
+                    workflow_run_id=info.run_id,
+                    conversation=self.conversation,
+                ),
+                result_type=CompactResult,
+                start_to_close_timeout=seconds(config.model_timeout_s),
+                heartbeat_timeout=heartbeat_timeout(config),
+                retry_policy=model_retry(config),
+                summary=f"compact {len(self.session.messages)} messages · iteration {action.iteration}",
+            )))
+        except ActivityError as err:
+            fail_if_final(err, "Compaction", "CompactionError")
+            workflow.logger.warning("Compaction failed; the model gets the whole conversation: %s", err.cause or err)
+            return
+        if result is None or result.messages is None:
+            self.sent_messages = len(self.session.messages)  # the worker has seen the whole conversation
+            return
+        self.session.messages = result.messages
+        self.conversation = result.conversation
+        self.sent_messages = len(result.messages)
