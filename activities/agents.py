@@ -21,7 +21,7 @@ from rein import machine
 from rein.activities import steps
 from rein.activities.answers import answer
 from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
-from rein.activities.failures import rein_code
+from rein.activities.failures import VendorFailure, rein_code
 from rein.activities.identity import AgentIdentity
 from rein.agent import with_tool_agents
 from rein.config import LoopConfig
@@ -364,10 +364,8 @@ class AgentActivities(AgentIdentity):
         try:
             async with heartbeating(), activity_stream():
                 completion, published = await answer(agent, messages, request)
-        except ApplicationError:
-            raise
-        except Exception as exc:
-            raise model_failure(request.run_id, exc, request.model or agent.model_label) from None
+        except VendorFailure as failure:  # anything else is rein's own bug (activities.failures)
+            raise model_failure(request.run_id, failure.__cause__ or failure, request.model or agent.model_label) from None
         self._check_size(completion, "The model's reply")
         if completion.message.tool_calls:
             self.conversations.produced(request.run_id, completion.message, request.version)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from rein.activities.failures import VendorFailure, from_vendor, vendor_stream
 from rein.contract import ModelCallInput
 from rein.ir import Completion, Message, StreamChunk, StreamFold
 from rein.providers.base import streams, streams_its_answer
@@ -50,12 +51,12 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
 
 
 async def _completion(provider: Any, agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
-    tools = await agent.model_tool_specs() or None
+    tools = await from_vendor(agent.model_tool_specs()) or None  # MCP servers may list them
     stream = current_stream()
     asked = request.stream if request.asked_stream is None else request.asked_stream
     streamed = streams(provider) and (asked or streams_its_answer(provider))
     if stream is None or not (streamed or request.stream):  # the workflow publishes the answer whole
-        return await provider.complete(messages, tools=tools), False
+        return await from_vendor(provider.complete(messages, tools=tools)), False
     info = activity.info()
     out = ModelText(stream, request.stream_source or f"{(info.workflow_run_id or '')[-8:]}/a{info.activity_id}", live=request.stream)
     completion = None
@@ -63,8 +64,9 @@ async def _completion(provider: Any, agent: Agent, messages: list[Message], requ
         async with live_once_read(out):
             completion = await _streamed_completion(provider, messages, tools, out)
     if completion is None:  # `complete` (or a stub `stream`): one whole answer, published live when asked
-        completion = await provider.complete(messages, tools=tools)
-        _publish_whole(completion, out)
+        whole: Completion = await from_vendor(provider.complete(messages, tools=tools))
+        _publish_whole(whole, out)
+        return whole, out.live
     return completion, out.live
 
 
@@ -89,10 +91,10 @@ async def _streamed_completion(provider: Any, messages: list[Message], tools: An
     Provider protocol asks for both methods, and some providers answer only in `complete`."""
     fold = StreamFold()
     said = finished = False
-    async for chunk in provider.stream(messages, tools=tools):
+    async for chunk in vendor_stream(provider.stream(messages, tools=tools)):
         if not isinstance(chunk, StreamChunk):
-            if said:
-                raise TypeError(f"the provider's stream yielded {type(chunk).__name__}, not a StreamChunk")
+            if said:  # the provider broke its contract: its failure, not rein's
+                raise VendorFailure(f"the provider's stream yielded {type(chunk).__name__}, not a StreamChunk") from None
             return None
         finished = finished or chunk.type == "done"
         if fold.add(chunk):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -23,6 +23,33 @@ from rein.ir import ToolResult
 from rein.secrets import scrub
 
 R = TypeVar("R")
+T = TypeVar("T")
+
+
+class VendorFailure(Exception):
+    """What the model's provider raised (its `__cause__`), carried through rein's own code: a vendor's
+    failure, which the model activity turns into its retry policy's (rein.activities.calls.model_failure)."""
+
+
+async def from_vendor(call: Awaitable[T]) -> T:
+    """`await call` of a provider: what it raises is the vendor's, not a bug of rein's."""
+    try:
+        return await call
+    except Exception as exc:
+        raise VendorFailure(str(exc)) from exc
+
+
+async def vendor_stream(chunks: AsyncIterator[T]) -> AsyncIterator[T]:
+    """A provider's stream: what its iteration raises is the vendor's (rein's handling of each chunk is not)."""
+    iterator = chunks.__aiter__()
+    while True:
+        try:
+            chunk = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        except Exception as exc:
+            raise VendorFailure(str(exc)) from exc
+        yield chunk
 
 _TOOL_RAN: contextvars.ContextVar[ToolResult | None] = contextvars.ContextVar("rein_tool_ran", default=None)
 

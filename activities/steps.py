@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from rein.activities import answers
 from rein.activities import calls as on_worker
+from rein.activities.failures import VendorFailure
 from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
 from rein.ir import Completion, Message, ToolCall, ToolResult
 from rein.middleware import StepContext, run_step
@@ -69,6 +70,10 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
     async def call_model(messages: list[Message]) -> Completion:
         try:
             return await answers.complete(agent, messages, model_request)
+        except VendorFailure as failure:  # the middleware sees the vendor's own exception, as in-process
+            cause = failure.__cause__ or failure
+            failures.append(cause)
+            raise cause from None
         except Exception as exc:
             failures.append(exc)
             raise

@@ -141,7 +141,7 @@ async def test_a_deployed_bug_leaves_runs_open_and_the_fix_finishes_them(stack: 
     assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in runs]
 
 
-BUG_KINDS = ("decide", "model", "tool", "tool-after")
+BUG_KINDS = ("decide", "model", "model-answer", "tool", "tool-after")
 """A bug in each part of rein (tests/agents/deploys.py): applying a decision, the model activity's own code,
 the tool activity's own code before the tool runs, and after it ran."""
 
@@ -165,7 +165,7 @@ async def test_a_bug_in_each_part_of_rein_waits_for_the_fix_with_nobody_acting(s
     # The other builds' runs that ask are approved wherever they come to wait (after the fix, for `model`).
     approvals = [asyncio.ensure_future(approve_when_waiting(client, r)) for r in asked if r != decide_ask]
 
-    expect_stuck = {decide_ask, *by_kind["model"], *by_kind["tool"]}
+    expect_stuck = {decide_ask, *by_kind["model"], *by_kind["model-answer"], *by_kind["tool"]}
 
     def listed() -> dict[str, dict]:
         rows = {row["run_id"]: row for row in stack.cli_json("list", "--stuck")}
@@ -176,7 +176,7 @@ async def test_a_bug_in_each_part_of_rein_waits_for_the_fix_with_nobody_acting(s
         assert "deployed bug" in stuck[run_id]["error"], stuck[run_id]
         description = await client.client.get_workflow_handle(run_id).describe()
         assert description.status == WorkflowExecutionStatus.RUNNING  # open: nothing lost
-    for run_id in by_kind["model"]:  # held up in an activity: the run itself says so
+    for run_id in by_kind["model"] + by_kind["model-answer"]:  # held up in an activity: the run itself says so
         view = await client.status(run_id)
         assert view.status == "stuck" and "deployed bug" in view.stuck, view
         assert stack.effects(run_id) == []
@@ -193,7 +193,7 @@ async def test_a_bug_in_each_part_of_rein_waits_for_the_fix_with_nobody_acting(s
         effects = [line.split()[0] for line in stack.effects(run_id)]
         assert len(effects) == 1, (run_id, effects)  # each tool ran exactly once
         assert (result.status, result.output) == ("done", f"Paid {amount} on {effects[0]}"), (run_id, kind)
-        if kind in ("model", "tool") or run_id == decide_ask:
+        if kind in ("model", "model-answer", "tool") or run_id == decide_ask:
             assert effects == ["fixed"], (run_id, kind)  # only the fixed build got past the bug
     assert stack.effects(next(r for r in by_kind["tool-after"]))[0].startswith("buggy")  # ran once, kept
     assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in runs]

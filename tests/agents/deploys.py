@@ -10,6 +10,7 @@ the tool appends `<build> <idempotency key>` to `$DEPLOY_DIR/<run id>.effects`.
 - `machine`: workflow-side, `rein.machine.next_action` raises once the run has a tool result (after the tool ran);
 - `decide`: workflow-side, `rein.machine.decide` raises (applying an approval);
 - `model`: the model activity's own code raises before the vendor is called (every model call);
+- `model-answer`: the same inside the code that calls the provider (it picks the provider);
 - `tool`: the tool activity's own code raises before the tool runs;
 - `tool-after`: the tool activity's own code raises after the tool ran.
 
@@ -69,6 +70,13 @@ def _install_bug(kind: str) -> None:
             raise RuntimeError("deployed bug: the model activity cannot read the conversation")
 
         Conversations.messages_for = messages_for  # type: ignore[method-assign]
+    elif kind == "model-answer":
+        import rein.activities.answers as answers
+
+        def provider_for(*args: Any) -> Any:
+            raise RuntimeError("deployed bug: the model activity cannot pick the provider")
+
+        answers.provider_for = provider_for  # type: ignore[assignment]
     elif kind == "tool":
         import rein.activities.agents as activities
 
