@@ -246,7 +246,7 @@ async def test_session_from_input_needs_a_fresh_decision(dev, tq):
     client = ReinClient(dev.client, tq)
     with pytest.raises(DecisionRejected, match="not among this run's approvers"):
         await client.approve(handle.id, approver="ceo")
-    assert await client.approve(handle.id, approver="alice") == ["c1"]
+    assert await client.approve(handle.id, approver="alice", wait=True) == ["c1"]
     result = await full_result(handle)
     assert [(d["approver"], d["approved"]) for d in result["session"]["decisions"]] == [("alice", True)]
     assert TOUCHED[handle.id] == 1
@@ -340,7 +340,7 @@ async def test_decision_updates_reject_to_the_caller(dev, tq):
         await client.answer(handle.id, "hello")
     with pytest.raises(DecisionRejected, match="not waiting after an error"):
         await client.retry(handle.id)
-    assert await client.approve(handle.id, "c1", approver="ops") == ["c1"]
+    assert await client.approve(handle.id, "c1", approver="ops", wait=True) == ["c1"]
     await handle.result()
     with pytest.raises(DecisionRejected, match="not running"):
         await client.cancel(handle.id, "too late")
@@ -361,7 +361,7 @@ async def test_ten_parked_waits_do_not_block_later_waits_or_decisions(dev, tq):
     status = await handle.query("status")
     assert status["pause"] == 1
     waiter = asyncio.ensure_future(client.wait(handle.id, rein.contract.WaitRequest(after_pause=1)))
-    assert await client.approve(handle.id, approver="ops") == ["c1"]
+    assert await client.approve(handle.id, approver="ops", wait=True) == ["c1"]
     result = await asyncio.wait_for(waiter, 60)
     assert result.output == "finished"
     assert TOUCHED[handle.id] == 1

@@ -63,6 +63,6 @@ async def test_a_decision_without_a_worker_is_not_sent_and_never_applied(dev, mo
         session = await client.session(run_id)
         assert not session.decisions  # the refused approvals were never delivered
         assert (await client.status(run_id)).status == "waiting_approval"
-        assert await client.approve(run_id)  # with a worker the same decision is applied
+        assert await client.approve(run_id, wait=True)  # with a worker the same decision is applied
         result = await client.result(run_id)
     assert result.output and "restarted" in result.output

@@ -139,7 +139,7 @@ async def test_cancelled_run_result_and_watch(dev) -> None:  # noqa: ANN001
             return (await client.status(run_id)).status == "waiting_approval"
 
         await poll(waiting, f"{run_id} to wait for approval", 60, interval=0.1)
-        await client.cancel(run_id, reason="changed my mind")
+        await client.cancel(run_id, reason="changed my mind", wait=True)
         with contextlib.suppress(WorkflowFailureError):  # closed as Temporal's CANCELED, or completed
             await client.handle(run_id).result()
         # The worker still serves the run: the CLI's queries are answered at once. A worker stopped a

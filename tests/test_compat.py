@@ -153,15 +153,16 @@ async def wait_for_approval(client: ReinClient, run_ids: list[str]) -> None:
 
 async def approve(client: ReinClient, run_id: str) -> None:
     try:
-        await client.approve(run_id)
+        await client.approve(run_id, wait=True)  # a busy worker under load may take it after the 2 s grace
     except DecisionRejected as err:
         raise AssertionError(f"{err}\n{await explain(client, [run_id])}") from None
 
 
 async def approved(client: ReinClient, run_id: str) -> bool:
-    """Approves once the run's workflow task no longer fails (a stuck run refuses decisions meanwhile)."""
+    """Approves once the run's workflow task no longer fails (a stuck run refuses decisions meanwhile; `wait`:
+    the server's answer, not DecisionQueued after the 2 s grace)."""
     try:
-        await client.approve(run_id)
+        await client.approve(run_id, wait=True)
     except DecisionRejected as err:
         if "Workflow Task in failed state" in str(err):
             return False
@@ -235,7 +236,7 @@ async def test_rollback_then_forward_again(builds: Builds, client: ReinClient, n
 
     async def decide(run_id: str) -> None:
         try:
-            await client.approve(run_id)
+            await client.approve(run_id, wait=True)
         except DecisionRejected as err:  # answered only once the run's failing task fails again
             assert "Workflow Task in failed state" in str(err), err
             stuck.add(run_id)

@@ -196,7 +196,7 @@ async def test_a_reader_attached_before_a_call_does_not_change_its_answer(dev: A
         while (await runs.status(handle.id)).status != "waiting_approval" or await run.query(READERS_QUERY, result_type=int) < 1:
             assert time.monotonic() < deadline, "the run never waited with a reader attached"
             await asyncio.sleep(0.05)
-        await runs.approve(handle.id, approver="tester")
+        await runs.approve(handle.id, approver="tester", wait=True)
         await asyncio.wait_for(reader, TIMEOUT)
         result = await runs.result(handle.id)
     assert result.output == "echo:hello"

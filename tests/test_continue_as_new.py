@@ -82,7 +82,7 @@ async def test_waiting_client_follows_the_run_across_continue_as_new(dev):
             assert result.interrupt.type == "need_approval"
             run_ids.add((await client.handle(handle.id).describe()).run_id)
             pauses += 1
-            await client.approve(handle.id, approver="ops")
+            await client.approve(handle.id, approver="ops", wait=True)
             result = await client.wait(handle.id, WaitRequest(after_pause=pauses))
     assert result.output == "bumped 4 times"
     assert pauses == 4

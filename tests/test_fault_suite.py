@@ -154,7 +154,7 @@ async def test_sigkill_while_waiting_for_approval(stack: Stack, client: ReinClie
     worker.kill()
     await forget_sticky_worker(client.client, run_id)
     stack.worker()
-    assert await client.approve(run_id, approver="ops") == ["call-1"]
+    assert await client.approve(run_id, approver="ops", wait=True) == ["call-1"]
     result = await asyncio.wait_for(client.result(run_id), 120)
     assert result.output == "Report: charged 7"
     assert len(stack.effects(run_id)) == 1
@@ -168,7 +168,7 @@ async def test_server_killed_and_restarted_while_waiting(stack: Stack, client: R
     stack.kill_server()
     stack.start_server()
     await until(lambda: rein_status_is(client, run_id, "waiting_approval"), "the run to be back after the restart")
-    assert await client.approve(run_id, approver="ops") == ["call-1"]
+    assert await client.approve(run_id, approver="ops", wait=True) == ["call-1"]
     result = await asyncio.wait_for(client.result(run_id), 120)
     assert result.output == "Report: charged 7"
     assert len(stack.effects(run_id)) == 1

@@ -28,9 +28,11 @@ from tests.vendor_server import Reply, VendorServer
 
 MODEL = "openai/gpt-4o-mini"
 RPS = 5
-VENDOR_RPS = 10
-"""The vendor refuses above this many requests in any one second: twice the limit, the room docs/fleet.md
-asks for (Temporal's limiter lets a short burst through after an idle moment)."""
+VENDOR_RPS = 15
+"""The vendor refuses above this many requests in any one second: three times the limit. docs/fleet.md asks
+for twice (Temporal's limiter lets a short burst through after an idle moment); a CPU-starved worker (CI runs
+three test processes on two cores) can bunch calls the server dispatched at the limit. Without the limit the
+burst's 40 calls leave within a second or two: far above it."""
 RUNS = 40
 
 

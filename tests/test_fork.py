@@ -131,13 +131,13 @@ async def test_fork_of_a_waiting_run_asks_for_approval_again(dev, names):
         assert [c.id for c in (await client.status(waiting_fork)).pending_tool_calls] == ["c-a", "c-b"]
         assert tools.calls == []
         # Approve the original: both calls run there; a fork inside that batch asks again for call b.
-        await client.approve(original, approver="ops")
+        await client.approve(original, approver="ops", wait=True)
         assert (await client.result(original)).output == "original done"
         assert (await client.status(waiting_fork)).status == "waiting_approval"  # the fork is its own run
         integrity_fork = await client.fork(original, at_step=1)
         await poll(lambda: _status_is(client, integrity_fork, "waiting_approval"), "approval asked again")
         assert [c.id for c in (await client.status(integrity_fork)).pending_tool_calls] == ["c-b"]
-        assert await client.approve(integrity_fork, approver="ops") == ["c-b"]
+        assert await client.approve(integrity_fork, approver="ops", wait=True) == ["c-b"]
         assert (await client.result(integrity_fork)).output == "fork done"
     # The original's two calls run at once (either may start first); the fork's b runs after both.
     assert sorted(tools.calls[:2]) == ["a", "b"] and tools.calls[2:] == ["b"]

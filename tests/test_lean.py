@@ -89,12 +89,12 @@ async def test_reused_workflow_id_never_sees_the_previous_runs_conversation(dev)
         await client.start("reuse", "alpha", run_id=wf_id, stream=False)
         first = await client.wait(wf_id)
         assert first.interrupt is not None and first.interrupt.type == "need_approval"
-        await client.cancel(wf_id, "done with alpha")
+        await client.cancel(wf_id, "done with alpha", wait=True)
         await client.result(wf_id)
         # Same workflow id, a conversation of the same shape: the worker still holds alpha's.
         await client.start("reuse", "beta", run_id=wf_id, stream=False)
         await client.wait(wf_id)
-        await client.cancel(wf_id)
+        await client.cancel(wf_id, wait=True)
     users = [[m.content for m in seen if m.role == "user"] for seen in model.seen]
     assert users == [["alpha"], ["beta"]]
 
@@ -210,9 +210,9 @@ async def test_a_tool_call_sent_by_reference_runs_on_a_worker_that_never_saw_it(
         for call_id in ("c0-0", "c1-0"):
             await wait_status(raw, "waiting_approval", until=lambda s, c=call_id: [p["id"] for p in s["pending_tool_calls"]] == [c])
             if call_id == "c0-0":
-                await client.approve(wf_id)
+                await client.approve(wf_id, wait=True)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
-        await client.approve(wf_id)
+        await client.approve(wf_id, wait=True)
         result = await client.result(wf_id)
         history = await dev.client.get_workflow_handle(wf_id).fetch_history()
     assert ran == [("alpha", 0), ("alpha", 1)]
@@ -243,12 +243,12 @@ async def test_a_reused_workflow_id_never_runs_the_previous_runs_tool_call(dev):
     async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
         await client.start("reuse-call", "alpha", run_id=wf_id, stream=False)
         await client.wait(wf_id)
-        await client.cancel(wf_id, "done with alpha")
+        await client.cancel(wf_id, "done with alpha", wait=True)
         await client.result(wf_id)
         # Same workflow id, a call with the same id and name: the worker still holds alpha's.
         await client.start("reuse-call", "beta", run_id=wf_id, stream=False)
         await client.wait(wf_id)
-        await client.approve(wf_id)
+        await client.approve(wf_id, wait=True)
         result = await client.result(wf_id)
     assert ran == ["beta"]
     assert result.output.endswith("last beta")
@@ -509,7 +509,7 @@ async def test_run_continues_as_new_while_waiting_and_across_approvals(dev):
         assert [c.id for c in waiting.pending_tool_calls] == ["c0-0"]
         pauses = 1
         while True:
-            await client.approve(wf_id, approver="ops")
+            await client.approve(wf_id, approver="ops", wait=True)
             result = await asyncio.wait_for(client.wait(wf_id, WaitRequest(after_pause=pauses)), 60)
             if result.status == "done":
                 break

@@ -448,7 +448,8 @@ async def test_stored_history_of_an_agent_with_extensions_replays():
     assert "rein.compact" in activities and activities.count("rein.run_tool") == 4
     markers = [e.marker_recorded_event_attributes.marker_name for e in history.events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
-    assert markers[:2] == ["core_patch", "core_local_activity"]  # rein-described-first, then describe_agent
+    # rein-described-first, the waiting timer's patch (asked before a local activity), then describe_agent
+    assert markers[:3] == ["core_patch", "core_patch", "core_local_activity"]
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

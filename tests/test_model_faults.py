@@ -70,7 +70,7 @@ async def test_429_retry_after_is_honoured(dev, srv):
         gap = activity.next_attempt_schedule_time.ToSeconds() - activity.last_attempt_complete_time.ToSeconds()
         assert gap >= 35, (gap, activity)
         assert "RateLimit" in activity.last_failure.message
-        await client.cancel(handle.id, "not waiting 40 s in a test")
+        await client.cancel(handle.id, "not waiting 40 s in a test", wait=True)
         result = await client.outcome(client.handle(handle.id))  # closed CANCELED
     assert result.stop_reason == "cancelled"
     assert len(srv.requests) == 1

@@ -227,7 +227,7 @@ async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_
             SearchAttributeKey.for_keyword("ReinStatus")) == "waiting_approval"
         assert looked_up == []
 
-        await runs.approve(handle.id, approver="alice")  # sent to the parent, decided in the child
+        await runs.approve(handle.id, approver="alice", wait=True)  # sent to the parent, decided in the child
         result = await runs.wait(handle.id, rein.contract.WaitRequest(after_pause=view.pause))
         child = await full_result(dev.client.get_workflow_handle(f"{handle.id}/r1"))
     assert result.status == "done" and result.output == "The researcher says: cats purr."

@@ -69,7 +69,7 @@ async def test_rein_status_of_a_served_run_describes_it_once(dev, monkeypatch: p
         assert (detail.status, detail.served) == ("waiting_approval", True)
         assert calls == {"describe_workflow_execution": 1, "describe_task_queue": 1, "query_workflow": 1}
         monkeypatch.undo()
-        await reins.cancel(run_id)
+        await reins.cancel(run_id, wait=True)
 
 
 async def test_a_run_result_is_rebuilt_in_four_round_trips(dev, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001

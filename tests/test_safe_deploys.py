@@ -102,7 +102,7 @@ async def start_all(client: ReinClient, queue: str, amounts: range, build: str) 
 
 async def approve_when_waiting(client: ReinClient, run_id: str) -> None:
     await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
-    await client.approve(run_id)
+    await client.approve(run_id, wait=True)
 
 
 async def _is(client: ReinClient, run_id: str, status: str) -> bool:
@@ -271,7 +271,7 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
 
     stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
     await poll(lambda: client.worker_serves(run_id), f"{run_id}'s build to serve it again", timeout=60)
-    await client.approve(run_id)
+    await client.approve(run_id, wait=True)
     result = await outcome(client, run_id)
     assert (result.status, result.output) == ("done", "Paid 31 on build-a")
     assert [line.split()[0] for line in stack.effects(run_id)] == ["build-a"]

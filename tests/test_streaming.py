@@ -145,7 +145,7 @@ async def test_stream_follows_continue_as_new_and_carries_steps_and_interrupts(d
         async for chunk in runs.stream(handle.id):
             seen.append(chunk)
             if chunk.type == "interrupt":
-                await runs.approve(handle.id, approver="tester")
+                await runs.approve(handle.id, approver="tester", wait=True)
         runs_in_chain = []
         async for wf in dev.client.list_workflows(f'WorkflowId="{handle.id}"'):
             runs_in_chain.append(wf.status)

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowHandle
 from temporalio.common import SearchAttributeKey

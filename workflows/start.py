@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
 from rein.workflows import served
 from rein.workflows.options import describe_agent, heartbeat_timeout, model_retry, seconds
 from rein.workflows.stages import Stages
+from rein.workflows.waiting import PATCH_WAITING_TIMER
 
 PATCH_DESCRIBED_FIRST = "rein-described-first"
 """Patch id (permanent data): a new run that learned its agent before its first model call."""
@@ -159,9 +160,14 @@ class LeanStart(Stages):
         }
 
     async def _describe(self, agent: str) -> AgentDescription:
+        """The describe_agent local activity. The waiting timer's patch is asked first: a local activity may
+        resolve in an earlier activation on replay than it did live, so a patch asked right after it (a wait
+        that follows at once: a Session with a pending call, a continuation, a failed first call) would be
+        asked where the replay has not seen its marker yet."""
         def describe() -> Awaitable[AgentDescription]:
             return describe_agent(agent, f"describe agent {agent}")
 
+        workflow.patched(PATCH_WAITING_TIMER)
         try:
             return await self._until_fixed("describe agent", describe)
         except asyncio.CancelledError:
