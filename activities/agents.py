@@ -1,6 +1,6 @@
 """The activities a rein worker runs for its registered agents.
 
-Activity names are permanent data (see rein.contract). Each takes one typed
+Activity names are permanent data (see rein.core.contract). Each takes one typed
 input object. Provider and tool objects live only here, in the worker; the
 workflow sees names, specs and results.
 """
@@ -17,15 +17,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.exceptions import ApplicationError
 
-from rein import machine
 from rein.activities import steps
+from rein.activities.agent_check import AgentIdentity
 from rein.activities.answers import answer
 from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
 from rein.activities.failures import VendorFailure, rein_code
-from rein.activities.identity import AgentIdentity
-from rein.agent import with_tool_agents
-from rein.config import LoopConfig
-from rein.contract import (
+from rein.blueprint.agent import with_tool_agents
+from rein.core import machine
+from rein.core.config import LoopConfig
+from rein.core.contract import (
     CALL_MODEL,
     CLOSE_CANCELED,
     COMPACT,
@@ -43,26 +43,26 @@ from rein.contract import (
     recorded_reply,
     run_config,
 )
-from rein.digest import EMPTY, call_hash, extend, message_hash, ref
-from rein.fleet import routed_queue
-from rein.ir import Completion, Message, ToolCall, ToolResult
-from rein.session import Session
+from rein.core.digest import EMPTY, call_hash, extend, message_hash, ref
+from rein.core.ir import Completion, Message, ToolCall, ToolResult
+from rein.core.session import Session
+from rein.durable.fleet import routed_queue
 from rein.temporal.storage import INLINE_LIMIT
 from rein.temporal.streaming import activity_stream
 from rein.workflows.options import heartbeat_timeout, seconds
 
 if TYPE_CHECKING:
-    from rein.agent import Agent
+    from rein.blueprint.agent import Agent
 
 class _Conversation:
     def __init__(self) -> None:
         self.messages: list[Message] = []
         self.digest: str | None = EMPTY
-        """rein.digest chain digest of `messages` (None: unknown, after a rewrite by a step)."""
+        """rein.core.digest chain digest of `messages` (None: unknown, after a rewrite by a step)."""
         self.token = ""
         """The run's conversation token for steps with middleware and compaction (see StepRequest)."""
         self.produced: dict[str, Message] = {}
-        """Messages this worker produced for the run, by rein.digest hash, until a model call refers to them."""
+        """Messages this worker produced for the run, by rein.core.digest hash, until a model call refers to them."""
         self.calls: dict[str, ToolCall] = {}
         """The tool calls of the last model reply this worker produced for the run, by `ref` of call_hash."""
         self.version = ""
@@ -72,7 +72,7 @@ class _Conversation:
 class Conversations:
     """Each run's conversation as this worker last saw it, so model calls carry only references.
 
-    A plain model call's cached conversation is used only when its chain digest (rein.digest)
+    A plain model call's cached conversation is used only when its chain digest (rein.core.digest)
     matches the one the workflow sent, so a reused workflow id or a reset run can never be
     served another conversation. Steps with middleware (and compaction) tag the conversation
     with a token that changes when they rewrite it. Bounded like the worker's workflow cache

@@ -1,5 +1,5 @@
 """A model call's answer: the provider's `complete`, or its `stream` when the run asked for a stream
-or the stream is the same answer (rein.providers.base.streams_its_answer); a streamed answer goes
+or the stream is the same answer (rein.blueprint.providers.base.streams_its_answer); a streamed answer goes
 on the run's stream while someone reads it (rein.temporal.streaming.live_once_read)."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from rein.activities.failures import VendorFailure, from_vendor, vendor_stream
-from rein.contract import ModelCallInput
-from rein.ir import Completion, Message, StreamChunk, StreamFold
-from rein.providers.base import streams, streams_its_answer
-from rein.providers.fallback import FallbackProvider
+from rein.blueprint.providers.base import streams, streams_its_answer
+from rein.blueprint.providers.fallback import FallbackProvider
+from rein.core.contract import ModelCallInput
+from rein.core.ir import Completion, Message, StreamChunk, StreamFold
 from rein.temporal.streaming import ModelText, current_stream, live_once_read
 from rein.tracing.activity_spans import chat_span
 
 if TYPE_CHECKING:
-    from rein.agent import Agent
+    from rein.blueprint.agent import Agent
 
 
 async def complete(agent: Agent, messages: list[Message], request: ModelCallInput) -> Completion:

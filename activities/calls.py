@@ -17,15 +17,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from rein.activities.failures import tool_ran
-from rein.ir import ToolCall, ToolResult
-from rein.providers.errors import failure_message, retry_after_s
-from rein.providers.fallback import is_retryable
-from rein.secrets import scrub
-from rein.tools import ToolContext, execute_tool
+from rein.blueprint.providers.errors import failure_message, retry_after_s
+from rein.blueprint.providers.fallback import is_retryable
+from rein.blueprint.secrets import scrub
+from rein.blueprint.tools import ToolContext, execute_tool
+from rein.core.ir import ToolCall, ToolResult
 from rein.tracing.activity_spans import tool_span
 
 if TYPE_CHECKING:
-    from rein.agent import Agent
+    from rein.blueprint.agent import Agent
 
 HEARTBEAT_EVERY_S = 5.0
 

@@ -1,4 +1,4 @@
-"""How rein's activities fail (rein.failures says what each kind means).
+"""How rein's activities fail (rein.core.failures says what each kind means).
 
 A vendor's error, a tool's error and a client's mistake leave an activity as the ApplicationError it
 chose (rein.activities.calls). Any other exception escaping one is a bug in rein's own code: it leaves
@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, FailureError
 
-from rein.failures import REIN_BUG
-from rein.ir import ToolResult
-from rein.secrets import scrub
+from rein.blueprint.secrets import scrub
+from rein.core.failures import REIN_BUG
+from rein.core.ir import ToolResult
 
 R = TypeVar("R")
 T = TypeVar("T")

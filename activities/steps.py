@@ -2,7 +2,7 @@
 
 An agent with middleware has each step run whole on the worker, where its live
 objects are: `rein.call_model` / `rein.run_tool` rebuild the Session, run
-`rein.middleware.run_step` (the same code the in-process runner uses) and send
+`rein.blueprint.middleware.run_step` (the same code the in-process runner uses) and send
 back what the step did as a `StepOutcome` (a patch of the Session, Steps, an
 interrupt). `rein.compact` runs the agent's compaction strategy.
 """
@@ -19,14 +19,14 @@ from temporalio.exceptions import ApplicationError
 from rein.activities import answers
 from rein.activities import calls as on_worker
 from rein.activities.failures import VendorFailure
-from rein.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
-from rein.ir import Completion, Message, ToolCall, ToolResult
-from rein.middleware import StepContext, run_step
+from rein.blueprint.middleware import StepContext, run_step
+from rein.core.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
+from rein.core.ir import Completion, Message, ToolCall, ToolResult
 from rein.temporal import streaming
 
 if TYPE_CHECKING:
     from rein.activities.agents import AgentActivities
-    from rein.agent import Agent
+    from rein.blueprint.agent import Agent
 
 
 async def model_step(acts: AgentActivities, agent: Agent, request: ModelCallInput) -> StepOutcome:

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("REIN_HOME", tempfile.mkdtemp(prefix="rein-bench-"))
 
+from floor import LeanFloor, LeanFloorSandboxed, floor_model, floor_tool  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
@@ -42,11 +43,9 @@ from temporalio.worker import Worker  # noqa: E402
 import rein  # noqa: E402
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage  # noqa: E402
 from rein.client import ReinClient  # noqa: E402
-from rein.log import disable_logging  # noqa: E402
-from rein.server import start_dev_server  # noqa: E402
+from rein.core.log import disable_logging  # noqa: E402
+from rein.durable.embedded_server import start_dev_server  # noqa: E402
 from rein.temporal.converter import rein_data_converter  # noqa: E402
-
-from floor import LeanFloor, LeanFloorSandboxed, floor_model, floor_tool  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONFIG = LoopConfig(max_iterations=1_000_000, max_tokens=None, timeout_s=None, detect_loops=False)

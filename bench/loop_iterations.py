@@ -16,8 +16,8 @@ history size and its growth (N=20, N=80, 1 KB tool results); rein worker
 options under load (concurrent runs).
 
 Variants (see bench/README.md):
-  local           rein.loop in-process (Agent(engine="local")), no Temporal
-  rein/tuned      AgentWorkflow on rein.server.start_dev_server() (TUNED_DYNAMIC_CONFIG)
+  local           rein.local.loop in-process (Agent(engine="local")), no Temporal
+  rein/tuned      AgentWorkflow on rein.durable.embedded_server.start_dev_server() (TUNED_DYNAMIC_CONFIG)
   rein/untuned    AgentWorkflow on a dev server started without the dynamic-config flags
   raw/<server>    bench/raw_loop.py: a minimal workflow looping over two trivial
                   activities, default converter and worker settings
@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
 import temporalio  # noqa: E402
+from raw_loop import ENTRIES, RAW_WORKFLOW, RawLoop, note_activity_entry, raw_model, raw_tool  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client, WorkflowHistory  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
@@ -57,11 +58,9 @@ from temporalio.worker import Worker  # noqa: E402
 
 import rein  # noqa: E402
 from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage  # noqa: E402
-from rein.contract import SEARCH_ATTRIBUTES, WORKFLOW_TYPE  # noqa: E402
-from rein.log import disable_logging  # noqa: E402
-from rein.server import DevServer, free_port, start_dev_server, temporal_binary  # noqa: E402
-
-from raw_loop import ENTRIES, RAW_WORKFLOW, RawLoop, note_activity_entry, raw_model, raw_tool  # noqa: E402
+from rein.core.contract import SEARCH_ATTRIBUTES, WORKFLOW_TYPE  # noqa: E402
+from rein.core.log import disable_logging  # noqa: E402
+from rein.durable.embedded_server import DevServer, free_port, start_dev_server, temporal_binary  # noqa: E402
 
 REIN_QUEUE = "bench-rein"
 RAW_QUEUE = "bench-raw"
@@ -130,7 +129,7 @@ def make_agents() -> dict[str, Agent]:
 
 
 def start_custom_server(dynamic: dict[str, str], extra_args: list[str] | None = None) -> DevServer:
-    """`temporal server start-dev` as rein.server starts it, but with the given dynamic config only."""
+    """`temporal server start-dev` as rein.durable.embedded_server starts it, but with the given dynamic config only."""
     return start_dev_server(dynamic_config=dynamic, extra_args=extra_args)
 
 
@@ -340,7 +339,7 @@ async def main() -> None:
             await site.start(agents)
 
         local_agent = Agent(provider=ScriptedProvider(), tools=[add], config=CONFIG, name="bench-local", engine="local")
-        variants: dict[str, Callable[[int], Awaitable[Sample]]] = {"local (rein.loop, no Temporal)": local_runner(local_agent)}
+        variants: dict[str, Callable[[int], Awaitable[Sample]]] = {"local (rein.local.loop, no Temporal)": local_runner(local_agent)}
         for name in sites:
             variants[f"rein / {name} server"] = rein_runner(sites[name])
         for name in sites:

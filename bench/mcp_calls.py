@@ -3,7 +3,7 @@
     python bench/mcp_calls.py [--reps 5 --calls 20]
 
 Runs tests/mcp_server.py (the SDK's MCPServer) over stdio and over streamable HTTP on loopback
-and times `add(a, b)`: through `rein.mcp` (one connection per server and event loop, kept), and
+and times `add(a, b)`: through `rein.blueprint.mcp` (one connection per server and event loop, kept), and
 with a fresh `mcp.Client` per call (what a stateless worker would do). Variants run interleaved,
 repetition by repetition; the report gives medians and the ratio to the pooled call.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
-from rein.mcp import MCPServerHTTP, MCPServerStdio
-from rein.server import free_port
+from rein.blueprint.mcp import MCPServerHTTP, MCPServerStdio
+from rein.durable.embedded_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Mutation testing of rein's pure core (rein/machine.py, circuit.py, tools.py, contract.py) with
+# Mutation testing of rein's pure core (rein/core/machine.py, circuit.py, tools.py, contract.py) with
 # mutmut; configuration in pyproject.toml [tool.mutmut], results in docs/mutation.md.
 #
 #   pip install -e ".[test,mutation]"
 #   bench/mutation.sh                 # every module, 2 workers
-#   bench/mutation.sh "rein.circuit*" # one module (mutmut's name patterns)
+#   bench/mutation.sh "rein.core.circuit*" # one module (mutmut's name patterns)
 #   MUTATION_JOBS=1 FRESH=1 bench/mutation.sh   # one worker; forget cached verdicts first
 #
 # mutmut keeps its verdicts in mutants/ and re-tests only what changed; FRESH=1 starts over

@@ -4,7 +4,7 @@
     .venv/bin/python bench/profile_worker.py            # ~1 minute
     .venv/bin/python bench/profile_worker.py --reps 7 --no-cprofile
 
-One tuned dev server (rein.server.TUNED_DYNAMIC_CONFIG, plus a metrics port),
+One tuned dev server (rein.durable.embedded_server.TUNED_DYNAMIC_CONFIG, plus a metrics port),
 several workers in this process on separate task queues, the same scripted
 agent as bench/loop_iterations.py, runs interleaved repetition by repetition:
 
@@ -47,12 +47,6 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
-from temporalio.client import Client  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions  # noqa: E402
-
-import rein  # noqa: E402
 from loop_iterations import (  # noqa: E402
     check_rein_result,
     make_agents,
@@ -61,9 +55,16 @@ from loop_iterations import (  # noqa: E402
     start_custom_server,
 )
 from raw_loop import RAW_WORKFLOW, RawLoop, raw_model, raw_tool  # noqa: E402
-from rein.contract import WORKFLOW_TYPE  # noqa: E402
-from rein.log import disable_logging  # noqa: E402
-from rein.server import TUNED_DYNAMIC_CONFIG, free_port  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions  # noqa: E402
+
+import rein  # noqa: E402
+from rein.core.contract import WORKFLOW_TYPE  # noqa: E402
+from rein.core.log import disable_logging  # noqa: E402
+from rein.durable.embedded_server import TUNED_DYNAMIC_CONFIG, free_port  # noqa: E402
+
 
 class ProfiledExecutor(concurrent.futures.ThreadPoolExecutor):
     """A workflow-task executor that knows its threads and can cProfile them."""
@@ -176,9 +177,9 @@ def report_profile(stats: pstats.Stats, iterations: int, title: str) -> None:
         ("workflows/agent.py", "_snapshot"), ("workflows/agent.py", "run"),
         ("activities/agents.py", "call_model"), ("activities/agents.py", "run_tool"),
         ("activities/agents.py", "messages_for"), ("activities/calls.py", "heartbeating"),
-        ("rein/machine.py", "next_action"), ("rein/machine.py", "apply_completion"),
-        ("rein/machine.py", "apply_tool_results"), ("rein/summaries.py", "details_for"),
-        ("rein/tools.py", "execute_tool"),
+        ("rein/core/machine.py", "next_action"), ("rein/core/machine.py", "apply_completion"),
+        ("rein/core/machine.py", "apply_tool_results"), ("rein/core/summaries.py", "details_for"),
+        ("rein/blueprint/tools.py", "execute_tool"),
         ("temporalio/contrib/pydantic.py", "to_payload"), ("temporalio/contrib/pydantic.py", "from_payload"),
         ("temporalio/converter.py", "to_payloads"), ("temporalio/converter.py", "from_payloads"),
         ("temporalio/worker/workflow_sandbox/_runner.py", "activate"),

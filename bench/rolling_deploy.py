@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from temporalio.api.enums.v1 import EventType, TimeoutType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 
-from rein.server import TUNED_DYNAMIC_CONFIG, start_dev_server  # noqa: E402
+from rein.durable.embedded_server import TUNED_DYNAMIC_CONFIG, start_dev_server  # noqa: E402
 
 AGENT = "tests.agents.deploys:pay_agent"
 

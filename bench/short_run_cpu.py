@@ -48,8 +48,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner  # noqa: 
 
 import rein  # noqa: E402
 import rein.temporal.sandbox as sandbox  # noqa: E402
-from rein.contract import WORKFLOW_TYPE  # noqa: E402
-from rein.log import disable_logging  # noqa: E402
+from rein.core.contract import WORKFLOW_TYPE  # noqa: E402
+from rein.core.log import disable_logging  # noqa: E402
 from rein.temporal import converter  # noqa: E402
 from rein.testing import start_local  # noqa: E402
 

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lean import ACTIONS, Bench, shape  # noqa: E402  (sets up sys.path and REIN_HOME)
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 
-from rein.log import disable_logging  # noqa: E402
-from rein.server import start_dev_server  # noqa: E402
+from rein.core.log import disable_logging  # noqa: E402
+from rein.durable.embedded_server import start_dev_server  # noqa: E402
 
 
 def what(event: Any) -> str:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("REIN_HOME", tempfile.mkdtemp(prefix="rein-bench-"))
 
 from rein import Agent, StreamChunk, Usage  # noqa: E402
-from rein.ir import StreamFold  # noqa: E402
+from rein.core.ir import StreamFold  # noqa: E402
 
 DELTAS = 40
 DELTA_INTERVAL_S = 0.025
@@ -165,7 +165,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="concurrent streaming runs per round")
     args = parser.parse_args()
 
-    from rein.server import start_dev_server
+    from rein.durable.embedded_server import start_dev_server
     from tests.support.processes import stop_process, wait_for_text
 
     load_before = os.getloadavg()

@@ -1,7 +1,7 @@
 """A small typed client for ops tooling: start runs, answer interrupts, read state.
 
 Everything here is also possible with a raw temporalio client or the `temporal`
-CLI; this only spells the contract (rein.contract) out once.
+CLI; this only spells the contract (rein.core.contract) out once.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from temporalio.client import (
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
-from rein.contract import (
+from rein.core.contract import (
     ANSWER_UPDATE,
     APPROVE_UPDATE,
     CANCEL_UPDATE,
@@ -40,21 +40,21 @@ from rein.contract import (
     RunStatusView,
     WaitRequest,
 )
-from rein.delivery import DECISION_GRACE_S, DecisionDelivery, DecisionQueued  # noqa: F401  (public here too)
-from rein.errors import DecisionRejected, NoWorker, RunFailed  # noqa: F401  (raised here; public here too)
-from rein.events import TOPIC, StreamEvent, TextDeduplicator
-from rein.fleet import run_priority
-from rein.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
-from rein.ir import StreamChunk
-from rein.result import RunResult, Step
-from rein.session import Session
-from rein.summaries import run_summary
+from rein.core.errors import DecisionRejected, NoWorker, RunFailed  # noqa: F401  (raised here; public here too)
+from rein.core.events import TOPIC, StreamEvent, TextDeduplicator
+from rein.core.fork_edits import ForkEdits, ForkError  # noqa: F401 - ForkError: what fork/rewind raise
+from rein.core.ir import StreamChunk
+from rein.core.result import RunResult, Step
+from rein.core.session import Session
+from rein.core.summaries import run_summary
+from rein.durable.delivery import DECISION_GRACE_S, DecisionDelivery, DecisionQueued  # noqa: F401  (public here too)
+from rein.durable.fleet import run_priority
 from rein.temporal import history
 from rein.temporal.converter import has_rein_converter
 from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
-    from rein.fork import BulkFork
+    from rein.ops.fork import BulkFork
 
 
 POLL_COOLDOWN = timedelta(milliseconds=50)
@@ -139,20 +139,20 @@ class ReinClient(DecisionDelivery):
     ) -> str:
         """A new run from `run_id`'s conversation up to and including step `at_step` (the indexes
         `rein show` prints, across continue-as-new); returns its id. Nothing before the fork point
-        runs again; the original is only read. `edits` (rein.fork_edits.ForkEdits or its dict):
+        runs again; the original is only read. `edits` (rein.core.fork_edits.ForkEdits or its dict):
         `tool_results`, `prompt`, `append_prompt`, `drop_last_reply`, `model`; `agent`: continue in
         another agent with compatible tools; `config`: LoopConfig overrides; `model`: the fork's model
         (also accepted as edits["model"] or config["model"]). Raises ForkError before anything starts
         when something does not fit; `by` (default this client's identity) is recorded."""
-        from rein import fork
+        from rein.ops import fork
 
         return await fork.fork(
             self, run_id, at_step=at_step, edits=edits, id=id, agent=agent, config=config, by=by, model=model
         )
 
     async def fork_failed(self, *, since: timedelta, query: str | None = None, by: str | None = None) -> list[BulkFork]:
-        """Fork every run that failed within `since` from its last recorded step (see rein.fork.fork_failed)."""
-        from rein import fork
+        """Fork every run that failed within `since` from its last recorded step (see rein.ops.fork.fork_failed)."""
+        from rein.ops import fork
 
         return await fork.fork_failed(self, since=since, query=query, by=by)
 
@@ -161,7 +161,7 @@ class ReinClient(DecisionDelivery):
     ) -> str:
         """Reset the run in place to just after step `to_step` (Temporal reset, same workflow id);
         returns the new Temporal run id. Refuses when tools ran after that point unless `rerun_tools`."""
-        from rein import rewind
+        from rein.ops import rewind
 
         return await rewind.rewind(self, run_id, to_step=to_step, reason=reason, rerun_tools=rerun_tools, by=by)
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
-from rein.server import installed_binary, rein_server_flags, temporal_binary
+from rein.durable.embedded_server import installed_binary, rein_server_flags, temporal_binary
 from rein.temporal.converter import rein_data_converter
 
 if TYPE_CHECKING:
-    from rein.replay import ReplayReport
+    from rein.ops.replay import ReplayReport
 
 
 STARTUP_TIMEOUT = timedelta(seconds=60)
@@ -81,7 +81,7 @@ def replay(histories: Any, **options: Any) -> ReplayReport:
     replays in a thread of its own either way). `options`: `workflows` (your own workflow classes
     beside AgentWorkflow), `plugins`, `data_converter`.
     """
-    from rein.replay import ReplayFailed, load_history, replay_all
+    from rein.ops.replay import ReplayFailed, load_history, replay_all
 
     loaded = [load_history(h) for h in _expand(histories)]
     if not loaded:

@@ -58,8 +58,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from rein import engine
-    from rein.server import release_embedded, stop_embedded
+    from rein.durable import engine
+    from rein.durable.embedded_server import release_embedded, stop_embedded
 
     if engine.Engine._instance is not None:
         engine.Engine._instance.close()

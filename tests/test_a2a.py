@@ -34,10 +34,10 @@ from google.protobuf.json_format import MessageToDict
 
 import rein
 from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session, StreamChunk, Usage
-from rein.a2a import A2A_PROTOCOL_VERSION, A2AServer, make_server
 from rein.client import ReinClient, connect
-from rein.ir import Completion, Message
-from rein.server import free_port
+from rein.core.ir import Completion, Message
+from rein.durable.embedded_server import free_port
+from rein.ops.a2a import A2A_PROTOCOL_VERSION, A2AServer, make_server
 from tests.support.processes import stop_process, wait_for_port
 from tests.support.runs import forget_sticky_worker
 from tests.support.tools import add, tc
@@ -199,7 +199,7 @@ async def test_ask_permission_input_required_then_approve_durable(serve: Any) ->
     assert server.paused.load(task.id) is None
 
     # Canceling a paused durable task also cancels the workflow waiting for it.
-    from rein import engine
+    from rein.durable import engine
 
     paused = await client.send("Add 7 and 7")
     run_id = server.paused.load(paused.id).run_id
@@ -359,8 +359,8 @@ async def test_a_0_3_client_is_served_on_the_same_endpoint(serve: Any) -> None:
 SERVER_MODULE = '''
 import sys
 from rein import Agent, LoopConfig, ToolCall
-from rein.a2a import serve_a2a
-from rein.ir import Completion, Message
+from rein.ops.a2a import serve_a2a
+from rein.core.ir import Completion, Message
 
 
 class Scripted:
@@ -436,7 +436,7 @@ async def test_a_paused_task_survives_a_server_restart(tmp_path: Path, engine: s
 STUCK_MODULE = '''
 import sys, time
 from rein import Agent, MockProvider, ToolCall
-from rein.a2a import serve_a2a
+from rein.ops.a2a import serve_a2a
 
 
 def wait_forever() -> str:

@@ -7,8 +7,8 @@ import uuid
 
 import rein
 from rein import Agent
+from rein.blueprint.providers import LiteLLMProvider, MockProvider
 from rein.client import ReinClient
-from rein.providers import LiteLLMProvider, MockProvider
 
 
 async def test_reassigned_provider_answers_the_next_run(env):

@@ -22,8 +22,8 @@ from temporalio.exceptions import ApplicationError
 import rein
 from rein import Agent, LoopConfig, ToolCall, ToolContext
 from rein.client import DecisionRejected, ReinClient
-from rein.contract import WAIT_UPDATE
-from rein.ir import Completion, Message, Usage
+from rein.core.contract import WAIT_UPDATE
+from rein.core.ir import Completion, Message, Usage
 from rein.testing import full_result
 from tests.support.history import history_events, task_failures
 from tests.support.providers import StreamsItsCompletion
@@ -171,7 +171,7 @@ BAD_INPUTS: list[tuple[str, Any, str]] = [
 
 
 def test_every_loop_config_field_has_a_bounded_override():
-    from rein.contract import ConfigOverrides
+    from rein.core.contract import ConfigOverrides
 
     assert set(ConfigOverrides.model_fields) == set(LoopConfig.model_fields)
 
@@ -360,7 +360,7 @@ async def test_ten_parked_waits_do_not_block_later_waits_or_decisions(dev, tq):
         await handle.start_update(WAIT_UPDATE, {"after_pause": 1}, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
     status = await handle.query("status")
     assert status["pause"] == 1
-    waiter = asyncio.ensure_future(client.wait(handle.id, rein.contract.WaitRequest(after_pause=1)))
+    waiter = asyncio.ensure_future(client.wait(handle.id, rein.core.contract.WaitRequest(after_pause=1)))
     assert await client.approve(handle.id, approver="ops", wait=True) == ["c1"]
     result = await asyncio.wait_for(waiter, 60)
     assert result.output == "finished"

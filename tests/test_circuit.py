@@ -1,4 +1,4 @@
-"""rein.circuit: the loop signature and the breakers' exact boundaries (see docs/mutation.md)."""
+"""rein.core.circuit: the loop signature and the breakers' exact boundaries (see docs/mutation.md)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from rein.circuit import check_circuit, signature, tripped_breaker
-from rein.config import LoopConfig
-from rein.ir import ToolCall, Usage
-from rein.session import Session
+from rein.core.circuit import check_circuit, signature, tripped_breaker
+from rein.core.config import LoopConfig
+from rein.core.ir import ToolCall, Usage
+from rein.core.session import Session
 
 
 def test_signature_is_the_batch_of_names_and_arguments_not_ids():

@@ -45,7 +45,7 @@ from rein.cli import (
     main,
 )
 from rein.client import ReinClient
-from rein.server import free_port, listening
+from rein.durable.embedded_server import free_port, listening
 from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
 from tests.support.processes import stop_process, wait_for_text
 from tests.support.providers import CallThenReport, OpsModel, StreamsItsCompletion, Unavailable

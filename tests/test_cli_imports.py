@@ -18,7 +18,7 @@ import rein
 from rein import Agent, LoopConfig
 from rein.cli.app import app, only_the_named_command
 from rein.client import ReinClient
-from rein.server import free_port
+from rein.durable.embedded_server import free_port
 from tests.support.providers import OpsModel, restart
 from tests.support.waiting import poll
 
@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NOT_FOR_READS = (
     "temporalio.worker",  # the Replayer: only when no worker answers a query
     "temporalio.plugin", "rein.temporal.plugin",  # only when a client lacks rein's converter, or for a worker
-    "rein.workflows", "rein.activities", "rein.agent", "rein.signature", "griffe",  # agents, their tools
-    "rein.engine", "rein.loop", "litellm", "httpx", "cryptography",  # running agents; a codec key
+    "rein.workflows", "rein.activities", "rein.blueprint.agent", "rein.blueprint.signature", "griffe",  # agents, their tools
+    "rein.durable.engine", "rein.local.loop", "litellm", "httpx", "cryptography",  # running agents; a codec key
 )
 
 SCRIPT = """import json, sys
@@ -61,7 +61,7 @@ def test_help_and_usage_errors_import_no_temporal_and_no_models() -> None:
     for argv in (["--help"], ["status"]):  # `status` without its RUN_ID: a usage error (exit 2)
         code, modules = modules_after(*argv)
         assert code in (0, 2), argv
-        assert not [m for m in modules if m.startswith(("temporalio", "rein.contract", "rein.client"))], argv
+        assert not [m for m in modules if m.startswith(("temporalio", "rein.core.contract", "rein.client"))], argv
 
 
 def test_a_refused_connection_loads_no_client() -> None:

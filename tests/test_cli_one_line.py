@@ -30,7 +30,7 @@ from rein.cli import (
     EXIT_USAGE,
 )
 from rein.client import ReinClient, connect
-from rein.contract import agent_task_queue
+from rein.core.contract import agent_task_queue
 from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
 from tests.support.processes import stop_process, wait_for_text
 from tests.support.providers import OpsModel, restart
@@ -317,7 +317,7 @@ async def test_start_finds_a_worker_that_starts_while_it_looks(dev, monkeypatch)
     check looks again for a while instead of refusing at once (this once failed test_fleet_cli)."""
     from rein import Agent, MockProvider, create_worker
     from rein.client import ReinClient
-    from rein.serving import queue_for
+    from rein.ops.worker_lookup import queue_for
 
     monkeypatch.setenv("REIN_WORKER_GRACE_S", "60")  # the mechanism, not the value, under load
     agent = Agent(provider=MockProvider(["fine"]), name=f"late-{uuid.uuid4().hex[:6]}")

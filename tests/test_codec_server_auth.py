@@ -14,8 +14,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import jwt
@@ -23,7 +23,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from rein.cli import EXIT_USAGE
-from rein.server import free_port
+from rein.durable.embedded_server import free_port
 from tests.support.processes import stop_process, wait_for_text
 from tests.test_cli import REIN_BIN, ROOT, assert_one_line_error, rein_cli
 

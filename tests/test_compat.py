@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from rein.workflows import AgentWorkflow
 from temporalio import workflow
 from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from rein import Agent, LoopConfig, MockProvider, ToolCall, create_worker
 from rein.client import DecisionRejected, ReinClient, connect
-from rein.server import DevServer, start_dev_server
+from rein.durable.embedded_server import DevServer, start_dev_server
 from rein.temporal.history import NONDETERMINISM
+from rein.workflows import AgentWorkflow
 from tests.support.old_build import (
     OLD_BUILD,
     OLDER_BUILD,

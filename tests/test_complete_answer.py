@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, StreamChunk, ToolCall, Usage
-from rein import engine as engine_module
+from rein.blueprint.providers.base import streams_its_answer
 from rein.client import ReinClient
-from rein.contract import READERS_QUERY
-from rein.providers.base import streams_its_answer
-from rein.worker import create_worker
+from rein.core.contract import READERS_QUERY
+from rein.durable import engine as engine_module
+from rein.durable.temporal_worker import create_worker
 
 TIMEOUT = 60
 ADD = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
@@ -210,8 +210,8 @@ async def _collect(chunks: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
 
 
 def test_which_providers_stream_their_answer() -> None:
-    from rein.providers.backend import BackendProvider
-    from rein.providers.litellm import LiteLLMProvider
+    from rein.blueprint.providers.backend import BackendProvider
+    from rein.blueprint.providers.litellm import LiteLLMProvider
 
     class Backend:
         def stream(self, *, messages: Any, tools: Any = (), system: Any = None, **kwargs: Any) -> Any:

@@ -9,7 +9,7 @@ from temporalio.api.enums.v1 import EventType
 import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
 from rein.client import ReinClient
-from rein.contract import WaitRequest
+from rein.core.contract import WaitRequest
 from rein.testing import full_result
 
 

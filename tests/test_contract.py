@@ -1,4 +1,4 @@
-"""rein.contract's decisions, pure: what a client's config may change, what input starts a
+"""rein.core.contract's decisions, pure: what a client's config may change, what input starts a
 run, and the Session patch a middleware step hands back to the workflow (see docs/mutation.md).
 The same rules end to end, over a server: tests/test_bad_input.py, tests/test_workflow.py.
 """
@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rein.config import LoopConfig
-from rein.contract import AgentInput, StepOutcome, apply_overrides
-from rein.ir import Message
-from rein.result import Interrupt, Step
-from rein.session import Session, Stage
+from rein.core.config import LoopConfig
+from rein.core.contract import AgentInput, StepOutcome, apply_overrides
+from rein.core.ir import Message
+from rein.core.result import Interrupt, Step
+from rein.core.session import Session, Stage
 
 STRICT = LoopConfig(
     permission="ask", max_iterations=10, max_tokens=1000, timeout_s=60, repeat_threshold=3,
@@ -158,7 +158,7 @@ def test_every_model_on_the_wire_is_complete_at_import():
 
     incomplete = [
         f"{module}.{name}"
-        for module in ("rein.contract", "rein.ir", "rein.session", "rein.result", "rein.config", "rein.events")
+        for module in ("rein.core.contract", "rein.core.ir", "rein.core.session", "rein.core.result", "rein.core.config", "rein.core.events")
         for name, obj in vars(importlib.import_module(module)).items()
         if inspect.isclass(obj) and issubclass(obj, BaseModel) and obj.__module__ == module
         and not obj.__pydantic_complete__
@@ -177,7 +177,7 @@ def test_every_model_on_the_wire_is_complete_at_import():
 def test_a_recorded_description_reads_back_as_the_agents_loop_config(config):
     """A limit the agent turned off (None) is recorded as off: left out, it would read back as the default
     (a run stopped at 200,000 tokens or 120 s that its agent let go on)."""
-    from rein.contract import AgentDescription
+    from rein.core.contract import AgentDescription
 
     described = AgentDescription(name="a", model="m", config=config, max_payload_bytes=52_428_800)
     assert AgentDescription.model_validate(described.recorded()) == described
@@ -187,7 +187,7 @@ def test_what_a_recorded_description_leaves_out_reads_back_as_these_defaults():
     """A recorded description leaves out what equals its default, so the defaults are recorded data:
     a changed default would change what every run recorded before it replays. Add a field; never change
     a default here."""
-    from rein.contract import AgentDescription
+    from rein.core.contract import AgentDescription
 
     loop = {name: f.get_default(call_default_factory=True) for name, f in LoopConfig.model_fields.items()}
     assert loop == {
@@ -210,7 +210,7 @@ def test_what_a_recorded_description_leaves_out_reads_back_as_these_defaults():
 def test_a_recorded_description_keeps_every_tools_flags_whole_specs_or_not():
     """A tool listed from an MCP server keeps its whole spec; every tool keeps what the run acts on (a flag
     lost here is a tool call run without the approval its server requires)."""
-    from rein.contract import AgentDescription, ToolInfo, ToolSpec
+    from rein.core.contract import AgentDescription, ToolInfo, ToolSpec
 
     flagged = {"requires_approval": True, "asks_human": False, "local": True, "retries": 2, "timeout_s": 5.0}
     described = AgentDescription(name="a", model="m", config=LoopConfig(), tools=[

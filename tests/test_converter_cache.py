@@ -19,7 +19,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     import rein
     from rein import Agent, MockProvider, ToolCall
-    from rein.contract import RunOutcome
+    from rein.core.contract import RunOutcome
     from rein.temporal.converter import ReinPayloadConverter, _process_type_adapter
     from tests.support.tools import add
 

@@ -1,5 +1,5 @@
 """Core behaviour through the public API: the seed examples (000-002), the in-process
-runner behind `Agent(engine="local")`, `rein.loop` and the pure `rein.machine`.
+runner behind `Agent(engine="local")`, `rein.local.loop` and the pure `rein.core.machine`.
 
 Durable-engine parity lives in tests/test_engines.py.
 """
@@ -35,11 +35,11 @@ from rein import (
     ToolSpec,
     Usage,
 )
-from rein import machine
-from rein.circuit import tripped_breaker
-from rein.providers.fallback import is_retryable
-from rein.providers.mock import EXHAUSTED_TEXT
-from rein.tools import ToolRegistry
+from rein.blueprint.providers.fallback import is_retryable
+from rein.blueprint.providers.mock import EXHAUSTED_TEXT
+from rein.blueprint.tools import ToolRegistry
+from rein.core import machine
+from rein.core.circuit import tripped_breaker
 from tests.support.providers import AuthFailed, EchoProvider, RateLimited
 from tests.support.tools import tc
 
@@ -716,7 +716,7 @@ async def test_loop_astream_leaves_the_same_session_as_arun():
 
 
 def test_stream_fold_is_the_one_rule_for_assembling_a_streamed_answer():
-    from rein.ir import StreamFold
+    from rein.core.ir import StreamFold
 
     fold = StreamFold()
     passed = [

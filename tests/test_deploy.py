@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rein.contract import DEFAULT_TASK_QUEUE, SEARCH_ATTRIBUTES
-from rein.server import TUNED_DYNAMIC_CONFIG, free_port, temporal_binary
+from rein.core.contract import DEFAULT_TASK_QUEUE, SEARCH_ATTRIBUTES
+from rein.durable.embedded_server import TUNED_DYNAMIC_CONFIG, free_port, temporal_binary
 from tests.support.processes import stop_process, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,7 +182,7 @@ def test_worker_runs_worker_py_with_an_agent(services: dict[str, Any]) -> None:
 
 
 def test_worker_agent_target_loads_offline(services: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from rein.worker import load_agent
+    from rein.durable.temporal_worker import load_agent
 
     monkeypatch.setenv("REIN_MODEL", "")  # what `${REIN_MODEL:-}` gives when the host has none
     command = argv(services[WORKER]["command"])
@@ -272,7 +272,7 @@ def test_dependencies_wait_on_conditions(services: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def bare_dev_server() -> Iterator[str]:
-    """A dev server without rein's search attributes (rein.server would register them)."""
+    """A dev server without rein's search attributes (rein.durable.embedded_server would register them)."""
     port = free_port()
     process = subprocess.Popen(
         [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
@@ -358,7 +358,7 @@ def test_dynamic_config_matches_the_embedded_server_tuning() -> None:
     setting = config["history.transferProcessorMaxPollRPS"][0]["value"]
     assert isinstance(setting, int) and not isinstance(setting, bool)
     for key, value in TUNED_DYNAMIC_CONFIG.items():
-        # rein.server passes CLI strings; the YAML must hold native values (ints stay ints).
+        # rein.durable.embedded_server passes CLI strings; the YAML must hold native values (ints stay ints).
         assert config[key][0]["value"] == PRODUCTION_DIFFERS.get(key, yaml.safe_load(value)), key
 
 

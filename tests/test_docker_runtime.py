@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-import rein.loop
+import rein.local.loop
 from rein import LoopConfig, Message, MockProvider, Session, ToolCall, ToolContext, ToolRegistry, tool
-from rein.machine import policy_denial
-from rein.runtime import DockerRuntime, LocalRuntime, Runtime, read_sandbox_output, sandbox_script, tool_source
-from rein.tools import Tool, execute_tool
+from rein.blueprint.runtime import DockerRuntime, LocalRuntime, Runtime, read_sandbox_output, sandbox_script, tool_source
+from rein.blueprint.tools import Tool, execute_tool
+from rein.core.machine import policy_denial
 from tests.support.tools import add, tc
 
 # --------------------------------------------------------------------------- tools (self-contained)
@@ -462,7 +462,7 @@ async def test_same_results_as_local_runtime(fake_docker: FakeDocker) -> None:
 async def test_the_in_process_runner_can_use_it(fake_docker: FakeDocker) -> None:
     provider = MockProvider([[ToolCall(id="t1", name="add", arguments={"a": 20, "b": 22})], "42 it is."])
     session = Session(messages=[Message(role="user", content="20 + 22?")])
-    result = await rein.loop.arun(
+    result = await rein.local.loop.arun(
         session, provider, ToolRegistry([add]), LoopConfig(), runtime=DockerRuntime()
     )
     assert result.output == "42 it is."

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rein.server import embedded_status, start_dev_server, stop_embedded
+from rein.durable.embedded_server import embedded_status, start_dev_server, stop_embedded
 from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
 
@@ -270,7 +270,7 @@ def test_server_kept_while_idle_when_asked_then_stopped(home: Path, out: Path) -
 def test_processes_starting_at_once_share_one_server(home: Path) -> None:
     code = (
         "import json, os, time\n"
-        "from rein.server import embedded_status, ensure_embedded\n"
+        "from rein.durable.embedded_server import embedded_status, ensure_embedded\n"
         "address = ensure_embedded()\n"
         "print(json.dumps({'address': address, 'pid': embedded_status()['pid']}), flush=True)\n"
         "time.sleep(1)\n"
@@ -304,9 +304,9 @@ def test_a_dev_server_stops_without_waiting_out_the_frontend_drain(tmp_path: Pat
 
 def test_the_supervisor_imports_no_temporalio_or_pydantic(home: Path) -> None:
     """Every process that starts the embedded server waits for its supervisor's imports (rein issue 21):
-    temporalio and pydantic (through rein.contract) cost it 1-2 s. Its import trace goes to server.log.
+    temporalio and pydantic (through rein.core.contract) cost it 1-2 s. Its import trace goes to server.log.
     A script of its own: the server lease is one per process, and this pytest process's engine holds one."""
-    started = _script(home, "import json; from rein.server import ensure_embedded, release_embedded\n"
+    started = _script(home, "import json; from rein.durable.embedded_server import ensure_embedded, release_embedded\n"
                             "print(json.dumps({'address': ensure_embedded()})); release_embedded()",
                       PYTHONPROFILEIMPORTTIME="1")  # inherited by the supervisor (-X importtime)
     assert started["address"]
@@ -341,11 +341,11 @@ def test_a_recorded_pid_counts_only_as_a_live_rein_supervisor() -> None:
     by another program: neither is a running server to share, stop or kill."""
     import psutil
 
-    from rein import server
+    from rein.durable import embedded_server as server
 
     other = subprocess.Popen(["sleep", "30"])
-    exited = subprocess.Popen([sys.executable, "-c", "pass", "rein.server"])  # not reaped: a zombie
-    supervisor_like = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "rein.server"])
+    exited = subprocess.Popen([sys.executable, "-c", "pass", "rein.durable.embedded_server"])  # not reaped: a zombie
+    supervisor_like = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "rein.durable.embedded_server"])
     try:
         wait_until(lambda: psutil.Process(exited.pid).status() == psutil.STATUS_ZOMBIE, "a zombie", 30)
         assert server._alive(supervisor_like.pid)
@@ -381,7 +381,7 @@ def test_a_failed_start_leaves_no_process(home: Path, failure: str) -> None:
     else:
         (home / "temporal.db").mkdir(parents=True)  # the server cannot open its database
     proc = subprocess.run(
-        [sys.executable, "-c", "from rein.server import ensure_embedded; ensure_embedded()"],
+        [sys.executable, "-c", "from rein.durable.embedded_server import ensure_embedded; ensure_embedded()"],
         cwd=ROOT, env=_env(home, **extra), capture_output=True, text=True, timeout=TIMEOUT,
     )
     assert proc.returncode != 0
@@ -396,7 +396,7 @@ async def test_replayed_history_answers_queries_exactly_as_the_worker_does() -> 
     import uuid
 
     from rein import Agent, LoopConfig, MockProvider, ToolCall
-    from rein.engine import engine
+    from rein.durable.engine import engine
     from rein.temporal import history
 
     def add(a: int, b: int) -> int:

@@ -31,7 +31,7 @@ ctypes.CDLL.__getattr__ = _no_prctl
 
 STATE = """
 import json
-from rein.server import LINUX, embedded_status, ensure_embedded
+from rein.durable.embedded_server import LINUX, embedded_status, ensure_embedded
 address = ensure_embedded()
 print(json.dumps({"linux": LINUX, "address": address, **embedded_status()}), flush=True)
 """

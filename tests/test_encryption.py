@@ -21,7 +21,7 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from rein.server import free_port
+from rein.durable.embedded_server import free_port
 from rein.temporal.codec import AesGcmCodec, CodecKeyError, new_key, parse_keys
 from tests.support.history import assert_secret_absent, payloads_in
 from tests.support.processes import ROOT, WorkerProcess, stop_process, wait_for_text
@@ -54,13 +54,13 @@ SECRETS = [DB_PASSWORD, API_KEY, "sk-proj-" + "Q" * 30, "abcdefghijklmnopqrstuvw
     ("plain words, sk-short, tokens=3, https://example.com/a@b", "plain words, sk-short, tokens=3, https://example.com/a@b"),
 ])
 def test_secret_patterns_are_scrubbed(text, kept):
-    from rein.secrets import scrub
+    from rein.blueprint.secrets import scrub
 
     assert scrub(text) == kept
 
 
 def test_secret_values_from_the_environment(monkeypatch):
-    from rein.secrets import scrub
+    from rein.blueprint.secrets import scrub
 
     monkeypatch.setenv("DATABASE_URL", "mysql://svc:Zq9-not-a-pattern@h/db")
     monkeypatch.setenv("PAYMENTS_TOKEN", "tok-1234567890")
@@ -83,7 +83,7 @@ _SAMPLES = [
 @pytest.mark.parametrize("text", [t for s in _SAMPLES for t in (s, s.upper(), s.title(), s.swapcase())])
 def test_pattern_guards_never_skip_a_match(text):
     """scrub_patterns scans for each pattern's guards first; it must redact exactly what the bare patterns do."""
-    from rein.secrets import _PATTERNS, scrub_patterns
+    from rein.blueprint.secrets import _PATTERNS, scrub_patterns
 
     unguarded = text
     for pattern, replacement, _ in _PATTERNS:
@@ -92,7 +92,7 @@ def test_pattern_guards_never_skip_a_match(text):
 
 
 def test_a_changed_environment_is_read_again(monkeypatch):
-    from rein.secrets import scrub
+    from rein.blueprint.secrets import scrub
 
     monkeypatch.setenv("PAYMENTS_TOKEN", "tok-first-1234")
     assert scrub("a tok-first-1234 b") == "a [redacted] b"

@@ -18,9 +18,9 @@ import pytest
 from pydantic import BaseModel
 
 import rein
-from rein import engine
-from rein.client import DecisionRejected, RunFailed
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, Session, StreamChunk, ToolCall, Usage
+from rein.client import DecisionRejected, RunFailed
+from rein.durable import engine
 from tests.support.providers import AuthFailed, EchoProvider, OutageProvider, RateLimited
 from tests.support.results import engine_view
 from tests.support.tools import add, explode, mul, tc

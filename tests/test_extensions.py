@@ -1,5 +1,5 @@
 """The in-process extension points (docs/extensions.md): entry-point plugins, session stores and the
-local runtime, through their public names (rein.plugins, rein.store, rein.runtime)."""
+local runtime, through their public names (rein.plugins, rein.blueprint.store, rein.blueprint.runtime)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from rein import Agent, LoopConfig, MockProvider, ToolCall
-from rein.ir import Message
+from rein.blueprint.runtime import LocalRuntime
+from rein.blueprint.store import FileSessionStore, MemorySessionStore, SessionStore
+from rein.blueprint.tools import ToolRegistry
+from rein.core.ir import Message
+from rein.core.session import Session
 from rein.plugins import load_plugins, plugin_names
-from rein.runtime import LocalRuntime
-from rein.session import Session
-from rein.store import FileSessionStore, MemorySessionStore, SessionStore
-from rein.tools import ToolRegistry
 
 
 def _install(site: Path, group: str) -> None:

@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from rein.client import ReinClient, connect
-from rein.server import DevServer, free_port, start_dev_server
+from rein.durable.embedded_server import DevServer, free_port, start_dev_server
 from tests.support.history import assert_no_task_failures, history_events, tool_attempts
 from tests.support.processes import WorkerProcess
 from tests.support.runs import forget_sticky_worker

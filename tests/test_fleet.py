@@ -17,9 +17,9 @@ from temporalio.common import SearchAttributeKey
 import rein
 from rein import Agent, LiteLLMProvider
 from rein.client import ReinClient
-from rein.contract import model_queue
-from rein.fleet import queue_limits, run_priority, set_limits
-from rein.prices import register_prices
+from rein.core.contract import model_queue
+from rein.core.prices import register_prices
+from rein.durable.fleet import queue_limits, run_priority, set_limits
 from tests.support.waiting import poll
 from tests.vendor_server import Reply, VendorServer
 

@@ -11,9 +11,9 @@ import pytest
 import rein
 from rein import Agent, LoopConfig, ToolCall
 from rein.client import ReinClient
-from rein.fork import FORK_MEMO
-from rein.fork_edits import ForkError
-from rein.runs import RunNotFound, list_runs
+from rein.core.fork_edits import ForkError
+from rein.ops.fork import FORK_MEMO
+from rein.ops.runs import RunNotFound, list_runs
 from tests.support.providers import AuthFailed, RecordingProvider
 from tests.support.waiting import poll
 
@@ -189,7 +189,7 @@ async def test_bulk_fork_of_failed_runs(dev, names):
 
 
 async def _listed_failed(client: ReinClient, query: str, count: int) -> bool:
-    from rein.runs import list_query
+    from rein.ops.runs import list_query
 
     found = [e async for e in client.client.list_workflows(f"{list_query('failed')} AND {query}")]
     return len(found) == count

@@ -15,8 +15,8 @@ import rein
 from rein import Agent, LiteLLMProvider, LoopConfig
 from rein.cli import main
 from rein.client import ReinClient
-from rein.contract import CALL_MODEL
-from rein.fork_edits import ForkError
+from rein.core.contract import CALL_MODEL
+from rein.core.fork_edits import ForkError
 from tests.support.history import (
     assert_secret_absent,
     decoded_values,

@@ -16,9 +16,9 @@ from temporalio.common import SearchAttributeKey
 
 import rein
 from rein import Agent, LoopConfig, MockProvider, ToolCall
-from rein.contract import AgentDescription, ToolInfo
-from rein.identity import VERSION_CHARS, adopt, changes, fingerprint
-from rein.ir import ToolSpec
+from rein.core.agent_identity import VERSION_CHARS, adopt, changes, fingerprint
+from rein.core.contract import AgentDescription, ToolInfo
+from rein.core.ir import ToolSpec
 from tests.support.history import assert_no_task_failures, first_call_result, history_events, scheduled, summaries
 from tests.support.waiting import poll, wait_status
 
@@ -261,8 +261,9 @@ async def test_offline_worker_taking_over_a_real_model_run_says_so(dev, tmp_path
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from tests.support.processes import WorkerProcess
     from vendor_server import Reply, VendorServer
+
+    from tests.support.processes import WorkerProcess
 
     address = dev.client.service_client.config.target_host
     tq = f"identity-proc-{uuid.uuid4().hex[:8]}"

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from temporalio import activity, workflow
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.converter import ExternalStorage
 from temporalio.worker import Worker
@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
 from rein.client import ReinClient
-from rein.contract import WaitRequest, recorded_reply
+from rein.core.contract import WaitRequest, recorded_reply
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.storage import FileStorageDriver, rein_home
 from rein.testing import full_result
@@ -263,7 +263,7 @@ async def test_a_reference_no_reply_of_the_run_holds_fails_without_running_anyth
     from temporalio.testing import ActivityEnvironment
 
     from rein.activities.agents import AgentActivities
-    from rein.contract import ToolCallInput
+    from rein.core.contract import ToolCallInput
 
     tq, wf_id = ids()
     ran: list[dict] = []
@@ -296,7 +296,7 @@ async def test_a_reference_no_reply_of_the_run_holds_fails_without_running_anyth
 def test_a_tool_call_input_takes_the_whole_call_or_a_reference():
     from pydantic import ValidationError
 
-    from rein.contract import ToolCallInput
+    from rein.core.contract import ToolCallInput
 
     old = ToolCallInput.model_validate({"agent": "a", "call": {"id": "c1", "name": "t", "arguments": {"x": 1}}})
     assert old.call == ToolCall(id="c1", name="t", arguments={"x": 1}) and old.ref == ""
@@ -308,8 +308,8 @@ def test_a_tool_call_input_takes_the_whole_call_or_a_reference():
 async def test_the_worker_continues_its_conversation_from_a_count_or_references_in_either_form():
     """No workflow here: every form below is served from the cache (a miss would query one)."""
     from rein.activities.agents import Conversations
-    from rein.contract import ModelCallInput
-    from rein.digest import conversation_digest, message_hash, ref
+    from rein.core.contract import ModelCallInput
+    from rein.core.digest import conversation_digest, message_hash, ref
 
     start = [Message(role="system", content="s"), Message(role="user", content="go")]
     calls = [ToolCall(id="a", name="t", arguments={"x": 1}), ToolCall(id="b", name="t", arguments={"x": 2})]
@@ -400,7 +400,7 @@ def test_a_recorded_model_reply_restores_exactly(completion):
 
 def test_a_recorded_tool_result_is_its_content_unless_it_is_an_error():
     from rein.activities.agents import wire
-    from rein.ir import ToolResult
+    from rein.core.ir import ToolResult
 
     assert wire(ToolResult(tool_call_id="c1", content="42")) == "42"
     failed = ToolResult(tool_call_id="c1", content="boom", is_error=True)

@@ -15,9 +15,9 @@ from temporalio.exceptions import ApplicationError
 import rein
 from rein import Agent, LoopConfig
 from rein.client import ReinClient
-from rein.contract import CALL_MODEL, spec_digest
-from rein.ir import ToolSpec
-from rein.workflows import served
+from rein.core.contract import CALL_MODEL, spec_digest
+from rein.core.ir import ToolSpec
+from rein.workflows import worker_previews
 from tests.support.history import first_call_result, scheduled, summaries
 from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
 from tests.support.tools import add, tc
@@ -164,7 +164,7 @@ async def test_an_agent_with_middleware_takes_its_first_step_itself(dev, registr
 
     async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
         if registry == "stale":
-            served.serve(tq, {"lean-middleware": served.Preview("RecordingProvider", agent.config)}, True)
+            worker_previews.serve(tq, {"lean-middleware": worker_previews.Preview("RecordingProvider", agent.config)}, True)
         assert (await (await ReinClient(dev.client, tq).start("lean-middleware", "1 + 2?", run_id=wf_id)).result()).output == "3"
     history = await dev.client.get_workflow_handle(wf_id).fetch_history()
     assert seen == ["before model 0", "before model 1"] and len(agent.provider.seen) == 2
@@ -183,7 +183,7 @@ async def test_options_from_a_stale_registry_leave_the_first_call_to_the_run(dev
     tq, wf_id = ids()
     agent = adding("lean-stale", config=LoopConfig(model_timeout_s=120))
     async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
-        served.serve(tq, {"lean-stale": served.Preview("RecordingProvider", LoopConfig(model_timeout_s=7))}, True)
+        worker_previews.serve(tq, {"lean-stale": worker_previews.Preview("RecordingProvider", LoopConfig(model_timeout_s=7))}, True)
         assert (await (await ReinClient(dev.client, tq).start("lean-stale", "1 + 2?", run_id=wf_id)).result()).output == "3"
     history = await dev.client.get_workflow_handle(wf_id).fetch_history()
     calls = scheduled(history.events, CALL_MODEL)

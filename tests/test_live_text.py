@@ -26,10 +26,10 @@ from temporalio.client import Client
 
 from rein import Agent, StreamChunk
 from rein.client import ReinClient
-from rein.contract import recorded_reply
-from rein.events import StreamEvent
+from rein.core.contract import recorded_reply
+from rein.core.events import StreamEvent
+from rein.durable.temporal_worker import create_worker
 from rein.temporal import ReinPlugin
-from rein.worker import create_worker
 from tests.agents.streaming import LATE_PIECES
 from tests.support.history import decode_payload, decoded_values
 from tests.support.processes import WorkerProcess
@@ -219,7 +219,7 @@ def test_a_subclass_that_answers_in_complete_is_not_streamed():
     """Streaming from every provider that can is the default, but a MockProvider subclass that
     overrides only `complete` means that answer (tests record or script there)."""
     from rein import MockProvider
-    from rein.providers.base import streams
+    from rein.blueprint.providers.base import streams
 
     class Recording(MockProvider):
         async def complete(self, messages, tools=None, **kwargs):  # noqa: ANN001, ANN201

@@ -1,4 +1,4 @@
-"""Tests for rein.llm (the feishu-style LLM layer) and rein.providers.backend."""
+"""Tests for rein.blueprint.llm (the feishu-style LLM layer) and rein.blueprint.providers.backend."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from rein import llm
-from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
-from rein.llm import (
+from rein.blueprint import llm
+from rein.blueprint.llm import (
     LlmBackend,
     MessageStop,
     StopReason,
@@ -29,8 +28,8 @@ from rein.llm import (
     ToolUsePart,
     merge_tool_call_deltas,
 )
-from rein.providers import backend as backend_mod
-from rein.providers.backend import (
+from rein.blueprint.providers import backend as backend_mod
+from rein.blueprint.providers.backend import (
     BackendProvider,
     as_provider,
     finish_reason_for,
@@ -38,6 +37,7 @@ from rein.providers.backend import (
     to_llm_messages,
     to_usage,
 )
+from rein.core.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
 
 # ---------------------------------------------------------------- seed examples
 
@@ -119,7 +119,7 @@ def test_llm_backend_echo_example():
 
 
 def test_docstring_examples_hold():
-    """Every `>>>` example in rein.llm (the seed's examples) runs as a doctest."""
+    """Every `>>>` example in rein.blueprint.llm (the seed's examples) runs as a doctest."""
     failures, attempted = doctest.testmod(llm, verbose=False, report=True)
     assert attempted >= 25
     assert failures == 0
@@ -148,7 +148,7 @@ def test_type_aliases():
 
 
 def test_llm_module_has_no_heavy_imports():
-    """rein/llm.py itself (loaded without the package __init__) pulls in stdlib only."""
+    """rein/blueprint/llm.py itself (loaded without the package __init__) pulls in stdlib only."""
     code = (
         "import importlib.util, sys\n"
         "spec = importlib.util.spec_from_file_location('rein_llm_probe', sys.argv[1])\n"
@@ -158,7 +158,7 @@ def test_llm_module_has_no_heavy_imports():
         "print([m for m in ('litellm', 'httpx', 'pydantic', 'rein') if m in sys.modules])\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, str(Path(_ROOT) / "rein" / "llm.py")],
+        [sys.executable, "-c", code, str(Path(_ROOT) / "rein" / "blueprint" / "llm.py")],
         capture_output=True, text=True, check=True,
     )
     assert out.stdout.strip() == "[]"
@@ -530,7 +530,7 @@ def test_as_provider_rejects_other_objects():
 
 
 def test_backend_provider_rejects_non_backend():
-    with pytest.raises(TypeError, match="rein.llm.LlmBackend"):
+    with pytest.raises(TypeError, match="rein.blueprint.llm.LlmBackend"):
         BackendProvider(object())
 
 
@@ -540,7 +540,7 @@ def test_backend_module_exports():
 
 
 def test_backend_provider_satisfies_rein_provider_protocol():
-    from rein.providers.base import Provider
+    from rein.blueprint.providers.base import Provider
 
     assert isinstance(BackendProvider(ScriptedBackend()), Provider)
     assert not isinstance(ScriptedBackend(), Provider)
@@ -566,12 +566,12 @@ async def test_agent_runs_an_llm_backend_directly(engine):
 
 
 def test_conversions_live_in_one_place():
-    """rein.llm is the view over rein.ir: every conversion is defined there, the provider only uses them."""
+    """rein.blueprint.llm is the view over rein.core.ir: every conversion is defined there, the provider only uses them."""
     assert backend_mod.to_llm_messages is llm.to_llm_messages
     assert backend_mod.parse_arguments is llm.parse_arguments
     assert backend_mod.finish_reason_for is llm.finish_reason_for
     assert backend_mod.to_usage is llm.to_ir_usage
-    assert not hasattr(__import__("rein.loop", fromlist=["x"]), "completion_from_stream")
+    assert not hasattr(__import__("rein.local.loop", fromlist=["x"]), "completion_from_stream")
 
 
 async def test_to_ir_stream_records_unreadable_arguments():

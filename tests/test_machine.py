@@ -1,4 +1,4 @@
-"""rein.machine, the pure agent loop both engines drive: decisions, outcomes and the texts
+"""rein.core.machine, the pure agent loop both engines drive: decisions, outcomes and the texts
 the model and people see. Written against mutation testing (docs/mutation.md): each test
 pins a behaviour a plausible wrong version of the code would change.
 """
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from rein import machine
-from rein.config import LoopConfig
-from rein.ir import Completion, Message, OutputCheck, ToolCall, ToolResult, Usage
-from rein.session import Decision, Session, Stage
+from rein.core import machine
+from rein.core.config import LoopConfig
+from rein.core.ir import Completion, Message, OutputCheck, ToolCall, ToolResult, Usage
+from rein.core.session import Decision, Session, Stage
 from tests.support.tools import tc
 
 ASK = machine.ASK_HUMAN

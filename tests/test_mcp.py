@@ -24,9 +24,9 @@ from temporalio.client import WorkflowHistory
 
 import rein
 from rein import Agent, LoopConfig, MockProvider
-from rein.contract import AgentDescription
-from rein.mcp import MCPServerHTTP, MCPServerStdio
-from rein.server import free_port
+from rein.blueprint.mcp import MCPServerHTTP, MCPServerStdio
+from rein.core.contract import AgentDescription
+from rein.durable.embedded_server import free_port
 from rein.testing import full_result
 from tests.support.history import assert_secret_absent, first_call_result, summaries
 from tests.support.processes import wait_for_port

@@ -19,10 +19,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 
 import rein
-from rein.client import RunFailed
 from rein import Agent, LoopConfig, Message, MockProvider, RunResult, Session
-from rein.compaction import CompactionStrategy, SlidingWindow, SummarizeCompaction
-from rein.session import Stage
+from rein.client import RunFailed
+from rein.core.compaction import CompactionStrategy, SlidingWindow, SummarizeCompaction
+from rein.core.session import Stage
 from rein.testing import full_result
 from tests.support.history import decoded_values
 from tests.support.processes import stop_process
@@ -594,7 +594,7 @@ async def test_the_worker_never_serves_a_conversation_from_before_a_rewrite(env,
     from temporalio.testing import ActivityEnvironment
 
     from rein.activities.agents import Conversations
-    from rein.contract import ModelCallInput
+    from rein.core.contract import ModelCallInput
 
     def m(text: str) -> Message:
         return Message(role="user", content=text)

@@ -18,9 +18,9 @@ from temporalio.common import SearchAttributeKey
 
 import rein
 from rein import Agent, LiteLLMProvider, LoopConfig
+from rein.blueprint.providers import FallbackProvider
 from rein.client import ReinClient
-from rein.contract import recorded_reply
-from rein.providers import FallbackProvider
+from rein.core.contract import recorded_reply
 from tests.support.history import assert_secret_absent, decode_payload
 from tests.vendor_server import Fail, Reply, Slow, VendorServer
 

@@ -30,7 +30,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 
-from rein.server import free_port, temporal_binary
+from rein.durable.embedded_server import free_port, temporal_binary
 from rein.testing import full_result
 from tests.support.history import assert_secret_absent, history_from_json, scheduled, summaries
 from tests.support.processes import stop_process, wait_for_port, wait_for_text

@@ -20,7 +20,7 @@ from vendor_server import Reply, VendorServer  # noqa: E402
 
 import rein  # noqa: E402
 from rein import Agent, Completion, LiteLLMProvider, LoopConfig, Message, MockProvider, ToolCall  # noqa: E402
-from rein.output import OutputSpec  # noqa: E402
+from rein.blueprint.output import OutputSpec  # noqa: E402
 from rein.testing import full_result  # noqa: E402
 from tests.support.providers import RecordingProvider  # noqa: E402
 

@@ -16,10 +16,10 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 import rein
-import rein.contract
+import rein.core.contract
 from rein import Agent, MockProvider, Session, ToolCall
-from rein.contract import RunOutcome
-from rein.server import start_dev_server
+from rein.core.contract import RunOutcome
+from rein.durable.embedded_server import start_dev_server
 from rein.temporal import ReinPlugin
 from rein.temporal.plugin import SANDBOX_PASSTHROUGH, has_rein_converter
 from rein.testing import full_result
@@ -228,7 +228,7 @@ async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_
         assert looked_up == []
 
         await runs.approve(handle.id, approver="alice", wait=True)  # sent to the parent, decided in the child
-        result = await runs.wait(handle.id, rein.contract.WaitRequest(after_pause=view.pause))
+        result = await runs.wait(handle.id, rein.core.contract.WaitRequest(after_pause=view.pause))
         child = await full_result(dev.client.get_workflow_handle(f"{handle.id}/r1"))
     assert result.status == "done" and result.output == "The researcher says: cats purr."
     assert looked_up == ["cats"]

@@ -24,13 +24,13 @@ for _p in (str(ROOT), str(ROOT / "tests")):
 
 from vendor_server import Fail, Reply, VendorServer  # noqa: E402  (sets LITELLM_LOCAL_MODEL_COST_MAP first)
 
-from rein.prices import call_cost
-from rein.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
-from rein.providers import FallbackProvider, LiteLLMProvider, MockProvider, Provider, is_retryable
-from rein.providers import fallback as fallback_mod
-from rein.providers.fallback import _FATAL_NAMES, _status_of
-from rein.providers.litellm import _extract_cost
-from rein.providers.mock import EXHAUSTED_TEXT
+from rein.blueprint.providers import FallbackProvider, LiteLLMProvider, MockProvider, Provider, is_retryable
+from rein.blueprint.providers import fallback as fallback_mod
+from rein.blueprint.providers.fallback import _FATAL_NAMES, _status_of
+from rein.blueprint.providers.litellm import _extract_cost
+from rein.blueprint.providers.mock import EXHAUSTED_TEXT
+from rein.core.ir import Completion, Message, StreamChunk, ToolCall, ToolSpec, Usage
+from rein.core.prices import call_cost
 
 HI = [Message(role="user", content="hi")]
 ADD = ToolSpec(name="add", description="Add two integers.",
@@ -114,7 +114,7 @@ async def test_seed_fallback_direct_construction():
 
 
 def test_seed_is_retryable_import_path():
-    from rein.providers.fallback import is_retryable as f
+    from rein.blueprint.providers.fallback import is_retryable as f
 
     assert f is is_retryable
 
@@ -509,7 +509,7 @@ def test_repr_hides_param_values():
 
 
 def test_importing_rein_providers_does_not_import_litellm_or_touch_network():
-    # A fresh interpreter: import rein.providers, then litellm, with every socket
+    # A fresh interpreter: import rein.blueprint.providers, then litellm, with every socket
     # attempt recorded. The env var from vendor_server keeps litellm's cost map local.
     code = (
         "import socket, sys\n"
@@ -517,8 +517,8 @@ def test_importing_rein_providers_does_not_import_litellm_or_touch_network():
         "def deny(*a, **k):\n"
         "    tries.append(repr(a)[:80]); raise OSError('network disabled in test')\n"
         "socket.socket.connect = deny; socket.getaddrinfo = deny\n"
-        "import rein.providers\n"
-        "assert 'litellm' not in sys.modules, 'rein.providers imported litellm'\n"
+        "import rein.blueprint.providers\n"
+        "assert 'litellm' not in sys.modules, 'rein.blueprint.providers imported litellm'\n"
         "import litellm\n"
         "print('TRIES', tries)\n"
     )
@@ -714,8 +714,9 @@ def test_a_worker_of_litellm_agents_imports_litellm_as_it_starts() -> None:
     agent it uses as a tool, calls LiteLLM, so the first model call need not wait for it."""
     import threading
 
-    from rein import Agent, prices
-    from rein.cli.worker import _uses_litellm
+    from rein import Agent
+    from rein.cli.worker_command import _uses_litellm
+    from rein.core import prices
     from tests.agents import durable, traced
 
     assert _uses_litellm(traced.agent) and _uses_litellm(traced.lead)

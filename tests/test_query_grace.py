@@ -56,7 +56,7 @@ async def test_rein_status_of_a_served_run_describes_it_once(dev, monkeypatch: p
     """`rein status`/`show` already described the run: its task queue decides whether a worker serves it."""
     import rein
     from rein.client import ReinClient
-    from rein.runs import describe_run
+    from rein.ops.runs import describe_run
     from tests.support.waiting import poll
 
     queue = f"grace-{uuid.uuid4().hex[:8]}"

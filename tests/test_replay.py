@@ -25,7 +25,7 @@ from rein import Agent, MockProvider, ToolCall
 from rein.cli import EXIT_NOT_FOUND, EXIT_USAGE, main
 from rein.cli.app import EXIT_NOT_REPLAYABLE
 from rein.cli.fork import parse_since
-from rein.replay import ReplayFailed, load_history, server_query
+from rein.ops.replay import ReplayFailed, load_history, server_query
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = ROOT / "tests" / "histories"
@@ -113,7 +113,7 @@ def test_replay_files_gate_passes_an_innocent_change_and_fails_a_nondeterministi
 def test_a_process_that_only_replays_frees_the_core_at_exit() -> None:
     """Without the exit hook 1 in ~30 `rein replay` processes that end through sys.exit aborted
     after printing their report (exit 134 or -11: temporalio's core threads at interpreter teardown)."""
-    code = ("import rein.temporal.connection as c; from rein.replay import replayer\n"
+    code = ("import rein.temporal.connection as c; from rein.ops.replay import replayer\n"
             "before = c._core_hook; replayer(); print(before, c._core_hook)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout.split()) == (0, ["False", "True"]), proc.stderr

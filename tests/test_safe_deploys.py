@@ -25,8 +25,8 @@ from temporalio.client import WorkflowExecutionStatus
 
 from rein.cli import EXIT_NO_WORKER
 from rein.client import NoWorker, ReinClient, connect
-from rein.contract import RunOutcome
-from rein.server import DevServer, start_dev_server
+from rein.core.contract import RunOutcome
+from rein.durable.embedded_server import DevServer, start_dev_server
 from tests.support.processes import ROOT, STUCK_RUNS_RETRY_SOON, WorkerProcess
 from tests.support.waiting import poll
 

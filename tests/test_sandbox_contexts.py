@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():  # the sandbox re-imports this mo
 
     import rein
     from rein import Agent, MockProvider, ToolCall
-    from rein.contract import CALL_MODEL, DESCRIBE_AGENT, RUN_TOOL, RunOutcome
+    from rein.core.contract import CALL_MODEL, DESCRIBE_AGENT, RUN_TOOL, RunOutcome
     from tests.support.tools import add
 
 _seen: list[tuple[str, str | None, str | None, bytes]] = []

@@ -1,4 +1,4 @@
-"""rein.scaffold and `rein new`: the generated projects compile, run offline and pass their own tests."""
+"""rein.ops.scaffold and `rein new`: the generated projects compile, run offline and pass their own tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rein.cli import main
-from rein.scaffold import available_templates, create_project
+from rein.ops.scaffold import available_templates, create_project
 
 FILES = {"main.py", ".env.example", "README.md", ".gitignore", "tests/test_agent.py"}
 
@@ -33,7 +33,7 @@ def test_available_templates() -> None:
 def test_templates_are_package_data_files() -> None:
     from importlib import resources
 
-    import rein.scaffold
+    import rein.ops.scaffold
 
     root = resources.files("rein") / "templates"
     for template in available_templates():
@@ -41,7 +41,7 @@ def test_templates_are_package_data_files() -> None:
         assert (root / template / "test_agent.py.tmpl").is_file()
     # The code holds no template text: "@agent.tool" appears only in the minimal template's file.
     assert "@agent.tool" in (root / "minimal" / "main.py.tmpl").read_text(encoding="utf-8")
-    assert "@agent.tool" not in Path(rein.scaffold.__file__).read_text(encoding="utf-8")
+    assert "@agent.tool" not in Path(rein.ops.scaffold.__file__).read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("template", ["minimal", "coder"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rein.server import start_dev_server
+from rein.durable.embedded_server import start_dev_server
 from tests.support.processes import ROOT
 
 SCRIPT = textwrap.dedent('''
@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent('''
     import sys
 
     from rein import Agent
-    from rein.ir import Completion, Message
+    from rein.core.ir import Completion, Message
 
 
     class Slow:

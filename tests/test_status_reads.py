@@ -29,7 +29,7 @@ import rein
 from rein import Agent, LoopConfig
 from rein.cli import main
 from rein.client import ReinClient
-from rein.runs import describe_run
+from rein.ops.runs import describe_run
 from rein.temporal import history
 from tests.support.providers import OpsModel, restart
 from tests.support.runs import left_waiting

@@ -18,7 +18,7 @@ from temporalio.converter import StorageDriverRetrieveContext, StorageDriverStor
 
 import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall
-from rein.server import free_port
+from rein.durable.embedded_server import free_port
 from rein.temporal.converter import rein_data_converter
 from rein.temporal.storage import (
     DEFAULT_THRESHOLD,

@@ -15,8 +15,8 @@ import pytest
 
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, StreamChunk, ToolCall, Usage
 from rein.client import ReinClient
-from rein.server import DevServer, start_dev_server
-from rein.worker import create_worker
+from rein.durable.embedded_server import DevServer, start_dev_server
+from rein.durable.temporal_worker import create_worker
 from tests.support.processes import stop_process, wait_for_text
 from tests.support.tools import add
 

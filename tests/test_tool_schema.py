@@ -17,8 +17,8 @@ import pytest
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired
 
-from rein.ir import ToolCall
-from rein.tools import Tool, ToolArgumentsError, execute_tool, tool
+from rein.blueprint.tools import Tool, ToolArgumentsError, execute_tool, tool
+from rein.core.ir import ToolCall
 
 
 class Color(enum.Enum):

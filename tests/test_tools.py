@@ -10,9 +10,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from rein.ir import ToolCall, ToolResult, ToolSpec
-from tests.support.tools import tc
-from rein.tools import (
+from rein.blueprint.tools import (
     Tool,
     ToolArgumentsError,
     ToolContext,
@@ -24,6 +22,8 @@ from rein.tools import (
     serialize_result,
     tool,
 )
+from rein.core.ir import ToolCall, ToolResult, ToolSpec
+from tests.support.tools import tc
 
 
 class Point(BaseModel):
@@ -803,7 +803,7 @@ async def test_describe_agent_reports_each_tools_flags_to_the_durable_run() -> N
 
     from rein import Agent, MockProvider, ask_human
     from rein.activities.agents import AgentActivities
-    from rein.contract import DescribeInput
+    from rein.core.contract import DescribeInput
 
     @tool(requires_approval=True, local=True, retries=2, timeout_s=9)
     def pay(amount: int) -> str:

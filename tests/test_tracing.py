@@ -28,7 +28,7 @@ import pytest_asyncio
 sys.path.insert(0, str(Path(__file__).parent))
 from vendor_server import Reply, VendorServer  # noqa: E402
 
-from rein.server import free_port  # noqa: E402
+from rein.durable.embedded_server import free_port  # noqa: E402
 from tests.support.otlp_tap import OtlpTap  # noqa: E402
 from tests.support.processes import WorkerProcess, stop_process, wait_for_port  # noqa: E402
 from tests.support.runs import forget_sticky_worker  # noqa: E402

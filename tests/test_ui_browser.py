@@ -30,7 +30,7 @@ import rein
 from rein import Agent, LoopConfig
 from rein.cli import main
 from rein.client import ReinClient, connect
-from rein.server import free_port
+from rein.durable.embedded_server import free_port
 from tests.support.processes import stop_process
 from tests.support.providers import OpsModel, restart
 from tests.support.waiting import poll, rein_status_is

@@ -16,8 +16,8 @@ import pytest
 
 from rein.cli import EXIT_USAGE
 from rein.client import ReinClient, connect
-from rein.contract import DEFAULT_TASK_QUEUE, agent_task_queue
-from rein.server import start_dev_server
+from rein.core.contract import DEFAULT_TASK_QUEUE, agent_task_queue
+from rein.durable.embedded_server import start_dev_server
 from rein.temporal.deployment import current_build_id, describe
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.waiting import poll

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rein.server import start_dev_server
+from rein.durable.embedded_server import start_dev_server
 from tests.support.processes import ROOT, WorkerProcess
 
 

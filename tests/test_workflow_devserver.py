@@ -26,8 +26,8 @@ from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.testing import full_result
 from rein.workflows import AgentWorkflow
 from tests.support.history import assert_no_task_failures, tool_attempts
-from tests.support.runs import forget_sticky_worker, start
 from tests.support.results import tool_messages
+from tests.support.runs import forget_sticky_worker, start
 from tests.support.tools import add, tc
 from tests.support.waiting import poll, wait_status
 
@@ -310,7 +310,7 @@ async def test_fresh_approval_history_matches_stored_shape(dev, ids):
 
 
 async def test_a_client_with_a_worker_in_its_process_starts_runs_eagerly(dev):
-    """ReinClient asks for eager workflow start, and the embedded server (rein.server's tuning) grants
+    """ReinClient asks for eager workflow start, and the embedded server (rein.durable.embedded_server's tuning) grants
     it: with a worker for the queue in this process, the run's first workflow task comes back in the
     start response instead of a round trip through the task queue."""
     from rein.client import ReinClient

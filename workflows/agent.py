@@ -16,7 +16,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from rein.contract import WORKFLOW_TYPE
+    from rein.core.contract import WORKFLOW_TYPE
     from rein.workflows.loop import AgentLoop
 
 

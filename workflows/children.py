@@ -12,15 +12,15 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from rein.circuit import over_budget
-    from rein.contract import (
+    from rein.core.circuit import over_budget
+    from rein.core.contract import (
         BUDGET_SIGNAL,
         CHILD_SIGNAL,
         WORKFLOW_TYPE,
         AgentInput,
         RunStatusView,
     )
-    from rein.ir import StreamChunk, ToolCall, ToolResult, Usage
+    from rein.core.ir import StreamChunk, ToolCall, ToolResult, Usage
 
 from rein.workflows.options import failure_detail
 from rein.workflows.visibility import Visibility

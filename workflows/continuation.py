@@ -6,8 +6,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from rein.contract import WAITING_STATUS, AgentInput, RunCarry
-    from rein.result import Interrupt
+    from rein.core.contract import WAITING_STATUS, AgentInput, RunCarry
+    from rein.core.result import Interrupt
 
 from rein.workflows.visibility import Visibility
 

@@ -22,8 +22,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from rein import machine
-    from rein.contract import (
+    from rein.core import machine
+    from rein.core.contract import (
         ANSWER_UPDATE,
         APPROVE_UPDATE,
         CANCEL_UPDATE,
@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         DecisionSignal,
         RetrySignal,
     )
-    from rein.errors import validation_text
+    from rein.core.errors import validation_text
 
 from rein.workflows.children import Children
 

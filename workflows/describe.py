@@ -9,7 +9,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from rein.contract import DESCRIBE_WORKFLOW_TYPE, AgentDescription, DescribeInput
+    from rein.core.contract import DESCRIBE_WORKFLOW_TYPE, AgentDescription, DescribeInput
 
 from rein.workflows.options import describe_agent
 

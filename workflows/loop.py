@@ -29,16 +29,16 @@ from temporalio.exceptions import ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from rein import machine
-    from rein.config import LoopConfig
-    from rein.contract import (
+    from rein.core import machine
+    from rein.core.config import LoopConfig
+    from rein.core.contract import (
         CLOSE_CANCELED,
         AgentInput,
         CloseCanceledInput,
     )
-    from rein.errors import validation_text
-    from rein.ir import StreamChunk
-    from rein.session import Session
+    from rein.core.errors import validation_text
+    from rein.core.ir import StreamChunk
+    from rein.core.session import Session
 
 from rein.workflows.decisions import Decisions
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
@@ -118,7 +118,7 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
                 started = workflow.time()
                 await self._continue_as_new()
             elapsed = self.active_s + (workflow.time() - started)
-            config = self.config or config  # stricter once the agent changed under the run (workflows.identity)
+            config = self.config or config  # stricter once the agent changed under the run (workflows.agent_changes)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
             if (self.cancel_reason is not None or self.family_spent) and not isinstance(action, machine.Finish):
                 self.session.done = True

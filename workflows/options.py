@@ -14,8 +14,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from rein.config import LoopConfig
-    from rein.contract import DESCRIBE_AGENT, MAX_SECONDS, AgentDescription, DescribeInput
+    from rein.core.config import LoopConfig
+    from rein.core.contract import DESCRIBE_AGENT, MAX_SECONDS, AgentDescription, DescribeInput
 
 HEARTBEAT = timedelta(seconds=LoopConfig().heartbeat_timeout_s)
 TOOL_TIMEOUT = timedelta(minutes=5)

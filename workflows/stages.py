@@ -12,9 +12,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from rein import machine
-    from rein.config import LoopConfig
-    from rein.contract import (
+    from rein.core import machine
+    from rein.core.config import LoopConfig
+    from rein.core.contract import (
         AGENT_CHANGED,
         CALL_MODEL,
         PAYLOAD_TOO_LARGE,
@@ -24,14 +24,14 @@ with workflow.unsafe.imports_passed_through():
         ToolCallInput,
         model_queue,
     )
-    from rein.digest import EMPTY, call_hash, extend, message_hash, ref
-    from rein.failures import bug_retry_delay, is_bug, salvaged
-    from rein.ir import Message, StreamChunk, ToolCall, ToolResult
-    from rein.result import Interrupt
-    from rein.summaries import model_summary, tool_summary
+    from rein.core.digest import EMPTY, call_hash, extend, message_hash, ref
+    from rein.core.failures import bug_retry_delay, is_bug, salvaged
+    from rein.core.ir import Message, StreamChunk, ToolCall, ToolResult
+    from rein.core.result import Interrupt
+    from rein.core.summaries import model_summary, tool_summary
 
+from rein.workflows.agent_changes import AgentChanges
 from rein.workflows.children import Children
-from rein.workflows.identity import AgentChanges
 from rein.workflows.options import (
     TOOL_TIMEOUT,
     fail_if_final,
@@ -51,7 +51,7 @@ class Stages(Children, AgentChanges):
     async def _until_fixed(self, what: str, call: Callable[[], Awaitable[T]],
                            first_stuck: Callable[[], Awaitable[None]] | None = None) -> T:
         """`call()`, made again on a durable timer for as long as it fails on a bug in rein's activity code
-        (rein.failures): meanwhile the run says it is stuck and why; a fixed build's workers carry it on.
+        (rein.core.failures): meanwhile the run says it is stuck and why; a fixed build's workers carry it on.
         `first_stuck`: what the run does first when it gets stuck (a lean start learns its agent, to publish)."""
         waits = 0
         try:

@@ -2,7 +2,7 @@
 
 A run follows the agent's description as its worker recorded it, so a deploy that changes the agent
 does not change a run's past. A lean start schedules the first model call at once (its options from
-the worker's registry, rein.workflows.served) and the worker records the description with the reply
+the worker's registry, rein.workflows.worker_previews) and the worker records the description with the reply
 (FirstReply), having checked the client's input against it. A new conversation starts lean; a run
 given a Session or a continuation, and a new run of an agent whose first step runs on the worker
 (middleware or compaction), asks `describe_agent` first. The latter is recorded as the patch
@@ -20,9 +20,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from rein import machine
-    from rein.config import LoopConfig
-    from rein.contract import (
+    from rein.core import machine
+    from rein.core.config import LoopConfig
+    from rein.core.contract import (
         CALL_MODEL,
         AgentDescription,
         AgentInput,
@@ -33,11 +33,11 @@ with workflow.unsafe.imports_passed_through():
         model_queue,
         run_config,
     )
-    from rein.digest import EMPTY, extend, message_hash
-    from rein.ir import Message
-    from rein.summaries import model_summary
+    from rein.core.digest import EMPTY, extend, message_hash
+    from rein.core.ir import Message
+    from rein.core.summaries import model_summary
 
-from rein.workflows import served
+from rein.workflows import worker_previews
 from rein.workflows.options import describe_agent, heartbeat_timeout, model_retry, seconds
 from rein.workflows.stages import Stages
 from rein.workflows.waiting import PATCH_WAITING_TIMER
@@ -60,9 +60,9 @@ class LeanStart(Stages):
             return False
         info = workflow.info()
         version = info.get_current_deployment_version()  # an unversioned worker's has no deployment name
-        preview = served.preview(info.task_queue, request.agent)
+        preview = worker_previews.preview(info.task_queue, request.agent)
         asks_first = (preview is not None and preview.steps_on_worker) or not (
-            served.lean_start(info.task_queue) or bool(version and version.deployment_name))
+            worker_previews.lean_start(info.task_queue) or bool(version and version.deployment_name))
         if asks_first or workflow.unsafe.is_replaying():
             self.lean = not workflow.patched(PATCH_DESCRIBED_FIRST)  # live: records it; on replay: what was recorded
         else:
@@ -140,7 +140,7 @@ class LeanStart(Stages):
         """The options the agent's own config gives a model call, as far as this worker knows it: not part
         of the command sequence, so a replay on a worker that knows otherwise still matches. The worker
         that takes the call checks them and, when they differ, leaves the call to the run."""
-        preview = served.preview(workflow.info().task_queue, request.agent)
+        preview = worker_previews.preview(workflow.info().task_queue, request.agent)
         config = preview.config if preview is not None else LoopConfig()
         if request.config:
             try:

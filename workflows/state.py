@@ -15,13 +15,13 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from rein.config import LoopConfig
-    from rein.contract import AgentDescription, AgentInput, RunOutcome, RunStatus, RunStatusView
-    from rein.digest import EMPTY
-    from rein.events import TOPIC, StreamEvent
-    from rein.ir import StreamChunk, ToolResult, Usage
-    from rein.result import Interrupt, Step
-    from rein.session import Session
+    from rein.core.config import LoopConfig
+    from rein.core.contract import AgentDescription, AgentInput, RunOutcome, RunStatus, RunStatusView
+    from rein.core.digest import EMPTY
+    from rein.core.events import TOPIC, StreamEvent
+    from rein.core.ir import StreamChunk, ToolResult, Usage
+    from rein.core.result import Interrupt, Step
+    from rein.core.session import Session
 
 from rein.workflows.readers import StreamReaders
 
@@ -67,7 +67,7 @@ class RunState:
         self.status: RunStatus = "running"
         self.interrupt: Interrupt | None = None
         self.stuck = ""
-        """What a bug in rein's activity code holds up, and why, while the run waits for a fixed build (rein.failures)."""
+        """What a bug in rein's activity code holds up, and why, while the run waits for a fixed build (rein.core.failures)."""
         self.pause = 0
         self.ignored_signals = 0
         self.woken = False
@@ -87,7 +87,7 @@ class RunState:
         self.sent_messages = 0
         """How many conversation messages model-call activities have been given so far."""
         self.sent_digest = EMPTY
-        """rein.digest chain digest of those messages."""
+        """rein.core.digest chain digest of those messages."""
         self.sent_conversation = ""
         """The conversation token they belong to (a compaction starts a new one)."""
         self.produced: set[str] = set()

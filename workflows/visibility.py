@@ -11,9 +11,9 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from rein import machine
-    from rein.contract import FORK_MEMO, RECORD_QUERY, SEARCH_KEYS, RunOutcome, RunStatusView
-    from rein.summaries import details_for
+    from rein.core import machine
+    from rein.core.contract import FORK_MEMO, RECORD_QUERY, SEARCH_KEYS, RunOutcome, RunStatusView
+    from rein.core.summaries import details_for
 
 from rein.workflows.state import RunState
 
@@ -136,7 +136,7 @@ class Visibility(RunState):
         return updates, {k: v for k, v in wanted.items() if k in available}
 
     def _lineage(self) -> dict[str, Any] | None:
-        """A fork's lineage (rein.fork puts it in the input's metadata as well as in its memo)."""
+        """A fork's lineage (rein.ops.fork puts it in the input's metadata as well as in its memo)."""
         lineage = self.request.metadata.get(FORK_MEMO) if self.request is not None else None
         return lineage if isinstance(lineage, dict) else None
 

@@ -11,12 +11,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import HandlerUnfinishedPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from rein import machine
-    from rein.config import LoopConfig
-    from rein.contract import WAIT_UPDATE, WAITING_STATUS, RunOutcome, WaitRequest
-    from rein.ir import StreamChunk
-    from rein.result import Interrupt
-    from rein.summaries import waiting_summary
+    from rein.core import machine
+    from rein.core.config import LoopConfig
+    from rein.core.contract import WAIT_UPDATE, WAITING_STATUS, RunOutcome, WaitRequest
+    from rein.core.ir import StreamChunk
+    from rein.core.result import Interrupt
+    from rein.core.summaries import waiting_summary
 
 from rein.workflows.children import Children
 from rein.workflows.continuation import Continuation

@@ -19,9 +19,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from rein import machine
-    from rein.config import LoopConfig
-    from rein.contract import (
+    from rein.core import machine
+    from rein.core.config import LoopConfig
+    from rein.core.contract import (
         CALL_MODEL,
         COMPACT,
         RUN_TOOL,
@@ -31,9 +31,9 @@ with workflow.unsafe.imports_passed_through():
         StepRequest,
         ToolCallInput,
     )
-    from rein.ir import Message, ToolResult
-    from rein.result import Interrupt
-    from rein.summaries import tool_summary
+    from rein.core.ir import Message, ToolResult
+    from rein.core.result import Interrupt
+    from rein.core.summaries import tool_summary
 
 from rein.workflows.options import (
     TOOL_TIMEOUT,

@@ -33,9 +33,9 @@ from rein.cli import (
     run,  # noqa: F401
     runs,  # noqa: F401
     scaffold,  # noqa: F401
-    server,  # noqa: F401
+    server_command,  # noqa: F401
     trace,  # noqa: F401
-    worker,  # noqa: F401
+    worker_command,  # noqa: F401
 )
 from rein.cli.app import (
     EXIT_CANCELLED,

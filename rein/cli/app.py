@@ -212,13 +212,13 @@ def explain(exc: BaseException) -> tuple[str, int]:
     """One line and an exit code for an exception no command turned into a CliError."""
     if isinstance(exc, CliError):
         return str(exc), exc.code
-    if "temporalio" not in sys.modules and "rein.errors" not in sys.modules:
+    if "temporalio" not in sys.modules and "rein.core.errors" not in sys.modules:
         return _plain(exc)  # raised before Temporal or rein's errors were imported: none of them
     from temporalio.client import WorkflowFailureError
     from temporalio.service import RPCError, RPCStatusCode
 
-    from rein.errors import DecisionRejected, RunFailed
-    from rein.runs import RunNotFound, failure_message, was_cancelled
+    from rein.core.errors import DecisionRejected, RunFailed
+    from rein.ops.runs import RunNotFound, failure_message, was_cancelled
 
     if isinstance(exc, RunNotFound):
         return f"no run with id {str(exc)!r} (check the id, --namespace and --address)", EXIT_NOT_FOUND
@@ -255,7 +255,7 @@ def _plain(exc: BaseException) -> tuple[str, int]:
 
 def load_agent_target(target: str) -> Any:
     """`module:attr` → the Agent, or a CliError that says what is wrong with the target."""
-    from rein.agent import load_agent
+    from rein.blueprint.agent import load_agent
 
     module, _, attr = target.partition(":")
     if not module or not attr:
@@ -281,7 +281,7 @@ def load_agent_target(target: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Errors are one line on stderr (tracebacks with --debug)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    from rein.log import debug_enabled
+    from rein.core.log import debug_enabled
 
     debug = "--debug" in args or debug_enabled()
     args = [a for a in args if a != "--debug"]
@@ -345,7 +345,7 @@ def entry(argv: list[str] | None = None) -> NoReturn:
 
 def _close_engine() -> None:
     """What the engine's atexit hook would do (stop its worker and a server it started)."""
-    engine = sys.modules.get("rein.engine")
+    engine = sys.modules.get("rein.durable.engine")
     instance = getattr(getattr(engine, "Engine", None), "_instance", None)
     if instance is not None:
         try:

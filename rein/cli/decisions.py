@@ -115,7 +115,7 @@ class _Decision:
 
     async def _sending(self, client: ReinClient) -> Any:
         from rein.client import DecisionRejected, NoWorker
-        from rein.runs import describe_run
+        from rein.ops.runs import describe_run
 
         try:
             self.sent = True  # from here on: the server says whether it has it (decision_stage)

@@ -24,7 +24,7 @@ DeploymentName = Annotated[str | None, typer.Option(
 
 def list_stuck(agent: str | None, limit: int, address: str | None, namespace: str | None, as_json: bool) -> None:
     """`rein list --stuck`: open runs whose workflow task keeps failing, with the error."""
-    from rein.stuck import stuck_runs
+    from rein.ops.stuck import stuck_runs
 
     rows = with_client(address, namespace, lambda client: stuck_runs(client.client, agent, limit))
     if as_json:

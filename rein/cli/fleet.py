@@ -1,4 +1,4 @@
-"""`rein limits` and `rein usage`: fleet control on Temporal's task-queue config (rein.fleet)."""
+"""`rein limits` and `rein usage`: fleet control on Temporal's task-queue config (rein.durable.fleet)."""
 
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ def limits(
     """Show queues' rate limits and weights (default: rein's queue and every provider's model queue that has one)."""
     if ctx.invoked_subcommand is not None:
         return
-    from rein.contract import model_queue
-    from rein.fleet import all_limits, queue_limits
+    from rein.core.contract import model_queue
+    from rein.durable.fleet import all_limits, queue_limits
 
     names = [model_queue(m) for m in model or []] + list(queue or [])
 
@@ -112,7 +112,7 @@ def limits_set(
         raise CliError("nothing to set: give --rps, --unlimited, --tenant-rps or --tenant with --weight", EXIT_USAGE)
 
     async def go(client: Any):
-        from rein.fleet import model_calls_served, not_routed, set_limits  # after the checks: a usage mistake
+        from rein.durable.fleet import model_calls_served, not_routed, set_limits  # after the checks: a usage mistake
         # is told without temporalio
 
         if rps is not None and rps < 0 or tenant_rps is not None and tenant_rps < 0:
@@ -142,7 +142,7 @@ def usage(
     from rein.cli.fork import parse_since
 
     window = parse_since(since)
-    from rein.fleet import usage_since  # after the check: a usage mistake is told without temporalio
+    from rein.durable.fleet import usage_since  # after the check: a usage mistake is told without temporalio
 
     report = with_client(address, namespace, lambda client: usage_since(client.client, window))
     if as_json:

@@ -1,4 +1,4 @@
-"""`rein fork` and `rein rewind`: a run from any step into a new run, or reset in place (rein.fork)."""
+"""`rein fork` and `rein rewind`: a run from any step into a new run, or reset in place (rein.ops.fork)."""
 
 from __future__ import annotations
 

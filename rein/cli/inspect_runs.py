@@ -38,7 +38,7 @@ def list_(
     as_json: JsonFlag = False,
 ) -> None:
     """List runs: id, agent, status, iterations, tokens, what it waits for, age."""
-    from rein.runs import list_runs
+    from rein.ops.runs import list_runs
 
     if stuck:
         from rein.cli.deploy import list_stuck
@@ -81,7 +81,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A run's state and its steps (kind, summary, duration, tokens, errors), and what it waits for."""
-    from rein.runs import describe_run
+    from rein.ops.runs import describe_run
 
     detail = with_client(address, namespace, lambda client: describe_run(client, run_id, steps=True))
     if as_json:
@@ -100,7 +100,7 @@ def status(
     as_json: JsonFlag = False,
 ) -> None:
     """A run's status: running, waiting_approval|input|retry, done, cancelled or failed."""
-    from rein.runs import describe_run
+    from rein.ops.runs import describe_run
 
     detail = with_client(address, namespace, lambda client: describe_run(client, run_id))
     if as_json:

@@ -12,7 +12,7 @@ from rein.cli.app import STATUS_STYLE, escape
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rein.runs import RunDetail
+    from rein.ops.runs import RunDetail
 
 
 # --------------------------------------------------------------------------- rendering
@@ -174,7 +174,7 @@ def render_chunk(out: Console, err: Console, chunk: Any) -> None:
         for call in chunk.tool_calls or []:
             err.print(f"\n[cyan]→ {escape(call_line(call))}[/]")
     elif kind == "step" and chunk.data:
-        from rein.result import Step
+        from rein.core.result import Step
 
         print_step(err, Step.model_validate(chunk.data))
     elif kind == "interrupt" and chunk.data:

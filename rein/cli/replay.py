@@ -32,7 +32,7 @@ from rein.cli.app import (
 from rein.cli.fork import parse_since
 
 if TYPE_CHECKING:
-    from rein.replay import ReplayReport
+    from rein.ops.replay import ReplayReport
 
 history_app = typer.Typer(help="Run histories: export one for `rein replay` or a bug report.", no_args_is_help=True)
 app.add_typer(history_app, name="history")
@@ -60,7 +60,7 @@ def history_export(
     """Save a run's history as Temporal's history JSON (what `rein replay FILE` and WorkflowHistory.from_json read)."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    from rein.runs import RunNotFound
+    from rein.ops.runs import RunNotFound
 
     async def fetch() -> str:
         client = (await connect_client(address, namespace)).client
@@ -91,7 +91,7 @@ def replay(
     as_json: JsonFlag = False,
 ) -> None:
     """Replay histories against this code; exit non-zero when one does not replay (nondeterminism)."""
-    from rein.replay import load_history, replay_all, server_histories
+    from rein.ops.replay import load_history, replay_all, server_histories
 
     if files and (since or query):
         raise CliError("give history FILES or --since/--query (a server), not both", EXIT_USAGE)

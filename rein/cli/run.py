@@ -53,7 +53,7 @@ class Pause:
     pending: list[Any] = field(default_factory=list)
 
     def detail(self, agent: str) -> Any:
-        from rein.runs import RunDetail
+        from rein.ops.runs import RunDetail
 
         return RunDetail(id=self.run_id or "local", agent=agent, status="", summary=None,
                          started=datetime.now(UTC), closed=None, iteration=None, usage=None,
@@ -164,8 +164,8 @@ class DurableDriver:
         self.run_id = ""
 
     async def begin(self) -> Pause | None:
-        from rein import engine
         from rein.client import ReinClient
+        from rein.durable import engine
 
         self.eng = await engine.engine()
         key = self.eng.register(self.target)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from rein.client import ReinClient
-    from rein.runs import RunDetail
+    from rein.ops.runs import RunDetail
 
 
 @app.command()
@@ -56,9 +56,9 @@ def start(
     """
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from rein.contract import agent_task_queue
-    from rein.fleet import run_priority
-    from rein.serving import AgentNotServed, queue_for
+    from rein.core.contract import agent_task_queue
+    from rein.durable.fleet import run_priority
+    from rein.ops.worker_lookup import AgentNotServed, queue_for
 
     try:  # a bad --tenant/--priority is the user's mistake whether or not a worker serves the agent
         run_priority(tenant, priority)
@@ -97,7 +97,7 @@ def result(
     as_json: JsonFlag = False,
 ) -> None:
     """Wait for a run to finish and print its output (failed: its cause, exit 6; cancelled: the reason, exit 10)."""
-    from rein.runs import RunNotFound, cancel_reason, describe_run, is_not_found
+    from rein.ops.runs import RunNotFound, cancel_reason, describe_run, is_not_found
 
     async def go(client: ReinClient) -> Any:
         detail = await describe_run(client, run_id)
@@ -120,7 +120,7 @@ def result(
     except Exception as exc:
         from temporalio.client import WorkflowFailureError
 
-        from rein.runs import failure_message, was_cancelled
+        from rein.ops.runs import failure_message, was_cancelled
 
         if was_cancelled(exc):
             reason = with_client(address, namespace, cancelled)
@@ -146,7 +146,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
     What the run does goes to stdout (text, tool calls, steps, where it stands); errors to stderr.
     """
-    from rein.runs import RunNotFound, describe_run, is_not_found
+    from rein.ops.runs import RunNotFound, describe_run, is_not_found
 
     out = out_console()
     err = out  # steps and tool calls are the run's story, not diagnostics: stdout as well
@@ -177,7 +177,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
     if detail.status == "failed":
         raise CliError(f"run {run_id} failed: {detail.error}", EXIT_RUN_FAILED)
     if detail.status == "cancelled":
-        from rein.runs import cancel_reason
+        from rein.ops.runs import cancel_reason
 
         reason = with_client(address, namespace, lambda client: cancel_reason(client, run_id))
         raise CliError(f"run {run_id} was cancelled: {reason}", EXIT_CANCELLED)
@@ -185,7 +185,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
 async def _follow_steps(client: ReinClient, run_id: str, err: Console) -> None:
     """A paused or finished run: print its steps so far."""
-    from rein.runs import describe_run
+    from rein.ops.runs import describe_run
 
     for step in (await describe_run(client, run_id, steps=True)).steps or []:
         print_step(err, step)

@@ -18,7 +18,7 @@ def new(
     dir: Annotated[str, typer.Option("--dir", help="Where to create the project directory.")] = ".",
 ) -> None:
     """Create a new agent project from a template."""
-    from rein.scaffold import create_project
+    from rein.ops.scaffold import create_project
 
     try:
         path = create_project(name, template, dir)

@@ -25,8 +25,8 @@ from temporalio import workflow
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-from rein.contract import WORKFLOW_TYPE, AgentInput, RunOutcome
-from rein.session import Session
+from rein.core.contract import WORKFLOW_TYPE, AgentInput, RunOutcome
+from rein.core.session import Session
 
 
 def _input(agent: str, prompt: str | None, session: Session | None, config: dict[str, Any] | None,

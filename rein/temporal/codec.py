@@ -20,14 +20,13 @@ from collections.abc import Iterable, Sequence
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from rein.core.errors import CodecKeyError  # noqa: F401  (defined in core: rein.core.log names it)
+
 ENV_VAR = "REIN_CODEC_KEY"
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 NONCE_BYTES = 12
 
-
-class CodecKeyError(ValueError):
-    """REIN_CODEC_KEY is malformed, or a payload was encrypted with a key this process lacks."""
 
 
 class AesGcmCodec(PayloadCodec):

@@ -6,7 +6,7 @@ Settings come from `temporalio.envconfig`: the profile (`TEMPORAL_PROFILE`, defa
 `TEMPORAL_API_KEY`, `TEMPORAL_TLS*` and `TEMPORAL_GRPC_META_*`, and finally by explicit
 `address=` / `namespace=` arguments (the CLI's `--address` / `--namespace`).
 
-No address anywhere: the shared embedded server (`rein.server.ensure_embedded`), whose
+No address anywhere: the shared embedded server (`rein.durable.embedded_server.ensure_embedded`), whose
 state lives in REIN_HOME, so runs outlive the process and every rein process sees them.
 The engine, `worker.py`, `rein.client.connect()` and the CLI all connect through here, with
 rein's one data converter.
@@ -52,7 +52,7 @@ def resolve(address: str | None = None, namespace: str | None = None, *, profile
     found, chosen, options = _load(address, namespace, profile)
     if found:
         return Target(found, chosen, embedded=False, options=options)
-    from rein.server import ensure_embedded
+    from rein.durable.embedded_server import ensure_embedded
 
     return Target(ensure_embedded(), chosen, embedded=True)
 

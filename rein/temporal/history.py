@@ -85,7 +85,7 @@ async def answer(
 
     `serving`: whether a worker serves the run, when the caller already asked (`served`, `polled`):
     reading several queries then costs one describe and one DescribeTaskQueue, not one each.
-    `published`: the answer as the run published it where a describe shows it whole (rein.runs), taken
+    `published`: the answer as the run published it where a describe shows it whole (rein.ops.runs), taken
     instead of the history when no worker answers: no download, no replay.
     Only the download is cancelled, never a replay (see `replay_history`).
     """

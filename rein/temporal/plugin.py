@@ -37,7 +37,7 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from rein.agent import with_tool_agents
+from rein.blueprint.agent import with_tool_agents
 from rein.temporal.converter import has_rein_converter, rein_data_converter
 from rein.temporal.deployment import (
     current_if_first,
@@ -52,7 +52,7 @@ from rein.tracing.interceptors import with_tracing
 from rein.tracing.setup import enabled as tracing_on
 
 if TYPE_CHECKING:
-    from rein.agent import Agent
+    from rein.blueprint.agent import Agent
 
 PLUGIN_NAME = "rein.ReinPlugin"
 
@@ -96,10 +96,10 @@ async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
 
 
 def serve_previews(task_queue: str, agents: Mapping[str, Agent], lean_start: bool | None) -> None:
-    """Tell workflow code on `task_queue` the options of its runs' first model calls (rein.workflows.served)
+    """Tell workflow code on `task_queue` the options of its runs' first model calls (rein.workflows.worker_previews)
     and whether new runs start lean (None: yes, unless REIN_LEAN_START says no; a versioned worker's always do)."""
-    from rein.fleet import routed_queue
-    from rein.workflows import served
+    from rein.durable.fleet import routed_queue
+    from rein.workflows import worker_previews as served
 
     named = {**{a.name: a for a in with_tool_agents(agents.values())}, **agents}
     previews = {name: served.Preview(a.model_label, a.config, routed_queue(a.model_label),
@@ -166,7 +166,7 @@ class ReinPlugin(SimplePlugin):
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        from rein.log import quiet_expected_failures
+        from rein.core.log import quiet_expected_failures
 
         quiet_expected_failures()  # rein's expected activity failures: one log line, no traceback
         if tracing_on():

@@ -18,7 +18,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
 
-from rein.contract import SEARCH_ATTRIBUTES, SEARCH_KEYS
+from rein.core.contract import SEARCH_ATTRIBUTES, SEARCH_KEYS
 
 log = logging.getLogger("rein.worker")
 

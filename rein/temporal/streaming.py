@@ -20,9 +20,9 @@ from temporalio import activity
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.contrib.workflow_streams import TopicHandle, WorkflowStreamClient
 
-from rein.contract import READERS_QUERY
-from rein.events import TOPIC, StreamEvent
-from rein.ir import StreamChunk
+from rein.core.contract import READERS_QUERY
+from rein.core.events import TOPIC, StreamEvent
+from rein.core.ir import StreamChunk
 
 log = logging.getLogger("rein.stream")
 

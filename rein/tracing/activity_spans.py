@@ -13,8 +13,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from rein.ir import Completion, ToolCall, ToolResult
-from rein.secrets import scrub
+from rein.blueprint.secrets import scrub
+from rein.core.ir import Completion, ToolCall, ToolResult
 from rein.tracing import genai
 from rein.tracing.setup import enabled, flush, tracer
 

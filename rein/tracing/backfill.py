@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace import RandomIdGenerator
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from rein.contract import CALL_MODEL, RUN_TOOL, recorded_reply
-from rein.digest import call_hash, ref
-from rein.ir import Completion, ToolCall, ToolResult
+from rein.core.contract import CALL_MODEL, RUN_TOOL, recorded_reply
+from rein.core.digest import call_hash, ref
+from rein.core.ir import Completion, ToolCall, ToolResult
 from rein.temporal.codec import CodecKeyError
 from rein.tracing import genai
 

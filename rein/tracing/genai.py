@@ -7,8 +7,8 @@ import json
 import os
 from typing import Any
 
-from rein.ir import Completion, ToolCall, ToolResult
-from rein.secrets import scrub
+from rein.blueprint.secrets import scrub
+from rein.core.ir import Completion, ToolCall, ToolResult
 
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """Set to `true` to record tool arguments and results on spans (scrubbed like history)."""
@@ -23,7 +23,7 @@ def provider_of(model: str) -> str:
     if "/" in model:
         return model.split("/", 1)[0]
     try:
-        from rein.prices import load_litellm  # quiet and offline: its shipped price map, no "Provider List" banner
+        from rein.core.prices import load_litellm  # quiet and offline: its shipped price map, no "Provider List" banner
 
         return load_litellm().get_llm_provider(model)[1]
     except Exception:
@@ -35,7 +35,7 @@ def cost_usd(model: str, completion: Completion) -> float | None:
     if completion.usage.cost_usd is not None:
         return completion.usage.cost_usd
     try:
-        from rein.prices import load_litellm
+        from rein.core.prices import load_litellm
 
         prompt, answer = load_litellm().cost_per_token(
             model=completion.model or model,

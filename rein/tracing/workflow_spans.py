@@ -18,7 +18,7 @@ import temporalio.worker
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from rein.contract import WORKFLOW_TYPE
+from rein.core.contract import WORKFLOW_TYPE
 from rein.tracing import genai
 from rein.tracing.setup import tracer
 

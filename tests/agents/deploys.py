@@ -6,9 +6,9 @@ Each run's prompt is `<run id> <amount>`; the model asks for `pay(amount)` and a
 `Paid <amount> on <build>`, so a wrong answer names the run's mix-up. Every real execution of
 the tool appends `<build> <idempotency key>` to `$DEPLOY_DIR/<run id>.effects`.
 
-`DEPLOY_BUG=KIND` plays a build with a bug in one part of rein, in this process only (rein.failures):
-- `machine`: workflow-side, `rein.machine.next_action` raises once the run has a tool result (after the tool ran);
-- `decide`: workflow-side, `rein.machine.decide` raises (applying an approval);
+`DEPLOY_BUG=KIND` plays a build with a bug in one part of rein, in this process only (rein.core.failures):
+- `machine`: workflow-side, `rein.core.machine.next_action` raises once the run has a tool result (after the tool ran);
+- `decide`: workflow-side, `rein.core.machine.decide` raises (applying an approval);
 - `model`: the model activity's own code raises before the vendor is called (every model call);
 - `model-answer`: the same inside the code that calls the provider (it picks the provider);
 - `tool`: the tool activity's own code raises before the tool runs;
@@ -27,7 +27,7 @@ from typing import Any
 
 from temporalio import workflow
 
-import rein.machine as machine
+import rein.core.machine as machine
 from rein import Agent, LoopConfig, ToolContext, tool
 from tests.support.providers import CallThenReport
 

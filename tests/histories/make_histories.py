@@ -67,7 +67,7 @@ while the status stays `running`, and the end of the run).
 agent_changed_v<N>.json: the approval of `add` waits while the worker is replaced by one whose agent
 has another system prompt; the approved call is refused (AgentChanged), the run records an `agent`
 step and runs the call again under the new definition, then answers.
-  v1: the first agent identity (rein.identity)
+  v1: the first agent identity (rein.core.agent_identity)
   v2: started lean, the waiting timer behind its patch
 
     .venv/bin/python tests/histories/make_histories.py changed
@@ -82,7 +82,7 @@ from pathlib import Path
 
 import rein
 from rein import Agent, LoopConfig, Message, MockProvider, ToolCall
-from rein.compaction import SlidingWindow
+from rein.core.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent

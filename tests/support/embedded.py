@@ -15,6 +15,6 @@ import pytest
 @pytest.fixture(scope="module")
 def embedded_server() -> str:
     """The embedded server's address; this process is one of its users from now on."""
-    from rein.server import ensure_embedded
+    from rein.durable.embedded_server import ensure_embedded
 
     return ensure_embedded()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rein.server import TUNED_DYNAMIC_CONFIG
+from rein.durable.embedded_server import TUNED_DYNAMIC_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
 

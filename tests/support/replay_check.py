@@ -18,7 +18,7 @@ from pathlib import Path
 
 from temporalio.client import WorkflowHistory
 
-from rein.replay import replayer
+from rein.ops.replay import replayer
 
 
 async def replay(histories: dict[str, dict]) -> dict[str, str | None]:

@@ -1,0 +1,122 @@
+"""`rein worker`: serve agents' runs on the shared queue and on each agent's own queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from typing import Annotated, Any
+
+import typer
+
+from rein.cli.app import (
+    Address,
+    Namespace,
+    app,
+    connect_client,
+    err_console,
+    load_agent_target,
+)
+
+
+@app.command()
+def worker(
+    agent: Annotated[list[str], typer.Option("--agent", "-a", help="MODULE:ATTR of a rein.Agent; repeat for more.",
+                                             show_default=False)],
+    task_queue: Annotated[str | None, typer.Option(help="Shared task queue (default: REIN_TASK_QUEUE or `rein`; a "
+                                                "versioned worker: none, only its agents' own queues).")] = None,
+    address: Address = None,
+    namespace: Namespace = None,
+    deployment: Annotated[str | None, typer.Option(help="Worker Versioning deployment name (default: REIN_DEPLOYMENT; "
+                                                   "unset: versioning off). See docs/deploys.md.")] = None,
+    build_id: Annotated[str | None, typer.Option(help="This build's id (default: REIN_BUILD_ID, else a digest of "
+                                                 "rein's workflow-side code).")] = None,
+    max_cached_workflows: Annotated[int | None, typer.Option(
+        help="Runs kept in memory between tasks (0: every task replays the run's history).")] = None,
+) -> None:
+    """Serve these agents' runs until Ctrl-C. API keys are read from this process's environment only."""
+    agents = [load_agent_target(target) for target in agent]  # a mistyped target: told before temporalio loads
+    from rein.core.contract import DEFAULT_TASK_QUEUE
+    from rein.temporal.deployment import worker_version
+
+    if any(_uses_litellm(a) for a in agents):
+        from rein.core.prices import preload_litellm
+
+        preload_litellm()  # meanwhile the worker connects and starts polling
+    version = worker_version(deployment, build_id)
+    if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    chosen = task_queue or os.environ.get("REIN_TASK_QUEUE")
+    # A versioned worker on a shared queue takes it over: once its deployment has a current version,
+    # every new run there goes to that version, other agents' too (unversioned workers beside it get
+    # none). So it polls a shared queue only when told to, and not beside an unversioned worker.
+    shared = [chosen or DEFAULT_TASK_QUEUE] if chosen or version is None else []
+    asyncio.run(_serve(agents, shared, version, address, namespace, max_cached_workflows))
+
+
+async def _serve(agents: list[Any], shared: list[str], version: Any, address: str | None, namespace: str | None,
+                 max_cached_workflows: int | None) -> None:
+    """Serve until SIGINT/SIGTERM: the shared queue (`rein start`, raw clients) and each agent's own queue, where
+    the runs `Agent.run`/`rein run` started live (a script's unfinished runs are finished here too)."""
+    import contextlib
+
+    from rein.core.contract import DEFAULT_TASK_QUEUE, agent_task_queue
+    from rein.durable.temporal_worker import create_worker, ensure_search_attributes
+
+    console = err_console()
+    client = await connect_client(address, namespace)
+    available = await ensure_search_attributes(client.client)
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    queues = shared + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q not in shared]
+    if version is not None and shared:
+        await _refuse_beside_unversioned(client.client, shared[0], version.deployment_name)
+    cache: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
+    async with contextlib.AsyncExitStack() as stack:
+        for name in queues:
+            await stack.enter_async_context(create_worker(
+                client.client, agents, task_queue=name,
+                deployment=version.deployment_name if version else None, build_id=version.build_id if version else None,
+                **cache))
+        names = ", ".join(a.name for a in agents)
+        target = client.client.service_client.config.target_host
+        # worker.py's line, which scripts and tests wait for ("serving:").
+        logging.getLogger("rein.worker").info(
+            "rein worker on %s (%s) queues %s, version %s, serving: %s (search attributes: %s)", target,
+            client.client.namespace, ", ".join(queues), version.to_canonical_string() if version else "unversioned",
+            names, ", ".join(available) or "none")
+        if len(available) < 4:
+            console.print(f"[yellow]search attributes available: {', '.join(available) or 'none'}[/]")
+        if not shared:
+            console.print(f"[dim]versioned: not on the shared queue {DEFAULT_TASK_QUEUE!r} (it would take every new run "
+                          "there); clients start on the agents' own queues, or give --task-queue.[/]")
+        console.print("[dim]Ctrl-C stops; runs in flight continue on the next worker.[/]")
+        await stop.wait()
+
+
+async def _refuse_beside_unversioned(client: Any, queue: str, deployment: str) -> None:
+    """A versioned worker refuses a queue an unversioned worker polls (pollers seen in the last minutes)."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    from rein.cli.app import EXIT_USAGE, CliError
+
+    described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+    others = [p.identity for p in described.pollers if not p.deployment_options.deployment_name]
+    if others:
+        raise CliError(
+            f"queue {queue!r} is polled by an unversioned worker ({others[0]}): a versioned worker there would take "
+            f"every new run on it once {deployment!r} has a current version, other agents' too. Give this worker "
+            "its own --task-queue (or none: its agents' own queues), or version that worker too", EXIT_USAGE)
+
+
+def _uses_litellm(agent: Any) -> bool:
+    """Whether `agent`, or an agent it uses as a tool, calls its model through LiteLLM."""
+    from rein.blueprint.providers.litellm import LiteLLMProvider
+
+    return isinstance(agent.provider, LiteLLMProvider) or any(
+        _uses_litellm(tool.agent) for tool in agent.registry if getattr(tool, "agent", None) is not None)

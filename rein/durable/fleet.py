@@ -1,0 +1,261 @@
+"""Fleet control on Temporal's own primitives: priorities and fairness keys on runs, and
+server-side rate limits and fairness weights on task queues (UpdateTaskQueueConfig).
+
+rein keeps no rate limiter of its own: the matching service dispatches activity tasks of a
+rate-limited queue no faster than its limit, across every worker, and in each tenant's
+weighted share. See docs/fleet.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import RateLimit, TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    UpdateTaskQueueConfigRequest,
+)
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import Priority
+
+from rein.core.contract import DEFAULT_TASK_QUEUE, SEARCH_KEYS, WORKFLOW_TYPE, model_queue
+
+MAX_TENANT = 64
+"""Temporal's limit on a fairness key, in bytes."""
+PRIORITIES = range(1, 6)
+"""Temporal's default priority keys: 1 runs first, 5 last, 3 when none is given."""
+
+
+def run_priority(tenant: str | None = None, priority: int | None = None) -> Priority:
+    """The Temporal Priority of a run (its activities and child runs inherit it)."""
+    if tenant is not None and not 0 < len(tenant.encode()) <= MAX_TENANT:
+        raise ValueError(f"tenant must be 1 to {MAX_TENANT} bytes, got {len(tenant.encode())}")
+    if priority is not None and priority not in PRIORITIES:
+        raise ValueError(f"priority must be 1 (first) to 5 (last), got {priority}")
+    if tenant is None and priority is None:
+        return Priority.default
+    return Priority(priority_key=priority, fairness_key=tenant)
+
+
+@dataclass
+class QueueLimits:
+    """A task queue's server-side dispatch config, as `rein limits` shows it."""
+
+    task_queue: str
+    rps: float | None = None
+    """Activity tasks dispatched per second, across every worker (None: the server's default)."""
+    tenant_rps: float | None = None
+    """Each fairness key's own rate (scaled by its weight), when set."""
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+def limit_queue(model: str | None = None, queue: str | None = None) -> str:
+    """The queue a limit applies to: a model's (provider's) queue, a named one, or rein's default."""
+    if model and queue:
+        raise ValueError("give --model or --queue, not both")
+    if model:
+        return model_queue(model)
+    return queue or DEFAULT_TASK_QUEUE
+
+
+async def set_limits(
+    client: Client,
+    *,
+    model: str | None = None,
+    queue: str | None = None,
+    rps: float | None = None,
+    tenant_rps: float | None = None,
+    weights: dict[str, float] | None = None,
+    unset_rps: bool = False,
+    reason: str = "rein limits set",
+) -> QueueLimits:
+    """Set a queue's activity rate limit and tenants' fairness weights on the server; returns them."""
+    task_queue = limit_queue(model, queue)
+    if rps is not None and rps < 0 or tenant_rps is not None and tenant_rps < 0:
+        raise ValueError("a rate limit is a number of requests per second, 0 or more")
+    if any(not 0.001 <= w <= 1000 for w in (weights or {}).values()):
+        raise ValueError("a fairness weight is between 0.001 and 1000")
+    for tenant in weights or {}:
+        run_priority(tenant)
+    for kind in _queue_types(task_queue):
+        request = UpdateTaskQueueConfigRequest(
+            namespace=client.namespace, identity=client.identity, task_queue=task_queue, task_queue_type=kind,
+            set_fairness_weight_overrides=weights or {},
+        )
+        if kind == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW:  # the server rate-limits activity tasks only
+            if weights:
+                await client.workflow_service.update_task_queue_config(request)
+            continue
+        if rps is not None or unset_rps:
+            request.update_queue_rate_limit.reason = reason
+            if rps is not None:
+                request.update_queue_rate_limit.rate_limit.CopyFrom(RateLimit(requests_per_second=rps))
+        if tenant_rps is not None:
+            request.update_fairness_key_rate_limit_default.reason = reason
+            request.update_fairness_key_rate_limit_default.rate_limit.CopyFrom(RateLimit(requests_per_second=tenant_rps))
+        await client.workflow_service.update_task_queue_config(request)
+    return await queue_limits(client, task_queue)
+
+
+def _queue_types(task_queue: str) -> list[TaskQueueType.ValueType]:
+    """Rate limits bound activity dispatch; weights also share a run queue's workflow tasks."""
+    if task_queue.startswith(f"{DEFAULT_TASK_QUEUE}.model."):
+        return [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]
+    return [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]
+
+
+async def queue_limits(client: Client, task_queue: str) -> QueueLimits:
+    """What the server holds for `task_queue` (its activity side)."""
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            report_config=True,
+        )
+    )
+    config = described.config
+    limits = QueueLimits(task_queue=task_queue, weights=dict(config.fairness_weight_overrides))
+    if config.HasField("queue_rate_limit") and config.queue_rate_limit.HasField("rate_limit"):
+        limits.rps = config.queue_rate_limit.rate_limit.requests_per_second
+    if config.HasField("fairness_keys_rate_limit_default") and config.fairness_keys_rate_limit_default.HasField("rate_limit"):
+        limits.tenant_rps = config.fairness_keys_rate_limit_default.rate_limit.requests_per_second
+    return limits
+
+
+MODEL_QUEUES_ENV = "REIN_MODEL_QUEUES"
+"""Providers whose model calls a worker routes to their own queue: `openai,anthropic`, or `*` for all."""
+
+
+def routed_providers() -> set[str]:
+    raw = os.environ.get(MODEL_QUEUES_ENV, "")
+    return {p.strip() for p in raw.split(",") if p.strip()}
+
+
+def routed_queue(model: str) -> str | None:
+    """The queue a worker schedules `model`'s calls on (REIN_MODEL_QUEUES), or None: the run's own."""
+    providers = routed_providers()
+    provider = model.split("/", 1)[0] if "/" in model else model
+    return model_queue(model) if "*" in providers or provider in providers else None
+
+
+def known_queues() -> list[str]:
+    """Queues `rein limits` looks at by default: rein's task queue, then the model queue of every provider
+    LiteLLM knows and of every provider routed here (REIN_MODEL_QUEUES)."""
+    providers = (known_providers() | routed_providers()) - {"*"}
+    return [os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)] + sorted({model_queue(p) for p in providers})
+
+
+def known_providers() -> set[str]:
+    """The providers LiteLLM knows, from the price table it ships (read as a file: importing litellm
+    costs a CLI command a second or more). Empty when LiteLLM is not installed."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return set()
+    table = Path(next(iter(spec.submodule_search_locations))) / "model_prices_and_context_window_backup.json"
+    try:
+        models = json.loads(table.read_text())
+    except (OSError, ValueError):
+        return set()
+    return {str(m["litellm_provider"]) for m in models.values()
+            if isinstance(m, dict) and str(m.get("litellm_provider", "")).replace("_", "").replace("-", "").isalnum()}
+
+
+async def all_limits(client: Client, queues: list[str] | None = None) -> list[QueueLimits]:
+    """Every limit that is set, on `queues` (default `known_queues()`): the first queue (rein's) always,
+    the others when they have a rate limit, a per-tenant rate or weights."""
+    names = queues if queues is not None else known_queues()
+    gate = asyncio.Semaphore(16)
+
+    async def one(name: str) -> QueueLimits:
+        async with gate:
+            return await queue_limits(client, name)
+
+    found = await asyncio.gather(*(one(name) for name in names))
+    return [row for i, row in enumerate(found)
+            if i == 0 or row.rps is not None or row.tenant_rps is not None or row.weights]
+
+
+async def model_calls_served(client: Client, model: str) -> bool:
+    """Whether a worker polled `model`'s provider queue for model calls recently: without one, no worker
+    routes the provider's calls there (they would wait forever), so a limit on that queue slows nothing."""
+    from rein.temporal.history import POLLER_FRESH_S
+
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=model_queue(model)),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+    )
+    now = time.time()
+    return any(now - p.last_access_time.ToSeconds() < POLLER_FRESH_S for p in described.pollers)
+
+
+def not_routed(model: str) -> str:
+    """The one line `rein limits set --model` refuses with when nothing serves the provider's queue."""
+    queue = model_queue(model)
+    provider = queue.removeprefix(f"{DEFAULT_TASK_QUEUE}.model.")
+    return (f"no worker serves {queue}, so {model}'s calls are not sent there and a limit on it would slow "
+            f"nothing: start the workers with REIN_MODEL_QUEUES={provider} (or *) and one on that queue "
+            f"(`rein worker --agent MOD:ATTR --task-queue {queue}`, with REIN_MODEL_QUEUES too), then set the "
+            "limit (--force sets it anyway); docs/fleet.md")
+
+
+@dataclass
+class Spend:
+    """One line of `rein usage`: runs, tokens and cost of a tenant or an agent."""
+
+    key: str
+    runs: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+    """Runs with tokens but no known cost (a model without a price: see rein.core.prices)."""
+
+
+@dataclass
+class SpendReport:
+    """`rein usage`: spend per tenant and per agent."""
+
+    tenants: list[Spend]
+    agents: list[Spend]
+
+
+async def usage_since(client: Client, since: timedelta, now: datetime | None = None) -> SpendReport:
+    """Spend of the runs started within `since`, per tenant and per agent, from visibility.
+
+    Top-level runs only (a parent's counters include its child agents'), and the last run of each
+    continue-as-new chain (it carries the chain's counters)."""
+    start = (now or datetime.now(UTC)) - since
+    query = f'WorkflowType="{WORKFLOW_TYPE}" AND StartTime > "{start.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
+    tenants: dict[str, Spend] = {}
+    agents: dict[str, Spend] = {}
+    async for execution in client.list_workflows(query):
+        if execution.parent_id or execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            continue
+        attributes = execution.typed_search_attributes
+        tokens = attributes.get(SEARCH_KEYS["ReinTokens"]) or 0
+        cost = attributes.get(SEARCH_KEYS["ReinCostUsd"])
+        for key, table in (
+            (attributes.get(SEARCH_KEYS["ReinTenant"]) or "(none)", tenants),
+            (attributes.get(SEARCH_KEYS["ReinAgent"]) or "(unknown)", agents),
+        ):
+            line = table.setdefault(key, Spend(key))
+            line.runs += 1
+            line.tokens += tokens
+            line.cost_usd += cost or 0.0
+            line.unpriced += int(cost is None and tokens > 0)
+    return SpendReport(
+        tenants=sorted(tenants.values(), key=lambda s: (-s.cost_usd, -s.tokens, s.key)),
+        agents=sorted(agents.values(), key=lambda s: (-s.cost_usd, -s.tokens, s.key)),
+    )

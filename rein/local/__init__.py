@@ -1,0 +1,1 @@
+"""The in-process runner: rein.core.machine driven without Temporal."""
