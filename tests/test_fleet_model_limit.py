@@ -84,9 +84,11 @@ async def test_a_burst_of_runs_stays_under_the_limit_at_the_vendor(dev, monkeypa
             proc = await asyncio.to_thread(rein_cli, "limits", "set", "--model", MODEL, "--rps", str(RPS),
                                            "--address", address)
             assert proc.returncode == 0, proc.stderr
-            assert proc.stdout.strip() == f"{queue}: rps {RPS}, weights -"
+            # The queue is the provider's, shared by every test on this server: another may have set weights.
+            assert proc.stdout.strip().startswith(f"{queue}: rps {RPS}, weights "), proc.stdout
             listed = await asyncio.to_thread(rein_cli, "limits", "--json", "--address", address, REIN_MODEL_QUEUES="")
-            assert {"task_queue": queue, "rps": float(RPS), "tenant_rps": None, "weights": {}} in json.loads(listed.stdout)
+            assert [(row["rps"], row["tenant_rps"]) for row in json.loads(listed.stdout)
+                    if row["task_queue"] == queue] == [(float(RPS), None)]
 
             # The limiter holds once the queue has served a task since the limit was set (measured on the
             # dev server: without this the first second let 24 calls through at a limit of 5/s;
