@@ -44,7 +44,10 @@ SLOW_REPLAY = textwrap.dedent("""
     import asyncio, json, sys, time
     from temporalio.client import Client, WorkflowHistory
     from rein.temporal import history
+    from rein.temporal.connection import free_core_at_exit
     from rein.temporal.converter import rein_data_converter
+
+    free_core_at_exit()  # as rein's own connections do: else the core may abort this process at exit (sdk-python#300)
 
     def starved(instance):  # this process's CPU is starved: the replay's first activation takes 2.5 s
         time.sleep(2.5)
