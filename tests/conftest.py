@@ -104,3 +104,15 @@ async def dev():
         yield environment
     finally:
         await environment.shutdown()
+
+
+@pytest.fixture
+def private_server(tmp_path: Path):
+    """A dev server of this test's own (rein's tuned settings), for tests whose processes must not share one."""
+    from rein.durable.embedded_server import start_dev_server
+
+    server = start_dev_server(log_path=tmp_path / "server.log")
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -29,21 +29,26 @@ def names() -> str:
     return uuid.uuid4().hex[:6]
 
 
-async def test_replay_since_lists_a_rewound_workflow_once_per_run(dev, names):  # noqa: ANN001
+async def rewound(dev, name: str) -> tuple[str, str, str, str]:  # noqa: ANN001
+    """A finished five-step run rewound to step 3 through `rein rewind`: (address, workflow id, old run, new run)."""
     address = dev.client.service_client.config.target_host
     tools = Counted()
-    agent = Agent(provider=RecordingProvider(five_steps()), tools=tools.tools(), name=f"replay-rewound-{names}")
-    tq = f"replay-rewound-{names}"
-    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
-        client = ReinClient(dev.client, tq)
+    agent = Agent(provider=RecordingProvider(five_steps()), tools=tools.tools(), name=name)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=name):
+        client = ReinClient(dev.client, name)
         handle = await client.start(agent.name, "go")
         await handle.result()
         old_run = (await client.handle(handle.id).describe()).run_id
         assert await asyncio.to_thread(main, ["rewind", handle.id, "--to-step", "3", "--address", address]) == 0
         assert (await client.result(handle.id)).output == "fork answer"
         new_run = (await client.handle(handle.id).describe()).run_id
+    return address, handle.id, old_run, new_run
+
+
+async def test_replay_since_lists_a_rewound_workflow_once_per_run(dev, names):  # noqa: ANN001
+    address, workflow_id, old_run, new_run = await rewound(dev, f"replay-rewound-{names}")
     assert new_run != old_run
-    query = f'WorkflowId = "{handle.id}"'
+    query = f'WorkflowId = "{workflow_id}"'
 
     async def both_closed_and_listed() -> bool:
         runs = [w async for w in dev.client.list_workflows(query)]
@@ -55,34 +60,23 @@ async def test_replay_since_lists_a_rewound_workflow_once_per_run(dev, names):  
     assert listed.returncode == 0, listed.stderr
     rows = {row["run_id"]: row for row in json.loads(listed.stdout)}
     assert sorted(rows) == sorted([old_run, new_run])  # each run once, under its own id
-    assert all(row["ok"] and row["workflow_id"] == handle.id for row in rows.values())
+    assert all(row["ok"] and row["workflow_id"] == workflow_id for row in rows.values())
     assert (rows[new_run]["reset_from"], rows[new_run]["reset_to"]) == (old_run, None)
     assert (rows[old_run]["reset_from"], rows[old_run]["reset_to"]) == (None, new_run)
 
     text = await asyncio.to_thread(rein_cli, "replay", "--since", "1h", "--query", query, "--address", address)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
-    assert f"{handle.id} {new_run} ok (rewound from {old_run})" in lines, text.stdout
-    assert f"{handle.id} {old_run} ok (reset: rewound as {new_run})" in lines, text.stdout
+    assert f"{workflow_id} {new_run} ok (rewound from {old_run})" in lines, text.stdout
+    assert f"{workflow_id} {old_run} ok (reset: rewound as {new_run})" in lines, text.stdout
     assert lines[-1] == "2 histories replay with this code"
 
 
 async def test_an_exported_rewound_history_replays_under_its_own_run_id(dev, names, tmp_path):  # noqa: ANN001
     """A file carries no run id beside its events: the reset event in the new run's history names it."""
-    address = dev.client.service_client.config.target_host
-    tools = Counted()
-    agent = Agent(provider=RecordingProvider(five_steps()), tools=tools.tools(), name=f"export-rewound-{names}")
-    tq = f"export-rewound-{names}"
-    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
-        client = ReinClient(dev.client, tq)
-        handle = await client.start(agent.name, "go")
-        await handle.result()
-        old_run = (await client.handle(handle.id).describe()).run_id
-        assert await asyncio.to_thread(main, ["rewind", handle.id, "--to-step", "3", "--address", address]) == 0
-        await client.result(handle.id)
-        new_run = (await client.handle(handle.id).describe()).run_id
+    address, workflow_id, old_run, new_run = await rewound(dev, f"export-rewound-{names}")
     out = tmp_path / "rewound.json"
-    assert await asyncio.to_thread(main, ["history", "export", handle.id, "-o", str(out), "--address", address]) == 0
+    assert await asyncio.to_thread(main, ["history", "export", workflow_id, "-o", str(out), "--address", address]) == 0
     replayed = await asyncio.to_thread(rein_cli, "replay", str(out), "--json")
     assert replayed.returncode == 0, replayed.stderr
     [row] = json.loads(replayed.stdout)

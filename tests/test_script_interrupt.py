@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from rein.durable.embedded_server import start_dev_server
 from tests.support.processes import ROOT
 
 SCRIPT = textwrap.dedent('''
@@ -44,12 +43,8 @@ SCRIPT = textwrap.dedent('''
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    s = start_dev_server(log_path=tmp_path / "server.log")
-    try:
-        yield s
-    finally:
-        s.stop()
+def server(private_server):
+    return private_server
 
 
 def test_ctrl_c_in_agent_run_leaves_only_the_scripts_own_output(server, tmp_path: Path) -> None:

@@ -10,26 +10,20 @@ from __future__ import annotations
 
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 
 from rein.cli import EXIT_USAGE
 from rein.client import ReinClient, connect
 from rein.core.contract import DEFAULT_TASK_QUEUE, agent_task_queue
-from rein.durable.embedded_server import start_dev_server
 from rein.temporal.deployment import current_build_id, describe
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.waiting import poll
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    s = start_dev_server(log_path=tmp_path / "server.log")
-    try:
-        yield s
-    finally:
-        s.stop()
+def server(private_server):
+    return private_server
 
 
 async def test_a_versioned_worker_leaves_the_shared_queue_to_other_agents(server, tmp_path):

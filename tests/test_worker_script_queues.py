@@ -10,17 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from rein.durable.embedded_server import start_dev_server
 from tests.support.processes import ROOT, WorkerProcess
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    s = start_dev_server(log_path=tmp_path / "server.log")
-    try:
-        yield s
-    finally:
-        s.stop()
+def server(private_server):
+    return private_server
 
 
 def _serving_queues(log: Path) -> str:
