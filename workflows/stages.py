@@ -69,11 +69,12 @@ class Stages(Children, AgentChanges):
                     await workflow.sleep(delay, summary=f"stuck on a bug in rein ({what}): again in {delay.total_seconds():g}s")
                     waits += 1
                     continue
+                if self.stuck:  # carried on: the run says so now (a failure or cancellation publishes where it ends)
+                    self.stuck = ""
+                    self._publish()
                 return result
         finally:
-            if self.stuck:
-                self.stuck = ""
-                self._publish()
+            self.stuck = ""  # no command here: this also runs when a cached run is evicted
 
     def _model_call_options(self, config: LoopConfig, iteration: int) -> dict[str, Any]:
         """What every `rein.call_model` activity is scheduled with, a plain model call or a middleware step."""
