@@ -123,3 +123,37 @@ async def test_a_session_too_large_to_carry_keeps_its_history(env):
     types = [e.event_type for e in history.events]
     # It continued as new while the Session was small, then stayed in one history.
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in types
+
+
+HANDED_OVER = {
+    # RunCarry fields the run keeps in another form while it runs, and writes only at the hand-over.
+    "step_count": "first_step + len(steps)",
+    "produced": "a set of hashes",
+    "input_tools": "a frozenset, re-derived from the agent",
+    "approval_tools": "a frozenset, re-derived from the agent",
+    "interrupt": "the wait in progress, if any",
+    "agent_version": "the described agent's",
+    "permission": "the config's",
+}
+
+
+def test_the_carried_state_has_one_copy():
+    """What outlives a run's history lives once, in `RunState.carry` (the continuation's input itself): no
+    workflow attribute mirrors a carried field, so a new carried field is one edit of RunCarry."""
+    import ast
+    from pathlib import Path
+
+    from rein.core.contract import RunCarry
+
+    assigned = set()
+    for path in Path(rein.__file__).resolve().parent.parent.joinpath("workflows").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else []
+            for target in targets:
+                for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name) and element.value.id == "self":
+                        assigned.add(element.attr)
+    mirrored = (set(RunCarry.model_fields) - set(HANDED_OVER)) & assigned
+    assert not mirrored, f"workflow attributes that copy RunCarry fields (use self.carry.<field>): {sorted(mirrored)}"
+    assert "carry" in assigned
+    assert set(HANDED_OVER) <= set(RunCarry.model_fields)

@@ -43,7 +43,7 @@ class Children(Visibility):
 
     def _ignore(self, name: str, why: str) -> None:
         """A signal that does not fit: counted and logged (child_status here, the decisions' in Decisions)."""
-        self.ignored_signals += 1
+        self.carry.ignored_signals += 1
         self.last_ignored = f"`{name}`: {why}"[:500]
         workflow.logger.warning("Ignored signal %s: %s", name, why[:500])
 
@@ -99,7 +99,7 @@ class Children(Visibility):
         self._child_usage(call_id, view.usage)
         if view.status in ("waiting_approval", "waiting_input", "waiting_retry") and view.interrupt is not None:
             self.child_wait = (child_id, view)
-            self.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
+            self.carry.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
             self._publish()
             self._emit(StreamChunk(
                 type="interrupt", name=view.interrupt.type, data=view.interrupt.model_dump(mode="json"),

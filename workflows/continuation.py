@@ -6,7 +6,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from rein.core.contract import WAITING_STATUS, AgentInput, RunCarry
+    from rein.core.contract import WAITING_STATUS, AgentInput
+    from rein.core.digest import EMPTY
     from rein.core.result import Interrupt
 
 from rein.workflows.visibility import Visibility
@@ -46,26 +47,27 @@ class Continuation(Visibility):
         gap comes off `active_s` (below zero for a moment, if need be)."""
         if self.was_reset:
             self.was_reset = False
-            self.active_s -= max(0.0, workflow.time() - self.action_at)
+            self.carry.active_s -= max(0.0, workflow.time() - self.action_at)
 
-    def _restore(self, request: AgentInput, carry: RunCarry) -> None:
+    def _restore(self, request: AgentInput) -> None:
+        """Take over from the predecessor: `self.carry` is already its RunCarry; what it holds only as a
+        hand-over (the step count, the wait it was in, what the worker was sent) becomes this run's."""
         assert request.session is not None
+        carry = self.carry
         self.session = request.session
         self.first_step = carry.step_count
-        self.active_s = carry.active_s
-        self.pause = carry.pause
-        self.ignored_signals += carry.ignored_signals
         self.input_tools = frozenset(carry.input_tools)
-        self.conversation = carry.conversation
         if carry.sent_digest is not None and carry.sent_messages <= len(self.session.messages):
-            self.sent_messages, self.sent_digest = carry.sent_messages, carry.sent_digest
             self.sent_conversation = carry.conversation
             self.produced = set(carry.produced)
+        else:  # send the whole conversation again
+            carry.sent_messages, carry.sent_digest = 0, EMPTY
         if carry.interrupt is not None:
             self.resuming = self.interrupt = carry.interrupt
             self.status = WAITING_STATUS[carry.interrupt.type]
             self.session.stop_reason = "interrupted"
-            self.wait_deadline = carry.wait_deadline
+        else:
+            carry.wait_deadline = None
 
     def _signals_piled_up(self) -> bool:
         """While a run waits only signals and updates grow its history; counted here, not read from
@@ -103,22 +105,17 @@ class Continuation(Visibility):
 
     def _successor(self, waiting: Interrupt | None) -> AgentInput:
         assert self.request is not None
-        carry = RunCarry(
-            step_count=self.first_step + len(self.steps),
-            active_s=self.active_s,
-            pause=self.pause,
-            ignored_signals=self.ignored_signals,
-            sent_messages=self.sent_messages,
-            sent_digest=self.sent_digest if self.sent_conversation == self.conversation else None,
-            produced=sorted(self.produced),
-            input_tools=sorted(self.input_tools),
-            interrupt=waiting,
-            wait_deadline=self.wait_deadline if waiting is not None else None,
-            conversation=self.conversation,
-            agent_version=self.agent.version if self.agent else "",
-            approval_tools=sorted(self.approval_tools),
-            permission=self.config.permission if self.config and self.agent and self.agent.version else "",
-        )
+        carry = self.carry.model_copy(update={
+            "step_count": self.first_step + len(self.steps),
+            "sent_digest": self.carry.sent_digest if self.sent_conversation == self.carry.conversation else None,
+            "produced": sorted(self.produced),
+            "input_tools": sorted(self.input_tools),
+            "interrupt": waiting,
+            "wait_deadline": self.carry.wait_deadline if waiting is not None else None,
+            "agent_version": self.agent.version if self.agent else "",
+            "approval_tools": sorted(self.approval_tools),
+            "permission": self.config.permission if self.config and self.agent and self.agent.version else "",
+        })
         session = self.session
         if waiting is not None:
             session = session.model_copy(update={"stop_reason": None})

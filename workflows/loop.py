@@ -69,7 +69,7 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
         # A continuation takes over before any handler runs: signals and updates delivered with
         # its first task must find it as the predecessor left it (waiting, with its counters).
         if self.input is not None and self.input.carry is not None and self.input.session is not None:
-            self._restore(self.input, self.input.carry)
+            self._restore(self.input)
 
     async def run(self, *args: Any) -> dict[str, Any]:
         """Only the run's own fault fails the run: invalid input, a non-retryable activity error (model,
@@ -93,7 +93,7 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
         self.status = "failed"
         self.interrupt = None
         self.ended = True
-        self.pause += 1
+        self.carry.pause += 1
         try:
             if self.agent is None and workflow.patched(PATCH_FAILED_STATUS):
                 self.agent = await describe_agent("", "search attributes for the failed status")
@@ -108,16 +108,16 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
         config, started = await self._start(args)
         if self.start_interrupt is not None:  # a lean start's first model call failed: as `_take` waits
             interrupt, self.start_interrupt = self.start_interrupt, None
-            self.active_s += workflow.time() - started
+            self.carry.active_s += workflow.time() - started
             await self._wait_for_human(interrupt, config)
             started = workflow.time()
         while True:
             if self._history_is_long():
                 self._publish_progress()
-                self.active_s += workflow.time() - started
+                self.carry.active_s += workflow.time() - started
                 started = workflow.time()
                 await self._continue_as_new()
-            elapsed = self.active_s + (workflow.time() - started)
+            elapsed = self.carry.active_s + (workflow.time() - started)
             config = self.config or config  # stricter once the agent changed under the run (workflows.agent_changes)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
             if (self.cancel_reason is not None or self.family_spent) and not isinstance(action, machine.Finish):
@@ -133,7 +133,7 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
             if await self._take(action, config, elapsed, started):
                 started = workflow.time()
             self.progressed = True  # published as the next action starts (or with the final status)
-        self.active_s += workflow.time() - started
+        self.carry.active_s += workflow.time() - started
         return await self._finish()
 
     async def _start(self, args: Sequence[Any]) -> tuple[LoopConfig, float]:
@@ -208,7 +208,7 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
         if self.agent.middleware:
             interrupt = await self._worker_step(action, config, elapsed)
         elif isinstance(action, machine.Wait):
-            self.active_s = elapsed
+            self.carry.active_s = elapsed
             await self._wait_for_human(action.interrupt, config)
             return True
         elif isinstance(action, machine.CallModel):
@@ -217,7 +217,7 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
             await self._run_tools(action.calls)
         if interrupt is None:
             return False
-        self.active_s = self.active_s + (workflow.time() - started)
+        self.carry.active_s = self.carry.active_s + (workflow.time() - started)
         await self._wait_for_human(interrupt, config)
         return True
 
@@ -226,7 +226,7 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
         self.status = "cancelled" if self.session.stop_reason == "cancelled" else "done"
         self.interrupt = None
         self.final = self._outcome()
-        self.pause += 1
+        self.carry.pause += 1
         self.ended = True
         self._publish()
         self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))

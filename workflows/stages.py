@@ -98,12 +98,12 @@ class Stages(Children, AgentChanges):
         assert self.agent is not None
         began = workflow.time()
         source, live = self._next_model_call()
-        if self.sent_conversation != self.conversation:  # rewritten (compaction): send it whole again
-            self.sent_messages, self.sent_digest, self.produced = 0, EMPTY, set()
-            self.sent_conversation = self.conversation
-        new = self.session.messages[self.sent_messages :]
+        if self.sent_conversation != self.carry.conversation:  # rewritten (compaction): send it whole again
+            self.carry.sent_messages, self.carry.sent_digest, self.produced = 0, EMPTY, set()
+            self.sent_conversation = self.carry.conversation
+        new = self.session.messages[self.carry.sent_messages :]
         hashes = [message_hash(m) for m in new]
-        digest = extend(self.sent_digest, hashes)
+        digest = extend(self.carry.sent_digest or EMPTY, hashes)  # None only in a hand-over (_restore)
         # All produced by the worker (its reply, then the tool results): a count. Else each
         # produced one by reference, the rest whole. The digest verifies either way.
         produced = len(new) if new and all(h in self.produced for h in hashes) else 0
@@ -117,7 +117,7 @@ class Stages(Children, AgentChanges):
             stream=live,
             stream_source=source if live else "",
             asked_stream=self._asked_stream(live),
-            conversation=self.conversation,
+            conversation=self.carry.conversation,
             model=self._model_override(),
             version=self.agent.version,
         )
@@ -143,7 +143,7 @@ class Stages(Children, AgentChanges):
                 self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
             if completion.message.tool_calls:
                 self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
-        self.sent_messages, self.sent_digest = total, digest
+        self.carry.sent_messages, self.carry.sent_digest = total, digest
         self.produced = {message_hash(completion.message)}
         self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
         self.reply_version = version

@@ -16,7 +16,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from rein.core.config import LoopConfig
-    from rein.core.contract import AgentDescription, AgentInput, RunOutcome, RunStatus, RunStatusView
+    from rein.core.contract import AgentDescription, AgentInput, RunCarry, RunOutcome, RunStatus, RunStatusView
     from rein.core.digest import EMPTY
     from rein.core.events import TOPIC, StreamEvent
     from rein.core.ir import StreamChunk, ToolResult, Usage
@@ -38,6 +38,11 @@ class RunState:
         # Long by design: one line per attribute, each with what it means.
         self.input = request
         """The input, validated once (a continuation's carries the whole conversation)."""
+        handed = request.carry if request is not None and request.session is not None else None
+        self.carry = handed.model_copy() if handed is not None else RunCarry(sent_digest=EMPTY)
+        """What of the run outlives its history: read and changed in place here (its pause, active time, the
+        conversation the worker has been sent...), and handed on as it is as the continuation's input
+        (rein.workflows.continuation). A new carried field is one field of RunCarry, nothing else."""
         # The run's stream (temporalio.contrib.workflow_streams): text, steps, interrupts, events.
         self.stream = WorkflowStream(self.input.stream_state if self.input is not None else None)
         self.stream_topic = self.stream.topic(TOPIC)
@@ -68,15 +73,12 @@ class RunState:
         self.interrupt: Interrupt | None = None
         self.stuck = ""
         """What a bug in rein's activity code holds up, and why, while the run waits for a fixed build (rein.core.failures)."""
-        self.pause = 0
-        self.ignored_signals = 0
         self.woken = False
         self.cancel_reason: str | None = None
         self.agent: AgentDescription | None = None
         self.agent_key = ""
         """The name the worker knows the agent by (the input's `agent`)."""
         self.input_tools: frozenset[str] = frozenset()
-        self.active_s = 0.0
         self.final: RunOutcome | None = None
         self.published: dict[str, Any] = {}
         self.counters_at = workflow.time()
@@ -84,10 +86,6 @@ class RunState:
         self.progressed = False
         """An iteration ended and its counters (or a status change) are not published yet."""
 
-        self.sent_messages = 0
-        """How many conversation messages model-call activities have been given so far."""
-        self.sent_digest = EMPTY
-        """rein.core.digest chain digest of those messages."""
         self.sent_conversation = ""
         """The conversation token they belong to (a compaction starts a new one)."""
         self.produced: set[str] = set()
@@ -99,8 +97,6 @@ class RunState:
         self.prompt = ""
         self.last_ignored = ""
         self.cannot_continue_as_new = False
-        self.conversation = ""
-        """Changes when the conversation is rewritten (compaction, middleware); see ModelCallInput."""
         self.config: LoopConfig | None = None
         self.approval_tools: frozenset[str] = frozenset()
         self.reply_version = ""
@@ -120,7 +116,6 @@ class RunState:
         """Set once the run has decided to continue as new (waiting handlers let go)."""
         self.resuming: Interrupt | None = None
         """The wait a predecessor run was in when it continued as new."""
-        self.wait_deadline: float | None = None
         self.waiting_since: datetime | None = None  # when this wait began (a continuation restarts it)
         self.signals_in_run = 0
         self.signal_bytes_in_run = 0

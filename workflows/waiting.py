@@ -48,7 +48,7 @@ class Waiting(Continuation, Children):
         self.status = WAITING_STATUS[interrupt.type]
         self.session.stop_reason = "interrupted"
         if not resumed:
-            self.pause += 1
+            self.carry.pause += 1
         self._publish()
         if not resumed:  # the predecessor already published it to the stream it handed over
             self._emit(StreamChunk(
@@ -57,11 +57,11 @@ class Waiting(Continuation, Children):
             ))
         await self._tell_parent()
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
-        if timeout is not None and self.wait_deadline is None:
-            self.wait_deadline = workflow.time() + timeout.total_seconds()
+        if timeout is not None and self.carry.wait_deadline is None:
+            self.carry.wait_deadline = workflow.time() + timeout.total_seconds()
         shown = self._waiting_summary(interrupt) if workflow.patched(PATCH_WAITING_TIMER) else None
         while True:
-            remaining = None if self.wait_deadline is None else self.wait_deadline - workflow.time()
+            remaining = None if self.carry.wait_deadline is None else self.carry.wait_deadline - workflow.time()
             timer, summary = None, None
             if shown is not None:
                 timer, summary = seconds(remaining if remaining is not None else WAITING_TIMER_S), shown
@@ -97,7 +97,7 @@ class Waiting(Continuation, Children):
     def _stop_waiting(self) -> None:
         self.waiting_since = None
         self.woken = False
-        self.wait_deadline = None
+        self.carry.wait_deadline = None
         self.session.stop_reason = None
         self.interrupt = None
         self.status = "running"
@@ -122,7 +122,7 @@ class Waiting(Continuation, Children):
             self.released.add(self.parked.pop(0))
         try:
             await workflow.wait_condition(
-                lambda: self.pause > request.after_pause or self.ended or ticket in self.released or self.rolling
+                lambda: self.carry.pause > request.after_pause or self.ended or ticket in self.released or self.rolling
             )
         finally:
             if ticket in self.parked:
@@ -132,6 +132,6 @@ class Waiting(Continuation, Children):
             raise ApplicationError("newer waits replaced this one; wait again", type="WaitReleased")
         if self.status == "failed":
             raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
-        if self.pause <= request.after_pause and not self.ended:
+        if self.carry.pause <= request.after_pause and not self.ended:
             raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
         return self._outcome()

@@ -58,19 +58,19 @@ class WorkerSteps(Stages):
             elapsed_s=elapsed_s,
             input_tools=sorted(self.input_tools),
             approval_tools=sorted(self.approval_tools),
-            new_messages=self.session.messages[self.sent_messages :],
-            first_index=self.sent_messages,
+            new_messages=self.session.messages[self.carry.sent_messages :],
+            first_index=self.carry.sent_messages,
             total=len(self.session.messages),
             run_id=info.workflow_id,
             workflow_run_id=info.run_id,
-            conversation=self.conversation,
+            conversation=self.carry.conversation,
         )
 
     def _apply_step(self, outcome: StepOutcome) -> Interrupt | None:
         if outcome.conversation:
-            self.conversation = outcome.conversation
+            self.carry.conversation = outcome.conversation
         self.session = outcome.session_from(self.session)
-        self.sent_messages = len(self.session.messages)  # the worker holds the conversation as the step left it
+        self.carry.sent_messages = len(self.session.messages)  # the worker holds the conversation as the step left it
         self._record(outcome.steps)
         return outcome.interrupt
 
@@ -156,18 +156,18 @@ class WorkerSteps(Stages):
         if trigger is None or not trigger.due(self.session.messages):
             return
         info = workflow.info()
-        unsent: list[Message | str] = list(self.session.messages[self.sent_messages :])
+        unsent: list[Message | str] = list(self.session.messages[self.carry.sent_messages :])
         try:
             result = await self._unless_cancelled(self._until_fixed("compaction", lambda: workflow.execute_activity(
                 COMPACT,
                 ModelCallInput(
                     agent=self.agent_key,
                     new_messages=unsent,
-                    first_index=self.sent_messages,
+                    first_index=self.carry.sent_messages,
                     total=len(self.session.messages),
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
-                    conversation=self.conversation,
+                    conversation=self.carry.conversation,
                 ),
                 result_type=CompactResult,
                 start_to_close_timeout=seconds(config.model_timeout_s),
@@ -180,8 +180,8 @@ class WorkerSteps(Stages):
             workflow.logger.warning("Compaction failed; the model gets the whole conversation: %s", err.cause or err)
             return
         if result is None or result.messages is None:
-            self.sent_messages = len(self.session.messages)  # the worker has seen the whole conversation
+            self.carry.sent_messages = len(self.session.messages)  # the worker has seen the whole conversation
             return
         self.session.messages = result.messages
-        self.conversation = result.conversation
-        self.sent_messages = len(result.messages)
+        self.carry.conversation = result.conversation
+        self.carry.sent_messages = len(result.messages)

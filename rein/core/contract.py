@@ -123,8 +123,9 @@ class _Lenient(BaseModel):
 
 
 class RunCarry(BaseModel):
-    """What a run hands to its continuation when it continues-as-new (internal: a run started
-    by a client with a `carry` fails at once).
+    """The part of a run's state that outlives its history: the workflow reads and changes these
+    fields in place (`RunState.carry`), and the same model is its continuation's input when it
+    continues as new (internal: a run started by a client with a `carry` fails at once).
 
     The conversation travels as the input's `session`; the step log stays with the run
     that made it (the `steps` query of each run in the chain serves it).
