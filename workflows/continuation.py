@@ -9,6 +9,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.contract import WAITING_STATUS, AgentInput
     from rein.core.digest import EMPTY
     from rein.core.result import Interrupt
+    from rein.core.threads import TURNS_PER_RUN
 
 from rein.workflows.visibility import Visibility
 
@@ -81,10 +82,17 @@ class Continuation(Visibility):
         self._discount_reset()  # asked first in every iteration of the loop, before it reads the time
         if self.cannot_continue_as_new or self.request is None or self.held_results:
             return False
+        if self._turns_piled_up():
+            return True
         info = workflow.info()
         if self.request.continue_as_new_after is not None:
             return info.get_current_history_length() >= self.request.continue_as_new_after
         return info.is_continue_as_new_suggested()
+
+    def _turns_piled_up(self) -> bool:
+        """A thread between turns that took TURNS_PER_RUN turns in this history: continue as new now."""
+        thread = self.carry.thread
+        return thread is not None and not thread.open and self.turns_in_run >= TURNS_PER_RUN
 
     async def _continue_as_new(self, waiting: Interrupt | None = None) -> None:
         """Start a fresh history with the same Session, once handlers finish; clients re-attach.

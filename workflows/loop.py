@@ -29,7 +29,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from rein.core import machine
+    from rein.core import machine, threads
     from rein.core.config import LoopConfig
     from rein.core.contract import (
         CLOSE_CANCELED,
@@ -39,12 +39,12 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.errors import validation_text
     from rein.core.ir import StreamChunk
     from rein.core.session import Session
+    from rein.core.threads import SendRequest
 
-from rein.workflows.decisions import Decisions
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.start import LeanStart
+from rein.workflows.threads import Threads
 from rein.workflows.visibility import PATCH_TIMED_COUNTERS
-from rein.workflows.waiting import Waiting
 from rein.workflows.worker_steps import WorkerSteps
 
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
@@ -61,7 +61,7 @@ PATCH_FAILED_STATUS = "rein-failed-status"
 publish ReinStatus=failed (one extra local activity on that path only)."""
 
 
-class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
+class AgentLoop(Threads, LeanStart, WorkerSteps):
     """Everything of AgentWorkflow but its `@workflow.defn`, `@workflow.init` and `@workflow.run`."""
 
     def __init__(self, *args: Any) -> None:
@@ -117,6 +117,12 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
                 self.carry.active_s += workflow.time() - started
                 started = workflow.time()
                 await self._continue_as_new()
+            if self.thread is not None and not self.thread.open:
+                if not await self._open_turn():
+                    break  # cancelled between turns: the thread ends
+                started = workflow.time()
+                continue
+            self._take_steering(None)
             elapsed = self.carry.active_s + (workflow.time() - started)
             config = self.config or config  # stricter once the agent changed under the run (workflows.agent_changes)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
@@ -125,7 +131,13 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
                 self.session.stop_reason = "cancelled" if self.cancel_reason is not None else "budget"
                 continue
             if isinstance(action, machine.Finish):
-                break  # the last iteration's counters go with the final status (`_finish`)
+                if self.thread is None or self.cancel_reason is not None or self.family_spent:
+                    break  # the last iteration's counters go with the final status (`_finish`)
+                if not self._take_steering(action.stop_reason):
+                    self.carry.active_s += workflow.time() - started
+                    self._end_turn()
+                started = workflow.time()
+                continue
             self._publish_progress()
             if await self._resume_wait(action, config):
                 started = workflow.time()
@@ -176,7 +188,9 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
         self._continued_with(request.carry)
         config = self.config
         if request.carry is None:
-            if not self.lean:  # a lean start built it with its first model call
+            if request.thread:
+                self._initial_thread(request)
+            elif not self.lean:  # a lean start built it with its first model call
                 self.session = self._initial_session(request)
             self.first_step = request.first_step  # a fork continues its original's step count
         self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
@@ -280,6 +294,16 @@ class AgentLoop(Waiting, Decisions, LeanStart, WorkerSteps):
                 type="InvalidInput",
                 non_retryable=True,
             ) from None
+
+    def _initial_thread(self, request: AgentInput) -> None:
+        """A thread's conversation starts with the system prompt (or a given Session); a `prompt` is its first message."""
+        assert self.agent is not None and self.thread is not None
+        self.session = request.session or Session(messages=machine.new_session("", self.agent.system).messages[:-1])
+        if request.session is not None and workflow.info().continued_run_id is None:
+            machine.forget_pending_decisions(self.session)
+        self.session.done, self.session.stop_reason = True, "done"
+        if request.prompt:
+            threads.take(self.thread, SendRequest(text=request.prompt), str(workflow.uuid4()), workflow.info().workflow_id, 0)
 
     def _initial_session(self, request: AgentInput) -> Session:
         assert self.agent is not None

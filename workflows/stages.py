@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.ir import Message, StreamChunk, ToolCall, ToolResult
     from rein.core.result import Interrupt
     from rein.core.summaries import model_summary, tool_summary
+    from rein.core.threads import INTERRUPTED
 
 from rein.workflows.agent_changes import AgentChanges
 from rein.workflows.children import Children
@@ -122,12 +123,17 @@ class Stages(Children, AgentChanges):
             version=self.agent.version,
         )
         options = self._model_call_options(config, action.iteration)
+        self.model_call_under_way = True
         try:
             completion = await self._unless_cancelled(self._until_fixed("model call", lambda: workflow.execute_activity(
-                CALL_MODEL, request, result_type=ModelReply, **options)))
+                CALL_MODEL, request, result_type=ModelReply, **options)), cuttable=True)
         except ActivityError as err:
             return self._model_call_error(err)
-        if completion is None:  # cancelled while the model was answering
+        finally:
+            self.model_call_under_way = False
+        if completion is None:  # cancelled (or cut by an `interrupt` message) while the model was answering
+            if self.cut:
+                self._cut_model_call(source)
             return None
         self._took_reply(completion, live, source, total, digest, began, self.agent.version)
         return None
@@ -154,6 +160,11 @@ class Stages(Children, AgentChanges):
         """ModelCallInput.asked_stream: False when only a reader wants the text live (the answer stays the
         provider's `complete()`), else None (as `stream` says)."""
         return False if live and not self.streaming else None
+
+    def _cut_model_call(self, source: str) -> None:
+        """An `interrupt` message cut the model call: its text is dropped from the conversation, the stream says so."""
+        self.cut = False
+        self._emit(StreamChunk(type="event", name="cut", data={"source": source, "reason": INTERRUPTED}))
 
     def _next_model_call(self) -> tuple[str, bool]:
         """Count a model call: its name on the run's stream, and whether it publishes its text live."""

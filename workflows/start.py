@@ -56,8 +56,8 @@ class LeanStart(Stages):
         where this worker says so (an agent whose first step runs on the worker: middleware or compaction;
         a worker told not to start runs lean), recorded as PATCH_DESCRIBED_FIRST, so a replay reads the
         choice from history, not from the replaying worker."""
-        if request.carry is not None or request.session is not None:
-            return False
+        if request.carry is not None or request.session is not None or request.thread:
+            return False  # a thread's first turn opens with its first message, once the agent is known
         info = workflow.info()
         version = info.get_current_deployment_version()  # an unversioned worker's has no deployment name
         preview = worker_previews.preview(info.task_queue, request.agent)

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.ir import StreamChunk, ToolResult, Usage
     from rein.core.result import Interrupt, Step
     from rein.core.session import Session
+    from rein.core.threads import ThreadState
 
 from rein.workflows.readers import StreamReaders
 
@@ -40,6 +41,13 @@ class RunState:
         """The input, validated once (a continuation's carries the whole conversation)."""
         handed = request.carry if request is not None and request.session is not None else None
         self.carry = handed.model_copy() if handed is not None else RunCarry(sent_digest=EMPTY)
+        if request is not None and request.thread and self.carry.thread is None:
+            self.carry.thread = ThreadState()  # before any handler: the first message comes with the start
+        self.turns_in_run = 0
+        """A thread's turns ended in this history (it continues as new after TURNS_PER_RUN)."""
+        self.model_call_under_way = False
+        self.cut = False
+        """An `interrupt` message asked to cut the model call under way (rein.workflows.threads)."""
         """What of the run outlives its history: read and changed in place here (its pause, active time, the
         conversation the worker has been sent...), and handed on as it is as the continuation's input
         (rein.workflows.continuation). A new carried field is one field of RunCarry, nothing else."""
@@ -132,11 +140,12 @@ class RunState:
             self.cancel_reason = requested or "workflow cancellation requested"
         return True
 
-    async def _unless_cancelled(self, work: Awaitable[T]) -> T | None:
-        """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too)."""
+    async def _unless_cancelled(self, work: Awaitable[T], cuttable: bool = False) -> T | None:
+        """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too);
+        `cuttable`: also once an `interrupt` message cuts it (rein.workflows.threads)."""
         task = asyncio.ensure_future(work)
         try:
-            await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None)
+            await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None or (cuttable and self.cut))
         except asyncio.CancelledError:
             if not self._cancelled_natively():
                 raise

@@ -71,6 +71,7 @@ class Visibility(RunState):
             first_step=self.first_step,
             continued_from=self.continued_from,
             stuck=self.stuck,
+            turn=self.carry.thread.turns if self.carry.thread is not None else 0,
         )
 
     def _outcome(self) -> RunOutcome:
@@ -88,6 +89,7 @@ class Visibility(RunState):
             iterations=self.session.iteration,
             step_count=self.first_step + len(self.steps),
             message_count=len(self.session.messages),
+            turn=self.carry.thread.turns if self.carry.thread is not None else 0,
         )
 
     def _published_at_start(self) -> None:
@@ -174,7 +176,7 @@ class Visibility(RunState):
             workflow_id=info.workflow_id,
             namespace=info.namespace,
             prompt=self.prompt,
-            output=machine.last_assistant_text(self.session) if view.status in ("done", "cancelled") else None,
+            output=machine.last_assistant_text(self.session) if view.status in ("done", "cancelled", "idle") else None,
             last_ignored=self.last_ignored,
             fork=self._lineage(),
             model=(self.request.model or "") if self.request is not None else "",

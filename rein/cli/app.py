@@ -79,6 +79,7 @@ STATUS_STYLE = {
     "cancelled": "magenta",
     "failed": "bold red",
     "stuck": "bold red",
+    "idle": "cyan",
 }
 
 

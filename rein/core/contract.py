@@ -24,6 +24,7 @@ from rein.core.ir import Completion, Message, ToolCall, ToolSpec, Usage
 from rein.core.result import Interrupt, Step
 from rein.core.search_names import SEARCH_ATTRIBUTES  # noqa: F401  (public here: the contract's names)
 from rein.core.session import Session
+from rein.core.threads import ThreadState
 
 WORKFLOW_TYPE = "AgentWorkflow"
 DESCRIBE_WORKFLOW_TYPE = "ReinDescribeAgent"
@@ -104,10 +105,11 @@ PROBLEMS_KEY = SearchAttributeKey.for_keyword_list(PROBLEMS)
 """Temporal's own attribute on a run whose workflow tasks keep failing (`rein list --stuck`, `rein status`)."""
 
 RunStatus = Literal[
-    "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed", "stuck"
+    "running", "waiting_approval", "waiting_input", "waiting_retry", "done", "cancelled", "failed", "stuck", "idle"
 ]
 """`stuck`: a bug in rein's own activity code holds the run up until a fixed build takes it (rein.core.failures);
-a run whose workflow task fails keeps the last status it published (`rein list --stuck` shows both)."""
+a run whose workflow task fails keeps the last status it published (`rein list --stuck` shows both).
+`idle`: a thread between turns, waiting for its next message (rein.core.threads)."""
 
 WAITING_STATUS: dict[str, RunStatus] = {
     "need_approval": "waiting_approval",
@@ -153,6 +155,8 @@ class RunCarry(BaseModel):
     approval_tools: list[str] = Field(default_factory=list, max_length=10_000, exclude_if=lambda v: not v)
     permission: str = Field(default="", max_length=8, exclude_if=lambda v: not v)
     """The approval rules the run followed, kept when the successor's definition is looser (rein.core.agent_identity)."""
+    thread: ThreadState | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A thread's turns, waiting messages and receipts (rein.core.threads); None for a run."""
 
 
 class AgentInput(_Lenient):
@@ -179,9 +183,12 @@ class AgentInput(_Lenient):
     parent_call: str | None = None
     """Set when this run is an agent-as-tool call of a parent AgentWorkflow: that tool call's id.
     The run then tells its parent when it waits for a person and when it goes on."""
+    thread: bool = Field(default=False, exclude_if=lambda v: not v)
+    """A thread (rein.core.threads): the run takes its messages through `rein.send`, one turn each, and
+    waits between turns instead of ending. `prompt`, if given, is its first message."""
 
     def model_post_init(self, _context: Any) -> None:
-        if self.prompt is None and self.session is None:
+        if self.prompt is None and self.session is None and not self.thread:
             raise ValueError("give a 'prompt', a 'session' to resume, or both")
 
     @field_validator("session")
@@ -548,6 +555,8 @@ class RunOutcome(BaseModel):
     step_count: int = 0
     """Steps over the whole run (all runs of a continue-as-new chain)."""
     message_count: int = 0
+    turn: int = Field(default=0, exclude_if=lambda v: not v)
+    """A thread's turns started so far (0: not a thread)."""
 
     @field_serializer("usage")
     def _usage(self, usage: Usage) -> dict[str, Any]:
@@ -582,6 +591,8 @@ class RunStatusView(BaseModel):
     """Run id of the run this one continued as new from."""
     stuck: str = ""
     """While the status is `stuck`: what is held up, and the bug's message."""
+    turn: int = 0
+    """A thread's turns started so far (0: not a thread)."""
 
 
 # ------------------------------------------------------------ config overrides from clients

@@ -72,20 +72,26 @@ def details_for(
     `fork`: a fork's lineage (rein.ops.fork); `model`: the run's model when its client switched it."""
     iterations = f"{view.iteration} iteration{'s' if view.iteration != 1 else ''}"
     lines = [f"**{view.status}** · {iterations} · {view.usage.total_tokens} tokens"]
+    if view.turn:  # a thread: its turn first, and how to send it the next message
+        lines[0] = f"**{view.status}** · thread, turn {view.turn} · {iterations} · {view.usage.total_tokens} tokens"
     if fork:
         lines.append(fork_details(fork))
     if model:
         lines.append(f"Model: `{model}` (switched for this run)")
     if prompt:
         lines.append(f"> {run_summary('', prompt, 200)[2:]}")
-    if view.status in ("done", "cancelled"):
-        lines.append(f"Stop reason: `{view.stop_reason}`")
+    if view.status in ("done", "cancelled", "idle"):
+        lines.append(f"Stop reason: `{view.stop_reason}`" if view.status != "idle" else f"Turn {view.turn} ended: `{view.stop_reason}`")
         if output:
             lines.append(f"Output: {output[:200]}{'…' if len(output) > 200 else ''}")
     if view.stuck:
         lines.append(f"Stuck on a bug in rein ({view.stuck}): retried until a fixed build's workers take it")
     if last_ignored:
         lines.append(f"Last ignored signal: {last_ignored}")
+    if view.turn:
+        lines.append("Send the next message:\n\n" + _sh(
+            f"temporal workflow update execute --namespace {namespace} --workflow-id {workflow_id} "
+            f"--name rein.send --input '{{\"text\": \"...\"}}'"))
     signal = f"temporal workflow signal --namespace {namespace} --workflow-id {workflow_id}"
     itr = view.interrupt
     if itr is not None and itr.type == "need_approval":

@@ -1,0 +1,177 @@
+"""Threads: one durable run per conversation, taking a message at any moment (pure: no I/O, no clock).
+
+A thread is an AgentWorkflow run started with `thread=True`: its workflow id is the thread id, each
+message arrives through the `rein.send` update (the first one starts the run: update-with-start), and
+between turns the run waits at no cost. What a message does while a turn is under way is its mode:
+
+- `queue` (default): it is the next turn's message (each queued message is a turn of its own, in order).
+- `steer`: it joins the conversation before the turn's next model call; tool calls in flight finish first.
+  Left over when the turn ends, it opens the next turn.
+- `interrupt`: the model call in flight is cancelled (its partial text is dropped from the conversation and
+  the stream marks it `cut`), then the turn goes on with the message. While the turn waits for an approval
+  the pending calls are denied ("interrupted by a new message"); waiting for an answer, the message is the
+  answer; waiting to retry a failed model call, it retries with the message.
+- `reject`: refused while a turn is under way (`busy`); on an idle thread, it starts a turn.
+
+The same `message_id` sent twice is taken once: the second sender gets the first one's receipt.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rein.core.ir import Message, Usage
+from rein.core.session import Session, Stage
+
+SEND_UPDATE = "rein.send"
+THREAD_QUERY = "rein.thread"
+Mode = Literal["queue", "steer", "interrupt", "reject"]
+MODES: tuple[str, ...] = ("queue", "steer", "interrupt", "reject")
+
+MAX_MESSAGE_CHARS = 100_000
+"""A message's text, at most (a longer one is refused: put documents in a tool, not the chat)."""
+MAX_WAITING = 100
+"""Messages waiting in a thread (queued and steering) at most; one more is refused until a turn takes some."""
+MAX_RECEIPTS = 1_000
+"""Receipts kept for duplicate intake: a message id sent again after this many newer ones is a new message."""
+TURNS_PER_RUN = 50
+"""A thread continues as new at a turn boundary after this many turns in one history at the latest
+(earlier when Temporal suggests it), so its history stays bounded however long the conversation."""
+INTERRUPTED = "interrupted by a new message"
+
+
+class SendRequest(BaseModel):
+    """The `rein.send` update's argument: `{"text": ..., "mode": "queue", "message_id": null, "sender": ""}`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    mode: Mode = "queue"
+    message_id: str | None = Field(default=None, min_length=1, max_length=200)
+    """The sender's id for this message (a webhook's delivery id): sent twice, it is taken once."""
+    sender: str = Field(default="", max_length=200)
+
+
+class SendReceipt(BaseModel):
+    """What `rein.send` answers: where the message went. A duplicate gets the first sender's receipt."""
+
+    thread_id: str
+    message_id: str
+    mode: Mode
+    turn: int
+    """The turn that takes the message (1 is the thread's first)."""
+    ahead: int = 0
+    """Turns before this message's (the one under way included; 0: its turn is under way or starts now)."""
+    pause: int = 0
+    """The run's pause count when the message was taken: a client waits for the turn past it."""
+    duplicate: bool = False
+
+
+class Waiting(BaseModel):
+    """A message the thread holds for a later model call or turn."""
+
+    message_id: str
+    text: str
+    mode: Mode
+    sender: str = ""
+
+
+class ThreadState(BaseModel):
+    """A thread's part of the run's carried state (RunCarry.thread)."""
+
+    turns: int = Field(default=0, ge=0)
+    """Turns started (the one under way included)."""
+    open: bool = False
+    """A turn is under way."""
+    queued: list[Waiting] = Field(default_factory=list)
+    steering: list[Waiting] = Field(default_factory=list)
+    receipts: dict[str, SendReceipt] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    """Every ended turn's usage (a turn's own is the Session's)."""
+    last_output: str | None = None
+    turn_first_step: int = Field(default=0, ge=0)
+    """The index of the first step of the turn under way (or of the last one)."""
+
+
+class ThreadView(BaseModel):
+    """The `rein.thread` query: a thread at a glance."""
+
+    thread_id: str
+    agent: str
+    status: str
+    turns: int
+    open: bool
+    queued: list[Waiting]
+    steering: list[Waiting]
+    usage: Usage
+    last_output: str | None = None
+    turn_first_step: int = 0
+
+
+class Busy(ValueError):
+    """A message the thread refuses as it stands (reject while busy, too many waiting)."""
+
+
+def check(state: ThreadState, request: SendRequest) -> None:
+    """Refuse what the thread cannot take now (a duplicate always fits: it gets its receipt)."""
+    if request.message_id is not None and request.message_id in state.receipts:
+        return
+    if request.mode == "reject" and state.open:
+        raise Busy(f"busy: turn {state.turns} is under way (mode reject)")
+    if len(state.queued) + len(state.steering) >= MAX_WAITING:
+        raise Busy(f"{MAX_WAITING} messages already wait in this thread; send again once a turn takes them")
+
+
+def take(state: ThreadState, request: SendRequest, message_id: str, thread_id: str, pause: int) -> SendReceipt:
+    """Hold the message where its mode says; its receipt (the first one's for a duplicate id)."""
+    known = state.receipts.get(message_id)
+    if known is not None:
+        return known.model_copy(update={"duplicate": True})
+    waiting = Waiting(message_id=message_id, text=request.text, mode=request.mode, sender=request.sender)
+    if state.open and request.mode in ("steer", "interrupt"):
+        state.steering.append(waiting)
+        receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode, turn=state.turns, pause=pause)
+    else:
+        state.queued.append(waiting)
+        receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode,
+                              turn=state.turns + len(state.queued), ahead=len(state.queued) - 1 + state.open, pause=pause)
+    state.receipts[message_id] = receipt
+    while len(state.receipts) > MAX_RECEIPTS:
+        del state.receipts[next(iter(state.receipts))]
+    return receipt
+
+
+def next_turn(state: ThreadState) -> Waiting | None:
+    """The message that opens the next turn, taken from the queue (None: wait for one)."""
+    if not state.queued:
+        return None
+    state.turns += 1
+    state.open = True
+    return state.queued.pop(0)
+
+
+def end_turn(state: ThreadState, usage: Usage, output: str | None) -> None:
+    """The turn under way ended: its usage adds to the thread's. Steering it did not take in (the turn ended
+    on a budget or a failure) opens the next turn; every queued message's receipt names its turn again."""
+    state.open = False
+    state.usage = state.usage + usage
+    state.last_output = output
+    state.queued[:0] = state.steering
+    state.steering = []
+    for position, waiting in enumerate(state.queued, start=1):
+        receipt = state.receipts.get(waiting.message_id)
+        if receipt is not None:
+            receipt.turn, receipt.ahead = state.turns + position, position - 1
+
+
+def join(session: Session, steering: list[Waiting]) -> None:
+    """Steering messages join the turn under way before its next model call (a turn that had answered
+    goes on: the model answers them too)."""
+    session.messages += [Message(role="user", content=w.text) for w in steering]
+    if session.done or session.stage == Stage.DONE:
+        session.done = False
+        session.stop_reason = None
+        session.output_json = None
+        session.stage = Stage.CALL_MODEL

@@ -1,0 +1,140 @@
+"""ReinClient's side of threads (rein.core.threads): send a message from any process, wait for its
+turn's answer, read a thread, list them.
+
+A message is the `rein.send` update. The first one starts the thread (update-with-start, the
+workflow id is the thread id); later ones reach the same run wherever they come from. A thread that
+has ended (cancelled) takes no more messages: its id is not reused for another conversation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from rein.core.contract import WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, RunOutcome, WaitRequest
+from rein.core.result import RunResult
+from rein.core.threads import SEND_UPDATE, THREAD_QUERY, Mode, SendReceipt, SendRequest, ThreadView
+from rein.durable.fleet import run_priority
+from rein.temporal import history
+from rein.temporal.search_attributes import start_search_attributes
+
+THREAD_MEMO = "rein.thread"
+"""Memo key every thread carries (`rein threads` lists runs with it)."""
+
+
+class ThreadRefused(ValueError):
+    """The thread did not take the message: `kind` is Busy, ThreadEnded or NotAThread (the reason is the message)."""
+
+    def __init__(self, thread_id: str, kind: str, message: str):
+        super().__init__(f"thread {thread_id}: {message}")
+        self.thread_id = thread_id
+        self.kind = kind
+
+
+@dataclass
+class ThreadRow:
+    thread_id: str
+    agent: str
+    status: str
+    started: datetime | None
+    last_activity: datetime | None
+
+
+class ThreadClient:
+    """ReinClient's thread methods (its `client`, `task_queue`, `handle` and `full_result`)."""
+
+    client: Client
+    task_queue: str
+
+    def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
+        raise NotImplementedError
+
+    async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
+        raise NotImplementedError
+
+    async def send(self, thread_id: str, text: str, *, agent: str, mode: Mode = "queue", message_id: str | None = None,
+                   sender: str = "", tenant: str | None = None) -> SendReceipt:
+        """Send a message to the thread `thread_id` of `agent`, starting the thread with its first message.
+        Returns where it went (its turn); `reply(receipt)` waits for that turn's answer. Raises ThreadRefused
+        when the thread does not take it (`reject` while busy, too many waiting, the thread ended)."""
+        request = SendRequest(text=text, mode=mode, message_id=message_id, sender=sender)
+        start: WithStartWorkflowOperation[Any, RunOutcome] = WithStartWorkflowOperation(
+            WORKFLOW_TYPE,
+            AgentInput(agent=agent, thread=True).model_dump(mode="json", exclude_none=True, exclude_defaults=True),
+            id=thread_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            result_type=RunOutcome,
+            memo={THREAD_MEMO: True},
+            static_summary=f"thread · {agent}",
+            search_attributes=await start_search_attributes(self.client, agent, tenant=tenant),
+            priority=run_priority(tenant, None),
+        )
+        try:
+            return await self.client.execute_update_with_start_workflow(
+                SEND_UPDATE, request, start_workflow_operation=start, result_type=SendReceipt)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            raise ThreadRefused(thread_id, getattr(cause, "type", None) or "Refused",
+                                getattr(cause, "message", None) or str(cause or err)) from None
+        except WorkflowAlreadyStartedError:
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await start.workflow_handle()  # the same error, read: asyncio would log it as never retrieved
+            raise ThreadRefused(thread_id, "ThreadEnded", "the thread has ended; start another thread id") from None
+
+    async def reply(self, receipt: SendReceipt) -> RunResult:
+        """Until the receipt's turn ends (or waits for a person): that turn's RunResult (the whole conversation,
+        the turn's steps). A later turn that ended meanwhile is not waited for."""
+        handle = self.handle(receipt.thread_id)
+        after = receipt.pause
+        while True:
+            outcome = await handle.execute_update(WAIT_UPDATE, WaitRequest(after_pause=after), result_type=RunOutcome)
+            if outcome.turn >= receipt.turn or outcome.status == "interrupted" and outcome.turn == receipt.turn:
+                break
+            after += 1
+        view = await self.thread(receipt.thread_id)
+        return await self.full_result(receipt.thread_id, outcome, steps_from=view.turn_first_step)
+
+    async def thread(self, thread_id: str) -> ThreadView:
+        """The thread at a glance: status, turns, queued and steering messages, usage, its last answer."""
+        return ThreadView.model_validate(await history.query(self.client, thread_id, THREAD_QUERY))
+
+    async def threads(self, *, limit: int = 50, running_only: bool = False) -> AsyncIterator[ThreadRow]:
+        """Threads, newest first (visibility is eventually consistent)."""
+        query = 'WorkflowType="AgentWorkflow"' + (' AND ExecutionStatus="Running"' if running_only else "")
+        found = 0
+        async for run in self.client.list_workflows(query):
+            memo = await run.memo()
+            if not memo.get(THREAD_MEMO):
+                continue
+            attributes = run.typed_search_attributes
+            yield ThreadRow(
+                thread_id=run.id,
+                agent=_attribute(attributes, "ReinAgent") or "",
+                status=_attribute(attributes, "ReinStatus") or run.status.name.lower() if run.status else "",
+                started=run.start_time,
+                last_activity=run.execution_time if run.close_time is None else run.close_time,
+            )
+            found += 1
+            if found >= limit:
+                return
+
+
+def _attribute(attributes: Any, name: str) -> Any:
+    from rein.core.contract import SEARCH_KEYS
+
+    key = SEARCH_KEYS.get(name)
+    return attributes.get(key) if key is not None else None
