@@ -24,12 +24,13 @@ the mean over enough calls for `--min-time` seconds; the tables give the median 
 Also checked, not timed: both converters give the same payload bytes, and decode(encode(x)) == x
 with each converter and across them (rein's encoding read by the contrib and back).
 
-`--runs K` (needs the temporal binary rein's tests use): one dev server, one rein worker
-(`rein.create_worker` defaults, bench-add agent, one-call runs), K runs per repetition with each
-converter in turn. The contrib variant makes every payload converter built during its batches the
-contrib's own (`ReinPayloadConverter.__init__` is PydanticPayloadConverter's for the batch): rein's codec
-and external storage stay, only the payload converter changes. It counts payload converters built
-and TypeAdapters built per run, and the process CPU per run.
+`--runs K [--n N]` (needs the temporal binary rein's tests use): one dev server, one rein worker
+(`rein.create_worker` defaults, bench/loop_iterations.py's bench-add agent, runs of N tool calls), K runs
+per repetition with each converter in turn. The contrib variant makes every payload converter built
+during its batches the contrib's own (`ReinPayloadConverter.__init__` is PydanticPayloadConverter's for the
+batch; the client's and worker's DataConverters, built before, keep theirs): rein's codec and external
+storage stay, only the payload converter changes. Per run: payload converters built, TypeAdapters built,
+JSON decodes, the thread CPU spent in those constructors, and the process CPU (client and worker).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 os.environ.setdefault("REIN_HOME", tempfile.mkdtemp(prefix="rein-bench-converter-"))
 
-from pydantic import BaseModel, TypeAdapter  # noqa: E402
+from pydantic import TypeAdapter  # noqa: E402
 from temporalio.api.common.v1 import Payload  # noqa: E402
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter  # noqa: E402
 from temporalio.converter import DataConverter, PayloadConverter  # noqa: E402
@@ -208,6 +209,7 @@ class Case:
 
 def cases() -> list[Case]:
     out: list[Case] = []
+    x: Any
     for n in (2, 50, 500):
         x = agent_input(n)
         out.append(Case(f"AgentInput, session of {n}", x, AgentInput, x, where="typed reader"))
@@ -389,7 +391,53 @@ def contrib_converters(on: bool) -> Iterator[None]:
 _REIN_INIT = converter.ReinPayloadConverter.__init__
 
 
-async def whole_runs(runs: int, reps: int) -> None:
+class Tally:
+    """Per batch: payload converters built, TypeAdapters built, JSON decodes, and the thread CPU spent
+    inside the first two (time.thread_time around each call, so the sandbox's threads count too)."""
+
+    def __init__(self) -> None:
+        self.n = {"converters": 0, "adapters": 0, "decodes": 0}
+        self.cpu = {"converters": 0.0, "adapters": 0.0}
+
+    def timed(self, what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self_: Any, *args: Any, **kwargs: Any) -> Any:
+            began = time.thread_time()
+            try:
+                return fn(self_, *args, **kwargs)
+            finally:
+                self.n[what] += 1
+                self.cpu[what] += time.thread_time() - began
+        return wrapper
+
+    def counted(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.n["decodes"] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+
+@contextmanager
+def tallied(tally: Tally, contrib: bool) -> Iterator[None]:
+    """As contrib_converters, and every converter, adapter and JSON decode counted into `tally`."""
+    from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+
+    saved = (TypeAdapter.__init__, converter._ProcessCachedJSON.from_payload,
+             PydanticJSONPlainPayloadConverter.from_payload)
+    converter.ReinPayloadConverter.__init__ = tally.timed(  # type: ignore[method-assign]
+        "converters", PydanticPayloadConverter.__init__ if contrib else _REIN_INIT)
+    TypeAdapter.__init__ = tally.timed("adapters", saved[0])  # type: ignore[method-assign]
+    converter._ProcessCachedJSON.from_payload = tally.counted(saved[1])  # type: ignore[method-assign]
+    PydanticJSONPlainPayloadConverter.from_payload = tally.counted(saved[2])  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        converter.ReinPayloadConverter.__init__ = _REIN_INIT  # type: ignore[method-assign]
+        TypeAdapter.__init__ = saved[0]  # type: ignore[method-assign]
+        converter._ProcessCachedJSON.from_payload = saved[1]  # type: ignore[method-assign]
+        PydanticJSONPlainPayloadConverter.from_payload = saved[2]  # type: ignore[method-assign]
+
+
+async def whole_runs(runs: int, reps: int, n: int) -> None:
     import resource
 
     from loop_iterations import check_rein_result, make_agents
@@ -400,21 +448,6 @@ async def whole_runs(runs: int, reps: int) -> None:
     from rein.core.log import disable_logging
     from rein.testing import start_local
 
-    counts = {"converters": 0, "adapters": 0}
-    rein_init, adapter_init = _REIN_INIT, TypeAdapter.__init__
-
-    def counted_rein_init(self: Any) -> None:
-        counts["converters"] += 1
-        rein_init(self)
-
-    def counted_contrib_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        counts["converters"] += 1
-        PydanticPayloadConverter.__init__(self, *args, **kwargs)
-
-    def counted_adapter(self: Any, *args: Any, **kwargs: Any) -> None:
-        counts["adapters"] += 1
-        adapter_init(self, *args, **kwargs)
-
     disable_logging()
     env = await start_local()
     client = await Client.connect(env.client.service_client.config.target_host,
@@ -424,11 +457,11 @@ async def whole_runs(runs: int, reps: int) -> None:
     task = asyncio.create_task(worker.run())
 
     async def one() -> None:
-        handle = await client.start_workflow(WORKFLOW_TYPE, {"agent": "bench-add", "prompt": "iterations=1"},
+        handle = await client.start_workflow(WORKFLOW_TYPE, {"agent": "bench-add", "prompt": f"iterations={n}"},
                                              id=f"{queue}-{uuid.uuid4().hex[:8]}", task_queue=queue)
-        check_rein_result(await handle.result(), 1)
+        check_rein_result(await handle.result(), n)
 
-    rows: dict[str, list[tuple[float, float, float]]] = {"rein": [], "contrib": []}
+    rows: dict[str, list[tuple[float, Tally]]] = {"rein": [], "contrib": []}
     try:
         for variant in rows:
             with contrib_converters(variant == "contrib"):
@@ -437,35 +470,39 @@ async def whole_runs(runs: int, reps: int) -> None:
         for rep in range(reps):
             print(f"whole runs: repetition {rep + 1}/{reps} ...", file=sys.stderr, flush=True)
             for variant in (("rein", "contrib") if rep % 2 == 0 else ("contrib", "rein")):
-                counts.update(converters=0, adapters=0)
-                converter.ReinPayloadConverter.__init__ = (  # type: ignore[method-assign]
-                    counted_contrib_init if variant == "contrib" else counted_rein_init)
-                TypeAdapter.__init__ = counted_adapter  # type: ignore[method-assign]
-                try:
+                tally = Tally()
+                with tallied(tally, variant == "contrib"):
                     before = resource.getrusage(resource.RUSAGE_SELF)
                     for _ in range(runs):
                         await one()
                     after = resource.getrusage(resource.RUSAGE_SELF)
-                finally:
-                    converter.ReinPayloadConverter.__init__ = _REIN_INIT  # type: ignore[method-assign]
-                    TypeAdapter.__init__ = adapter_init  # type: ignore[method-assign]
                 cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-                rows[variant].append((cpu / runs * 1000, counts["converters"] / runs, counts["adapters"] / runs))
+                rows[variant].append((cpu / runs, tally))
     finally:
         await worker.shutdown()
         await task
         await env.shutdown()
-    print(f"\nWhole one-call runs (bench-add, N = 1), {runs} runs per repetition, {reps} repetitions "
-          "(variants alternated), per run:\n")
-    print("| payload converter | process CPU ms, median (min) | payload converters built | TypeAdapters built |")
-    print("|---|---:|---:|---:|")
+
+    def med(variant: str, f: Callable[[tuple[float, Tally]], float]) -> float:
+        return statistics.median(f(r) for r in rows[variant])
+
+    print(f"\nWhole runs of N = {n} (bench-add: N model calls with a tool call each, N tool calls, the answer), "
+          f"one worker and its client in this process, {runs} runs per repetition, {reps} repetitions "
+          "(variants alternated), per run, medians:\n")
+    print("| payload converter | process CPU ms (min) | converters built | CPU in their constructors µs "
+          "| TypeAdapters built | CPU building them µs | JSON decodes |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for variant, r in rows.items():
-        cpu = [x[0] for x in r]
-        print(f"| {variant} | {statistics.median(cpu):.2f} ({min(cpu):.2f}) | {statistics.median(x[1] for x in r):.1f} | "
-              f"{statistics.median(x[2] for x in r):.1f} |")
-    saved = statistics.median(x[0] for x in rows["contrib"]) - statistics.median(x[0] for x in rows["rein"])
-    print(f"\ncontrib − rein: {saved:.2f} ms of process CPU per run "
-          f"({saved / statistics.median(x[0] for x in rows['rein']):.1%} of rein's).")
+        print(f"| {variant} | {med(variant, lambda x: x[0]) * 1e3:.2f} ({min(x[0] for x in r) * 1e3:.2f}) "
+              f"| {med(variant, lambda x: x[1].n['converters'] / runs):.1f} "
+              f"| {med(variant, lambda x: x[1].cpu['converters'] / runs) * 1e6:.0f} "
+              f"| {med(variant, lambda x: x[1].n['adapters'] / runs):.1f} "
+              f"| {med(variant, lambda x: x[1].cpu['adapters'] / runs) * 1e6:.0f} "
+              f"| {med(variant, lambda x: x[1].n['decodes'] / runs):.1f} |")
+    rein_cpu, contrib_cpu = med("rein", lambda x: x[0]), med("contrib", lambda x: x[0])
+    print(f"\ncontrib − rein: {(contrib_cpu - rein_cpu) * 1e3:.2f} ms of process CPU per run "
+          f"({(contrib_cpu - rein_cpu) / rein_cpu:+.1%} of rein's); per repetition: "
+          + ", ".join(f"{(c[0] - r[0]) * 1e3:+.2f}" for r, c in zip(rows["rein"], rows["contrib"], strict=True)))
 
 
 def main() -> None:
@@ -474,6 +511,7 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.2, help="CPU seconds per figure per repetition")
     parser.add_argument("--runs", type=int, default=0, help="also time whole runs on a dev server, this many per rep")
     parser.add_argument("--run-reps", type=int, default=6)
+    parser.add_argument("--n", type=int, default=1, help="whole runs: tool calls per run")
     args = parser.parse_args()
     import pydantic
     import temporalio
@@ -487,7 +525,7 @@ def main() -> None:
     warm, construct = measure(all_cases, args.reps, args.min_time)
     report(all_cases, warm, construct)
     if args.runs:
-        asyncio.run(whole_runs(args.runs, args.run_reps))
+        asyncio.run(whole_runs(args.runs, args.run_reps, args.n))
 
 
 if __name__ == "__main__":

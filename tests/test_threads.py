@@ -66,3 +66,100 @@ async def test_a_thread_takes_turns_from_messages_and_dedupes_ids(dev, ids):
         with pytest.raises(ThreadRefused) as refused:
             await runs.send(thread_id, "late", agent=agent.name)
         assert refused.value.kind == "ThreadEnded"
+
+
+class Slow(Echo):
+    """Echo whose answer to `slow:N` takes N seconds, streaming a first word at once when asked to stream."""
+
+    async def complete(self, messages, tools=None, **kw):
+        last = messages[-1]
+        if last.role == "user" and last.content.startswith("slow:"):
+            await asyncio.sleep(float(last.content[5:]))
+        return await super().complete(messages, tools, **kw)
+
+
+async def _until(predicate, what: str, timeout: float = 30.0):
+    async def poll():
+        while not await predicate():
+            await asyncio.sleep(0.05)
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"never happened: {what}") from None
+
+
+async def test_each_mode_while_a_tool_runs(dev, ids):
+    queue, thread_id = ids
+    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        busy = await runs.send(thread_id, "tool:1.5", agent=agent.name)
+        await _until(lambda: _tool_started(runs, thread_id), "the tool call started")
+        queued = await runs.send(thread_id, "next turn please", agent=agent.name)
+        steered = await runs.send(thread_id, "also this", agent=agent.name, mode="steer")
+        with pytest.raises(ThreadRefused) as refused:
+            await runs.send(thread_id, "now!", agent=agent.name, mode="reject")
+        assert refused.value.kind == "Busy" and "turn 1" in str(refused.value)
+        assert (busy.turn, queued.turn, queued.ahead, steered.turn) == (1, 2, 1, 1)
+        first = await runs.reply(busy)
+        # The tool call finished first; the steering message joined before the next model call.
+        assert first.output == "heard: tool:1.5 | also this"
+        assert [s.kind for s in first.steps] == ["model", "tool", "model"]
+        second = await runs.reply(queued)
+        assert second.output == "heard: next turn please"
+        idle = await runs.send(thread_id, "now!", agent=agent.name, mode="reject")  # idle: it starts a turn
+        assert (await runs.reply(idle)).output == "heard: now!"
+        users = [m.content for m in second.session.messages if m.role == "user"]
+        assert users == ["tool:1.5", "also this", "next turn please"]
+
+
+async def _tool_started(runs: ReinClient, thread_id: str) -> bool:
+    view = await runs.status(thread_id)
+    return view.stage == "run_tools"
+
+
+async def test_interrupt_cuts_the_model_call_under_way(dev, ids):
+    queue, thread_id = ids
+    agent = Agent(provider=Slow(), tools=[wait], name=f"slow-{uuid.uuid4().hex[:6]}", config=LoopConfig(detect_loops=False))
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        long = await runs.send(thread_id, "slow:30", agent=agent.name)
+        await _until(lambda: _model_called(dev.client, thread_id), "the model call started")
+        cut = await runs.send(thread_id, "stop, do this instead", agent=agent.name, mode="interrupt")
+        assert cut.turn == long.turn == 1
+        answer = await asyncio.wait_for(runs.reply(long), 20)  # not the 30 s the cut call would take
+        assert answer.output == "heard: slow:30 | stop, do this instead"
+        assert [m.role for m in answer.session.messages] == ["user", "user", "assistant"]  # nothing of the cut call
+        events = [c async for c in _events(runs, thread_id)]
+        assert ("cut", "interrupted by a new message") in [(c.name, (c.data or {}).get("reason")) for c in events]
+
+
+async def _model_called(client, thread_id: str) -> bool:
+    description = await client.get_workflow_handle(thread_id).describe()
+    return any(a.activity_type.name == "rein.call_model" for a in description.raw_description.pending_activities)
+
+
+async def _events(runs: ReinClient, thread_id: str):
+    async for chunk in runs.stream(thread_id):
+        if chunk.type == "event":
+            yield chunk
+        if chunk.type == "event" and chunk.name == "turn_end":
+            return
+
+
+async def test_interrupt_while_waiting_for_approval_denies_and_goes_on(dev, ids):
+    queue, thread_id = ids
+    agent = Agent(provider=Echo(), tools=[wait], name=f"ask-{uuid.uuid4().hex[:6]}",
+                  config=LoopConfig(detect_loops=False, permission="ask"))
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        first = await runs.send(thread_id, "tool:5", agent=agent.name)
+        waiting = await runs.reply(first)
+        assert waiting.status == "interrupted" and waiting.interrupt.type == "need_approval"
+        queued = await runs.send(thread_id, "queued meanwhile", agent=agent.name)
+        steer = await runs.send(thread_id, "forget the tool", agent=agent.name, mode="interrupt")
+        answer = await runs.reply(steer)
+        assert answer.output == "heard: tool:5 | forget the tool"  # the denied call, then the message
+        tool = next(m for m in answer.session.messages if m.role == "tool")
+        assert "interrupted by a new message" in tool.content
+        assert (await runs.reply(queued)).output == "heard: queued meanwhile"

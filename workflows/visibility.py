@@ -90,6 +90,7 @@ class Visibility(RunState):
             step_count=self.first_step + len(self.steps),
             message_count=len(self.session.messages),
             turn=self.carry.thread.turns if self.carry.thread is not None else 0,
+            turn_first_step=self.carry.thread.turn_first_step if self.carry.thread is not None else 0,
         )
 
     def _published_at_start(self) -> None:

@@ -121,9 +121,7 @@ class Waiting(Continuation, Children):
         while len(self.parked) > MAX_PARKED_WAITS:
             self.released.add(self.parked.pop(0))
         try:
-            await workflow.wait_condition(
-                lambda: self.carry.pause > request.after_pause or self.ended or ticket in self.released or self.rolling
-            )
+            await workflow.wait_condition(lambda: self._waited(request) or self.ended or ticket in self.released or self.rolling)
         finally:
             if ticket in self.parked:
                 self.parked.remove(ticket)
@@ -132,6 +130,16 @@ class Waiting(Continuation, Children):
             raise ApplicationError("newer waits replaced this one; wait again", type="WaitReleased")
         if self.status == "failed":
             raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
-        if self.carry.pause <= request.after_pause and not self.ended:
+        if not self._waited(request) and not self.ended:
             raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
-        return self._outcome()
+        return self.turn_outcomes.get(request.turn) or self._outcome()
+
+    def _waited(self, request: WaitRequest) -> bool:
+        """What the client waits for has happened: the run paused past `after_pause`; for a thread's `turn`,
+        that turn ended or waits for a person (a later turn may be under way by then)."""
+        thread = self.carry.thread
+        if not request.turn or thread is None:
+            return self.carry.pause > request.after_pause
+        if request.turn in self.turn_outcomes or thread.turns > request.turn:
+            return True
+        return thread.turns == request.turn and (not thread.open or self.interrupt is not None)

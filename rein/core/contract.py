@@ -556,7 +556,9 @@ class RunOutcome(BaseModel):
     """Steps over the whole run (all runs of a continue-as-new chain)."""
     message_count: int = 0
     turn: int = Field(default=0, exclude_if=lambda v: not v)
-    """A thread's turns started so far (0: not a thread)."""
+    """A thread's turn this outcome is of (0: not a thread)."""
+    turn_first_step: int = Field(default=0, exclude_if=lambda v: not v)
+    """The index of that turn's first step."""
 
     @field_serializer("usage")
     def _usage(self, usage: Usage) -> dict[str, Any]:
@@ -571,6 +573,8 @@ class WaitRequest(BaseModel):
     after_pause: int = Field(default=0, ge=0, le=2**31)
     """Return once the run has paused (or ended) more times than this."""
     steps_from: int = Field(default=0, ge=0, le=2**31)
+    turn: int = Field(default=0, ge=0, le=2**62, exclude_if=lambda v: not v)
+    """A thread: answer with this turn's outcome once it has ended (a later turn may be under way by then)."""
 
 
 class RunStatusView(BaseModel):

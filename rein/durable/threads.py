@@ -8,6 +8,7 @@ has ended (cancelled) takes no more messages: its id is not reused for another c
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -98,15 +99,20 @@ class ThreadClient:
     async def reply(self, receipt: SendReceipt) -> RunResult:
         """Until the receipt's turn ends (or waits for a person): that turn's RunResult (the whole conversation,
         the turn's steps). A later turn that ended meanwhile is not waited for."""
-        handle = self.handle(receipt.thread_id)
-        after = receipt.pause
+        handle = self.handle(receipt.thread_id)  # no run id: the newest run of the chain, after a continue-as-new too
+        request = WaitRequest(after_pause=receipt.pause, turn=receipt.turn)
         while True:
-            outcome = await handle.execute_update(WAIT_UPDATE, WaitRequest(after_pause=after), result_type=RunOutcome)
-            if outcome.turn >= receipt.turn or outcome.status == "interrupted" and outcome.turn == receipt.turn:
+            try:
+                outcome = await handle.execute_update(WAIT_UPDATE, request, result_type=RunOutcome)
                 break
-            after += 1
-        view = await self.thread(receipt.thread_id)
-        return await self.full_result(receipt.thread_id, outcome, steps_from=view.turn_first_step)
+            except WorkflowUpdateFailedError as err:
+                kind = getattr(err.cause, "type", None)
+                if kind not in ("ContinuedAsNew", "WaitReleased"):
+                    raise
+                await asyncio.sleep(0.1)
+        result = await self.full_result(receipt.thread_id, outcome, steps_from=outcome.turn_first_step)
+        result.steps = result.steps[: outcome.step_count - outcome.turn_first_step]  # not a later turn's
+        return result
 
     async def thread(self, thread_id: str) -> ThreadView:
         """The thread at a glance: status, turns, queued and steering messages, usage, its last answer."""
