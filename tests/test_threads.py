@@ -163,3 +163,43 @@ async def test_interrupt_while_waiting_for_approval_denies_and_goes_on(dev, ids)
         tool = next(m for m in answer.session.messages if m.role == "tool")
         assert "interrupted by a new message" in tool.content
         assert (await runs.reply(queued)).output == "heard: queued meanwhile"
+
+
+async def test_a_long_thread_continues_as_new_at_turn_boundaries(dev, ids):
+    """55 turns: one continue-as-new after turn 50, the conversation whole, duplicate ids still recognised
+    in the new run, and each run's history replays."""
+    from temporalio.api.enums.v1 import EventType
+
+    from rein.core.threads import TURNS_PER_RUN
+
+    queue, thread_id = ids
+    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        receipts = []
+        for n in range(TURNS_PER_RUN + 5):
+            receipts.append(await runs.send(thread_id, f"message {n}", agent=agent.name, message_id=f"id-{n}"))
+        last = await runs.reply(receipts[-1])
+        assert last.output == f"heard: message {TURNS_PER_RUN + 4}"
+        assert [r.turn for r in receipts] == list(range(1, TURNS_PER_RUN + 6))
+        again = await runs.send(thread_id, "message 0", agent=agent.name, message_id="id-0")
+        assert again.duplicate and again.turn == 1
+        users = [m.content for m in last.session.messages if m.role == "user"]
+        assert users == [f"message {n}" for n in range(TURNS_PER_RUN + 5)]
+        view = await runs.thread(thread_id)
+        assert (view.turns, view.status) == (TURNS_PER_RUN + 5, "idle")
+        assert view.usage.total_tokens == 2 * (TURNS_PER_RUN + 5)
+        histories = []
+        async for execution in dev.client.list_workflows(f'WorkflowId="{thread_id}"'):
+            histories.append(await dev.client.get_workflow_handle(thread_id, run_id=execution.run_id).fetch_history())
+        assert len(histories) == 2, "one continue-as-new after turn 50"
+        continued = [h for h in histories if h.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW]
+        assert len(continued) == 1
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import AgentWorkflow
+
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter())
+    for history in histories:
+        await replayer.replay_workflow(history)

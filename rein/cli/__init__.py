@@ -6,6 +6,8 @@
     rein run examples.calculator:agent "2+3?"     run an agent here, live, asking at the terminal
     rein list | show ID | status ID | result ID | watch ID
     rein approve ID | deny ID | answer ID TEXT | retry ID | cancel ID
+    rein send THREAD "hi" --agent NAME [--mode steer]  a message to a conversation thread (starts it)
+    rein threads | watch THREAD                   conversation threads; follow one across its turns
     rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
     rein trace ID | --since 1d                    send finished runs' traces to OTEL_EXPORTER_OTLP_ENDPOINT
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
@@ -34,6 +36,7 @@ from rein.cli import (
     runs,  # noqa: F401
     scaffold,  # noqa: F401
     server_command,  # noqa: F401
+    threads,  # noqa: F401
     trace,  # noqa: F401
     worker_command,  # noqa: F401
 )

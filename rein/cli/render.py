@@ -177,6 +177,11 @@ def render_chunk(out: Console, err: Console, chunk: Any) -> None:
         from rein.core.result import Step
 
         print_step(err, Step.model_validate(chunk.data))
+    elif kind == "event" and chunk.name in ("turn", "turn_end", "cut") and chunk.data is not None:
+        turn = chunk.data.get("turn")
+        said = {"turn": f"turn {turn}", "turn_end": f"turn {turn} ended ({chunk.finish_reason})",
+                "cut": "the model call was cut: a new message interrupted it"}[chunk.name]
+        err.print(f"\n[dim]── {escape(said)} ──[/]")
     elif kind == "interrupt" and chunk.data:
         err.print(f"\n[yellow]paused ({escape(str(chunk.data.get('type')))}): {escape(chunk.data.get('message') or '')}[/]")
 

@@ -142,7 +142,8 @@ def result(
 
 @app.command()
 def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -> None:
-    """Follow a run's stream live (text, tool calls, steps) until it pauses for a person or ends.
+    """Follow a run's stream live (text, tool calls, steps) until it pauses for a person or ends; a thread,
+    across its turns until it ends (Ctrl-C stops watching, not the thread).
 
     What the run does goes to stdout (text, tool calls, steps, where it stands); errors to stderr.
     """
@@ -153,6 +154,11 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
     async def go(client: ReinClient) -> RunDetail:
         detail = await describe_run(client, run_id)
+        thread = detail.closed is None and await _is_thread(client, run_id)
+        if thread:
+            async for chunk in client.stream(run_id):
+                render_chunk(out, err, chunk)
+            return await describe_run(client, run_id)
         if detail.closed is not None or detail.interrupt is not None:
             await _follow_steps(client, run_id, err)  # already paused or ended: its steps so far
         else:
@@ -181,6 +187,15 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
         reason = with_client(address, namespace, lambda client: cancel_reason(client, run_id))
         raise CliError(f"run {run_id} was cancelled: {reason}", EXIT_CANCELLED)
+
+
+async def _is_thread(client: ReinClient, run_id: str) -> bool:
+    from rein.durable.threads import THREAD_MEMO
+
+    try:
+        return bool((await (await client.handle(run_id).describe()).memo()).get(THREAD_MEMO))
+    except Exception:
+        return False  # describe_run has already said whether the run exists
 
 
 async def _follow_steps(client: ReinClient, run_id: str, err: Console) -> None:

@@ -1,8 +1,8 @@
 """The durable engine behind `Agent.run` / `arun` / `astream` / `resume`.
 
-One per process: a background thread with its own event loop holds the Temporal
-client and an in-process worker for this process's agents, so `Agent.run`
-works from successive `asyncio.run()` calls and from many threads at once.
+One per process: an anyio blocking portal (a thread with its own event loop) holds
+the Temporal client and an in-process worker for this process's agents, so
+`Agent.run` works from successive `asyncio.run()` calls and from many threads at once.
 It connects through rein.temporal.connection: the configured server, or else the
 shared embedded server of REIN_HOME, whose runs outlive this process.
 """
@@ -10,6 +10,7 @@ shared embedded server of REIN_HOME, whose runs outlive this process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import uuid
@@ -17,6 +18,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
@@ -53,8 +55,11 @@ class Engine:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="rein-engine", daemon=True)
+        self._portal = start_blocking_portal(name="rein-engine")
+        self.portal: BlockingPortal
+        self.loop: asyncio.AbstractEventLoop
+        self.thread: threading.Thread
+        """The portal, its loop and its thread (set by _start)."""
         self.client: Client | None = None
         # Weak: an Agent the application dropped cannot be resumed anyway, so it need not live on here.
         self.agents: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
@@ -85,33 +90,49 @@ class Engine:
 
     def _start(self) -> None:
         target = connection.resolve()  # may start the embedded server: before the loop runs
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._connect(target), self.loop).result(timeout=60)
+        self.portal = self._portal.__enter__()
+        self.portal.start_task_soon(self._connect, target).result(timeout=60)
 
     async def _connect(self, target: connection.Target) -> None:
+        self.loop, self.thread = asyncio.get_running_loop(), threading.current_thread()
         self.client = await connection.connect(target=target)
 
     def close(self) -> None:
+        """Within 15 s, as it runs at interpreter exit, even when a tool blocks the loop: the portal's
+        calls wait for the loop to take them and its exit joins the thread, both without a timeout."""
         async def shutdown() -> None:
             workers, self.workers = list(self.workers.values()), {}
-            await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True), 10)
+            await self.portal.stop(cancel_remaining=True)
 
-        try:
-            if self.loop.is_running():
-                asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=10)
-        except Exception:
-            pass
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
+        if self.thread.is_alive():
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop)
+            self.thread.join(timeout=15)
+        if not self.thread.is_alive():
+            self._portal.__exit__(None, None, None)
         self.client = None  # so rein.temporal.connection's exit hook can free the core (sdk-python#300)
 
+    def _here(self) -> bool:
+        """On the engine's own thread (an async tool, run there by the worker, running another agent),
+        where the portal refuses calls."""
+        return threading.current_thread() is self.thread
+
     async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the engine's loop and await it from any other loop."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_ends_cancelled(coro), self.loop))
+        """Run `coro` on the engine's loop and await it from any loop. Cancelling the caller cancels
+        it there, and the portal drops what it then raises (temporalio turns the cancellation of a
+        call into its own error): no "Task exception was never retrieved" over a Ctrl-C'd script."""
+        if self._here():
+            return await coro
+        return await asyncio.wrap_future(self.portal.start_task_soon(lambda: coro))
 
     async def relay(self, source: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
         """Iterate `source()` on the engine's loop (which owns the client) and yield its items
         on the caller's loop; the source's error is raised here. Closing this stops the source."""
+        if self._here():
+            async for item in source():
+                yield item
+            return
         caller = asyncio.get_running_loop()
         items: asyncio.Queue[Any] = asyncio.Queue()
         end = object()
@@ -123,7 +144,7 @@ class Engine:
             finally:
                 caller.call_soon_threadsafe(items.put_nowait, end)
 
-        pumping = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(pump(), self.loop))
+        pumping = asyncio.wrap_future(self.portal.start_task_soon(pump))
         try:
             while (item := await items.get()) is not end:
                 yield item
@@ -148,7 +169,7 @@ class Engine:
                     key = f"{agent.name}#{n}"
                 agent._engine_key = key  # type: ignore[attr-defined]
             self.agents[key] = agent
-        self.loop.call_soon_threadsafe(self._serve, key, agent)
+        self.loop.call_soon_threadsafe(self._serve, key, agent)  # not the portal: this may be its own thread
         return key
 
     def task_queue(self, key: str) -> str:
@@ -197,6 +218,7 @@ class Engine:
             await asyncio.shield(starting)
 
     def _dropped(self, key: str) -> None:
+        """A GC finalizer: any thread, the engine's own too (the portal refuses that one), even at exit."""
         try:
             self.loop.call_soon_threadsafe(self._retire, key)
         except RuntimeError:  # the loop is closed: the process is exiting
@@ -308,20 +330,6 @@ class Engine:
         except (RPCError, DecisionRejected):  # unknown, or it ended meanwhile
             return False
         return True
-
-
-async def _ends_cancelled(coro: Coroutine[Any, Any, T]) -> T:
-    """`coro`, ending cancelled when it was cancelled. A caller that gives up (Ctrl-C in `agent.run`)
-    cancels the engine-loop task and never reads its outcome; temporalio turns the cancellation of a
-    call into its own error (WorkflowUpdateRPCTimeoutOrCancelledError), which asyncio would log as
-    "Task exception was never retrieved", with a traceback, over the script's own output."""
-    try:
-        return await coro
-    except Exception:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise asyncio.CancelledError from None
-        raise
 
 
 async def engine() -> Engine:

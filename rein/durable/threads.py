@@ -86,7 +86,8 @@ class ThreadClient:
         )
         try:
             return await self.client.execute_update_with_start_workflow(
-                SEND_UPDATE, request, start_workflow_operation=start, result_type=SendReceipt)
+                SEND_UPDATE, request, start_workflow_operation=start, result_type=SendReceipt,
+                id=f"message-{message_id}" if message_id else None)  # the server dedupes a retry in one run too
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             raise ThreadRefused(thread_id, getattr(cause, "type", None) or "Refused",

@@ -1,0 +1,155 @@
+"""`rein send` and `rein threads`: talk to a conversation thread from the command line (rein.core.threads).
+
+`rein watch THREAD` (rein.cli.runs) follows a thread across its turns.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from rein.cli.app import (
+    EXIT_NO_WORKER,
+    EXIT_REJECTED,
+    Address,
+    CliError,
+    JsonFlag,
+    Namespace,
+    app,
+    err_console,
+    escape,
+    out_console,
+    print_json,
+    with_client,
+)
+
+if TYPE_CHECKING:
+    from rein.client import ReinClient
+    from rein.core.result import RunResult
+    from rein.core.threads import SendReceipt
+
+
+@app.command()
+def send(
+    thread_id: Annotated[str, typer.Argument(help="The thread id (its Temporal workflow id); a new id starts a thread.",
+                                             show_default=False)],
+    text: Annotated[str, typer.Argument(help="The message.", show_default=False)],
+    agent: Annotated[str, typer.Option("--agent", "-a", help="The agent's registered name (starts the thread; a "
+                                       "running thread keeps its own).", show_default=False)],
+    mode: Annotated[str, typer.Option("--mode", help="While a turn runs: queue (the next turn), steer (joins before the "
+                                      "next model call), interrupt (cuts the model call), reject (refused while busy).")] = "queue",
+    message_id: Annotated[str | None, typer.Option("--id", help="Your id for this message: sent twice, it is taken once.")] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Print where the message went and exit; do not wait "
+                                          "for the turn's answer.")] = False,
+    task_queue: Annotated[str | None, typer.Option("--queue", "--task-queue", help="Start a new thread on this queue "
+                                                   "(default: the agent's own queue, as `rein start`).")] = None,
+    address: Address = None,
+    namespace: Namespace = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Send a message to a thread (starting it), then print the answer of the turn that takes it.
+
+    Exit 5 when the thread refuses it (reject while busy, too many waiting, an ended thread), 8 when no
+    worker serves the agent, 7 when the turn waits for a person (approve it as any run: `rein approve THREAD`).
+    """
+    from pydantic import ValidationError
+
+    from rein.core.threads import MODES, SendRequest
+    from rein.durable.threads import ThreadRefused
+    from rein.ops.worker_lookup import AgentNotServed, queue_for
+
+    if mode not in MODES:
+        raise CliError(f"unknown --mode {mode!r}; choose one of {', '.join(MODES)}")
+    try:
+        SendRequest(text=text, mode=mode, message_id=message_id)  # type: ignore[arg-type]  # checked above
+    except ValidationError as err:
+        from rein.core.errors import validation_text
+
+        raise CliError(f"invalid message: {validation_text(err, 'message')}") from None
+
+    async def go(client: ReinClient) -> tuple[SendReceipt, RunResult | None]:
+        try:
+            client.task_queue = await queue_for(client, agent, task_queue or os.environ.get("REIN_TASK_QUEUE"))
+        except AgentNotServed as err:
+            raise CliError(str(err), EXIT_NO_WORKER) from None
+        try:
+            receipt = await client.send(thread_id, text, agent=agent, mode=mode, message_id=message_id)  # type: ignore[arg-type]
+        except ThreadRefused as err:
+            raise CliError(str(err), EXIT_REJECTED) from None
+        if no_wait:
+            return receipt, None
+        err_console().print(f"[dim]{_where(receipt)}[/]")
+        return receipt, await client.reply(receipt)
+
+    receipt, answer = with_client(address, namespace, go)
+    if as_json:
+        print_json({"receipt": receipt.model_dump(mode="json"),
+                    "result": answer.model_dump(mode="json", exclude={"session"}) if answer else None})
+    elif answer is None:
+        print(_where(receipt))
+    elif answer.output:
+        out_console().print(escape(answer.output))
+    if answer is not None and answer.interrupt is not None:
+        from rein.cli.app import EXIT_NEEDS_PERSON
+
+        raise CliError(f"turn {receipt.turn} of {thread_id} waits for a person ({answer.interrupt.type}): "
+                       f"{answer.interrupt.message}; answer it with `rein approve {thread_id}` (or deny/answer)",
+                       EXIT_NEEDS_PERSON)
+
+
+def _where(receipt: SendReceipt) -> str:
+    said = "already taken (the same --id): " if receipt.duplicate else ""
+    if receipt.mode in ("steer", "interrupt") and not receipt.ahead:
+        return f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode})"
+    later = f", after {receipt.ahead} turn{'s' if receipt.ahead != 1 else ''}" if receipt.ahead else ""
+    return f"{said}{receipt.message_id} is turn {receipt.turn} of {receipt.thread_id}{later}"
+
+
+@app.command()
+def threads(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many threads, newest first.")] = 50,
+    running: Annotated[bool, typer.Option("--running", help="Only threads that take messages (not ended).")] = False,
+    address: Address = None,
+    namespace: Namespace = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List conversation threads: id, agent, status (idle between turns), age and last activity."""
+    from rein.durable.threads import ThreadRow
+
+    async def go(client: ReinClient) -> list[ThreadRow]:
+        return [row async for row in client.threads(limit=limit, running_only=running)]
+
+    rows = with_client(address, namespace, go)
+    if as_json:
+        print_json([{"thread_id": r.thread_id, "agent": r.agent, "status": r.status,
+                     "started": r.started.isoformat() if r.started else None} for r in rows])
+        return
+    if not rows:
+        err_console().print("no threads (start one with `rein send THREAD TEXT --agent NAME`)")
+        return
+    from rich.table import Table
+
+    from rein.cli.app import STATUS_STYLE
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("thread", "agent", "status", "age"):
+        table.add_column(column)
+    now = datetime.now(UTC)
+    for row in rows:
+        style = STATUS_STYLE.get(row.status, "")
+        table.add_row(escape(row.thread_id), escape(row.agent), f"[{style}]{row.status}[/]" if style else row.status,
+                      _age(now, row.started))
+    out_console().print(table)
+
+
+def _age(now: datetime, then: datetime | None) -> str:
+    if then is None:
+        return ""
+    seconds = max(0, int((now - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

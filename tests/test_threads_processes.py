@@ -1,0 +1,132 @@
+"""Threads across processes: a worker process serves the thread; messages come from other processes
+(`rein send`, the stock `temporal` CLI) while the model streams and while a tool runs; a worker killed
+mid-turn is replaced and the turn finishes with every message taken once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rein.client import ReinClient
+from rein.durable.embedded_server import temporal_binary
+from tests.support.processes import ROOT, WorkerProcess
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _rein(address: str, *args: str) -> subprocess.CompletedProcess:
+    """`rein ...` in a process of its own."""
+    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+    env.pop("REIN_TASK_QUEUE", None)
+    return subprocess.run([sys.executable, "-m", "rein.cli", *args], cwd=str(ROOT), env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def _temporal(address: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([temporal_binary(), *args, "--address", address], capture_output=True, text=True, timeout=60)
+
+
+async def _until(predicate, what: str, timeout: float = 30.0) -> None:
+    async def poll():
+        while not predicate():
+            await asyncio.sleep(0.05)
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"never happened: {what}") from None
+
+
+def _events(folder: Path) -> list[str]:
+    path = folder / "events"
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.fixture
+def worker(dev, tmp_path):
+    address = dev.client.service_client.config.target_host
+    queue = f"threads-{uuid.uuid4().hex[:8]}"
+    process = WorkerProcess(address, ["tests.agents.threads:talker"], queue, tmp_path / "worker.log",
+                            REIN_TEST_DIR=str(tmp_path)).start()
+    try:
+        yield address, queue, process
+    finally:
+        process.stop()
+
+
+async def test_other_processes_send_while_the_model_streams_and_while_a_tool_runs(dev, worker, tmp_path):
+    address, queue, _ = worker
+    runs = ReinClient(dev.client, queue)
+    thread_id = f"support-{uuid.uuid4().hex[:8]}"
+    first = await runs.send(thread_id, "slow:15", agent="talker")
+    texts: list[str] = []
+
+    async def read() -> list[str]:
+        async for chunk in runs.stream(thread_id):
+            if chunk.type == "text":
+                texts.append(chunk.text)
+            if chunk.type == "event" and chunk.name == "turn_end" and (chunk.data or {}).get("turn") == 3:
+                break
+        return texts
+
+    reader = asyncio.ensure_future(read())
+    await _until(lambda: len(texts) >= 2, "text streamed live to a reader")
+    # While the model streams: another process steers (rein send), the stock CLI queues the next turn.
+    steered = await asyncio.to_thread(_rein, address, "send", thread_id, "please be brief", "--agent", "talker",
+                                      "--mode", "steer", "--no-wait", "--queue", queue, "--json")
+    assert steered.returncode == 0, steered.stderr
+    assert json.loads(steered.stdout)["receipt"]["turn"] == 1
+    queued = await asyncio.to_thread(_temporal, address, "workflow", "update", "execute", "--workflow-id", thread_id,
+                                     "--name", "rein.send", "--input", json.dumps({"text": "tool:1.5", "message_id": "stock-1"}),
+                                     "--output", "json")
+    assert queued.returncode == 0, queued.stderr + queued.stdout
+    assert json.loads(queued.stdout)["result"]["turn"] == 2, queued.stdout
+    answer = await asyncio.wait_for(runs.reply(first), 30)
+    assert answer.output.endswith("heard: slow:15 | please be brief") or answer.output.endswith("heard: please be brief")
+    # While the tool of turn 2 runs: an interrupt from another process waits for it (no model call to cut).
+    await _until(lambda: "tool-started" in _events(tmp_path), "turn 2's tool started")
+    cut = await asyncio.to_thread(_rein, address, "send", thread_id, "actually, stop", "--agent", "talker",
+                                  "--mode", "interrupt", "--queue", queue)
+    assert cut.returncode == 0, cut.stderr
+    assert "heard: tool:1.5 | actually, stop" in cut.stdout
+    assert _events(tmp_path).count("tool-finished") == 1  # the tool call under way finished first, once
+    third = await runs.send(thread_id, "bye", agent="talker")
+    assert (await runs.reply(third)).output == "heard: bye"
+    await asyncio.wait_for(reader, 30)
+    assert "".join(texts).count("thinking 0") == 1  # each piece once, live
+    users = [m.content for m in (await runs.session(thread_id)).messages if m.role == "user"]
+    assert users == ["slow:15", "please be brief", "tool:1.5", "actually, stop", "bye"]
+    listed = await asyncio.to_thread(_rein, address, "threads", "--json")
+    assert thread_id in [row["thread_id"] for row in json.loads(listed.stdout)], listed.stdout
+
+
+async def test_a_worker_killed_mid_turn_is_replaced_and_the_turn_finishes(dev, worker, tmp_path):
+    address, queue, process = worker
+    runs = ReinClient(dev.client, queue)
+    thread_id = f"support-{uuid.uuid4().hex[:8]}"
+    first = await runs.send(thread_id, "slow:10", agent="talker", message_id="a")
+    await _until(lambda: "model-started" in _events(tmp_path), "the model call started")
+    process.kill()
+    # While no worker serves the thread: a webhook retries its delivery and gets the first receipt at once
+    # (the server knows the message); the next message waits on the server until a worker takes the thread.
+    again = await asyncio.wait_for(runs.send(thread_id, "slow:10", agent="talker", message_id="a"), 10)
+    assert again.model_dump(exclude={"duplicate"}) == first.model_dump(exclude={"duplicate"})
+    queued_soon = asyncio.ensure_future(runs.send(thread_id, "and then?", agent="talker", message_id="b"))
+    await asyncio.sleep(1)
+    assert not queued_soon.done()
+    process.start()
+    queued = await asyncio.wait_for(queued_soon, 60)
+    assert queued.turn == 2
+    answer = await asyncio.wait_for(runs.reply(first), 60)
+    assert answer.output.endswith("heard: slow:10")
+    assert (await asyncio.wait_for(runs.reply(queued), 30)).output == "heard: and then?"
+    users = [m.content for m in answer.session.messages if m.role == "user"]
+    assert users[:1] == ["slow:10"] and users.count("slow:10") == 1
+    view = await runs.thread(thread_id)
+    assert (view.turns, view.status, view.queued) == (2, "idle", [])
