@@ -43,6 +43,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import timeit
 import uuid
@@ -398,6 +399,8 @@ class Tally:
     def __init__(self) -> None:
         self.n = {"converters": 0, "adapters": 0, "decodes": 0}
         self.cpu = {"converters": 0.0, "adapters": 0.0}
+        self.by_type: dict[str, list[float]] = {}
+        """Each TypeAdapter's CPU by the type it adapts and the thread that built it."""
 
     def timed(self, what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(self_: Any, *args: Any, **kwargs: Any) -> Any:
@@ -405,8 +408,14 @@ class Tally:
             try:
                 return fn(self_, *args, **kwargs)
             finally:
+                spent = time.thread_time() - began
                 self.n[what] += 1
-                self.cpu[what] += time.thread_time() - began
+                self.cpu[what] += spent
+                if what == "adapters":
+                    hint = str(args[0]).replace("<class '", "").replace("'>", "").replace("rein.core.", "")
+                    thread = threading.current_thread().name
+                    where = "workflow thread" if thread.startswith("temporal_workflow") else thread
+                    self.by_type.setdefault(f"`{hint}` ({where})", []).append(spent)
         return wrapper
 
     def counted(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -503,6 +512,13 @@ async def whole_runs(runs: int, reps: int, n: int) -> None:
     print(f"\ncontrib − rein: {(contrib_cpu - rein_cpu) * 1e3:.2f} ms of process CPU per run "
           f"({(contrib_cpu - rein_cpu) / rein_cpu:+.1%} of rein's); per repetition: "
           + ", ".join(f"{(c[0] - r[0]) * 1e3:+.2f}" for r, c in zip(rows["rein"], rows["contrib"], strict=True)))
+    built: dict[str, list[float]] = {}
+    for _, tally in rows["contrib"]:
+        for key, spent in tally.by_type.items():
+            built.setdefault(key, []).extend(spent)
+    total = runs * len(rows["contrib"])
+    print("\nThe contrib's TypeAdapters, per run, by type (thread), median µs of CPU each: "
+          + "; ".join(f"{k} {len(v) / total:.1f} × {statistics.median(v) * 1e6:.0f}" for k, v in sorted(built.items())))
 
 
 def main() -> None:
