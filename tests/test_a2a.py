@@ -162,15 +162,24 @@ async def test_send_get_cancel_durable(serve: Any) -> None:
         await client.cancel(task.id)  # a completed task cannot be canceled
 
 
-async def test_context_multi_turn_with_store(serve: Any) -> None:
+async def test_a_context_is_a_thread_on_the_durable_engine(serve: Any) -> None:
+    """Each context id is a thread: its conversation lives in Temporal (any server of the agent goes on with
+    it), not in the server's session store."""
+    from rein.client import connect
+
     store = MemorySessionStore()
     agent = Agent(provider=MockProvider(["one", "two"]), system="Be brief.")
-    client = await peer(serve(A2AServer(agent, store=store)))
+    server = A2AServer(agent, store=store)
+    client = await peer(serve(server))
     first = await client.send("first")
     second = await client.send("second", context_id=first.context_id)
     assert second.context_id == first.context_id and second.id != first.id
     assert text(second.status.message) == "two"
-    roles = [(m.role, m.content) for m in store.load(first.context_id).messages]
+    assert store.load(first.context_id) is None
+    runs = await connect()
+    thread = await runs.thread(server.thread_id(first.context_id))
+    assert (thread.turns, thread.status) == (2, "idle")
+    roles = [(m.role, m.content) for m in (await runs.session(server.thread_id(first.context_id))).messages]
     assert roles == [("system", "Be brief."), ("user", "first"), ("assistant", "one"),
                      ("user", "second"), ("assistant", "two")]
 
@@ -399,7 +408,8 @@ def _start_server(script: Path, port: int, state: Path, engine: str) -> subproce
 
 @pytest.mark.parametrize("engine", ["temporal", "local"])
 async def test_a_paused_task_survives_a_server_restart(tmp_path: Path, engine: str) -> None:
-    """Durable: the restarted server signals the very workflow that waits (the task is that run)."""
+    """Durable: the restarted server decides for the very workflow that waits (the task is a turn of the
+    context's thread)."""
     script = tmp_path / "server.py"
     script.write_text(textwrap.dedent(SERVER_MODULE))
     state, port = tmp_path / "state", free_port()
@@ -424,10 +434,10 @@ async def test_a_paused_task_survives_a_server_restart(tmp_path: Path, engine: s
         done = await client.send("approve", task_id=task.id, context_id=task.context_id)
         assert done.status.state == TaskState.TASK_STATE_COMPLETED
         assert text(done.status.message) == "sum: 42"
-        if engine == "temporal":  # the workflow that waited before the restart is the one that finished
+        if engine == "temporal":  # the thread that waited before the restart is the one whose turn finished
             assert paused.run_id
-            result = await ReinClient(await connect()).result(paused.run_id)
-            assert (result.status, result.output) == ("done", "sum: 42")
+            thread = await ReinClient(await connect()).thread(paused.run_id)
+            assert (thread.status, thread.turns, thread.last_output) == ("idle", 1, "sum: 42")
     finally:
         proc.kill()
         proc.wait(timeout=30)

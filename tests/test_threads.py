@@ -52,7 +52,7 @@ async def test_a_thread_takes_turns_from_messages_and_dedupes_ids(dev, ids):
         first = await runs.send(thread_id, "hello", agent=agent.name, message_id="m1")
         assert (first.turn, first.duplicate) == (1, False)
         again = await runs.send(thread_id, "hello", agent=agent.name, message_id="m1")
-        assert (again.turn, again.message_id, again.duplicate) == (1, "m1", True)
+        assert again == first  # the first one's receipt (the server answers a retry within one run)
         answer = await runs.reply(first)
         assert answer.output == "heard: hello"
         second = await runs.send(thread_id, "and again", agent=agent.name)
@@ -203,3 +203,34 @@ async def test_a_long_thread_continues_as_new_at_turn_boundaries(dev, ids):
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter())
     for history in histories:
         await replayer.replay_workflow(history)
+
+
+async def test_agent_thread_and_a_chat_of_the_same_thread_in_another_process(tmp_path, monkeypatch):
+    """`agent.thread(id)` on the durable engine (the embedded server); a second process's
+    `agent.chat(thread_id=id)` goes on with the same conversation; `astream` streams a turn."""
+    import subprocess
+    import sys
+
+    from tests.agents.threads import talker
+    from tests.support.processes import ROOT
+
+    monkeypatch.setenv("REIN_TEST_DIR", str(tmp_path))  # where the talker notes what it does
+    thread_id = f"chat-{uuid.uuid4().hex[:8]}"
+    thread = talker.thread(thread_id)
+    assert (await thread.asend("first")).output == "heard: first"
+    code = ("import os, tempfile; os.environ['REIN_TEST_DIR'] = tempfile.mkdtemp()\n"
+            "from tests.agents.threads import talker\n"
+            f"print(talker.chat(thread_id={thread_id!r}).send('second').output)")
+    other = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
+                                    text=True, timeout=120)
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert other.stdout.strip().splitlines()[-1] == "heard: second"
+    pieces = [c async for c in thread.astream("slow:3")]
+    assert [c.type for c in pieces][-1] == "done"
+    said = "".join(c.text for c in pieces if c.type == "text")
+    assert said.startswith("thinking 0") and said.endswith("heard: slow:3")
+    chat = talker.chat(thread_id=thread_id)
+    last = await chat.asend("fourth")
+    assert [m.content for m in last.session.messages if m.role == "user"] == ["first", "second", "slow:3", "fourth"]
+    with pytest.raises(ValueError, match="durable"):
+        Agent(provider=Echo(), name="local-echo", engine="local").thread("x")

@@ -97,6 +97,7 @@ class Threads(Waiting, Decisions):
         thread.turn_first_step = self.first_step + len(self.steps)
         machine.prepare_turn(self.session, message.text)
         self.carry.active_s = 0.0
+        self.streaming = message.stream or bool(self.request and self.request.stream)  # asked per turn (astream)
         self.status = "running"
         self.prompt = message.text
         self.progressed = True

@@ -25,6 +25,7 @@ from rein.blueprint.middleware import (
 from rein.blueprint.output import OutputSpec
 from rein.blueprint.runners import runner
 from rein.blueprint.sync import ensure_no_running_loop
+from rein.blueprint.thread import Thread
 from rein.core import machine
 from rein.core.config import LoopConfig
 from rein.core.ir import StreamChunk, ToolSpec
@@ -377,8 +378,15 @@ class Agent:
             result = self.resume(result.session, approve=bool(approver(result.interrupt)))
         return result
 
-    def chat(self, session: Session | None = None) -> Chat:
-        return Chat(self, session)
+    def chat(self, session: Session | None = None, *, thread_id: str | None = None) -> Chat:
+        """A conversation; with `thread_id` (durable engine), one that lives in Temporal as that thread,
+        resumable from any process (rein.core.threads)."""
+        return Chat(self, session, thread_id=thread_id)
+
+    def thread(self, thread_id: str) -> Thread:
+        """The durable conversation `thread_id` (its Temporal workflow id): `.send(text, mode=...)`,
+        `.asend`, `.astream`; any process with this agent may send it the next message."""
+        return Thread(self, thread_id)
 
 
 class ModelNotSwitchable(ValueError):
@@ -403,15 +411,26 @@ def _ask_on_terminal(interrupt: Interrupt) -> bool:
 
 
 class Chat:
-    """A multi-turn conversation: history is kept, breaker budgets and usage are per turn."""
+    """A multi-turn conversation: history is kept, breaker budgets and usage are per turn.
 
-    def __init__(self, agent: Agent, session: Session | None = None):
+    With `thread_id` (durable engine) the conversation is that thread's (rein.core.threads): it lives in
+    Temporal, each turn is a turn of one run, and a Chat of the same thread id in another process goes on
+    with it. Without, the caller holds it and each turn is a run of its own (the seeds' Chat)."""
+
+    def __init__(self, agent: Agent, session: Session | None = None, *, thread_id: str | None = None):
         self.agent = agent
         if session is None:
             session = Session(messages=machine.new_session("", agent.system).messages[:-1])
+        elif thread_id is not None:
+            raise ValueError("a thread holds its own conversation: give a session or a thread_id, not both")
         self.session = session
+        self.thread = Thread(agent, thread_id) if thread_id is not None else None
 
     async def asend(self, prompt: str) -> RunResult:
+        if self.thread is not None:
+            result = await self.thread.asend(prompt)
+            self.session = result.session
+            return result
         machine.prepare_turn(self.session, prompt)
         result = await self.agent._arun_session(self.session)
         self.session = result.session
@@ -419,6 +438,12 @@ class Chat:
 
     async def _astream(self, prompt: str) -> AsyncIterator[StreamChunk | RunResult]:
         """`asend` that yields the turn's text and tool-call chunks as they come, then its RunResult."""
+        if self.thread is not None:
+            async for item in runner("temporal").stream_thread(self.agent, self.thread.thread_id, prompt):
+                if isinstance(item, RunResult):
+                    self.session = item.session
+                yield item
+            return
         machine.prepare_turn(self.session, prompt)
         async for item in self.agent._astream_run(session=self.session):
             if isinstance(item, RunResult):

@@ -52,6 +52,8 @@ class SendRequest(BaseModel):
     message_id: str | None = Field(default=None, min_length=1, max_length=200)
     """The sender's id for this message (a webhook's delivery id): sent twice, it is taken once."""
     sender: str = Field(default="", max_length=200)
+    stream: bool = False
+    """The sender reads the turn as a stream (`astream`): its model calls answer with the provider's stream."""
 
 
 class SendReceipt(BaseModel):
@@ -76,6 +78,7 @@ class Waiting(BaseModel):
     text: str
     mode: Mode
     sender: str = ""
+    stream: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class ThreadState(BaseModel):
@@ -129,7 +132,8 @@ def take(state: ThreadState, request: SendRequest, message_id: str, thread_id: s
     known = state.receipts.get(message_id)
     if known is not None:
         return known.model_copy(update={"duplicate": True})
-    waiting = Waiting(message_id=message_id, text=request.text, mode=request.mode, sender=request.sender)
+    waiting = Waiting(message_id=message_id, text=request.text, mode=request.mode, sender=request.sender,
+                      stream=request.stream)
     if state.open and request.mode in ("steer", "interrupt"):
         state.steering.append(waiting)
         receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode, turn=state.turns, pause=pause)

@@ -66,11 +66,12 @@ class ThreadClient:
         raise NotImplementedError
 
     async def send(self, thread_id: str, text: str, *, agent: str, mode: Mode = "queue", message_id: str | None = None,
-                   sender: str = "", tenant: str | None = None) -> SendReceipt:
+                   sender: str = "", tenant: str | None = None, stream: bool = False) -> SendReceipt:
         """Send a message to the thread `thread_id` of `agent`, starting the thread with its first message.
         Returns where it went (its turn); `reply(receipt)` waits for that turn's answer. Raises ThreadRefused
-        when the thread does not take it (`reject` while busy, too many waiting, the thread ended)."""
-        request = SendRequest(text=text, mode=mode, message_id=message_id, sender=sender)
+        when the thread does not take it (`reject` while busy, too many waiting, the thread ended). `stream`: the
+        caller reads the turn as a stream, so its model calls answer with the provider's stream (as `astream`)."""
+        request = SendRequest(text=text, mode=mode, message_id=message_id, sender=sender, stream=stream)
         start: WithStartWorkflowOperation[Any, RunOutcome] = WithStartWorkflowOperation(
             WORKFLOW_TYPE,
             AgentInput(agent=agent, thread=True).model_dump(mode="json", exclude_none=True, exclude_defaults=True),

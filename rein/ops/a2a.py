@@ -26,7 +26,9 @@ that waits.
 - A run that raises leaves its task `failed`, with the error in the status message.
 - A task a crash cut off (the server stopped while it was `submitted` or `working`) is marked
   `failed` when the server starts again, with a status message that says so (send it again).
-- With a session `store`, the conversation of each context id is kept between tasks.
+- On the durable engine each context id is a thread (rein.core.threads): its conversation lives in Temporal,
+  a task is a turn, and any server of the same agent goes on with it. On the local engine, with a session
+  `store`, the conversation of each context id is kept between tasks.
 - A streaming (`message/stream`) client gets a new task's text as the model writes it: chunks
   appended to the task's `response` artifact, then a closing chunk that replaces them with the
   whole answer (so the task holds it once). A reply to a paused task is answered whole
@@ -117,6 +119,9 @@ class A2AServer:
         self.url = url
         self.version = version
         self.store = store
+        self.threads = agent._engine() != "local"
+        """Each context id is a thread (rein.core.threads) of the durable engine; the local engine keeps a
+        context's conversation in `store`, if given."""
         self.auth_token = auth_token
         self.state_dir = Path(state_dir) if state_dir is not None else None
         # The Session of each paused run, by task id: what a reply continues from.
@@ -124,6 +129,10 @@ class A2AServer:
             FileSessionStore(self.state_dir / "paused") if self.state_dir is not None else MemorySessionStore()
         )
         self.task_store: TaskStore = self._task_store()
+
+    def thread_id(self, context_id: str) -> str:
+        """The thread of an A2A context: the agent's name and the context id (another agent's context is another thread)."""
+        return f"{self.agent.name}-a2a-{context_id}"
 
     def _task_store(self) -> TaskStore:
         if self.state_dir is None:
@@ -256,7 +265,7 @@ class _RunExecutor(AgentExecutor):
             logger.exception("a2a run failed", extra={"task_id": task.id})
             await updater.failed(self._say(updater, f"The agent run failed: {type(exc).__name__}: {exc}"))
             return
-        if self.server.store is not None:
+        if self.server.store is not None and not self.server.threads:
             self.server.store.save(task.context_id, result.session)
         if result.status == "interrupted":
             interrupt = result.interrupt or Interrupt(type="error", message="The run paused.")
@@ -283,9 +292,12 @@ class _RunExecutor(AgentExecutor):
         await updater.cancel()
 
     async def _start(self, context_id: str, text: str, live: _LiveText) -> RunResult:
-        """A new run (a Chat turn with a store), its text sent to the client as the model writes it."""
+        """A new turn of the context's thread (durable engine), or a new run (a Chat turn with a store), its text
+        sent to the client as the model writes it."""
         agent = self.server.agent
-        if self.server.store is not None:
+        if self.server.threads:
+            items = agent.chat(thread_id=self.server.thread_id(context_id))._astream(text)
+        elif self.server.store is not None:
             items = agent.chat(session=self.server.store.load(context_id))._astream(text)
         else:
             items = agent._astream_run(prompt=text)
