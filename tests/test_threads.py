@@ -234,3 +234,20 @@ async def test_agent_thread_and_a_chat_of_the_same_thread_in_another_process(tmp
     assert [m.content for m in last.session.messages if m.role == "user"] == ["first", "second", "slow:3", "fourth"]
     with pytest.raises(ValueError, match="durable"):
         Agent(provider=Echo(), name="local-echo", engine="local").thread("x")
+
+
+async def test_a_thread_budget_stops_the_turn_and_refuses_new_messages(dev, ids):
+    queue, thread_id = ids
+    agent = Agent(provider=Echo(), tools=[wait], name=f"echo-{uuid.uuid4().hex[:6]}",
+                  config=LoopConfig(detect_loops=False, thread_max_tokens=5))
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        receipts = [await runs.send(thread_id, f"m{n}", agent=agent.name) for n in range(4)]
+        answers = [await runs.reply(r) for r in receipts]
+        # Each turn costs 2 tokens: turns 1-3 run (the third crosses 5), the fourth stops before its model call.
+        assert [a.output for a in answers[:3]] == ["heard: m0", "heard: m1", "heard: m2"]
+        assert (answers[3].stop_reason, answers[3].usage.total_tokens) == ("budget", 0)
+        with pytest.raises(ThreadRefused) as refused:
+            await runs.send(thread_id, "one more", agent=agent.name)
+        assert refused.value.kind == "BudgetSpent" and "5 tokens" in str(refused.value)
+        assert (await runs.thread(thread_id)).usage.total_tokens == 6

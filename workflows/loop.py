@@ -123,6 +123,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
                 started = workflow.time()
                 continue
             self._take_steering(None)
+            self._stop_if_thread_spent()
             elapsed = self.carry.active_s + (workflow.time() - started)
             config = self.config or config  # stricter once the agent changed under the run (workflows.agent_changes)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)

@@ -49,10 +49,11 @@ class Threads(Waiting, Decisions):
                                    "input {\"agent\": ..., \"thread\": true})", type="NotAThread")
         if self.ended or self.cancel_reason is not None:
             raise ApplicationError(f"the thread has ended ({self.status})", type="ThreadEnded")
+        budget = threads.spent(self.thread, self.session.usage, self.config)
         try:
-            threads.check(self.thread, request)
+            threads.check(self.thread, request, budget)
         except threads.Busy as busy:
-            raise ApplicationError(str(busy), type="Busy") from None
+            raise ApplicationError(str(busy), type="BudgetSpent" if budget else "Busy") from None
 
     def _interrupt_turn(self, request: SendRequest) -> None:
         """`interrupt` while a turn is under way: a model call in flight is cut; a wait for a person ends."""
@@ -104,6 +105,12 @@ class Threads(Waiting, Decisions):
         self._publish()
         self._emit(StreamChunk(type="event", name="turn", data={"turn": thread.turns, "message_id": message.message_id}))
         return True
+
+    def _stop_if_thread_spent(self) -> None:
+        """The thread's own budget (LoopConfig.thread_max_*) is spent: the turn under way stops with `budget`."""
+        thread = self.thread
+        if thread is not None and thread.open and not self.session.done and threads.spent(thread, self.session.usage, self.config):
+            self.session.done, self.session.stop_reason = True, "budget"
 
     def _take_steering(self, finished: str | None) -> bool:
         """Steering messages join the turn before its next model call; True when they did. `finished`: the

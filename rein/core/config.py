@@ -18,6 +18,11 @@ class LoopConfig(BaseModel):
     engine, every child agent's) reaches this many US dollars. Costs come from LiteLLM's price
     table; see docs/fleet.md for models it does not know. Left out of dumps when unset, so agents
     without a budget keep their fingerprint (rein.core.agent_identity) and recorded shape."""
+    thread_max_tokens: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    thread_max_cost_usd: float | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    """Threads (rein.core.threads): what the whole conversation may spend, over all its turns (the budgets
+    above are each turn's). Once spent, the turn under way stops with stop_reason `budget` and the thread
+    refuses new messages. Left out of dumps when unset (fingerprints)."""
     timeout_s: float | None = 120
     detect_loops: bool = True
     repeat_threshold: int = 3

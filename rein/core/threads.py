@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rein.core.config import LoopConfig
 from rein.core.ir import Message, Usage
 from rein.core.session import Session, Stage
 
@@ -117,10 +118,26 @@ class Busy(ValueError):
     """A message the thread refuses as it stands (reject while busy, too many waiting)."""
 
 
-def check(state: ThreadState, request: SendRequest) -> None:
-    """Refuse what the thread cannot take now (a duplicate always fits: it gets its receipt)."""
+def spent(state: ThreadState, turn: Usage, config: LoopConfig | None) -> str | None:
+    """Why the thread's own budget (LoopConfig.thread_max_*) is spent, counting the turn under way's `turn`; None if not."""
+    if config is None:
+        return None
+    used = state.usage + turn if state.open else state.usage
+    if config.thread_max_tokens is not None and used.total_tokens >= config.thread_max_tokens:
+        return f"the thread has spent its budget of {config.thread_max_tokens} tokens"
+    cost = used.cost_usd
+    if config.thread_max_cost_usd is not None and cost is not None and cost >= config.thread_max_cost_usd:
+        return f"the thread has spent its budget of ${config.thread_max_cost_usd:g}"
+    return None
+
+
+def check(state: ThreadState, request: SendRequest, budget: str | None = None) -> None:
+    """Refuse what the thread cannot take now (a duplicate always fits: it gets its receipt); `budget`:
+    why the thread's budget is spent, if it is."""
     if request.message_id is not None and request.message_id in state.receipts:
         return
+    if budget is not None:
+        raise Busy(budget)
     if request.mode == "reject" and state.open:
         raise Busy(f"busy: turn {state.turns} is under way (mode reject)")
     if len(state.queued) + len(state.steering) >= MAX_WAITING:
