@@ -56,9 +56,9 @@ def _local_runner() -> Any:
 
 
 def _durable_runner() -> Any:
-    from rein.durable import engine
+    from rein.durable import runner
 
-    return engine
+    return runner
 
 
 def _register_runners() -> None:

@@ -130,3 +130,34 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_turn_finishes(dev, w
     assert users[:1] == ["slow:10"] and users.count("slow:10") == 1
     view = await runs.thread(thread_id)
     assert (view.turns, view.status, view.queued) == (2, "idle", [])
+
+
+async def test_the_command_line_one_line_errors_and_watching_a_thread(dev, worker, tmp_path):
+    address, queue, _ = worker
+    thread_id = f"cli-{uuid.uuid4().hex[:8]}"
+    bad_mode = await asyncio.to_thread(_rein, address, "send", thread_id, "hi", "--agent", "talker", "--mode", "later")
+    assert (bad_mode.returncode, bad_mode.stderr.count("\n")) == (2, 1), bad_mode.stderr
+    assert "unknown --mode 'later'" in bad_mode.stderr
+    nobody = await asyncio.to_thread(_rein, address, "send", thread_id, "hi", "--agent", "nobody-serves-this")
+    assert nobody.returncode == 8 and nobody.stderr.count("\n") == 1, nobody.stderr
+    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+    watch = subprocess.Popen([sys.executable, "-m", "rein.cli", "watch", thread_id], cwd=str(ROOT), env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        busy = await asyncio.to_thread(_rein, address, "send", thread_id, "tool:2", "--agent", "talker", "--queue", queue,
+                                       "--no-wait")
+        assert busy.returncode == 0, busy.stderr
+        await _until(lambda: "tool-started" in _events(tmp_path), "the tool started")
+        refused = await asyncio.to_thread(_rein, address, "send", thread_id, "now", "--agent", "talker", "--mode",
+                                          "reject", "--queue", queue)
+        assert refused.returncode == 5 and "busy" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+        answered = await asyncio.to_thread(_rein, address, "send", thread_id, "next", "--agent", "talker", "--queue", queue)
+        assert (answered.returncode, answered.stdout.strip()) == (0, "heard: next"), answered.stderr
+        cancelled = await asyncio.to_thread(_rein, address, "cancel", thread_id, "--wait")
+        assert cancelled.returncode == 0, cancelled.stderr
+        out, err = await asyncio.to_thread(watch.communicate, timeout=60)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+    assert "turn 1" in out and "heard: tool:2" in out and "turn 2" in out and "heard: next" in out, out + err
+    assert watch.returncode == 10, err  # the thread was cancelled: watching ends with it

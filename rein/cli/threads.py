@@ -14,6 +14,7 @@ import typer
 from rein.cli.app import (
     EXIT_NO_WORKER,
     EXIT_REJECTED,
+    EXIT_USAGE,
     Address,
     CliError,
     JsonFlag,
@@ -55,20 +56,10 @@ def send(
     Exit 5 when the thread refuses it (reject while busy, too many waiting, an ended thread), 8 when no
     worker serves the agent, 7 when the turn waits for a person (approve it as any run: `rein approve THREAD`).
     """
-    from pydantic import ValidationError
-
-    from rein.core.threads import MODES, SendRequest
     from rein.durable.threads import ThreadRefused
     from rein.ops.worker_lookup import AgentNotServed, queue_for
 
-    if mode not in MODES:
-        raise CliError(f"unknown --mode {mode!r}; choose one of {', '.join(MODES)}")
-    try:
-        SendRequest(text=text, mode=mode, message_id=message_id)  # type: ignore[arg-type]  # checked above
-    except ValidationError as err:
-        from rein.core.errors import validation_text
-
-        raise CliError(f"invalid message: {validation_text(err, 'message')}") from None
+    _check_message(text, mode, message_id)
 
     async def go(client: ReinClient) -> tuple[SendReceipt, RunResult | None]:
         try:
@@ -84,7 +75,26 @@ def send(
         err_console().print(f"[dim]{_where(receipt)}[/]")
         return receipt, await client.reply(receipt)
 
-    receipt, answer = with_client(address, namespace, go)
+    _print_answer(*with_client(address, namespace, go), as_json)
+
+
+def _check_message(text: str, mode: str, message_id: str | None) -> None:
+    """A message the thread would refuse for its shape: one line and exit 1, nothing sent."""
+    from pydantic import ValidationError
+
+    from rein.core.threads import MODES, SendRequest
+
+    if mode not in MODES:
+        raise CliError(f"unknown --mode {mode!r}; choose one of {', '.join(MODES)}", EXIT_USAGE)
+    try:
+        SendRequest(text=text, mode=mode, message_id=message_id)  # type: ignore[arg-type]  # checked above
+    except ValidationError as err:
+        from rein.core.errors import validation_text
+
+        raise CliError(f"invalid message: {validation_text(err, 'message')}", EXIT_USAGE) from None
+
+
+def _print_answer(receipt: SendReceipt, answer: RunResult | None, as_json: bool) -> None:
     if as_json:
         print_json({"receipt": receipt.model_dump(mode="json"),
                     "result": answer.model_dump(mode="json", exclude={"session"}) if answer else None})
@@ -95,6 +105,7 @@ def send(
     if answer is not None and answer.interrupt is not None:
         from rein.cli.app import EXIT_NEEDS_PERSON
 
+        thread_id = receipt.thread_id
         raise CliError(f"turn {receipt.turn} of {thread_id} waits for a person ({answer.interrupt.type}): "
                        f"{answer.interrupt.message}; answer it with `rein approve {thread_id}` (or deny/answer)",
                        EXIT_NEEDS_PERSON)

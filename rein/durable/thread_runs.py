@@ -1,7 +1,7 @@
 """The durable engine's threads: `Agent.thread(id)` sends through this process's engine (its client,
 the agent's queue, a worker here serving the agent) and waits for, or streams, the turn's answer.
 
-Re-exported by rein.durable.engine, the "temporal" runner (rein.blueprint.runners).
+Part of the "temporal" runner (rein.durable.runner).
 """
 
 from __future__ import annotations

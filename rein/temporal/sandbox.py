@@ -26,6 +26,7 @@ PURE_MODULES = (
     "rein.core.search_names",
     "rein.core.session",
     "rein.core.summaries",
+    "rein.core.threads",
     "rein.temporal.child",
     "rein.core.digest",
     "rein.core.errors",
