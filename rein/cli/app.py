@@ -99,6 +99,7 @@ class RunStatusChoice(str, enum.Enum):
     done = "done"
     cancelled = "cancelled"
     failed = "failed"
+    idle = "idle"
 
 
 def _epilog() -> str:
