@@ -251,3 +251,24 @@ async def test_a_thread_budget_stops_the_turn_and_refuses_new_messages(dev, ids)
             await runs.send(thread_id, "one more", agent=agent.name)
         assert refused.value.kind == "BudgetSpent" and "5 tokens" in str(refused.value)
         assert (await runs.thread(thread_id)).usage.total_tokens == 6
+
+
+async def test_fork_a_thread_at_a_turn(dev, ids):
+    """A fork of a thread at the last step of a turn is a thread of its own, idle, holding the conversation up to
+    there; the original goes on unchanged."""
+    queue, thread_id = ids
+    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        first = await runs.reply(await runs.send(thread_id, "one", agent=agent.name))
+        await runs.reply(await runs.send(thread_id, "two", agent=agent.name))
+        turn_one_ends = first.steps[-1].index
+        fork_id = await runs.fork(thread_id, at_step=turn_one_ends)
+        view = await runs.thread(fork_id)
+        assert (view.status, view.turns, view.open) == ("idle", 0, False)
+        answer = await runs.reply(await runs.send(fork_id, "two, differently", agent=agent.name))
+        assert answer.output == "heard: two, differently"
+        assert [m.content for m in answer.session.messages if m.role == "user"] == ["one", "two, differently"]
+        original = await runs.session(thread_id)
+        assert [m.content for m in original.messages if m.role == "user"] == ["one", "two"]
+        assert fork_id in [row.thread_id async for row in runs.threads(limit=200)]

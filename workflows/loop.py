@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from rein.core.errors import validation_text
     from rein.core.ir import StreamChunk
-    from rein.core.session import Session
+    from rein.core.session import Session, Stage
     from rein.core.threads import SendRequest
 
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
@@ -297,12 +297,17 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
             ) from None
 
     def _initial_thread(self, request: AgentInput) -> None:
-        """A thread's conversation starts with the system prompt (or a given Session); a `prompt` is its first message."""
+        """A thread's conversation starts with the system prompt, or a given Session (a fork of a thread: one in
+        the middle of a turn goes on with that turn); a `prompt` is its first message."""
         assert self.agent is not None and self.thread is not None
         self.session = request.session or Session(messages=machine.new_session("", self.agent.system).messages[:-1])
         if request.session is not None and workflow.info().continued_run_id is None:
             machine.forget_pending_decisions(self.session)
-        self.session.done, self.session.stop_reason = True, "done"
+        if request.session is not None and not self.session.done and self.session.stage != Stage.DONE:
+            self.thread.turns, self.thread.open = 1, True
+            self.thread.turn_first_step = request.first_step
+        else:
+            self.session.done, self.session.stop_reason = True, "done"
         if request.prompt:
             threads.take(self.thread, SendRequest(text=request.prompt), str(workflow.uuid4()), workflow.info().workflow_id, 0)
 

@@ -35,6 +35,7 @@ from rein.core.fork_edits import ForkEdits, ForkError, apply_edits, check_tools,
 from rein.core.result import Step
 from rein.core.session import Session
 from rein.core.summaries import fork_details
+from rein.durable.threads import THREAD_MEMO
 from rein.temporal import history
 
 if TYPE_CHECKING:
@@ -234,6 +235,7 @@ async def fork(
         first_step=at_step + 1,  # the fork's steps continue the original's count
         metadata={**point.request.metadata, FORK_MEMO: lineage},
         continue_as_new_after=point.request.continue_as_new_after,
+        thread=point.request.thread,  # a fork of a thread is a thread (rein.core.threads)
     )
     new_id = id or f"{run_id}-fork-{uuid.uuid4().hex[:8]}"
     summary = f"fork of {run_id} at step {at_step}" + (f": {'; '.join(lineage['edits'])}" if lineage["edits"] else "")
@@ -245,7 +247,7 @@ async def fork(
             task_queue=queue,
             static_summary=summary[:200],
             static_details=fork_details(lineage),
-            memo={FORK_MEMO: lineage},
+            memo={FORK_MEMO: lineage, **({THREAD_MEMO: True} if request.thread else {})},
             search_attributes=await _search_attributes(client, target.name or agent_key, run_id),
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,  # never a new run under an existing id
         )
