@@ -1,18 +1,27 @@
 """The durable engine's bridge between a caller's event loop and its own (rein.durable.engine.Engine):
 cancelling a call cancels its engine-side task, a relayed iterator stops when the caller closes it and
-passes its error on, and an async tool (run on the engine's own loop) can run another durable agent.
-The embedded server of the session's REIN_HOME, as every `engine="temporal"` test."""
+passes its error on, an async tool (run on the engine's own loop) can run another durable agent, and a
+script exits in bounded time even while a run is under way or a tool blocks the engine's loop.
+The embedded server of the session's REIN_HOME, as every `engine="temporal"` test; the scripts use a
+private server."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from rein import Agent, MockProvider
 from rein.durable import engine
+from tests.support.processes import ROOT
 from tests.support.tools import tc
 
 
@@ -95,20 +104,67 @@ async def _first(items: AsyncIterator[tuple[int, str]], n: int) -> AsyncIterator
             return
 
 
-def test_an_async_tool_runs_another_durable_agent() -> None:
-    """An async tool runs on the engine's own loop (the in-process worker's activity): a run it starts
-    goes to that loop directly, not through the bridge, which refuses calls from there."""
-    helper = Agent(provider=MockProvider(["from the helper"]), engine="temporal", name="portal-helper")
-
+def test_an_async_tool_runs_and_streams_another_durable_agent() -> None:
+    """An async tool runs on the engine's own loop (the in-process worker's activity): the runs it
+    starts go to that loop directly, not through the portal, which refuses calls from there."""
+    helper = Agent(provider=MockProvider(["from the helper", "streamed"]), engine="temporal", name="portal-helper")
     threads: list[str] = []
 
     async def ask_helper(question: str) -> str:
-        """Ask the helper agent."""
+        """Ask the helper agent, then stream its answer to the same question."""
         threads.append(threading.current_thread().name)
-        return (await helper.arun(question)).output or ""
+        answer = (await helper.arun(question)).output or ""
+        streamed = "".join([chunk.text or "" async for chunk in helper.astream(question) if chunk.type == "text"])
+        return f"{answer} / {streamed}"
 
     lead = Agent(provider=MockProvider([[tc("ask_helper", question="hi")], "done"]), engine="temporal",
                  name="portal-lead", tools=[ask_helper])
     result = lead.run("go")
     assert (result.output, threads) == ("done", ["rein-engine"])
-    assert [s.summary for s in result.steps if s.kind == "tool"][0].endswith("from the helper")
+    assert [s.summary for s in result.steps if s.kind == "tool"][0].endswith("from the helper / streamed")
+
+
+EXITING = textwrap.dedent('''
+    import asyncio
+    import sys
+    import threading
+    import time
+
+    from rein import Agent, MockProvider, ToolCall
+
+    entered = threading.Event()
+
+
+    async def wait() -> str:
+        """Never returns."""
+        entered.set()
+        if sys.argv[1] == "blocks":
+            time.sleep(3600)  # blocks the engine's loop
+        await asyncio.sleep(3600)
+        return "late"
+
+
+    agent = Agent(provider=MockProvider([[ToolCall(id="1", name="wait", arguments={})], "done"]), tools=[wait],
+                  name="exiting-" + sys.argv[1])
+    daemon = sys.argv[1] != "waits-in-a-non-daemon-thread"
+    threading.Thread(target=agent.run, args=("go",), daemon=daemon).start()
+    assert entered.wait(60)
+    print("exiting", flush=True)
+''')
+
+
+@pytest.mark.parametrize("case, within", [("blocks", 40), ("waits-in-a-non-daemon-thread", 20)])
+def test_a_script_exits_while_a_tool_blocks_the_loop_or_a_thread_waits_for_its_run(
+    private_server, tmp_path: Path, case: str, within: float
+) -> None:
+    """Exit closes the engine within its bounds (15 s) even when its loop is blocked, and a thread still
+    waiting for a run then gets an error (it waited forever before, and exit with it)."""
+    script = tmp_path / "script.py"
+    script.write_text(EXITING)
+    env = {k: v for k, v in os.environ.items() if k not in ("REIN_DEBUG", "REIN_TASK_QUEUE", "TEMPORAL_NAMESPACE")}
+    env.update(TEMPORAL_ADDRESS=private_server.address, PYTHONPATH=str(ROOT))
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script), case], cwd=str(tmp_path), env=env, text=True,
+                          capture_output=True, timeout=within + 30)
+    assert (proc.returncode, proc.stdout) == (0, "exiting\n"), proc.stderr
+    assert time.monotonic() - started < within

@@ -55,11 +55,11 @@ class Engine:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self._portal = start_blocking_portal(name="rein-engine")
+        self._portal_context = start_blocking_portal(name="rein-engine")
         self.portal: BlockingPortal
         self.loop: asyncio.AbstractEventLoop
         self.thread: threading.Thread
-        """The portal, its loop and its thread (set by _start)."""
+        """The portal, its loop and its thread (set by _start, the last two on that loop)."""
         self.client: Client | None = None
         # Weak: an Agent the application dropped cannot be resumed anyway, so it need not live on here.
         self.agents: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
@@ -90,7 +90,7 @@ class Engine:
 
     def _start(self) -> None:
         target = connection.resolve()  # may start the embedded server: before the loop runs
-        self.portal = self._portal.__enter__()
+        self.portal = self._portal_context.__enter__()
         self.portal.start_task_soon(self._connect, target).result(timeout=60)
 
     async def _connect(self, target: connection.Target) -> None:
@@ -98,19 +98,22 @@ class Engine:
         self.client = await connection.connect(target=target)
 
     def close(self) -> None:
-        """Within 15 s, as it runs at interpreter exit, even when a tool blocks the loop: the portal's
-        calls wait for the loop to take them and its exit joins the thread, both without a timeout."""
+        """Within 15 s, as it runs at interpreter exit, even while a tool blocks the loop: so not through
+        the portal, whose calls wait for the loop to take them and whose exit joins the thread, both
+        without a timeout (here its exit comes once the thread has ended). Calls still waiting are
+        cancelled: their callers get an error instead of waiting forever (and holding up exit)."""
         async def shutdown() -> None:
             workers, self.workers = list(self.workers.values()), {}
+            stopping = [*(w.shutdown() for w in workers), *self._retiring.values()]  # dropped agents' too
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True), 10)
+                await asyncio.wait_for(asyncio.gather(*stopping, return_exceptions=True), 10)
             await self.portal.stop(cancel_remaining=True)
 
         if self.thread.is_alive():
             asyncio.run_coroutine_threadsafe(shutdown(), self.loop)
             self.thread.join(timeout=15)
         if not self.thread.is_alive():
-            self._portal.__exit__(None, None, None)
+            self._portal_context.__exit__(None, None, None)
         self.client = None  # so rein.temporal.connection's exit hook can free the core (sdk-python#300)
 
     def _here(self) -> bool:
@@ -119,9 +122,10 @@ class Engine:
         return threading.current_thread() is self.thread
 
     async def submit(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the engine's loop and await it from any loop. Cancelling the caller cancels
-        it there, and the portal drops what it then raises (temporalio turns the cancellation of a
-        call into its own error): no "Task exception was never retrieved" over a Ctrl-C'd script."""
+        """Run `coro` on the engine's loop and await it from any loop (the calling thread waits until
+        that loop takes it). Cancelling the caller cancels it there, and the portal drops what it then
+        raises (temporalio turns the cancellation of a call into its own error): no "Task exception
+        was never retrieved" over a Ctrl-C'd script."""
         if self._here():
             return await coro
         return await asyncio.wrap_future(self.portal.start_task_soon(lambda: coro))
