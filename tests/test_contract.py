@@ -191,7 +191,8 @@ def test_what_a_recorded_description_leaves_out_reads_back_as_these_defaults():
 
     loop = {name: f.get_default(call_default_factory=True) for name, f in LoopConfig.model_fields.items()}
     assert loop == {
-        "max_iterations": 50, "max_tokens": 200_000, "max_cost_usd": None, "timeout_s": 120, "detect_loops": True,
+        "max_iterations": 50, "max_tokens": 200_000, "max_cost_usd": None, "thread_max_tokens": None,
+        "thread_max_cost_usd": None, "timeout_s": 120, "detect_loops": True,
         "repeat_threshold": 3, "permission": "allow", "approval_timeout_s": None, "model_attempts": 3,
         "model_timeout_s": 300, "model_retry_interval_s": 1, "heartbeat_timeout_s": 20, "approvers": None,
         "output_retries": 1,

@@ -140,13 +140,13 @@ async def test_the_command_line_one_line_errors_and_watching_a_thread(dev, worke
     assert "unknown --mode 'later'" in bad_mode.stderr
     nobody = await asyncio.to_thread(_rein, address, "send", thread_id, "hi", "--agent", "nobody-serves-this")
     assert nobody.returncode == 8 and nobody.stderr.count("\n") == 1, nobody.stderr
+    busy = await asyncio.to_thread(_rein, address, "send", thread_id, "tool:2", "--agent", "talker", "--queue", queue,
+                                   "--no-wait")
+    assert busy.returncode == 0, busy.stderr
     env = {**os.environ, "TEMPORAL_ADDRESS": address}
     watch = subprocess.Popen([sys.executable, "-m", "rein.cli", "watch", thread_id], cwd=str(ROOT), env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        busy = await asyncio.to_thread(_rein, address, "send", thread_id, "tool:2", "--agent", "talker", "--queue", queue,
-                                       "--no-wait")
-        assert busy.returncode == 0, busy.stderr
         await _until(lambda: "tool-started" in _events(tmp_path), "the tool started")
         refused = await asyncio.to_thread(_rein, address, "send", thread_id, "now", "--agent", "talker", "--mode",
                                           "reject", "--queue", queue)

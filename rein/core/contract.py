@@ -610,6 +610,8 @@ class ConfigOverrides(BaseModel):
     max_iterations: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     max_cost_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    thread_max_tokens: int | None = Field(default=None, ge=0, le=2**62)
+    thread_max_cost_usd: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     detect_loops: bool = None  # type: ignore[assignment]
     repeat_threshold: int = Field(default=None, ge=1, le=MAX_ITERATIONS)  # type: ignore[assignment]
@@ -634,7 +636,8 @@ def _at_most(new: float | None, old: float | None) -> bool:
 def _loosened(name: str, new: Any, old: Any) -> bool:
     if name == "permission":
         return _PERMISSION_RANK[new] < _PERMISSION_RANK[old]
-    if name in ("max_iterations", "max_tokens", "max_cost_usd", "timeout_s", "repeat_threshold"):
+    if name in ("max_iterations", "max_tokens", "max_cost_usd", "thread_max_tokens", "thread_max_cost_usd", "timeout_s",
+                "repeat_threshold"):
         return not _at_most(new, old)
     if name == "detect_loops":
         return old and not new
