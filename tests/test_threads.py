@@ -272,3 +272,40 @@ async def test_fork_a_thread_at_a_turn(dev, ids):
         original = await runs.session(thread_id)
         assert [m.content for m in original.messages if m.role == "user"] == ["one", "two"]
         assert fork_id in [row.thread_id async for row in runs.threads(limit=200)]
+
+
+async def test_steer_and_reject_while_a_turn_waits_for_approval(dev, ids):
+    queue, thread_id = ids
+    agent = Agent(provider=Echo(), tools=[wait], name=f"ask-{uuid.uuid4().hex[:6]}",
+                  config=LoopConfig(detect_loops=False, permission="ask"))
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        first = await runs.send(thread_id, "tool:0.1", agent=agent.name)
+        assert (await runs.reply(first)).interrupt.type == "need_approval"
+        steer = await runs.send(thread_id, "also this", agent=agent.name, mode="steer")
+        assert steer.turn == 1
+        with pytest.raises(ThreadRefused, match="busy"):
+            await runs.send(thread_id, "now!", agent=agent.name, mode="reject")
+        await runs.approve(thread_id, wait=True)
+        answer = await runs.reply(first)
+        assert answer.output == "heard: tool:0.1 | also this"  # the approved tool ran, then the message joined
+        assert [m.role for m in answer.session.messages] == ["user", "assistant", "tool", "user", "assistant"]
+
+
+async def test_many_threads_at_once(dev, ids):
+    queue, _ = ids
+    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    runs = ReinClient(dev.client, queue)
+
+    async def converse(n: int) -> list[str | None]:
+        thread_id = f"many-{n}-{uuid.uuid4().hex[:6]}"
+        receipts = await asyncio.gather(*(runs.send(thread_id, f"t{n} m{k}", agent=agent.name, message_id=f"{k}")
+                                          for k in range(3)))
+        assert sorted(r.turn for r in receipts) == [1, 2, 3]
+        answers = [await runs.reply(r) for r in sorted(receipts, key=lambda r: r.turn)]
+        return [a.output for a in answers]
+
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        outputs = await asyncio.gather(*(converse(n) for n in range(20)))
+    for n, said in enumerate(outputs):
+        assert sorted(said) == sorted(f"heard: t{n} m{k}" for k in range(3))

@@ -43,6 +43,13 @@ async def _until(predicate, what: str, timeout: float = 30.0) -> None:
         raise AssertionError(f"never happened: {what}") from None
 
 
+def _said(process: subprocess.Popen) -> bool:
+    """The process wrote a line to stderr (its stderr is a pipe: peek without blocking)."""
+    import select
+
+    return bool(select.select([process.stderr], [], [], 0)[0])
+
+
 def _events(folder: Path) -> list[str]:
     path = folder / "events"
     return path.read_text().split() if path.exists() else []
@@ -117,15 +124,18 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_turn_finishes(dev, w
     # (the server knows the message); the next message waits on the server until a worker takes the thread.
     again = await asyncio.wait_for(runs.send(thread_id, "slow:10", agent="talker", message_id="a"), 10)
     assert again.model_dump(exclude={"duplicate"}) == first.model_dump(exclude={"duplicate"})
-    queued_soon = asyncio.ensure_future(runs.send(thread_id, "and then?", agent="talker", message_id="b"))
-    await asyncio.sleep(1)
-    assert not queued_soon.done()
+    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+    sender = subprocess.Popen(  # `rein send` says within 2 s that no worker has taken the thread yet
+        [sys.executable, "-m", "rein.cli", "send", thread_id, "and then?", "--agent", "talker", "--id", "b",
+         "--queue", queue, "--json"], cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    await _until(lambda: sender.poll() is not None or _said(sender), "rein send said it waits", timeout=20)
     process.start()
-    queued = await asyncio.wait_for(queued_soon, 60)
-    assert queued.turn == 2
+    out, err = await asyncio.to_thread(sender.communicate, timeout=90)
+    assert sender.returncode == 0 and "no worker has taken thread" in err, err
+    sent = json.loads(out)
+    assert (sent["receipt"]["turn"], sent["result"]["output"]) == (2, "heard: and then?")
     answer = await asyncio.wait_for(runs.reply(first), 60)
     assert answer.output.endswith("heard: slow:10")
-    assert (await asyncio.wait_for(runs.reply(queued), 30)).output == "heard: and then?"
     users = [m.content for m in answer.session.messages if m.role == "user"]
     assert users[:1] == ["slow:10"] and users.count("slow:10") == 1
     view = await runs.thread(thread_id)

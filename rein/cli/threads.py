@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
@@ -26,6 +27,9 @@ from rein.cli.app import (
     print_json,
     with_client,
 )
+
+SILENCE_S = 2.0
+"""How long `rein send` waits for a worker to take the message before it says that none has yet."""
 
 if TYPE_CHECKING:
     from rein.client import ReinClient
@@ -54,7 +58,8 @@ def send(
     """Send a message to a thread (starting it), then print the answer of the turn that takes it.
 
     Exit 5 when the thread refuses it (reject while busy, too many waiting, an ended thread), 8 when no
-    worker serves the agent, 7 when the turn waits for a person (approve it as any run: `rein approve THREAD`).
+    worker serves the agent of a new thread, 7 when the turn waits for a person (approve it as any run:
+    `rein approve THREAD`). A running thread no worker takes now keeps the message until one does (said in 2 s).
     """
     from rein.durable.threads import ThreadRefused
     from rein.ops.worker_lookup import AgentNotServed, queue_for
@@ -62,12 +67,17 @@ def send(
     _check_message(text, mode, message_id)
 
     async def go(client: ReinClient) -> tuple[SendReceipt, RunResult | None]:
+        if not await _running(client, thread_id):  # a new thread: is anyone there to start it?
+            try:
+                client.task_queue = await queue_for(client, agent, task_queue or os.environ.get("REIN_TASK_QUEUE"))
+            except AgentNotServed as err:
+                raise CliError(str(err), EXIT_NO_WORKER) from None
+        sending = asyncio.ensure_future(client.send(thread_id, text, agent=agent, mode=mode, message_id=message_id))  # type: ignore[arg-type]
+        if not (await asyncio.wait({sending}, timeout=SILENCE_S))[0]:
+            err_console().print(f"[yellow]no worker has taken thread {escape(thread_id)} yet: the message waits on the "
+                                "server until one does (Ctrl-C stops waiting; the message stays there)[/]")
         try:
-            client.task_queue = await queue_for(client, agent, task_queue or os.environ.get("REIN_TASK_QUEUE"))
-        except AgentNotServed as err:
-            raise CliError(str(err), EXIT_NO_WORKER) from None
-        try:
-            receipt = await client.send(thread_id, text, agent=agent, mode=mode, message_id=message_id)  # type: ignore[arg-type]
+            receipt = await sending
         except ThreadRefused as err:
             raise CliError(str(err), EXIT_REJECTED) from None
         if no_wait:
@@ -76,6 +86,16 @@ def send(
         return receipt, await client.reply(receipt)
 
     _print_answer(*with_client(address, namespace, go), as_json)
+
+
+async def _running(client: ReinClient, thread_id: str) -> bool:
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    try:
+        return (await client.handle(thread_id).describe()).status == WorkflowExecutionStatus.RUNNING
+    except RPCError:
+        return False
 
 
 def _check_message(text: str, mode: str, message_id: str | None) -> None:
