@@ -163,6 +163,8 @@ async def test_the_command_line_one_line_errors_and_watching_a_thread(dev, worke
         assert refused.returncode == 5 and "busy" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
         answered = await asyncio.to_thread(_rein, address, "send", thread_id, "next", "--agent", "talker", "--queue", queue)
         assert (answered.returncode, answered.stdout.strip()) == (0, "heard: next"), answered.stderr
+        last = await asyncio.to_thread(_rein, address, "result", thread_id)  # a thread: its last turn's answer
+        assert (last.returncode, last.stdout.strip()) == (0, "heard: next"), last.stderr
         cancelled = await asyncio.to_thread(_rein, address, "cancel", thread_id, "--wait")
         assert cancelled.returncode == 0, cancelled.stderr
         out, err = await asyncio.to_thread(watch.communicate, timeout=60)

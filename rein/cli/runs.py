@@ -96,11 +96,14 @@ def result(
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Wait for a run to finish and print its output (failed: its cause, exit 6; cancelled: the reason, exit 10)."""
+    """Wait for a run to finish and print its output (failed: its cause, exit 6; cancelled: the reason, exit 10).
+    A thread: the answer of its turn under way, else of its last turn."""
     from rein.ops.runs import RunNotFound, cancel_reason, describe_run, is_not_found
 
     async def go(client: ReinClient) -> Any:
         detail = await describe_run(client, run_id)
+        if detail.closed is None and await _is_thread(client, run_id):
+            return await client.turn_result(run_id)  # a thread never finishes between turns: its turn's answer
         if detail.interrupt is not None:
             hints = " or ".join(f"`{h}`" for h in answer_hints(run_id, detail)[:2])
             err_console().print(f"[yellow]run {escape(run_id)} is {detail.status}[/]; waiting until it finishes "

@@ -116,6 +116,12 @@ class ThreadClient:
         result.steps = result.steps[: outcome.step_count - outcome.turn_first_step]  # not a later turn's
         return result
 
+    async def turn_result(self, thread_id: str) -> RunResult:
+        """The RunResult of the thread's turn under way once it ends (or waits for a person), else of its last turn."""
+        view = await self.thread(thread_id)
+        receipt = SendReceipt(thread_id=thread_id, message_id="", mode="queue", turn=max(view.turns, 1))
+        return await self.reply(receipt)
+
     async def thread(self, thread_id: str) -> ThreadView:
         """The thread at a glance: status, turns, queued and steering messages, usage, its last answer."""
         return ThreadView.model_validate(await history.query(self.client, thread_id, THREAD_QUERY))
