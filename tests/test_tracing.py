@@ -396,3 +396,36 @@ async def test_phoenix_shows_the_run_trace(traced: Traced, ids: tuple[str, str],
     await page.wait_for(f"invoke_agent {AGENT}", f"chat {MODEL}", "execute_tool note", "approval")
     shot = await page.screenshot("phoenix-run-trace")
     assert shot.stat().st_size > 10_000
+
+
+async def test_each_turn_of_a_thread_is_a_trace_linked_to_the_thread(traced: Traced, ids: tuple[str, str]) -> None:
+    from rein.client import ReinClient
+
+    traced.worker()
+    traced.vendor.script([Reply(text="Hello.", input_tokens=11, output_tokens=2),
+                          Reply(text="Still here.", input_tokens=17, output_tokens=3)])
+    runs = ReinClient(traced.dev.client, traced.tq)
+    for text in ("hi", "are you there?"):
+        assert (await runs.reply(await runs.send(ids[1], text, agent=AGENT))).status == "done"
+    await runs.cancel(ids[1], wait=True)  # the thread's own span ends with the thread
+    traced.stop_all()
+    spans = await traced.spans(6)
+    assert by_name(spans) == Counter({f"invoke_agent {AGENT}": 3, f"chat {MODEL}": 2, "cancel": 1}), by_name(spans)
+    ids_of = {s["context"]["span_id"]: s for s in spans}
+    turns = sorted((s for s in spans if "rein.turn" in s["attributes"]), key=lambda s: s["attributes"]["rein.turn"])
+    thread = [s for s in spans if s["name"] == f"invoke_agent {AGENT}" and "rein.turn" not in s["attributes"]]
+    assert [t["attributes"]["rein.turn"] for t in turns] == [1, 2] and len(thread) == 1
+    traces = {s["context"]["trace_id"] for s in (*turns, *thread)}
+    assert len(traces) == 3, "each turn is a trace of its own, and so is the thread"
+    for turn in turns:
+        assert not turn.get("parent_id")
+        assert turn["attributes"]["gen_ai.conversation.id"] == ids[1]
+        assert turn["attributes"]["rein.stop_reason"] == "done"
+    for chat in (s for s in spans if s["name"].startswith("chat ")):
+        parent = ids_of[chat["parent_id"]]
+        assert "rein.turn" in parent["attributes"] and chat["context"]["trace_id"] == parent["context"]["trace_id"]
+    cancel = next(s for s in spans if s["name"] == "cancel")  # decided between turns: on the thread's trace
+    assert cancel["context"]["trace_id"] == thread[0]["context"]["trace_id"]
+    assert thread[0]["attributes"]["rein.status"] == "cancelled"
+    assert [ids_of[c["parent_id"]]["attributes"]["rein.turn"] for c in sorted(
+        (s for s in spans if s["name"].startswith("chat ")), key=lambda s: s["start_time"])] == [1, 2]

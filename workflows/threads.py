@@ -11,7 +11,15 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from rein.core import machine, threads
     from rein.core.ir import StreamChunk
-    from rein.core.threads import SEND_UPDATE, THREAD_QUERY, SendReceipt, SendRequest, ThreadState, ThreadView
+    from rein.core.threads import (
+        SEND_UPDATE,
+        THREAD_QUERY,
+        TURN_TRACE,
+        SendReceipt,
+        SendRequest,
+        ThreadState,
+        ThreadView,
+    )
 
 from rein.workflows.decisions import Decisions
 from rein.workflows.waiting import Waiting
@@ -104,7 +112,15 @@ class Threads(Waiting, Decisions):
         self.progressed = True
         self._publish()
         self._emit(StreamChunk(type="event", name="turn", data={"turn": thread.turns, "message_id": message.message_id}))
+        self._trace_turn("start", {"rein.turn": thread.turns, "rein.message_id": message.message_id})
         return True
+
+    def _trace_turn(self, event: str, attributes: dict[str, object]) -> None:
+        """Tell rein's tracing (when the worker traces) that a turn opens or ends: each turn is a trace of its own.
+        A workflow extern function: no command, nothing recorded; the spans come from a replay-safe tracer."""
+        trace = workflow.extern_functions().get(TURN_TRACE)
+        if trace is not None:
+            trace(event, attributes)
 
     def _stop_if_thread_spent(self) -> None:
         """The thread's own budget (LoopConfig.thread_max_*) is spent: the turn under way stops with `budget`."""
@@ -140,6 +156,9 @@ class Threads(Waiting, Decisions):
         self._publish()
         self._emit(StreamChunk(type="event", name="turn_end", finish_reason=self.session.stop_reason,
                                usage=self.session.usage, data={"turn": thread.turns}))
+        self._trace_turn("end", {"rein.stop_reason": self.session.stop_reason or "done",
+                                 "gen_ai.usage.input_tokens": self.session.usage.input_tokens,
+                                 "gen_ai.usage.output_tokens": self.session.usage.output_tokens})
 
     @workflow.query(name=THREAD_QUERY, description="The thread: status, turns, queued and steering messages, usage")
     def thread_query(self) -> dict[str, object]:

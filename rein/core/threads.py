@@ -41,6 +41,9 @@ TURNS_PER_RUN = 50
 """A thread continues as new at a turn boundary after this many turns in one history at the latest
 (earlier when Temporal suggests it), so its history stays bounded however long the conversation."""
 INTERRUPTED = "interrupted by a new message"
+TURN_TRACE = "rein.thread_turn"
+"""The workflow extern function rein's tracing interceptor installs: a thread calls it as each turn opens
+(`"start"`) and ends (`"end"`), so each turn is a trace of its own, linked to the thread's run span."""
 
 
 class SendRequest(BaseModel):

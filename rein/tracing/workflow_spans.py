@@ -10,6 +10,7 @@ span is never ended while history replays, so a worker restart, a cache eviction
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from rein.core.contract import WORKFLOW_TYPE
+from rein.core.threads import TURN_TRACE
 from rein.tracing import genai
 from rein.tracing.setup import tracer
 
@@ -40,11 +42,33 @@ class ReinTracingInterceptor(temporalio.worker.Interceptor):
     def workflow_interceptor_class(
         self, input: temporalio.worker.WorkflowInterceptorClassInput
     ) -> type[temporalio.worker.WorkflowInboundInterceptor]:
+        input.unsafe_extern_functions[TURN_TRACE] = _turn
         return _RunSpans
+
+
+_TRACED: dict[str, _RunSpans] = {}
+"""The run spans of the runs in flight on this worker, by Temporal run id (for the turn extern function)."""
+
+
+def _turn(event: str, attributes: dict[str, Any]) -> None:
+    """A thread's turn opens or ends (rein.workflows.threads calls it in workflow context)."""
+    spans = _TRACED.get(workflow.info().run_id)
+    if spans is not None:
+        spans.turn(event, attributes)
 
 
 class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
     run_span: Any = None
+    agent = ""
+    turn_span: Any = None
+    turn_token: Any = None
+
+    def _end_turn_span(self) -> None:
+        """The turn's span ends with the turn, or with the run (ended, failed, continued as new) mid-turn; never
+        on a cache eviction (the run goes on elsewhere and makes the same span again)."""
+        if self.turn_span is not None:
+            self.turn_span.end()
+            self.turn_span = self.turn_token = None
 
     def init(self, outbound: temporalio.worker.WorkflowOutboundInterceptor) -> None:
         super().init(_ChildToolSpans(outbound, self))
@@ -52,7 +76,30 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
     def run_context(self) -> Any:
         from opentelemetry import context, trace
 
-        return trace.set_span_in_context(self.run_span) if self.run_span is not None else context.get_current()
+        span = self.turn_span if self.turn_span is not None else self.run_span
+        return trace.set_span_in_context(span) if span is not None else context.get_current()
+
+    def turn(self, event: str, attributes: dict[str, Any]) -> None:
+        """A thread's turn is a trace of its own: a root span linked to the thread's run span, current (so the
+        turn's model and tool calls nest under it) from the moment the turn opens until it ends."""
+        from opentelemetry import context as otel_context
+        from opentelemetry import trace
+        from opentelemetry.trace import Link
+
+        if self.turn_span is not None:
+            if event == "end":
+                self.turn_span.set_attributes({k: v for k, v in attributes.items() if v is not None})
+            otel_context.detach(self.turn_token)
+            self._end_turn_span()
+        if event != "start" or self.run_span is None:
+            return
+        info = workflow.info()
+        agent = self.agent
+        self.turn_span = tracer().start_span(
+            genai.run_name(agent), context=otel_context.Context(), links=[Link(self.run_span.get_span_context())],
+            attributes={**genai.run_request(agent, info.workflow_id, info.run_id), **attributes},
+        )
+        self.turn_token = otel_context.attach(trace.set_span_in_context(self.turn_span))
 
     async def execute_workflow(self, input: temporalio.worker.ExecuteWorkflowInput) -> Any:
         from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -60,23 +107,35 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
         info = workflow.info()
         if info.workflow_type != WORKFLOW_TYPE:  # a user's own workflow on the same worker
             return await super().execute_workflow(input)
-        agent = _agent_name(input.args)
+        agent = self.agent = _agent_name(input.args)
         span = tracer().start_span(
             genai.run_name(agent), kind=SpanKind.INTERNAL, attributes=genai.run_request(agent, info.workflow_id, info.run_id)
         )
         self.run_span = span
+        _TRACED[info.run_id] = self
         with _attached(self.run_context()):
             try:
                 outcome = await super().execute_workflow(input)
             except workflow.ContinueAsNewError:
                 span.set_attribute("rein.continued_as_new", True)
+                self._end_turn_span()
                 span.end()
+                raise
+            except asyncio.CancelledError:
+                if workflow.cancellation_reason() is not None:  # closed as CANCELED (not a cache eviction)
+                    span.set_attribute("rein.status", "cancelled")
+                    self._end_turn_span()
+                    span.end()
                 raise
             except BaseException as exc:
                 if workflow.is_failure_exception(exc) or isinstance(exc, ApplicationError):
                     span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
+                    self._end_turn_span()
                     span.end()
                 raise  # anything else fails the workflow task: the run goes on, its span with it
+            finally:
+                _TRACED.pop(info.run_id, None)
+        self._end_turn_span()
         span.set_attributes(genai.run_outcome(outcome))
         if genai.run_outcome(outcome).get("rein.status") == "failed":
             span.set_status(Status(StatusCode.ERROR, str(getattr(outcome, "stop_reason", "failed"))))
