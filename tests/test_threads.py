@@ -309,3 +309,19 @@ async def test_many_threads_at_once(dev, ids):
         outputs = await asyncio.gather(*(converse(n) for n in range(20)))
     for n, said in enumerate(outputs):
         assert sorted(said) == sorted(f"heard: t{n} m{k}" for k in range(3))
+
+
+async def test_rewind_a_thread_to_a_turn(dev, ids):
+    """`rewind` resets the thread in place to just after a turn's last step: later turns are gone (their
+    messages too), and the next message is the next turn of the shorter conversation."""
+    queue, thread_id = ids
+    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        first = await runs.reply(await runs.send(thread_id, "one", agent=agent.name))
+        await runs.reply(await runs.send(thread_id, "two", agent=agent.name))
+        await runs.rewind(thread_id, to_step=first.steps[-1].index)
+        answer = await runs.reply(await runs.send(thread_id, "three", agent=agent.name))
+        assert answer.output == "heard: three"
+        assert [m.content for m in answer.session.messages if m.role == "user"] == ["one", "three"]
+        assert (await runs.thread(thread_id)).turns == 2
