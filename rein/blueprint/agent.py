@@ -468,6 +468,13 @@ def with_tool_agents(agents: Iterable[Agent]) -> Iterator[Agent]:
         todo += [t.agent for t in agent.registry if t.agent is not None]
 
 
+def uses_litellm(agents: Iterable[Agent]) -> bool:
+    """Whether one of `agents`, or an agent one uses as a tool, calls its model through LiteLLM."""
+    from rein.blueprint.providers.litellm import LiteLLMProvider
+
+    return any(isinstance(agent.provider, LiteLLMProvider) for agent in with_tool_agents(agents))
+
+
 def load_agent(target: str) -> Agent:
     """`pkg.module:attr` → the Agent it names (the current directory is importable). Here, not in
     rein.durable.temporal_worker: a mistyped target is told without importing temporalio's worker (`rein run`)."""

@@ -37,13 +37,14 @@ def worker(
 ) -> None:
     """Serve these agents' runs until Ctrl-C. API keys are read from this process's environment only."""
     agents = [load_agent_target(target) for target in agent]  # a mistyped target: told before temporalio loads
+    from rein.blueprint.agent import uses_litellm
     from rein.core.contract import DEFAULT_TASK_QUEUE
     from rein.temporal.deployment import worker_version
 
-    if any(_uses_litellm(a) for a in agents):
+    if uses_litellm(agents):
         from rein.core.prices import preload_litellm
 
-        preload_litellm()  # meanwhile the worker connects and starts polling
+        preload_litellm()  # meanwhile the worker connects (ReinPlugin waits for it before polling)
     version = worker_version(deployment, build_id)
     if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -113,10 +114,3 @@ async def _refuse_beside_unversioned(client: Any, queue: str, deployment: str) -
             f"every new run on it once {deployment!r} has a current version, other agents' too. Give this worker "
             "its own --task-queue (or none: its agents' own queues), or version that worker too", EXIT_USAGE)
 
-
-def _uses_litellm(agent: Any) -> bool:
-    """Whether `agent`, or an agent it uses as a tool, calls its model through LiteLLM."""
-    from rein.blueprint.providers.litellm import LiteLLMProvider
-
-    return isinstance(agent.provider, LiteLLMProvider) or any(
-        _uses_litellm(tool.agent) for tool in agent.registry if getattr(tool, "agent", None) is not None)

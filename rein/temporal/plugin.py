@@ -37,7 +37,8 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from rein.blueprint.agent import with_tool_agents
+from rein.blueprint.agent import uses_litellm, with_tool_agents
+from rein.core.prices import load_litellm_off_loop
 from rein.temporal.converter import has_rein_converter, rein_data_converter
 from rein.temporal.deployment import (
     current_if_first,
@@ -196,9 +197,14 @@ class ReinPlugin(SimplePlugin):
         return super().configure_worker(config)
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Runs the Worker; a versioned one also makes its version current if it is the deployment's first.
+        """Runs the Worker once LiteLLM is loaded (when an agent calls its model through it); a versioned one also
+        makes its version current if it is the deployment's first.
         Meanwhile it prunes old payload files (rein.temporal.storage); at shutdown the served agents'
         pooled MCP connections are closed."""
+        if uses_litellm((self.agents or {}).values()):
+            # Before the worker polls: a fresh worker's first model calls would otherwise all wait for this
+            # import (seconds), then reach the vendor together, however evenly a rate limit dispatched them.
+            await load_litellm_off_loop()
         housekeeping = asyncio.ensure_future(prune_periodically(worker.client.data_converter))
         try:
             await self._run_worker(worker, next)
