@@ -325,3 +325,22 @@ async def test_rewind_a_thread_to_a_turn(dev, ids):
         assert answer.output == "heard: three"
         assert [m.content for m in answer.session.messages if m.role == "user"] == ["one", "three"]
         assert (await runs.thread(thread_id)).turns == 2
+
+
+async def test_the_stored_thread_history_replays():
+    """A thread's recorded history (tests/histories/make_histories.py thread) replays on this build: its turns,
+    the queued message, and the cancel that closed it. A change of a thread's command order must be patched."""
+    from pathlib import Path
+
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import AgentWorkflow
+
+    path = Path(__file__).parent / "histories" / "agent_thread_v1.json"
+    history = WorkflowHistory.from_json("agent-thread", path.read_text())
+    scheduled = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert len(scheduled) == 3  # the three turns' model calls
+    await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)

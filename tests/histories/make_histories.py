@@ -71,6 +71,12 @@ step and runs the call again under the new definition, then answers.
   v2: started lean, the waiting timer behind its patch
 
     .venv/bin/python tests/histories/make_histories.py changed
+
+agent_thread_v<N>.json: a thread (issue 35): three messages, the second queued while the first turn runs,
+then the thread is cancelled (closed as CANCELED).
+  v1: the first threads
+
+    .venv/bin/python tests/histories/make_histories.py thread
 """
 
 from __future__ import annotations
@@ -93,6 +99,7 @@ CANCEL_SIGNAL = "agent_cancel_signal_v2.json"
 FAILED = "agent_failed_v2.json"
 LONG = "agent_long_v4.json"
 CHANGED = "agent_changed_v2.json"
+THREAD = "agent_thread_v1.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
@@ -277,6 +284,21 @@ async def record_changed(env) -> None:  # noqa: ANN001
     write(CHANGED, history)
 
 
+async def record_thread(env) -> None:  # noqa: ANN001
+    from rein.client import ReinClient
+
+    agent = Agent(provider=MockProvider(["Hello.", "Noted.", "Bye."]), name="thread-agent")
+    runs = ReinClient(env.client, "histories-thread")
+    async with rein.create_worker(env.client, agents=[agent], task_queue="histories-thread"):
+        first = await runs.send("agent-thread", "hi", agent="thread-agent", message_id="m1")
+        await runs.send("agent-thread", "note this", agent="thread-agent", message_id="m2")
+        assert (await runs.reply(first)).output == "Hello."
+        assert (await runs.reply(await runs.send("agent-thread", "bye", agent="thread-agent"))).output == "Bye."
+        await runs.cancel("agent-thread", wait=True)
+        history = await env.client.get_workflow_handle("agent-thread").fetch_history()
+    write(THREAD, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -298,6 +320,8 @@ async def main(which: list[str]) -> None:
             await record_long(env)
         if not which or "changed" in which:
             await record_changed(env)
+        if not which or "thread" in which:
+            await record_thread(env)
     finally:
         await env.shutdown()
 
