@@ -711,17 +711,19 @@ async def test_litellm_only_talks_to_our_server(srv, monkeypatch):
 
 def test_a_worker_of_litellm_agents_imports_litellm_as_it_starts() -> None:
     """`rein worker` starts litellm's import (seconds of CPU) in the background when an agent, or an
-    agent it uses as a tool, calls LiteLLM, so the first model call need not wait for it."""
+    agent it uses as a tool, calls LiteLLM (and ReinPlugin waits for it before the worker polls:
+    tests/test_fleet_model_limit.py)."""
     import threading
 
     from rein import Agent
-    from rein.cli.worker_command import _uses_litellm
+    from rein.blueprint.agent import uses_litellm
     from rein.core import prices
     from tests.agents import durable, traced
 
-    assert _uses_litellm(traced.agent) and _uses_litellm(traced.lead)
-    assert not _uses_litellm(durable.agent)
-    assert _uses_litellm(Agent(provider=MockProvider(["x"]), tools=[traced.helper.as_tool()], name="asks-helper"))
+    assert uses_litellm([traced.agent]) and uses_litellm([traced.lead])
+    assert not uses_litellm([durable.agent])
+    assert uses_litellm([Agent(provider=MockProvider(["x"]), tools=[traced.helper.as_tool()], name="asks-helper")])
+    assert uses_litellm([durable.agent, traced.agent])
 
     prices.preload_litellm()
     loading = [t for t in threading.enumerate() if t.name == "rein-load-litellm"]
