@@ -1,4 +1,5 @@
 from rein.workflows.agent import AgentWorkflow
 from rein.workflows.describe import DescribeAgentWorkflow
+from rein.workflows.scheduled_message import ScheduledMessageWorkflow
 
-__all__ = ["AgentWorkflow", "DescribeAgentWorkflow"]
+__all__ = ["AgentWorkflow", "DescribeAgentWorkflow", "ScheduledMessageWorkflow"]

@@ -40,9 +40,12 @@ class Threads(Waiting, Decisions):
     @workflow.update(name=SEND_UPDATE, description='A message for this thread: {"text", "mode": queue|steer|interrupt|reject, '
                                                    '"message_id", "sender"}; answers where it went')
     def send(self, request: SendRequest) -> SendReceipt:
+        self._count([request.model_dump(mode="json")])
+        return self._take_message(request)
+
+    def _take_message(self, request: SendRequest) -> SendReceipt:
         thread = self.thread
         assert thread is not None  # the validator refused otherwise
-        self._count([request.model_dump(mode="json")])
         message_id = request.message_id or str(workflow.uuid4())
         known = message_id in thread.receipts
         receipt = threads.take(thread, request, message_id, workflow.info().workflow_id, self.carry.pause)
@@ -62,6 +65,11 @@ class Threads(Waiting, Decisions):
             threads.check(self.thread, request, budget)
         except threads.Busy as busy:
             raise ApplicationError(str(busy), type="BudgetSpent" if budget else "Busy") from None
+
+    @workflow.signal(name=SEND_UPDATE, description='A message for this thread, for tools that only signal (a schedule): '
+                                                   'the update\'s JSON; a misfit is recorded and ignored')
+    def send_signal(self, *args: object) -> None:
+        self._adapt("rein.send", args, SendRequest, self._validate_send, self._take_message)
 
     def _interrupt_turn(self, request: SendRequest) -> None:
         """`interrupt` while a turn is under way: a model call in flight is cut; a wait for a person ends."""

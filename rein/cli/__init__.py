@@ -8,6 +8,7 @@
     rein approve ID | deny ID | answer ID TEXT | retry ID | cancel ID
     rein send THREAD "hi" --agent NAME [--mode steer]  a message to a conversation thread (starts it)
     rein threads | watch THREAD                   conversation threads; follow one across its turns
+    rein schedule create ID --agent A --prompt P --every 1h | list | describe | pause | trigger | delete
     rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
     rein trace ID | --since 1d                    send finished runs' traces to OTEL_EXPORTER_OTLP_ENDPOINT
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
@@ -35,6 +36,7 @@ from rein.cli import (
     run,  # noqa: F401
     runs,  # noqa: F401
     scaffold,  # noqa: F401
+    schedules,  # noqa: F401
     server_command,  # noqa: F401
     threads,  # noqa: F401
     trace,  # noqa: F401

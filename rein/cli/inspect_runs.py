@@ -31,6 +31,7 @@ def list_(
     limit: Annotated[int, typer.Option(help="At most this many runs, newest first.", min=1)] = 50,
     fork_of: Annotated[str | None, typer.Option("--fork-of", help="Only forks of this run (rein fork).")] = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="Only runs of this tenant (rein start --tenant).")] = None,
+    schedule: Annotated[str | None, typer.Option("--schedule", help="Only runs this schedule started (rein schedule).")] = None,
     stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs whose workflow task keeps failing, "
                                         "with the error (they wait for a fixed build).")] = False,
     address: Address = None,
@@ -45,7 +46,8 @@ def list_(
 
         return list_stuck(agent, limit, address, namespace, as_json)
     rows = with_client(address, namespace,
-                        lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of, tenant))
+                        lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of, tenant,
+                                                 schedule))
     if as_json:
         print_json([row.to_json() for row in rows])
         return

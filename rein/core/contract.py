@@ -29,6 +29,8 @@ from rein.core.threads import ThreadState
 WORKFLOW_TYPE = "AgentWorkflow"
 DESCRIBE_WORKFLOW_TYPE = "ReinDescribeAgent"
 """A short workflow a client starts to learn an agent's tools from a worker (forks into another agent)."""
+SCHEDULED_MESSAGE_TYPE = "ReinScheduledMessage"
+"""What a schedule with a thread starts: it sends the schedule's prompt to the thread (rein.durable.schedules)."""
 DEFAULT_TASK_QUEUE = "rein"
 FORK_MEMO = "rein.fork"
 """A fork's lineage {"of", "run", "at_step", "edits", "by"}: its memo key, and its input metadata's."""
@@ -485,6 +487,14 @@ class ToolCallInput(BaseModel):
 
 class DescribeInput(BaseModel):
     agent: str
+
+
+class ScheduledMessage(BaseModel):
+    """ReinScheduledMessage's input: the thread, the agent it starts with, the message."""
+
+    thread_id: str = Field(min_length=1, max_length=MAX_NAME)
+    agent: str = Field(min_length=1, max_length=MAX_NAME)
+    text: str = Field(min_length=1)
 
 
 class CloseCanceledInput(BaseModel):

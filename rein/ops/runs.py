@@ -64,10 +64,13 @@ def is_not_found(err: BaseException) -> bool:
 
 
 def list_query(
-    status: str | None = None, agent: str | None = None, fork_of: str | None = None, tenant: str | None = None
+    status: str | None = None, agent: str | None = None, fork_of: str | None = None, tenant: str | None = None,
+    schedule: str | None = None,
 ) -> str:
     """The visibility query behind `rein list`; waiting statuses include only running runs."""
     clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
+    if schedule:
+        clauses.append(f'TemporalScheduledById="{_quote(schedule)}"')  # Temporal marks each scheduled start
     if agent:
         clauses.append(f'ReinAgent="{_quote(agent)}"')
     if fork_of:
@@ -149,8 +152,9 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 
 
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
-                    limit: int = 50, fork_of: str | None = None, tenant: str | None = None) -> list[RunRow]:
-    query = list_query(status, agent, fork_of, tenant)
+                    limit: int = 50, fork_of: str | None = None, tenant: str | None = None,
+                    schedule: str | None = None) -> list[RunRow]:
+    query = list_query(status, agent, fork_of, tenant, schedule)
     # Newest first. SQL visibility has no ORDER BY and lists open runs before closed ones, so an
     # old run still waiting would hide today's finished ones: take the newest of both kinds.
     open_runs, closed_runs = await asyncio.gather(*(

@@ -21,16 +21,22 @@ def failed_since_query(since: datetime) -> str:
             f'AND CloseTime > "{stamp}"')
 
 
+SCHEDULED_FAILED_QUERY = (f'WorkflowType="{WORKFLOW_TYPE}" AND TemporalScheduledById IS NOT NULL AND '
+                          '(ExecutionStatus IN ("Failed", "TimedOut", "Terminated") OR ReinStatus="failed")')
+"""Runs a schedule started (rein schedule) that failed, whenever."""
+
+
 def list_url(ui: str, query: str, namespace: str = "default") -> str:
     return f"{ui.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows?query={quote(query, safe='')}"
 
 
 def ui_links(ui: str, namespace: str = "default", now: datetime | None = None) -> dict[str, str]:
-    """{"waiting for a person", "stuck", "failed today"}: UI links (today: since 00:00 UTC)."""
+    """{"waiting for a person", "stuck", "failed today", "scheduled runs that failed"}: UI links (today: since 00:00 UTC)."""
     midnight = (now or datetime.now(UTC)).astimezone(UTC).replace(
         hour=0, minute=0, second=0, microsecond=0)
     return {
         "waiting for a person": list_url(ui, WAITING_QUERY, namespace),
         "stuck": list_url(ui, STUCK_QUERY, namespace),
         "failed today": list_url(ui, failed_since_query(midnight), namespace),
+        "scheduled runs that failed": list_url(ui, SCHEDULED_FAILED_QUERY, namespace),
     }

@@ -232,11 +232,11 @@ class ReinPlugin(SimplePlugin):
         return runner
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
-        from rein.workflows import AgentWorkflow, DescribeAgentWorkflow
+        from rein.workflows import AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow
 
         workflows = list(workflows or [])
         if self.agents is not None:
-            workflows += [w for w in (AgentWorkflow, DescribeAgentWorkflow) if w not in workflows]
+            workflows += [w for w in (AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow) if w not in workflows]
         return workflows
 
     def _add_activities(self, activities: Sequence[Callable] | None) -> Sequence[Callable]:

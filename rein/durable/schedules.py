@@ -1,0 +1,182 @@
+"""Agents on a clock, on Temporal's own Schedules: ReinClient's side (docs/schedules.md).
+
+A rein schedule is a Temporal Schedule whose action starts an AgentWorkflow run of one agent with one
+prompt (or, with `thread`, sends the prompt to a conversation thread: a ReinScheduledMessage run). Temporal
+does the rest: overlap policies, catch-up after an outage, pause, backfill, and a record of every start.
+Each scheduled run's id is `<schedule id>-<its scheduled time>` (Temporal's), and Temporal marks it with
+`TemporalScheduledById`, which `rein list --schedule ID` filters on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleHandle,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleState,
+)
+from temporalio.common import TypedSearchAttributes
+
+from rein.core.contract import SCHEDULED_MESSAGE_TYPE, WORKFLOW_TYPE, AgentInput, ScheduledMessage
+from rein.core.summaries import run_summary
+from rein.durable.fleet import run_priority
+from rein.temporal.search_attributes import start_search_attributes
+
+Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "allow_all"]
+OVERLAPS: dict[str, ScheduleOverlapPolicy] = {
+    "skip": ScheduleOverlapPolicy.SKIP,
+    "buffer_one": ScheduleOverlapPolicy.BUFFER_ONE,
+    "buffer_all": ScheduleOverlapPolicy.BUFFER_ALL,
+    "cancel_other": ScheduleOverlapPolicy.CANCEL_OTHER,
+    "allow_all": ScheduleOverlapPolicy.ALLOW_ALL,
+}
+"""rein's names for Temporal's overlap policies (TERMINATE_OTHER is left out: it kills a run without its cleanup)."""
+SCHEDULE_MEMO = "rein.schedule"
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot be made as asked (malformed cron, unknown overlap policy, an id in use)."""
+
+
+def every(text: str) -> timedelta:
+    """`10m`, `30s`, `2h`, `1d` (or a sum: `1h30m`) as a timedelta; ScheduleError when it is not one."""
+    parts = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
+    if not text.strip() or parts is None:
+        raise ScheduleError(f"--every {text!r} is not a duration like 10m, 30s, 2h or 1h30m")
+    days, hours, minutes, seconds = (int(p or 0) for p in parts.groups())
+    interval = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    if interval < timedelta(seconds=1):
+        raise ScheduleError(f"--every {text!r} is shorter than a second")
+    return interval
+
+
+def check_cron(expression: str) -> None:
+    """Five fields (minute hour day month weekday), or a Temporal shorthand (@daily, @every 10m...)."""
+    fields = expression.split()
+    if expression.startswith("@"):
+        if expression.split()[0] not in ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight",
+                                         "@hourly", "@every"):
+            raise ScheduleError(f"--cron {expression!r}: unknown shorthand")
+        return
+    if len(fields) != 5 or not all(re.fullmatch(r"[\d*/,\-A-Za-z?LW#]+", f) for f in fields):
+        raise ScheduleError(f"--cron {expression!r} is not a cron expression: five fields, minute hour day month "
+                            "weekday (e.g. \"0 9 * * 1-5\")")
+
+
+@dataclass
+class ScheduleRow:
+    schedule_id: str
+    agent: str
+    what: str
+    paused: bool
+    next_run: datetime | None
+    recent: int
+
+
+class ScheduleClient:
+    """ReinClient's schedule methods (its `client` and `task_queue`)."""
+
+    client: Client
+    task_queue: str
+
+    async def schedule(
+        self,
+        schedule_id: str,
+        *,
+        agent: str,
+        prompt: str,
+        cron: str | None = None,
+        every: timedelta | str | None = None,
+        overlap: Overlap = "skip",
+        catchup: timedelta | None = None,
+        tenant: str | None = None,
+        thread: str | None = None,
+        paused: bool = False,
+        note: str = "",
+    ) -> ScheduleHandle:
+        """Create a schedule that runs `agent` on `prompt` at each `cron` time (or `every` interval), on this
+        client's task queue; with `thread`, each start sends `prompt` to that thread instead. `overlap`: what a
+        start does while the previous run still runs (skip, buffer_one, buffer_all, cancel_other, allow_all);
+        `catchup`: how far back missed starts are made up after an outage (Temporal's default: a year).
+        Returns temporalio's ScheduleHandle (describe, pause, unpause, trigger, backfill, delete)."""
+        spec = _spec(cron, every)
+        if overlap not in OVERLAPS:
+            raise ScheduleError(f"unknown overlap policy {overlap!r}; one of {', '.join(OVERLAPS)}")
+        run_priority(tenant)  # a bad tenant name: told now, not at the first start
+        action = await self._action(schedule_id, agent, prompt, tenant, thread)
+        schedule = Schedule(
+            action=action,
+            spec=spec,
+            policy=SchedulePolicy(overlap=OVERLAPS[overlap], catchup_window=catchup),
+            state=ScheduleState(paused=paused, note=note or f"rein schedule of {agent}"),
+        )
+        from temporalio.client import ScheduleAlreadyRunningError
+
+        try:
+            what = f"message to thread {thread}" if thread is not None else prompt[:60]
+            return await self.client.create_schedule(schedule_id, schedule,
+                                                     memo={SCHEDULE_MEMO: {"agent": agent, "does": what}})
+        except ScheduleAlreadyRunningError:
+            raise ScheduleError(f"a schedule with id {schedule_id!r} exists already") from None
+
+    async def _action(self, schedule_id: str, agent: str, prompt: str, tenant: str | None,
+                      thread: str | None) -> ScheduleActionStartWorkflow:
+        if thread is not None:
+            return ScheduleActionStartWorkflow(
+                SCHEDULED_MESSAGE_TYPE, args=[ScheduledMessage(thread_id=thread, agent=agent, text=prompt)],
+                id=f"{schedule_id}-message", task_queue=self.task_queue,
+                static_summary=f"scheduled message to thread {thread}"[:200],
+            )
+        return ScheduleActionStartWorkflow(
+            WORKFLOW_TYPE,
+            args=[AgentInput(agent=agent, prompt=prompt).model_dump(mode="json", exclude_none=True, exclude_defaults=True)],
+            id=schedule_id,  # Temporal appends each start's scheduled time
+            task_queue=self.task_queue,
+            static_summary=run_summary(agent, prompt),
+            typed_search_attributes=await start_search_attributes(self.client, agent, tenant=tenant)
+            or TypedSearchAttributes.empty,
+            priority=run_priority(tenant, None),
+        )
+
+    def schedule_handle(self, schedule_id: str) -> ScheduleHandle:
+        return self.client.get_schedule_handle(schedule_id)
+
+    async def schedules(self) -> list[ScheduleRow]:
+        """rein's schedules (those this client's kind made), with their next start."""
+        rows = []
+        async for listed in await self.client.list_schedules():
+            if not (await listed.memo()).get(SCHEDULE_MEMO):
+                continue
+            rows.append(await row_of(listed.id, await self.schedule_handle(listed.id).describe()))
+        return rows
+
+
+def _spec(cron: str | None, interval: timedelta | str | None) -> ScheduleSpec:
+    if (cron is None) == (interval is None):
+        raise ScheduleError("give --cron or --every (one of them)")
+    if cron is not None:
+        check_cron(cron)
+        return ScheduleSpec(cron_expressions=[cron])
+    assert interval is not None
+    return ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every(interval) if isinstance(interval, str) else interval)])
+
+
+async def row_of(schedule_id: str, described: Any) -> ScheduleRow:
+    """A schedule at a glance: its agent and what it does come from the memo rein wrote at create."""
+    made = (await described.memo()).get(SCHEDULE_MEMO)
+    made = made if isinstance(made, dict) else {}
+    agent, what = str(made.get("agent", "")), str(made.get("does", ""))
+    info = described.info
+    return ScheduleRow(schedule_id=schedule_id, agent=agent, what=what, paused=described.schedule.state.paused,
+                       next_run=info.next_action_times[0] if info.next_action_times else None,
+                       recent=len(info.recent_actions))

@@ -1,0 +1,186 @@
+"""Schedules (issue 37): agents on a clock, on Temporal's own Schedules, from Python and from the CLI,
+against the real dev server; scheduled runs are rein runs (listed with `rein list --schedule`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.service import RPCError
+
+import rein
+from rein import Agent, LoopConfig
+from rein.cli.app import EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
+from rein.client import ReinClient, ScheduleError
+from tests.test_cli import assert_one_line_error, rein_cli
+from tests.test_threads import Echo, wait
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def _until(predicate: Any, what: str, timeout: float = 60.0) -> None:
+    async def poll() -> None:
+        while not await predicate():
+            await asyncio.sleep(0.2)
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"never happened: {what}") from None
+
+
+async def _scheduled_runs(client: Any, schedule_id: str) -> list[Any]:
+    return [r async for r in client.list_workflows(f'TemporalScheduledById="{schedule_id}"')]
+
+
+async def test_a_schedule_starts_runs_pause_stops_them_trigger_starts_one_delete_removes_it(dev, ids) -> None:
+    queue, _ = ids
+    agent = Agent(provider=Echo(), tools=[wait], name=f"digest-{uuid.uuid4().hex[:6]}", config=LoopConfig(detect_loops=False))
+    runs = ReinClient(dev.client, queue)
+    schedule_id = f"digest-{uuid.uuid4().hex[:6]}"
+    address = dev.client.service_client.config.target_host
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        handle = await runs.schedule(schedule_id, agent=agent.name, prompt="the daily digest", every="2s")
+        await _until(lambda: _at_least(dev.client, schedule_id, 2), "two scheduled runs")
+        started = await _scheduled_runs(dev.client, schedule_id)
+        assert all(r.id.startswith(f"{schedule_id}-") for r in started)  # Temporal's id: the schedule's, then the time
+        first = await runs.result(started[-1].id)
+        assert first.output == "heard: the daily digest"
+        listed = await asyncio.to_thread(rein_cli, "list", "--schedule", schedule_id, "--json", "--address", address)
+        assert listed.returncode == 0, listed.stderr
+        assert {row["run_id"] for row in json.loads(listed.stdout)} >= {r.id for r in started}
+
+        await handle.pause(note="quiet, please")
+        described = await handle.describe()
+        assert described.schedule.state.paused and described.schedule.state.note == "quiet, please"
+        before = described.info.num_actions
+        await asyncio.sleep(5)  # two and a half intervals: a paused schedule starts nothing
+        assert (await handle.describe()).info.num_actions == before
+
+        await handle.trigger()  # one now, paused or not
+        await _until(lambda: _actions(handle, before + 1), "the triggered start")
+        await handle.delete()
+        with pytest.raises(RPCError):
+            await handle.describe()
+
+
+async def _at_least(client: Any, schedule_id: str, count: int) -> bool:
+    return len(await _scheduled_runs(client, schedule_id)) >= count
+
+
+async def _actions(handle: Any, count: int) -> bool:
+    return (await handle.describe()).info.num_actions >= count
+
+
+async def test_skip_holds_while_a_run_waits_for_approval(dev, ids) -> None:
+    """overlap=skip: while the last scheduled run waits days for a person, later starts are skipped (counted),
+    not piled up; once it is approved and ends, the next start runs."""
+    queue, _ = ids
+    agent = Agent(provider=Echo(), tools=[wait], name=f"triage-{uuid.uuid4().hex[:6]}",
+                  config=LoopConfig(detect_loops=False, permission="ask"))
+    runs = ReinClient(dev.client, queue)
+    schedule_id = f"triage-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        handle = await runs.schedule(schedule_id, agent=agent.name, prompt="tool:0.1", every="1s", overlap="skip")
+        await _until(lambda: _waiting(runs, dev.client, schedule_id), "the first run waits for approval")
+        await _until(lambda: _skipped(handle, 2), "starts skipped while it waits")
+        assert len(await _scheduled_runs(dev.client, schedule_id)) == 1
+        [waiting] = await _scheduled_runs(dev.client, schedule_id)
+        await runs.approve(waiting.id, wait=True)
+        assert (await runs.result(waiting.id)).output == "heard: tool:0.1"
+        await _until(lambda: _at_least(dev.client, schedule_id, 2), "the next start after the run ended")
+        await handle.delete()
+
+
+async def _waiting(runs: ReinClient, client: Any, schedule_id: str) -> bool:
+    found = await _scheduled_runs(client, schedule_id)
+    return bool(found) and (await runs.status(found[0].id)).status == "waiting_approval"
+
+
+async def _skipped(handle: Any, count: int) -> bool:
+    return (await handle.describe()).info.num_actions_skipped_overlap >= count
+
+
+async def test_a_schedule_with_a_thread_sends_its_prompt_to_the_thread(dev, ids) -> None:
+    queue, thread_id = ids
+    agent = Agent(provider=Echo(), tools=[wait], name=f"standup-{uuid.uuid4().hex[:6]}", config=LoopConfig(detect_loops=False))
+    runs = ReinClient(dev.client, queue)
+    schedule_id = f"standup-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        handle = await runs.schedule(schedule_id, agent=agent.name, prompt="standup time", cron="0 9 * * 1-5",
+                                     thread=thread_id)
+        await handle.trigger()  # the first message starts the thread
+        await _until(lambda: _turns(runs, thread_id, 1), "the thread's first turn")
+        await handle.trigger()  # the next one is its next turn
+        await _until(lambda: _turns(runs, thread_id, 2), "two scheduled messages, two turns of one thread")
+        session = await runs.session(thread_id)
+        assert [m.content for m in session.messages if m.role == "user"] == ["standup time", "standup time"]
+        await handle.delete()
+
+
+async def _turns(runs: ReinClient, thread_id: str, count: int) -> bool:
+    try:
+        view = await runs.thread(thread_id)
+    except Exception:
+        return False  # not started yet
+    return view.turns >= count and view.status == "idle"
+
+
+async def test_each_bad_input_is_one_line_and_creates_nothing(dev, ids) -> None:
+    queue, _ = ids
+    agent = Agent(provider=Echo(), tools=[wait], name=f"nightly-{uuid.uuid4().hex[:6]}")
+    address = dev.client.service_client.config.target_host
+    schedule_id = f"nightly-{uuid.uuid4().hex[:6]}"
+
+    def cli(*args: str) -> Any:
+        return rein_cli("schedule", *args, "--address", address)
+
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        base = ["create", schedule_id, "--agent", agent.name, "--prompt", "triage", "--queue", queue]
+        bad_cron = await asyncio.to_thread(cli, *base, "--cron", "every morning")
+        assert_one_line_error(bad_cron, EXIT_USAGE, "is not a cron expression")
+        bad_overlap = await asyncio.to_thread(cli, *base, "--every", "1h", "--overlap", "sometimes")
+        assert_one_line_error(bad_overlap, EXIT_USAGE, "unknown --overlap 'sometimes'")
+        both = await asyncio.to_thread(cli, *base, "--every", "1h", "--cron", "0 9 * * *")
+        assert_one_line_error(both, EXIT_USAGE, "give --cron or --every")
+        nobody = await asyncio.to_thread(cli, "create", schedule_id, "--agent", "nobody-serves-this", "--prompt", "x",
+                                         "--every", "1h")
+        assert nobody.returncode == EXIT_NO_WORKER and nobody.stderr.count("\n") == 1, nobody.stderr
+        made = await asyncio.to_thread(cli, *base, "--every", "1h", "--json")
+        assert made.returncode == 0, made.stderr
+        assert json.loads(made.stdout)["overlap"] == "skip"
+        taken = await asyncio.to_thread(cli, *base, "--every", "1h")
+        assert_one_line_error(taken, 1, "exists already")
+        listed = await asyncio.to_thread(cli, "list", "--json")
+        assert schedule_id in [row["schedule_id"] for row in json.loads(listed.stdout)]
+        assert (await asyncio.to_thread(cli, "pause", schedule_id, "--note", "holiday")).returncode == 0
+        shown = json.loads((await asyncio.to_thread(cli, "describe", schedule_id, "--json")).stdout)
+        assert (shown["state"], shown["note"], shown["agent"]) == ("paused", "holiday", agent.name)
+        assert (await asyncio.to_thread(cli, "delete", schedule_id)).returncode == 0
+        gone = await asyncio.to_thread(cli, "describe", schedule_id)
+        assert_one_line_error(gone, EXIT_NOT_FOUND, f"no schedule with id '{schedule_id}'")
+    with pytest.raises(ScheduleError, match="give --cron or --every"):
+        await ReinClient(dev.client, queue).schedule("x", agent=agent.name, prompt="p")
+
+
+async def test_the_ui_link_for_scheduled_runs_that_failed_finds_them(dev, ids) -> None:
+    """`rein server`'s "scheduled runs that failed" link is a visibility query the server runs: a scheduled run of
+    an agent the worker does not know fails, and the query finds it (and no run that was not scheduled)."""
+    from rein.ops.ui_links import SCHEDULED_FAILED_QUERY
+
+    queue, _ = ids
+    agent = Agent(provider=Echo(), tools=[wait], name=f"known-{uuid.uuid4().hex[:6]}")
+    runs = ReinClient(dev.client, queue)
+    schedule_id = f"broken-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        handle = await runs.schedule(schedule_id, agent="no-such-agent", prompt="x", cron="0 3 * * *")
+        await handle.trigger()
+        query = f'{SCHEDULED_FAILED_QUERY} AND TemporalScheduledById="{schedule_id}"'
+
+        async def found() -> bool:
+            return bool([r async for r in dev.client.list_workflows(query)])
+
+        await _until(found, "the failed scheduled run in the link's list")
+        await handle.delete()

@@ -1,0 +1,31 @@
+"""ReinScheduledMessage: what a schedule with a thread starts (rein.durable.schedules). It sends the schedule's
+prompt to the thread as a `queue` message (the `rein.send` signal: a workflow cannot send an update), starting
+the thread with it when the thread does not exist yet. Its message id is this run's id, so a retry of it is
+taken once."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from rein.core.contract import SCHEDULED_MESSAGE_TYPE, WORKFLOW_TYPE, AgentInput, ScheduledMessage
+    from rein.core.threads import SEND_UPDATE, SendRequest
+
+
+@workflow.defn(name=SCHEDULED_MESSAGE_TYPE)
+class ScheduledMessageWorkflow:
+    @workflow.run
+    async def run(self, request: ScheduledMessage) -> str:
+        message = SendRequest(text=request.text, message_id=workflow.info().workflow_id, sender="schedule")
+        try:
+            await workflow.start_child_workflow(
+                WORKFLOW_TYPE, AgentInput(agent=request.agent, thread=True), id=request.thread_id,
+                parent_close_policy=ParentClosePolicy.ABANDON, memo={"rein.thread": True},
+                static_summary=f"thread · {request.agent}",
+            )
+        except WorkflowAlreadyStartedError:
+            pass  # the thread goes on
+        await workflow.get_external_workflow_handle(request.thread_id).signal(SEND_UPDATE, message)
+        return request.thread_id
