@@ -111,6 +111,8 @@ async def test_a_schedule_with_a_thread_sends_its_prompt_to_the_thread(dev, ids)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         handle = await runs.schedule(schedule_id, agent=agent.name, prompt="standup time", cron="0 9 * * 1-5",
                                      thread=thread_id)
+        described = await handle.describe()
+        assert described.schedule.policy.overlap.name == "ALLOW_ALL"  # each start only sends: the thread queues
         await handle.trigger()  # the first message starts the thread
         await _until(lambda: _turns(runs, thread_id, 1), "the thread's first turn")
         await handle.trigger()  # the next one is its next turn

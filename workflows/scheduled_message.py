@@ -1,7 +1,7 @@
 """ReinScheduledMessage: what a schedule with a thread starts (rein.durable.schedules). It sends the schedule's
 prompt to the thread as a `queue` message (the `rein.send` signal: a workflow cannot send an update), starting
-the thread with it when the thread does not exist yet. Its message id is this run's id, so a retry of it is
-taken once."""
+the thread with it when the thread does not exist yet. Its message id is this run's, so a retry of it is taken
+once."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ with workflow.unsafe.imports_passed_through():
 class ScheduledMessageWorkflow:
     @workflow.run
     async def run(self, request: ScheduledMessage) -> str:
-        message = SendRequest(text=request.text, message_id=workflow.info().workflow_id, sender="schedule")
+        info = workflow.info()  # two starts in one second share a workflow id (Temporal's is to the second)
+        message = SendRequest(text=request.text, message_id=f"{info.workflow_id}/{info.run_id}", sender="schedule")
         try:
             await workflow.start_child_workflow(
                 WORKFLOW_TYPE, AgentInput(agent=request.agent, thread=True), id=request.thread_id,

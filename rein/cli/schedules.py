@@ -41,8 +41,9 @@ def create(
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="What each run is asked.", show_default=False)],
     cron: Annotated[str | None, typer.Option("--cron", help='When, as cron: "0 9 * * 1-5" (UTC).')] = None,
     every: Annotated[str | None, typer.Option("--every", help="Or how often: 30s, 10m, 2h, 1d.")] = None,
-    overlap: Annotated[str, typer.Option("--overlap", help="A start while the last run still runs: skip, buffer_one, "
-                                         "buffer_all, cancel_other, allow_all.")] = "skip",
+    overlap: Annotated[str | None, typer.Option("--overlap", help="A start while the last run still runs: skip "
+                                                "(default), buffer_one, buffer_all, cancel_other, allow_all (the "
+                                                "default with --thread).")] = None,
     catchup: Annotated[str | None, typer.Option("--catchup", help="Make up starts missed within this long of an "
                                                 "outage (e.g. 1h; default: Temporal's, a year).")] = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="Whose runs: their fair share (docs/fleet.md).")] = None,
@@ -94,12 +95,12 @@ def create(
                         f"{escape(schedule_id)}`[/]")
 
 
-def _checked(cron: str | None, every: str | None, catchup: str | None, overlap: str) -> tuple[Any, Any]:
+def _checked(cron: str | None, every: str | None, catchup: str | None, overlap: str | None) -> tuple[Any, Any]:
     """The interval and catch-up window, or one line and exit 2 for what is malformed (nothing created)."""
     from rein.durable.schedules import OVERLAPS, ScheduleError, check_cron
     from rein.durable.schedules import every as duration
 
-    if overlap not in OVERLAPS:
+    if overlap is not None and overlap not in OVERLAPS:
         raise CliError(f"unknown --overlap {overlap!r}; one of {', '.join(OVERLAPS)}", EXIT_USAGE)
     try:
         if (cron is None) == (every is None):

@@ -97,7 +97,7 @@ class ScheduleClient:
         prompt: str,
         cron: str | None = None,
         every: timedelta | str | None = None,
-        overlap: Overlap = "skip",
+        overlap: Overlap | None = None,
         catchup: timedelta | None = None,
         tenant: str | None = None,
         thread: str | None = None,
@@ -107,8 +107,11 @@ class ScheduleClient:
         """Create a schedule that runs `agent` on `prompt` at each `cron` time (or `every` interval), on this
         client's task queue; with `thread`, each start sends `prompt` to that thread instead. `overlap`: what a
         start does while the previous run still runs (skip, buffer_one, buffer_all, cancel_other, allow_all);
-        `catchup`: how far back missed starts are made up after an outage (Temporal's default: a year).
-        Returns temporalio's ScheduleHandle (describe, pause, unpause, trigger, backfill, delete)."""
+        `catchup`: how far back missed starts are made up after an outage (Temporal's default: a year). The default
+        overlap is `skip` for runs and `allow_all` for messages to a thread (each start only sends a message;
+        the thread queues it). Returns temporalio's ScheduleHandle (describe, pause, unpause, trigger, backfill,
+        delete)."""
+        overlap = overlap or ("allow_all" if thread is not None else "skip")
         spec = _spec(cron, every)
         if overlap not in OVERLAPS:
             raise ScheduleError(f"unknown overlap policy {overlap!r}; one of {', '.join(OVERLAPS)}")
