@@ -184,6 +184,8 @@ async def test_a_long_thread_continues_as_new_at_turn_boundaries(dev, ids):
         assert [r.turn for r in receipts] == list(range(1, TURNS_PER_RUN + 6))
         again = await runs.send(thread_id, "message 0", agent=agent.name, message_id="id-0")
         assert again.duplicate and again.turn == 1
+        for n in (TURNS_PER_RUN - 10, TURNS_PER_RUN - 1):  # turns that ended before the continue-as-new
+            assert (await runs.reply(receipts[n])).output == f"heard: message {n}"
         users = [m.content for m in last.session.messages if m.role == "user"]
         assert users == [f"message {n}" for n in range(TURNS_PER_RUN + 5)]
         view = await runs.thread(thread_id)

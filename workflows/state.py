@@ -47,8 +47,6 @@ class RunState:
         """A thread's turns ended in this history (it continues as new after TURNS_PER_RUN)."""
         self.model_call_under_way = False
         self.cut = False
-        self.turn_outcomes: dict[int, RunOutcome] = {}
-        """A thread's recently ended turns in this history: turn -> its outcome (rein.workflows.threads)."""
         """An `interrupt` message asked to cut the model call under way (rein.workflows.threads)."""
         """What of the run outlives its history: read and changed in place here (its pause, active time, the
         conversation the worker has been sent...), and handed on as it is as the continuation's input

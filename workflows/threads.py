@@ -24,9 +24,6 @@ with workflow.unsafe.imports_passed_through():
 from rein.workflows.decisions import Decisions
 from rein.workflows.waiting import Waiting
 
-KEPT_OUTCOMES = 20
-"""Ended turns whose outcome the `rein.wait` update still answers with (clients wait for their own turn)."""
-
 
 class Threads(Waiting, Decisions):
     """Messages in, turns out: what makes an AgentWorkflow run a conversation."""
@@ -155,9 +152,7 @@ class Threads(Waiting, Decisions):
         thread = self.thread
         assert thread is not None
         threads.end_turn(thread, self.session.usage, machine.run_output(self.session))
-        self.turn_outcomes[thread.turns] = self._outcome()  # a client waiting for it hears it, whatever comes next
-        for old in [t for t in self.turn_outcomes if t <= thread.turns - KEPT_OUTCOMES]:
-            del self.turn_outcomes[old]
+        threads.keep_outcome(thread, self._outcome().model_dump(mode="json"))
         self.turns_in_run += 1
         self.status = "idle"
         self.carry.pause += 1

@@ -132,7 +132,8 @@ class Waiting(Continuation, Children):
             raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
         if not self._waited(request) and not self.ended:
             raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
-        return self.turn_outcomes.get(request.turn) or self._outcome()
+        ended = self.carry.thread.ended.get(request.turn) if self.carry.thread is not None else None
+        return RunOutcome.model_validate(ended) if ended is not None else self._outcome()
 
     def _waited(self, request: WaitRequest) -> bool:
         """What the client waits for has happened: the run paused past `after_pause`; for a thread's `turn`,
@@ -140,6 +141,6 @@ class Waiting(Continuation, Children):
         thread = self.carry.thread
         if not request.turn or thread is None:
             return self.carry.pause > request.after_pause
-        if request.turn in self.turn_outcomes or thread.turns > request.turn:
+        if request.turn in thread.ended or thread.turns > request.turn:
             return True
         return thread.turns == request.turn and (not thread.open or self.interrupt is not None)

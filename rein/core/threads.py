@@ -18,7 +18,7 @@ The same `message_id` sent twice is taken once: the second sender gets the first
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +35,8 @@ MAX_MESSAGE_CHARS = 100_000
 """A message's text, at most (a longer one is refused: put documents in a tool, not the chat)."""
 MAX_WAITING = 100
 """Messages waiting in a thread (queued and steering) at most; one more is refused until a turn takes some."""
+KEPT_OUTCOMES = 20
+"""Ended turns whose outcome a thread keeps for clients that wait for them (`ReinClient.reply`)."""
 MAX_RECEIPTS = 1_000
 """Receipts kept for duplicate intake: a message id sent again after this many newer ones is a new message."""
 TURNS_PER_RUN = 50
@@ -100,6 +102,9 @@ class ThreadState(BaseModel):
     last_output: str | None = None
     turn_first_step: int = Field(default=0, ge=0)
     """The index of the first step of the turn under way (or of the last one)."""
+    ended: dict[int, dict[str, Any]] = Field(default_factory=dict)
+    """The last KEPT_OUTCOMES ended turns' outcomes (RunOutcome JSON) by turn: a client waiting for its own turn
+    hears it, whatever came next, a continue-as-new included."""
 
 
 class ThreadView(BaseModel):
@@ -174,6 +179,13 @@ def next_turn(state: ThreadState) -> Waiting | None:
     state.turns += 1
     state.open = True
     return state.queued.pop(0)
+
+
+def keep_outcome(state: ThreadState, outcome: dict[str, Any]) -> None:
+    """The ended turn's outcome, for its waiting clients; the oldest kept goes past KEPT_OUTCOMES."""
+    state.ended[state.turns] = outcome
+    for old in [turn for turn in state.ended if turn <= state.turns - KEPT_OUTCOMES]:
+        del state.ended[old]
 
 
 def end_turn(state: ThreadState, usage: Usage, output: str | None) -> None:
