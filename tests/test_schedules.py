@@ -12,11 +12,10 @@ import pytest
 from temporalio.service import RPCError
 
 import rein
-from rein import Agent, LoopConfig
 from rein.cli.app import EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
 from rein.client import ReinClient, ScheduleError
 from tests.test_cli import assert_one_line_error, rein_cli
-from tests.test_threads import Echo, wait
+from tests.test_threads import echo_agent
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -37,7 +36,7 @@ async def _scheduled_runs(client: Any, schedule_id: str) -> list[Any]:
 
 async def test_a_schedule_starts_runs_pause_stops_them_trigger_starts_one_delete_removes_it(dev, ids) -> None:
     queue, _ = ids
-    agent = Agent(provider=Echo(), tools=[wait], name=f"digest-{uuid.uuid4().hex[:6]}", config=LoopConfig(detect_loops=False))
+    agent = echo_agent("digest")
     runs = ReinClient(dev.client, queue)
     schedule_id = f"digest-{uuid.uuid4().hex[:6]}"
     address = dev.client.service_client.config.target_host
@@ -78,8 +77,7 @@ async def test_skip_holds_while_a_run_waits_for_approval(dev, ids) -> None:
     """overlap=skip: while the last scheduled run waits days for a person, later starts are skipped (counted),
     not piled up; once it is approved and ends, the next start runs."""
     queue, _ = ids
-    agent = Agent(provider=Echo(), tools=[wait], name=f"triage-{uuid.uuid4().hex[:6]}",
-                  config=LoopConfig(detect_loops=False, permission="ask"))
+    agent = echo_agent("triage", permission="ask")
     runs = ReinClient(dev.client, queue)
     schedule_id = f"triage-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
@@ -105,7 +103,7 @@ async def _skipped(handle: Any, count: int) -> bool:
 
 async def test_a_schedule_with_a_thread_sends_its_prompt_to_the_thread(dev, ids) -> None:
     queue, thread_id = ids
-    agent = Agent(provider=Echo(), tools=[wait], name=f"standup-{uuid.uuid4().hex[:6]}", config=LoopConfig(detect_loops=False))
+    agent = echo_agent("standup")
     runs = ReinClient(dev.client, queue)
     schedule_id = f"standup-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
@@ -132,7 +130,7 @@ async def _turns(runs: ReinClient, thread_id: str, count: int) -> bool:
 
 async def test_each_bad_input_is_one_line_and_creates_nothing(dev, ids) -> None:
     queue, _ = ids
-    agent = Agent(provider=Echo(), tools=[wait], name=f"nightly-{uuid.uuid4().hex[:6]}")
+    agent = echo_agent("nightly")
     address = dev.client.service_client.config.target_host
     schedule_id = f"nightly-{uuid.uuid4().hex[:6]}"
 
@@ -173,7 +171,7 @@ async def test_the_ui_link_for_scheduled_runs_that_failed_finds_them(dev, ids) -
     from rein.ops.ui_links import SCHEDULED_FAILED_QUERY
 
     queue, _ = ids
-    agent = Agent(provider=Echo(), tools=[wait], name=f"known-{uuid.uuid4().hex[:6]}")
+    agent = echo_agent("known")
     runs = ReinClient(dev.client, queue)
     schedule_id = f"broken-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):

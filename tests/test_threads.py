@@ -10,6 +10,7 @@ import pytest
 import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
 from rein.client import ReinClient, ThreadRefused
+from rein.core.threads import SendReceipt
 
 
 class Echo:
@@ -40,13 +41,15 @@ async def wait(seconds: float) -> str:
     return f"waited {seconds}"
 
 
-def echo_agent(name: str) -> Agent:
-    return Agent(provider=Echo(), tools=[wait], name=name, config=LoopConfig(detect_loops=False))
+def echo_agent(prefix: str = "echo", provider: object = None, **config: object) -> Agent:
+    """A uniquely named agent of `provider` (default Echo) with the `wait` tool; `config`: LoopConfig fields."""
+    return Agent(provider=provider or Echo(), tools=[wait], name=f"{prefix}-{uuid.uuid4().hex[:6]}",
+                 config=LoopConfig(detect_loops=False, **config))
 
 
 async def test_a_thread_takes_turns_from_messages_and_dedupes_ids(dev, ids):
     queue, thread_id = ids
-    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    agent = echo_agent()
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         first = await runs.send(thread_id, "hello", agent=agent.name, message_id="m1")
@@ -90,7 +93,7 @@ async def _until(predicate, what: str, timeout: float = 30.0):
 
 async def test_each_mode_while_a_tool_runs(dev, ids):
     queue, thread_id = ids
-    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    agent = echo_agent()
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         busy = await runs.send(thread_id, "tool:1.5", agent=agent.name)
@@ -120,7 +123,7 @@ async def _tool_started(runs: ReinClient, thread_id: str) -> bool:
 
 async def test_interrupt_cuts_the_model_call_under_way(dev, ids):
     queue, thread_id = ids
-    agent = Agent(provider=Slow(), tools=[wait], name=f"slow-{uuid.uuid4().hex[:6]}", config=LoopConfig(detect_loops=False))
+    agent = echo_agent("slow", Slow())
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         long = await runs.send(thread_id, "slow:30", agent=agent.name)
@@ -149,8 +152,7 @@ async def _events(runs: ReinClient, thread_id: str):
 
 async def test_interrupt_while_waiting_for_approval_denies_and_goes_on(dev, ids):
     queue, thread_id = ids
-    agent = Agent(provider=Echo(), tools=[wait], name=f"ask-{uuid.uuid4().hex[:6]}",
-                  config=LoopConfig(detect_loops=False, permission="ask"))
+    agent = echo_agent("ask", permission="ask")
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         first = await runs.send(thread_id, "tool:5", agent=agent.name)
@@ -173,7 +175,7 @@ async def test_a_long_thread_continues_as_new_at_turn_boundaries(dev, ids):
     from rein.core.threads import TURNS_PER_RUN
 
     queue, thread_id = ids
-    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    agent = echo_agent()
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         receipts = []
@@ -240,8 +242,7 @@ async def test_agent_thread_and_a_chat_of_the_same_thread_in_another_process(tmp
 
 async def test_a_thread_budget_stops_the_turn_and_refuses_new_messages(dev, ids):
     queue, thread_id = ids
-    agent = Agent(provider=Echo(), tools=[wait], name=f"echo-{uuid.uuid4().hex[:6]}",
-                  config=LoopConfig(detect_loops=False, thread_max_tokens=5))
+    agent = echo_agent(thread_max_tokens=5)
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         receipts = [await runs.send(thread_id, f"m{n}", agent=agent.name) for n in range(4)]
@@ -259,7 +260,7 @@ async def test_fork_a_thread_at_a_turn(dev, ids):
     """A fork of a thread at the last step of a turn is a thread of its own, idle, holding the conversation up to
     there; the original goes on unchanged."""
     queue, thread_id = ids
-    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    agent = echo_agent()
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         first = await runs.reply(await runs.send(thread_id, "one", agent=agent.name))
@@ -278,8 +279,7 @@ async def test_fork_a_thread_at_a_turn(dev, ids):
 
 async def test_steer_and_reject_while_a_turn_waits_for_approval(dev, ids):
     queue, thread_id = ids
-    agent = Agent(provider=Echo(), tools=[wait], name=f"ask-{uuid.uuid4().hex[:6]}",
-                  config=LoopConfig(detect_loops=False, permission="ask"))
+    agent = echo_agent("ask", permission="ask")
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         first = await runs.send(thread_id, "tool:0.1", agent=agent.name)
@@ -296,7 +296,7 @@ async def test_steer_and_reject_while_a_turn_waits_for_approval(dev, ids):
 
 async def test_many_threads_at_once(dev, ids):
     queue, _ = ids
-    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    agent = echo_agent()
     runs = ReinClient(dev.client, queue)
 
     async def converse(n: int) -> list[str | None]:
@@ -317,7 +317,7 @@ async def test_rewind_a_thread_to_a_turn(dev, ids):
     """`rewind` resets the thread in place to just after a turn's last step: later turns are gone (their
     messages too), and the next message is the next turn of the shorter conversation."""
     queue, thread_id = ids
-    agent = echo_agent(f"echo-{uuid.uuid4().hex[:6]}")
+    agent = echo_agent()
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         first = await runs.reply(await runs.send(thread_id, "one", agent=agent.name))
@@ -346,3 +346,27 @@ async def test_the_stored_thread_history_replays():
     scheduled = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
     assert len(scheduled) == 3  # the three turns' model calls
     await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
+
+
+async def test_garbage_sent_to_a_thread_is_refused_or_ignored_and_fails_no_workflow_task(dev, ids):
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowUpdateFailedError
+
+    queue, thread_id = ids
+    agent = echo_agent()
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        await runs.reply(await runs.send(thread_id, "hi", agent=agent.name))
+        handle = dev.client.get_workflow_handle(thread_id)
+        bad = [[], {"text": ""}, {"text": "x" * 200_000}, {"text": "a", "mode": "yell"}, "garbage", {"text": 5}]
+        for payload in bad:
+            await handle.signal("rein.send", payload)  # for tools that only signal: recorded and ignored
+            with pytest.raises(WorkflowUpdateFailedError):
+                await handle.execute_update("rein.send", payload)
+        await handle.signal("rein.send", {"text": "still here"})  # a good one through the signal: the next turn
+        answer = await runs.reply(SendReceipt(thread_id=thread_id, message_id="", mode="queue", turn=2))
+        assert answer.output == "heard: still here"
+        history = await handle.fetch_history()
+        assert not [e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+        assert (await runs.status(thread_id)).ignored_signals == len(bad)
+        assert (await runs.thread(thread_id)).turns == 2
