@@ -39,6 +39,7 @@ class AgentIdentity:
                     agent=t.agent.name if t.agent is not None else None,
                     requires_approval=getattr(t, "requires_approval", False),
                     local=getattr(t, "local", False),
+                    replay=getattr(t, "replay", "recorded"),
                 )
                 for t in tools
             ],

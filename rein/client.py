@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ from rein.temporal.converter import has_rein_converter
 from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
+    from rein.ops.evals import EvalReport
     from rein.ops.fork import BulkFork
 
 
@@ -166,6 +167,27 @@ class ReinClient(DecisionDelivery, ThreadClient, ScheduleClient):
         from rein.ops import rewind
 
         return await rewind.rewind(self, run_id, to_step=to_step, reason=reason, rerun_tools=rerun_tools, by=by)
+
+    async def eval(
+        self,
+        agent: Any,
+        *,
+        runs: Sequence[str] | None = None,
+        since: timedelta | str | None = None,
+        name: str | None = None,
+        limit: int | None = None,
+        scorers: Sequence[Any] = (),
+        concurrency: int = 4,
+        task_queue: str | None = None,
+    ) -> EvalReport:
+        """Replay recorded runs against a changed `agent` (an Agent: served by a worker in this process; or
+        the name of one a deployed build serves on `task_queue`) and compare: docs/evals.md. The runs:
+        `runs` by id, else the finished runs of agent `name` (default the agent's) started within `since`
+        (`7d` or a timedelta), at most `limit`. `scorers`: rein.ops.scorers or your own callables."""
+        from rein.ops import evals
+
+        return await evals.eval_runs(self, agent, runs=runs, since=since, name=name, limit=limit,
+                                     scorers=scorers, concurrency=concurrency, task_queue=task_queue)
 
     def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
         return self.client.get_workflow_handle(run_id, run_id=run, result_type=RunOutcome)

@@ -20,6 +20,8 @@ from rein.durable.embedded_server import installed_binary, rein_server_flags, te
 from rein.temporal.converter import rein_data_converter
 
 if TYPE_CHECKING:
+    from rein.blueprint.agent import Agent
+    from rein.ops.evals import EvalReport
     from rein.ops.replay import ReplayReport
 
 
@@ -91,6 +93,36 @@ def replay(histories: Any, **options: Any) -> ReplayReport:
     if not report.ok:
         raise ReplayFailed(report)
     return report
+
+
+async def eval_histories(agent: Agent, histories: Any, *, scorers: Any = (), env: WorkflowEnvironment | None = None,
+                         concurrency: int = 4) -> EvalReport:
+    """`rein eval` under pytest: the recorded runs of exported histories (`rein history export`; files, a
+    directory, WorkflowHistory objects or JSON, as `replay` takes) replayed against `agent` on a
+    time-skipping server (`env`, or one started here), compared. Each history is one finished run.
+
+        async def test_the_new_prompt_keeps_last_weeks_runs():
+            report = await rein.testing.eval_histories(new_agent, Path("histories"))
+            assert report.share == 1.0, report.summary()
+    """
+    from rein.client import ReinClient
+    from rein.ops.evals import evaluate, recorded_from_history
+    from rein.ops.replay import load_history
+
+    loaded = [load_history(h) for h in _expand(histories)]
+    if not loaded:
+        raise ValueError("no histories to evaluate")
+    own = env is None
+    env = env if env is not None else await start_time_skipping()
+    try:
+        client = ReinClient(env.client)
+        recorded = [await recorded_from_history(client, history) for history in loaded]
+        # A what-if run waits for no person and no timer: skipped time would only cut its model calls short.
+        with env.auto_time_skipping_disabled():
+            return await evaluate(client, agent, recorded, scorers=scorers, concurrency=concurrency)
+    finally:
+        if own:
+            await env.shutdown()
 
 
 def _expand(histories: Any) -> list[Any]:

@@ -628,6 +628,7 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(rein_
     assert {k: v for k, v in listed.custom_attributes.items() if k.startswith("Rein")} == {
         "ReinAgent": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
         "ReinStatus": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+        "ReinEvalOf": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
         "ReinIterations": IndexedValueType.INDEXED_VALUE_TYPE_INT,
         "ReinTokens": IndexedValueType.INDEXED_VALUE_TYPE_INT,
         "ReinForkOf": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,

@@ -300,8 +300,8 @@ LAYER_OF = (
     ("rein.cli", 5),
 )
 LAYER_NAMES = ("core", "blueprint", "local", "durable", "ops", "cli")
-KNOWN_UPWARD = {("rein.client", "rein.ops.fork"), ("rein.client", "rein.ops.rewind")}
-"""ReinClient.fork/fork_failed/rewind call rein.ops.fork/rewind (imported when called) while those take a
+KNOWN_UPWARD = {("rein.client", "rein.ops.fork"), ("rein.client", "rein.ops.rewind"), ("rein.client", "rein.ops.evals")}
+"""ReinClient.fork/fork_failed/rewind/eval call rein.ops.fork/rewind/evals (imported when called) while those take a
 ReinClient: ops should build on the client, not the client on ops (listed until the methods move)."""
 
 

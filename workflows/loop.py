@@ -45,6 +45,7 @@ from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.start import LeanStart
 from rein.workflows.threads import Threads
 from rein.workflows.visibility import PATCH_TIMED_COUNTERS
+from rein.workflows.what_if import WhatIf
 from rein.workflows.worker_steps import WorkerSteps
 
 PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
@@ -106,6 +107,10 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
 
     async def _run(self, *args: Any) -> dict[str, Any]:
         config, started = await self._start(args)
+        if self.start_interrupt is not None and self.what_if is not None:  # nobody would retry it
+            self.what_if.settles(self.session, self.start_interrupt, self.first_step + len(self.steps), config,
+                                 self.input_tools, self.approval_tools)
+            self.start_interrupt = None
         if self.start_interrupt is not None:  # a lean start's first model call failed: as `_take` waits
             interrupt, self.start_interrupt = self.start_interrupt, None
             self.carry.active_s += workflow.time() - started
@@ -187,6 +192,8 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
         self._continued_with(request.carry)
+        if request.eval is not None:
+            self.what_if = WhatIf(request.eval, self.agent)
         config = self.config
         if request.carry is None:
             if request.thread:
@@ -217,11 +224,17 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
     ) -> bool:
         """Carry out one action; True when the run waited for a person (its active time restarts)."""
         assert self.agent is not None
+        what_if, next_step = self.what_if, self.first_step + len(self.steps)
+        if what_if is not None and what_if.ends_before(self.session, action, next_step):
+            return False
         if isinstance(action, machine.CallModel) and self.agent.compaction is not None:
             await self._compact_if_due(action, config)
         interrupt = None
         if self.agent.middleware:
             interrupt = await self._worker_step(action, config, elapsed)
+        elif isinstance(action, machine.Wait) and what_if is not None:
+            what_if.settles(self.session, action.interrupt, next_step, config, self.input_tools, self.approval_tools)
+            return False
         elif isinstance(action, machine.Wait):
             self.carry.active_s = elapsed
             await self._wait_for_human(action.interrupt, config)
@@ -231,6 +244,10 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         else:
             await self._run_tools(action.calls)
         if interrupt is None:
+            return False
+        if what_if is not None:
+            what_if.settles(self.session, interrupt, self.first_step + len(self.steps), config, self.input_tools,
+                            self.approval_tools)
             return False
         self.carry.active_s = self.carry.active_s + (workflow.time() - started)
         await self._wait_for_human(interrupt, config)

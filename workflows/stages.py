@@ -212,7 +212,7 @@ class Stages(Children, AgentChanges):
         self._record(machine.apply_tool_results(self.session, done, workflow.time() - began))
 
     async def _held_or_run(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:
-        held = self.held_results.get(call.id)
+        held = self.held_results.get(call.id) or (self.what_if.recorded(call) if self.what_if is not None else None)
         return held if held is not None else await self._run_tool(call)
 
     async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:

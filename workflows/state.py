@@ -29,6 +29,8 @@ from rein.workflows.readers import StreamReaders
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from rein.workflows.what_if import WhatIf
+
 T = TypeVar("T")
 
 
@@ -120,6 +122,8 @@ class RunState:
         self.released: set[int] = set()
         self.tickets = 0
         self.request: AgentInput | None = None
+        self.what_if: WhatIf | None = None
+        """A what-if run's reuse of its recorded run (AgentInput.eval), once the agent is known."""
         self.rolling = False
         """Set once the run has decided to continue as new (waiting handlers let go)."""
         self.resuming: Interrupt | None = None

@@ -91,6 +91,7 @@ class Visibility(RunState):
             message_count=len(self.session.messages),
             turn=self.carry.thread.turns if self.carry.thread is not None else 0,
             turn_first_step=self.carry.thread.turn_first_step if self.carry.thread is not None else 0,
+            diverged=self.what_if.diverged if self.what_if is not None else "",
         )
 
     def _published_at_start(self) -> None:

@@ -136,7 +136,10 @@ class Tool:
         timeout_s: float | None = None,
         requires_approval: bool = False,
         local: bool = False,
+        replay: str = "recorded",
     ) -> None:
+        if replay not in ("recorded", "run"):
+            raise ValueError(f"Tool '{name}': replay must be 'recorded' or 'run', got {replay!r}")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"Tool '{name}': retries must be a non-negative integer, got {retries!r}")
         if timeout_s is not None and (
@@ -155,7 +158,9 @@ class Tool:
         """True for `rein.ask_human`: its calls are questions for a person, never executed."""
         self.requires_approval = bool(requires_approval)
         self.local = bool(local)
-        """Every call waits for a person's approval, even under `permission="allow"`."""
+        self.replay = replay
+        """In a what-if run (`rein eval`): "run" lets a call the recorded run did not make run (the tool is
+        safe to run again); "recorded" (default) ends the what-if run at such a call instead."""
         self.agent: Any = None
         """Set by `Agent.as_tool`: the agent this tool runs (a child workflow in durable runs)."""
         self._signature: ToolSignature | None = None
@@ -171,6 +176,7 @@ class Tool:
         timeout_s: float | None = None,
         requires_approval: bool = False,
         local: bool = False,
+        replay: str = "recorded",
     ) -> Tool:
         """Build a Tool from a function: name from `__name__`, description from the docstring."""
         if not callable(fn):
@@ -187,6 +193,7 @@ class Tool:
             timeout_s=timeout_s,
             requires_approval=requires_approval,
             local=local,
+            replay=replay,
         )
         made._signature = signature  # the schema above and validation come from this one model
         return made
@@ -249,11 +256,13 @@ def tool(
     timeout_s: float | None = None,
     requires_approval: bool = False,
     local: bool = False,
+    replay: str = "recorded",
 ) -> Any:
-    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, requires_approval=True, local=True)`."""
+    """Make a function a Tool: `@tool`, or `@tool(name=..., retries=3, timeout_s=30, requires_approval=True,
+    local=True, replay="run")` (`replay="run"`: safe to run again in a what-if run, docs/evals.md)."""
     def decorate(f: Callable) -> Tool:
         return Tool.from_function(f, name=name, description=description, retries=retries, timeout_s=timeout_s,
-                                  requires_approval=requires_approval, local=local)
+                                  requires_approval=requires_approval, local=local, replay=replay)
 
     if fn is not None:
         if not callable(fn):

@@ -17,6 +17,7 @@
     rein history export ID -o FILE                save a run's history
     rein limits set --model openai/gpt-4o --rps 10  a provider's rate limit, tenants' weights (docs/fleet.md)
     rein usage --since 24h                        spend per tenant and per agent
+    rein eval --agent new:agent --since 7d --fail-under 0.95  replay recorded runs against a changed agent
 
 `rein.cli.app` holds the typer app and the shared helpers; each command group is a module that
 decorates `app`. A new group is one module plus one line in the import below.
@@ -29,6 +30,7 @@ from rein.cli import (
     codec,  # noqa: F401
     decisions,  # noqa: F401
     deploy,  # noqa: F401
+    evals,  # noqa: F401
     fleet,  # noqa: F401
     fork,  # noqa: F401
     inspect_runs,  # noqa: F401

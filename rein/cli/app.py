@@ -51,6 +51,8 @@ EXIT_CANCELLED = 10
 """`rein result`/`watch`: the run was cancelled (the message gives the reason); its output, if any, is on stdout."""
 EXIT_QUEUED = 11
 """A decision was sent, no worker has taken the run: queued on the server, not applied yet (docs/cli.md)."""
+EXIT_EVAL_BELOW = 12
+"""`rein eval --fail-under`: the share of recorded runs the changed agent matches is below the bar."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C."""
 
@@ -67,6 +69,7 @@ EXIT_CODES = {
     EXIT_NOT_REPLAYABLE: "`rein replay`: a history does not replay with this code",
     EXIT_CANCELLED: "`rein result`/`watch`: the run was cancelled (the line gives the reason)",
     EXIT_QUEUED: "queued: the decision was sent, no worker has taken the run; not applied yet (--wait waits for that)",
+    EXIT_EVAL_BELOW: "`rein eval --fail-under`: fewer recorded runs match than the bar asks",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -273,9 +276,6 @@ def load_agent_target(target: str) -> Any:
         raise CliError(f"importing {module!r} failed: {exc}", EXIT_USAGE) from exc
     except Exception as exc:
         raise CliError(f"importing {module!r} failed: {type(exc).__name__}: {exc}", EXIT_USAGE) from exc
-
-# --------------------------------------------------------------------------- entry points
-
 
 # --------------------------------------------------------------------------- entry points
 

@@ -134,17 +134,19 @@ def limits_set(
 @app.command()
 def usage(
     since: Annotated[str, typer.Option("--since", help="Runs started within this long (30m, 24h, 7d).")] = "24h",
+    evals: Annotated[bool, typer.Option("--evals", help="Count what-if runs (`rein eval`) too.")] = False,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Spend per tenant and per agent: runs, tokens and cost (child agents count in their parent)."""
+    """Spend per tenant and per agent: runs, tokens and cost (child agents count in their parent; what-if
+    runs of `rein eval` only with --evals)."""
     from rein.cli.fork import parse_since
 
     window = parse_since(since)
     from rein.durable.fleet import usage_since  # after the check: a usage mistake is told without temporalio
 
-    report = with_client(address, namespace, lambda client: usage_since(client.client, window))
+    report = with_client(address, namespace, lambda client: usage_since(client.client, window, include_evals=evals))
     if as_json:
         print_json({"tenants": [asdict(s) for s in report.tenants], "agents": [asdict(s) for s in report.agents]})
         return

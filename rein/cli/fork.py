@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -23,15 +22,14 @@ from rein.cli.app import (
 )
 from rein.cli.runs import watch as watch_run
 
-_DURATION = re.compile(r"^(\d+)([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
 
 def parse_since(text: str) -> timedelta:
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise CliError(f"--since {text!r} is not a duration like 30m, 1h or 2d", EXIT_USAGE)
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    from rein.core.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise CliError(f"--since {err}", EXIT_USAGE) from None
 
 
 def parse_tool_results(items: list[str]) -> dict[str, str]:

@@ -20,6 +20,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from rein.core.compaction import CompactionTrigger
 from rein.core.config import LoopConfig
 from rein.core.errors import validation_text
+from rein.core.evals import EvalPlan
 from rein.core.ir import Completion, Message, ToolCall, ToolSpec, Usage
 from rein.core.result import Interrupt, Step
 from rein.core.search_names import SEARCH_ATTRIBUTES  # noqa: F401  (public here: the contract's names)
@@ -188,6 +189,8 @@ class AgentInput(_Lenient):
     thread: bool = Field(default=False, exclude_if=lambda v: not v)
     """A thread (rein.core.threads): the run takes its messages through `rein.send`, one turn each, and
     waits between turns instead of ending. `prompt`, if given, is its first message."""
+    eval: EvalPlan | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A what-if run (`rein eval`, rein.core.evals): the recorded run's calls, reused instead of run again."""
 
     def model_post_init(self, _context: Any) -> None:
         if self.prompt is None and self.session is None and not self.thread:
@@ -223,6 +226,9 @@ class ToolInfo(BaseModel):
     """Run as a local activity (`@tool(local=True)`)."""
     requires_approval: bool = False
     """Asks a person before every call, whatever the run's `permission`."""
+    replay: Literal["recorded", "run"] = Field(default="recorded", exclude_if=lambda v: v == "recorded")
+    """In a what-if run (`rein eval`): a call the recorded run did not make runs (`run`: safe to run
+    again) or ends the run there (`recorded`, the default)."""
     agent: str | None = None
     """Set for an agent used as a tool (`Agent.as_tool`): the call runs that agent as a child run."""
     spec_digest: str = Field(default="", exclude_if=lambda v: not v)
@@ -569,6 +575,8 @@ class RunOutcome(BaseModel):
     """A thread's turn this outcome is of (0: not a thread)."""
     turn_first_step: int = Field(default=0, exclude_if=lambda v: not v)
     """The index of that turn's first step."""
+    diverged: str = Field(default="", exclude_if=lambda v: not v)
+    """A what-if run that ended at a call its recorded run did not make: where and which (rein.core.evals)."""
 
     @field_serializer("usage")
     def _usage(self, usage: Usage) -> dict[str, Any]:

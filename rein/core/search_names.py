@@ -11,6 +11,8 @@ SEARCH_ATTRIBUTES = {
     "ReinForkOf": "Keyword",
     "ReinCostUsd": "Double",
     "ReinTenant": "Keyword",
+    "ReinEvalOf": "Keyword",
 }
 """ReinForkOf: set at start on a fork (rein.ops.fork): the workflow id of the run it was forked from.
-ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.durable.fleet)."""
+ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.durable.fleet).
+ReinEvalOf: set at start on a what-if run (`rein eval`, rein.ops.evals): the recorded run's workflow id."""

@@ -231,11 +231,13 @@ class SpendReport:
     agents: list[Spend]
 
 
-async def usage_since(client: Client, since: timedelta, now: datetime | None = None) -> SpendReport:
+async def usage_since(client: Client, since: timedelta, now: datetime | None = None,
+                      include_evals: bool = False) -> SpendReport:
     """Spend of the runs started within `since`, per tenant and per agent, from visibility.
 
     Top-level runs only (a parent's counters include its child agents'), and the last run of each
-    continue-as-new chain (it carries the chain's counters)."""
+    continue-as-new chain (it carries the chain's counters). What-if runs (`rein eval`, ReinEvalOf) only
+    with `include_evals`."""
     start = (now or datetime.now(UTC)) - since
     query = f'WorkflowType="{WORKFLOW_TYPE}" AND StartTime > "{start.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
     tenants: dict[str, Spend] = {}
@@ -244,6 +246,8 @@ async def usage_since(client: Client, since: timedelta, now: datetime | None = N
         if execution.parent_id or execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
             continue
         attributes = execution.typed_search_attributes
+        if attributes.get(SEARCH_KEYS["ReinEvalOf"]) and not include_evals:
+            continue
         tokens = attributes.get(SEARCH_KEYS["ReinTokens"]) or 0
         cost = attributes.get(SEARCH_KEYS["ReinCostUsd"])
         for key, table in (

@@ -27,6 +27,7 @@ PURE_MODULES = (
     "rein.core.session",
     "rein.core.summaries",
     "rein.core.threads",
+    "rein.core.evals",
     "rein.temporal.child",
     "rein.core.digest",
     "rein.core.errors",

@@ -92,7 +92,7 @@ async def namespace_attributes(client: Client) -> set[str]:
 
 
 async def start_search_attributes(
-    client: Client, agent: str, fork_of: str | None = None, tenant: str | None = None
+    client: Client, agent: str, fork_of: str | None = None, tenant: str | None = None, eval_of: str | None = None
 ) -> TypedSearchAttributes | None:
     """ReinAgent/ReinStatus for a new run, so its workflow need not upsert them at start. The counters
     come with its first upsert, as in a run a plain client started: zeros would cost every start ~130 bytes.
@@ -105,5 +105,7 @@ async def start_search_attributes(
         values["ReinForkOf"] = fork_of
     if tenant:
         values["ReinTenant"] = tenant
+    if eval_of is not None:
+        values["ReinEvalOf"] = eval_of
     pairs = [SearchAttributePair(SEARCH_KEYS[name], value) for name, value in values.items() if name in have]
     return TypedSearchAttributes(pairs) if pairs else None

@@ -1,0 +1,222 @@
+"""What-if (issue 36): recorded runs replayed against changed agents on the real dev server, LiteLLM over real
+HTTP (tests/vendor_server.py), every real tool execution counted in a file (tests/agents/evals.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.common import SearchAttributeKey
+
+import rein
+import rein.testing
+from rein.cli.app import EXIT_EVAL_BELOW, EXIT_NOT_FOUND, EXIT_USAGE
+from rein.client import ReinClient
+from rein.core.result import RunResult
+from rein.durable.fleet import usage_since
+from rein.ops.evals import EvalError, RecordedRun, select_runs
+from rein.ops.scorers import exact_match, json_field, llm_judge
+from tests.agents import evals as shop
+from tests.support.waiting import poll
+from tests.test_cli import assert_one_line_error, rein_cli
+from tests.vendor_server import Reply, VendorServer
+
+pytestmark = pytest.mark.timeout(240)
+EVAL_OF = SearchAttributeKey.for_keyword("ReinEvalOf")
+PROMPTS = {"price apple": None, "price kiwi": None, "buy pear": True, "buy plum": False}
+"""Each recorded run's prompt, and whether its charge is approved (None: it asks nothing)."""
+
+
+def shop_vendor(body: Any) -> Reply:
+    """Stateless: `price X` looks X up; `buy X` looks it up and charges (checking the stock first when the
+    agent has that tool); then answers with the results. A judge's prompt gets PASS."""
+    prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if "RECORDED ANSWER:" in prompt:
+        return Reply(text="PASS: the same in substance")
+    verb, sku = prompt.split()
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    plan = [("lookup", {"sku": sku})] + ([("charge", {"sku": sku})] if verb == "buy" else [])
+    if verb == "buy" and "check_stock" in {t["function"]["name"] for t in body.get("tools") or []}:
+        plan.insert(0, ("check_stock", {"sku": sku}))
+    if len(results) < len(plan):
+        name, arguments = plan[len(results)]
+        return Reply(tool_calls=[(f"c{len(results)}", name, arguments)])
+    return Reply(text=json.dumps({"item": sku, "said": results}))
+
+
+class Shop:
+    """The vendor, the agent's name and the effects file, in this process's environment and for `rein eval`."""
+
+    def __init__(self, srv: VendorServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.env = {"REIN_TEST_VENDOR": srv.base_url, "REIN_TEST_SHOP": f"shop-{uuid.uuid4().hex[:6]}",
+                    "REIN_TEST_EFFECTS": str(tmp_path / "effects")}
+        for key, value in self.env.items():
+            monkeypatch.setenv(key, value)
+        self.srv = srv
+        self.name = self.env["REIN_TEST_SHOP"]
+
+    def effects(self) -> list[str]:
+        path = Path(self.env["REIN_TEST_EFFECTS"])
+        return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    with VendorServer(responder=shop_vendor) as srv:
+        yield Shop(srv, tmp_path, monkeypatch)
+
+
+async def record(dev: Any, store: Shop) -> tuple[ReinClient, dict[str, str]]:
+    """The original agent's runs, one per prompt, each decided as PROMPTS says: prompt -> run id."""
+    queue = f"shop-{uuid.uuid4().hex[:6]}"
+    runs = ReinClient(dev.client, queue)
+    ids: dict[str, str] = {}
+    async with rein.create_worker(dev.client, agents=[shop.build("original")], task_queue=queue):
+        for prompt, approve in PROMPTS.items():
+            handle = await runs.start(store.name, prompt)
+            paused = await runs.wait(handle.id)
+            if approve is not None:
+                assert paused.interrupt is not None and paused.interrupt.type == "need_approval", paused
+                await (runs.approve if approve else runs.deny)(handle.id, approver="ops", reason="test", wait=True)
+            result = await runs.result(handle.id)
+            assert result.stop_reason == "done", result
+            ids[prompt] = handle.id
+    return runs, ids
+
+
+RECORDED_EFFECTS = ["lookup apple", "lookup kiwi", "lookup pear", "charge pear", "lookup plum"]
+
+
+async def test_an_unchanged_agent_matches_every_recorded_run_and_runs_no_tool_again(dev, store):
+    runs, ids = await record(dev, store)
+    assert store.effects() == RECORDED_EFFECTS
+    report = await runs.eval(shop.build("original"), runs=list(ids.values()))
+    assert [r.verdict for r in report.rows] == ["match"] * 4, report.rows
+    assert store.effects() == RECORDED_EFFECTS  # no tool ran again
+    by_prompt = {p: next(r for r in report.rows if r.recorded == i) for p, i in ids.items()}
+    assert [by_prompt[p].reused for p in PROMPTS] == [1, 1, 2, 2]  # plum's denied charge: the recorded denial
+    assert all(r.ran == 0 and r.first_difference is None and r.same_output for r in report.rows)
+    assert "Denied by ops" in (by_prompt["buy plum"].output or "")
+    assert (report.matched, report.share) == (4, 1.0)
+    for row in report.rows:  # marked, and a durable run like any other
+        description = await dev.client.get_workflow_handle(row.run).describe()
+        assert description.typed_search_attributes.get(EVAL_OF) == row.recorded
+        assert row.tokens == row.recorded_tokens > 0
+
+
+async def test_a_changed_agent_diverges_exactly_where_it_makes_a_new_call(dev, store):
+    runs, ids = await record(dev, store)
+    report = await runs.eval(shop.build("stocking"), runs=list(ids.values()))
+    verdicts = {r.recorded: (r.verdict, r.diverged) for r in report.rows}
+    assert verdicts == {
+        ids["price apple"]: ("match", ""),
+        ids["price kiwi"]: ("match", ""),
+        ids["buy pear"]: ("diverged", 'diverged at step 0: new call check_stock({"sku":"pear"})'),
+        ids["buy plum"]: ("diverged", 'diverged at step 0: new call check_stock({"sku":"plum"})'),
+    }
+    assert store.effects() == RECORDED_EFFECTS
+    assert report.summary().startswith("2/4 runs match (50%)")
+
+
+async def test_a_new_call_to_a_tool_safe_to_run_again_runs_once_and_the_rest_is_reused(dev, store):
+    runs, ids = await record(dev, store)
+    report = await runs.eval(shop.build("restocking"), runs=[ids["buy pear"], ids["buy plum"]])
+    assert [(r.verdict, r.first_difference, r.ran, r.reused) for r in report.rows] == [("differ", 0, 1, 2)] * 2
+    assert store.effects() == RECORDED_EFFECTS + ["check_stock pear", "check_stock plum"]
+
+
+async def test_a_model_switch_that_behaves_the_same_matches(dev, store):
+    runs, ids = await record(dev, store)
+    asked = len(store.srv.requests)
+    report = await runs.eval(shop.build("switched"), runs=list(ids.values()), concurrency=2)
+    assert report.share == 1.0, report.rows
+    assert {r.body["model"] for r in store.srv.requests[asked:]} == {"shop-b"}
+
+
+async def test_scorers_judge_the_answers(dev, store):
+    runs, ids = await record(dev, store)
+    judge = llm_judge("openai/judge", api_base=store.srv.base_url + "/v1", api_key="sk-test")
+
+    def half(recorded: RecordedRun, replayed: RunResult) -> float:
+        return 0.5
+
+    half.threshold = 0.5  # type: ignore[attr-defined]
+
+    def broken(recorded: RecordedRun, replayed: RunResult) -> float:
+        raise RuntimeError("scorer bug")
+
+    report = await runs.eval(shop.build("switched"), runs=[ids["price apple"]],
+                             scorers=[exact_match(), json_field("item"), judge, half])
+    [row] = report.rows
+    assert row.scores == {"exact_match": 1.0, "json:item": 1.0, "llm_judge": 1.0, "half": 0.5}
+    assert row.verdict == "match"
+    assert judge.reasons[ids["price apple"]].startswith("PASS")
+    judged = [r.body for r in store.srv.requests if r.body["model"] == "judge"]
+    assert len(judged) == 1 and '"item": "apple"' in judged[0]["messages"][0]["content"]
+    failing = await runs.eval(shop.build("original"), runs=[ids["price kiwi"]], scorers=[json_field("price"), broken])
+    [row] = failing.rows
+    assert (row.verdict, row.passed["json:price"]) == ("failed", False)
+    assert "scorer broken failed: RuntimeError: scorer bug" in row.error
+
+
+async def test_a_selection_leaves_out_what_if_runs_and_usage_leaves_them_out_too(dev, store):
+    runs, ids = await record(dev, store)
+    await runs.eval(shop.build("original"), runs=list(ids.values()))
+
+    async def selected() -> bool:
+        return set(await select_runs(runs, name=store.name, limit=100)) == set(ids.values())
+
+    await poll(selected, "the recorded runs alone selected", timeout=30)
+    report = await runs.eval(shop.build("original"), since="1h", limit=2)
+    assert len(report.rows) == 2 and report.share == 1.0
+
+    async def usage_counts(include: bool, count: int) -> bool:
+        spend = await usage_since(dev.client, since=__import__("datetime").timedelta(hours=1), include_evals=include)
+        return next((s.runs for s in spend.agents if s.key == store.name), 0) == count
+
+    await poll(lambda: usage_counts(False, 4), "usage without what-if runs", timeout=30)
+    await poll(lambda: usage_counts(True, 10), "usage with the what-if runs", timeout=30)
+    with pytest.raises(EvalError, match="no finished runs of agent 'nobody'"):
+        await runs.eval(shop.build("original"), name="nobody")
+
+
+async def test_the_cli_gate_and_its_errors(dev, store):
+    runs, ids = await record(dev, store)
+    address = dev.client.service_client.config.target_host
+    every = ",".join(ids.values())
+    cli = lambda *argv: asyncio.to_thread(rein_cli, "eval", *argv, "--address", address, **store.env)  # noqa: E731
+    passed = await cli("--agent", "tests.agents.evals:original", "--runs", every, "--fail-under", "0.95")
+    assert passed.returncode == 0, passed.stderr
+    assert "4/4 runs match (100%)" in passed.stdout
+    below = await cli("--agent", "tests.agents.evals:stocking", "--runs", every, "--fail-under", "0.95", "--json")
+    assert below.returncode == EXIT_EVAL_BELOW, below.stderr
+    assert below.stderr.strip() == "rein: 50% of runs match, under --fail-under 0.95"
+    verdicts = sorted(r["verdict"] for r in json.loads(below.stdout)["rows"])
+    assert verdicts == ["diverged", "diverged", "match", "match"]
+    assert store.effects() == RECORDED_EFFECTS  # two processes, no tool ran again
+    assert_one_line_error(await cli("--agent", "tests.agents.evals:original", "--runs", "no-such-run"),
+                          EXIT_NOT_FOUND, "no-such-run")
+    assert_one_line_error(await cli("--agent", "tests.agents.evals:original", "--since", "7x"), EXIT_USAGE, "7x")
+    assert_one_line_error(await cli("--agent", "tests.agents.evals:original", "--scorer", "bogus"), EXIT_USAGE,
+                          "bogus")
+    assert_one_line_error(await cli("--agent", "tests.agents.evals:nothing"), EXIT_USAGE, "nothing")
+    assert_one_line_error(await cli("--agent", "tests.agents.evals:original", "--name", "nobody"), EXIT_NOT_FOUND,
+                          "nobody")
+
+
+async def test_exported_histories_are_fixtures_under_the_time_skipping_server(dev, store, tmp_path):
+    runs, ids = await record(dev, store)
+    folder = tmp_path / "histories"
+    folder.mkdir()
+    for run_id in ids.values():
+        history = await dev.client.get_workflow_handle(run_id).fetch_history()
+        (folder / f"{run_id}.json").write_text(history.to_json())
+    same = await rein.testing.eval_histories(shop.build("original"), folder)
+    assert same.share == 1.0, same.rows
+    changed = await rein.testing.eval_histories(shop.build("stocking"), folder)
+    assert sorted(r.verdict for r in changed.rows) == ["diverged", "diverged", "match", "match"], changed.rows
+    assert store.effects() == RECORDED_EFFECTS
