@@ -287,8 +287,11 @@ class AgentActivities(AgentIdentity):
         *,
         cache_size: int = 1000,
         max_payload_bytes: int = INLINE_LIMIT,
+        route_models: bool = True,
     ):
         self.agents = agents
+        self.route_models = route_models
+        """Model calls go to their provider's queue where REIN_MODEL_QUEUES says so (ReinPlugin's route_models)."""
         self.search_attributes = search_attributes
         """An async callable returning the rein search attributes the server has."""
         self.conversations = Conversations(cache_size)
@@ -318,7 +321,7 @@ class AgentActivities(AgentIdentity):
         # Not part of the agent's fingerprint: routing is the worker's deployment choice (REIN_MODEL_QUEUES);
         # the retired flags for the previous build's workflow code on a mixed queue (AgentDescription).
         return description.model_copy(update={
-            "search_attributes": list(available), "model_queue": routed_queue(agent.model_label),
+            "search_attributes": list(available), "model_queue": routed_queue(agent.model_label) if self.route_models else None,
             "close_canceled": True, "timed_counters": True,
         })
 

@@ -17,8 +17,8 @@ import rein.testing
 from rein.cli.app import EXIT_EVAL_BELOW, EXIT_NOT_FOUND, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.result import RunResult
-from rein.durable.fleet import usage_since
-from rein.ops.evals import EvalError, RecordedRun, select_runs
+from rein.durable.fleet import queue_limits, set_limits, usage_since
+from rein.ops.evals import EvalError, RecordedRun, copy_model_limit, select_runs
 from rein.ops.scorers import exact_match, json_field, llm_judge
 from tests.agents import evals as shop
 from tests.support.waiting import poll
@@ -220,3 +220,24 @@ async def test_exported_histories_are_fixtures_under_the_time_skipping_server(de
     changed = await rein.testing.eval_histories(shop.build("stocking"), folder)
     assert sorted(r.verdict for r in changed.rows) == ["diverged", "diverged", "match", "match"], changed.rows
     assert store.effects() == RECORDED_EFFECTS
+
+
+async def test_what_if_model_calls_stay_on_their_own_queue_under_the_fleets_limit(dev, store, monkeypatch):
+    """A worker of the fleet routes model calls to the provider's queue (REIN_MODEL_QUEUES); the what-if worker
+    must not (the fleet's model workers serve the recorded definition), and takes the fleet's limit instead."""
+    runs, ids = await record(dev, store)
+    monkeypatch.setenv("REIN_MODEL_QUEUES", "*")
+    queue = f"what-if-{uuid.uuid4().hex[:6]}"
+    report = await runs.eval(shop.build("original"), runs=[ids["price apple"]], task_queue=queue)
+    assert report.share == 1.0, report.rows
+    history = await dev.client.get_workflow_handle(report.rows[0].run).fetch_history()
+    queues = {e.activity_task_scheduled_event_attributes.task_queue.name for e in history.events
+              if e.HasField("activity_task_scheduled_event_attributes")}
+    assert queues == {queue}
+
+    provider = f"evalprov{uuid.uuid4().hex[:6]}"
+    await set_limits(dev.client, model=f"{provider}/m", rps=3.0, weights={"acme": 2.0})
+    limited = f"what-if-{uuid.uuid4().hex[:6]}"
+    await copy_model_limit(runs, f"{provider}/m", limited)
+    copied = await queue_limits(dev.client, limited)
+    assert (copied.rps, copied.weights) == (3.0, {"acme": 2.0})

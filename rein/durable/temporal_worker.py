@@ -35,15 +35,17 @@ def create_worker(
     deployment: str | None = None,
     build_id: str | None = None,
     lean_start: bool | None = None,
+    route_models: bool = True,
     **worker_kwargs: Any,
 ) -> Worker:
     """A Worker serving `agents` (by name) on `task_queue`; use it as `async with`.
 
     The same as `Worker(client, task_queue=..., plugins=[ReinPlugin(agents=..., sandboxed=..., deployment=...,
-    build_id=..., lean_start=...)])`: with a deployment name (or REIN_DEPLOYMENT) it is a versioned worker (docs/deploys.md).
+    build_id=..., lean_start=..., route_models=...)])`: with a deployment name (or REIN_DEPLOYMENT) it is a
+    versioned worker (docs/deploys.md).
     """
     plugin = ReinPlugin(agents=agent_map(agents), sandboxed=sandboxed, deployment=deployment, build_id=build_id,
-                        lean_start=lean_start)
+                        lean_start=lean_start, route_models=route_models)
     plugins = [*worker_kwargs.pop("plugins", []), plugin]
     with warnings.catch_warnings():
         # A client connected with ReinPlugin() plus this worker's ReinPlugin(agents): they merge.

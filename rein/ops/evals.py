@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from rein.blueprint.agent import Agent
     from rein.client import ReinClient
 
+log = logging.getLogger("rein.eval")
 EVAL_MEMO = "rein.eval"
 """A what-if run's memo and metadata key: {"of": the recorded run's id}."""
 DEFAULT_CONCURRENCY = 4
@@ -223,8 +225,27 @@ async def evaluate(client: ReinClient, agent: Agent | str, recorded: Sequence[Re
     from rein.durable.temporal_worker import create_worker
 
     queue = task_queue or f"rein-eval-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client.client, [agent], task_queue=queue):
+    await copy_model_limit(client, agent.model_label, queue)
+    # Its model calls stay on its own queue: the fleet's model workers serve the fleet's definition.
+    async with create_worker(client.client, [agent], task_queue=queue, route_models=False):
         return await _evaluate_on(client, agent.name, agent.system, queue, recorded, scorers, concurrency)
+
+
+async def copy_model_limit(client: ReinClient, model: str, queue: str) -> None:
+    """The fleet's rate limit and tenant shares for `model`'s provider (`rein limits set --model`), set on the
+    what-if runs' own queue: what-if runs keep to the vendor's rate on their own, beside the fleet's."""
+    from temporalio.service import RPCError
+
+    from rein.core.contract import model_queue
+    from rein.durable.fleet import queue_limits, set_limits
+
+    try:
+        limits = await queue_limits(client.client, model_queue(model))
+        if limits.rps is not None or limits.tenant_rps is not None or limits.weights:
+            await set_limits(client.client, queue=queue, rps=limits.rps, tenant_rps=limits.tenant_rps,
+                             weights=limits.weights or None, reason="rein eval: the fleet's limit for the model")
+    except RPCError as err:  # a server without task queue configs (the time-skipping test server)
+        log.info("what-if runs without the model's rate limit: %s", err.message)
 
 
 async def _evaluate_on(client: ReinClient, name: str, system: str | None, queue: str,

@@ -96,14 +96,15 @@ async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
                 logging.getLogger("rein").warning("closing MCP connections of agent %s: %s", agent.name, exc)
 
 
-def serve_previews(task_queue: str, agents: Mapping[str, Agent], lean_start: bool | None) -> None:
+def serve_previews(task_queue: str, agents: Mapping[str, Agent], lean_start: bool | None,
+                   route_models: bool = True) -> None:
     """Tell workflow code on `task_queue` the options of its runs' first model calls (rein.workflows.worker_previews)
     and whether new runs start lean (None: yes, unless REIN_LEAN_START says no; a versioned worker's always do)."""
     from rein.durable.fleet import routed_queue
     from rein.workflows import worker_previews as served
 
     named = {**{a.name: a for a in with_tool_agents(agents.values())}, **agents}
-    previews = {name: served.Preview(a.model_label, a.config, routed_queue(a.model_label),
+    previews = {name: served.Preview(a.model_label, a.config, routed_queue(a.model_label) if route_models else None,
                                      steps_on_worker=bool(a.middlewares) or a.compaction is not None)
                 for name, a in named.items()}
     if lean_start is None:
@@ -133,6 +134,9 @@ class ReinPlugin(SimplePlugin):
             (rein.workflows.start; one billable action and ~1 KB less per run). Default: on, unless
             REIN_LEAN_START=0; a versioned Worker's runs always start lean. A run that asks first records
             the rein-described-first patch, so any build from this one on replays either (docs/deploys.md).
+        route_models: schedule model calls on their provider's queue where REIN_MODEL_QUEUES says so (default).
+            False keeps them on the worker's own queue: a worker serving a changed definition of a fleet's
+            agent (`rein eval`) must not send its calls to the fleet's model workers.
     """
 
     def __init__(
@@ -144,8 +148,10 @@ class ReinPlugin(SimplePlugin):
         build_id: str | None = None,
         make_current: bool = True,
         lean_start: bool | None = None,
+        route_models: bool = True,
     ):
         self.lean_start = lean_start
+        self.route_models = route_models
         self.agents = agent_map(agents) if agents is not None else None
         self.version: WorkerDeploymentVersion | None = worker_version(deployment, build_id) if agents is not None else None
         self.make_current = make_current
@@ -184,7 +190,7 @@ class ReinPlugin(SimplePlugin):
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
         if self.agents is not None and config.get("task_queue"):
-            serve_previews(config["task_queue"], self.agents, self.lean_start)
+            serve_previews(config["task_queue"], self.agents, self.lean_start, self.route_models)
         given = config.get("deployment_config")
         if given is not None:
             config["deployment_config"] = with_default_behavior(given)
@@ -258,6 +264,7 @@ class ReinPlugin(SimplePlugin):
             SearchAttributeRegistry(),
             cache_size=getattr(self, "_cache_size", 1000),
             max_payload_bytes=getattr(self, "_max_payload_bytes", INLINE_LIMIT),
+            route_models=self.route_models,
         )
         return [*activities, *served.definitions()]
 
