@@ -195,9 +195,17 @@ async def test_the_cli_gate_and_its_errors(dev, store):
     below = await cli("--agent", "tests.agents.evals:stocking", "--runs", every, "--fail-under", "0.95", "--json")
     assert below.returncode == EXIT_EVAL_BELOW, below.stderr
     assert below.stderr.strip() == "rein: 50% of runs match, under --fail-under 0.95"
-    verdicts = sorted(r["verdict"] for r in json.loads(below.stdout)["rows"])
-    assert verdicts == ["diverged", "diverged", "match", "match"]
+    printed = json.loads(below.stdout)
+    assert sorted(r["verdict"] for r in printed["rows"]) == ["diverged", "diverged", "match", "match"]
+    assert (printed["matched"], printed["total"], printed["diverged"], printed["share"]) == (2, 4, 2, 0.5)
     assert store.effects() == RECORDED_EFFECTS  # two processes, no tool ran again
+    pear = next(r for r in printed["rows"] if r["recorded"] == ids["buy pear"])
+
+    async def listed() -> bool:
+        shown = await asyncio.to_thread(rein_cli, "list", "--eval-of", ids["buy pear"], "--json", "--address", address)
+        return {row["run_id"] for row in json.loads(shown.stdout or "[]")} >= {pear["run"]}
+
+    await poll(listed, "rein list --eval-of to show the what-if runs", timeout=30)
     assert_one_line_error(await cli("--agent", "tests.agents.evals:original", "--runs", "no-such-run"),
                           EXIT_NOT_FOUND, "no-such-run")
     assert_one_line_error(await cli("--agent", "tests.agents.evals:original", "--since", "7x"), EXIT_USAGE, "7x")

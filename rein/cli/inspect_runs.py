@@ -32,6 +32,7 @@ def list_(
     fork_of: Annotated[str | None, typer.Option("--fork-of", help="Only forks of this run (rein fork).")] = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="Only runs of this tenant (rein start --tenant).")] = None,
     schedule: Annotated[str | None, typer.Option("--schedule", help="Only runs this schedule started (rein schedule).")] = None,
+    eval_of: Annotated[str | None, typer.Option("--eval-of", help="Only what-if runs of this recorded run (rein eval).")] = None,
     stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs whose workflow task keeps failing, "
                                         "with the error (they wait for a fixed build).")] = False,
     address: Address = None,
@@ -47,7 +48,7 @@ def list_(
         return list_stuck(agent, limit, address, namespace, as_json)
     rows = with_client(address, namespace,
                         lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of, tenant,
-                                                 schedule))
+                                                 schedule, eval_of))
     if as_json:
         print_json([row.to_json() for row in rows])
         return

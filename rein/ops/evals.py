@@ -114,6 +114,7 @@ class EvalReport(BaseModel):
 
     def as_json(self) -> dict[str, Any]:
         return {"agent": self.agent, "matched": self.matched, "total": len(self.rows), "share": self.share,
+                **{verdict: self.count(verdict) for verdict in ("differ", "diverged", "failed")},
                 "summary": self.summary(), "rows": [r.model_dump(mode="json") for r in self.rows]}
 
 

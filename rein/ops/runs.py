@@ -65,7 +65,7 @@ def is_not_found(err: BaseException) -> bool:
 
 def list_query(
     status: str | None = None, agent: str | None = None, fork_of: str | None = None, tenant: str | None = None,
-    schedule: str | None = None,
+    schedule: str | None = None, eval_of: str | None = None,
 ) -> str:
     """The visibility query behind `rein list`; waiting statuses include only running runs."""
     clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
@@ -75,6 +75,8 @@ def list_query(
         clauses.append(f'ReinAgent="{_quote(agent)}"')
     if fork_of:
         clauses.append(f'ReinForkOf="{_quote(fork_of)}"')
+    if eval_of:
+        clauses.append(f'ReinEvalOf="{_quote(eval_of)}"')
     if tenant:
         clauses.append(f'ReinTenant="{_quote(tenant)}"')
     if status == "failed":
@@ -153,8 +155,8 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
                     limit: int = 50, fork_of: str | None = None, tenant: str | None = None,
-                    schedule: str | None = None) -> list[RunRow]:
-    query = list_query(status, agent, fork_of, tenant, schedule)
+                    schedule: str | None = None, eval_of: str | None = None) -> list[RunRow]:
+    query = list_query(status, agent, fork_of, tenant, schedule, eval_of)
     # Newest first. SQL visibility has no ORDER BY and lists open runs before closed ones, so an
     # old run still waiting would hide today's finished ones: take the newest of both kinds.
     open_runs, closed_runs = await asyncio.gather(*(
