@@ -7,7 +7,7 @@ decisions, waiting, stages); `rein.workflows.loop.AgentLoop` puts them together.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import workflow
@@ -122,6 +122,8 @@ class RunState:
         self.released: set[int] = set()
         self.tickets = 0
         self.request: AgentInput | None = None
+        self.step_observer: Callable[[list[Step]], None] | None = None
+        """Told each batch of steps as it is recorded: a client replaying a history watches it (rein.ops.fork)."""
         self.what_if: WhatIf | None = None
         """A what-if run's reuse of its recorded run (AgentInput.eval), once the agent is known."""
         self.rolling = False
@@ -167,6 +169,8 @@ class RunState:
             step.index = self.first_step + len(self.steps)
             self.steps.append(step)
             self._emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
+        if self.step_observer is not None:
+            self.step_observer(steps)
 
     def _emit(self, chunk: StreamChunk, source: str = "") -> None:
         """Append to the run's stream (in memory: no command; in history only once a reader polls it)."""

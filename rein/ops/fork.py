@@ -110,16 +110,13 @@ async def _replay_run(client: ReinClient, run_id: str, run: str, at_step: int) -
     seen: dict[str, Any] = {}
 
     def watch(instance: Any) -> None:
-        record = instance._record
-
-        def recording(steps: list[Step]) -> None:
-            record(steps)
+        def recorded(steps: list[Step]) -> None:
             if "session" not in seen and any(s.index == at_step for s in steps):
                 seen["session"] = instance.session.model_copy(deep=True)
                 seen["batch"] = list(steps)
                 seen["event"] = workflow.info().get_current_history_length()
 
-        instance._record = recording
+        instance.step_observer = recorded
 
     try:
         replay = (await history.replayed(client.client, run_id, run, prepare=watch)).instance
