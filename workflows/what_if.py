@@ -24,10 +24,12 @@ class WhatIf:
         self.middleware = agent.middleware
         self.diverged = ""
         """Where and why the run ended before its model did (RunOutcome.diverged)."""
+        self.used: set[int] = set()
+        """The recorded calls whose results this run took (in a continuation, counted afresh)."""
 
     def recorded(self, call: ToolCall) -> ToolResult | None:
         """The recorded run's result of the same call: the tool does not run."""
-        return evals.replayed_result(self.plan, call)
+        return evals.replayed_result(self.plan, call, self.used)
 
     def ends_before(self, session: Session, action: machine.Action, next_step: int) -> bool:
         """End the run before a batch with a call the recorded run did not make (unless its tool may run
@@ -46,7 +48,7 @@ class WhatIf:
         waiting_on = [c for c in session.pending_tool_calls
                       if c.name in input_tools or config.permission == "ask" or c.name in approval_tools]
         step = next_step if interrupt.type == "error" else next_step - 1
-        why = evals.settle(self.plan, session, interrupt, step, waiting_on, input_tools)
+        why = evals.settle(self.plan, session, interrupt, step, waiting_on, input_tools, self.used)
         if why is not None:
             self._end(session, why, evals.STOPPED if interrupt.type == "error" else evals.DIVERGED)
 

@@ -47,6 +47,17 @@ class EvalPlan(BaseModel):
         key = call_key(call.name, call.arguments)
         return next((c for c in self.calls if call_key(c.name, c.arguments) == key), None)
 
+    def take(self, call: ToolCall, used: set[int]) -> RecordedCall | None:
+        """Like `find`, in the recorded order: the first equal call not yet `used` (marked used now), else the
+        last equal one again. A tool called twice alike (a counter, a queue) answers as it did each time."""
+        key = call_key(call.name, call.arguments)
+        equal = [i for i, c in enumerate(self.calls) if call_key(c.name, c.arguments) == key]
+        if not equal:
+            return None
+        index = next((i for i in equal if i not in used), equal[-1])
+        used.add(index)
+        return self.calls[index]
+
 
 def call_key(name: str, arguments: dict[str, Any]) -> str:
     """A call as text, arguments in a canonical order: equal calls have equal keys."""
@@ -72,9 +83,10 @@ def recorded_calls(session: Session, steps: list[Step] = ()) -> list[RecordedCal
     return calls
 
 
-def replayed_result(plan: EvalPlan, call: ToolCall) -> ToolResult | None:
-    """The recorded result for `call`, under the new call's id; None when the recorded run made no such call."""
-    recorded = plan.find(call)
+def replayed_result(plan: EvalPlan, call: ToolCall, used: set[int]) -> ToolResult | None:
+    """The recorded result for `call` (EvalPlan.take), under the new call's id; None when the recorded run made
+    no such call."""
+    recorded = plan.take(call, used)
     if recorded is None:
         return None
     return ToolResult(tool_call_id=call.id, content=recorded.result, is_error=recorded.is_error)
@@ -90,16 +102,19 @@ def first_new_call(plan: EvalPlan, calls: list[ToolCall], rerun: Collection[str]
 
 
 def settle(plan: EvalPlan, session: Session, interrupt: Interrupt, step: int, waiting_on: list[ToolCall],
-           input_tools: frozenset[str] = frozenset()) -> str | None:
+           input_tools: frozenset[str] = frozenset(), used: set[int] = frozenset()) -> str | None:  # type: ignore[assignment]
     """Take the decisions a person took in the recorded run for the calls `interrupt` waits on (`waiting_on`:
-    the pending calls that need a person; mutates the Session). None when settled, else why the run ends."""
+    the pending calls that need a person; mutates the Session). None when settled, else why the run ends.
+    `used`: the recorded calls whose results the run took; each call's decision is that of the recorded call
+    whose result it will take."""
     if interrupt.type == "error":
         return f"stopped at step {step}: {interrupt.message}"
     decided = {d.tool_call_id for d in session.decisions}
+    ahead = set(used)
     for call in waiting_on:
         if call.id in decided:
             continue
-        recorded = plan.find(call)
+        recorded = plan.take(call, ahead)
         if recorded is None:
             return divergence(step, call) + (" needs a person" if call.name in input_tools else " needs approval")
         taken = recorded.decision
