@@ -126,7 +126,8 @@ async def test_a_new_call_to_a_tool_safe_to_run_again_runs_once_and_the_rest_is_
     runs, ids = await record(dev, store)
     report = await runs.eval(shop.build("restocking"), runs=[ids["buy pear"], ids["buy plum"]])
     assert [(r.verdict, r.first_difference, r.ran, r.reused) for r in report.rows] == [("differ", 0, 1, 2)] * 2
-    assert store.effects() == RECORDED_EFFECTS + ["check_stock pear", "check_stock plum"]
+    effects = store.effects()  # the two what-if runs go at once: their checks in either order
+    assert effects[:5] == RECORDED_EFFECTS and sorted(effects[5:]) == ["check_stock pear", "check_stock plum"]
 
 
 async def test_a_model_switch_that_behaves_the_same_matches(dev, store):
