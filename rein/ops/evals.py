@@ -135,7 +135,13 @@ async def eval_runs(client: ReinClient, agent: Agent | str, *, runs: Sequence[st
         if not runs:
             window = f" started in the last {since}" if since is not None else ""
             raise EvalError(f"no finished runs of agent {recorded_name!r}{window} to replay")
-    recorded = [await recorded_run(client, run_id) for run_id in runs]
+    reading = asyncio.Semaphore(8)  # each read is RPCs, then (with no worker serving it) a replay here
+
+    async def read(run_id: str) -> RecordedRun:
+        async with reading:
+            return await recorded_run(client, run_id)
+
+    recorded = list(await asyncio.gather(*(read(run_id) for run_id in runs)))
     return await evaluate(client, agent, recorded, scorers=scorers, concurrency=concurrency, task_queue=task_queue)
 
 
