@@ -14,7 +14,7 @@ from temporalio.common import SearchAttributeKey
 
 import rein
 import rein.testing
-from rein.cli.app import EXIT_EVAL_BELOW, EXIT_NOT_FOUND, EXIT_USAGE
+from rein.cli.app import EXIT_EVAL_BELOW, EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.result import RunResult
 from rein.durable.fleet import queue_limits, set_limits, usage_since
@@ -207,6 +207,13 @@ async def test_the_cli_gate_and_its_errors(dev, store):
         return {row["run_id"] for row in json.loads(shown.stdout or "[]")} >= {pear["run"]}
 
     await poll(listed, "rein list --eval-of to show the what-if runs", timeout=30)
+    canary = f"canary-{uuid.uuid4().hex[:6]}"  # a NAME: the changed build's workers, deployed on a queue of their own
+    async with rein.create_worker(dev.client, agents=[shop.build("stocking")], task_queue=canary):
+        deployed = await cli("--agent", store.name, "--task-queue", canary, "--runs", every, "--json")
+    assert deployed.returncode == 0, deployed.stderr
+    assert json.loads(deployed.stdout)["diverged"] == 2
+    assert_one_line_error(await cli("--agent", store.name, "--task-queue", f"nobody-{canary}", "--runs", every),
+                          EXIT_NO_WORKER, "nobody-")
     assert_one_line_error(await cli("--agent", "tests.agents.evals:original", "--runs", "no-such-run"),
                           EXIT_NOT_FOUND, "no-such-run")
     assert_one_line_error(await cli("--agent", "tests.agents.evals:original", "--since", "7x"), EXIT_USAGE, "7x")

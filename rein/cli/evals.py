@@ -8,6 +8,7 @@ import typer
 
 from rein.cli.app import (
     EXIT_EVAL_BELOW,
+    EXIT_NO_WORKER,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     Address,
@@ -31,8 +32,9 @@ VERDICT_STYLE = {"match": "green", "differ": "yellow", "diverged": "bold yellow"
 
 @app.command("eval")
 def eval_command(
-    agent: Annotated[str, typer.Option("--agent", "-a", help="The changed agent, MODULE:ATTR (served here, on a "
-                                       "queue of its own).", show_default=False)],
+    agent: Annotated[str, typer.Option("--agent", "-a", help="The changed agent: MODULE:ATTR (served here, on a "
+                                       "queue of its own), or the NAME workers of --task-queue serve (a new build "
+                                       "deployed beside the current one).", show_default=False)],
     runs: Annotated[list[str] | None, typer.Option("--runs", help="Recorded run ids (repeat the flag, or "
                                                    "separate with commas).", show_default=False)] = None,
     since: Annotated[str | None, typer.Option("--since", help="Finished runs started within this long (7d).")] = None,
@@ -44,6 +46,9 @@ def eval_command(
                                                      "MODULE:ATTR (repeat).", show_default=False)] = None,
     fail_under: Annotated[float | None, typer.Option("--fail-under", min=0.0, max=1.0, help="Exit 12 when the share "
                                                      "of runs that match is below this (0.95).")] = None,
+    task_queue: Annotated[str | None, typer.Option("--task-queue", "-q", help="Where the what-if runs go (with a NAME: "
+                                                   "the queue its workers poll; found when not given).",
+                                                   show_default=False)] = None,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -54,9 +59,9 @@ def eval_command(
     window = parse_since(since) if since else None
     ids = [i.strip() for item in runs or [] for i in item.split(",") if i.strip()]
     scorers = [parse_scorer(s) for s in scorer or []]
-    target = load_agent_target(agent)
+    target: Any = load_agent_target(agent) if ":" in agent else agent
     report = with_client(address, namespace, lambda client: _run(client, target, ids, window, name, limit,
-                                                                 scorers, concurrency))
+                                                                 scorers, concurrency, task_queue))
     if as_json:
         print_json(report.as_json())
     else:
@@ -66,12 +71,18 @@ def eval_command(
 
 
 async def _run(client: ReinClient, target: Any, ids: list[str], since: Any, name: str | None, limit: int | None,
-               scorers: list[Any], concurrency: int) -> EvalReport:
+               scorers: list[Any], concurrency: int, task_queue: str | None) -> EvalReport:
     from rein.ops.evals import EvalError
+    from rein.ops.worker_lookup import AgentNotServed, queue_for
 
+    if isinstance(target, str):  # a NAME: served by workers of the fleet (the queue they poll)
+        try:
+            task_queue = await queue_for(client, target, task_queue)
+        except AgentNotServed as err:
+            raise CliError(str(err), EXIT_NO_WORKER) from None
     try:
         return await client.eval(target, runs=ids or None, since=since, name=name, limit=limit, scorers=scorers,
-                                 concurrency=concurrency)
+                                 concurrency=concurrency, task_queue=task_queue)
     except EvalError as err:
         code = EXIT_NOT_FOUND if str(err).startswith("no finished runs") else EXIT_USAGE
         raise CliError(str(err), code) from None
