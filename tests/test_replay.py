@@ -33,7 +33,7 @@ CURRENT = HISTORIES / "agent_long_v4.json"
 RETIRED = HISTORIES / "drained" / "agent_approval_v1.json"
 """Recorded before a patch that rein has since retired: the current code no longer replays it (a drained run)."""
 
-BROKEN = "import rein.workflows.visibility as v; v.Visibility._publish = lambda self, ending=False: None"
+BROKEN = "import rein.workflows.publishing as p; p.Publisher.publish = lambda self: None"
 """A build that no longer upserts its search attributes: a different command sequence."""
 INNOCENT = "import rein.workflows.stages as s; s.model_summary = lambda model, iteration: f'reworded {model} {iteration}'"
 """A build that only words the model call's summary differently: the same commands."""

@@ -7,7 +7,7 @@ at all where the run's description already says everything.
    raised asynchronously into the workflow thread, and the status read from it was the state part-way
    (`running` for a run that waits for approval). The replay now runs without the detector, and a
    replay that fails is never shown as the run's state.
-2. A running run publishes `ReinStatus=running` (workflows/visibility.py): with no worker to answer, its
+2. A running run publishes `ReinStatus=running` (workflows/publishing.py): with no worker to answer, its
    status is read from the one describe `rein status` makes anyway, not from its downloaded, replayed
    history.
 """

@@ -19,10 +19,10 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.ir import ToolCall, ToolResult
     from rein.core.result import Step
 
-from rein.workflows.visibility import Visibility
+from rein.workflows.state import RunState
 
 
-class AgentChanges(Visibility):
+class AgentChanges(RunState):
     """Taking a changed agent definition in the middle of a run."""
 
     def _agent_changed(self, err: ActivityError) -> AgentDescription | None:

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.ir import StreamChunk, ToolCall, ToolResult, Usage
 
 from rein.workflows.options import failure_detail
-from rein.workflows.visibility import Visibility
+from rein.workflows.state import RunState
 
 PATCH_FAMILY_USAGE = "rein-family-usage"
 """Since this patch a parent's usage (tokens, cost, breakers, ReinTokens, ReinCostUsd) includes its
@@ -31,7 +31,7 @@ child agents' usage. Asked when a child run first reports or ends, so runs witho
 record no marker."""
 
 
-class Children(Visibility):
+class Children(RunState):
     """Child runs of agent-as-tool calls, and the parent link of a run that is one.
 
     Budgets cover the family: a parent with `max_cost_usd` gives each child what is left as the
@@ -100,7 +100,7 @@ class Children(Visibility):
         if view.status in ("waiting_approval", "waiting_input", "waiting_retry") and view.interrupt is not None:
             self.child_wait = (child_id, view)
             self.carry.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
-            self._publish()
+            self.publisher.publish()
             self._emit(StreamChunk(
                 type="interrupt", name=view.interrupt.type, data=view.interrupt.model_dump(mode="json"),
                 finish_reason="interrupted", usage=self.session.usage,
@@ -110,7 +110,7 @@ class Children(Visibility):
 
     def _child_goes_on(self) -> None:
         self.child_wait = None
-        self._publish()
+        self.publisher.publish()
 
     async def _tell_parent(self) -> None:
         """An agent-as-tool child run tells its parent run that it waits, or goes on."""
@@ -119,7 +119,7 @@ class Children(Visibility):
             return
         try:
             await workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id).signal(
-                CHILD_SIGNAL, {"call_id": self.parent_call, "status": self._status_view().model_dump(mode="json")}
+                CHILD_SIGNAL, {"call_id": self.parent_call, "status": self.publisher.status_view().model_dump(mode="json")}
             )
         except (ApplicationError, FailureError) as err:  # the parent has ended: nothing to tell
             workflow.logger.warning("could not tell the parent run: %s", err)
@@ -183,5 +183,5 @@ class Children(Visibility):
         parent = workflow.info().parent
         if self.parent_call is None or parent is None or self.config is None or self.config.max_cost_usd is None:
             return
-        status = {"call_id": self.parent_call, "status": self._status_view().model_dump(mode="json")}
+        status = {"call_id": self.parent_call, "status": self.publisher.status_view().model_dump(mode="json")}
         asyncio.ensure_future(self._signal_quietly(parent.workflow_id, CHILD_SIGNAL, status, parent.run_id))

@@ -11,7 +11,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.result import Interrupt
     from rein.core.threads import TURNS_PER_RUN
 
-from rein.workflows.visibility import Visibility
+from rein.workflows.state import RunState
 
 CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
 """Without external storage: below Temporal's 2 MB payload limit, with room for encoding overhead."""
@@ -21,7 +21,7 @@ SIGNALS_BEFORE_CONTINUE_AS_NEW = 1000
 SIGNAL_BYTES_BEFORE_CONTINUE_AS_NEW = 4_000_000
 """A waiting run continues as new after this many signals and updates (or bytes of them) in one history."""
 
-class Continuation(Visibility):
+class Continuation(RunState):
     """When and how a run continues as new, and how its successor restores the state (or a reset run, its clock)."""
 
     def __init__(self, request: AgentInput | None) -> None:
@@ -32,8 +32,9 @@ class Continuation(Visibility):
         workflow.register_random_seed_callback(self._reseeded)
 
     def _publish_progress(self) -> None:
+        """A loop action starts: its progress is published and its start noted (for a reset run's clock)."""
         self.action_at = workflow.time()
-        super()._publish_progress()
+        self.publisher.publish_progress()
 
     def _reseeded(self, _seed: int) -> None:
         """Temporal reset this run (`rein rewind`, `temporal workflow reset`): the SDK reseeds the workflow's

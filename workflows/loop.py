@@ -6,7 +6,7 @@ queries are plain JSON validated here, so bad input from any client is a clear
 error or an ignored signal, never a failing workflow task.
 
 The loop is put together from mixins, one concern each, over `RunState`:
-`visibility` (search attributes, details, queries), `continuation` (continue-as-new),
+`continuation` (continue-as-new),
 `children` (agents as tools), `decisions` (signals and updates), `waiting` (interrupts,
 the wait update) and `stages` (model and tool calls); `options` holds activity options
 and `worker_steps` the steps of agents with middleware or compaction (WorkerSteps).
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.config import LoopConfig
     from rein.core.contract import (
         CLOSE_CANCELED,
+        RECORD_QUERY,
         AgentInput,
         CloseCanceledInput,
     )
@@ -42,9 +43,9 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.threads import SendRequest
 
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
+from rein.workflows.publishing import PATCH_TIMED_COUNTERS
 from rein.workflows.start import LeanStart
 from rein.workflows.threads import Threads
-from rein.workflows.visibility import PATCH_TIMED_COUNTERS
 from rein.workflows.what_if import WhatIf
 from rein.workflows.worker_steps import WorkerSteps
 
@@ -72,6 +73,34 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         if self.input is not None and self.input.carry is not None and self.input.session is not None:
             self._restore(self.input)
 
+    # ---------------------------------------------------------------- queries (rein.workflows.publishing)
+
+    @workflow.query(name="status", description="status, stage, iteration, usage, interrupt, pending_tool_calls, stop_reason")
+    def status_query(self) -> dict[str, Any]:
+        return self.publisher.status_view().model_dump(mode="json")
+
+    @workflow.query(name="session", description="The run's Session (conversation and loop state)")
+    def session_query(self) -> dict[str, Any]:
+        return self.session.model_dump(mode="json")
+
+    @workflow.query(
+        name="steps",
+        description="The Step records this run made, from index `start` (earlier runs of a "
+        "continue-as-new chain hold earlier steps; see status.first_step and status.continued_from)",
+    )
+    def steps_query(self, start: int = 0) -> list[dict[str, Any]]:
+        return [s.model_dump(mode="json") for s in self.steps if s.index >= start]
+
+    @workflow.query(name=RECORD_QUERY, description="rein's client: the session, status and steps queries' answers in one")
+    def record_query(self, start: int = 0) -> dict[str, Any]:
+        return {"session": self.session_query(), "status": self.status_query(), "steps": self.steps_query(start)}
+
+    @workflow.query(name="outcome", description="The ended run's result (a run closed as CANCELED returns none)")
+    def outcome_query(self) -> dict[str, Any] | None:
+        return self.final.model_dump(mode="json") if self.final is not None else None
+
+    # ---------------------------------------------------------------- the loop
+
     async def run(self, *args: Any) -> dict[str, Any]:
         """Only the run's own fault fails the run: invalid input, a non-retryable activity error (model,
         tool, describe_agent), a payload too large to record (all ApplicationError/FailureError here).
@@ -98,7 +127,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         try:
             if self.agent is None and workflow.patched(PATCH_FAILED_STATUS):
                 self.agent = await describe_agent("", "search attributes for the failed status")
-            self._publish()
+            self.publisher.publish()
             self._emit(StreamChunk(type="done", finish_reason="failed", usage=self.session.usage))
         except Exception:
             workflow.logger.exception("could not publish the failed status")
@@ -150,7 +179,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
                 continue
             if await self._take(action, config, elapsed, started):
                 started = workflow.time()
-            self.progressed = True  # published as the next action starts (or with the final status)
+            self.publisher.progressed = True  # published as the next action starts (or with the final status)
         self.carry.active_s += workflow.time() - started
         return await self._finish()
 
@@ -179,7 +208,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
             workflow.deprecate_patch(PATCH_THROTTLED_COUNTERS)
             workflow.deprecate_patch(PATCH_PROMPT_CANCEL)
             workflow.deprecate_patch(PATCH_TIMED_COUNTERS)
-        self._published_at_start()
+        self.publisher.published_at_start()
         if workflow.unsafe.is_replaying():
             workflow.deprecate_patch(PATCH_NATIVE_CANCEL)  # where it was `patched`: same command order
         request = self.input if self.input is not None else self._parse_input(raw_input)
@@ -203,7 +232,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
             self.first_step = request.first_step  # a fork continues its original's step count
         self.session.run_id = workflow.info().workflow_id  # so a resume from any process finds this run
         self.prompt = next((m.content for m in reversed(self.session.messages) if m.role == "user"), "")
-        self._publish()
+        self.publisher.publish()
         return config, started
 
     async def _resume_wait(self, action: machine.Action, config: LoopConfig) -> bool:
@@ -257,10 +286,10 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         """The run ended (done or cancelled): publish the final status, let handlers finish, return."""
         self.status = "cancelled" if self.session.stop_reason == "cancelled" else "done"
         self.interrupt = None
-        self.final = self._outcome()
+        self.final = self.publisher.outcome()
         self.carry.pause += 1
         self.ended = True
-        self._publish()
+        self.publisher.publish()
         self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
         self.readers.detach()  # stream readers drain the rest once the run has closed
         await self._settle()

@@ -65,14 +65,14 @@ class Stages(Children, AgentChanges):
                     if first_stuck is not None and not waits:
                         await first_stuck()
                     self.stuck = f"{what}: {failure_detail(err)}"[:500]
-                    self._publish()
+                    self.publisher.publish()
                     delay = bug_retry_delay(waits)
                     await workflow.sleep(delay, summary=f"stuck on a bug in rein ({what}): again in {delay.total_seconds():g}s")
                     waits += 1
                     continue
                 if self.stuck:  # carried on: the run says so now (a failure or cancellation publishes where it ends)
                     self.stuck = ""
-                    self._publish()
+                    self.publisher.publish()
                 return result
         finally:
             self.stuck = ""  # no command here: this also runs when a cached run is evicted

@@ -78,7 +78,7 @@ class LeanStart(Stages):
         self.session = machine.new_session(request.prompt or "", None)  # the system prompt is the worker's
         self.session.run_id = workflow.info().workflow_id
         self.prompt = request.prompt or ""
-        self._publish()  # the current details; search attributes wait for the agent (which ones the server has)
+        self.publisher.publish()  # the current details; search attributes wait for the agent (which ones the server has)
         began = workflow.time()
         source, live = self._next_model_call()
         digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
@@ -125,7 +125,7 @@ class LeanStart(Stages):
             # ... and travel whole: a worker of a build from before lean starts cannot find them by
             # reference in this reply (it reads history for plain replies only).
             self.reply_calls = set()
-            self.progressed = True
+            self.publisher.progressed = True
 
     async def _learn_to_publish(self, agent: str) -> None:
         """The first call is stuck on a bug in rein: the run's search attributes (`stuck`) need its agent."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.session import Session
     from rein.core.threads import ThreadState
 
+from rein.workflows.publishing import Publisher
 from rein.workflows.readers import StreamReaders
 
 if TYPE_CHECKING:
@@ -90,11 +91,6 @@ class RunState:
         """The name the worker knows the agent by (the input's `agent`)."""
         self.input_tools: frozenset[str] = frozenset()
         self.final: RunOutcome | None = None
-        self.published: dict[str, Any] = {}
-        self.counters_at = workflow.time()
-        """Workflow time of the last ReinIterations/ReinTokens upsert (or of the run's start)."""
-        self.progressed = False
-        """An iteration ended and its counters (or a status change) are not published yet."""
 
         self.sent_conversation = ""
         """The conversation token they belong to (a compaction starts a new one)."""
@@ -103,7 +99,6 @@ class RunState:
         self.reply_calls: set[str] = set()
         """call_hash of each tool call in the last model reply this run received: run_tool names
         those by reference (the reply is in this run's history); any other call travels whole."""
-        self.details = ""
         self.prompt = ""
         self.last_ignored = ""
         self.cannot_continue_as_new = False
@@ -135,6 +130,8 @@ class RunState:
         self.signal_bytes_in_run = 0
         self.continued_from = workflow.info().continued_run_id
         """Kept here: queries of a replayed history run outside the workflow's context."""
+        self.publisher = Publisher(self)
+        """Its status and outcome, published where ops look (rein.workflows.publishing)."""
 
     def _cancelled_natively(self) -> bool:
         """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as

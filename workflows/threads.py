@@ -94,7 +94,7 @@ class Threads(Waiting, Decisions):
         while not thread.queued:
             if self.status != "idle":
                 self.status = "idle"
-                self._publish()
+                self.publisher.publish()
             try:
                 await workflow.wait_condition(
                     lambda: bool(thread.queued) or self.cancel_reason is not None or self._signals_piled_up())
@@ -114,8 +114,8 @@ class Threads(Waiting, Decisions):
         self.streaming = message.stream or bool(self.request and self.request.stream)  # asked per turn (astream)
         self.status = "running"
         self.prompt = message.text
-        self.progressed = True
-        self._publish()
+        self.publisher.progressed = True
+        self.publisher.publish()
         self._emit(StreamChunk(type="event", name="turn", data={"turn": thread.turns, "message_id": message.message_id}))
         self._trace_turn("start", {"rein.turn": thread.turns, "rein.message_id": message.message_id})
         return True
@@ -152,11 +152,11 @@ class Threads(Waiting, Decisions):
         thread = self.thread
         assert thread is not None
         threads.end_turn(thread, self.session.usage, machine.run_output(self.session))
-        threads.keep_outcome(thread, self._outcome().model_dump(mode="json"))
+        threads.keep_outcome(thread, self.publisher.outcome().model_dump(mode="json"))
         self.turns_in_run += 1
         self.status = "idle"
         self.carry.pause += 1
-        self._publish()
+        self.publisher.publish()
         self._emit(StreamChunk(type="event", name="turn_end", finish_reason=self.session.stop_reason,
                                usage=self.session.usage, data={"turn": thread.turns}))
         self._trace_turn("end", {"rein.stop_reason": self.session.stop_reason or "done",
@@ -168,7 +168,7 @@ class Threads(Waiting, Decisions):
         thread = self.thread or ThreadState()
         view = ThreadView(
             thread_id=workflow.info().workflow_id, agent=self.agent_key or (self.input.agent if self.input else ""),
-            status=self._status_view().status, turns=thread.turns, open=thread.open, queued=thread.queued,
+            status=self.publisher.status_view().status, turns=thread.turns, open=thread.open, queued=thread.queued,
             steering=thread.steering, usage=thread.usage + (self.session.usage if thread.open else type(thread.usage)()),
             last_output=thread.last_output, turn_first_step=thread.turn_first_step,
         )

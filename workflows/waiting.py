@@ -49,7 +49,7 @@ class Waiting(Continuation, Children):
         self.session.stop_reason = "interrupted"
         if not resumed:
             self.carry.pause += 1
-        self._publish()
+        self.publisher.publish()
         if not resumed:  # the predecessor already published it to the stream it handed over
             self._emit(StreamChunk(
                 type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
@@ -133,7 +133,7 @@ class Waiting(Continuation, Children):
         if not self._waited(request) and not self.ended:
             raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
         ended = self.carry.thread.ended.get(request.turn) if self.carry.thread is not None else None
-        return RunOutcome.model_validate(ended) if ended is not None else self._outcome()
+        return RunOutcome.model_validate(ended) if ended is not None else self.publisher.outcome()
 
     def _waited(self, request: WaitRequest) -> bool:
         """What the client waits for has happened: the run paused past `after_pause`; for a thread's `turn`,

@@ -353,7 +353,7 @@ _STAGES = {CALL_MODEL: "call_model", RUN_TOOL: "run_tools"}
 
 def published_status(description: Any) -> dict[str, Any] | None:
     """A running run's `status` query answer as far as its description shows it, or None where the run
-    has not published all a status shows (workflows/visibility.py publishes ReinStatus and counters).
+    has not published all a status shows (workflows/publishing.py publishes ReinStatus and counters).
 
     Only a run that published `running` (ReinClient.start sets it; a run's first upsert otherwise): it
     waits for nobody, so it has no interrupt, no pending decision and no stop reason, and its stage is
