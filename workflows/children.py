@@ -101,7 +101,7 @@ class Children(RunState):
             self.child_wait = (child_id, view)
             self.carry.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
             self.publisher.publish()
-            self._emit(StreamChunk(
+            self.emit(StreamChunk(
                 type="interrupt", name=view.interrupt.type, data=view.interrupt.model_dump(mode="json"),
                 finish_reason="interrupted", usage=self.session.usage,
             ))

@@ -128,7 +128,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
             if self.agent is None and workflow.patched(PATCH_FAILED_STATUS):
                 self.agent = await describe_agent("", "search attributes for the failed status")
             self.publisher.publish()
-            self._emit(StreamChunk(type="done", finish_reason="failed", usage=self.session.usage))
+            self.emit(StreamChunk(type="done", finish_reason="failed", usage=self.session.usage))
         except Exception:
             workflow.logger.exception("could not publish the failed status")
         self.readers.detach()
@@ -220,7 +220,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         assert self.agent is not None and self.config is not None
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
-        self._continued_with(request.carry)
+        self.agent_changes.continued_with(request.carry)
         if request.eval is not None:
             self.what_if = WhatIf(request.eval, self.agent)
         config = self.config
@@ -290,7 +290,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         self.carry.pause += 1
         self.ended = True
         self.publisher.publish()
-        self._emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
+        self.emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
         self.readers.detach()  # stream readers drain the rest once the run has closed
         await self._settle()
         if self.status == "cancelled" and self.agent is not None:

@@ -31,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.summaries import model_summary, tool_summary
     from rein.core.threads import INTERRUPTED
 
-from rein.workflows.agent_changes import AgentChanges
 from rein.workflows.children import Children
 from rein.workflows.options import (
     TOOL_TIMEOUT,
@@ -46,7 +45,7 @@ from rein.workflows.options import (
 T = TypeVar("T")
 
 
-class Stages(Children, AgentChanges):
+class Stages(Children):
     """Model calls and tool calls."""
 
     async def _until_fixed(self, what: str, call: Callable[[], Awaitable[T]],
@@ -91,7 +90,7 @@ class Stages(Children, AgentChanges):
     def _model_call_error(self, err: ActivityError) -> Interrupt | None:
         """A model call that failed: nothing ran when the agent changed meanwhile (the next pass calls the
         model the agent has now); otherwise the failure's interrupt, or the run fails when it is final."""
-        if self._agent_changed(err) is not None:
+        if self.agent_changes.taken(err) is not None:
             return None
         return self._model_call_failed(err)
 
@@ -146,14 +145,14 @@ class Stages(Children, AgentChanges):
         assert self.agent is not None
         if not (live or completion.published):  # nobody read while the model answered: publish it whole
             if completion.message.content:
-                self._emit(StreamChunk(type="text", text=completion.message.content), source=source)
+                self.emit(StreamChunk(type="text", text=completion.message.content), source=source)
             if completion.message.tool_calls:
-                self._emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
+                self.emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
         self.carry.sent_messages, self.carry.sent_digest = total, digest
         self.produced = {message_hash(completion.message)}
         self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
         self.reply_version = version
-        self._record([machine.apply_completion(self.session, completion, workflow.time() - began)])
+        self.record_steps([machine.apply_completion(self.session, completion, workflow.time() - began)])
         self._report_spend()
 
     def _asked_stream(self, live: bool) -> bool | None:
@@ -164,7 +163,7 @@ class Stages(Children, AgentChanges):
     def _cut_model_call(self, source: str) -> None:
         """An `interrupt` message cut the model call: its text is dropped from the conversation, the stream says so."""
         self.cut = False
-        self._emit(StreamChunk(type="event", name="cut", data={"source": source, "reason": INTERRUPTED}))
+        self.emit(StreamChunk(type="event", name="cut", data={"source": source, "reason": INTERRUPTED}))
 
     def _next_model_call(self) -> tuple[str, bool]:
         """Count a model call: its name on the run's stream, and whether it publishes its text live."""
@@ -197,19 +196,19 @@ class Stages(Children, AgentChanges):
             raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
         ran = [r for r in results if not isinstance(r, ApplicationError)]  # all of them (typed so)
         refused = next((r for r in ran if isinstance(r, ActivityError)), None)
-        old = self._agent_changed(refused) if refused is not None else None
+        old = self.agent_changes.taken(refused) if refused is not None else None
         if old is not None:
             # The agent changed under the batch: keep what ran, settle what can no longer run, and
             # leave the rest pending for the next pass (which asks first where the new rules say so).
             for call, result in zip(calls, ran, strict=False):
-                held = self._refused_call(call, old, None if isinstance(result, ActivityError) else result)
+                held = self.agent_changes.settled(call, old, None if isinstance(result, ActivityError) else result)
                 if held is not None:
                     self.held_results[call.id] = held
             return
         # a refusal the run cannot act on is a failed call
         done = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, ran, strict=False)]
         self.held_results = {}
-        self._record(machine.apply_tool_results(self.session, done, workflow.time() - began))
+        self.record_steps(machine.apply_tool_results(self.session, done, workflow.time() - began))
 
     async def _held_or_run(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:
         held = self.held_results.get(call.id) or (self.what_if.recorded(call) if self.what_if is not None else None)

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.session import Session
     from rein.core.threads import ThreadState
 
+from rein.workflows.agent_changes import AgentChanges
 from rein.workflows.publishing import Publisher
 from rein.workflows.readers import StreamReaders
 
@@ -132,6 +133,8 @@ class RunState:
         """Kept here: queries of a replayed history run outside the workflow's context."""
         self.publisher = Publisher(self)
         """Its status and outcome, published where ops look (rein.workflows.publishing)."""
+        self.agent_changes = AgentChanges(self)
+        """Taking a definition of the agent that changed under the run (rein.workflows.agent_changes)."""
 
     def _cancelled_natively(self) -> bool:
         """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as
@@ -161,15 +164,15 @@ class RunState:
             pass
         return None
 
-    def _record(self, steps: list[Step]) -> None:
+    def record_steps(self, steps: list[Step]) -> None:
         for step in steps:
             step.index = self.first_step + len(self.steps)
             self.steps.append(step)
-            self._emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
+            self.emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
         if self.step_observer is not None:
             self.step_observer(steps)
 
-    def _emit(self, chunk: StreamChunk, source: str = "") -> None:
+    def emit(self, chunk: StreamChunk, source: str = "") -> None:
         """Append to the run's stream (in memory: no command; in history only once a reader polls it)."""
         self.stream_topic.publish(StreamEvent(chunk=chunk, source=source).to_json())
 

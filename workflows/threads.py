@@ -116,7 +116,7 @@ class Threads(Waiting, Decisions):
         self.prompt = message.text
         self.publisher.progressed = True
         self.publisher.publish()
-        self._emit(StreamChunk(type="event", name="turn", data={"turn": thread.turns, "message_id": message.message_id}))
+        self.emit(StreamChunk(type="event", name="turn", data={"turn": thread.turns, "message_id": message.message_id}))
         self._trace_turn("start", {"rein.turn": thread.turns, "rein.message_id": message.message_id})
         return True
 
@@ -157,7 +157,7 @@ class Threads(Waiting, Decisions):
         self.status = "idle"
         self.carry.pause += 1
         self.publisher.publish()
-        self._emit(StreamChunk(type="event", name="turn_end", finish_reason=self.session.stop_reason,
+        self.emit(StreamChunk(type="event", name="turn_end", finish_reason=self.session.stop_reason,
                                usage=self.session.usage, data={"turn": thread.turns}))
         self._trace_turn("end", {"rein.stop_reason": self.session.stop_reason or "done",
                                  "gen_ai.usage.input_tokens": self.session.usage.input_tokens,

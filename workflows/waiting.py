@@ -51,7 +51,7 @@ class Waiting(Continuation, Children):
             self.carry.pause += 1
         self.publisher.publish()
         if not resumed:  # the predecessor already published it to the stream it handed over
-            self._emit(StreamChunk(
+            self.emit(StreamChunk(
                 type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
                 finish_reason="interrupted", usage=self.session.usage,
             ))

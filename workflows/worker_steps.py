@@ -71,7 +71,7 @@ class WorkerSteps(Stages):
             self.carry.conversation = outcome.conversation
         self.session = outcome.session_from(self.session)
         self.carry.sent_messages = len(self.session.messages)  # the worker holds the conversation as the step left it
-        self._record(outcome.steps)
+        self.record_steps(outcome.steps)
         return outcome.interrupt
 
     async def _worker_step(
@@ -135,7 +135,7 @@ class WorkerSteps(Stages):
                 summary=summary,
             )))
         except ActivityError as err:
-            if self._agent_changed(err) is not None:
+            if self.agent_changes.taken(err) is not None:
                 return None  # nothing ran: the next pass asks or runs under the agent's current definition
             fail_if_final(err, "Tool step", "StepError")
             detail = failure_detail(err)
@@ -145,7 +145,7 @@ class WorkerSteps(Stages):
                 ToolResult(tool_call_id=c.id, content=f"Tool '{c.name}' did not complete: {detail}", is_error=True)
                 for c in action.calls
             ]
-            self._record(machine.apply_tool_results(self.session, results))
+            self.record_steps(machine.apply_tool_results(self.session, results))
             return None
         return self._apply_step(outcome) if outcome is not None else None
 
