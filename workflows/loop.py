@@ -71,7 +71,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         # A continuation takes over before any handler runs: signals and updates delivered with
         # its first task must find it as the predecessor left it (waiting, with its counters).
         if self.input is not None and self.input.carry is not None and self.input.session is not None:
-            self._restore(self.input)
+            self.continuation.restore(self.input)
 
     # ---------------------------------------------------------------- queries (rein.workflows.publishing)
 
@@ -146,11 +146,11 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
             await self._wait_for_human(interrupt, config)
             started = workflow.time()
         while True:
-            if self._history_is_long():
-                self._publish_progress()
+            if self.continuation.is_due():
+                self.continuation.action_starts()
                 self.carry.active_s += workflow.time() - started
                 started = workflow.time()
-                await self._continue_as_new()
+                await self.continuation.continue_as_new()
             if self.thread is not None and not self.thread.open:
                 if not await self._open_turn():
                     break  # cancelled between turns: the thread ends
@@ -173,7 +173,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
                     self._end_turn()
                 started = workflow.time()
                 continue
-            self._publish_progress()
+            self.continuation.action_starts()
             if await self._resume_wait(action, config):
                 started = workflow.time()
                 continue

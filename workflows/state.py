@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.threads import ThreadState
 
 from rein.workflows.agent_changes import AgentChanges
+from rein.workflows.continuation import Continuation
 from rein.workflows.publishing import Publisher
 from rein.workflows.readers import StreamReaders
 
@@ -102,7 +103,6 @@ class RunState:
         those by reference (the reply is in this run's history); any other call travels whole."""
         self.prompt = ""
         self.last_ignored = ""
-        self.cannot_continue_as_new = False
         self.config: LoopConfig | None = None
         self.approval_tools: frozenset[str] = frozenset()
         self.reply_version = ""
@@ -122,8 +122,6 @@ class RunState:
         """Told each batch of steps as it is recorded: a client replaying a history watches it (rein.ops.fork)."""
         self.what_if: WhatIf | None = None
         """A what-if run's reuse of its recorded run (AgentInput.eval), once the agent is known."""
-        self.rolling = False
-        """Set once the run has decided to continue as new (waiting handlers let go)."""
         self.resuming: Interrupt | None = None
         """The wait a predecessor run was in when it continued as new."""
         self.waiting_since: datetime | None = None  # when this wait began (a continuation restarts it)
@@ -135,6 +133,8 @@ class RunState:
         """Its status and outcome, published where ops look (rein.workflows.publishing)."""
         self.agent_changes = AgentChanges(self)
         """Taking a definition of the agent that changed under the run (rein.workflows.agent_changes)."""
+        self.continuation = Continuation(self)
+        """When and how the run continues as new, and how a continuation takes over (rein.workflows.continuation)."""
 
     def _cancelled_natively(self) -> bool:
         """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as

@@ -97,7 +97,7 @@ class Threads(Waiting, Decisions):
                 self.publisher.publish()
             try:
                 await workflow.wait_condition(
-                    lambda: bool(thread.queued) or self.cancel_reason is not None or self._signals_piled_up())
+                    lambda: bool(thread.queued) or self.cancel_reason is not None or self.continuation.signals_piled_up())
             except asyncio.CancelledError:
                 if not self._cancelled_natively():
                     raise
@@ -105,7 +105,7 @@ class Threads(Waiting, Decisions):
                 self.session.done, self.session.stop_reason = True, "cancelled"
                 return False
             if not thread.queued:
-                await self._continue_as_new()  # many messages refused or duplicated: a fresh history
+                await self.continuation.continue_as_new()  # many messages refused or duplicated: a fresh history
         message = threads.next_turn(thread)
         assert message is not None
         thread.turn_first_step = self.first_step + len(self.steps)

@@ -19,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.summaries import waiting_summary
 
 from rein.workflows.children import Children
-from rein.workflows.continuation import Continuation
 from rein.workflows.options import seconds
 
 WAITING_TIMER_S = 30 * 24 * 3600.0
@@ -34,7 +33,7 @@ MAX_PARKED_WAITS = 6
 """`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
 (10 per run) always leaves room for new waits and for the decision updates."""
 
-class Waiting(Continuation, Children):
+class Waiting(Children):
     """The wait for a person, its timeout, and the client's wait update."""
 
     async def _wait_for_human(self, interrupt: Interrupt, config: LoopConfig, resumed: bool = False) -> None:
@@ -71,7 +70,7 @@ class Waiting(Continuation, Children):
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError
                 await workflow.wait_condition(
-                    lambda: self.woken or self.cancel_reason is not None or self._signals_piled_up(),
+                    lambda: self.woken or self.cancel_reason is not None or self.continuation.signals_piled_up(),
                     timeout=timer, timeout_summary=summary,
                 )
             except TimeoutError:
@@ -85,7 +84,7 @@ class Waiting(Continuation, Children):
                 break
             if self.woken or self.cancel_reason is not None:
                 break
-            await self._continue_as_new(waiting=interrupt)
+            await self.continuation.continue_as_new(waiting=interrupt)
         self._stop_waiting()
         await self._tell_parent()
 
@@ -121,7 +120,8 @@ class Waiting(Continuation, Children):
         while len(self.parked) > MAX_PARKED_WAITS:
             self.released.add(self.parked.pop(0))
         try:
-            await workflow.wait_condition(lambda: self._waited(request) or self.ended or ticket in self.released or self.rolling)
+            await workflow.wait_condition(
+                lambda: self._waited(request) or self.ended or ticket in self.released or self.continuation.rolling)
         finally:
             if ticket in self.parked:
                 self.parked.remove(ticket)
