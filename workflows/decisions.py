@@ -39,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from rein.core.errors import validation_text
 
-from rein.workflows.children import Children
+
+from rein.workflows.state import RunState
 
 SIGNALS = ("approve", "deny", "answer", "retry", "cancel")
 P = TypeVar("P", bound=BaseModel)
@@ -49,7 +50,7 @@ class Misfit(ValueError):
     """A decision that does not fit the run's state or the expected shape (refused, never a bug)."""
 
 
-class Decisions(Children):
+class Decisions(RunState):
     """approve, deny, answer, retry and cancel: validated updates, and signals adapted to them."""
 
     # ---------------------------------------------------------------- the signal adapter
@@ -63,7 +64,7 @@ class Decisions(Children):
             payload = self._payload(model, args)
             validate(payload)
         except (Misfit, ApplicationError) as misfit:
-            self._ignore(name, misfit.message if isinstance(misfit, ApplicationError) else str(misfit))
+            self.ignore(name, misfit.message if isinstance(misfit, ApplicationError) else str(misfit))
             return
         apply(payload)
 
@@ -247,4 +248,4 @@ class Decisions(Children):
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         self.signals_in_run += 1
         self.signal_bytes_in_run += sum(len(a.payload.data) for a in args if hasattr(a, "payload"))
-        self._ignore(name[:100], f"unknown signal; rein accepts {', '.join(SIGNALS)}")
+        self.ignore(name[:100], f"unknown signal; rein accepts {', '.join(SIGNALS)}")

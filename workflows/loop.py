@@ -32,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
     from rein.core import machine, threads
     from rein.core.config import LoopConfig
     from rein.core.contract import (
+        BUDGET_SIGNAL,
+        CHILD_SIGNAL,
         CLOSE_CANCELED,
         RECORD_QUERY,
         AgentInput,
@@ -98,6 +100,16 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
     @workflow.query(name="outcome", description="The ended run's result (a run closed as CANCELED returns none)")
     def outcome_query(self) -> dict[str, Any] | None:
         return self.final.model_dump(mode="json") if self.final is not None else None
+
+    # ---------------------------------------------------------------- a child run's link (rein.workflows.children)
+
+    @workflow.signal(name=CHILD_SIGNAL, description='From an agent-as-tool child run: {"call_id", "status"}')
+    def child_status(self, payload: Any = None) -> None:
+        self.child_runs.on_status(payload)
+
+    @workflow.signal(name=BUDGET_SIGNAL, description="From the parent run: the family's budget is spent; stop")
+    def budget_spent(self, payload: Any = None) -> None:
+        self.child_runs.on_budget_spent(payload)
 
     # ---------------------------------------------------------------- the loop
 
@@ -269,9 +281,9 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
             await self._wait_for_human(action.interrupt, config)
             return True
         elif isinstance(action, machine.CallModel):
-            interrupt = await self._call_model(action, config)
+            interrupt = await self.stages.call_model(action, config)
         else:
-            await self._run_tools(action.calls)
+            await self.stages.run_tools(action.calls)
         if interrupt is None:
             return False
         if what_if is not None:
@@ -325,7 +337,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         try:
             await workflow.wait_condition(workflow.all_handlers_finished)
         except asyncio.CancelledError:
-            if not self._cancelled_natively():
+            if not self.cancelled_natively():
                 raise
             await workflow.wait_condition(workflow.all_handlers_finished)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -31,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.summaries import model_summary, tool_summary
     from rein.core.threads import INTERRUPTED
 
-from rein.workflows.children import Children
 from rein.workflows.options import (
     TOOL_TIMEOUT,
     fail_if_final,
@@ -42,17 +41,24 @@ from rein.workflows.options import (
     tool_retry,
 )
 
+if TYPE_CHECKING:
+    from rein.workflows.state import RunState
+
 T = TypeVar("T")
 
 
-class Stages(Children):
-    """Model calls and tool calls."""
+class Stages:
+    """Model calls and tool calls: a collaborator of the loop, on its state."""
 
-    async def _until_fixed(self, what: str, call: Callable[[], Awaitable[T]],
+    def __init__(self, run: RunState) -> None:
+        self.run = run
+
+    async def until_fixed(self, what: str, call: Callable[[], Awaitable[T]],
                            first_stuck: Callable[[], Awaitable[None]] | None = None) -> T:
         """`call()`, made again on a durable timer for as long as it fails on a bug in rein's activity code
         (rein.core.failures): meanwhile the run says it is stuck and why; a fixed build's workers carry it on.
         `first_stuck`: what the run does first when it gets stuck (a lean start learns its agent, to publish)."""
+        run = self.run
         waits = 0
         try:
             while True:
@@ -63,132 +69,136 @@ class Stages(Children):
                         raise
                     if first_stuck is not None and not waits:
                         await first_stuck()
-                    self.stuck = f"{what}: {failure_detail(err)}"[:500]
-                    self.publisher.publish()
+                    run.stuck = f"{what}: {failure_detail(err)}"[:500]
+                    run.publisher.publish()
                     delay = bug_retry_delay(waits)
                     await workflow.sleep(delay, summary=f"stuck on a bug in rein ({what}): again in {delay.total_seconds():g}s")
                     waits += 1
                     continue
-                if self.stuck:  # carried on: the run says so now (a failure or cancellation publishes where it ends)
-                    self.stuck = ""
-                    self.publisher.publish()
+                if run.stuck:  # carried on: the run says so now (a failure or cancellation publishes where it ends)
+                    run.stuck = ""
+                    run.publisher.publish()
                 return result
         finally:
-            self.stuck = ""  # no command here: this also runs when a cached run is evicted
+            run.stuck = ""  # no command here: this also runs when a cached run is evicted
 
-    def _model_call_options(self, config: LoopConfig, iteration: int) -> dict[str, Any]:
+    def model_call_options(self, config: LoopConfig, iteration: int) -> dict[str, Any]:
         """What every `rein.call_model` activity is scheduled with, a plain model call or a middleware step."""
-        assert self.agent is not None
+        assert self.run.agent is not None
         return {
             "task_queue": self._model_queue(),
             "start_to_close_timeout": seconds(config.model_timeout_s),
             "heartbeat_timeout": heartbeat_timeout(config),
             "retry_policy": model_retry(config),
-            "summary": model_summary(self._model_override() or self.agent.model, iteration),
+            "summary": model_summary(self.model_override() or self.run.agent.model, iteration),
         }
 
-    def _model_call_error(self, err: ActivityError) -> Interrupt | None:
+    def model_call_error(self, err: ActivityError) -> Interrupt | None:
         """A model call that failed: nothing ran when the agent changed meanwhile (the next pass calls the
         model the agent has now); otherwise the failure's interrupt, or the run fails when it is final."""
-        if self.agent_changes.taken(err) is not None:
+        if self.run.agent_changes.taken(err) is not None:
             return None
-        return self._model_call_failed(err)
+        return self.model_call_failed(err)
 
-    async def _call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
-        assert self.agent is not None
+    async def call_model(self, action: machine.CallModel, config: LoopConfig) -> Interrupt | None:
+        run = self.run
+        assert run.agent is not None
         began = workflow.time()
-        source, live = self._next_model_call()
-        if self.sent_conversation != self.carry.conversation:  # rewritten (compaction): send it whole again
-            self.carry.sent_messages, self.carry.sent_digest, self.produced = 0, EMPTY, set()
-            self.sent_conversation = self.carry.conversation
-        new = self.session.messages[self.carry.sent_messages :]
+        source, live = self.next_model_call()
+        if run.sent_conversation != run.carry.conversation:  # rewritten (compaction): send it whole again
+            run.carry.sent_messages, run.carry.sent_digest, run.produced = 0, EMPTY, set()
+            run.sent_conversation = run.carry.conversation
+        new = run.session.messages[run.carry.sent_messages :]
         hashes = [message_hash(m) for m in new]
-        digest = extend(self.carry.sent_digest or EMPTY, hashes)  # None only in a hand-over (_restore)
+        digest = extend(run.carry.sent_digest or EMPTY, hashes)  # None only in a hand-over (_restore)
         # All produced by the worker (its reply, then the tool results): a count. Else each
         # produced one by reference, the rest whole. The digest verifies either way.
-        produced = len(new) if new and all(h in self.produced for h in hashes) else 0
-        entries: list[Message | str] = [] if produced else [ref(h) if h in self.produced else m for h, m in zip(hashes, new, strict=False)]
-        total = len(self.session.messages)
+        produced = len(new) if new and all(h in run.produced for h in hashes) else 0
+        entries: list[Message | str] = [] if produced else [
+            ref(h) if h in run.produced else m for h, m in zip(hashes, new, strict=False)]
+        total = len(run.session.messages)
         request = ModelCallInput(
-            agent=self.agent_key,
+            agent=run.agent_key,
             new_messages=entries,
             produced=produced,
             digest=digest,
             stream=live,
             stream_source=source if live else "",
-            asked_stream=self._asked_stream(live),
-            conversation=self.carry.conversation,
-            model=self._model_override(),
-            version=self.agent.version,
+            asked_stream=self.asked_stream(live),
+            conversation=run.carry.conversation,
+            model=self.model_override(),
+            version=run.agent.version,
         )
-        options = self._model_call_options(config, action.iteration)
-        self.model_call_under_way = True
+        options = self.model_call_options(config, action.iteration)
+        run.model_call_under_way = True
         try:
-            completion = await self._unless_cancelled(self._until_fixed("model call", lambda: workflow.execute_activity(
+            completion = await run.unless_cancelled(self.until_fixed("model call", lambda: workflow.execute_activity(
                 CALL_MODEL, request, result_type=ModelReply, **options)), cuttable=True)
         except ActivityError as err:
-            return self._model_call_error(err)
+            return self.model_call_error(err)
         finally:
-            self.model_call_under_way = False
+            run.model_call_under_way = False
         if completion is None:  # cancelled (or cut by an `interrupt` message) while the model was answering
-            if self.cut:
+            if run.cut:
                 self._cut_model_call(source)
             return None
-        self._took_reply(completion, live, source, total, digest, began, self.agent.version)
+        self.took_reply(completion, live, source, total, digest, began, run.agent.version)
         return None
 
-    def _took_reply(
+    def took_reply(
         self, completion: ModelReply, live: bool, source: str, total: int, digest: str, began: float, version: str
     ) -> None:
         """The model's reply to a call given the conversation's first `total` messages (chain digest `digest`),
         sent with the agent version `version` ("": none, so its tool calls carry the run's)."""
-        assert self.agent is not None
+        assert self.run.agent is not None
         if not (live or completion.published):  # nobody read while the model answered: publish it whole
             if completion.message.content:
-                self.emit(StreamChunk(type="text", text=completion.message.content), source=source)
+                self.run.emit(StreamChunk(type="text", text=completion.message.content), source=source)
             if completion.message.tool_calls:
-                self.emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
-        self.carry.sent_messages, self.carry.sent_digest = total, digest
-        self.produced = {message_hash(completion.message)}
-        self.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
-        self.reply_version = version
-        self.record_steps([machine.apply_completion(self.session, completion, workflow.time() - began)])
-        self._report_spend()
+                self.run.emit(StreamChunk(type="tool_calls", tool_calls=completion.message.tool_calls))
+        self.run.carry.sent_messages, self.run.carry.sent_digest = total, digest
+        self.run.produced = {message_hash(completion.message)}
+        self.run.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
+        self.run.reply_version = version
+        self.run.record_steps([machine.apply_completion(self.run.session, completion, workflow.time() - began)])
+        self.run.child_runs.report_spend()
 
-    def _asked_stream(self, live: bool) -> bool | None:
+    def asked_stream(self, live: bool) -> bool | None:
         """ModelCallInput.asked_stream: False when only a reader wants the text live (the answer stays the
         provider's `complete()`), else None (as `stream` says)."""
-        return False if live and not self.streaming else None
+        return False if live and not self.run.streaming else None
 
     def _cut_model_call(self, source: str) -> None:
         """An `interrupt` message cut the model call: its text is dropped from the conversation, the stream says so."""
-        self.cut = False
-        self.emit(StreamChunk(type="event", name="cut", data={"source": source, "reason": INTERRUPTED}))
+        self.run.cut = False
+        self.run.emit(StreamChunk(type="event", name="cut", data={"source": source, "reason": INTERRUPTED}))
 
-    def _next_model_call(self) -> tuple[str, bool]:
+    def next_model_call(self) -> tuple[str, bool]:
         """Count a model call: its name on the run's stream, and whether it publishes its text live."""
-        self.model_calls += 1
-        return f"{workflow.info().run_id[-8:]}/{self.model_calls}", self.live_text()  # short: every delta carries it
+        run = self.run
+        run.model_calls += 1
+        return f"{workflow.info().run_id[-8:]}/{run.model_calls}", run.live_text()  # short: every delta carries it
 
     def _model_queue(self) -> str | None:
         """The provider's own (rate-limited) queue when the worker routes model calls; a run switched to
         another provider's model calls on the run's queue (that provider may have no model workers)."""
-        queue = self.agent.model_queue if self.agent is not None else None
-        override = self._model_override()
+        queue = self.run.agent.model_queue if self.run.agent is not None else None
+        override = self.model_override()
         return queue if queue is None or not override or model_queue(override) == queue else None
 
-    def _model_override(self) -> str:
+    def model_override(self) -> str:
         """The run's model when its client switched it (AgentInput.model), else "" (the agent's)."""
-        return (self.request.model or "") if self.request is not None else ""
+        return (self.run.request.model or "") if self.run.request is not None else ""
 
-    def _model_call_failed(self, err: ActivityError) -> Interrupt:
+    def model_call_failed(self, err: ActivityError) -> Interrupt:
         """Retries exhausted: an `error` interrupt. A fatal error fails the run (see `run`)."""
         fail_if_final(err, "Model call", "ModelError")
         return machine.model_error_interrupt(failure_detail(err))
 
-    async def _run_tools(self, calls: list[ToolCall]) -> None:
+    async def run_tools(self, calls: list[ToolCall]) -> None:
+        run = self.run
         began = workflow.time()
-        results = await self._unless_cancelled(asyncio.gather(*(self._held_or_run(call) for call in calls)))
+        results = await run.unless_cancelled(asyncio.gather(*(self._held_or_run(call) for call in calls)))
         if results is None:  # cancelled while tools ran; the batch stays pending in the Session
             return
         too_large = next((r for r in results if isinstance(r, ApplicationError)), None)
@@ -196,31 +206,33 @@ class Stages(Children):
             raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
         ran = [r for r in results if not isinstance(r, ApplicationError)]  # all of them (typed so)
         refused = next((r for r in ran if isinstance(r, ActivityError)), None)
-        old = self.agent_changes.taken(refused) if refused is not None else None
+        old = run.agent_changes.taken(refused) if refused is not None else None
         if old is not None:
             # The agent changed under the batch: keep what ran, settle what can no longer run, and
             # leave the rest pending for the next pass (which asks first where the new rules say so).
             for call, result in zip(calls, ran, strict=False):
-                held = self.agent_changes.settled(call, old, None if isinstance(result, ActivityError) else result)
+                held = run.agent_changes.settled(call, old, None if isinstance(result, ActivityError) else result)
                 if held is not None:
-                    self.held_results[call.id] = held
+                    run.held_results[call.id] = held
             return
         # a refusal the run cannot act on is a failed call
         done = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, ran, strict=False)]
-        self.held_results = {}
-        self.record_steps(machine.apply_tool_results(self.session, done, workflow.time() - began))
+        run.held_results = {}
+        run.record_steps(machine.apply_tool_results(run.session, done, workflow.time() - began))
 
     async def _held_or_run(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:
-        held = self.held_results.get(call.id) or (self.what_if.recorded(call) if self.what_if is not None else None)
+        run = self.run
+        held = run.held_results.get(call.id) or (run.what_if.recorded(call) if run.what_if is not None else None)
         return held if held is not None else await self._run_tool(call)
 
     async def _run_tool(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:
         """The tool's result; an ApplicationError when its result is too large to record; the
         ActivityError of a worker that refused the call because the agent changed (nothing ran)."""
-        assert self.agent is not None
-        info = next((t for t in self.agent.tools if t.spec.name == call.name), None)
+        run = self.run
+        assert run.agent is not None
+        info = next((t for t in run.agent.tools if t.spec.name == call.name), None)
         if info is not None and info.agent:
-            return await self._run_child(call, info.agent)
+            return await run.child_runs.run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
         # The worker that produced the model's reply holds the call (else the run's history does):
@@ -229,14 +241,14 @@ class Stages(Children):
         key = call_hash(call)
         # The version travels only where the worker cannot know it: the reply's model call carried it.
         request = (
-            ToolCallInput(agent=self.agent_key, ref=ref(key),
-                          version=self.agent.version if self.agent.version != self.reply_version else "")
-            if key in self.reply_calls
-            else ToolCallInput(agent=self.agent_key, call=call, version=self.agent.version)
+            ToolCallInput(agent=run.agent_key, ref=ref(key),
+                          version=run.agent.version if run.agent.version != run.reply_version else "")
+            if key in run.reply_calls
+            else ToolCallInput(agent=run.agent_key, call=call, version=run.agent.version)
         )
         retry = tool_retry(retries)  # a result too large to record is final: the activity raises it non-retryable
 
-        def run() -> Awaitable[ToolResult | str]:
+        def execute() -> Awaitable[ToolResult | str]:
             if info is not None and info.local:
                 return workflow.execute_local_activity(
                     # the SDK types result_type `type`, though any type hint its converter reads works
@@ -248,13 +260,13 @@ class Stages(Children):
                 request,
                 result_type=ToolResult | str,  # type: ignore[arg-type]  # as above
                 start_to_close_timeout=timeout,
-                heartbeat_timeout=heartbeat_timeout(self.config, timeout),
+                heartbeat_timeout=heartbeat_timeout(run.config, timeout),
                 retry_policy=retry,
                 summary=tool_summary(call),
             )
 
         try:
-            result = await self._until_fixed(f"tool {call.name}", run)
+            result = await self.until_fixed(f"tool {call.name}", execute)
         except ActivityError as err:
             ran = salvaged(err)
             if ran is not None:  # the tool ran, then rein's code failed: its result is the call's
@@ -270,7 +282,7 @@ class Stages(Children):
         if isinstance(result, str):  # the compact form of a plain result (activities.agents.wire)
             result = ToolResult(tool_call_id=call.id, content=result)
         # The worker keeps what it produced: the next model call names it by hash.
-        self.produced.add(message_hash(Message(role="tool", tool_call_id=call.id, content=result.content)))
+        run.produced.add(message_hash(Message(role="tool", tool_call_id=call.id, content=result.content)))
         return result
 
 

@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
 from rein.workflows import worker_previews
 from rein.workflows.options import describe_agent, heartbeat_timeout, model_retry, seconds
-from rein.workflows.stages import Stages
+from rein.workflows.state import RunState
 from rein.workflows.waiting import PATCH_WAITING_TIMER
 
 PATCH_DESCRIBED_FIRST = "rein-described-first"
@@ -48,7 +48,7 @@ INPUT_ERRORS = ("InvalidInput", "UnknownAgent")
 """What the worker's first call raises for a client's mistake: the run fails with it, as it did when asked first."""
 
 
-class LeanStart(Stages):
+class LeanStart(RunState):
     """Learning the agent at a run's start."""
 
     def _starts_lean(self, request: AgentInput) -> bool:
@@ -80,15 +80,15 @@ class LeanStart(Stages):
         self.prompt = request.prompt or ""
         self.publisher.publish()  # the current details; search attributes wait for the agent (which ones the server has)
         began = workflow.time()
-        source, live = self._next_model_call()
+        source, live = self.stages.next_model_call()
         digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
         first_call = ModelCallInput(
             agent=request.agent, new_messages=list(self.session.messages), digest=digest, stream=live,
-            stream_source=source if live else "", asked_stream=self._asked_stream(live), model=request.model or "",
+            stream_source=source if live else "", asked_stream=self.stages.asked_stream(live), model=request.model or "",
             start=FirstCall(config=request.config or {}))
         options = self._first_call_options(request)
         try:
-            result = await self._unless_cancelled(self._until_fixed(
+            result = await self.unless_cancelled(self.stages.until_fixed(
                 "model call", lambda: workflow.execute_activity(CALL_MODEL, first_call, result_type=dict, **options),
                 first_stuck=lambda: self._learn_to_publish(request.agent)))
         except ActivityError as err:
@@ -102,7 +102,7 @@ class LeanStart(Stages):
             self.agent = await self._describe(request.agent)
             self.config = self._config(request)
             self._with_system_prompt()
-            self.start_interrupt = self._model_call_failed(err)
+            self.start_interrupt = self.stages.model_call_failed(err)
             return
         if result is None or "agent" not in result:
             # Cancelled meanwhile (the run ends as cancelled, with the agent known), or a worker of a build
@@ -121,7 +121,7 @@ class LeanStart(Stages):
             digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
             # The call carried no version (the run knew none): the tool calls of its reply carry the agent's,
             # so a worker whose definition changed since refuses them (AGENT_CHANGED) as it would any call.
-            self._took_reply(first.reply, live, source, total, digest, began, version="")
+            self.stages.took_reply(first.reply, live, source, total, digest, began, version="")
             # ... and travel whole: a worker of a build from before lean starts cannot find them by
             # reference in this reply (it reads history for plain replies only).
             self.reply_calls = set()
@@ -169,11 +169,11 @@ class LeanStart(Stages):
 
         workflow.patched(PATCH_WAITING_TIMER)
         try:
-            return await self._until_fixed("describe agent", describe)
+            return await self.stages.until_fixed("describe agent", describe)
         except asyncio.CancelledError:
-            if not self._cancelled_natively():
+            if not self.cancelled_natively():
                 raise
-            return await self._until_fixed("describe agent", describe)  # the loop then ends the run as cancelled
+            return await self.stages.until_fixed("describe agent", describe)  # the loop then ends the run as cancelled
 
     def _config(self, request: AgentInput) -> LoopConfig:
         assert self.agent is not None

@@ -25,9 +25,11 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.threads import ThreadState
 
 from rein.workflows.agent_changes import AgentChanges
+from rein.workflows.children import ChildRuns
 from rein.workflows.continuation import Continuation
 from rein.workflows.publishing import Publisher
 from rein.workflows.readers import StreamReaders
+from rein.workflows.stages import Stages
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -133,10 +135,14 @@ class RunState:
         """Its status and outcome, published where ops look (rein.workflows.publishing)."""
         self.agent_changes = AgentChanges(self)
         """Taking a definition of the agent that changed under the run (rein.workflows.agent_changes)."""
+        self.child_runs = ChildRuns(self)
+        """Agent-as-tool calls as child runs, and this run's link to its parent (rein.workflows.children)."""
+        self.stages = Stages(self)
+        """Model calls and tool calls (rein.workflows.stages)."""
         self.continuation = Continuation(self)
         """When and how the run continues as new, and how a continuation takes over (rein.workflows.continuation)."""
 
-    def _cancelled_natively(self) -> bool:
+    def cancelled_natively(self) -> bool:
         """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as
         asyncio.CancelledError: treat it as the `cancel` signal. False: re-raise (cache eviction)."""
         requested = workflow.cancellation_reason()  # None for cache eviction and inner cancels
@@ -146,14 +152,14 @@ class RunState:
             self.cancel_reason = requested or "workflow cancellation requested"
         return True
 
-    async def _unless_cancelled(self, work: Awaitable[T], cuttable: bool = False) -> T | None:
+    async def unless_cancelled(self, work: Awaitable[T], cuttable: bool = False) -> T | None:
         """The result of `work`, or None as soon as the run is cancelled (its activities are cancelled too);
         `cuttable`: also once an `interrupt` message cuts it (rein.workflows.threads)."""
         task = asyncio.ensure_future(work)
         try:
             await workflow.wait_condition(lambda: task.done() or self.cancel_reason is not None or (cuttable and self.cut))
         except asyncio.CancelledError:
-            if not self._cancelled_natively():
+            if not self.cancelled_natively():
                 raise
         if task.done():
             return task.result()
@@ -163,6 +169,12 @@ class RunState:
         except (asyncio.CancelledError, ActivityError):
             pass
         return None
+
+    def ignore(self, name: str, why: str) -> None:
+        """A signal that does not fit: counted and logged (a child's status, a decision's signal)."""
+        self.carry.ignored_signals += 1
+        self.last_ignored = f"`{name}`: {why}"[:500]
+        workflow.logger.warning("Ignored signal %s: %s", name, why[:500])
 
     def record_steps(self, steps: list[Step]) -> None:
         for step in steps:

@@ -99,7 +99,7 @@ class Threads(Waiting, Decisions):
                 await workflow.wait_condition(
                     lambda: bool(thread.queued) or self.cancel_reason is not None or self.continuation.signals_piled_up())
             except asyncio.CancelledError:
-                if not self._cancelled_natively():
+                if not self.cancelled_natively():
                     raise
             if self.cancel_reason is not None:
                 self.session.done, self.session.stop_reason = True, "cancelled"

@@ -18,8 +18,8 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.result import Interrupt
     from rein.core.summaries import waiting_summary
 
-from rein.workflows.children import Children
 from rein.workflows.options import seconds
+from rein.workflows.state import RunState
 
 WAITING_TIMER_S = 30 * 24 * 3600.0
 """A run waits for a person on a timer whose summary says for what, since when, and the commands that
@@ -33,7 +33,7 @@ MAX_PARKED_WAITS = 6
 """`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
 (10 per run) always leaves room for new waits and for the decision updates."""
 
-class Waiting(Children):
+class Waiting(RunState):
     """The wait for a person, its timeout, and the client's wait update."""
 
     async def _wait_for_human(self, interrupt: Interrupt, config: LoopConfig, resumed: bool = False) -> None:
@@ -54,7 +54,7 @@ class Waiting(Children):
                 type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
                 finish_reason="interrupted", usage=self.session.usage,
             ))
-        await self._tell_parent()
+        await self.child_runs.tell_parent()
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         if timeout is not None and self.carry.wait_deadline is None:
             self.carry.wait_deadline = workflow.time() + timeout.total_seconds()
@@ -79,14 +79,14 @@ class Waiting(Children):
                 self._time_out(interrupt, timeout.total_seconds() if timeout else 0)
                 break
             except asyncio.CancelledError:
-                if not self._cancelled_natively():
+                if not self.cancelled_natively():
                     raise
                 break
             if self.woken or self.cancel_reason is not None:
                 break
             await self.continuation.continue_as_new(waiting=interrupt)
         self._stop_waiting()
-        await self._tell_parent()
+        await self.child_runs.tell_parent()
 
     def _waiting_summary(self, interrupt: Interrupt) -> str:
         since = self.waiting_since or workflow.now()

@@ -44,10 +44,10 @@ from rein.workflows.options import (
     seconds,
     tool_retry,
 )
-from rein.workflows.stages import Stages
+from rein.workflows.state import RunState
 
 
-class WorkerSteps(Stages):
+class WorkerSteps(RunState):
     """Steps the worker runs whole (middleware), and compaction before a model call."""
 
     def _step_request(self, config: LoopConfig, elapsed_s: float) -> StepRequest:
@@ -92,17 +92,17 @@ class WorkerSteps(Stages):
             run_id=info.workflow_id,
             workflow_run_id=info.run_id,
             stream=self.live_text(),
-            asked_stream=self._asked_stream(self.live_text()),
+            asked_stream=self.stages.asked_stream(self.live_text()),
             step=request,
-            model=self._model_override(),
+            model=self.stages.model_override(),
             version=self.agent.version,
         )
-        options = self._model_call_options(config, action.iteration)
+        options = self.stages.model_call_options(config, action.iteration)
         try:
-            outcome = await self._unless_cancelled(self._until_fixed("model step", lambda: workflow.execute_activity(
+            outcome = await self.unless_cancelled(self.stages.until_fixed("model step", lambda: workflow.execute_activity(
                 CALL_MODEL, model_request, result_type=StepOutcome, **options)))
         except ActivityError as err:
-            return self._model_call_error(err)
+            return self.stages.model_call_error(err)
         return self._apply_step(outcome) if outcome is not None else None
 
     async def _tool_step(self, action: machine.RunTools | machine.Wait, request: StepRequest) -> Interrupt | None:
@@ -125,7 +125,7 @@ class WorkerSteps(Stages):
             version=self.agent.version,
         )
         try:
-            outcome = await self._unless_cancelled(self._until_fixed("tool step", lambda: workflow.execute_activity(
+            outcome = await self.unless_cancelled(self.stages.until_fixed("tool step", lambda: workflow.execute_activity(
                 RUN_TOOL,
                 tool_request,
                 result_type=StepOutcome,
@@ -158,7 +158,7 @@ class WorkerSteps(Stages):
         info = workflow.info()
         unsent: list[Message | str] = list(self.session.messages[self.carry.sent_messages :])
         try:
-            result = await self._unless_cancelled(self._until_fixed("compaction", lambda: workflow.execute_activity(
+            result = await self.unless_cancelled(self.stages.until_fixed("compaction", lambda: workflow.execute_activity(
                 COMPACT,
                 ModelCallInput(
                     agent=self.agent_key,
