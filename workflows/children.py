@@ -23,14 +23,11 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.ir import StreamChunk, ToolCall, ToolResult, Usage
 
 from rein.workflows.options import failure_detail
+from rein.workflows.patches import PATCH_FAMILY_USAGE
 
 if TYPE_CHECKING:
     from rein.workflows.state import RunState
 
-PATCH_FAMILY_USAGE = "rein-family-usage"
-"""Since this patch a parent's usage (tokens, cost, breakers, ReinTokens, ReinCostUsd) includes its
-child agents' usage. Asked when a child run first reports or ends, so runs without agent tools
-record no marker."""
 
 
 class ChildRuns:

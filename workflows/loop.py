@@ -45,27 +45,18 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.threads import SendRequest
 
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
-from rein.workflows.publishing import PATCH_TIMED_COUNTERS
-from rein.workflows.start import LeanStart
+from rein.workflows.patches import (
+    PATCH_FAILED_STATUS,
+    PATCH_NATIVE_CANCEL,
+    PATCH_PROMPT_CANCEL,
+    PATCH_THROTTLED_COUNTERS,
+    PATCH_TIMED_COUNTERS,
+)
 from rein.workflows.threads import Threads
 from rein.workflows.what_if import WhatIf
-from rein.workflows.worker_steps import WorkerSteps
-
-PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
-PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
-PATCH_NATIVE_CANCEL = "rein-native-cancel"
-"""Retired patches: their behaviour is now the only one and new runs record no marker (nor its
-TemporalChangeVersion upsert) for them. Histories that carry their markers still replay
-(workflow.deprecate_patch while replaying); histories recorded before rein-throttled-counters
-(tests/histories agent_approval_v1), or cancelled before rein-native-cancel (agent_cancel_v1),
-no longer do. Since rein-native-cancel, Temporal cancellation of the workflow ends the run like
-the `cancel` signal."""
-PATCH_FAILED_STATUS = "rein-failed-status"
-"""Since this patch, a run that fails before it knows its agent still learns the search attributes to
-publish ReinStatus=failed (one extra local activity on that path only)."""
 
 
-class AgentLoop(Threads, LeanStart, WorkerSteps):
+class AgentLoop(Threads):
     """Everything of AgentWorkflow but its `@workflow.defn`, `@workflow.init` and `@workflow.run`."""
 
     def __init__(self, *args: Any) -> None:
@@ -228,7 +219,7 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         self.streaming = self.streaming or request.stream
         self.parent_call = request.parent_call if workflow.info().parent is not None else None
         self.agent_key = request.agent
-        await self._learn_agent(request)
+        await self.lean_start.learn_agent(request)
         assert self.agent is not None and self.config is not None
         self.input_tools = frozenset(t.spec.name for t in self.agent.tools if t.asks_human)
         self.approval_tools = frozenset(t.spec.name for t in self.agent.tools if t.requires_approval)
@@ -269,10 +260,10 @@ class AgentLoop(Threads, LeanStart, WorkerSteps):
         if what_if is not None and what_if.ends_before(self.session, action, next_step):
             return False
         if isinstance(action, machine.CallModel) and self.agent.compaction is not None:
-            await self._compact_if_due(action, config)
+            await self.worker_steps.compact_if_due(action, config)
         interrupt = None
         if self.agent.middleware:
-            interrupt = await self._worker_step(action, config, elapsed)
+            interrupt = await self.worker_steps.worker_step(action, config, elapsed)
         elif isinstance(action, machine.Wait) and what_if is not None:
             what_if.settles(self.session, action.interrupt, next_step, config, self.input_tools, self.approval_tools)
             return False

@@ -23,9 +23,6 @@ COUNTER_EVERY = 5
 """Iterations between ReinIterations/ReinTokens refreshes at most (and COUNTER_SECONDS between them)."""
 COUNTER_SECONDS = 10.0
 """Workflow seconds between ReinIterations/ReinTokens refreshes while the status stays the same."""
-PATCH_TIMED_COUNTERS = "rein-timed-counters"
-"""Retired: its rule (counters refreshed by workflow time, the last ones with the final status) is the
-only one; histories that carry its marker still replay (workflow.deprecate_patch, rein.workflows.loop)."""
 INT64_MAX = 2**63 - 1
 
 COUNTERS = frozenset({"ReinIterations", "ReinTokens", "ReinCostUsd"})

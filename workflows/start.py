@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -39,23 +39,27 @@ with workflow.unsafe.imports_passed_through():
 
 from rein.workflows import worker_previews
 from rein.workflows.options import describe_agent, heartbeat_timeout, model_retry, seconds
-from rein.workflows.state import RunState
-from rein.workflows.waiting import PATCH_WAITING_TIMER
+from rein.workflows.patches import PATCH_DESCRIBED_FIRST, PATCH_WAITING_TIMER
 
-PATCH_DESCRIBED_FIRST = "rein-described-first"
-"""Patch id (permanent data): a new run that learned its agent before its first model call."""
 INPUT_ERRORS = ("InvalidInput", "UnknownAgent")
 """What the worker's first call raises for a client's mistake: the run fails with it, as it did when asked first."""
 
+if TYPE_CHECKING:
+    from rein.workflows.state import RunState
 
-class LeanStart(RunState):
-    """Learning the agent at a run's start."""
+
+class LeanStart:
+    """Learning the agent at a run's start. A collaborator of the loop, on its state."""
+
+    def __init__(self, run: RunState) -> None:
+        self.run = run
 
     def _starts_lean(self, request: AgentInput) -> bool:
         """Ask in the run's first activation. Only a new conversation starts lean; it asks its agent first
         where this worker says so (an agent whose first step runs on the worker: middleware or compaction;
         a worker told not to start runs lean), recorded as PATCH_DESCRIBED_FIRST, so a replay reads the
         choice from history, not from the replaying worker."""
+        run = self.run
         if request.carry is not None or request.session is not None or request.thread:
             return False  # a thread's first turn opens with its first message, once the agent is known
         info = workflow.info()
@@ -64,77 +68,79 @@ class LeanStart(RunState):
         asks_first = (preview is not None and preview.steps_on_worker) or not (
             worker_previews.lean_start(info.task_queue) or bool(version and version.deployment_name))
         if asks_first or workflow.unsafe.is_replaying():
-            self.lean = not workflow.patched(PATCH_DESCRIBED_FIRST)  # live: records it; on replay: what was recorded
+            run.lean = not workflow.patched(PATCH_DESCRIBED_FIRST)  # live: records it; on replay: what was recorded
         else:
-            self.lean = True
-        return self.lean
+            run.lean = True
+        return run.lean
 
-    async def _learn_agent(self, request: AgentInput) -> None:
+    async def learn_agent(self, request: AgentInput) -> None:
         """Set `agent` and `config`; a lean start has made the first model call too, when the worker could."""
+        run = self.run
         if not self._starts_lean(request):
-            self.agent = await self._describe(request.agent)
-            self.config = self._config(request)
+            run.agent = await self._describe(request.agent)
+            run.config = self._config(request)
             return
-        self.session = machine.new_session(request.prompt or "", None)  # the system prompt is the worker's
-        self.session.run_id = workflow.info().workflow_id
-        self.prompt = request.prompt or ""
-        self.publisher.publish()  # the current details; search attributes wait for the agent (which ones the server has)
+        run.session = machine.new_session(request.prompt or "", None)  # the system prompt is the worker's
+        run.session.run_id = workflow.info().workflow_id
+        run.prompt = request.prompt or ""
+        run.publisher.publish()  # the current details; search attributes wait for the agent (which ones the server has)
         began = workflow.time()
-        source, live = self.stages.next_model_call()
-        digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
+        source, live = run.stages.next_model_call()
+        digest = extend(EMPTY, [message_hash(m) for m in run.session.messages])
         first_call = ModelCallInput(
-            agent=request.agent, new_messages=list(self.session.messages), digest=digest, stream=live,
-            stream_source=source if live else "", asked_stream=self.stages.asked_stream(live), model=request.model or "",
+            agent=request.agent, new_messages=list(run.session.messages), digest=digest, stream=live,
+            stream_source=source if live else "", asked_stream=run.stages.asked_stream(live), model=request.model or "",
             start=FirstCall(config=request.config or {}))
         options = self._first_call_options(request)
         try:
-            result = await self.unless_cancelled(self.stages.until_fixed(
+            result = await run.unless_cancelled(run.stages.until_fixed(
                 "model call", lambda: workflow.execute_activity(CALL_MODEL, first_call, result_type=dict, **options),
                 first_stuck=lambda: self._learn_to_publish(request.agent)))
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type in INPUT_ERRORS:
                 if cause.details:  # what the failed status needs (AgentActivities._first_call)
-                    self.agent = AgentDescription.model_validate(cause.details[0])
+                    run.agent = AgentDescription.model_validate(cause.details[0])
                 raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from None
             # Retries ran out (or the call failed for good): learn the agent as before, then the
             # failure is the first model call's (`error` interrupt, or the run fails).
-            self.agent = await self._describe(request.agent)
-            self.config = self._config(request)
+            run.agent = await self._describe(request.agent)
+            run.config = self._config(request)
             self._with_system_prompt()
-            self.start_interrupt = self.stages.model_call_failed(err)
+            run.start_interrupt = run.stages.model_call_failed(err)
             return
         if result is None or "agent" not in result:
             # Cancelled meanwhile (the run ends as cancelled, with the agent known), or a worker of a build
             # from before lean starts took the call: it answered without the system prompt and described
             # nothing. Learn the agent as before; the loop calls the model again, as the agent says.
-            self.agent = await self._describe(request.agent)
-            self.config = self._config(request)
+            run.agent = await self._describe(request.agent)
+            run.config = self._config(request)
             self._with_system_prompt()
             return
         first = FirstReply.model_validate(result)
-        self.agent = first.agent
-        self.config = self._config(request)
+        run.agent = first.agent
+        run.config = self._config(request)
         self._with_system_prompt()
         if first.reply is not None:  # else the worker left the call to the loop (its next action)
-            total = len(self.session.messages)
-            digest = extend(EMPTY, [message_hash(m) for m in self.session.messages])
+            total = len(run.session.messages)
+            digest = extend(EMPTY, [message_hash(m) for m in run.session.messages])
             # The call carried no version (the run knew none): the tool calls of its reply carry the agent's,
             # so a worker whose definition changed since refuses them (AGENT_CHANGED) as it would any call.
-            self.stages.took_reply(first.reply, live, source, total, digest, began, version="")
+            run.stages.took_reply(first.reply, live, source, total, digest, began, version="")
             # ... and travel whole: a worker of a build from before lean starts cannot find them by
             # reference in this reply (it reads history for plain replies only).
-            self.reply_calls = set()
-            self.publisher.progressed = True
+            run.reply_calls = set()
+            run.publisher.progressed = True
 
     async def _learn_to_publish(self, agent: str) -> None:
         """The first call is stuck on a bug in rein: the run's search attributes (`stuck`) need its agent."""
-        self.agent = await self._describe(agent)
+        self.run.agent = await self._describe(agent)
 
     def _with_system_prompt(self) -> None:
-        assert self.agent is not None
-        if self.agent.system:
-            self.session.messages.insert(0, Message(role="system", content=self.agent.system))
+        run = self.run
+        assert run.agent is not None
+        if run.agent.system:
+            run.session.messages.insert(0, Message(role="system", content=run.agent.system))
 
     def _first_call_options(self, request: AgentInput) -> dict[str, Any]:
         """The options the agent's own config gives a model call, as far as this worker knows it: not part
@@ -164,20 +170,21 @@ class LeanStart(RunState):
         resolve in an earlier activation on replay than it did live, so a patch asked right after it (a wait
         that follows at once: a Session with a pending call, a continuation, a failed first call) would be
         asked where the replay has not seen its marker yet."""
+        run = self.run
         def describe() -> Awaitable[AgentDescription]:
             return describe_agent(agent, f"describe agent {agent}")
 
         workflow.patched(PATCH_WAITING_TIMER)
         try:
-            return await self.stages.until_fixed("describe agent", describe)
+            return await run.stages.until_fixed("describe agent", describe)
         except asyncio.CancelledError:
-            if not self.cancelled_natively():
+            if not run.cancelled_natively():
                 raise
-            return await self.stages.until_fixed("describe agent", describe)  # the loop then ends the run as cancelled
+            return await run.stages.until_fixed("describe agent", describe)  # the loop then ends the run as cancelled
 
     def _config(self, request: AgentInput) -> LoopConfig:
-        assert self.agent is not None
+        assert self.run.agent is not None
         try:
-            return run_config(self.agent, request.model, request.config)
+            return run_config(self.run.agent, request.model, request.config)
         except ValueError as exc:
             raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None

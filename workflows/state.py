@@ -30,6 +30,8 @@ from rein.workflows.continuation import Continuation
 from rein.workflows.publishing import Publisher
 from rein.workflows.readers import StreamReaders
 from rein.workflows.stages import Stages
+from rein.workflows.start import LeanStart
+from rein.workflows.worker_steps import WorkerSteps
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -139,6 +141,10 @@ class RunState:
         """Agent-as-tool calls as child runs, and this run's link to its parent (rein.workflows.children)."""
         self.stages = Stages(self)
         """Model calls and tool calls (rein.workflows.stages)."""
+        self.lean_start = LeanStart(self)
+        """How the run learns its agent: with its first model call, or by asking first (rein.workflows.start)."""
+        self.worker_steps = WorkerSteps(self)
+        """The steps of agents with middleware or compaction, run on the worker (rein.workflows.worker_steps)."""
         self.continuation = Continuation(self)
         """When and how the run continues as new, and how a continuation takes over (rein.workflows.continuation)."""
 

@@ -19,16 +19,13 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.summaries import waiting_summary
 
 from rein.workflows.options import seconds
+from rein.workflows.patches import PATCH_WAITING_TIMER
 from rein.workflows.state import RunState
 
 WAITING_TIMER_S = 30 * 24 * 3600.0
 """A run waits for a person on a timer whose summary says for what, since when, and the commands that
 answer: the UI's timeline, the first thing a run's page shows. Without an approval timeout the timer is
 this long and starts again when it fires."""
-PATCH_WAITING_TIMER = "rein-waiting-timer"
-"""Since this patch every wait for a person shows on that timer (asked at a run's first wait: runs that
-never wait record no marker). Runs that waited before it replay without the timer; a run described
-with the retired opt-in flag (REIN_UI_WAIT_TIMER=1) waits on its old build (docs/deploys.md)."""
 MAX_PARKED_WAITS = 6
 """`rein.wait` updates parked at once; older ones are released so the server's in-flight limit
 (10 per run) always leaves room for new waits and for the decision updates."""

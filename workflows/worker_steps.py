@@ -14,6 +14,7 @@ start, so histories of agents without these extensions are unchanged.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -44,37 +45,45 @@ from rein.workflows.options import (
     seconds,
     tool_retry,
 )
-from rein.workflows.state import RunState
+
+if TYPE_CHECKING:
+    from rein.workflows.state import RunState
 
 
-class WorkerSteps(RunState):
-    """Steps the worker runs whole (middleware), and compaction before a model call."""
+class WorkerSteps:
+    """Steps the worker runs whole (middleware), and compaction before a model call. A collaborator of the
+    loop, on its state."""
+
+    def __init__(self, run: RunState) -> None:
+        self.run = run
 
     def _step_request(self, config: LoopConfig, elapsed_s: float) -> StepRequest:
+        run = self.run
         info = workflow.info()
         return StepRequest(
-            state=self.session.model_copy(update={"messages": []}),
+            state=run.session.model_copy(update={"messages": []}),
             config=config,
             elapsed_s=elapsed_s,
-            input_tools=sorted(self.input_tools),
-            approval_tools=sorted(self.approval_tools),
-            new_messages=self.session.messages[self.carry.sent_messages :],
-            first_index=self.carry.sent_messages,
-            total=len(self.session.messages),
+            input_tools=sorted(run.input_tools),
+            approval_tools=sorted(run.approval_tools),
+            new_messages=run.session.messages[run.carry.sent_messages :],
+            first_index=run.carry.sent_messages,
+            total=len(run.session.messages),
             run_id=info.workflow_id,
             workflow_run_id=info.run_id,
-            conversation=self.carry.conversation,
+            conversation=run.carry.conversation,
         )
 
     def _apply_step(self, outcome: StepOutcome) -> Interrupt | None:
+        run = self.run
         if outcome.conversation:
-            self.carry.conversation = outcome.conversation
-        self.session = outcome.session_from(self.session)
-        self.carry.sent_messages = len(self.session.messages)  # the worker holds the conversation as the step left it
-        self.record_steps(outcome.steps)
+            run.carry.conversation = outcome.conversation
+        run.session = outcome.session_from(run.session)
+        run.carry.sent_messages = len(run.session.messages)  # the worker holds the conversation as the step left it
+        run.record_steps(outcome.steps)
         return outcome.interrupt
 
-    async def _worker_step(
+    async def worker_step(
         self, action: machine.CallModel | machine.RunTools | machine.Wait, config: LoopConfig, elapsed_s: float
     ) -> Interrupt | None:
         """Run one step (model call, tool batch, or the step before a wait) on the worker, middleware included."""
@@ -84,32 +93,34 @@ class WorkerSteps(RunState):
         return await self._tool_step(action, request)
 
     async def _model_step(self, action: machine.CallModel, config: LoopConfig, request: StepRequest) -> Interrupt | None:
-        assert self.agent is not None
+        run = self.run
+        assert run.agent is not None
         info = workflow.info()
         model_request = ModelCallInput(
-            agent=self.agent_key,
+            agent=run.agent_key,
             new_messages=[],
             run_id=info.workflow_id,
             workflow_run_id=info.run_id,
-            stream=self.live_text(),
-            asked_stream=self.stages.asked_stream(self.live_text()),
+            stream=run.live_text(),
+            asked_stream=run.stages.asked_stream(run.live_text()),
             step=request,
-            model=self.stages.model_override(),
-            version=self.agent.version,
+            model=run.stages.model_override(),
+            version=run.agent.version,
         )
-        options = self.stages.model_call_options(config, action.iteration)
+        options = run.stages.model_call_options(config, action.iteration)
         try:
-            outcome = await self.unless_cancelled(self.stages.until_fixed("model step", lambda: workflow.execute_activity(
+            outcome = await run.unless_cancelled(run.stages.until_fixed("model step", lambda: workflow.execute_activity(
                 CALL_MODEL, model_request, result_type=StepOutcome, **options)))
         except ActivityError as err:
-            return self.stages.model_call_error(err)
+            return run.stages.model_call_error(err)
         return self._apply_step(outcome) if outcome is not None else None
 
     async def _tool_step(self, action: machine.RunTools | machine.Wait, request: StepRequest) -> Interrupt | None:
-        assert self.agent is not None
+        run = self.run
+        assert run.agent is not None
         info = workflow.info()
-        calls = self.session.pending_tool_calls
-        infos = [t for t in self.agent.tools if any(c.name == t.spec.name for c in calls)]
+        calls = run.session.pending_tool_calls
+        infos = [t for t in run.agent.tools if any(c.name == t.spec.name for c in calls)]
         timeout = max(
             (timedelta(seconds=t.timeout_s) for t in infos if t.timeout_s), default=TOOL_TIMEOUT
         )
@@ -118,24 +129,24 @@ class WorkerSteps(RunState):
             summary = f"{summary} · before {action.interrupt.type}"
         # The calls travel in the step's state; `call` only names the first (arguments left out).
         tool_request = ToolCallInput(
-            agent=self.agent_key,
+            agent=run.agent_key,
             call=calls[0].model_copy(update={"arguments": {}}),
             run_id=info.workflow_id,
             step=request,
-            version=self.agent.version,
+            version=run.agent.version,
         )
         try:
-            outcome = await self.unless_cancelled(self.stages.until_fixed("tool step", lambda: workflow.execute_activity(
+            outcome = await run.unless_cancelled(run.stages.until_fixed("tool step", lambda: workflow.execute_activity(
                 RUN_TOOL,
                 tool_request,
                 result_type=StepOutcome,
                 start_to_close_timeout=timeout,
-                heartbeat_timeout=heartbeat_timeout(self.config, timeout),
+                heartbeat_timeout=heartbeat_timeout(run.config, timeout),
                 retry_policy=tool_retry(max((t.retries for t in infos), default=0)),
                 summary=summary,
             )))
         except ActivityError as err:
-            if self.agent_changes.taken(err) is not None:
+            if run.agent_changes.taken(err) is not None:
                 return None  # nothing ran: the next pass asks or runs under the agent's current definition
             fail_if_final(err, "Tool step", "StepError")
             detail = failure_detail(err)
@@ -145,43 +156,44 @@ class WorkerSteps(RunState):
                 ToolResult(tool_call_id=c.id, content=f"Tool '{c.name}' did not complete: {detail}", is_error=True)
                 for c in action.calls
             ]
-            self.record_steps(machine.apply_tool_results(self.session, results))
+            run.record_steps(machine.apply_tool_results(run.session, results))
             return None
         return self._apply_step(outcome) if outcome is not None else None
 
-    async def _compact_if_due(self, action: machine.CallModel, config: LoopConfig) -> None:
+    async def compact_if_due(self, action: machine.CallModel, config: LoopConfig) -> None:
         """Before a model call: let the worker compact the conversation when the strategy's trigger is due."""
-        assert self.agent is not None
-        trigger = self.agent.compaction
-        if trigger is None or not trigger.due(self.session.messages):
+        run = self.run
+        assert run.agent is not None
+        trigger = run.agent.compaction
+        if trigger is None or not trigger.due(run.session.messages):
             return
         info = workflow.info()
-        unsent: list[Message | str] = list(self.session.messages[self.carry.sent_messages :])
+        unsent: list[Message | str] = list(run.session.messages[run.carry.sent_messages :])
         try:
-            result = await self.unless_cancelled(self.stages.until_fixed("compaction", lambda: workflow.execute_activity(
+            result = await run.unless_cancelled(run.stages.until_fixed("compaction", lambda: workflow.execute_activity(
                 COMPACT,
                 ModelCallInput(
-                    agent=self.agent_key,
+                    agent=run.agent_key,
                     new_messages=unsent,
-                    first_index=self.carry.sent_messages,
-                    total=len(self.session.messages),
+                    first_index=run.carry.sent_messages,
+                    total=len(run.session.messages),
                     run_id=info.workflow_id,
                     workflow_run_id=info.run_id,
-                    conversation=self.carry.conversation,
+                    conversation=run.carry.conversation,
                 ),
                 result_type=CompactResult,
                 start_to_close_timeout=seconds(config.model_timeout_s),
                 heartbeat_timeout=heartbeat_timeout(config),
                 retry_policy=model_retry(config),
-                summary=f"compact {len(self.session.messages)} messages · iteration {action.iteration}",
+                summary=f"compact {len(run.session.messages)} messages · iteration {action.iteration}",
             )))
         except ActivityError as err:
             fail_if_final(err, "Compaction", "CompactionError")
             workflow.logger.warning("Compaction failed; the model gets the whole conversation: %s", err.cause or err)
             return
         if result is None or result.messages is None:
-            self.carry.sent_messages = len(self.session.messages)  # the worker has seen the whole conversation
+            run.carry.sent_messages = len(run.session.messages)  # the worker has seen the whole conversation
             return
-        self.session.messages = result.messages
-        self.carry.conversation = result.conversation
-        self.carry.sent_messages = len(result.messages)
+        run.session.messages = result.messages
+        run.carry.conversation = result.conversation
+        run.carry.sent_messages = len(result.messages)

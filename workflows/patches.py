@@ -1,0 +1,39 @@
+"""The patch-id table: every `workflow.patched` id AgentWorkflow asks or retired, in one place.
+
+Patch ids are permanent data: runs in flight and stored histories carry them (tests/test_patch_ids.py
+keeps each constant's id as the landed builds defined it). Changing what a patch guards is a NEW
+constant with a new id; a retired one stays here for `workflow.deprecate_patch` (docs/deploys.md).
+"""
+
+PATCH_FAMILY_USAGE = "rein-family-usage"
+"""Since this patch a parent's usage (tokens, cost, breakers, ReinTokens, ReinCostUsd) includes its
+child agents' usage. Asked when a child run first reports or ends, so runs without agent tools
+record no marker."""
+
+PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
+
+PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
+
+PATCH_NATIVE_CANCEL = "rein-native-cancel"
+"""Retired patches: their behaviour is now the only one and new runs record no marker (nor its
+TemporalChangeVersion upsert) for them. Histories that carry their markers still replay
+(workflow.deprecate_patch while replaying); histories recorded before rein-throttled-counters
+(tests/histories agent_approval_v1), or cancelled before rein-native-cancel (agent_cancel_v1),
+no longer do. Since rein-native-cancel, Temporal cancellation of the workflow ends the run like
+the `cancel` signal."""
+
+PATCH_FAILED_STATUS = "rein-failed-status"
+"""Since this patch, a run that fails before it knows its agent still learns the search attributes to
+publish ReinStatus=failed (one extra local activity on that path only)."""
+
+PATCH_TIMED_COUNTERS = "rein-timed-counters"
+"""Retired: its rule (counters refreshed by workflow time, the last ones with the final status) is the
+only one; histories that carry its marker still replay (workflow.deprecate_patch, rein.workflows.loop)."""
+
+PATCH_DESCRIBED_FIRST = "rein-described-first"
+"""Patch id (permanent data): a new run that learned its agent before its first model call."""
+
+PATCH_WAITING_TIMER = "rein-waiting-timer"
+"""Since this patch every wait for a person shows on that timer (asked at a run's first wait: runs that
+never wait record no marker). Runs that waited before it replay without the timer; a run described
+with the retired opt-in flag (REIN_UI_WAIT_TIMER=1) waits on its old build (docs/deploys.md)."""
