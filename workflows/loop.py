@@ -1,15 +1,15 @@
 """AgentLoop: the durable driver of rein's pure state machine (AgentWorkflow's body).
 
-Each model call and each tool call is an activity; each interrupt is a wait for
-a signal (`approve`, `deny`, `answer`, `retry`, `cancel`). Inputs, signals and
-queries are plain JSON validated here, so bad input from any client is a clear
-error or an ignored signal, never a failing workflow task.
+Each model call and each tool call is an activity; each interrupt is a wait for a decision (`approve`,
+`deny`, `answer`, `retry`, `cancel`). Inputs, signals and queries are plain JSON validated on arrival,
+so bad input from any client is a clear error or an ignored signal, never a failing workflow task.
 
-The loop is put together from mixins, one concern each, over `RunState`:
-`continuation` (continue-as-new),
-`children` (agents as tools), `decisions` (signals and updates), `waiting` (interrupts,
-the wait update) and `stages` (model and tool calls); `options` holds activity options
-and `worker_steps` the steps of agents with middleware or compaction (WorkerSteps).
+The run's state is `RunState` (workflows/state.py); its message handlers are `AgentHandlers`
+(workflows/handlers.py); the work is done by collaborators the state holds, each with public methods:
+`publisher` (status, search attributes, details, outcome), `stages` (model and tool calls), `child_runs`
+(agents as tools), `decisions`, `waiting` (for a person; a client's wait), `threads` (a conversation's
+turns), `lean_start` (learning the agent), `worker_steps` (middleware and compaction), `agent_changes`,
+`continuation` (continue-as-new) and `what_if` (rein eval). This module is the loop that drives them.
 
 The workflow type itself is `rein.workflows.agent.AgentWorkflow`, a few lines: the sandbox
 re-imports a workflow's module for every run, while these modules (pure, like everything the
@@ -32,10 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core import machine, threads
     from rein.core.config import LoopConfig
     from rein.core.contract import (
-        BUDGET_SIGNAL,
-        CHILD_SIGNAL,
         CLOSE_CANCELED,
-        RECORD_QUERY,
         AgentInput,
         CloseCanceledInput,
     )
@@ -44,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.session import Session, Stage
     from rein.core.threads import SendRequest
 
+from rein.workflows.handlers import AgentHandlers
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.patches import (
     PATCH_FAILED_STATUS,
@@ -52,11 +50,10 @@ from rein.workflows.patches import (
     PATCH_THROTTLED_COUNTERS,
     PATCH_TIMED_COUNTERS,
 )
-from rein.workflows.threads import Threads
 from rein.workflows.what_if import WhatIf
 
 
-class AgentLoop(Threads):
+class AgentLoop(AgentHandlers):
     """Everything of AgentWorkflow but its `@workflow.defn`, `@workflow.init` and `@workflow.run`."""
 
     def __init__(self, *args: Any) -> None:
@@ -65,42 +62,6 @@ class AgentLoop(Threads):
         # its first task must find it as the predecessor left it (waiting, with its counters).
         if self.input is not None and self.input.carry is not None and self.input.session is not None:
             self.continuation.restore(self.input)
-
-    # ---------------------------------------------------------------- queries (rein.workflows.publishing)
-
-    @workflow.query(name="status", description="status, stage, iteration, usage, interrupt, pending_tool_calls, stop_reason")
-    def status_query(self) -> dict[str, Any]:
-        return self.publisher.status_view().model_dump(mode="json")
-
-    @workflow.query(name="session", description="The run's Session (conversation and loop state)")
-    def session_query(self) -> dict[str, Any]:
-        return self.session.model_dump(mode="json")
-
-    @workflow.query(
-        name="steps",
-        description="The Step records this run made, from index `start` (earlier runs of a "
-        "continue-as-new chain hold earlier steps; see status.first_step and status.continued_from)",
-    )
-    def steps_query(self, start: int = 0) -> list[dict[str, Any]]:
-        return [s.model_dump(mode="json") for s in self.steps if s.index >= start]
-
-    @workflow.query(name=RECORD_QUERY, description="rein's client: the session, status and steps queries' answers in one")
-    def record_query(self, start: int = 0) -> dict[str, Any]:
-        return {"session": self.session_query(), "status": self.status_query(), "steps": self.steps_query(start)}
-
-    @workflow.query(name="outcome", description="The ended run's result (a run closed as CANCELED returns none)")
-    def outcome_query(self) -> dict[str, Any] | None:
-        return self.final.model_dump(mode="json") if self.final is not None else None
-
-    # ---------------------------------------------------------------- a child run's link (rein.workflows.children)
-
-    @workflow.signal(name=CHILD_SIGNAL, description='From an agent-as-tool child run: {"call_id", "status"}')
-    def child_status(self, payload: Any = None) -> None:
-        self.child_runs.on_status(payload)
-
-    @workflow.signal(name=BUDGET_SIGNAL, description="From the parent run: the family's budget is spent; stop")
-    def budget_spent(self, payload: Any = None) -> None:
-        self.child_runs.on_budget_spent(payload)
 
     # ---------------------------------------------------------------- the loop
 
@@ -146,7 +107,7 @@ class AgentLoop(Threads):
         if self.start_interrupt is not None:  # a lean start's first model call failed: as `_take` waits
             interrupt, self.start_interrupt = self.start_interrupt, None
             self.carry.active_s += workflow.time() - started
-            await self._wait_for_human(interrupt, config)
+            await self.waiting.wait_for_human(interrupt, config)
             started = workflow.time()
         while True:
             if self.continuation.is_due():
@@ -155,12 +116,12 @@ class AgentLoop(Threads):
                 started = workflow.time()
                 await self.continuation.continue_as_new()
             if self.thread is not None and not self.thread.open:
-                if not await self._open_turn():
+                if not await self.threads.open_turn():
                     break  # cancelled between turns: the thread ends
                 started = workflow.time()
                 continue
-            self._take_steering(None)
-            self._stop_if_thread_spent()
+            self.threads.take_steering(None)
+            self.threads.stop_if_thread_spent()
             elapsed = self.carry.active_s + (workflow.time() - started)
             config = self.config or config  # stricter once the agent changed under the run (workflows.agent_changes)
             action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
@@ -171,9 +132,9 @@ class AgentLoop(Threads):
             if isinstance(action, machine.Finish):
                 if self.thread is None or self.cancel_reason is not None or self.family_spent:
                     break  # the last iteration's counters go with the final status (`_finish`)
-                if not self._take_steering(action.stop_reason):
+                if not self.threads.take_steering(action.stop_reason):
                     self.carry.active_s += workflow.time() - started
-                    self._end_turn()
+                    self.threads.end_turn()
                 started = workflow.time()
                 continue
             self.continuation.action_starts()
@@ -246,9 +207,9 @@ class AgentLoop(Threads):
         if resumed.type == "error":
             action = machine.Wait(interrupt=resumed)  # still waiting for `retry`
         if isinstance(action, machine.Wait):
-            await self._wait_for_human(action.interrupt, config, resumed=True)
+            await self.waiting.wait_for_human(action.interrupt, config, resumed=True)
             return True
-        self._stop_waiting()  # a decision delivered as this run started settled the wait
+        self.waiting.stop_waiting()  # a decision delivered as this run started settled the wait
         return False
 
     async def _take(
@@ -269,7 +230,7 @@ class AgentLoop(Threads):
             return False
         elif isinstance(action, machine.Wait):
             self.carry.active_s = elapsed
-            await self._wait_for_human(action.interrupt, config)
+            await self.waiting.wait_for_human(action.interrupt, config)
             return True
         elif isinstance(action, machine.CallModel):
             interrupt = await self.stages.call_model(action, config)
@@ -282,7 +243,7 @@ class AgentLoop(Threads):
                             self.approval_tools)
             return False
         self.carry.active_s = self.carry.active_s + (workflow.time() - started)
-        await self._wait_for_human(interrupt, config)
+        await self.waiting.wait_for_human(interrupt, config)
         return True
 
     async def _finish(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """RunState: what an AgentWorkflow run holds, and the few helpers every part of the loop uses.
 
-The loop is split by concern into mixins over this state (visibility, continuation, children,
-decisions, waiting, stages); `rein.workflows.loop.AgentLoop` puts them together.
+The work is split by concern into collaborators that hold this state (`self.run`) and are held by it
+(publisher, stages, child_runs, decisions, waiting, threads, lean_start, worker_steps, agent_changes,
+continuation); `rein.workflows.loop.AgentLoop` drives them. What outlives a history is one model, RunCarry.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ with workflow.unsafe.imports_passed_through():
 from rein.workflows.agent_changes import AgentChanges
 from rein.workflows.children import ChildRuns
 from rein.workflows.continuation import Continuation
+from rein.workflows.decisions import Decisions
 from rein.workflows.publishing import Publisher
 from rein.workflows.readers import StreamReaders
 from rein.workflows.stages import Stages
 from rein.workflows.start import LeanStart
+from rein.workflows.threads import Threads
+from rein.workflows.waiting import Waiting
 from rein.workflows.worker_steps import WorkerSteps
 
 if TYPE_CHECKING:
@@ -145,6 +149,12 @@ class RunState:
         """How the run learns its agent: with its first model call, or by asking first (rein.workflows.start)."""
         self.worker_steps = WorkerSteps(self)
         """The steps of agents with middleware or compaction, run on the worker (rein.workflows.worker_steps)."""
+        self.decisions = Decisions(self)
+        """approve, deny, answer, retry, cancel: what fits, and applying it (rein.workflows.decisions)."""
+        self.waiting = Waiting(self)
+        """The wait for a person and a client's wait for the run (rein.workflows.waiting)."""
+        self.threads = Threads(self)
+        """A thread's messages and turns (rein.workflows.threads)."""
         self.continuation = Continuation(self)
         """When and how the run continues as new, and how a continuation takes over (rein.workflows.continuation)."""
 
@@ -175,6 +185,11 @@ class RunState:
         except (asyncio.CancelledError, ActivityError):
             pass
         return None
+
+    @property
+    def thread(self) -> ThreadState | None:
+        """A thread's turns and messages (rein.core.threads); None for a run."""
+        return self.carry.thread
 
     def ignore(self, name: str, why: str) -> None:
         """A signal that does not fit: counted and logged (a child's status, a decision's signal)."""

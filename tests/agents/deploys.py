@@ -107,14 +107,17 @@ def _install_new_patch() -> None:
     the marker or not) in any of this build's processes, so each replays what the others recorded."""
     from rein.workflows.waiting import Waiting
 
-    original = Waiting._wait_for_human
+    # This build's Waiting is a collaborator (`wait_for_human`); an older build's worker imports this module
+    # too, with its own Waiting mixin (`_wait_for_human`).
+    name = "wait_for_human" if hasattr(Waiting, "wait_for_human") else "_wait_for_human"
+    original = getattr(Waiting, name)
 
-    async def _wait_for_human(self: Any, *args: Any, **kwargs: Any) -> None:
+    async def wait_for_human(self: Any, *args: Any, **kwargs: Any) -> None:
         if os.environ.get("DEPLOY_NEW_PATCH") or workflow.unsafe.is_replaying():
             workflow.patched(NEW_PATCH)
         await original(self, *args, **kwargs)
 
-    Waiting._wait_for_human = _wait_for_human  # type: ignore[method-assign]
+    setattr(Waiting, name, wait_for_human)
 
 
 if os.environ.get("DEPLOY_BUG"):
