@@ -7,6 +7,7 @@ Imports under `if TYPE_CHECKING:` are not counted: they never run.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,3 +323,17 @@ def test_the_folders_point_down() -> None:
                 for a, targets in import_graph().items() for b in targets
                 if layer_of(b) > layer_of(a) and (a, b) not in KNOWN_UPWARD)  # type: ignore[operator]
     assert up == []
+
+
+def test_the_workflow_is_a_loop_over_collaborators_not_a_diamond_of_mixins() -> None:
+    """AgentWorkflow → AgentLoop → AgentHandlers → RunState, one line; each concern is an object the state
+    holds, and none reaches into the run's private members (or another collaborator's)."""
+    from rein.workflows import AgentWorkflow
+
+    assert [c.__name__ for c in AgentWorkflow.__mro__] == ["AgentWorkflow", "AgentLoop", "AgentHandlers", "RunState", "object"]
+    reaching = []
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\brun\.(\w+\.)?_[a-z]", line):
+                reaching.append(f"{path.name}:{number}: {line.strip()}")
+    assert reaching == []
