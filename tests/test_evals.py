@@ -257,3 +257,55 @@ async def test_what_if_model_calls_stay_on_their_own_queue_under_the_fleets_limi
     await copy_model_limit(runs, f"{provider}/m", limited)
     copied = await queue_limits(dev.client, limited)
     assert (copied.rps, copied.weights) == (3.0, {"acme": 2.0})
+
+
+def helpdesk_vendor(body: Any) -> Reply:
+    """The helpdesk asks a person which colour, then its researcher (an agent as a tool, which searches); the
+    researcher searches once and reports."""
+    tools = {t["function"]["name"] for t in body.get("tools") or []}
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if "search" in tools:  # the researcher
+        if not results:
+            prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+            return Reply(tool_calls=[("s1", "search", {"q": prompt})])
+        return Reply(text=f"found: {results[-1]}")
+    if not results:
+        return Reply(tool_calls=[("h1", "ask_human", {"question": "Which colour?"})])
+    if len(results) == 1:
+        return Reply(tool_calls=[("h2", "researcher", {"prompt": f"paint {results[0]}"})])
+    return Reply(text=f"done: {results[-1]}")
+
+
+async def test_a_recorded_answer_and_an_agent_used_as_a_tool_are_reused_not_asked_or_run_again(dev, store):
+    """The person's answer is applied as recorded; the child agent's call gets the recorded result: no child run
+    starts, so its tool does not run either."""
+    def helpdesk() -> rein.Agent:
+        def search(q: str) -> str:
+            """Search the catalogue."""
+            Path(store.env["REIN_TEST_EFFECTS"]).open("a").write(f"search {q}\n")
+            return f"{q} in aisle 7"
+
+        provider = rein.LiteLLMProvider("openai/desk", api_base=store.srv.base_url + "/v1", api_key="sk-test")
+        researcher = rein.Agent(provider=provider, tools=[search], name=f"researcher-{store.name}")
+        return rein.Agent(provider=provider, tools=[rein.ask_human, researcher.as_tool("researcher")],
+                          name=f"desk-{store.name}")
+
+    store.srv.responder = helpdesk_vendor
+    queue = f"desk-{uuid.uuid4().hex[:6]}"
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[helpdesk()], task_queue=queue):
+        handle = await runs.start(f"desk-{store.name}", "help me")
+        paused = await runs.wait(handle.id)
+        assert paused.interrupt is not None and paused.interrupt.type == "need_input", paused
+        await runs.answer(handle.id, "blue", approver="ops", wait=True)
+        recorded = await runs.result(handle.id)
+    assert recorded.output == "done: found: paint blue in aisle 7"
+    assert store.effects() == ["search paint blue"]
+    report = await runs.eval(helpdesk(), runs=[handle.id])
+    [row] = report.rows
+    assert (row.verdict, row.reused, row.ran, row.output) == ("match", 2, 0, recorded.output)
+    assert store.effects() == ["search paint blue"]  # no child run, no search
+    history = await dev.client.get_workflow_handle(row.run).fetch_history()
+    assert not [e for e in history.events if e.HasField("start_child_workflow_execution_initiated_event_attributes")]
+    assert not [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+                and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.run_tool"]
