@@ -179,15 +179,17 @@ class ReinClient(DecisionDelivery, ThreadClient, ScheduleClient):
         scorers: Sequence[Any] = (),
         concurrency: int = 4,
         task_queue: str | None = None,
+        on_row: Any = None,
     ) -> EvalReport:
         """Replay recorded runs against a changed `agent` (an Agent: served by a worker in this process; or
         the name of one a deployed build serves on `task_queue`) and compare: docs/evals.md. The runs:
         `runs` by id, else the finished runs of agent `name` (default the agent's) started within `since`
-        (`7d` or a timedelta), at most `limit`. `scorers`: rein.ops.scorers or your own callables."""
+        (`7d` or a timedelta), at most `limit`. `scorers`: rein.ops.scorers or your own callables. `on_row`:
+        called with each EvalRow as its run is compared (progress)."""
         from rein.ops import evals
 
         return await evals.eval_runs(self, agent, runs=runs, since=since, name=name, limit=limit,
-                                     scorers=scorers, concurrency=concurrency, task_queue=task_queue)
+                                     scorers=scorers, concurrency=concurrency, task_queue=task_queue, on_row=on_row)
 
     def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
         return self.client.get_workflow_handle(run_id, run_id=run, result_type=RunOutcome)

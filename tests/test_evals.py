@@ -94,8 +94,10 @@ RECORDED_EFFECTS = ["lookup apple", "lookup kiwi", "lookup pear", "charge pear",
 async def test_an_unchanged_agent_matches_every_recorded_run_and_runs_no_tool_again(dev, store):
     runs, ids = await record(dev, store)
     assert store.effects() == RECORDED_EFFECTS
-    report = await runs.eval(shop.build("original"), runs=list(ids.values()))
+    heard: list[str] = []
+    report = await runs.eval(shop.build("original"), runs=list(ids.values()), on_row=lambda row: heard.append(row.recorded))
     assert [r.verdict for r in report.rows] == ["match"] * 4, report.rows
+    assert sorted(heard) == sorted(ids.values())  # progress: each row as it was compared
     assert store.effects() == RECORDED_EFFECTS  # no tool ran again
     by_prompt = {p: next(r for r in report.rows if r.recorded == i) for p, i in ids.items()}
     assert [by_prompt[p].reused for p in PROMPTS] == [1, 1, 2, 2]  # plum's denied charge: the recorded denial

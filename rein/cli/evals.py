@@ -16,6 +16,7 @@ from rein.cli.app import (
     JsonFlag,
     Namespace,
     app,
+    err_console,
     escape,
     load_agent_target,
     out_console,
@@ -80,12 +81,19 @@ async def _run(client: ReinClient, target: Any, ids: list[str], since: Any, name
             task_queue = await queue_for(client, target, task_queue)
         except AgentNotServed as err:
             raise CliError(str(err), EXIT_NO_WORKER) from None
-    try:
-        return await client.eval(target, runs=ids or None, since=since, name=name, limit=limit, scorers=scorers,
-                                 concurrency=concurrency, task_queue=task_queue)
-    except EvalError as err:
-        code = EXIT_NOT_FOUND if str(err).startswith("no finished runs") else EXIT_USAGE
-        raise CliError(str(err), code) from None
+    console = err_console()
+    done: list[str] = []
+    with console.status("reading the recorded runs") as status:  # shown on a terminal only
+        def progress(row: Any) -> None:
+            done.append(row.verdict)
+            status.update(f"{len(done)} compared: {done.count('match')} match, "
+                          f"{len(done) - done.count('match')} not")
+        try:
+            return await client.eval(target, runs=ids or None, since=since, name=name, limit=limit, scorers=scorers,
+                                     concurrency=concurrency, task_queue=task_queue, on_row=progress)
+        except EvalError as err:
+            code = EXIT_NOT_FOUND if str(err).startswith("no finished runs") else EXIT_USAGE
+            raise CliError(str(err), code) from None
 
 
 def parse_scorer(text: str) -> Any:

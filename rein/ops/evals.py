@@ -121,8 +121,9 @@ class EvalReport(BaseModel):
 async def eval_runs(client: ReinClient, agent: Agent | str, *, runs: Sequence[str] | None = None,
                     since: timedelta | str | None = None, name: str | None = None, limit: int | None = None,
                     scorers: Sequence[Scorer] = (), concurrency: int = DEFAULT_CONCURRENCY,
-                    task_queue: str | None = None) -> EvalReport:
-    """`ReinClient.eval`: select the recorded runs, read them, replay them against `agent`, compare."""
+                    task_queue: str | None = None, on_row: Callable[[EvalRow], None] | None = None) -> EvalReport:
+    """`ReinClient.eval`: select the recorded runs, read them, replay them against `agent`, compare. `on_row`
+    hears each row as its what-if run is compared (progress)."""
     if isinstance(since, str):
         from rein.core.durations import parse_duration
 
@@ -142,7 +143,8 @@ async def eval_runs(client: ReinClient, agent: Agent | str, *, runs: Sequence[st
             return await recorded_run(client, run_id)
 
     recorded = list(await asyncio.gather(*(read(run_id) for run_id in runs)))
-    return await evaluate(client, agent, recorded, scorers=scorers, concurrency=concurrency, task_queue=task_queue)
+    return await evaluate(client, agent, recorded, scorers=scorers, concurrency=concurrency, task_queue=task_queue,
+                          on_row=on_row)
 
 
 # ---------------------------------------------------------------- the recorded runs
@@ -221,21 +223,22 @@ async def recorded_from_history(client: ReinClient, history: WorkflowHistory) ->
 
 async def evaluate(client: ReinClient, agent: Agent | str, recorded: Sequence[RecordedRun], *,
                    scorers: Sequence[Scorer] = (), concurrency: int = DEFAULT_CONCURRENCY,
-                   task_queue: str | None = None) -> EvalReport:
+                   task_queue: str | None = None, on_row: Callable[[EvalRow], None] | None = None) -> EvalReport:
     """Replay each recorded run against `agent` and compare. An Agent runs on a worker in this process, on a
     queue of its own (the fleet's workers keep serving their own definition); a name runs on the workers
     of `task_queue` (default the client's): a new build deployed beside the current one."""
     if concurrency < 1:
         raise EvalError(f"concurrency must be 1 or more, got {concurrency}")
     if isinstance(agent, str):
-        return await _evaluate_on(client, agent, None, task_queue or client.task_queue, recorded, scorers, concurrency)
+        return await _evaluate_on(client, agent, None, task_queue or client.task_queue, recorded, scorers, concurrency,
+                                  on_row)
     from rein.durable.temporal_worker import create_worker
 
     queue = task_queue or f"rein-eval-{uuid.uuid4().hex[:8]}"
     await copy_model_limit(client, agent.model_label, queue)
     # Its model calls stay on its own queue: the fleet's model workers serve the fleet's definition.
     async with create_worker(client.client, [agent], task_queue=queue, route_models=False):
-        return await _evaluate_on(client, agent.name, agent.system, queue, recorded, scorers, concurrency)
+        return await _evaluate_on(client, agent.name, agent.system, queue, recorded, scorers, concurrency, on_row)
 
 
 async def copy_model_limit(client: ReinClient, model: str, queue: str) -> None:
@@ -255,13 +258,16 @@ async def copy_model_limit(client: ReinClient, model: str, queue: str) -> None:
         log.info("what-if runs without the model's rate limit: %s", err.message)
 
 
-async def _evaluate_on(client: ReinClient, name: str, system: str | None, queue: str,
-                       recorded: Sequence[RecordedRun], scorers: Sequence[Scorer], concurrency: int) -> EvalReport:
+async def _evaluate_on(client: ReinClient, name: str, system: str | None, queue: str, recorded: Sequence[RecordedRun],
+                       scorers: Sequence[Scorer], concurrency: int, on_row: Callable[[EvalRow], None] | None) -> EvalReport:
     gate = asyncio.Semaphore(concurrency)
 
     async def one(run: RecordedRun) -> EvalRow:
         async with gate:
-            return await _what_if(client, name, system, queue, run, scorers)
+            row = await _what_if(client, name, system, queue, run, scorers)
+        if on_row is not None:
+            on_row(row)
+        return row
 
     return EvalReport(agent=name, rows=list(await asyncio.gather(*(one(r) for r in recorded))))
 
