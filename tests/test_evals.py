@@ -15,7 +15,7 @@ from temporalio.common import SearchAttributeKey
 import rein
 import rein.testing
 from rein.cli.app import EXIT_EVAL_BELOW, EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
-from rein.client import ReinClient
+from rein.client import ReinClient, connect
 from rein.core.result import RunResult
 from rein.durable.fleet import queue_limits, set_limits, usage_since
 from rein.ops.evals import EvalError, RecordedRun, copy_model_limit, select_runs
@@ -311,3 +311,27 @@ async def test_a_recorded_answer_and_an_agent_used_as_a_tool_are_reused_not_aske
     assert not [e for e in history.events if e.HasField("start_child_workflow_execution_initiated_event_attributes")]
     assert not [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
                 and e.activity_task_scheduled_event_attributes.activity_type.name == "rein.run_tool"]
+
+
+async def test_what_if_runs_are_marked_where_the_fleets_build_never_registered_the_attribute(store, tmp_path):
+    """A namespace whose workers are of a build before ReinEvalOf: `rein eval` adds it before it starts runs."""
+    from temporalio.api.operatorservice.v1 import RemoveSearchAttributesRequest
+
+    from rein.durable.embedded_server import start_dev_server
+
+    server = start_dev_server(log_path=tmp_path / "server.log")
+    try:
+        client = await connect(server.address)
+        queue = f"old-fleet-{uuid.uuid4().hex[:6]}"
+        async with rein.create_worker(client, agents=[shop.build("original")], task_queue=queue):
+            handle = await ReinClient(client, queue).start(store.name, "price fig")
+            await handle.result()
+        await client.operator_service.remove_search_attributes(
+            RemoveSearchAttributesRequest(namespace=client.namespace, search_attributes=["ReinEvalOf"]))
+        fresh = ReinClient(await connect(server.address))  # knows nothing of the namespace yet
+        report = await fresh.eval(shop.build("original"), runs=[handle.id])
+        assert report.share == 1.0, report.rows
+        description = await client.get_workflow_handle(report.rows[0].run).describe()
+        assert description.typed_search_attributes.get(EVAL_OF) == handle.id
+    finally:
+        server.stop()

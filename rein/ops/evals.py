@@ -229,6 +229,9 @@ async def evaluate(client: ReinClient, agent: Agent | str, recorded: Sequence[Re
     of `task_queue` (default the client's): a new build deployed beside the current one."""
     if concurrency < 1:
         raise EvalError(f"concurrency must be 1 or more, got {concurrency}")
+    from rein.temporal.search_attributes import ensure_search_attributes
+
+    await ensure_search_attributes(client.client)  # ReinEvalOf, where the fleet's workers are of a build before it
     if isinstance(agent, str):
         return await _evaluate_on(client, agent, None, task_queue or client.task_queue, recorded, scorers, concurrency,
                                   on_row)
