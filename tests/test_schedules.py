@@ -14,20 +14,12 @@ from temporalio.service import RPCError
 import rein
 from rein.cli.app import EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
 from rein.client import ReinClient, ScheduleError
+from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_threads import echo_agent
 
 pytestmark = pytest.mark.timeout(180)
 
-
-async def _until(predicate: Any, what: str, timeout: float = 60.0) -> None:
-    async def poll() -> None:
-        while not await predicate():
-            await asyncio.sleep(0.2)
-    try:
-        await asyncio.wait_for(poll(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"never happened: {what}") from None
 
 
 async def _scheduled_runs(client: Any, schedule_id: str) -> list[Any]:
@@ -42,7 +34,7 @@ async def test_a_schedule_starts_runs_pause_stops_them_trigger_starts_one_delete
     address = dev.client.service_client.config.target_host
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         handle = await runs.schedule(schedule_id, agent=agent.name, prompt="the daily digest", every="2s")
-        await _until(lambda: _at_least(dev.client, schedule_id, 2), "two scheduled runs")
+        await poll(lambda: _at_least(dev.client, schedule_id, 2), "two scheduled runs", timeout=60)
         started = await _scheduled_runs(dev.client, schedule_id)
         assert all(r.id.startswith(f"{schedule_id}-") for r in started)  # Temporal's id: the schedule's, then the time
         first = await runs.result(started[-1].id)
@@ -59,7 +51,7 @@ async def test_a_schedule_starts_runs_pause_stops_them_trigger_starts_one_delete
         assert (await handle.describe()).info.num_actions == before
 
         await handle.trigger()  # one now, paused or not
-        await _until(lambda: _actions(handle, before + 1), "the triggered start")
+        await poll(lambda: _actions(handle, before + 1), "the triggered start", timeout=60)
         await handle.delete()
         with pytest.raises(RPCError):
             await handle.describe()
@@ -82,13 +74,13 @@ async def test_skip_holds_while_a_run_waits_for_approval(dev, ids) -> None:
     schedule_id = f"triage-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         handle = await runs.schedule(schedule_id, agent=agent.name, prompt="tool:0.1", every="1s", overlap="skip")
-        await _until(lambda: _waiting(runs, dev.client, schedule_id), "the first run waits for approval")
-        await _until(lambda: _skipped(handle, 2), "starts skipped while it waits")
+        await poll(lambda: _waiting(runs, dev.client, schedule_id), "the first run waits for approval", timeout=60)
+        await poll(lambda: _skipped(handle, 2), "starts skipped while it waits", timeout=60)
         assert len(await _scheduled_runs(dev.client, schedule_id)) == 1
         [waiting] = await _scheduled_runs(dev.client, schedule_id)
         await runs.approve(waiting.id, wait=True)
         assert (await runs.result(waiting.id)).output == "heard: tool:0.1"
-        await _until(lambda: _at_least(dev.client, schedule_id, 2), "the next start after the run ended")
+        await poll(lambda: _at_least(dev.client, schedule_id, 2), "the next start after the run ended", timeout=60)
         await handle.delete()
 
 
@@ -112,9 +104,9 @@ async def test_a_schedule_with_a_thread_sends_its_prompt_to_the_thread(dev, ids)
         described = await handle.describe()
         assert described.schedule.policy.overlap.name == "ALLOW_ALL"  # each start only sends: the thread queues
         await handle.trigger()  # the first message starts the thread
-        await _until(lambda: _turns(runs, thread_id, 1), "the thread's first turn")
+        await poll(lambda: _turns(runs, thread_id, 1), "the thread's first turn", timeout=60)
         await handle.trigger()  # the next one is its next turn
-        await _until(lambda: _turns(runs, thread_id, 2), "two scheduled messages, two turns of one thread")
+        await poll(lambda: _turns(runs, thread_id, 2), "two scheduled messages, two turns of one thread", timeout=60)
         session = await runs.session(thread_id)
         assert [m.content for m in session.messages if m.role == "user"] == ["standup time", "standup time"]
         await handle.delete()
@@ -182,5 +174,5 @@ async def test_the_ui_link_for_scheduled_runs_that_failed_finds_them(dev, ids) -
         async def found() -> bool:
             return bool([r async for r in dev.client.list_workflows(query)])
 
-        await _until(found, "the failed scheduled run in the link's list")
+        await poll(found, "the failed scheduled run in the link's list", timeout=60)
         await handle.delete()

@@ -11,6 +11,7 @@ import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
 from rein.client import ReinClient, ThreadRefused
 from rein.core.threads import SendReceipt
+from tests.support.waiting import poll
 
 
 class Echo:
@@ -81,15 +82,6 @@ class Slow(Echo):
         return await super().complete(messages, tools, **kw)
 
 
-async def _until(predicate, what: str, timeout: float = 30.0):
-    async def poll():
-        while not await predicate():
-            await asyncio.sleep(0.05)
-    try:
-        await asyncio.wait_for(poll(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"never happened: {what}") from None
-
 
 async def test_each_mode_while_a_tool_runs(dev, ids):
     queue, thread_id = ids
@@ -97,7 +89,7 @@ async def test_each_mode_while_a_tool_runs(dev, ids):
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         busy = await runs.send(thread_id, "tool:1.5", agent=agent.name)
-        await _until(lambda: _tool_started(runs, thread_id), "the tool call started")
+        await poll(lambda: _tool_started(runs, thread_id), "the tool call started")
         queued = await runs.send(thread_id, "next turn please", agent=agent.name)
         steered = await runs.send(thread_id, "also this", agent=agent.name, mode="steer")
         with pytest.raises(ThreadRefused) as refused:
@@ -127,7 +119,7 @@ async def test_interrupt_cuts_the_model_call_under_way(dev, ids):
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         long = await runs.send(thread_id, "slow:30", agent=agent.name)
-        await _until(lambda: _model_called(dev.client, thread_id), "the model call started")
+        await poll(lambda: _model_called(dev.client, thread_id), "the model call started")
         cut = await runs.send(thread_id, "stop, do this instead", agent=agent.name, mode="interrupt")
         assert cut.turn == long.turn == 1
         answer = await asyncio.wait_for(runs.reply(long), 20)  # not the 30 s the cut call would take
