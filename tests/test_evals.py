@@ -104,10 +104,12 @@ async def test_an_unchanged_agent_matches_every_recorded_run_and_runs_no_tool_ag
     assert all(r.ran == 0 and r.first_difference is None and r.same_output for r in report.rows)
     assert "Denied by ops" in (by_prompt["buy plum"].output or "")
     assert (report.matched, report.share) == (4, 1.0)
-    for row in report.rows:  # marked, and a durable run like any other
+    for row in report.rows:  # marked, and a durable run like any other, whose workflow tasks never failed
         description = await dev.client.get_workflow_handle(row.run).describe()
         assert description.typed_search_attributes.get(EVAL_OF) == row.recorded
         assert row.tokens == row.recorded_tokens > 0
+        history = await dev.client.get_workflow_handle(row.run).fetch_history()
+        assert not [e for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
 
 
 async def test_a_changed_agent_diverges_exactly_where_it_makes_a_new_call(dev, store):

@@ -9,7 +9,7 @@ new call that needs a person ends the run the same way. Pure: the workflow and t
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -64,7 +64,7 @@ def call_key(name: str, arguments: dict[str, Any]) -> str:
     return f"{name}({json.dumps(arguments, sort_keys=True, separators=(',', ':'), default=str)})"
 
 
-def recorded_calls(session: Session, steps: list[Step] = ()) -> list[RecordedCall]:  # type: ignore[assignment]
+def recorded_calls(session: Session, steps: Sequence[Step] = ()) -> list[RecordedCall]:
     """Every tool call of a recorded conversation with its result and decision, in order. `steps` (the
     run's step log) tells which results were errors: a Session keeps only their text."""
     results = {m.tool_call_id: m.content or "" for m in session.messages if m.role == "tool" and m.tool_call_id}
@@ -102,7 +102,7 @@ def first_new_call(plan: EvalPlan, calls: list[ToolCall], rerun: Collection[str]
 
 
 def settle(plan: EvalPlan, session: Session, interrupt: Interrupt, step: int, waiting_on: list[ToolCall],
-           input_tools: frozenset[str] = frozenset(), used: set[int] = frozenset()) -> str | None:  # type: ignore[assignment]
+           input_tools: frozenset[str] = frozenset(), used: Collection[int] = ()) -> str | None:
     """Take the decisions a person took in the recorded run for the calls `interrupt` waits on (`waiting_on`:
     the pending calls that need a person; mutates the Session). None when settled, else why the run ends.
     `used`: the recorded calls whose results the run took; each call's decision is that of the recorded call

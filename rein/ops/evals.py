@@ -281,15 +281,16 @@ async def _what_if(client: ReinClient, name: str, system: str | None, queue: str
     if run.request.thread:
         row.error = "a thread: replay its turns as runs (docs/evals.md)"
         return row
+    plan = evals.EvalPlan(of=run.run_id, calls=evals.recorded_calls(run.result.session, run.result.steps))
     try:
-        handle = await _start(client, name, system, queue, run)
+        handle = await _start(client, name, system, queue, run, plan)
         row.run = handle.id
         outcome = await client.outcome(handle)
         replayed = await client.full_result(handle.id, outcome)
     except RunFailed as err:
         row.error = str(err)
         return row
-    _compare(row, run, replayed, outcome)
+    _compare(row, run, replayed, outcome, plan)
     await _score(row, run, replayed, scorers)
     row.verdict = _verdict(row, bool(scorers))
     return row
@@ -301,13 +302,13 @@ def _recorded_row(run: RecordedRun) -> EvalRow:
                    recorded_cost_usd=usage.cost_usd, recorded_elapsed_s=run.result.elapsed_s)
 
 
-async def _start(client: ReinClient, name: str, system: str | None, queue: str, run: RecordedRun) -> Any:
+async def _start(client: ReinClient, name: str, system: str | None, queue: str, run: RecordedRun,
+                 plan: evals.EvalPlan) -> Any:
     """Start the what-if run: the recorded input (with the changed agent's system prompt), its recorded calls."""
     from rein.durable.fleet import run_priority
     from rein.temporal.search_attributes import start_search_attributes
 
     original = run.request
-    plan = evals.EvalPlan(of=run.run_id, calls=evals.recorded_calls(run.result.session, run.result.steps))
     request = AgentInput(agent=name, prompt=original.prompt, session=_with_system(original.session, system),
                          config=original.config, metadata={**original.metadata, EVAL_MEMO: {"of": run.run_id}},
                          eval=plan)
@@ -331,8 +332,7 @@ def _with_system(session: Session | None, system: str | None) -> Session | None:
     return session.model_copy(update={"messages": [Message(role="system", content=system), *session.messages[1:]]})
 
 
-def _compare(row: EvalRow, run: RecordedRun, replayed: RunResult, outcome: RunOutcome) -> None:
-    plan = evals.EvalPlan(of=run.run_id, calls=evals.recorded_calls(run.result.session, run.result.steps))
+def _compare(row: EvalRow, run: RecordedRun, replayed: RunResult, outcome: RunOutcome, plan: evals.EvalPlan) -> None:
     calls = [c for m in replayed.session.messages for c in m.tool_calls or ()
              if any(t.tool_call_id == c.id for t in replayed.session.messages if t.role == "tool")]
     row.reused = sum(plan.find(c) is not None for c in calls)
