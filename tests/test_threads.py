@@ -191,6 +191,12 @@ async def test_a_long_thread_continues_as_new_at_turn_boundaries(dev, ids):
         assert len(histories) == 2, "one continue-as-new after turn 50"
         continued = [h for h in histories if h.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW]
         assert len(continued) == 1
+
+        async def listed_idle() -> list:
+            rows = [(r.thread_id, r.status) async for r in runs.threads(limit=1000) if r.thread_id == thread_id]
+            return rows if rows and all(status == "idle" for _, status in rows) else []
+
+        assert await poll(listed_idle, "the thread listed idle") == [(thread_id, "idle")]  # once, as its newest run
     from temporalio.worker import Replayer
 
     from rein.temporal.converter import rein_data_converter
@@ -225,9 +231,34 @@ async def test_agent_thread_and_a_chat_of_the_same_thread_in_another_process(tmp
     assert [c.type for c in pieces][-1] == "done"
     said = "".join(c.text for c in pieces if c.type == "text")
     assert said.startswith("thinking 0") and said.endswith("heard: slow:3")
+    # A steer to an idle thread opens the next turn: its stream is that turn's text, not earlier turns'.
+    steered = [c async for c in thread.astream("slow:2", mode="steer")]
+    assert "".join(c.text for c in steered if c.type == "text") == "thinking 0 … heard: slow:2"
+    # An interrupt cuts the model call under way: the turn's reader sees `cut`, then the answer to both.
+    first_text = asyncio.Event()
+
+    async def read_turn() -> list:
+        chunks = []
+        async for c in thread.astream("slow:40"):
+            chunks.append(c)
+            if c.type == "text":
+                first_text.set()
+        return chunks
+
+    reader = asyncio.ensure_future(read_turn())
+    await asyncio.wait_for(first_text.wait(), 60)
+    joined = [c async for c in thread.astream("stop", mode="interrupt")]
+    chunks = await asyncio.wait_for(reader, 60)
+    assert [c.name for c in chunks if c.type == "event"] == ["cut"]
+    assert "".join(c.text for c in chunks if c.type == "text").endswith("heard: slow:40 | stop")
+    assert [c.name for c in joined if c.type == "event"] == ["cut"]  # it joined the same turn
     chat = talker.chat(thread_id=thread_id)
     last = await chat.asend("fourth")
-    assert [m.content for m in last.session.messages if m.role == "user"] == ["first", "second", "slow:3", "fourth"]
+    users = [m.content for m in last.session.messages if m.role == "user"]
+    assert users == ["first", "second", "slow:3", "slow:2", "slow:40", "stop", "fourth"]
+    assistants = [m.content for m in last.session.messages if m.role == "assistant"]
+    assert assistants[-2:] == ["heard: slow:40 | stop", "heard: fourth"]  # the cut text is not in the conversation
+    assert all("heard: " in a for a in assistants if a)  # every answer whole: no partial kept
     with pytest.raises(ValueError, match="durable"):
         Agent(provider=Echo(), name="local-echo", engine="local").thread("x")
 

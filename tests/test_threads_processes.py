@@ -17,6 +17,7 @@ import pytest
 from rein.client import ReinClient
 from rein.durable.embedded_server import temporal_binary
 from tests.support.processes import ROOT, WorkerProcess
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -173,3 +174,36 @@ async def test_the_command_line_one_line_errors_and_watching_a_thread(dev, worke
             watch.kill()
     assert "turn 1" in out and "heard: tool:2" in out and "turn 2" in out and "heard: next" in out, out + err
     assert watch.returncode == 10, err  # the thread was cancelled: watching ends with it
+
+
+async def _idle(rows):
+    found = await rows
+    return found if found and found[0]["status"] == "idle" else None
+
+
+async def test_a_thread_started_by_the_stock_cli_is_a_thread_to_rein(dev, worker, tmp_path):
+    """`temporal workflow start-update-with-start` (no rein client, no memo) starts a thread: it marks itself,
+    so `rein threads` lists it (once, also after it continued as new), and `rein result` reads its last turn."""
+    address, queue, _ = worker
+    thread_id = f"stock-{uuid.uuid4().hex[:8]}"
+    started = await asyncio.to_thread(
+        _temporal, address, "workflow", "start-update-with-start", "--workflow-id", thread_id, "--type", "AgentWorkflow",
+        "--task-queue", queue, "--id-conflict-policy", "UseExisting", "--input", json.dumps({"agent": "talker", "thread": True}),
+        "--update-name", "rein.send", "--update-input", json.dumps({"text": "hello from a shell"}),
+        "--update-wait-for-stage", "accepted", "--output", "json")
+    assert started.returncode == 0, started.stderr + started.stdout
+    assert json.loads(started.stdout)["updateName"] == "rein.send", started.stdout
+    runs = ReinClient(dev.client, queue)
+    answer = await asyncio.wait_for(runs.turn_result(thread_id), 30)
+    assert answer.output == "heard: hello from a shell"
+    last = await asyncio.to_thread(_rein, address, "result", thread_id)
+    assert (last.returncode, last.stdout.strip()) == (0, "heard: hello from a shell"), last.stderr
+
+    async def listed() -> list[dict]:
+        out = await asyncio.to_thread(_rein, address, "threads", "--json", "--limit", "500")
+        assert out.returncode == 0, out.stderr
+        return [row for row in json.loads(out.stdout) if row["thread_id"] == thread_id]
+
+    rows = await poll(lambda: _idle(listed()), "rein threads listing the thread idle")  # visibility lags
+    assert [(r["agent"], r["status"]) for r in rows] == [("talker", "idle")], rows
+    assert rows[0]["age_s"] is not None and rows[0]["last_activity"]

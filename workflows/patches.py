@@ -37,3 +37,8 @@ PATCH_WAITING_TIMER = "rein-waiting-timer"
 """Since this patch every wait for a person shows on that timer (asked at a run's first wait: runs that
 never wait record no marker). Runs that waited before it replay without the timer; a run described
 with the retired opt-in flag (REIN_UI_WAIT_TIMER=1) waits on its old build (docs/deploys.md)."""
+
+PATCH_THREAD_MEMO = "rein-thread-memo"
+"""Since this patch a thread started without the `rein.thread` memo (by a stock tool, not a rein client) upserts
+it at its first turn, so `rein threads`, `rein watch` and `rein result` know it for a thread. Threads started
+by rein's clients carry the memo and record nothing."""

@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from rein.workflows.patches import PATCH_THREAD_MEMO
+
 with workflow.unsafe.imports_passed_through():
     from rein.core import machine, threads
     from rein.core.ir import StreamChunk
     from rein.core.threads import (
+        THREAD_MEMO,
         TURN_TRACE,
         SendReceipt,
         SendRequest,
@@ -98,6 +101,8 @@ class Threads:
                 await run.continuation.continue_as_new()  # many messages refused or duplicated: a fresh history
         message = threads.next_turn(thread)
         assert message is not None
+        if thread.turns == 1 and workflow.memo_value(THREAD_MEMO, None) is None and workflow.patched(PATCH_THREAD_MEMO):
+            workflow.upsert_memo({THREAD_MEMO: True})  # started by a stock tool: say it is a thread
         thread.turn_first_step = run.first_step + len(run.steps)
         machine.prepare_turn(run.session, message.text)
         run.carry.active_s = 0.0

@@ -38,7 +38,8 @@ class Thread:
         return asyncio.run(self.asend(text, mode=mode, message_id=message_id))
 
     async def astream(self, text: str, *, mode: Mode = "queue", message_id: str | None = None) -> AsyncIterator[StreamChunk]:
-        """`asend`, yielding the turn's text and tool-call chunks as they come, then a `done` chunk."""
+        """`asend`, yielding the turn's text and tool-call chunks as they come (an `event` chunk named `cut` when
+        an interrupt cut a model call: its text so far is no longer in the conversation), then a `done` chunk."""
         async for item in runner("temporal").stream_thread(self.agent, self.thread_id, text, mode=mode,
                                                            message_id=message_id):
             if isinstance(item, RunResult):

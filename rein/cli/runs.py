@@ -193,7 +193,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
 
 async def _is_thread(client: ReinClient, run_id: str) -> bool:
-    from rein.durable.threads import THREAD_MEMO
+    from rein.core.threads import THREAD_MEMO
 
     try:
         return bool((await (await client.handle(run_id).describe()).memo()).get(THREAD_MEMO))

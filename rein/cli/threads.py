@@ -133,7 +133,7 @@ def _print_answer(receipt: SendReceipt, answer: RunResult | None, as_json: bool)
 
 def _where(receipt: SendReceipt) -> str:
     said = "already taken (the same --id): " if receipt.duplicate else ""
-    if receipt.mode in ("steer", "interrupt") and not receipt.ahead:
+    if receipt.joined:
         return f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode})"
     later = f", after {receipt.ahead} turn{'s' if receipt.ahead != 1 else ''}" if receipt.ahead else ""
     return f"{said}{receipt.message_id} is turn {receipt.turn} of {receipt.thread_id}{later}"
@@ -155,8 +155,11 @@ def threads(
 
     rows = with_client(address, namespace, go)
     if as_json:
+        now = datetime.now(UTC)
         print_json([{"thread_id": r.thread_id, "agent": r.agent, "status": r.status,
-                     "started": r.started.isoformat() if r.started else None} for r in rows])
+                     "started": r.started.isoformat() if r.started else None,
+                     "age_s": int((now - r.started).total_seconds()) if r.started else None,
+                     "last_activity": r.last_activity.isoformat() if r.last_activity else None} for r in rows])
         return
     if not rows:
         err_console().print("no threads (start one with `rein send THREAD TEXT --agent NAME`)")

@@ -34,15 +34,22 @@ class StreamEvent(BaseModel):
 
 
 class TextDeduplicator:
-    """Keeps, per model call, how much text a reader has seen; returns only what is new."""
+    """Keeps, per model call, how much text a reader has seen; returns only what is new. A model call a
+    `cut` event names (an `interrupt` message cut it) says nothing more: deltas its activity published
+    before it learnt of the cut are dropped."""
 
     def __init__(self) -> None:
         self.seen: dict[str, int] = {}
+        self.cut: set[str] = set()
 
     def __call__(self, event: StreamEvent) -> StreamChunk | None:
         chunk = event.chunk
+        if chunk.type == "event" and chunk.name == "cut" and chunk.data:
+            self.cut.add(str(chunk.data.get("source")))
         if chunk.type != "text" or not event.source:
             return chunk
+        if event.source in self.cut:
+            return None
         have = self.seen.get(event.source, 0)
         end = event.offset + len(chunk.text)
         if end <= have:

@@ -28,6 +28,9 @@ from rein.core.session import Session, Stage
 
 SEND_UPDATE = "rein.send"
 THREAD_QUERY = "rein.thread"
+THREAD_MEMO = "rein.thread"
+"""Memo key every thread carries (`rein threads` lists runs with it): rein's clients set it at the start; a thread
+started by a stock tool (`temporal workflow start-update-with-start`) sets it itself at its first turn."""
 Mode = Literal["queue", "steer", "interrupt", "reject"]
 MODES: tuple[str, ...] = ("queue", "steer", "interrupt", "reject")
 
@@ -75,6 +78,8 @@ class SendReceipt(BaseModel):
     pause: int = 0
     """The run's pause count when the message was taken: a client waits for the turn past it."""
     duplicate: bool = False
+    joined: bool = Field(default=False, exclude_if=lambda v: not v)
+    """A steer or interrupt that joined the turn under way (on an idle thread it opens the next turn)."""
 
 
 class Waiting(BaseModel):
@@ -161,7 +166,8 @@ def take(state: ThreadState, request: SendRequest, message_id: str, thread_id: s
                       stream=request.stream)
     if state.open and request.mode in ("steer", "interrupt"):
         state.steering.append(waiting)
-        receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode, turn=state.turns, pause=pause)
+        receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode, turn=state.turns, pause=pause,
+                              joined=True)
     else:
         state.queued.append(waiting)
         receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode,
@@ -199,7 +205,7 @@ def end_turn(state: ThreadState, usage: Usage, output: str | None) -> None:
     for position, waiting in enumerate(state.queued, start=1):
         receipt = state.receipts.get(waiting.message_id)
         if receipt is not None:
-            receipt.turn, receipt.ahead = state.turns + position, position - 1
+            receipt.turn, receipt.ahead, receipt.joined = state.turns + position, position - 1, False
 
 
 def join(session: Session, steering: list[Waiting]) -> None:

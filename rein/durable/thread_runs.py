@@ -45,18 +45,21 @@ async def send_to_thread(agent: Agent, thread_id: str, text: str, *, mode: str =
 async def stream_thread(agent: Agent, thread_id: str, text: str, *, mode: str = "queue",
                         message_id: str | None = None) -> AsyncIterator[StreamChunk | RunResult]:
     """Send `text`, then the turn's text and tool-call chunks as they come (interrupt chunks when it waits
-    for a person), then its RunResult. Other turns' chunks are not this turn's: they are skipped."""
+    for a person, a `cut` event when an interrupt cut a model call), then its RunResult. Other turns' chunks
+    are not this turn's: they are skipped, also when the message joined a turn under way (steer,
+    interrupt): the stream is read from its start and this turn begins at its `turn` event."""
     eng, runs, key = await _client(agent)
     receipt: SendReceipt = await eng.submit(
         runs.send(thread_id, text, agent=key, mode=mode, message_id=message_id, stream=True))  # type: ignore[arg-type]
-    joined = receipt.mode in ("steer", "interrupt") and receipt.ahead == 0  # the turn was already under way
-    ours = joined
+    ours = False
     async for chunk in eng.relay(lambda: runs.stream(thread_id)):
         turn = (chunk.data or {}).get("turn") if chunk.type == "event" else None
         if chunk.name == "turn" and turn == receipt.turn:
             ours = True
-        elif ours and chunk.type in ("text", "tool_calls", "interrupt"):
-            yield chunk
+        elif turn is not None and (turn > receipt.turn or chunk.name == "turn_end" and turn == receipt.turn and not ours):
+            break  # its start is no longer in the stream (truncated at a continue-as-new): its answer still comes
+        elif ours and (chunk.type in ("text", "tool_calls", "interrupt") or chunk.name == "cut"):
+            yield chunk  # the stream drops a cut call's late deltas (rein.core.events.TextDeduplicator)
         if ours and (chunk.type == "interrupt" or chunk.name == "turn_end" and turn == receipt.turn):
             break
     yield await eng.submit(runs.reply(receipt))

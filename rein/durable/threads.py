@@ -26,13 +26,10 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from rein.core.contract import WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, RunOutcome, WaitRequest
 from rein.core.result import RunResult
-from rein.core.threads import SEND_UPDATE, THREAD_QUERY, Mode, SendReceipt, SendRequest, ThreadView
+from rein.core.threads import SEND_UPDATE, THREAD_MEMO, THREAD_QUERY, Mode, SendReceipt, SendRequest, ThreadView
 from rein.durable.fleet import run_priority
 from rein.temporal import history
 from rein.temporal.search_attributes import start_search_attributes
-
-THREAD_MEMO = "rein.thread"
-"""Memo key every thread carries (`rein threads` lists runs with it)."""
 
 
 class ThreadRefused(ValueError):
@@ -127,18 +124,21 @@ class ThreadClient:
         return ThreadView.model_validate(await history.query(self.client, thread_id, THREAD_QUERY))
 
     async def threads(self, *, limit: int = 50, running_only: bool = False) -> AsyncIterator[ThreadRow]:
-        """Threads, newest first (visibility is eventually consistent)."""
-        query = 'WorkflowType="AgentWorkflow"' + (' AND ExecutionStatus="Running"' if running_only else "")
+        """Threads, newest first, one row each: a thread that continued as new is listed once, as its newest
+        run (visibility is eventually consistent). The status is the run's closed state when it closed."""
+        from rein.ops.runs import status_of
+
+        query = ('WorkflowType="AgentWorkflow" AND ExecutionStatus!="ContinuedAsNew"'
+                 + (' AND ExecutionStatus="Running"' if running_only else ""))
         found = 0
         async for run in self.client.list_workflows(query):
             memo = await run.memo()
             if not memo.get(THREAD_MEMO):
                 continue
-            attributes = run.typed_search_attributes
             yield ThreadRow(
                 thread_id=run.id,
-                agent=_attribute(attributes, "ReinAgent") or "",
-                status=_attribute(attributes, "ReinStatus") or run.status.name.lower() if run.status else "",
+                agent=_attribute(run.typed_search_attributes, "ReinAgent") or "",
+                status=status_of(run),
                 started=run.start_time,
                 last_activity=run.execution_time if run.close_time is None else run.close_time,
             )

@@ -153,7 +153,7 @@ async def eval_runs(client: ReinClient, agent: Agent | str, *, runs: Sequence[st
 async def select_runs(client: ReinClient, *, name: str | None, since: timedelta | None = None,
                       limit: int | None = None) -> list[str]:
     """Completed top-level runs of agent `name` (newest first), what-if runs and threads left out."""
-    from rein.durable.threads import THREAD_MEMO
+    from rein.core.threads import THREAD_MEMO
     from rein.ops.runs import list_query
 
     query = list_query(agent=name) + ' AND ExecutionStatus="Completed"'

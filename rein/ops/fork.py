@@ -35,7 +35,7 @@ from rein.core.fork_edits import ForkEdits, ForkError, apply_edits, check_tools,
 from rein.core.result import Step
 from rein.core.session import Session
 from rein.core.summaries import fork_details
-from rein.durable.threads import THREAD_MEMO
+from rein.core.threads import THREAD_MEMO
 from rein.temporal import history
 
 if TYPE_CHECKING:
