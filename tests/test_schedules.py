@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from temporalio.service import RPCError
 import rein
 from rein.cli.app import EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
 from rein.client import ReinClient, ScheduleError
+from rein.core.contract import SEARCH_KEYS
+from rein.durable.fleet import usage_since
 from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_threads import echo_agent
@@ -100,9 +103,10 @@ async def test_a_schedule_with_a_thread_sends_its_prompt_to_the_thread(dev, ids)
     schedule_id = f"standup-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         handle = await runs.schedule(schedule_id, agent=agent.name, prompt="standup time", cron="0 9 * * 1-5",
-                                     thread=thread_id)
+                                     thread=thread_id, tenant="acme", catchup="1h")
         described = await handle.describe()
         assert described.schedule.policy.overlap.name == "ALLOW_ALL"  # each start only sends: the thread queues
+        assert described.schedule.policy.catchup_window == timedelta(hours=1)
         await handle.trigger()  # the first message starts the thread
         await poll(lambda: _turns(runs, thread_id, 1), "the thread's first turn", timeout=60)
         await handle.trigger()  # the next one is its next turn
@@ -110,6 +114,18 @@ async def test_a_schedule_with_a_thread_sends_its_prompt_to_the_thread(dev, ids)
         session = await runs.session(thread_id)
         assert [m.content for m in session.messages if m.role == "user"] == ["standup time", "standup time"]
         await handle.delete()
+    thread = await dev.client.get_workflow_handle(thread_id).describe()
+    assert thread.parent_id  # started by the schedule's ReinScheduledMessage run, and still a run of its tenant:
+    assert (thread.typed_search_attributes.get(SEARCH_KEYS["ReinTenant"]),
+            thread.typed_search_attributes.get(SEARCH_KEYS["ReinAgent"])) == ("acme", agent.name)
+
+    async def counted() -> Any:
+        report = await usage_since(dev.client, timedelta(minutes=10))
+        line = next((s for s in report.agents if s.key == agent.name), None)
+        return line if line is not None and line.tokens == 2 else None
+
+    line = await poll(counted, "rein usage counting the scheduled thread")
+    assert line.runs == 1
 
 
 async def _turns(runs: ReinClient, thread_id: str, count: int) -> bool:
@@ -140,6 +156,13 @@ async def test_each_bad_input_is_one_line_and_creates_nothing(dev, ids) -> None:
         nobody = await asyncio.to_thread(cli, "create", schedule_id, "--agent", "nobody-serves-this", "--prompt", "x",
                                          "--every", "1h")
         assert nobody.returncode == EXIT_NO_WORKER and nobody.stderr.count("\n") == 1, nobody.stderr
+        assert "--no-check" in nobody.stderr  # what it names exists:
+        later = await asyncio.to_thread(cli, "create", f"{schedule_id}-later", "--agent", "nobody-serves-this",
+                                        "--prompt", "x", "--every", "1h", "--no-check", "--paused")
+        assert later.returncode == 0, later.stderr
+        assert (await asyncio.to_thread(cli, "delete", f"{schedule_id}-later")).returncode == 0
+        bad_catchup = await asyncio.to_thread(cli, *base, "--every", "1h", "--catchup", "soon")
+        assert_one_line_error(bad_catchup, EXIT_USAGE, "--catchup 'soon' is not a duration")
         made = await asyncio.to_thread(cli, *base, "--every", "1h", "--json")
         assert made.returncode == 0, made.stderr
         assert json.loads(made.stdout)["overlap"] == "skip"

@@ -144,8 +144,8 @@ def rein_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
             lines.append(line)
         out = "".join(lines)
         assert "Temporal UI:" in out, out
-        links = {what: out.split(f"  {what}:", 1)[1].split()[0]
-                 for what in ("waiting for a person", "stuck", "failed today")}
+        links = {what: out.split(f"  {what}: ", 1)[1].split()[0]  # a label, a space, its link
+                 for what in ("waiting for a person", "stuck", "failed today", "scheduled runs that failed")}
         yield {"address": out.split("Temporal dev server:", 1)[1].split()[0],
                "ui": out.split("Temporal UI:", 1)[1].split()[0], **links}
     finally:

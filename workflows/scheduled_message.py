@@ -6,12 +6,13 @@ once."""
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from rein.core.contract import SCHEDULED_MESSAGE_TYPE, WORKFLOW_TYPE, AgentInput, ScheduledMessage
-    from rein.core.threads import SEND_UPDATE, SendRequest
+    from rein.core.contract import SCHEDULED_MESSAGE_TYPE, SEARCH_KEYS, WORKFLOW_TYPE, AgentInput, ScheduledMessage
+    from rein.core.threads import SEND_UPDATE, THREAD_MEMO, SendRequest
 
 
 @workflow.defn(name=SCHEDULED_MESSAGE_TYPE)
@@ -23,8 +24,11 @@ class ScheduledMessageWorkflow:
         try:
             await workflow.start_child_workflow(
                 WORKFLOW_TYPE, AgentInput(agent=request.agent, thread=True), id=request.thread_id,
-                parent_close_policy=ParentClosePolicy.ABANDON, memo={"rein.thread": True},
+                parent_close_policy=ParentClosePolicy.ABANDON, memo={THREAD_MEMO: True},
                 static_summary=f"thread · {request.agent}",
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(SEARCH_KEYS[name], value)
+                    for name, value in request.attributes.items() if name in SEARCH_KEYS]),
             )
         except WorkflowAlreadyStartedError:
             pass  # the thread goes on

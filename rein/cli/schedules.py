@@ -52,13 +52,16 @@ def create(
     task_queue: Annotated[str | None, typer.Option("--queue", "--task-queue", help="The runs' task queue (default: "
                                                    "the agent's own, as `rein start`).")] = None,
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
+    no_check: Annotated[bool, typer.Option("--no-check", help="Create it even when no worker serves the agent now "
+                                           "(its runs wait for one).")] = False,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a schedule that runs AGENT on PROMPT at each --cron time or --every interval.
 
-    Exit 2 for a malformed --cron/--every/--catchup or overlap policy, 8 when no worker serves AGENT, 1 when the id is taken."""
+    Exit 2 for a malformed --cron/--every/--catchup or overlap policy, 8 when no worker serves AGENT (unless
+    --no-check), 1 when the id is taken."""
     from rein.durable.schedules import ScheduleError
 
     interval, window = _checked(cron, every, catchup, overlap)
@@ -66,10 +69,12 @@ def create(
     async def go(client: ReinClient) -> dict[str, Any]:
         from temporalio.service import RPCError, RPCStatusCode
 
+        from rein.core.contract import agent_task_queue
         from rein.ops.worker_lookup import AgentNotServed, queue_for
 
+        asked = task_queue or os.environ.get("REIN_TASK_QUEUE")
         try:
-            client.task_queue = await queue_for(client, agent, task_queue or os.environ.get("REIN_TASK_QUEUE"))
+            client.task_queue = (asked or agent_task_queue(agent)) if no_check else await queue_for(client, agent, asked)
         except AgentNotServed as err:
             raise CliError(str(err), EXIT_NO_WORKER) from None
         try:
@@ -107,7 +112,7 @@ def _checked(cron: str | None, every: str | None, catchup: str | None, overlap: 
             raise ScheduleError("give --cron or --every (one of them)")
         if cron is not None:
             check_cron(cron)
-        return (duration(every) if every is not None else None), (duration(catchup) if catchup is not None else None)
+        return (duration(every) if every is not None else None), (duration(catchup, "--catchup") if catchup is not None else None)
     except ScheduleError as err:
         raise CliError(str(err), EXIT_USAGE) from None
 
@@ -176,16 +181,23 @@ def backfill(
     schedule_id: ScheduleId,
     start: Annotated[str, typer.Option("--start", help="From (ISO 8601, UTC if no zone).", show_default=False)],
     end: Annotated[str, typer.Option("--end", help="To (ISO 8601).", show_default=False)],
+    overlap: Annotated[str, typer.Option("--overlap", help="How the backfilled starts overlap one another and the "
+                                         "runs under way: allow_all (default: every one starts now), skip, "
+                                         "buffer_one, buffer_all, cancel_other.")] = "allow_all",
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
-    """Make the starts the schedule would have made between --start and --end, now (overlap: allow_all)."""
-    from temporalio.client import ScheduleBackfill, ScheduleOverlapPolicy
+    """Make the starts the schedule would have made between --start and --end, now."""
+    from temporalio.client import ScheduleBackfill
 
+    from rein.durable.schedules import OVERLAPS
+
+    if overlap not in OVERLAPS:
+        raise CliError(f"unknown --overlap {overlap!r}; one of {', '.join(OVERLAPS)}", EXIT_USAGE)
     begin, until = _when(start, "--start"), _when(end, "--end")
     if until <= begin:
         raise CliError("--end must be after --start", EXIT_USAGE)
-    window = ScheduleBackfill(start_at=begin, end_at=until, overlap=ScheduleOverlapPolicy.ALLOW_ALL)
+    window = ScheduleBackfill(start_at=begin, end_at=until, overlap=OVERLAPS[overlap])
     _on_schedule(address, namespace, schedule_id, lambda handle: handle.backfill(window))
     print(f"{schedule_id} backfilled {begin.isoformat()} .. {until.isoformat()}")
 

@@ -74,8 +74,10 @@ def server(
         if state.get("ui"):
             from rein.ops.ui_links import ui_links
 
-            for what, url in ui_links(state["ui"]).items():
-                print(f"  {what + ':':<22}{url}", flush=True)
+            links = ui_links(state["ui"])
+            width = max(len(what) for what in links) + 2
+            for what, url in links.items():
+                print(f"  {what + ':':<{width}}{url}", flush=True)
         print("rein's search attributes are registered. "
               + ("It was already running; " if running else "") + "Ctrl-C to leave (it stops when no rein process uses it).",
               flush=True)

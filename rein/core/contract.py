@@ -501,6 +501,8 @@ class ScheduledMessage(BaseModel):
     thread_id: str = Field(min_length=1, max_length=MAX_NAME)
     agent: str = Field(min_length=1, max_length=MAX_NAME)
     text: str = Field(min_length=1)
+    attributes: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    """rein's search attributes (ReinAgent, ReinTenant...) for the thread when this message starts it."""
 
 
 class CloseCanceledInput(BaseModel):

@@ -24,6 +24,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import Priority
 
 from rein.core.contract import DEFAULT_TASK_QUEUE, SEARCH_KEYS, WORKFLOW_TYPE, model_queue
+from rein.core.threads import THREAD_MEMO
 
 MAX_TENANT = 64
 """Temporal's limit on a fairness key, in bytes."""
@@ -235,15 +236,18 @@ async def usage_since(client: Client, since: timedelta, now: datetime | None = N
                       include_evals: bool = False) -> SpendReport:
     """Spend of the runs started within `since`, per tenant and per agent, from visibility.
 
-    Top-level runs only (a parent's counters include its child agents'), and the last run of each
-    continue-as-new chain (it carries the chain's counters). What-if runs (`rein eval`, ReinEvalOf) only
+    Top-level runs only (a parent's counters include its child agents'; a thread a schedule started is a
+    child of its ReinScheduledMessage run, and counts), and the last run of each continue-as-new chain (it
+    carries the chain's counters). What-if runs (`rein eval`, ReinEvalOf) only
     with `include_evals`."""
     start = (now or datetime.now(UTC)) - since
     query = f'WorkflowType="{WORKFLOW_TYPE}" AND StartTime > "{start.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
     tenants: dict[str, Spend] = {}
     agents: dict[str, Spend] = {}
     async for execution in client.list_workflows(query):
-        if execution.parent_id or execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+        if execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            continue
+        if execution.parent_id and not (await execution.memo()).get(THREAD_MEMO):
             continue
         attributes = execution.typed_search_attributes
         if attributes.get(SEARCH_KEYS["ReinEvalOf"]) and not include_evals:

@@ -48,16 +48,19 @@ class ScheduleError(ValueError):
     """A schedule that cannot be made as asked (malformed cron, unknown overlap policy, an id in use)."""
 
 
-def every(text: str) -> timedelta:
-    """`10m`, `30s`, `2h`, `1d` (or a sum: `1h30m`) as a timedelta; ScheduleError when it is not one."""
+def every(text: str, option: str = "--every") -> timedelta:
+    """`10m`, `30s`, `2h`, `1d` (or a sum: `1h30m`) as a timedelta; ScheduleError (naming `option`) when it is not one."""
     parts = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
     if not text.strip() or parts is None:
-        raise ScheduleError(f"--every {text!r} is not a duration like 10m, 30s, 2h or 1h30m")
+        raise ScheduleError(f"{option} {text!r} is not a duration like 10m, 30s, 2h or 1h30m")
     days, hours, minutes, seconds = (int(p or 0) for p in parts.groups())
     interval = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
     if interval < timedelta(seconds=1):
-        raise ScheduleError(f"--every {text!r} is shorter than a second")
+        raise ScheduleError(f"{option} {text!r} is shorter than a second")
     return interval
+
+
+_duration = every  # for ScheduleClient.schedule, whose `every` argument hides it
 
 
 def check_cron(expression: str) -> None:
@@ -98,7 +101,7 @@ class ScheduleClient:
         cron: str | None = None,
         every: timedelta | str | None = None,
         overlap: Overlap | None = None,
-        catchup: timedelta | None = None,
+        catchup: timedelta | str | None = None,
         tenant: str | None = None,
         thread: str | None = None,
         paused: bool = False,
@@ -107,7 +110,8 @@ class ScheduleClient:
         """Create a schedule that runs `agent` on `prompt` at each `cron` time (or `every` interval), on this
         client's task queue; with `thread`, each start sends `prompt` to that thread instead. `overlap`: what a
         start does while the previous run still runs (skip, buffer_one, buffer_all, cancel_other, allow_all);
-        `catchup`: how far back missed starts are made up after an outage (Temporal's default: a year). The default
+        `catchup`: how far back missed starts are made up after an outage (`1h` or a timedelta; Temporal's default:
+        a year). `tenant`: whose runs (their fair share and ReinTenant; a thread's too). The default
         overlap is `skip` for runs and `allow_all` for messages to a thread (each start only sends a message;
         the thread queues it). Returns temporalio's ScheduleHandle (describe, pause, unpause, trigger, backfill,
         delete)."""
@@ -120,7 +124,8 @@ class ScheduleClient:
         schedule = Schedule(
             action=action,
             spec=spec,
-            policy=SchedulePolicy(overlap=OVERLAPS[overlap], catchup_window=catchup),
+            policy=SchedulePolicy(overlap=OVERLAPS[overlap],
+                                  catchup_window=_duration(catchup, "--catchup") if isinstance(catchup, str) else catchup),
             state=ScheduleState(paused=paused, note=note or f"rein schedule of {agent}"),
         )
         from temporalio.client import ScheduleAlreadyRunningError
@@ -134,11 +139,13 @@ class ScheduleClient:
 
     async def _action(self, schedule_id: str, agent: str, prompt: str, tenant: str | None,
                       thread: str | None) -> ScheduleActionStartWorkflow:
-        if thread is not None:
+        attributes = await start_search_attributes(self.client, agent, tenant=tenant) or TypedSearchAttributes.empty
+        if thread is not None:  # the thread it may start gets the run's attributes; its priority is inherited
+            message = ScheduledMessage(thread_id=thread, agent=agent, text=prompt,
+                                       attributes={pair.key.name: pair.value for pair in attributes})
             return ScheduleActionStartWorkflow(
-                SCHEDULED_MESSAGE_TYPE, args=[ScheduledMessage(thread_id=thread, agent=agent, text=prompt)],
-                id=f"{schedule_id}-message", task_queue=self.task_queue,
-                static_summary=f"scheduled message to thread {thread}"[:200],
+                SCHEDULED_MESSAGE_TYPE, args=[message], id=f"{schedule_id}-message", task_queue=self.task_queue,
+                static_summary=f"scheduled message to thread {thread}"[:200], priority=run_priority(tenant, None),
             )
         return ScheduleActionStartWorkflow(
             WORKFLOW_TYPE,
@@ -146,8 +153,7 @@ class ScheduleClient:
             id=schedule_id,  # Temporal appends each start's scheduled time
             task_queue=self.task_queue,
             static_summary=run_summary(agent, prompt),
-            typed_search_attributes=await start_search_attributes(self.client, agent, tenant=tenant)
-            or TypedSearchAttributes.empty,
+            typed_search_attributes=attributes,
             priority=run_priority(tenant, None),
         )
 
