@@ -199,3 +199,50 @@ async def test_the_ui_link_for_scheduled_runs_that_failed_finds_them(dev, ids) -
 
         await poll(found, "the failed scheduled run in the link's list", timeout=60)
         await handle.delete()
+
+
+async def test_a_schedule_made_with_the_cli_is_temporals_and_buffer_one_holds_one_start(dev, ids) -> None:
+    """`rein schedule create` makes a plain Temporal Schedule (the `temporal` CLI reads its AgentWorkflow action
+    and JSON input); with buffer_one, while its run waits for approval one start is kept, the rest skipped;
+    trigger/unpause/backfill from the CLI."""
+    from tests.test_threads_processes import _temporal
+
+    queue, _ = ids
+    agent = echo_agent("buffered", permission="ask")
+    address = dev.client.service_client.config.target_host
+    runs = ReinClient(dev.client, queue)
+    schedule_id = f"buffered-{uuid.uuid4().hex[:6]}"
+
+    def cli(*args: str) -> Any:
+        return rein_cli("schedule", *args, "--address", address)
+
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        made = await asyncio.to_thread(cli, "create", schedule_id, "--agent", agent.name, "--prompt", "tool:0.1",
+                                       "--every", "1h", "--overlap", "buffer_one", "--tenant", "acme", "--paused",
+                                       "--queue", queue)
+        assert made.returncode == 0, made.stderr
+        shown = await asyncio.to_thread(_temporal, address, "schedule", "describe", "--schedule-id", schedule_id,
+                                        "--output", "json")
+        assert shown.returncode == 0, shown.stderr
+        action = json.loads(shown.stdout)["schedule"]["action"]["startWorkflow"]
+        assert (action["workflowType"]["name"], action["taskQueue"]["name"]) == ("AgentWorkflow", queue)
+        listed = await asyncio.to_thread(_temporal, address, "schedule", "list", "--output", "json")
+        assert schedule_id in listed.stdout
+        assert (await asyncio.to_thread(cli, "trigger", schedule_id)).returncode == 0  # paused: one now all the same
+        await poll(lambda: _waiting(runs, dev.client, schedule_id), "the triggered run waits for approval", timeout=60)
+        [waiting] = await _scheduled_runs(dev.client, schedule_id)
+        assert waiting.typed_search_attributes.get(SEARCH_KEYS["ReinTenant"]) == "acme"
+        handle = dev.client.get_schedule_handle(schedule_id)
+        for _ in range(3):  # three more starts while it waits: one is kept, two are skipped
+            assert (await asyncio.to_thread(cli, "trigger", schedule_id)).returncode == 0
+        await poll(lambda: _skipped(handle, 2), "starts skipped while one is buffered", timeout=60)
+        assert len(await _scheduled_runs(dev.client, schedule_id)) == 1
+        await runs.approve(waiting.id, wait=True)
+        await poll(lambda: _at_least(dev.client, schedule_id, 2), "the buffered start after the run ended", timeout=60)
+        assert (await asyncio.to_thread(cli, "unpause", schedule_id)).returncode == 0
+        assert not (await handle.describe()).schedule.state.paused
+        backfilled = await asyncio.to_thread(cli, "backfill", schedule_id, "--start", "2026-01-01T00:00",
+                                             "--end", "2026-01-01T02:30", "--overlap", "allow_all")
+        assert backfilled.returncode == 0, backfilled.stderr
+        await poll(lambda: _at_least(dev.client, schedule_id, 5), "the backfilled starts (00:00, 01:00, 02:00)", timeout=60)
+        assert (await asyncio.to_thread(cli, "delete", schedule_id)).returncode == 0
