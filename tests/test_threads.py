@@ -108,6 +108,31 @@ async def test_each_mode_while_a_tool_runs(dev, ids):
         assert users == ["tool:1.5", "also this", "next turn please"]
 
 
+async def test_a_thread_holds_at_most_max_waiting_messages_and_refuses_one_more(dev, ids):
+    """MAX_WAITING messages wait behind a busy turn (queued and steering alike); one more is refused as Busy with
+    why, a duplicate of a waiting one still gets its receipt, and every waiting message becomes a turn."""
+    from rein.core.threads import MAX_WAITING
+
+    queue, thread_id = ids
+    agent = echo_agent()
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        busy = await runs.send(thread_id, "tool:3", agent=agent.name)
+        await poll(lambda: _tool_started(runs, thread_id), "the tool call started")
+        waiting = [await runs.send(thread_id, f"m{n}", agent=agent.name, message_id=f"m{n}",
+                                   mode="steer" if n == 0 else "queue") for n in range(MAX_WAITING)]
+        with pytest.raises(ThreadRefused) as refused:
+            await runs.send(thread_id, "one too many", agent=agent.name)
+        assert refused.value.kind == "Busy" and f"{MAX_WAITING} messages already wait" in str(refused.value)
+        again = await runs.send(thread_id, "m7", agent=agent.name, message_id="m7")
+        assert again.model_dump(exclude={"duplicate"}) == waiting[7].model_dump(exclude={"duplicate"})
+        assert (await runs.reply(busy)).output == "heard: tool:3 | m0"
+        last = await runs.reply(waiting[-1])
+        assert last.output == f"heard: m{MAX_WAITING - 1}"
+        view = await runs.thread(thread_id)
+        assert (view.turns, view.queued) == (MAX_WAITING, [])
+
+
 async def _tool_started(runs: ReinClient, thread_id: str) -> bool:
     view = await runs.status(thread_id)
     return view.stage == "run_tools"
