@@ -69,14 +69,7 @@ def create(
     async def go(client: ReinClient) -> dict[str, Any]:
         from temporalio.service import RPCError, RPCStatusCode
 
-        from rein.core.contract import agent_task_queue
-        from rein.ops.worker_lookup import AgentNotServed, queue_for
-
-        asked = task_queue or os.environ.get("REIN_TASK_QUEUE")
-        try:
-            client.task_queue = (asked or agent_task_queue(agent)) if no_check else await queue_for(client, agent, asked)
-        except AgentNotServed as err:
-            raise CliError(str(err), EXIT_NO_WORKER) from None
+        client.task_queue = await _runs_queue(client, agent, task_queue, no_check)
         try:
             handle = await client.schedule(schedule_id, agent=agent, prompt=prompt, cron=cron, every=interval,
                                            overlap=overlap, catchup=window, tenant=tenant, thread=thread,  # type: ignore[arg-type]
@@ -98,6 +91,20 @@ def create(
     err_console().print(f"[dim]next start {shown['next'][0] if shown['next'] else 'none (paused)'}; see it with "
                         f"`rein schedule describe {escape(schedule_id)}`, its runs with `rein list --schedule "
                         f"{escape(schedule_id)}`[/]")
+
+
+async def _runs_queue(client: ReinClient, agent: str, task_queue: str | None, no_check: bool) -> str:
+    """Where the scheduled runs go (as `rein start`): one line and exit 8 when no worker serves the agent."""
+    from rein.core.contract import agent_task_queue
+    from rein.ops.worker_lookup import AgentNotServed, queue_for
+
+    asked = task_queue or os.environ.get("REIN_TASK_QUEUE")
+    if no_check:
+        return asked or agent_task_queue(agent)
+    try:
+        return await queue_for(client, agent, asked)
+    except AgentNotServed as err:
+        raise CliError(str(err), EXIT_NO_WORKER) from None
 
 
 def _checked(cron: str | None, every: str | None, catchup: str | None, overlap: str | None) -> tuple[Any, Any]:

@@ -29,6 +29,7 @@ from rein.core.result import RunResult
 from rein.core.threads import SEND_UPDATE, THREAD_MEMO, THREAD_QUERY, Mode, SendReceipt, SendRequest, ThreadView
 from rein.durable.fleet import run_priority
 from rein.temporal import history
+from rein.temporal.run_status import status_of
 from rein.temporal.search_attributes import start_search_attributes
 
 
@@ -126,8 +127,6 @@ class ThreadClient:
     async def threads(self, *, limit: int = 50, running_only: bool = False) -> AsyncIterator[ThreadRow]:
         """Threads, newest first, one row each: a thread that continued as new is listed once, as its newest
         run (visibility is eventually consistent). The status is the run's closed state when it closed."""
-        from rein.ops.runs import status_of
-
         query = ('WorkflowType="AgentWorkflow" AND ExecutionStatus!="ContinuedAsNew"'
                  + (' AND ExecutionStatus="Running"' if running_only else ""))
         found = 0

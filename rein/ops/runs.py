@@ -24,7 +24,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from rein.core.contract import (
     CALL_MODEL,
     FORK_MEMO,
-    PROBLEMS_KEY,
     RUN_TOOL,
     SEARCH_KEYS,
     WORKFLOW_TYPE,
@@ -35,6 +34,7 @@ from rein.core.ir import ToolCall, Usage
 from rein.core.result import Interrupt, Step
 from rein.core.summaries import tool_summary
 from rein.temporal import history
+from rein.temporal.run_status import status_of
 
 if TYPE_CHECKING:
     from rein.client import ReinClient
@@ -46,12 +46,6 @@ _TOKENS = SEARCH_KEYS["ReinTokens"]
 _COST = SEARCH_KEYS["ReinCostUsd"]
 _TENANT = SEARCH_KEYS["ReinTenant"]
 
-_CLOSED_STATUS = {
-    WorkflowExecutionStatus.FAILED: "failed",
-    WorkflowExecutionStatus.TERMINATED: "failed",
-    WorkflowExecutionStatus.TIMED_OUT: "failed",
-    WorkflowExecutionStatus.CANCELED: "cancelled",
-}
 _WAITS_FOR = {"waiting_approval": "approval", "waiting_input": "input", "waiting_retry": "retry"}
 
 
@@ -94,23 +88,6 @@ def list_query(
 
 def _quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def status_of(execution: WorkflowExecution) -> str:
-    """rein's status for a run: the workflow's closed state wins over a stale ReinStatus, and an open
-    run whose workflow task keeps failing is `stuck` (its ReinStatus is where it stopped; see rein.ops.stuck)."""
-    recorded = execution.typed_search_attributes.get(_STATUS)
-    closed = _CLOSED_STATUS.get(execution.status) if execution.status is not None else None
-    if closed:
-        return closed
-    if execution.status == WorkflowExecutionStatus.COMPLETED:
-        return recorded if recorded in ("done", "cancelled") else "done"
-    if execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
-        return "continued"
-    problems = execution.typed_search_attributes.get(PROBLEMS_KEY)
-    if execution.status == WorkflowExecutionStatus.RUNNING and problems:
-        return "stuck"
-    return recorded or "running"
 
 
 @dataclass
