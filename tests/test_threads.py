@@ -133,6 +133,42 @@ async def test_a_thread_holds_at_most_max_waiting_messages_and_refuses_one_more(
         assert (view.turns, view.queued) == (MAX_WAITING, [])
 
 
+async def test_a_thread_too_large_to_continue_as_new_refuses_new_messages(dev, ids, monkeypatch):
+    """A conversation above the payload limit (here a payload store of 1 MB at most) cannot be handed to a new
+    run: the thread refuses the next message (ThreadFull, what to do) instead of growing its history."""
+    from temporalio.client import Client, WithStartWorkflowOperation
+    from temporalio.common import WorkflowIDConflictPolicy
+
+    from rein.core.contract import WORKFLOW_TYPE
+    from rein.core.threads import MAX_MESSAGE_CHARS, SEND_UPDATE, SendReceipt, SendRequest
+    from rein.temporal.converter import rein_data_converter
+
+    monkeypatch.setenv("REIN_STORAGE_MAX_BYTES", str(1_000_000))
+    client = Client(**{**dev.client.config(), "data_converter": rein_data_converter()})
+    queue, thread_id = ids
+    agent = echo_agent()
+    runs = ReinClient(client, queue)
+    big = "x" * (MAX_MESSAGE_CHARS - 10)
+    async with rein.create_worker(client, agents=[agent], task_queue=queue):
+        start = WithStartWorkflowOperation(  # a thread that continues as new at every turn's end (a test knob)
+            WORKFLOW_TYPE, {"agent": agent.name, "thread": True, "continue_as_new_after": 20}, id=thread_id,
+            task_queue=queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+        first = await client.execute_update_with_start_workflow(
+            SEND_UPDATE, SendRequest(text=f"0 {big}"), start_workflow_operation=start, result_type=SendReceipt)
+        await runs.reply(first)
+        refused = None
+        for n in range(1, 12):  # each turn adds ~200 KB (the message and its echo) to the conversation
+            try:
+                await runs.reply(await runs.send(thread_id, f"{n} {big}", agent=agent.name))
+            except ThreadRefused as err:
+                refused = err
+                break
+        assert refused is not None and refused.kind == "ThreadFull", refused
+        assert "start another thread id" in str(refused) and n >= 2, n  # ~200 KB a turn, under 1 MB at first
+        users = [m.content[:2] for m in (await runs.session(thread_id)).messages if m.role == "user"]
+        assert users == [f"{k} " for k in range(n)]  # every message it took, once
+
+
 async def _tool_started(runs: ReinClient, thread_id: str) -> bool:
     view = await runs.status(thread_id)
     return view.stage == "run_tools"

@@ -53,6 +53,11 @@ class Threads:
                                    "input {\"agent\": ..., \"thread\": true})", type="NotAThread")
         if run.ended or run.cancel_reason is not None:
             raise ApplicationError(f"the thread has ended ({run.status})", type="ThreadEnded")
+        if run.continuation.cannot_continue_as_new and request.message_id not in run.thread.receipts:
+            raise ApplicationError(
+                "the thread's conversation is too large to continue as new, so its history would only grow: "
+                "start another thread id, or give the agent compaction (LoopConfig.compaction) for its next "
+                "threads", type="ThreadFull")
         budget = threads.spent(run.thread, run.session.usage, run.config)
         try:
             threads.check(run.thread, request, budget)

@@ -34,7 +34,8 @@ from rein.temporal.search_attributes import start_search_attributes
 
 
 class ThreadRefused(ValueError):
-    """The thread did not take the message: `kind` is Busy, ThreadEnded or NotAThread (the reason is the message)."""
+    """The thread did not take the message: `kind` is Busy, BudgetSpent, ThreadEnded, ThreadFull or NotAThread (the
+    reason is the message)."""
 
     def __init__(self, thread_id: str, kind: str, message: str):
         super().__init__(f"thread {thread_id}: {message}")
