@@ -258,6 +258,9 @@ async def test_a_long_thread_continues_as_new_at_turn_boundaries(dev, ids):
             return rows if rows and all(status == "idle" for _, status in rows) else []
 
         assert await poll(listed_idle, "the thread listed idle") == [(thread_id, "idle")]  # once, as its newest run
+        [row] = [r async for r in runs.threads(limit=1000) if r.thread_id == thread_id]
+        newest = await dev.client.get_workflow_handle(thread_id).describe()
+        assert row.started is not None and row.started < newest.start_time  # its age is the conversation's
     from temporalio.worker import Replayer
 
     from rein.temporal.converter import rein_data_converter

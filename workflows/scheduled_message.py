@@ -24,7 +24,7 @@ class ScheduledMessageWorkflow:
         try:
             await workflow.start_child_workflow(
                 WORKFLOW_TYPE, AgentInput(agent=request.agent, thread=True), id=request.thread_id,
-                parent_close_policy=ParentClosePolicy.ABANDON, memo={THREAD_MEMO: True},
+                parent_close_policy=ParentClosePolicy.ABANDON, memo={THREAD_MEMO: workflow.now().isoformat()},
                 static_summary=f"thread · {request.agent}",
                 search_attributes=TypedSearchAttributes([
                     SearchAttributePair(SEARCH_KEYS[name], value)

@@ -107,7 +107,7 @@ class Threads:
         message = threads.next_turn(thread)
         assert message is not None
         if thread.turns == 1 and workflow.memo_value(THREAD_MEMO, None) is None and workflow.patched(PATCH_THREAD_MEMO):
-            workflow.upsert_memo({THREAD_MEMO: True})  # started by a stock tool: say it is a thread
+            workflow.upsert_memo({THREAD_MEMO: workflow.now().isoformat()})  # started by a stock tool: say it is one
         thread.turn_first_step = run.first_step + len(run.steps)
         machine.prepare_turn(run.session, message.text)
         run.carry.active_s = 0.0

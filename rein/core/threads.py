@@ -29,7 +29,8 @@ from rein.core.session import Session, Stage
 SEND_UPDATE = "rein.send"
 THREAD_QUERY = "rein.thread"
 THREAD_MEMO = "rein.thread"
-"""Memo key every thread carries (`rein threads` lists runs with it): rein's clients set it at the start; a thread
+"""Memo key every thread carries (`rein threads` lists runs with it), its value the thread's start time (ISO 8601;
+`true` from builds before): rein's clients set it at the start, and every run it continues as new keeps it; a thread
 started by a stock tool (`temporal workflow start-update-with-start`) sets it itself at its first turn."""
 Mode = Literal["queue", "steer", "interrupt", "reject"]
 MODES: tuple[str, ...] = ("queue", "steer", "interrupt", "reject")

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import (
@@ -79,7 +79,7 @@ class ThreadClient:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             result_type=RunOutcome,
-            memo={THREAD_MEMO: True},
+            memo={THREAD_MEMO: datetime.now(UTC).isoformat()},
             static_summary=f"thread · {agent}",
             search_attributes=await start_search_attributes(self.client, agent, tenant=tenant),
             priority=run_priority(tenant, None),
@@ -139,12 +139,20 @@ class ThreadClient:
                 thread_id=run.id,
                 agent=_attribute(run.typed_search_attributes, "ReinAgent") or "",
                 status=status_of(run),
-                started=run.start_time,
+                started=_started(memo.get(THREAD_MEMO)) or run.start_time,
                 last_activity=run.execution_time if run.close_time is None else run.close_time,
             )
             found += 1
             if found >= limit:
                 return
+
+
+def _started(marked: Any) -> datetime | None:
+    """The thread's start from its memo (a continued thread's newest run started later); None before it was kept."""
+    try:
+        return datetime.fromisoformat(marked) if isinstance(marked, str) else None
+    except ValueError:
+        return None
 
 
 def _attribute(attributes: Any, name: str) -> Any:

@@ -244,7 +244,7 @@ async def fork(
             task_queue=queue,
             static_summary=summary[:200],
             static_details=fork_details(lineage),
-            memo={FORK_MEMO: lineage, **({THREAD_MEMO: True} if request.thread else {})},
+            memo={FORK_MEMO: lineage, **({THREAD_MEMO: datetime.now(UTC).isoformat()} if request.thread else {})},
             search_attributes=await _search_attributes(client, target.name or agent_key, run_id),
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,  # never a new run under an existing id
         )
