@@ -245,4 +245,9 @@ async def test_a_schedule_made_with_the_cli_is_temporals_and_buffer_one_holds_on
                                              "--end", "2026-01-01T02:30", "--overlap", "allow_all")
         assert backfilled.returncode == 0, backfilled.stderr
         await poll(lambda: _at_least(dev.client, schedule_id, 5), "the backfilled starts (00:00, 01:00, 02:00)", timeout=60)
+        bad = await asyncio.to_thread(cli, "backfill", schedule_id, "--start", "-soon", "--end", "now")
+        assert_one_line_error(bad, EXIT_USAGE, "--start 'soon' is not a duration")
+        recent = await asyncio.to_thread(cli, "backfill", schedule_id, "--start", "-2h", "--end", "now")
+        assert recent.returncode == 0, recent.stderr
+        await poll(lambda: _at_least(dev.client, schedule_id, 7), "the last two hours' starts backfilled", timeout=60)
         assert (await asyncio.to_thread(cli, "delete", schedule_id)).returncode == 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -186,8 +186,9 @@ def trigger(schedule_id: ScheduleId, address: Address = None, namespace: Namespa
 @schedule_app.command("backfill")
 def backfill(
     schedule_id: ScheduleId,
-    start: Annotated[str, typer.Option("--start", help="From (ISO 8601, UTC if no zone).", show_default=False)],
-    end: Annotated[str, typer.Option("--end", help="To (ISO 8601).", show_default=False)],
+    start: Annotated[str, typer.Option("--start", help="From: ISO 8601 (UTC if no zone), or a time ago (-2h).",
+                                       show_default=False)],
+    end: Annotated[str, typer.Option("--end", help="To: ISO 8601, now, or a time ago.", show_default=False)],
     overlap: Annotated[str, typer.Option("--overlap", help="How the backfilled starts overlap one another and the "
                                          "runs under way: allow_all (default: every one starts now), skip, "
                                          "buffer_one, buffer_all, cancel_other.")] = "allow_all",
@@ -217,10 +218,20 @@ def delete(schedule_id: ScheduleId, address: Address = None, namespace: Namespac
 
 
 def _when(text: str, flag: str) -> datetime:
+    """An ISO 8601 time (UTC if no zone), `now`, or a time ago: `-2h`, `-1d`, `-1h30m`."""
+    from rein.durable.schedules import ScheduleError
+    from rein.durable.schedules import every as duration
+
+    if text.strip() == "now" or text.startswith("-"):
+        try:
+            return datetime.now(UTC) - (duration(text[1:], flag) if text.startswith("-") else timedelta())
+        except ScheduleError as err:
+            raise CliError(str(err), EXIT_USAGE) from None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise CliError(f"{flag} {text!r} is not an ISO 8601 time (e.g. 2026-12-01T09:00)", EXIT_USAGE) from None
+        raise CliError(f"{flag} {text!r} is not an ISO 8601 time (e.g. 2026-12-01T09:00), now, or a time ago "
+                       "(-2h)", EXIT_USAGE) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
