@@ -28,6 +28,7 @@ from temporalio.client import (
 from temporalio.common import TypedSearchAttributes
 
 from rein.core.contract import SCHEDULED_MESSAGE_TYPE, WORKFLOW_TYPE, AgentInput, ScheduledMessage
+from rein.core.durations import parse_duration
 from rein.core.summaries import run_summary
 from rein.durable.fleet import run_priority
 from rein.temporal.search_attributes import start_search_attributes
@@ -49,18 +50,15 @@ class ScheduleError(ValueError):
 
 
 def every(text: str, option: str = "--every") -> timedelta:
-    """`10m`, `30s`, `2h`, `1d` (or a sum: `1h30m`) as a timedelta; ScheduleError (naming `option`) when it is not one."""
-    parts = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
-    if not text.strip() or parts is None:
-        raise ScheduleError(f"{option} {text!r} is not a duration like 10m, 30s, 2h or 1h30m")
-    days, hours, minutes, seconds = (int(p or 0) for p in parts.groups())
-    interval = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    """`10m`, `30s`, `2h`, `1d` (or a sum: `1h30m`) as a timedelta (rein.core.durations); ScheduleError naming
+    `option` when it is not one, or is under a second."""
+    try:
+        interval = parse_duration(text)
+    except ValueError as err:
+        raise ScheduleError(f"{option} {err}") from None
     if interval < timedelta(seconds=1):
         raise ScheduleError(f"{option} {text!r} is shorter than a second")
     return interval
-
-
-_duration = every  # for ScheduleClient.schedule, whose `every` argument hides it
 
 
 def check_cron(expression: str) -> None:
@@ -125,7 +123,7 @@ class ScheduleClient:
             action=action,
             spec=spec,
             policy=SchedulePolicy(overlap=OVERLAPS[overlap],
-                                  catchup_window=_duration(catchup, "--catchup") if isinstance(catchup, str) else catchup),
+                                  catchup_window=_catchup(catchup)),
             state=ScheduleState(paused=paused, note=note or f"rein schedule of {agent}"),
         )
         from temporalio.client import ScheduleAlreadyRunningError
@@ -168,6 +166,10 @@ class ScheduleClient:
                 continue
             rows.append(await row_of(listed.id, await self.schedule_handle(listed.id).describe()))
         return rows
+
+
+def _catchup(window: timedelta | str | None) -> timedelta | None:
+    return every(window, "--catchup") if isinstance(window, str) else window
 
 
 def _spec(cron: str | None, interval: timedelta | str | None) -> ScheduleSpec:
