@@ -435,6 +435,26 @@ async def test_the_stored_thread_history_replays():
     await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
 
 
+async def test_the_stored_history_of_a_thread_started_by_stock_tools_replays():
+    """A thread started without the rein.thread memo (tests/histories/make_histories.py thread_stock) recorded the
+    patch rein-thread-memo and its memo upsert at its first turn: this build replays it."""
+    from pathlib import Path
+
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import AgentWorkflow
+
+    path = Path(__file__).parent / "histories" / "agent_thread_stock_v1.json"
+    history = WorkflowHistory.from_json("agent-thread-stock", path.read_text())
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED in kinds  # the memo upsert
+    assert kinds.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == 2  # two turns' model calls
+    await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
+
+
 async def test_garbage_sent_to_a_thread_is_refused_or_ignored_and_fails_no_workflow_task(dev, ids):
     from temporalio.api.enums.v1 import EventType
     from temporalio.client import WorkflowUpdateFailedError

@@ -77,6 +77,12 @@ then the thread is cancelled (closed as CANCELED).
   v1: the first threads
 
     .venv/bin/python tests/histories/make_histories.py thread
+
+agent_thread_stock_v<N>.json: a thread started with stock tools' update-with-start (no rein.thread memo): it
+marks itself at its first turn (patch rein-thread-memo: a marker and a memo upsert), then takes a second message.
+  v1: the first stock-started threads
+
+    .venv/bin/python tests/histories/make_histories.py thread_stock
 """
 
 from __future__ import annotations
@@ -100,6 +106,7 @@ FAILED = "agent_failed_v2.json"
 LONG = "agent_long_v4.json"
 CHANGED = "agent_changed_v2.json"
 THREAD = "agent_thread_v1.json"
+THREAD_STOCK = "agent_thread_stock_v1.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
@@ -299,6 +306,29 @@ async def record_thread(env) -> None:  # noqa: ANN001
     write(THREAD, history)
 
 
+async def record_thread_stock(env) -> None:  # noqa: ANN001
+    from temporalio.client import WithStartWorkflowOperation
+    from temporalio.common import WorkflowIDConflictPolicy
+
+    from rein.client import ReinClient
+    from rein.core.contract import WORKFLOW_TYPE
+    from rein.core.threads import SEND_UPDATE, SendReceipt
+
+    agent = Agent(provider=MockProvider(["Hello.", "Bye."]), name="thread-agent")
+    runs = ReinClient(env.client, "histories-thread-stock")
+    async with rein.create_worker(env.client, agents=[agent], task_queue="histories-thread-stock"):
+        start = WithStartWorkflowOperation(  # as `temporal workflow start-update-with-start` sends it: plain JSON
+            WORKFLOW_TYPE, {"agent": "thread-agent", "thread": True}, id="agent-thread-stock",
+            task_queue="histories-thread-stock", id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+        first = await env.client.execute_update_with_start_workflow(
+            SEND_UPDATE, {"text": "hi"}, start_workflow_operation=start, result_type=SendReceipt)
+        assert (await runs.reply(first)).output == "Hello."
+        assert (await runs.reply(await runs.send("agent-thread-stock", "bye", agent="thread-agent"))).output == "Bye."
+        await runs.cancel("agent-thread-stock", wait=True)
+        history = await env.client.get_workflow_handle("agent-thread-stock").fetch_history()
+    write(THREAD_STOCK, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -322,6 +352,8 @@ async def main(which: list[str]) -> None:
             await record_changed(env)
         if not which or "thread" in which:
             await record_thread(env)
+        if not which or "thread_stock" in which:
+            await record_thread_stock(env)
     finally:
         await env.shutdown()
 
