@@ -251,3 +251,25 @@ async def test_a_schedule_made_with_the_cli_is_temporals_and_buffer_one_holds_on
         assert recent.returncode == 0, recent.stderr
         await poll(lambda: _at_least(dev.client, schedule_id, 7), "the last two hours' starts backfilled", timeout=60)
         assert (await asyncio.to_thread(cli, "delete", schedule_id)).returncode == 0
+
+
+async def test_a_malformed_scheduled_message_fails_its_run_with_why_and_no_workflow_task(dev, ids) -> None:
+    """ReinScheduledMessage's input from anyone (a hand-made schedule, `temporal workflow start`): a malformed one
+    fails that run, saying what is wrong, and never fails a workflow task."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowFailureError
+
+    queue, _ = ids
+    agent = echo_agent("messages")
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        for bad, why in [({"thread_id": ""}, "thread_id: String should have at least 1 character"),
+                         ({"thread_id": "t", "agent": agent.name, "text": "x", "attributes": {"ReinAgent": 5}},
+                          "attributes.ReinAgent: Input should be a valid string"),
+                         ("garbage", "payload: Input should be a valid dictionary")]:
+            handle = await dev.client.start_workflow("ReinScheduledMessage", bad, id=f"message-{uuid.uuid4().hex[:6]}",
+                                                     task_queue=queue)
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(handle.result(), 30)
+            assert why in str(failed.value.cause), failed.value.cause
+            kinds = [e.event_type for e in (await handle.fetch_history()).events]
+            assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in kinds
