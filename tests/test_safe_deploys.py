@@ -27,6 +27,7 @@ from rein.cli import EXIT_NO_WORKER
 from rein.client import NoWorker, ReinClient, connect
 from rein.core.contract import RunOutcome
 from rein.durable.embedded_server import DevServer, start_dev_server
+from rein.temporal.history import pinned_build
 from tests.support.processes import ROOT, STUCK_RUNS_RETRY_SOON, WorkerProcess
 from tests.support.waiting import poll
 
@@ -38,7 +39,8 @@ class Stack:
 
     def __init__(self, root: Path):
         self.root = root
-        self.server: DevServer = start_dev_server(log_path=root / "server.log", dynamic_config=STUCK_RUNS_RETRY_SOON)
+        self.server: DevServer = start_dev_server(log_path=root / "server.log", dynamic_config={
+            **STUCK_RUNS_RETRY_SOON, "matching.longPollExpirationInterval": '"5s"'})  # live pollers seen every 5 s
         self.workers: list[WorkerProcess] = []
 
     def worker(self, task_queue: str, **env: str) -> WorkerProcess:
@@ -254,9 +256,8 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
     run_id = await start(client, "deploy-pay-ask", queue, 31)
     await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
 
-    stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-b")
-    await poll(lambda: stack.cli("deployment", "set-current", "build-b", "--deployment", deployment).returncode == 0,
-               "the new build to become current", timeout=60, interval=0.5)
+    stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-b", REIN_ADOPT_INTERVAL_S="0")  # carries on nothing
+    await poll(lambda: _current(stack, deployment) == "build-b", "the new build to become current", timeout=60)
     old.stop()
     # The server lists a stopped worker's poller for a minute after its last poll.
     await poll(lambda: _not_served(client, run_id), f"{run_id}'s build to be seen gone", timeout=150, interval=2)
@@ -279,3 +280,52 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
 
 async def _not_served(client: ReinClient, run_id: str) -> bool:
     return not await client.worker_serves(run_id)
+
+
+FAST_ADOPTION = {"REIN_ADOPT_INTERVAL_S": "1", "REIN_POLLER_FRESH_S": "12"}
+"""Workers that look for runs to carry on every second, and take a build unseen for 12 s as gone (the
+module's server has live pollers poll every 5 s): what takes minutes by default takes seconds here."""
+
+
+async def test_a_new_build_becomes_current_and_carries_on_what_the_old_one_cannot(stack: Stack, client: ReinClient):
+    """Versioned by default (the deployment is named after the queue), with nobody acting: no set-current, no
+    retry, no update-options. A fixed build started beside a buggy one becomes current by itself and carries on
+    the buggy build's stuck runs; the buggy build's waiting runs stay on it while it runs, and move to the fixed
+    build once the buggy build's workers are gone. Each tool runs once."""
+    queue = f"adopt-{uuid.uuid4().hex[:6]}"
+    buggy = stack.worker(queue, DEPLOY_BUG="machine", REIN_BUILD_ID="buggy", **FAST_ADOPTION)
+    await poll(lambda: _current(stack, queue) == "buggy", "the first build to make itself current", timeout=60)
+    stuck = {await start(client, "deploy-pay", queue, amount): amount for amount in (61, 62)}
+    waiting = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (71, 72)}
+    await poll(lambda: _all_waiting(client, list(waiting)), "the asking runs to wait for approval", timeout=120)
+    await poll(lambda: set(stuck) <= {row["run_id"] for row in stack.cli_json("list", "--stuck")},
+               "the buggy build's runs to be stuck", timeout=120, interval=0.5)
+
+    stack.worker(queue, REIN_BUILD_ID="fixed", **FAST_ADOPTION)
+    await poll(lambda: _current(stack, queue) == "fixed", "the new build to make itself current", timeout=60)
+    results = await asyncio.gather(*(outcome(client, run_id) for run_id in stuck))
+    for (run_id, amount), result in zip(stuck.items(), results, strict=True):
+        assert (result.status, result.output) == ("done", f"Paid {amount} on buggy")
+        assert [line.split()[0] for line in stack.effects(run_id)] == ["buggy"]  # ran once, before the bug struck
+        assert await _pinned(client, run_id) == (queue, "fixed")
+    for run_id in waiting:  # served by their build: left there
+        assert await _pinned(client, run_id) == (queue, "buggy")
+    new_run = await start(client, "deploy-pay", queue, 81)
+    assert (await outcome(client, new_run)).output == "Paid 81 on fixed"
+
+    buggy.kill()
+    await poll(lambda: _all_pinned(client, list(waiting), (queue, "fixed")),
+               "the gone build's waiting runs to be carried on", timeout=120)
+    await asyncio.gather(*(client.approve(run_id, wait=True) for run_id in waiting))
+    for run_id, amount in waiting.items():
+        result = await outcome(client, run_id)
+        assert (result.status, result.output) == ("done", f"Paid {amount} on fixed")
+        assert [line.split()[0] for line in stack.effects(run_id)] == ["fixed"]
+
+
+async def _pinned(client: ReinClient, run_id: str) -> tuple[str, str] | None:
+    return pinned_build(await client.client.get_workflow_handle(run_id).describe())
+
+
+async def _all_pinned(client: ReinClient, run_ids: list[str], build: tuple[str, str]) -> bool:
+    return all(pinned == build for pinned in await asyncio.gather(*(_pinned(client, run_id) for run_id in run_ids)))

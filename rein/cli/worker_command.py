@@ -11,7 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from rein.cli.app import (
+    EXIT_USAGE,
     Address,
+    CliError,
     Namespace,
     app,
     connect_client,
@@ -25,13 +27,16 @@ def worker(
     agent: Annotated[list[str], typer.Option("--agent", "-a", help="MODULE:ATTR of a rein.Agent; repeat for more.",
                                              show_default=False)],
     task_queue: Annotated[str | None, typer.Option(help="Shared task queue (default: REIN_TASK_QUEUE or `rein`; a "
-                                                "versioned worker: none, only its agents' own queues).")] = None,
+                                                "worker of a deployment named otherwise: none, only its agents' own queues).")] = None,
     address: Address = None,
     namespace: Namespace = None,
-    deployment: Annotated[str | None, typer.Option(help="Worker Versioning deployment name (default: REIN_DEPLOYMENT; "
-                                                   "unset: versioning off). See docs/deploys.md.")] = None,
+    deployment: Annotated[str | None, typer.Option(help="Worker Versioning deployment name (default: REIN_DEPLOYMENT, "
+                                                   "else the shared queue's name; `none`: versioning off). See "
+                                                   "docs/deploys.md.")] = None,
     build_id: Annotated[str | None, typer.Option(help="This build's id (default: REIN_BUILD_ID, else a digest of "
                                                  "rein's workflow-side code).")] = None,
+    promote: Annotated[str | None, typer.Option(help="`new`: this build becomes current when it is new (default: "
+                                                "REIN_PROMOTE, else new); `manual`: only a deployment's first build.")] = None,
     max_cached_workflows: Annotated[int | None, typer.Option(
         help="Runs kept in memory between tasks (0: every task replays the run's history).")] = None,
 ) -> None:
@@ -39,31 +44,38 @@ def worker(
     agents = [load_agent_target(target) for target in agent]  # a mistyped target: told before temporalio loads
     from rein.blueprint.agent import uses_litellm
     from rein.core.contract import DEFAULT_TASK_QUEUE
-    from rein.temporal.deployment import worker_version
+    from rein.temporal.deployment import deployment_for_queue, promote_policy, worker_version
 
     if uses_litellm(agents):
         from rein.core.prices import preload_litellm
 
         preload_litellm()  # meanwhile the worker connects (ReinPlugin waits for it before polling)
-    version = worker_version(deployment, build_id)
+    chosen = task_queue or os.environ.get("REIN_TASK_QUEUE")
+    named = deployment or os.environ.get("REIN_DEPLOYMENT")
+    try:
+        version = worker_version(deployment, build_id, default=deployment_for_queue(chosen or DEFAULT_TASK_QUEUE))
+        policy = promote_policy(promote)
+    except ValueError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
     if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    chosen = task_queue or os.environ.get("REIN_TASK_QUEUE")
     # A versioned worker on a shared queue takes it over: once its deployment has a current version,
     # every new run there goes to that version, other agents' too (unversioned workers beside it get
-    # none). So it polls a shared queue only when told to, and not beside an unversioned worker.
-    shared = [chosen or DEFAULT_TASK_QUEUE] if chosen or version is None else []
-    asyncio.run(_serve(agents, shared, version, address, namespace, max_cached_workflows))
+    # none). A deployment named after the queue is the queue's; one named otherwise polls the shared
+    # queue only when told to.
+    shared = [chosen or DEFAULT_TASK_QUEUE] if chosen or version is None or not named else []
+    asyncio.run(_serve(agents, shared, version, address, namespace, max_cached_workflows, policy, bool(named)))
 
 
 async def _serve(agents: list[Any], shared: list[str], version: Any, address: str | None, namespace: str | None,
-                 max_cached_workflows: int | None) -> None:
+                 max_cached_workflows: int | None, promote: str, named: bool) -> None:
     """Serve until SIGINT/SIGTERM: the shared queue (`rein start`, raw clients) and each agent's own queue, where
     the runs `Agent.run`/`rein run` started live (a script's unfinished runs are finished here too)."""
     import contextlib
 
     from rein.core.contract import DEFAULT_TASK_QUEUE, agent_task_queue
     from rein.durable.temporal_worker import create_worker, ensure_search_attributes
+    from rein.temporal.deployment import VERSIONING_OFF
 
     console = err_console()
     client = await connect_client(address, namespace)
@@ -73,14 +85,24 @@ async def _serve(agents: list[Any], shared: list[str], version: Any, address: st
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     queues = shared + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q not in shared]
     if version is not None and shared:
-        await _refuse_beside_unversioned(client.client, shared[0], version.deployment_name)
+        others = await _unversioned_pollers(client.client, shared[0])
+        if others and named:
+            raise CliError(
+                f"queue {shared[0]!r} is polled by an unversioned worker ({others[0]}): a versioned worker there would "
+                f"take every new run on it once {version.deployment_name!r} has a current version, other agents' too. "
+                "Give this worker its own --task-queue (or none: its agents' own queues), or version that worker too",
+                EXIT_USAGE)
+        if others:  # beside an earlier rein's workers: join them as they are; docs/deploys.md, "Upgrading"
+            logging.getLogger("rein.worker").warning(
+                "queue %s is polled by an unversioned worker (%s): this worker is unversioned too", shared[0], others[0])
+            version = None
     cache: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     async with contextlib.AsyncExitStack() as stack:
         for name in queues:
             await stack.enter_async_context(create_worker(
                 client.client, agents, task_queue=name,
-                deployment=version.deployment_name if version else None, build_id=version.build_id if version else None,
-                **cache))
+                deployment=version.deployment_name if version else VERSIONING_OFF,
+                build_id=version.build_id if version else None, promote=promote, **cache))
         names = ", ".join(a.name for a in agents)
         target = client.client.service_client.config.target_host
         # worker.py's line, which scripts and tests wait for ("serving:").
@@ -97,20 +119,12 @@ async def _serve(agents: list[Any], shared: list[str], version: Any, address: st
         await stop.wait()
 
 
-async def _refuse_beside_unversioned(client: Any, queue: str, deployment: str) -> None:
-    """A versioned worker refuses a queue an unversioned worker polls (pollers seen in the last minutes)."""
+async def _unversioned_pollers(client: Any, queue: str) -> list[str]:
+    """Identities of unversioned workers that polled `queue` in the last minutes."""
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-    from rein.cli.app import EXIT_USAGE, CliError
-
     described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
         namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
-    others = [p.identity for p in described.pollers if not p.deployment_options.deployment_name]
-    if others:
-        raise CliError(
-            f"queue {queue!r} is polled by an unversioned worker ({others[0]}): a versioned worker there would take "
-            f"every new run on it once {deployment!r} has a current version, other agents' too. Give this worker "
-            "its own --task-queue (or none: its agents' own queues), or version that worker too", EXIT_USAGE)
-
+    return [p.identity for p in described.pollers if not p.deployment_options.deployment_name]

@@ -34,6 +34,10 @@ from rein.temporal.sandbox import PURE_MODULES
 
 DEPLOYMENT_ENV = "REIN_DEPLOYMENT"
 BUILD_ID_ENV = "REIN_BUILD_ID"
+PROMOTE_ENV = "REIN_PROMOTE"
+PROMOTE_POLICIES = ("new", "manual")
+VERSIONING_OFF = "none"
+"""The deployment name that turns versioning off (`rein worker --deployment none`, REIN_DEPLOYMENT=none)."""
 BUILD_SOURCES = ("rein.workflows", "rein.activities")
 """Packages whose sources (with rein's pure modules) make the default build id."""
 
@@ -62,16 +66,32 @@ def _source_files(modules: tuple[str, ...]) -> set[Path]:
     return files
 
 
-def worker_version(deployment: str | None = None, build_id: str | None = None) -> WorkerDeploymentVersion | None:
-    """This worker's version: the arguments, else REIN_DEPLOYMENT / REIN_BUILD_ID; None when versioning is off."""
-    deployment = deployment or os.environ.get(DEPLOYMENT_ENV) or None
-    if deployment is None:
+def worker_version(deployment: str | None = None, build_id: str | None = None, *,
+                   default: str | None = None) -> WorkerDeploymentVersion | None:
+    """This worker's version: the arguments, else REIN_DEPLOYMENT / REIN_BUILD_ID, else `default` (what
+    `rein worker` names after its queue); None when versioning is off (no name, or the name `none`)."""
+    deployment = deployment or os.environ.get(DEPLOYMENT_ENV) or default or None
+    if deployment is None or deployment == VERSIONING_OFF:
         if build_id:
             raise ValueError(f"a build id needs a deployment name too (set {DEPLOYMENT_ENV})")
         return None
     if "." in deployment:
         raise ValueError(f"deployment name {deployment!r} may not contain '.' (Temporal joins <deployment>.<build id>)")
     return WorkerDeploymentVersion(deployment, build_id or os.environ.get(BUILD_ID_ENV) or default_build_id())
+
+
+def deployment_for_queue(task_queue: str) -> str:
+    """`rein worker`'s deployment when none is named: its shared queue's name (a queue's new runs go to
+    one deployment's current version, so the workers of one queue are one deployment)."""
+    return task_queue.replace(".", "-")
+
+
+def promote_policy(given: str | None = None) -> str:
+    """"new" (default: a new build becomes current when its worker starts) or "manual" (REIN_PROMOTE)."""
+    policy = (given or os.environ.get(PROMOTE_ENV) or "new").strip().lower()
+    if policy not in PROMOTE_POLICIES:
+        raise ValueError(f"{PROMOTE_ENV}={policy!r}: expected one of {', '.join(PROMOTE_POLICIES)}")
+    return policy
 
 
 def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfig:
@@ -118,11 +138,14 @@ async def set_current(client: Client, version: WorkerDeploymentVersion, *, ramp:
             identity=client.identity, percentage=ramp))
 
 
-async def current_if_first(client: Client, version: WorkerDeploymentVersion, timeout: float = 60) -> bool:
-    """Make this version current when the deployment has none yet (its first worker); True if it did.
+async def promote(client: Client, version: WorkerDeploymentVersion, policy: str = "new", timeout: float = 60) -> bool:
+    """Make this version current when its deployment has none (the first build) or, under policy "new",
+    when it is a new build: never current nor ramping before. True if it did.
 
-    A deployment that already has a current version is the operator's: a new build becomes
-    current by `rein deployment set-current` or `temporal worker deployment set-current-version`.
+    So a build rolled out is current once its first worker polls, with nobody acting, while an older
+    build started again (a restarted replica, a drain) never takes new runs back: that is a rollback,
+    `rein deployment set-current`. Policy "manual": only the first build; the operator promotes the
+    others (a ramp). Runs already started stay PINNED to their build either way.
     """
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
@@ -133,19 +156,25 @@ async def current_if_first(client: Client, version: WorkerDeploymentVersion, tim
                 log.warning("rein deployment %s: cannot describe it: %s", version.deployment_name, err)
                 return False
             described = None  # the deployment's own rate limit: ask again later
-        if current_build_id(described) is not None:
+        current = current_build_id(described)
+        if current == version.build_id or (current is not None and policy != "new"):
             return False
-        known = described is not None and any(
-            s.deployment_version.build_id == version.build_id for s in described.worker_deployment_info.version_summaries)
-        if known:
+        summary = None if described is None else next(
+            (s for s in described.worker_deployment_info.version_summaries
+             if s.deployment_version.build_id == version.build_id), None)
+        if current is not None and summary is not None and summary.HasField("first_activation_time"):
+            return False  # an older build: it was current or ramping before
+        if summary is not None:
             try:
                 await set_current(client, version)
-                log.info("rein deployment %s: %s is current (the first version)", version.deployment_name, version.build_id)
+                log.info("rein deployment %s: %s is current (%s)", version.deployment_name, version.build_id,
+                         "the first version" if current is None else f"a new build; was {current}")
                 return True
-            except RPCError as err:  # another first worker won the race, or the poller is not registered yet
+            except RPCError as err:  # another worker won the race, or a task queue is not registered yet
                 log.debug("could not make %s current yet: %s", version.to_canonical_string(), err)
         if asyncio.get_running_loop().time() > deadline:
-            log.warning("rein deployment %s: %s did not register within %gs; set the current version by hand",
-                        version.deployment_name, version.build_id, timeout)
+            log.warning("rein deployment %s: %s did not become current within %gs; make it current with "
+                        "`rein deployment set-current %s --deployment %s`", version.deployment_name,
+                        version.build_id, timeout, version.build_id, version.deployment_name)
             return False
         await asyncio.sleep(1.0)

@@ -40,7 +40,8 @@ WORKER_GRACE_S = 3.0
 """How long a client looks again for a worker when none polls yet, before it refuses (`rein start`,
 a decision): one started a moment ago has not polled yet. REIN_WORKER_GRACE_S overrides it."""
 POLLER_FRESH_S = 70.0
-"""A poller seen this recently may still be alive (workers long-poll for 60 s)."""
+"""A poller seen this recently may still be alive (workers long-poll for 60 s, the server's
+matching.longPollExpirationInterval); REIN_POLLER_FRESH_S overrides it for a server that polls shorter."""
 
 _SILENT: dict[tuple[str, str | None], float] = {}
 """Runs whose worker let a query's grace run out, by when (monotonic): within POLLER_FRESH_S, while
@@ -283,9 +284,9 @@ async def polled(client: Client, queue: str, build: tuple[str, str] | None = Non
         )
     except RPCError:
         return True
-    now = time.time()
+    now, fresh = time.time(), seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
     return any(
-        now - p.last_access_time.ToSeconds() < POLLER_FRESH_S
+        now - p.last_access_time.ToSeconds() < fresh
         and (build is None or (p.deployment_options.deployment_name, p.deployment_options.build_id) == build)
         for p in described.pollers
     )

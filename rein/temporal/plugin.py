@@ -39,11 +39,13 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from rein.blueprint.agent import uses_litellm, with_tool_agents
 from rein.core.prices import load_litellm_off_loop
+from rein.temporal.adoption import carry_on_runs
 from rein.temporal.converter import has_rein_converter, rein_data_converter
 from rein.temporal.deployment import (
-    current_if_first,
     default_build_id,
     deployment_config,
+    promote,
+    promote_policy,
     with_default_behavior,
     worker_version,
 )
@@ -128,8 +130,11 @@ class ReinPlugin(SimplePlugin):
             and REIN_BUILD_ID, the build id defaulting to a digest of rein's workflow-side code;
             no deployment name = versioning off (the Worker then reports that digest as its build id,
             unless given its own). A Worker given its own `deployment_config` keeps it.
-        make_current: a versioned Worker makes its version current when the deployment has none
-            yet (its first build); later builds become current by the operator (docs/deploys.md).
+        make_current, promote: a versioned Worker makes its version current when the deployment has none
+            yet (its first build) and, with `promote="new"` (default: REIN_PROMOTE, else "new"), when it is a
+            build never current before; with "manual" later builds become current by the operator (a ramp).
+            Its workers also carry on the runs older builds of the deployment leave stuck or unserved, when
+            they replay them (rein.temporal.adoption; docs/deploys.md).
         lean_start: new runs learn their agent with their first model call, not a describe marker first
             (rein.workflows.start; one billable action and ~1 KB less per run). Default: on, unless
             REIN_LEAN_START=0; a versioned Worker's runs always start lean. A run that asks first records
@@ -147,6 +152,7 @@ class ReinPlugin(SimplePlugin):
         deployment: str | None = None,
         build_id: str | None = None,
         make_current: bool = True,
+        promote: str | None = None,
         lean_start: bool | None = None,
         route_models: bool = True,
     ):
@@ -155,6 +161,7 @@ class ReinPlugin(SimplePlugin):
         self.agents = agent_map(agents) if agents is not None else None
         self.version: WorkerDeploymentVersion | None = worker_version(deployment, build_id) if agents is not None else None
         self.make_current = make_current
+        self.promotion = promote_policy(promote)
         self._cache_size = 1000
         self._max_payload_bytes = INLINE_LIMIT
         self.sandboxed = sandboxed
@@ -204,7 +211,7 @@ class ReinPlugin(SimplePlugin):
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Runs the Worker once LiteLLM is loaded (when an agent calls its model through it); a versioned one also
-        makes its version current if it is the deployment's first.
+        promotes its version (a new build becomes current) and carries on older builds' stuck runs.
         Meanwhile it prunes old payload files (rein.temporal.storage); at shutdown the served agents'
         pooled MCP connections are closed."""
         if uses_litellm((self.agents or {}).values()):
@@ -219,14 +226,17 @@ class ReinPlugin(SimplePlugin):
             await close_mcp_connections(self.agents or {})
 
     async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        version = worker.config(active_config=True).get("deployment_config")
-        if version is None or not self.make_current or self.version is None:
+        config = worker.config(active_config=True).get("deployment_config")
+        if config is None or self.version is None:
             return await super().run_worker(worker, next)
-        first = asyncio.ensure_future(current_if_first(worker.client, version.version))
+        chores = [asyncio.ensure_future(carry_on_runs(worker, config.version))]
+        if self.make_current:
+            chores.append(asyncio.ensure_future(promote(worker.client, config.version, self.promotion)))
         try:
             await super().run_worker(worker, next)
         finally:
-            first.cancel()
+            for chore in chores:
+                chore.cancel()
 
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
         if not self.sandboxed:
