@@ -24,7 +24,7 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, ClientConfig
 from temporalio.common import WorkerDeploymentVersion
@@ -229,7 +229,7 @@ class ReinPlugin(SimplePlugin):
         config = worker.config(active_config=True).get("deployment_config")
         if config is None or self.version is None:
             return await super().run_worker(worker, next)
-        chores = [asyncio.ensure_future(carry_on_runs(worker, config.version))]
+        chores: list[asyncio.Future[Any]] = [asyncio.ensure_future(carry_on_runs(worker, config.version))]
         if self.make_current:
             chores.append(asyncio.ensure_future(promote(worker.client, config.version, self.promotion)))
         try:
