@@ -3,10 +3,11 @@
     python worker.py --agent examples.calculator:agent [--agent pkg.mod:other] [--task-queue rein]
 
 It is `rein worker` (the same code, flags and behaviour; see `rein worker --help`). It polls each
-agent's own queue (`rein.<name>`) and, unversioned, the shared queue too (`rein`, or --task-queue /
-REIN_TASK_QUEUE). A versioned worker (--deployment / REIN_DEPLOYMENT) polls only its agents' own
-queues unless given --task-queue (or REIN_TASK_QUEUE), and refuses a queue an unversioned worker
-polls (docs/deploys.md). Connection settings come from --address/--namespace or temporalio's
+agent's own queue (`rein.<name>`) and the shared queue (`rein`, or --task-queue / REIN_TASK_QUEUE),
+as one version of the Worker Versioning deployment named after that queue: runs PINNED to their
+build, a new build current once it starts, stuck runs of older builds carried on (docs/deploys.md).
+Given a deployment name of its own (--deployment / REIN_DEPLOYMENT) it polls only its agents' own
+queues unless given --task-queue; `--deployment none` turns versioning off. Connection settings come from --address/--namespace or temporalio's
 envconfig, else the shared embedded server of REIN_HOME. API keys are read here, from this
 process's environment, and nowhere else.
 """

@@ -8,6 +8,7 @@ only its agents' own queues; given the shared queue where an unversioned worker 
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import uuid
 
@@ -16,7 +17,9 @@ import pytest
 from rein.cli import EXIT_USAGE
 from rein.client import ReinClient, connect
 from rein.core.contract import DEFAULT_TASK_QUEUE, agent_task_queue
+from rein.durable.temporal_worker import create_worker
 from rein.temporal.deployment import current_build_id, describe
+from tests.agents.queues import calculator
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.waiting import poll
 
@@ -27,7 +30,8 @@ def server(private_server):
 
 
 async def test_a_versioned_worker_leaves_the_shared_queue_to_other_agents(server, tmp_path):
-    plain = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE, tmp_path / "plain.log")
+    plain = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE, tmp_path / "plain.log",
+                          REIN_DEPLOYMENT="none")  # an unversioned worker, as earlier rein builds ran
     versioned = WorkerProcess(server.address, ["tests.agents.queues:mycalc"], DEFAULT_TASK_QUEUE, tmp_path / "v2.log",
                               REIN_DEPLOYMENT="pay", REIN_BUILD_ID="v2")
     del versioned.args[2:4]  # `rein worker --agent mycalc` with no --task-queue: the default layout
@@ -62,3 +66,55 @@ async def test_a_versioned_worker_leaves_the_shared_queue_to_other_agents(server
     assert told.returncode == EXIT_USAGE, told.stderr
     assert told.stderr.startswith("rein: queue 'rein' is polled by an unversioned worker"), told.stderr
     assert told.stderr.count("\n") == 1 and "own --task-queue" in told.stderr
+
+
+async def test_a_default_worker_takes_its_queue_and_hands_it_back_when_it_stops(server, tmp_path, monkeypatch):
+    """`rein worker` is versioned by default, as the deployment named after its queue: a plain client's runs there
+    go to its build. Stopped, it hands the queue back, so a script's unversioned worker started next on it (an
+    in-process `create_worker`, `Agent.run`'s engine) gets the new runs at once; killed, that worker hands the
+    queue back itself once the versioned one is seen gone. Without the handback such runs wait forever."""
+    monkeypatch.setenv("REIN_POLLER_FRESH_S", "3")  # this process's watch: a poller unseen for 3 s is gone
+    monkeypatch.setenv("REIN_ADOPT_INTERVAL_S", "1")
+    client = await connect(server.address)
+    for ending in ("stop", "kill"):
+        queue = f"handback-{ending}-{uuid.uuid4().hex[:6]}"
+        worker = WorkerProcess(server.address, ["tests.agents.queues:calculator"], queue, tmp_path / f"{ending}.log")
+        worker.start()
+        assert f", version {queue}.rein-" in worker.log.read_text()
+        await poll(lambda: _current(client, queue), "the default worker's build to be current", timeout=60)
+        assert await _answer(client, queue) == "done"
+        getattr(worker, ending)()
+        if ending == "stop":  # handed back as it stopped
+            assert await _current(client, queue) is None
+        async with create_worker(client.client, [calculator], task_queue=queue):
+            assert await asyncio.wait_for(_answer(client, queue), 60) == "done"
+        assert await _current(client, queue) is None
+
+
+async def test_a_default_worker_beside_an_unversioned_one_stays_unversioned(server, tmp_path):
+    """A rolling upgrade from an earlier (unversioned) rein: the default worker joins the queue as it is."""
+    queue = f"mixed-{uuid.uuid4().hex[:6]}"
+    plain = WorkerProcess(server.address, ["tests.agents.queues:calculator"], queue, tmp_path / "plain.log",
+                          REIN_DEPLOYMENT="none")
+    default = WorkerProcess(server.address, ["tests.agents.queues:calculator"], queue, tmp_path / "default.log")
+    try:
+        plain.start()
+        default.start()
+        log = default.log.read_text()
+        assert f"queue {queue} is polled by an unversioned worker" in log and ", version unversioned," in log
+        client = await connect(server.address)
+        assert [await _answer(client, queue) for _ in range(3)] == ["done"] * 3
+        assert await _current(client, queue) is None
+    finally:
+        default.stop()
+        plain.stop()
+
+
+async def _current(client: ReinClient, deployment: str) -> str | None:
+    return current_build_id(await describe(client.client, deployment))
+
+
+async def _answer(client: ReinClient, queue: str) -> str:
+    handle = await client.client.start_workflow("AgentWorkflow", {"agent": "calculator", "prompt": "2+2"},
+                                                id=f"calc-{uuid.uuid4().hex[:8]}", task_queue=queue)
+    return (await handle.result())["status"]

@@ -1,5 +1,5 @@
 """`python worker.py` polls the queues its docstring says (issue 34): each agent's own queue
-`rein.<agent>`, plus the shared queue when unversioned; a versioned one only its agents' own queues
+`rein.<agent>` and the shared queue, versioned by default as the deployment named after it; one given a deployment name of its own only its agents' own queues
 unless given a queue (--task-queue or REIN_TASK_QUEUE). Real worker processes on a dev server; the
 queues are read from the worker's serving line."""
 
@@ -25,11 +25,13 @@ def _serving_queues(log: Path) -> str:
 
 def test_worker_script_polls_the_queues_its_docstring_names(server, tmp_path: Path) -> None:
     doc = " ".join((ast.get_docstring(ast.parse((ROOT / "worker.py").read_text())) or "").split())
-    assert "A versioned worker (--deployment / REIN_DEPLOYMENT) polls only its agents' own queues" in doc
-    assert "polls the shared queue (`rein`" not in doc  # what it said before the versioned default changed
+    assert "as one version of the Worker Versioning deployment named after that queue" in doc
+    assert "Given a deployment name of its own (--deployment / REIN_DEPLOYMENT) it polls only its agents' own" in doc
+    assert "`--deployment none` turns versioning off" in doc
 
     cases = {
-        "unversioned": ({}, "rein, rein.mycalc"),
+        "default": ({}, "rein, rein.mycalc"),
+        "unversioned": ({"REIN_DEPLOYMENT": "none"}, "rein, rein.mycalc"),
         "versioned": ({"REIN_DEPLOYMENT": "pay", "REIN_BUILD_ID": "v1"}, "rein.mycalc"),
         "versioned, given a queue": ({"REIN_DEPLOYMENT": "pay", "REIN_BUILD_ID": "v1", "REIN_TASK_QUEUE": "team-q"},
                                      "team-q, rein.mycalc"),
@@ -45,3 +47,5 @@ def test_worker_script_polls_the_queues_its_docstring_names(server, tmp_path: Pa
             worker.stop()
         seen[name] = _serving_queues(worker.log)
     assert seen == {name: queues for name, (_, queues) in cases.items()}
+    assert ", version rein.rein-" in (tmp_path / "default.log").read_text()  # the deployment named after its queue
+    assert ", version unversioned," in (tmp_path / "unversioned.log").read_text()

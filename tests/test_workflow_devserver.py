@@ -228,7 +228,8 @@ async def test_worker_killed_mid_tool_another_finishes(dev, ids, tmp_path):
             "--task-queue", tq, "--address", address,
         ],
         cwd=str(ROOT),
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
+             "REIN_DEPLOYMENT": "none"},  # unversioned like worker B, which takes the run over
         stdout=log,
         stderr=subprocess.STDOUT,
     )

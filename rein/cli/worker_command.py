@@ -120,11 +120,17 @@ async def _serve(agents: list[Any], shared: list[str], version: Any, address: st
 
 
 async def _unversioned_pollers(client: Any, queue: str) -> list[str]:
-    """Identities of unversioned workers that polled `queue` in the last minutes."""
+    """Identities of unversioned workers that polled `queue` lately (rein.temporal.history.POLLER_FRESH_S)."""
+    import time
+
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
+    from rein.temporal.history import POLLER_FRESH_S, seconds
+
     described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
         namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
-    return [p.identity for p in described.pollers if not p.deployment_options.deployment_name]
+    since = time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
+    return [p.identity for p in described.pollers
+            if not p.deployment_options.deployment_name and p.last_access_time.ToSeconds() > since]

@@ -31,10 +31,10 @@ from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
-from rein.temporal.deployment import describe
+from rein.temporal.deployment import WATCH_INTERVAL_S, describe
 from rein.temporal.history import polled, seconds
 
-ADOPT_INTERVAL_S = 10.0
+ADOPT_INTERVAL_S = WATCH_INTERVAL_S
 """How often the newest build looks for runs to carry on (REIN_ADOPT_INTERVAL_S; 0 turns it off)."""
 
 log = logging.getLogger("rein.deployment")

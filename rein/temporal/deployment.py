@@ -1,12 +1,15 @@
 """Versioned deploys on Temporal's Worker Versioning: which deployment and build a worker is.
 
-A worker with a deployment name (`REIN_DEPLOYMENT`) runs as one version of a Temporal worker
-deployment: `<deployment>.<build id>`. The build id is `REIN_BUILD_ID`, or a digest of rein's
-workflow-side and activity sources, so two workers of the same rein code share a build and a
-changed rein is a new one. Runs are PINNED (the deployment config's default behaviour): a run
-finishes on the build it started on, and new runs go to the deployment's current version. See docs/deploys.md.
+A worker with a deployment name (`REIN_DEPLOYMENT`; `rein worker` names one after its shared queue
+when given none) runs as one version of a Temporal worker deployment: `<deployment>.<build id>`. The
+build id is `REIN_BUILD_ID`, or a digest of rein's workflow-side and activity sources, so two workers
+of the same rein code share a build and a changed rein is a new one. Runs are PINNED (the deployment
+config's default behaviour): a run finishes on the build it started on, and new runs go to the
+deployment's current version, which a new build becomes when its first worker starts (`promote`).
+See docs/deploys.md.
 
-No deployment name: versioning is off (the default, also for `Agent.run`'s embedded engine).
+No deployment name, or `none`: versioning off (in-process workers and `Agent.run`'s embedded engine
+by default).
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ import logging
 import os
 from pathlib import Path
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
     DescribeWorkerDeploymentRequest,
     DescribeWorkerDeploymentResponse,
     SetWorkerDeploymentCurrentVersionRequest,
@@ -30,12 +36,15 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
+from rein.temporal.history import polled, seconds
 from rein.temporal.sandbox import PURE_MODULES
 
 DEPLOYMENT_ENV = "REIN_DEPLOYMENT"
 BUILD_ID_ENV = "REIN_BUILD_ID"
 PROMOTE_ENV = "REIN_PROMOTE"
 PROMOTE_POLICIES = ("new", "manual")
+WATCH_INTERVAL_S = 10.0
+"""How often a worker looks at who serves its queue, and for runs to carry on (REIN_ADOPT_INTERVAL_S)."""
 VERSIONING_OFF = "none"
 """The deployment name that turns versioning off (`rein worker --deployment none`, REIN_DEPLOYMENT=none)."""
 BUILD_SOURCES = ("rein.workflows", "rein.activities")
@@ -178,3 +187,52 @@ async def promote(client: Client, version: WorkerDeploymentVersion, policy: str 
                         version.build_id, timeout, version.build_id, version.deployment_name)
             return False
         await asyncio.sleep(1.0)
+
+
+async def hand_back(client: Client, queue: str, keep: WorkerDeploymentVersion | None = None, *,
+                    identity: str | None = None) -> str | None:
+    """Route `queue`'s new runs to unversioned workers again when the version they go to has no live worker.
+
+    A versioned worker takes over its queues: new runs there go to its deployment's current version,
+    and an unversioned worker started later on them (an `Agent.run` script, `create_worker`, a rollback
+    to an unversioned build) would get none, after that worker is gone too. So an unversioned rein worker
+    asks this as it starts, and a versioned one as it stops (`keep`: its own version, `identity`: its own
+    pollers, not counted): with no other live poller of that version, the deployment's current version
+    becomes "unversioned" (runs pinned to the version stay pinned; a worker of a versioned build makes
+    itself current again as it starts). Returns the deployment handed back, if any.
+    """
+    described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+    current = described.versioning_info.current_deployment_version
+    if not current.build_id or (keep is not None and (current.deployment_name, current.build_id) != (
+            keep.deployment_name, keep.build_id)):
+        return None
+    if await polled(client, queue, (current.deployment_name, current.build_id), besides=identity):
+        return None
+    await client.workflow_service.set_worker_deployment_current_version(SetWorkerDeploymentCurrentVersionRequest(
+        namespace=client.namespace, deployment_name=current.deployment_name, build_id="", identity=client.identity,
+        ignore_missing_task_queues=True))
+    log.warning("rein deployment %s: no worker of its current version %s serves queue %s any more: its new runs go "
+                "to unversioned workers again", current.deployment_name, current.build_id, queue)
+    return current.deployment_name
+
+
+async def keep_queue_unversioned(client: Client, queue: str) -> None:
+    """An unversioned worker's watch: `queue`'s new runs go to unversioned workers whenever no worker of the
+    version a deployment routes them to is alive (deployment.hand_back); at start, then every WATCH_INTERVAL_S."""
+    while True:
+        try:
+            await hand_back(client, queue)
+        except RPCError as err:
+            log.debug("could not ask who serves %s: %s", queue, err)
+        interval = seconds("REIN_ADOPT_INTERVAL_S", WATCH_INTERVAL_S)
+        await asyncio.sleep(interval if interval > 0 else WATCH_INTERVAL_S)
+
+
+async def leave_queue(client: Client, queue: str, version: WorkerDeploymentVersion, identity: str) -> None:
+    """A stopping versioned worker hands `queue` back when no other worker of its version serves it (bounded:
+    a stop never waits on the server for long)."""
+    try:
+        await asyncio.wait_for(hand_back(client, queue, version, identity=identity), 5)
+    except (TimeoutError, RPCError) as err:
+        log.debug("could not hand %s back: %s", queue, err)

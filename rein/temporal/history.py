@@ -270,10 +270,11 @@ def pinned_build(description: Any) -> tuple[str, str] | None:
     return (version.deployment_name, version.build_id) if version.build_id else None
 
 
-async def polled(client: Client, queue: str, build: tuple[str, str] | None = None) -> bool:
+async def polled(client: Client, queue: str, build: tuple[str, str] | None = None, *, besides: str | None = None) -> bool:
     """Whether a worker polled `queue` for workflow tasks recently (True when the server cannot tell);
     with `build`, a worker of that Worker Deployment version: a run pinned to a build no other build
-    takes, and a newer build polling the same queue must not pass for its worker."""
+    takes, and a newer build polling the same queue must not pass for its worker. `besides`: a worker
+    identity not counted (a stopping worker's own)."""
     try:
         described = await client.workflow_service.describe_task_queue(
             DescribeTaskQueueRequest(
@@ -286,7 +287,7 @@ async def polled(client: Client, queue: str, build: tuple[str, str] | None = Non
         return True
     now, fresh = time.time(), seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
     return any(
-        now - p.last_access_time.ToSeconds() < fresh
+        now - p.last_access_time.ToSeconds() < fresh and p.identity != besides
         and (build is None or (p.deployment_options.deployment_name, p.deployment_options.build_id) == build)
         for p in described.pollers
     )

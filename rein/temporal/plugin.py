@@ -44,6 +44,8 @@ from rein.temporal.converter import has_rein_converter, rein_data_converter
 from rein.temporal.deployment import (
     default_build_id,
     deployment_config,
+    keep_queue_unversioned,
+    leave_queue,
     promote,
     promote_policy,
     with_default_behavior,
@@ -226,17 +228,23 @@ class ReinPlugin(SimplePlugin):
             await close_mcp_connections(self.agents or {})
 
     async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        config = worker.config(active_config=True).get("deployment_config")
-        if config is None or self.version is None:
+        config = worker.config(active_config=True)
+        versioned, queue = config.get("deployment_config"), config["task_queue"]
+        if self.agents is None or (versioned is not None and self.version is None):  # not rein's, or the user's config
             return await super().run_worker(worker, next)
-        chores: list[asyncio.Future[Any]] = [asyncio.ensure_future(carry_on_runs(worker, config.version))]
-        if self.make_current:
-            chores.append(asyncio.ensure_future(promote(worker.client, config.version, self.promotion)))
+        if versioned is None:
+            chores: list[asyncio.Future[Any]] = [asyncio.ensure_future(keep_queue_unversioned(worker.client, queue))]
+        else:
+            chores = [asyncio.ensure_future(carry_on_runs(worker, versioned.version))]
+            if self.make_current:
+                chores.append(asyncio.ensure_future(promote(worker.client, versioned.version, self.promotion)))
         try:
             await super().run_worker(worker, next)
         finally:
             for chore in chores:
                 chore.cancel()
+            if versioned is not None:
+                await leave_queue(worker.client, queue, versioned.version, config.get("identity") or worker.client.identity)
 
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
         if not self.sandboxed:
