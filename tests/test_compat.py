@@ -83,8 +83,8 @@ class Builds:
         if build in ("old", "older"):
             tree = self.old_tree if build == "old" else self.older_tree
             proc: WorkerProcess = OldWorkerProcess(tree, self.server.address, AGENTS, queue, log, **env)
-        else:
-            proc = WorkerProcess(self.server.address, AGENTS, queue, log, **env)
+        else:  # unversioned, as the old build is: this module deploys without Worker Versioning
+            proc = WorkerProcess(self.server.address, AGENTS, queue, log, REIN_DEPLOYMENT="none", **env)
         self.workers.append(proc)
         proc.start()
         self.builds[f"{proc.process.pid}@"] = build

@@ -329,3 +329,28 @@ async def _pinned(client: ReinClient, run_id: str) -> tuple[str, str] | None:
 
 async def _all_pinned(client: ReinClient, run_ids: list[str], build: tuple[str, str]) -> bool:
     return all(pinned == build for pinned in await asyncio.gather(*(_pinned(client, run_id) for run_id in run_ids)))
+
+
+async def test_a_rollback_is_stopping_the_new_build_and_starting_the_old_one(stack: Stack, client: ReinClient):
+    """Build a, then b (current by itself, a drains); b stopped hands the queue back, a started again becomes
+    current and carries on b's waiting runs (they replay on a); new runs go to a. Nobody acts."""
+    queue = f"rollback-{uuid.uuid4().hex[:6]}"
+    a = stack.worker(queue, REIN_BUILD_ID="a", **FAST_ADOPTION)
+    await poll(lambda: _current(stack, queue) == "a", "the first build to make itself current", timeout=60)
+    b = stack.worker(queue, REIN_BUILD_ID="b", **FAST_ADOPTION)
+    await poll(lambda: _current(stack, queue) == "b", "the new build to make itself current", timeout=60)
+    a.stop()  # drained: it had no runs
+    waiting = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (91, 92)}
+    await poll(lambda: _all_waiting(client, list(waiting)), "b's runs to wait for approval", timeout=120)
+    assert await _all_pinned(client, list(waiting), (queue, "b"))
+
+    b.stop()
+    assert _current(stack, queue) is None  # handed back as b's last worker stopped (and not taken again)
+    stack.worker(queue, REIN_BUILD_ID="a", **FAST_ADOPTION)
+    await poll(lambda: _current(stack, queue) == "a", "the old build to be current again", timeout=60)
+    await poll(lambda: _all_pinned(client, list(waiting), (queue, "a")), "b's runs to be carried on by a", timeout=120)
+    await asyncio.gather(*(client.approve(run_id, wait=True) for run_id in waiting))
+    waiting[await start(client, "deploy-pay", queue, 93)] = 93
+    for run_id, amount in waiting.items():
+        assert (await outcome(client, run_id)).output == f"Paid {amount} on a"
+        assert [line.split()[0] for line in stack.effects(run_id)] == ["a"]

@@ -1,12 +1,13 @@
-"""The newest build carries on the runs older builds cannot: stuck on a bug, or left without a worker.
+"""The current build carries on the runs other builds cannot: stuck on a bug, or left without a worker.
 
 A PINNED run finishes on the build it started on (docs/deploys.md). Two kinds of run would wait
 there for a person: one whose workflow task or rein activity keeps failing on that build's bug
 (`TemporalReportedProblems`, `ReinStatus="stuck"`), and one pinned to a build whose workers are all
-gone. The workers of a deployment's newest version look for both every ADOPT_INTERVAL_S, replay each
-such run's history with their own code and, where it replays, pin the run to their own build
+gone. The workers of a deployment's current version (a new build, once it starts; the build rolled
+back to) look for both every ADOPT_INTERVAL_S, replay each such run's history with their own code
+and, where it replays, pin the run to their own build
 (UpdateWorkflowExecutionOptions: the override `temporal workflow update-options` sets). A run the
-newest build cannot replay stays where it is, and the worker logs why, once.
+current build cannot replay stays where it is, and the worker logs why, once.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
-from rein.temporal.deployment import WATCH_INTERVAL_S, describe
+from rein.temporal.deployment import WATCH_INTERVAL_S, current_build_id, describe, set_current
 from rein.temporal.history import polled, seconds
 
 ADOPT_INTERVAL_S = WATCH_INTERVAL_S
-"""How often the newest build looks for runs to carry on (REIN_ADOPT_INTERVAL_S; 0 turns it off)."""
+"""How often the current build looks for runs to carry on (REIN_ADOPT_INTERVAL_S; 0 turns it off)."""
 
 log = logging.getLogger("rein.deployment")
 
@@ -63,15 +64,24 @@ class Adopter:
                             self.version.deployment_name, err)
 
     async def adopt(self) -> list[str]:
-        """One round: the workflow ids of the runs pinned to this build now."""
+        """One round: the workflow ids of the runs pinned to this build now. Only the current version
+        adopts; with none current (its last worker handed the queue back as it stopped), this build
+        claims it unless a newer build still runs."""
         described = await describe(self.client, self.version.deployment_name)
         if described is None:
             return []
-        summaries = described.worker_deployment_info.version_summaries
-        mine = next((s for s in summaries if s.deployment_version.build_id == self.version.build_id), None)
-        if mine is None or any(s.create_time.ToNanoseconds() > mine.create_time.ToNanoseconds() for s in summaries):
-            return []  # only the deployment's newest build adopts: an older one started again takes nothing
-        others = [s.deployment_version.build_id for s in summaries if s.deployment_version.build_id != self.version.build_id
+        summaries = {s.deployment_version.build_id: s for s in described.worker_deployment_info.version_summaries}
+        mine = summaries.get(self.version.build_id)
+        current = current_build_id(described)
+        if mine is None or current not in (None, self.version.build_id):
+            return []
+        if current is None:
+            newer = [b for b, s in summaries.items() if s.create_time.ToNanoseconds() > mine.create_time.ToNanoseconds()]
+            if [b for b in newer if await self._served(b)]:
+                return []
+            await set_current(self.client, self.version)
+            log.info("rein deployment %s: %s is current (none was)", self.version.deployment_name, self.version.build_id)
+        others = [b for b, s in summaries.items() if b != self.version.build_id
                   and s.drainage_status != VersionDrainageStatus.VERSION_DRAINAGE_STATUS_DRAINED]
         if not others:
             return []
@@ -141,8 +151,8 @@ class Adopter:
             update_mask=FieldMask(paths=["versioning_override"])))
 
 
-_RUNNING: set[str] = set()
-"""Versions a worker of this process already looks for runs for: one search per process, however many queues."""
+_RUNNING: dict[str, asyncio.Task[None]] = {}
+"""The Adopter of each version a worker of this process serves: one search per process, however many queues."""
 
 
 async def carry_on_runs(worker: Any, version: WorkerDeploymentVersion) -> None:
@@ -150,11 +160,19 @@ async def carry_on_runs(worker: Any, version: WorkerDeploymentVersion) -> None:
     key = version.to_canonical_string()
     if key in _RUNNING:
         return
-    _RUNNING.add(key)
+    _RUNNING[key] = asyncio.ensure_future(Adopter(worker.client, version, replayer_of(worker)).run())
     try:
-        await Adopter(worker.client, version, replayer_of(worker)).run()
+        await _RUNNING[key]
     finally:
-        _RUNNING.discard(key)
+        _RUNNING.pop(key).cancel()
+
+
+def stop_carrying_on(version: WorkerDeploymentVersion) -> None:
+    """As the process's first worker of `version` stops: no more rounds (one would make a version whose
+    workers are stopping current again, after it handed its queues back)."""
+    task = _RUNNING.get(version.to_canonical_string())
+    if task is not None:
+        task.cancel()
 
 
 def replayer_of(worker: Any) -> Replayer:

@@ -39,7 +39,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from rein.blueprint.agent import uses_litellm, with_tool_agents
 from rein.core.prices import load_litellm_off_loop
-from rein.temporal.adoption import carry_on_runs
+from rein.temporal.adoption import carry_on_runs, stop_carrying_on
 from rein.temporal.converter import has_rein_converter, rein_data_converter
 from rein.temporal.deployment import (
     default_build_id,
@@ -244,6 +244,7 @@ class ReinPlugin(SimplePlugin):
             for chore in chores:
                 chore.cancel()
             if versioned is not None:
+                stop_carrying_on(versioned.version)
                 await leave_queue(worker.client, queue, versioned.version, config.get("identity") or worker.client.identity)
 
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
