@@ -331,10 +331,13 @@ async def _all_pinned(client: ReinClient, run_ids: list[str], build: tuple[str, 
     return all(pinned == build for pinned in await asyncio.gather(*(_pinned(client, run_id) for run_id in run_ids)))
 
 
-async def test_a_rollback_is_stopping_the_new_build_and_starting_the_old_one(stack: Stack, client: ReinClient):
-    """Build a, then b (current by itself, a drains); b stopped hands the queue back, a started again becomes
-    current and carries on b's waiting runs (they replay on a); new runs go to a. Nobody acts."""
-    queue = f"rollback-{uuid.uuid4().hex[:6]}"
+@pytest.mark.parametrize("ending", ["stop", "kill"])
+async def test_a_rollback_is_stopping_the_new_build_and_starting_the_old_one(stack: Stack, client: ReinClient,
+                                                                            ending: str):
+    """Build a, then b (current by itself, a drains); b stopped hands the queue back (b killed: a claims it once
+    b's workers are seen gone), a started again becomes current and carries on b's waiting runs (they replay
+    on a); new runs go to a. Nobody acts."""
+    queue = f"rollback-{ending}-{uuid.uuid4().hex[:6]}"
     a = stack.worker(queue, REIN_BUILD_ID="a", **FAST_ADOPTION)
     await poll(lambda: _current(stack, queue) == "a", "the first build to make itself current", timeout=60)
     b = stack.worker(queue, REIN_BUILD_ID="b", **FAST_ADOPTION)
@@ -344,8 +347,9 @@ async def test_a_rollback_is_stopping_the_new_build_and_starting_the_old_one(sta
     await poll(lambda: _all_waiting(client, list(waiting)), "b's runs to wait for approval", timeout=120)
     assert await _all_pinned(client, list(waiting), (queue, "b"))
 
-    b.stop()
-    assert _current(stack, queue) is None  # handed back as b's last worker stopped (and not taken again)
+    getattr(b, ending)()
+    if ending == "stop":
+        assert _current(stack, queue) is None  # handed back as b's last worker stopped (and not taken again)
     stack.worker(queue, REIN_BUILD_ID="a", **FAST_ADOPTION)
     await poll(lambda: _current(stack, queue) == "a", "the old build to be current again", timeout=60)
     await poll(lambda: _all_pinned(client, list(waiting), (queue, "a")), "b's runs to be carried on by a", timeout=120)

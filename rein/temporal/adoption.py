@@ -65,22 +65,23 @@ class Adopter:
 
     async def adopt(self) -> list[str]:
         """One round: the workflow ids of the runs pinned to this build now. Only the current version
-        adopts; with none current (its last worker handed the queue back as it stopped), this build
-        claims it unless a newer build still runs."""
+        adopts; with none current (its last worker handed the queue back as it stopped) or a current
+        one whose workers are all gone (killed), this build claims it unless a newer build still runs."""
         described = await describe(self.client, self.version.deployment_name)
         if described is None:
             return []
         summaries = {s.deployment_version.build_id: s for s in described.worker_deployment_info.version_summaries}
         mine = summaries.get(self.version.build_id)
         current = current_build_id(described)
-        if mine is None or current not in (None, self.version.build_id):
+        if mine is None or (current not in (None, self.version.build_id) and await self._served(current)):
             return []
-        if current is None:
+        if current != self.version.build_id:
             newer = [b for b, s in summaries.items() if s.create_time.ToNanoseconds() > mine.create_time.ToNanoseconds()]
-            if [b for b in newer if await self._served(b)]:
+            if [b for b in newer if b != current and await self._served(b)]:
                 return []
             await set_current(self.client, self.version)
-            log.info("rein deployment %s: %s is current (none was)", self.version.deployment_name, self.version.build_id)
+            log.info("rein deployment %s: %s is current (%s)", self.version.deployment_name, self.version.build_id,
+                     f"the workers of {current} are gone" if current else "none was")
         others = [b for b, s in summaries.items() if b != self.version.build_id
                   and s.drainage_status != VersionDrainageStatus.VERSION_DRAINAGE_STATUS_DRAINED]
         if not others:
