@@ -79,11 +79,13 @@ async def test_a_default_worker_takes_its_queue_and_hands_it_back_when_it_stops(
     for ending in ("stop", "kill"):
         queue = f"handback-{ending}-{uuid.uuid4().hex[:6]}"
         worker = WorkerProcess(server.address, ["tests.agents.queues:calculator"], queue, tmp_path / f"{ending}.log")
-        worker.start()
-        assert f", version {queue}.rein-" in worker.log.read_text()
-        await poll(lambda: _current(client, queue), "the default worker's build to be current", timeout=60)
-        assert await _answer(client, queue) == "done"
-        getattr(worker, ending)()
+        try:
+            worker.start()
+            assert f", version {queue}.rein-" in worker.log.read_text()
+            await poll(lambda: _current(client, queue), "the default worker's build to be current", timeout=60)
+            assert await _answer(client, queue) == "done"
+        finally:
+            getattr(worker, ending)()
         if ending == "stop":  # handed back as it stopped
             assert await _current(client, queue) is None
         async with create_worker(client.client, [calculator], task_queue=queue):
@@ -114,7 +116,38 @@ async def _current(client: ReinClient, deployment: str) -> str | None:
     return current_build_id(await describe(client.client, deployment))
 
 
-async def _answer(client: ReinClient, queue: str) -> str:
-    handle = await client.client.start_workflow("AgentWorkflow", {"agent": "calculator", "prompt": "2+2"},
+async def _answer(client: ReinClient, queue: str, agent: str = "calculator") -> str:
+    handle = await client.client.start_workflow("AgentWorkflow", {"agent": agent, "prompt": "2+2"},
                                                 id=f"calc-{uuid.uuid4().hex[:8]}", task_queue=queue)
     return (await handle.result())["status"]
+
+
+async def test_a_new_build_of_another_application_on_the_same_queue_is_refused(server, tmp_path):
+    """Two applications (agents calculator and mycalc) on the default queue `rein` are one deployment. A new build
+    of the second, made current, would take the first one's runs on `rein.calculator` and serve none; left
+    behind, its own runs would wait for the first one's build. So it refuses, in one line; given a queue of its
+    own it serves, and the first application's runs go on."""
+    first = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE,
+                          tmp_path / "first.log", REIN_BUILD_ID="first")
+    second = WorkerProcess(server.address, ["tests.agents.queues:mycalc"], DEFAULT_TASK_QUEUE,
+                           tmp_path / "second.log", REIN_BUILD_ID="second")
+    try:
+        first.start()
+        client = await connect(server.address)
+        await poll(lambda: _current(client, DEFAULT_TASK_QUEUE), "the first application's build to be current")
+        refused = subprocess.run(second.args, cwd=str(ROOT), capture_output=True, text=True, timeout=120,
+                                 stdin=subprocess.DEVNULL, env=second.env)
+        assert refused.returncode == EXIT_USAGE, refused.stderr
+        assert refused.stderr.startswith("rein: deployment 'rein' is current at build first, whose live workers "
+                                         "serve queues this build does not (rein.calculator)"), refused.stderr
+        assert refused.stderr.count("\n") == 1
+        second.args[second.args.index("--task-queue") + 1] = "second-app"
+        second.start()
+        assert ", version second-app.second," in second.log.read_text()
+        assert await _current(client, DEFAULT_TASK_QUEUE) == "first"
+        assert await _answer(client, agent_task_queue("calculator")) == "done"
+        own = ReinClient(client.client, agent_task_queue("mycalc"))
+        assert (await own.result((await own.start("mycalc", "2+2")).id)).status == "done"
+    finally:
+        second.stop()
+        first.stop()

@@ -84,18 +84,7 @@ async def _serve(agents: list[Any], shared: list[str], version: Any, address: st
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     queues = shared + [q for q in dict.fromkeys(agent_task_queue(a.name) for a in agents) if q not in shared]
-    if version is not None and shared:
-        others = await _unversioned_pollers(client.client, shared[0])
-        if others and named:
-            raise CliError(
-                f"queue {shared[0]!r} is polled by an unversioned worker ({others[0]}): a versioned worker there would "
-                f"take every new run on it once {version.deployment_name!r} has a current version, other agents' too. "
-                "Give this worker its own --task-queue (or none: its agents' own queues), or version that worker too",
-                EXIT_USAGE)
-        if others:  # beside an earlier rein's workers: join them as they are; docs/deploys.md, "Upgrading"
-            logging.getLogger("rein.worker").warning(
-                "queue %s is polled by an unversioned worker (%s): this worker is unversioned too", shared[0], others[0])
-            version = None
+    version = await _checked_version(client.client, version, shared, queues, named, promote)
     cache: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     async with contextlib.AsyncExitStack() as stack:
         for name in queues:
@@ -117,6 +106,38 @@ async def _serve(agents: list[Any], shared: list[str], version: Any, address: st
                           "there); clients start on the agents' own queues, or give --task-queue.[/]")
         console.print("[dim]Ctrl-C stops; runs in flight continue on the next worker.[/]")
         await stop.wait()
+
+
+async def _checked_version(client: Any, version: Any, shared: list[str], queues: list[str], named: bool,
+                           promote: str) -> Any:
+    """The version to serve as, after two checks a versioned worker makes before it polls: an unversioned
+    worker on its shared queue (a named deployment refuses; the default joins it unversioned), and, for a
+    new build, a current version whose live workers serve queues this one would not (refused: made current,
+    it would take their runs and serve none; left behind, its own runs would wait for that version)."""
+    from rein.temporal.deployment import queues_this_build_would_strand
+
+    if version is None:
+        return None
+    others = await _unversioned_pollers(client, shared[0]) if shared else []
+    if others and named:
+        raise CliError(
+            f"queue {shared[0]!r} is polled by an unversioned worker ({others[0]}): a versioned worker there would "
+            f"take every new run on it once {version.deployment_name!r} has a current version, other agents' too. "
+            "Give this worker its own --task-queue (or none: its agents' own queues), or version that worker too",
+            EXIT_USAGE)
+    if others:  # beside an earlier rein's workers: join them as they are; docs/deploys.md, "Upgrading"
+        logging.getLogger("rein.worker").warning(
+            "queue %s is polled by an unversioned worker (%s): this worker is unversioned too", shared[0], others[0])
+        return None
+    stranded = await queues_this_build_would_strand(client, version, queues) if promote == "new" else None
+    if stranded:
+        current, foreign = stranded
+        raise CliError(
+            f"deployment {version.deployment_name!r} is current at build {current}, whose live workers serve queues "
+            f"this build does not ({', '.join(foreign)}): this build could not become current, and its runs would "
+            f"wait for {current}. The workers of one queue are one deployment: give this application its own "
+            "--task-queue or --deployment, run the same build as those workers, or --deployment none", EXIT_USAGE)
+    return version
 
 
 async def _unversioned_pollers(client: Any, queue: str) -> list[str]:

@@ -21,10 +21,9 @@ from typing import Any
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
-from temporalio.api.enums.v1 import TaskQueueType, VersionDrainageStatus
+from temporalio.api.enums.v1 import VersionDrainageStatus
 from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
 from temporalio.api.workflowservice.v1 import (
-    DescribeWorkerDeploymentVersionRequest,
     UpdateWorkflowExecutionOptionsRequest,
 )
 from temporalio.client import Client
@@ -32,7 +31,7 @@ from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
-from rein.temporal.deployment import WATCH_INTERVAL_S, current_build_id, describe, set_current
+from rein.temporal.deployment import WATCH_INTERVAL_S, current_build_id, describe, set_current, version_queues
 from rein.temporal.history import polled, seconds
 
 ADOPT_INTERVAL_S = WATCH_INTERVAL_S
@@ -122,10 +121,7 @@ class Adopter:
 
     async def _served(self, build_id: str) -> bool:
         """Whether a worker of that build polled one of its workflow task queues lately."""
-        version = await self.client.workflow_service.describe_worker_deployment_version(
-            DescribeWorkerDeploymentVersionRequest(namespace=self.client.namespace, deployment_version=VersionProto(
-                deployment_name=self.version.deployment_name, build_id=build_id)))
-        queues = [q.name for q in version.version_task_queues if q.type == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]
+        queues = await version_queues(self.client, self.version.deployment_name, build_id)
         for queue in queues:
             if await polled(self.client, queue, (self.version.deployment_name, build_id)):
                 return True

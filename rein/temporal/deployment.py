@@ -22,12 +22,14 @@ import logging
 import os
 from pathlib import Path
 
+from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueRequest,
     DescribeWorkerDeploymentRequest,
     DescribeWorkerDeploymentResponse,
+    DescribeWorkerDeploymentVersionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
     SetWorkerDeploymentRampingVersionRequest,
 )
@@ -173,7 +175,9 @@ async def promote(client: Client, version: WorkerDeploymentVersion, policy: str 
              if s.deployment_version.build_id == version.build_id), None)
         if current is not None and summary is not None and summary.HasField("first_activation_time"):
             return False  # an older build: it was current or ramping before
-        if summary is not None:
+        foreign = [] if current is None or summary is None else await queues_left_unserved(
+            client, version.deployment_name, current, version.build_id)
+        if summary is not None and not foreign:
             try:
                 await set_current(client, version)
                 log.info("rein deployment %s: %s is current (%s)", version.deployment_name, version.build_id,
@@ -182,11 +186,46 @@ async def promote(client: Client, version: WorkerDeploymentVersion, policy: str 
             except RPCError as err:  # another worker won the race, or a task queue is not registered yet
                 log.debug("could not make %s current yet: %s", version.to_canonical_string(), err)
         if asyncio.get_running_loop().time() > deadline:
-            log.warning("rein deployment %s: %s did not become current within %gs; make it current with "
-                        "`rein deployment set-current %s --deployment %s`", version.deployment_name,
-                        version.build_id, timeout, version.build_id, version.deployment_name)
+            why = (f"the current version {current} serves queues this build does not ({', '.join(foreign)}), which "
+                   "it would leave to nobody; the workers of one queue are one deployment: give this application a "
+                   "--task-queue (or --deployment) of its own, or" if foreign else "did not register in time;")
+            log.warning("rein deployment %s: %s is not current: %s make it current by hand with `rein deployment "
+                        "set-current %s --deployment %s`", version.deployment_name, version.build_id, why,
+                        version.build_id, version.deployment_name)
             return False
         await asyncio.sleep(1.0)
+
+
+async def version_queues(client: Client, deployment: str, build_id: str) -> list[str]:
+    """The workflow task queues the workers of that version have polled."""
+    described = await client.workflow_service.describe_worker_deployment_version(
+        DescribeWorkerDeploymentVersionRequest(namespace=client.namespace, deployment_version=VersionProto(
+            deployment_name=deployment, build_id=build_id)))
+    return [q.name for q in described.version_task_queues if q.type == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]
+
+
+async def queues_this_build_would_strand(client: Client, version: WorkerDeploymentVersion,
+                                         queues: list[str]) -> tuple[str, list[str]] | None:
+    """For a new build about to poll `queues`: the current version and its live queues it would not serve, when
+    another build is current and this one was never current (an older build started again is a drain)."""
+    described = await describe(client, version.deployment_name)
+    current = current_build_id(described)
+    if described is None or current is None or current == version.build_id:
+        return None
+    if any(s.deployment_version.build_id == version.build_id and s.HasField("first_activation_time")
+           for s in described.worker_deployment_info.version_summaries):
+        return None
+    foreign = [q for q in await version_queues(client, version.deployment_name, current)
+               if q not in queues and await polled(client, q, (version.deployment_name, current))]
+    return (current, foreign) if foreign else None
+
+
+async def queues_left_unserved(client: Client, deployment: str, current: str, build_id: str) -> list[str]:
+    """Queues a live worker of the `current` version polls and `build_id` does not: made current, that build
+    would take their new runs and serve none (a queue's new runs go to its deployment's current version)."""
+    mine = set(await version_queues(client, deployment, build_id))
+    return [q for q in await version_queues(client, deployment, current)
+            if q not in mine and await polled(client, q, (deployment, current))]
 
 
 async def hand_back(client: Client, queue: str, keep: WorkerDeploymentVersion | None = None, *,
