@@ -151,3 +151,27 @@ async def test_a_new_build_of_another_application_on_the_same_queue_is_refused(s
     finally:
         second.stop()
         first.stop()
+
+
+def test_on_a_server_without_worker_deployments_the_default_worker_is_unversioned(tmp_path):
+    """Worker Versioning disabled on the namespace: the default worker serves unversioned and says why; one given
+    a deployment name refuses in one line."""
+    from rein.durable.embedded_server import start_dev_server
+
+    server = start_dev_server(log_path=tmp_path / "server.log",
+                              dynamic_config={"system.enableDeploymentVersions": "false"})
+    default = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE,
+                            tmp_path / "default.log")
+    try:
+        default.start()
+        log = default.log.read_text()
+        assert "Worker Deployment Versions are disabled on this namespace: this worker is unversioned" in log
+        assert ", version unversioned," in log
+        named = subprocess.run([*default.args, "--deployment", "pay"], cwd=str(ROOT), capture_output=True, text=True,
+                               timeout=120, stdin=subprocess.DEVNULL, env=default.env)
+        assert named.returncode == EXIT_USAGE, named.stderr
+        assert named.stderr.startswith("rein: Worker Deployment Versions are disabled on this namespace"), named.stderr
+        assert named.stderr.count("\n") == 1 and "--deployment none" in named.stderr
+    finally:
+        default.stop()
+        server.stop()

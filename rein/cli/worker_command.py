@@ -114,9 +114,21 @@ async def _checked_version(client: Any, version: Any, shared: list[str], queues:
     worker on its shared queue (a named deployment refuses; the default joins it unversioned), and, for a
     new build, a current version whose live workers serve queues this one would not (refused: made current,
     it would take their runs and serve none; left behind, its own runs would wait for that version)."""
-    from rein.temporal.deployment import queues_this_build_would_strand
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from rein.temporal.deployment import describe, queues_this_build_would_strand
 
     if version is None:
+        return None
+    try:
+        await describe(client, version.deployment_name)
+    except RPCError as err:
+        if err.status not in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
+            raise
+        if named:
+            raise CliError(f"{err.message.rstrip('.')} (Worker Versioning): run with --deployment none, or enable worker "
+                           "deployments on the server (Temporal >= 1.28)", EXIT_USAGE) from None
+        logging.getLogger("rein.worker").warning("%s: this worker is unversioned (docs/deploys.md)", err.message.rstrip("."))
         return None
     others = await _unversioned_pollers(client, shared[0]) if shared else []
     if others and named:
