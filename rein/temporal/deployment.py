@@ -158,6 +158,20 @@ async def promote(client: Client, version: WorkerDeploymentVersion, policy: str 
     `rein deployment set-current`. Policy "manual": only the first build; the operator promotes the
     others (a ramp). Runs already started stay PINNED to their build either way.
     """
+    key = version.to_canonical_string()
+    if key in _PROMOTING:  # another of this process's workers (one per queue) asks already
+        return False
+    _PROMOTING.add(key)
+    try:
+        return await _promote(client, version, policy, timeout)
+    finally:
+        _PROMOTING.discard(key)
+
+
+_PROMOTING: set[str] = set()
+
+
+async def _promote(client: Client, version: WorkerDeploymentVersion, policy: str, timeout: float) -> bool:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         try:
