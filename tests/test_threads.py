@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 
@@ -88,8 +89,7 @@ async def test_each_mode_while_a_tool_runs(dev, ids):
     agent = echo_agent()
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
-        busy = await runs.send(thread_id, "tool:1.5", agent=agent.name)
-        await poll(lambda: _tool_started(runs, thread_id), "the tool call started")
+        busy = await _busy(runs, thread_id, agent, "tool:1.5")
         queued = await runs.send(thread_id, "next turn please", agent=agent.name)
         steered = await runs.send(thread_id, "also this", agent=agent.name, mode="steer")
         with pytest.raises(ThreadRefused) as refused:
@@ -117,8 +117,7 @@ async def test_a_thread_holds_at_most_max_waiting_messages_and_refuses_one_more(
     agent = echo_agent()
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
-        busy = await runs.send(thread_id, "tool:3", agent=agent.name)
-        await poll(lambda: _tool_started(runs, thread_id), "the tool call started")
+        busy = await _busy(runs, thread_id, agent, "tool:3")
         waiting = [await runs.send(thread_id, f"m{n}", agent=agent.name, message_id=f"m{n}",
                                    mode="steer" if n == 0 else "queue") for n in range(MAX_WAITING)]
         with pytest.raises(ThreadRefused) as refused:
@@ -167,6 +166,13 @@ async def test_a_thread_too_large_to_continue_as_new_refuses_new_messages(dev, i
         assert "start another thread id" in str(refused) and n >= 2, n  # ~200 KB a turn, under 1 MB at first
         users = [m.content[:2] for m in (await runs.session(thread_id)).messages if m.role == "user"]
         assert users == [f"{k} " for k in range(n)]  # every message it took, once
+
+
+async def _busy(runs: ReinClient, thread_id: str, agent: Any, message: str) -> Any:
+    """Send `message` (a `tool:<seconds>` call) and wait until its tool runs: the thread is busy in a turn."""
+    receipt = await runs.send(thread_id, message, agent=agent.name)
+    await poll(lambda: _tool_started(runs, thread_id), "the tool call started")
+    return receipt
 
 
 async def _tool_started(runs: ReinClient, thread_id: str) -> bool:

@@ -121,7 +121,7 @@ async def _checked_version(client: Any, version: Any, shared: list[str], queues:
     if version is None:
         return None
     try:
-        await describe(client, version.deployment_name)
+        described = await describe(client, version.deployment_name)
     except RPCError as err:
         if err.status not in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
             raise
@@ -141,7 +141,7 @@ async def _checked_version(client: Any, version: Any, shared: list[str], queues:
         logging.getLogger("rein.worker").warning(
             "queue %s is polled by an unversioned worker (%s): this worker is unversioned too", shared[0], others[0])
         return None
-    stranded = await queues_this_build_would_strand(client, version, queues) if promote == "new" else None
+    stranded = await queues_this_build_would_strand(client, version, queues, described) if promote == "new" else None
     if stranded:
         current, foreign = stranded
         raise CliError(
@@ -153,17 +153,7 @@ async def _checked_version(client: Any, version: Any, shared: list[str], queues:
 
 
 async def _unversioned_pollers(client: Any, queue: str) -> list[str]:
-    """Identities of unversioned workers that polled `queue` lately (rein.temporal.history.POLLER_FRESH_S)."""
-    import time
+    """Identities of unversioned workers that polled `queue` lately."""
+    from rein.temporal.history import live_pollers
 
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-
-    from rein.temporal.history import POLLER_FRESH_S, seconds
-
-    described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-        namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
-    since = time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
-    return [p.identity for p in described.pollers
-            if not p.deployment_options.deployment_name and p.last_access_time.ToSeconds() > since]
+    return [p.identity for p in await live_pollers(client, queue) if not p.deployment_options.deployment_name]

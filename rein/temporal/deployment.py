@@ -190,7 +190,8 @@ async def _promote(client: Client, version: WorkerDeploymentVersion, policy: str
         if current is not None and summary is not None and summary.HasField("first_activation_time"):
             return False  # an older build: it was current or ramping before
         foreign = [] if current is None or summary is None else await queues_left_unserved(
-            client, version.deployment_name, current, version.build_id)
+            client, version.deployment_name, current, await version_queues(client, version.deployment_name,
+                                                                           version.build_id))
         if summary is not None and not foreign:
             try:
                 await set_current(client, version)
@@ -218,28 +219,26 @@ async def version_queues(client: Client, deployment: str, build_id: str) -> list
     return [q.name for q in described.version_task_queues if q.type == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]
 
 
-async def queues_this_build_would_strand(client: Client, version: WorkerDeploymentVersion,
-                                         queues: list[str]) -> tuple[str, list[str]] | None:
+async def queues_this_build_would_strand(client: Client, version: WorkerDeploymentVersion, queues: list[str],
+                                         described: DescribeWorkerDeploymentResponse | None) -> tuple[str, list[str]] | None:
     """For a new build about to poll `queues`: the current version and its live queues it would not serve, when
     another build is current and this one was never current (an older build started again is a drain)."""
-    described = await describe(client, version.deployment_name)
     current = current_build_id(described)
     if described is None or current is None or current == version.build_id:
         return None
     if any(s.deployment_version.build_id == version.build_id and s.HasField("first_activation_time")
            for s in described.worker_deployment_info.version_summaries):
         return None
-    foreign = [q for q in await version_queues(client, version.deployment_name, current)
-               if q not in queues and await polled(client, q, (version.deployment_name, current))]
+    foreign = await queues_left_unserved(client, version.deployment_name, current, queues)
     return (current, foreign) if foreign else None
 
 
-async def queues_left_unserved(client: Client, deployment: str, current: str, build_id: str) -> list[str]:
-    """Queues a live worker of the `current` version polls and `build_id` does not: made current, that build
-    would take their new runs and serve none (a queue's new runs go to its deployment's current version)."""
-    mine = set(await version_queues(client, deployment, build_id))
+async def queues_left_unserved(client: Client, deployment: str, current: str, served: list[str]) -> list[str]:
+    """Queues a live worker of the `current` version polls that are not in `served`: made current, a build
+    serving only those would take their new runs and serve none (a queue's new runs go to its deployment's
+    current version)."""
     return [q for q in await version_queues(client, deployment, current)
-            if q not in mine and await polled(client, q, (deployment, current))]
+            if q not in served and await polled(client, q, (deployment, current))]
 
 
 async def hand_back(client: Client, queue: str, keep: WorkerDeploymentVersion | None = None, *,

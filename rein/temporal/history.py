@@ -276,21 +276,25 @@ async def polled(client: Client, queue: str, build: tuple[str, str] | None = Non
     takes, and a newer build polling the same queue must not pass for its worker. `besides`: a worker
     identity not counted (a stopping worker's own)."""
     try:
-        described = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=client.namespace,
-                task_queue=TaskQueue(name=queue),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-            )
-        )
+        pollers = await live_pollers(client, queue)
     except RPCError:
         return True
-    now, fresh = time.time(), seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
-    return any(
-        now - p.last_access_time.ToSeconds() < fresh and p.identity != besides
-        and (build is None or (p.deployment_options.deployment_name, p.deployment_options.build_id) == build)
-        for p in described.pollers
+    return any(p.identity != besides
+               and (build is None or (p.deployment_options.deployment_name, p.deployment_options.build_id) == build)
+               for p in pollers)
+
+
+async def live_pollers(client: Client, queue: str) -> list[Any]:
+    """The workers (PollerInfo) that polled `queue` for workflow tasks within POLLER_FRESH_S (REIN_POLLER_FRESH_S)."""
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
     )
+    since = time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
+    return [p for p in described.pollers if p.last_access_time.ToSeconds() > since]
 
 
 def _timedelta(seconds: float) -> Any:
