@@ -18,93 +18,37 @@ it may decrypt (a localhost-only setup).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import hmac
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from aiohttp import web
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
+from rein.temporal.bearer import AUTH_VAR, JWKS_VAR, TOKEN_VAR, BearerAuth, BearerCheck
 from rein.temporal.codec import ENV_VAR, codec_from_env
 
 DEFAULT_UI_ORIGIN = "http://localhost:8233"
-TOKEN_VAR, JWKS_VAR, AUDIENCE_VAR, ISSUER_VAR, AUTH_VAR = (
-    "REIN_CODEC_TOKEN", "REIN_CODEC_JWKS_URL", "REIN_CODEC_JWT_AUDIENCE", "REIN_CODEC_JWT_ISSUER", "REIN_CODEC_AUTH")
-
-
 class NoCodecAuth(ValueError):
     """The codec server was given no way to tell key holders from strangers."""
 
 
-@dataclass(frozen=True)
-class CodecAuth:
-    """Who may call the codec server: a shared secret, a JWT signed by the identity provider, or (open) anyone."""
-
-    token: str | None = None
-    jwks_url: str | None = None
-    audience: str | None = None
-    issuer: str | None = None
-    open: bool = False
-
-    @classmethod
-    def from_env(cls) -> CodecAuth:
-        env = os.environ
-        auth = cls(token=env.get(TOKEN_VAR) or None, jwks_url=env.get(JWKS_VAR) or None,
-                   audience=env.get(AUDIENCE_VAR) or None, issuer=env.get(ISSUER_VAR) or None,
-                   open=(env.get(AUTH_VAR) or "").lower() == "none")
-        if not (auth.token or auth.jwks_url or auth.open):
-            raise NoCodecAuth(
-                f"the codec server decrypts for whoever calls it: set {TOKEN_VAR} (a shared secret callers send "
-                f"as 'Authorization: Bearer ...') or {JWKS_VAR} (to accept the JWT the Temporal UI forwards), "
-                f"or {AUTH_VAR}=none to serve anyone who can reach it")
-        return auth
-
-
-class TokenCheck:
-    """Checks the caller's bearer token: the shared secret (constant-time) or a JWT."""
-
-    def __init__(self, auth: CodecAuth):
-        self.auth = auth
-        self._jwks = None
-        if auth.jwks_url:
-            import jwt
-
-            self._jwks = jwt.PyJWKClient(auth.jwks_url, cache_keys=True)
-
-    async def allows(self, request: web.Request) -> bool:
-        if self.auth.open:
-            return True
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            return False
-        if self.auth.token and hmac.compare_digest(token.encode(), self.auth.token.encode()):
-            return True
-        return self._jwks is not None and await asyncio.to_thread(self._valid_jwt, token)
-
-    def _valid_jwt(self, token: str) -> bool:
-        import jwt
-
-        assert self._jwks is not None
-        try:
-            key = self._jwks.get_signing_key_from_jwt(token)
-            jwt.decode(token, key.key, algorithms=["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"],
-                       audience=self.auth.audience, issuer=self.auth.issuer,
-                       options={"verify_aud": self.auth.audience is not None, "require": ["exp"]})
-        except jwt.PyJWTError:
-            return False
-        return True
+def codec_auth_from_env() -> BearerAuth:
+    """The bearer settings (rein.temporal.bearer); raises NoCodecAuth when none is set: a codec server decrypts."""
+    auth = BearerAuth.from_env()
+    if not auth.configured:
+        raise NoCodecAuth(
+            f"the codec server decrypts for whoever calls it: set {TOKEN_VAR} (a shared secret callers send "
+            f"as 'Authorization: Bearer ...') or {JWKS_VAR} (to accept the JWT the Temporal UI forwards), "
+            f"or {AUTH_VAR}=none to serve anyone who can reach it")
+    return auth
 
 
 def build_app(codec: PayloadCodec, ui_origins: Iterable[str] = (DEFAULT_UI_ORIGIN,),
-              auth: CodecAuth | None = None) -> web.Application:
-    """`auth` default: CodecAuth.from_env() (raises NoCodecAuth when nothing is configured)."""
+              auth: BearerAuth | None = None) -> web.Application:
+    """`auth` default: the environment's (raises NoCodecAuth when nothing is configured)."""
     origins = {o.rstrip("/") for o in ui_origins}
-    check = TokenCheck(auth or CodecAuth.from_env())
+    check = BearerCheck(auth or codec_auth_from_env())
 
     def cors(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
         origin = request.headers.get("Origin", "")
@@ -120,7 +64,7 @@ def build_app(codec: PayloadCodec, ui_origins: Iterable[str] = (DEFAULT_UI_ORIGI
         async def handle(request: web.Request) -> web.StreamResponse:
             if request.method == "OPTIONS":
                 return cors(request, web.Response())
-            if not await check.allows(request):
+            if await check.caller(request.headers.get("Authorization")) is None:
                 return cors(request, web.Response(
                     status=401, text="a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}))
             if request.content_type != "application/json":

@@ -1,0 +1,90 @@
+"""Who is calling: the bearer token every rein web surface accepts (the codec server, `rein serve`).
+
+One setting for all of them (docs/codec-server.md): a shared secret in REIN_CODEC_TOKEN, or a JWT signed
+by the identity provider whose keys are at REIN_CODEC_JWKS_URL (REIN_CODEC_JWT_AUDIENCE / _ISSUER checked
+when set). A JWT's claims travel with the caller, so a web surface can scope what it shows (a tenant
+claim); the shared secret is an operator's, unscoped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+TOKEN_VAR, JWKS_VAR, AUDIENCE_VAR, ISSUER_VAR, AUTH_VAR = (
+    "REIN_CODEC_TOKEN", "REIN_CODEC_JWKS_URL", "REIN_CODEC_JWT_AUDIENCE", "REIN_CODEC_JWT_ISSUER", "REIN_CODEC_AUTH")
+JWT_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
+
+
+@dataclass(frozen=True)
+class BearerAuth:
+    """Who may call: a shared secret, a JWT signed by the identity provider, or (open) anyone."""
+
+    token: str | None = None
+    jwks_url: str | None = None
+    audience: str | None = None
+    issuer: str | None = None
+    open: bool = False
+
+    @classmethod
+    def from_env(cls) -> BearerAuth:
+        """The settings as the environment gives them; none at all is `configured` False (each surface decides)."""
+        env = os.environ
+        return cls(token=env.get(TOKEN_VAR) or None, jwks_url=env.get(JWKS_VAR) or None,
+                   audience=env.get(AUDIENCE_VAR) or None, issuer=env.get(ISSUER_VAR) or None,
+                   open=(env.get(AUTH_VAR) or "").lower() == "none")
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.token or self.jwks_url or self.open)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A caller the check let in: `subject` names them in audits; `claims` are the JWT's (empty for the
+    shared secret and for an open surface)."""
+
+    subject: str
+    claims: dict[str, Any] = field(default_factory=dict)
+
+
+class BearerCheck:
+    """Checks an `Authorization` header: the shared secret (constant-time) or a JWT (keys cached)."""
+
+    def __init__(self, auth: BearerAuth):
+        self.auth = auth
+        self._jwks = None
+        if auth.jwks_url:
+            import jwt
+
+            self._jwks = jwt.PyJWKClient(auth.jwks_url, cache_keys=True)
+
+    async def caller(self, authorization: str | None) -> Caller | None:
+        """The caller, or None when the header does not let them in."""
+        if self.auth.open:
+            return Caller("anyone")
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        if self.auth.token and hmac.compare_digest(token.encode(), self.auth.token.encode()):
+            return Caller("token")
+        if self._jwks is None:
+            return None
+        claims = await asyncio.to_thread(self._claims, token)
+        return None if claims is None else Caller(str(claims.get("sub") or claims.get("email") or "jwt"), claims)
+
+    def _claims(self, token: str) -> dict[str, Any] | None:
+        import jwt
+
+        assert self._jwks is not None
+        try:
+            key = self._jwks.get_signing_key_from_jwt(token)
+            return dict(jwt.decode(token, key.key, algorithms=JWT_ALGORITHMS, audience=self.auth.audience,
+                                   issuer=self.auth.issuer,
+                                   options={"verify_aud": self.auth.audience is not None, "require": ["exp"]}))
+        except jwt.PyJWTError:
+            return None
