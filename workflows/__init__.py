@@ -1,5 +1,6 @@
 from rein.workflows.agent import AgentWorkflow
 from rein.workflows.describe import DescribeAgentWorkflow
+from rein.workflows.replay_check import ReplayCheckWorkflow
 from rein.workflows.scheduled_message import ScheduledMessageWorkflow
 
-__all__ = ["AgentWorkflow", "DescribeAgentWorkflow", "ScheduledMessageWorkflow"]
+__all__ = ["AgentWorkflow", "DescribeAgentWorkflow", "ReplayCheckWorkflow", "ScheduledMessageWorkflow"]

@@ -1,32 +1,48 @@
-"""`rein deployment status|set-current` (Worker Versioning) and `rein list --stuck`'s table."""
+"""`rein deployment status|set-current|rollback` (Worker Versioning) and `rein list --stuck`'s table."""
 
 from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from rein.cli.app import Address, CliError, JsonFlag, Namespace, app, escape, out_console, print_json, with_client
+from rein.cli.app import (
+    Address,
+    CliError,
+    JsonFlag,
+    Namespace,
+    app,
+    err_console,
+    escape,
+    out_console,
+    print_json,
+    with_client,
+)
 from rein.cli.render import age
-
-if TYPE_CHECKING:
-    from temporalio.api.enums.v1 import VersionDrainageStatus
 
 deployment_app = typer.Typer(help="Worker Versioning: which build serves new runs (docs/deploys.md).",
                              no_args_is_help=True)
 app.add_typer(deployment_app, name="deployment")
 
 DeploymentName = Annotated[str | None, typer.Option(
-    "--deployment", "-d", help="Deployment name (default: REIN_DEPLOYMENT).")]
+    "--deployment", "-d", help="Deployment name (default: REIN_DEPLOYMENT, else rein).")]
+Unchecked = Annotated[bool, typer.Option("--unchecked", help="Move the runs without asking the build to replay them "
+                                         "first (a build from before rein's replay checks cannot be asked).")]
 
 
 def list_stuck(agent: str | None, limit: int, address: str | None, namespace: str | None, as_json: bool) -> None:
     """`rein list --stuck`: open runs whose workflow task keeps failing, with the error."""
+    from rein.ops.routing import outage
     from rein.ops.stuck import stuck_runs
 
-    rows = with_client(address, namespace, lambda client: stuck_runs(client.client, agent, limit))
+    async def read(client: Any) -> tuple[list[Any], str | None]:
+        return await stuck_runs(client.client, agent, limit), await outage(client.client, _deployment(None))
+
+    rows, waiting = with_client(address, namespace, read)
+    if waiting:  # on stderr: `--json` output stays the list
+        err_console().print(f"[yellow]{escape(waiting)}[/]")
     if as_json:
         print_json([row.to_json() for row in rows])
         return
@@ -48,48 +64,36 @@ def list_stuck(agent: str | None, limit: int, address: str | None, namespace: st
 
 
 def _deployment(name: str | None) -> str:
-    from rein.temporal.deployment import DEPLOYMENT_ENV
+    from rein.temporal.deployment import DEFAULT_DEPLOYMENT, DEPLOYMENT_ENV
 
-    name = name or os.environ.get(DEPLOYMENT_ENV)
-    if not name:
-        raise CliError(f"which deployment? pass --deployment or set {DEPLOYMENT_ENV}")
-    return name
+    return name or os.environ.get(DEPLOYMENT_ENV) or DEFAULT_DEPLOYMENT
 
 
 @deployment_app.command("status")
 def status(deployment: DeploymentName = None, address: Address = None, namespace: Namespace = None,
            as_json: JsonFlag = False) -> None:
-    """The deployment's current and ramping builds and each version's drainage."""
-    from rein.temporal.deployment import describe
+    """The deployment's current and ramping builds, each version's state and workers, and an outage if there is one."""
+    from rein.ops.routing import deployment_state
 
     name = _deployment(deployment)
-    described = with_client(address, namespace, lambda client: describe(client.client, name))
-    if described is None:
+    state = with_client(address, namespace, lambda client: deployment_state(client.client, name))
+    if state is None:
         raise CliError(f"no worker deployment {name!r} (no versioned worker has polled yet)")
-    info = described.worker_deployment_info
-    routing = info.routing_config
-    data: dict[str, Any] = {
-        "deployment": name,
-        "current": routing.current_deployment_version.build_id or None,
-        "ramping": routing.ramping_deployment_version.build_id or None,
-        "ramping_percentage": routing.ramping_version_percentage,
-        "versions": [{"build_id": v.deployment_version.build_id, "drainage": _enum_name(v.drainage_status)}
-                     for v in info.version_summaries],
-    }
     if as_json:
-        print_json(data)
+        print_json(state.to_json())
         return
     console = out_console()
-    console.print(f"deployment {escape(name)}: current {data['current'] or '-'}"
-                  + (f", ramping {data['ramping']} at {data['ramping_percentage']:g}%" if data["ramping"] else ""))
-    for version in data["versions"]:
-        console.print(f"  {escape(version['build_id'])}  {version['drainage']}")
-
-
-def _enum_name(value: VersionDrainageStatus.ValueType) -> str:
-    from temporalio.api.enums.v1 import VersionDrainageStatus
-
-    return VersionDrainageStatus.Name(value).removeprefix("VERSION_DRAINAGE_STATUS_").lower()
+    console.print(f"deployment {escape(name)}: current {state.current or '- (unversioned workers)'}"
+                  + (f", ramping {state.ramping} at {state.ramping_percentage:g}%" if state.ramping else "")
+                  + (f", routed by {escape(state.manager)}" if state.manager else ""))
+    now = datetime.now(UTC)
+    for v in state.versions:
+        workers = "workers polling" if v.polling else (
+            f"no worker since {age(now - v.last_poll)} ago" if v.last_poll else "no worker")
+        console.print(f"  {escape(v.build_id)}  {v.status}  {v.behavior or 'earlier rein (pinned)'}  {workers}")
+    outage = state.outage()
+    if outage:
+        console.print(f"[yellow]{escape(outage)}[/]")
 
 
 @deployment_app.command("set-current")
@@ -97,13 +101,43 @@ def set_current(build_id: Annotated[str, typer.Argument(help="The build to route
                 deployment: DeploymentName = None,
                 ramp: Annotated[float | None, typer.Option(help="Ramp this percentage of new runs instead.",
                                                            min=0, max=100)] = None,
+                unchecked: Unchecked = False,
                 address: Address = None, namespace: Namespace = None) -> None:
-    """Route new runs to BUILD_ID (or ramp some of them); runs already started stay on their build."""
-    from temporalio.common import WorkerDeploymentVersion
+    """Route new runs to BUILD_ID (or ramp some of them). Runs that follow the current build move with it once
+    BUILD_ID's workers replayed them; those it cannot replay stay pinned where they are."""
+    _move(_deployment(deployment), build_id, ramp, unchecked, address, namespace)
 
-    from rein.temporal.deployment import set_current as set_version
 
-    version = WorkerDeploymentVersion(_deployment(deployment), build_id)
-    with_client(address, namespace, lambda client: set_version(client.client, version, ramp=ramp))
+@deployment_app.command("rollback")
+def rollback(to: Annotated[str | None, typer.Option("--to", help="The build to go back to (default: the one "
+                                                    "current before the current one).")] = None,
+             deployment: DeploymentName = None, unchecked: Unchecked = False,
+             address: Address = None, namespace: Namespace = None) -> None:
+    """Make the previous build current again, as set-current does (its workers replay the runs that move first)."""
+    from rein.ops.routing import deployment_state, previous_build
+
+    name = _deployment(deployment)
+    if to is None:
+        state = with_client(address, namespace, lambda client: deployment_state(client.client, name))
+        to = previous_build(state) if state is not None else None
+        if to is None:
+            raise CliError(f"deployment {name!r} has no build that was current before: pass --to BUILD")
+    _move(name, to, None, unchecked, address, namespace)
+
+
+def _move(name: str, build_id: str, ramp: float | None, unchecked: bool, address: str | None,
+          namespace: str | None) -> None:
+    from rein.ops.routing import RoutingError, move_routing
+
+    try:
+        change = with_client(address, namespace, lambda client: move_routing(
+            client.client, name, build_id, ramp=ramp, unchecked=unchecked))
+    except RoutingError as err:
+        raise CliError(str(err)) from None
+    console = out_console()
+    for failure in change.stayed:
+        console.print(f"{escape(failure.line())} stays pinned to {escape(change.previous or '-')}: {escape(build_id)} "
+                      "cannot replay it")
     what = f"ramping {ramp:g}% of new runs to" if ramp is not None else "current:"
-    out_console().print(f"deployment {escape(version.deployment_name)} {what} {escape(build_id)}")
+    moved = f"{change.moved} open runs follow it" + ("" if change.checked else " (not checked)")
+    console.print(f"deployment {escape(name)} {what} {escape(build_id)} (was {escape(change.previous or '-')}); {moved}")

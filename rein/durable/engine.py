@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
@@ -39,6 +40,7 @@ from rein.core.ir import StreamChunk
 from rein.core.log import logger
 from rein.core.result import RunResult
 from rein.core.summaries import run_summary
+from rein.durable.engine_versioning import engine_version, own_build_unless_current, worker_versioning
 from rein.durable.fleet import run_priority
 from rein.temporal import connection
 from rein.temporal.sdk_private import at_exit_before_threads_join
@@ -73,6 +75,8 @@ class Engine:
         self._retiring: dict[str, asyncio.Future[None]] = {}
         """Task queue → the shutdown of a dropped agent's worker: no new worker may poll it until it ends."""
         self._watched: weakref.WeakSet[Agent] = weakref.WeakSet()
+        self.version: WorkerDeploymentVersion | None = None
+        """The deployment version this process's workers poll as (rein.durable.engine_versioning); None: unversioned."""
 
     @classmethod
     def get(cls) -> Engine:
@@ -96,6 +100,7 @@ class Engine:
     async def _connect(self, target: connection.Target) -> None:
         self.loop, self.thread = asyncio.get_running_loop(), threading.current_thread()
         self.client = await connection.connect(target=target)
+        self.version = await engine_version(self.client)
 
     def close(self) -> None:
         """Within 15 s, as it runs at interpreter exit, even while a tool blocks the loop: so not through
@@ -199,7 +204,7 @@ class Engine:
                 await asyncio.shield(retiring)
             assert self.client is not None
             worker = create_worker(
-                self.client, self.agents, task_queue=queue,
+                self.client, self.agents, task_queue=queue, **worker_versioning(self.version),
                 workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(2),
                 activity_task_poller_behavior=PollerBehaviorSimpleMaximum(2),
             )
@@ -262,6 +267,7 @@ class Engine:
             search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0], tenant=tenant),
             priority=run_priority(tenant, priority),
             request_eager_start=True,  # this engine's own worker takes the first workflow task at once
+            versioning_override=await own_build_unless_current(self.client, self.version),
         )
 
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:

@@ -34,6 +34,7 @@ def create_worker(
     sandboxed: bool = True,
     deployment: str | None = None,
     build_id: str | None = None,
+    versioning: str | None = None,
     promote: str | None = None,
     lean_start: bool | None = None,
     route_models: bool = True,
@@ -42,11 +43,11 @@ def create_worker(
     """A Worker serving `agents` (by name) on `task_queue`; use it as `async with`.
 
     The same as `Worker(client, task_queue=..., plugins=[ReinPlugin(agents=..., sandboxed=..., deployment=...,
-    build_id=..., promote=..., lean_start=..., route_models=...)])`: with a deployment name (or REIN_DEPLOYMENT) it is a
-    versioned worker (docs/deploys.md).
+    build_id=..., versioning=..., promote=..., lean_start=..., route_models=...)])`: with a deployment name (or
+    REIN_DEPLOYMENT) it is a versioned worker (docs/deploys.md).
     """
     plugin = ReinPlugin(agents=agent_map(agents), sandboxed=sandboxed, deployment=deployment, build_id=build_id,
-                        promote=promote, lean_start=lean_start, route_models=route_models)
+                        versioning=versioning, promote=promote, lean_start=lean_start, route_models=route_models)
     plugins = [*worker_kwargs.pop("plugins", []), plugin]
     with warnings.catch_warnings():
         # A client connected with ReinPlugin() plus this worker's ReinPlugin(agents): they merge.

@@ -258,7 +258,7 @@ async def _running(client: ReinClient, run_id: str, description: Any, detail: Ru
     published = published_status(description)
     try:
         serving = await history.polled(client.client, description.task_queue,  # described just now
-                                       history.pinned_build(description))
+                                       history.pinned_build(description), current=True)
         raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving,
                                                   published=published)
         view: RunStatusView | None = None if raw is published else RunStatusView.model_validate(raw)

@@ -248,12 +248,13 @@ async def _replay(
 
 async def served(client: Client, handle: Any) -> bool:
     """Whether a worker that can take the run polled its task queue recently (else a query would hang,
-    then fail, and a decision would wait on the server for one)."""
+    then fail, and a decision would wait on the server for one): a worker of the build the run is pinned
+    to, else of the queue's current version (where an AUTO_UPGRADE or unversioned run's next task goes)."""
     try:
         description = await handle.describe()
+        return await polled(client, description.task_queue, pinned_build(description), current=True)
     except RPCError:
         return True  # cannot tell: let the query decide
-    return await polled(client, description.task_queue, pinned_build(description))
 
 
 def pinned_build(description: Any) -> tuple[str, str] | None:
@@ -270,31 +271,38 @@ def pinned_build(description: Any) -> tuple[str, str] | None:
     return (version.deployment_name, version.build_id) if version.build_id else None
 
 
-async def polled(client: Client, queue: str, build: tuple[str, str] | None = None, *, besides: str | None = None) -> bool:
-    """Whether a worker polled `queue` for workflow tasks recently (True when the server cannot tell);
-    with `build`, a worker of that Worker Deployment version: a run pinned to a build no other build
-    takes, and a newer build polling the same queue must not pass for its worker. `besides`: a worker
-    identity not counted (a stopping worker's own)."""
+async def polled(client: Client, queue: str, build: tuple[str, str] | None = None, *, besides: str | None = None,
+                 current: bool = False) -> bool:
+    """Whether a worker polled `queue` for workflow tasks recently (True when the server cannot tell); with
+    `build`, a worker of that Worker Deployment version (a newer build polling the same queue must not pass for
+    its worker); with `current` and no build, a worker of the version the queue routes new tasks to, when it
+    has one. `besides`: a worker identity not counted. For what a person is told (a query, a decision not sent),
+    never to route anything."""
     try:
-        pollers = await live_pollers(client, queue)
+        described = await _describe_queue(client, queue)
     except RPCError:
         return True
+    routed = described.versioning_info.current_deployment_version
+    if build is None and current and routed.build_id:
+        build = (routed.deployment_name, routed.build_id)
     return any(p.identity != besides
                and (build is None or (p.deployment_options.deployment_name, p.deployment_options.build_id) == build)
-               for p in pollers)
+               for p in _fresh(described.pollers))
 
 
 async def live_pollers(client: Client, queue: str) -> list[Any]:
     """The workers (PollerInfo) that polled `queue` for workflow tasks within POLLER_FRESH_S (REIN_POLLER_FRESH_S)."""
-    described = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-    )
+    return _fresh((await _describe_queue(client, queue)).pollers)
+
+
+async def _describe_queue(client: Client, queue: str) -> Any:
+    return await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+
+
+def _fresh(pollers: Any) -> list[Any]:
     since = time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
-    return [p for p in described.pollers if p.last_access_time.ToSeconds() > since]
+    return [p for p in pollers if p.last_access_time.ToSeconds() > since]
 
 
 def _timedelta(seconds: float) -> Any:

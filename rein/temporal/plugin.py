@@ -39,18 +39,17 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from rein.blueprint.agent import uses_litellm, with_tool_agents
 from rein.core.prices import load_litellm_off_loop
-from rein.temporal.adoption import carry_on_runs, stop_carrying_on
 from rein.temporal.converter import has_rein_converter, rein_data_converter
 from rein.temporal.deployment import (
     default_build_id,
     deployment_config,
-    keep_queue_unversioned,
-    leave_queue,
-    promote,
     promote_policy,
+    versioning_behavior,
     with_default_behavior,
     worker_version,
 )
+from rein.temporal.promotion import promote, replayer_of
+from rein.temporal.replay_check import ReplayCheckActivity
 from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes, prune_periodically
 from rein.tracing.interceptors import with_tracing
@@ -128,15 +127,18 @@ class ReinPlugin(SimplePlugin):
             `UnsandboxedWorkflowRunner` for the whole worker: AgentWorkflow imports only pure
             modules, and bench/README.md measures what the sandbox costs per loop iteration.
         deployment, build_id: run the Worker as version `<deployment>.<build_id>` of a Temporal
-            worker deployment (Worker Versioning; runs PINNED to their build by default). Default: REIN_DEPLOYMENT
-            and REIN_BUILD_ID, the build id defaulting to a digest of rein's workflow-side code;
-            no deployment name = versioning off (the Worker then reports that digest as its build id,
-            unless given its own). A Worker given its own `deployment_config` keeps it.
+            worker deployment (Worker Versioning). Default: REIN_DEPLOYMENT and REIN_BUILD_ID, the build id
+            defaulting to a digest of rein's workflow-side code; no deployment name = versioning off (the
+            Worker then reports that digest as its build id, unless given its own). A Worker given its own
+            `deployment_config` keeps it.
+        versioning: how a versioned Worker's runs behave: "auto-upgrade" (default: REIN_VERSIONING, else
+            auto-upgrade: a run moves to the current build at its next workflow task) or "pinned" (a run
+            finishes on the build it started on).
         make_current, promote: a versioned Worker makes its version current when the deployment has none
             yet (its first build) and, with `promote="new"` (default: REIN_PROMOTE, else "new"), when it is a
-            build never current before; with "manual" later builds become current by the operator (a ramp).
-            Its workers also carry on the runs older builds of the deployment leave stuck or unserved, when
-            they replay them (rein.temporal.adoption; docs/deploys.md).
+            build never current before, once, after replaying the runs that would move to it
+            (rein.temporal.promotion); with "manual" later builds become current by the operator
+            (`rein deployment set-current`, a ramp). Nothing changes the routing after that (docs/deploys.md).
         lean_start: new runs learn their agent with their first model call, not a describe marker first
             (rein.workflows.start; one billable action and ~1 KB less per run). Default: on, unless
             REIN_LEAN_START=0; a versioned Worker's runs always start lean. A run that asks first records
@@ -153,6 +155,7 @@ class ReinPlugin(SimplePlugin):
         sandboxed: bool = True,
         deployment: str | None = None,
         build_id: str | None = None,
+        versioning: str | None = None,
         make_current: bool = True,
         promote: str | None = None,
         lean_start: bool | None = None,
@@ -162,8 +165,10 @@ class ReinPlugin(SimplePlugin):
         self.route_models = route_models
         self.agents = agent_map(agents) if agents is not None else None
         self.version: WorkerDeploymentVersion | None = worker_version(deployment, build_id) if agents is not None else None
+        self.behavior = versioning_behavior(versioning)
         self.make_current = make_current
         self.promotion = promote_policy(promote)
+        self.replay_check = ReplayCheckActivity()
         self._cache_size = 1000
         self._max_payload_bytes = INLINE_LIMIT
         self.sandboxed = sandboxed
@@ -204,7 +209,9 @@ class ReinPlugin(SimplePlugin):
         if given is not None:
             config["deployment_config"] = with_default_behavior(given)
         elif self.version is not None:
-            config["deployment_config"] = deployment_config(self.version)
+            config["deployment_config"] = deployment_config(self.version, self.behavior)
+            if config.get("task_queue"):
+                _QUEUES.setdefault(self.version.to_canonical_string(), set()).add(config["task_queue"])
         elif self.agents is not None and not config.get("build_id") and not config.get("use_worker_versioning"):
             # Unversioned, the build id is only reported; temporalio's default reads and hashes the
             # bytecode of every loaded module (0.1 s of CPU as a worker starts, 0.3 s with litellm).
@@ -229,23 +236,16 @@ class ReinPlugin(SimplePlugin):
 
     async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         config = worker.config(active_config=True)
-        versioned, queue = config.get("deployment_config"), config["task_queue"]
-        if self.agents is None or (versioned is not None and self.version is None):  # not rein's, or the user's config
-            return await super().run_worker(worker, next)
-        if versioned is None:
-            chores: list[asyncio.Future[Any]] = [asyncio.ensure_future(keep_queue_unversioned(worker.client, queue))]
-        else:
-            chores = [asyncio.ensure_future(carry_on_runs(worker, versioned.version))]
-            if self.make_current:
-                chores.append(asyncio.ensure_future(promote(worker.client, versioned.version, self.promotion)))
+        versioned = config.get("deployment_config")
+        self.replay_check.replayer = replayer_of(worker)
+        if self.agents is None or versioned is None or self.version is None or not self.make_current:
+            return await super().run_worker(worker, next)  # unversioned, not rein's, or the user's own config
+        promotion = promoting(worker.client, versioned.version, self.replay_check.replayer, self.behavior,
+                              self.promotion)
         try:
             await super().run_worker(worker, next)
         finally:
-            for chore in chores:
-                chore.cancel()
-            if versioned is not None:
-                stop_carrying_on(versioned.version)
-                await leave_queue(worker.client, queue, versioned.version, config.get("identity") or worker.client.identity)
+            promotion.cancel()
 
     def _runner(self, runner: WorkflowRunner | None) -> WorkflowRunner:
         if not self.sandboxed:
@@ -257,11 +257,12 @@ class ReinPlugin(SimplePlugin):
         return runner
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
-        from rein.workflows import AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow
+        from rein.workflows import AgentWorkflow, DescribeAgentWorkflow, ReplayCheckWorkflow, ScheduledMessageWorkflow
 
         workflows = list(workflows or [])
         if self.agents is not None:
-            workflows += [w for w in (AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow) if w not in workflows]
+            ours = (AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow, ReplayCheckWorkflow)
+            workflows += [w for w in ours if w not in workflows]
         return workflows
 
     def _add_activities(self, activities: Sequence[Callable] | None) -> Sequence[Callable]:
@@ -285,5 +286,33 @@ class ReinPlugin(SimplePlugin):
             max_payload_bytes=getattr(self, "_max_payload_bytes", INLINE_LIMIT),
             route_models=self.route_models,
         )
-        return [*activities, *served.definitions()]
+        return [*activities, *served.definitions(), self.replay_check.replay_check]
 
+
+
+_QUEUES: dict[str, set[str]] = {}
+"""The task queues this process's Workers of each version poll: a promotion waits for all to register."""
+_PROMOTIONS: dict[str, asyncio.Future[bool]] = {}
+"""Each version's promotion in this process: a `rein worker` runs a Worker per queue, and promotes once."""
+
+
+def promoting(client: Client, version: WorkerDeploymentVersion, replayer: Any, behavior: Any, policy: str
+              ) -> asyncio.Future[bool]:
+    """This process's one promotion of `version` (rein.temporal.promotion), started by its first Worker."""
+    key = version.to_canonical_string()
+    if key not in _PROMOTIONS or _PROMOTIONS[key].cancelled():
+        _PROMOTIONS[key] = asyncio.ensure_future(promote(client, version, replayer, behavior, policy,
+                                                         queues=lambda: _QUEUES.get(key, set())))
+    return _PROMOTIONS[key]
+
+
+async def promoted(version: WorkerDeploymentVersion) -> bool | None:
+    """Until this process's promotion of `version` has ended: whether it made the version current (None: none
+    has begun yet)."""
+    task = _PROMOTIONS.get(version.to_canonical_string())
+    if task is None:
+        return None
+    try:
+        return await asyncio.shield(task)
+    except Exception:
+        return False
