@@ -4,9 +4,9 @@
 
 It is `rein worker` (the same code, flags and behaviour; see `rein worker --help`). It polls each
 agent's own queue (`rein.<name>`) and the shared queue (`rein`, or --task-queue / REIN_TASK_QUEUE),
-as one version of the Worker Versioning deployment named after that queue: runs PINNED to their
-build, a new build current once it starts, stuck runs of older builds carried on (docs/deploys.md).
-Given a deployment name of its own (--deployment / REIN_DEPLOYMENT) it polls only its agents' own
+as one version of the application's Worker Versioning deployment (`rein`): runs follow the current
+build at their next task, and a new build becomes current once it starts, after replaying the runs
+that move to it (docs/deploys.md). Given a deployment name of its own (--deployment / REIN_DEPLOYMENT) it polls only its agents' own
 queues unless given --task-queue; `--deployment none` turns versioning off. Connection settings come from --address/--namespace or temporalio's
 envconfig, else the shared embedded server of REIN_HOME. API keys are read here, from this
 process's environment, and nowhere else.

@@ -7,7 +7,14 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import WorkerDeploymentConfig
 
 from rein.temporal import deployment
-from rein.temporal.deployment import default_build_id, deployment_config, with_default_behavior, worker_version
+from rein.temporal.deployment import (
+    DEFAULT_DEPLOYMENT,
+    default_build_id,
+    deployment_config,
+    versioning_behavior,
+    with_default_behavior,
+    worker_version,
+)
 
 
 def test_versioning_is_off_without_a_deployment_name(monkeypatch: pytest.MonkeyPatch):
@@ -40,10 +47,28 @@ def test_default_build_id_follows_the_workflow_code(monkeypatch: pytest.MonkeyPa
     assert default_build_id() != first
 
 
-def test_rein_runs_are_pinned_unless_the_worker_says_otherwise():
+def test_rein_runs_auto_upgrade_unless_the_worker_says_pinned(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("REIN_VERSIONING", raising=False)
     version = WorkerDeploymentVersion("pay", "b1")
-    assert deployment_config(version).default_versioning_behavior == VersioningBehavior.PINNED
+    assert versioning_behavior() == VersioningBehavior.AUTO_UPGRADE
+    assert deployment_config(version, versioning_behavior()).default_versioning_behavior == VersioningBehavior.AUTO_UPGRADE
+    monkeypatch.setenv("REIN_VERSIONING", "pinned")
+    assert deployment_config(version, versioning_behavior()).default_versioning_behavior == VersioningBehavior.PINNED
+    assert versioning_behavior("auto_upgrade") == VersioningBehavior.AUTO_UPGRADE
+    with pytest.raises(ValueError, match="REIN_VERSIONING='sticky': expected one of auto-upgrade, pinned"):
+        versioning_behavior("sticky")
     own = WorkerDeploymentConfig(version=version, use_worker_versioning=True)
-    assert with_default_behavior(own).default_versioning_behavior == VersioningBehavior.PINNED
-    auto = WorkerDeploymentConfig(version, True, VersioningBehavior.AUTO_UPGRADE)
-    assert with_default_behavior(auto) is auto
+    assert with_default_behavior(own).default_versioning_behavior == VersioningBehavior.AUTO_UPGRADE
+    pinned = WorkerDeploymentConfig(version, True, VersioningBehavior.PINNED)
+    assert with_default_behavior(pinned) is pinned
+
+
+def test_the_application_is_the_deployment_whatever_the_queue(monkeypatch: pytest.MonkeyPatch):
+    """`rein worker` on a model queue or the shared queue, and the engine: one deployment, `rein` unless named."""
+    monkeypatch.delenv("REIN_DEPLOYMENT", raising=False)
+    monkeypatch.delenv("REIN_BUILD_ID", raising=False)
+    assert worker_version(default=DEFAULT_DEPLOYMENT) == WorkerDeploymentVersion("rein", default_build_id())
+    monkeypatch.setenv("REIN_DEPLOYMENT", "pay")
+    assert worker_version(default=DEFAULT_DEPLOYMENT).deployment_name == "pay"
+    monkeypatch.setenv("REIN_DEPLOYMENT", "none")
+    assert worker_version(default=DEFAULT_DEPLOYMENT) is None

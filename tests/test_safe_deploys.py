@@ -1,11 +1,13 @@
-"""Deploys with real worker processes: a bug shipped then fixed, and a versioned rolling deploy.
+"""Deploys with real worker processes: a bug shipped then fixed, new builds, PINNED on request, rollbacks.
 
 One dev server per module (a stuck run's workflow task tried again within seconds:
 STUCK_RUNS_RETRY_SOON); `python worker.py` processes play successive builds of one
-application (tests/agents/deploys.py). Each run's prompt is `<run id> <amount>`, its answer
-`Paid <amount> on <build>`, and every real execution of its tool is a line in
-`<dir>/<run id>.effects`: so a test sees lost runs, wrong answers, the build a run ran on
-and tools run twice. The CLI is run as the user runs it (the `rein` console script).
+application (tests/agents/deploys.py), each test its own deployment (REIN_DEPLOYMENT). Each run's
+prompt is `<run id> <amount>`, its answer `Paid <amount> on <build>`, and every real execution of
+its tool is a line in `<dir>/<run id>.effects`: so a test sees lost runs, wrong answers, the build a
+run ran on and tools run twice. The CLI is run as the user runs it (the `rein` console script).
+Nobody runs set-current, retry or update-options unless the test says so: routing changes only
+when a new build starts or an operator decides (docs/deploys.md).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from rein.cli import EXIT_NO_WORKER
@@ -44,7 +45,9 @@ class Stack:
         self.workers: list[WorkerProcess] = []
 
     def worker(self, task_queue: str, **env: str) -> WorkerProcess:
+        """A `python worker.py` of the deployment named after `task_queue` (each test its own application)."""
         log = self.root / f"worker-{len(self.workers)}.log"
+        env.setdefault("REIN_DEPLOYMENT", deployment_of(task_queue))
         proc = WorkerProcess(self.server.address, AGENTS, task_queue, log, DEPLOY_DIR=str(self.root), **env)
         self.workers.append(proc)
         return proc.start()
@@ -63,6 +66,10 @@ class Stack:
         proc = self.cli(*argv, "--json")
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
+
+
+def deployment_of(queue: str) -> str:
+    return queue.replace(".", "-")
 
 
 @pytest.fixture(scope="module")
@@ -201,40 +208,6 @@ async def test_a_bug_in_each_part_of_rein_waits_for_the_fix_with_nobody_acting(s
     assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in runs]
 
 
-async def test_rolling_deploy_pins_each_run_to_its_build(stack: Stack, client: ReinClient):
-    queue = f"roll-{uuid.uuid4().hex[:6]}"
-    deployment = f"pay{uuid.uuid4().hex[:6]}"
-    old = stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
-    await poll(lambda: _current(stack, deployment) == "build-a", "the first build to make itself current", timeout=60)
-
-    started = await start_all(client, queue, range(12), "build-a")
-    waiting_on_old = [r for r in started if r.startswith("deploy-pay-ask")]
-    await poll(lambda: _all_waiting(client, waiting_on_old), "the old build's runs to wait for approval", timeout=120)
-
-    stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-b")  # both builds poll now
-    await poll(lambda: stack.cli("deployment", "set-current", "build-b", "--deployment", deployment).returncode == 0,
-               "the new build to become current", timeout=60, interval=0.5)
-    assert _current(stack, deployment) == "build-b"
-    started.update(await start_all(client, queue, range(200, 210), "build-b"))
-    asked = [r for r in started if r.startswith("deploy-pay-ask")]
-    await asyncio.gather(*(approve_when_waiting(client, run_id) for run_id in asked))
-
-    assert len(started) >= 40
-    results = await asyncio.gather(*(outcome(client, run_id) for run_id in started))
-    for (run_id, (amount, build)), result in zip(started.items(), results, strict=True):
-        assert (result.status, result.output) == ("done", f"Paid {amount} on {build}"), run_id
-        assert [line.split()[0] for line in stack.effects(run_id)] == [build], run_id
-    # Versioned workers start runs lean (rein.workflows.start): no run asked describe_agent first.
-    histories = [await client.client.get_workflow_handle(r).fetch_history() for r in started]
-    assert not [r for r, h in zip(started, histories, strict=True)
-                if any(e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED for e in h.events[:6])]
-    # Drained: no open run is pinned to the old build; only now is it stopped.
-    assert not [e async for e in client.client.list_workflows(
-        f'TemporalWorkerDeploymentVersion="{deployment}:build-a" AND ExecutionStatus="Running"')]
-    old.stop()
-    assert not [row for row in stack.cli_json("list", "--stuck") if row["run_id"] in started]
-
-
 def _current(stack: Stack, deployment: str) -> str | None:
     proc = stack.cli("deployment", "status", "--deployment", deployment, "--json")
     return json.loads(proc.stdout)["current"] if proc.returncode == 0 else None
@@ -244,19 +217,78 @@ async def _all_waiting(client: ReinClient, run_ids: list[str]) -> bool:
     return all(await asyncio.gather(*(_is(client, r, "waiting_approval") for r in run_ids)))
 
 
+async def _pinned(client: ReinClient, run_id: str) -> tuple[str, str] | None:
+    return pinned_build(await client.client.get_workflow_handle(run_id).describe())
+
+
+async def test_a_fixed_build_carries_on_every_run_the_buggy_one_stopped(stack: Stack, client: ReinClient):
+    """A buggy build (a build id of its own) is current; its runs get stuck on the bug or wait for a person. A fixed
+    build starts beside it: it replays their histories, makes itself current, and every run moves to it at its next
+    task (AUTO_UPGRADE): the stuck ones by themselves, the waiting ones when the person answers, although the buggy
+    build still runs. Nobody runs set-current, retry or update-options. Each tool runs once."""
+    queue = f"fix-{uuid.uuid4().hex[:6]}"
+    deployment = deployment_of(queue)
+    stack.worker(queue, DEPLOY_BUG="machine", REIN_BUILD_ID="buggy")
+    await poll(lambda: _current(stack, deployment) == "buggy", "the first build to make itself current", timeout=60)
+    stuck = {await start(client, "deploy-pay", queue, amount): amount for amount in (61, 62)}
+    waiting = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (71, 72)}
+    await poll(lambda: _all_waiting(client, list(waiting)), "the asking runs to wait for approval", timeout=120)
+    await poll(lambda: set(stuck) <= {row["run_id"] for row in stack.cli_json("list", "--stuck")},
+               "the buggy build's runs to be stuck", timeout=120, interval=0.5)
+
+    fixed = stack.worker(queue, REIN_BUILD_ID="fixed")
+    await poll(lambda: _current(stack, deployment) == "fixed", "the fixed build to make itself current", timeout=60)
+    assert "build fixed is current (was buggy; it replayed the runs that move to it)" in fixed.log.read_text()
+    results = await asyncio.gather(*(outcome(client, run_id) for run_id in stuck))
+    for (run_id, amount), result in zip(stuck.items(), results, strict=True):
+        assert (result.status, result.output) == ("done", f"Paid {amount} on buggy")  # the tool's own answer
+        assert [line.split()[0] for line in stack.effects(run_id)] == ["buggy"]  # ran once, before the bug struck
+        assert await _pinned(client, run_id) is None  # moved by Temporal's routing, not by an override
+    await asyncio.gather(*(client.approve(run_id, wait=True) for run_id in waiting))
+    for run_id, amount in waiting.items():
+        assert (await outcome(client, run_id)).output == f"Paid {amount} on fixed"
+        assert [line.split()[0] for line in stack.effects(run_id)] == ["fixed"]
+    assert (await outcome(client, await start(client, "deploy-pay", queue, 81))).output == "Paid 81 on fixed"
+
+
+async def test_pinned_on_request_each_run_finishes_on_its_build(stack: Stack, client: ReinClient):
+    """REIN_VERSIONING=pinned: a rolling deploy leaves each run on the build it started on; the old build drains."""
+    queue = f"roll-{uuid.uuid4().hex[:6]}"
+    deployment = deployment_of(queue)
+    old = stack.worker(queue, REIN_BUILD_ID="build-a", REIN_VERSIONING="pinned")
+    await poll(lambda: _current(stack, deployment) == "build-a", "the first build to make itself current", timeout=60)
+    started = await start_all(client, queue, range(6), "build-a")
+    waiting_on_old = [r for r in started if r.startswith("deploy-pay-ask")]
+    await poll(lambda: _all_waiting(client, waiting_on_old), "the old build's runs to wait for approval", timeout=120)
+
+    stack.worker(queue, REIN_BUILD_ID="build-b", REIN_VERSIONING="pinned")  # a new build: current by itself
+    await poll(lambda: _current(stack, deployment) == "build-b", "the new build to become current", timeout=60)
+    started.update(await start_all(client, queue, range(200, 206), "build-b"))
+    await asyncio.gather(*(approve_when_waiting(client, r) for r in started if r.startswith("deploy-pay-ask")))
+    results = await asyncio.gather(*(outcome(client, run_id) for run_id in started))
+    for (run_id, (amount, build)), result in zip(started.items(), results, strict=True):
+        assert (result.status, result.output) == ("done", f"Paid {amount} on {build}"), run_id
+        assert [line.split()[0] for line in stack.effects(run_id)] == [build], run_id
+    status = json.loads(stack.cli("deployment", "status", "--deployment", deployment, "--json").stdout)
+    assert {v["build_id"]: v["behavior"] for v in status["versions"]} == {"build-a": "pinned", "build-b": "pinned"}
+    assert not [e async for e in client.client.list_workflows(
+        f'TemporalWorkerDeploymentVersion="{deployment}:build-a" AND ExecutionStatus="Running"')]
+    old.stop()
+
+
 async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack, client: ReinClient, monkeypatch):
     """A run pinned to a build whose workers stopped waits for that build; a newer build polling the same
     queue does not serve it. The decision is refused (nothing sent, as with no worker at all), not left
     waiting on the server; the old build back, the same decision goes through on it."""
     monkeypatch.setenv("REIN_WORKER_GRACE_S", "0")
     queue = f"gone-{uuid.uuid4().hex[:6]}"
-    deployment = f"pay{uuid.uuid4().hex[:6]}"
-    old = stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
+    deployment = deployment_of(queue)
+    old = stack.worker(queue, REIN_BUILD_ID="build-a", REIN_VERSIONING="pinned")
     await poll(lambda: _current(stack, deployment) == "build-a", "the first build to make itself current", timeout=60)
     run_id = await start(client, "deploy-pay-ask", queue, 31)
     await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
 
-    stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-b", REIN_ADOPT_INTERVAL_S="0")  # carries on nothing
+    stack.worker(queue, REIN_BUILD_ID="build-b", REIN_VERSIONING="pinned")
     await poll(lambda: _current(stack, deployment) == "build-b", "the new build to become current", timeout=60)
     old.stop()
     # The server lists a stopped worker's poller for a minute after its last poll.
@@ -270,7 +302,7 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
     assert proc.stderr.count("\n") == 1 and "build-a" in proc.stderr and "--wait" in proc.stderr
     assert (await client.status(run_id)).status == "waiting_approval"  # from its history
 
-    stack.worker(queue, REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="build-a")
+    stack.worker(queue, REIN_BUILD_ID="build-a", REIN_VERSIONING="pinned")
     await poll(lambda: client.worker_serves(run_id), f"{run_id}'s build to serve it again", timeout=60)
     await client.approve(run_id, wait=True)
     result = await outcome(client, run_id)
@@ -282,79 +314,54 @@ async def _not_served(client: ReinClient, run_id: str) -> bool:
     return not await client.worker_serves(run_id)
 
 
-FAST_ADOPTION = {"REIN_ADOPT_INTERVAL_S": "1", "REIN_POLLER_FRESH_S": "12"}
-"""Workers that look for runs to carry on every second, and take a build unseen for 12 s as gone (the
-module's server has live pollers poll every 5 s): what takes minutes by default takes seconds here."""
+async def test_a_rollback_by_command_moves_what_the_old_build_replays_and_pins_the_rest(stack: Stack,
+                                                                                      client: ReinClient):
+    """Build a, then b (current by itself). b's runs: some started before b's change (a replays them), some after
+    it (a new patch a cannot replay). `rein deployment rollback` asks a's workers to replay them first: those a
+    replays move to a, the others stay pinned to b (a line each) and finish there; new runs go to a."""
+    queue = f"rollback-{uuid.uuid4().hex[:6]}"
+    deployment = deployment_of(queue)
+    stack.worker(queue, REIN_BUILD_ID="a", DEPLOY_BUILD="old")  # a cannot replay b's new patch
+    await poll(lambda: _current(stack, deployment) == "a", "the first build to make itself current", timeout=60)
+    plain = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (91, 92)}
+    await poll(lambda: _all_waiting(client, list(plain)), "a's runs to wait for approval", timeout=120)
+    b = stack.worker(queue, REIN_BUILD_ID="b", DEPLOY_NEW_PATCH="1")
+    await poll(lambda: _current(stack, deployment) == "b", "the new build to make itself current", timeout=60)
+    patched = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (95, 96)}
+    await poll(lambda: _all_waiting(client, list(patched)), "b's runs to wait for approval", timeout=120)
+
+    proc = await asyncio.to_thread(stack.cli, "deployment", "rollback", "--deployment", deployment)
+    assert proc.returncode == 0, proc.stderr
+    assert _current(stack, deployment) == "a"
+    lines = proc.stdout.strip().splitlines()
+    assert sorted(line.split()[1] for line in lines[:-1]) == sorted(patched), proc.stdout  # one line each
+    assert all("(nondeterminism: Non-deprecated patch marker encountered for change deploy-test-new-change" in line
+               and line.endswith("stays pinned to b: a cannot replay it") for line in lines[:-1]), proc.stdout
+    assert lines[-1].startswith(f"deployment {deployment} current: a (was b); "), proc.stdout
+    for run_id in patched:
+        assert await _pinned(client, run_id) == (deployment, "b")
+    await asyncio.gather(*(client.approve(run_id, wait=True) for run_id in [*plain, *patched]))
+    new = await start(client, "deploy-pay", queue, 97)
+    for run_id, amount in {**plain, **patched}.items():
+        where = "b" if run_id in patched else "a"
+        assert (await outcome(client, run_id)).output == f"Paid {amount} on {where}"
+        assert [line.split()[0] for line in stack.effects(run_id)] == [where]
+    assert (await outcome(client, new)).output == "Paid 97 on a"
+    b.stop()
 
 
-async def test_a_new_build_becomes_current_and_carries_on_what_the_old_one_cannot(stack: Stack, client: ReinClient):
-    """Versioned by default (the deployment is named after the queue), with nobody acting: no set-current, no
-    retry, no update-options. A fixed build started beside a buggy one becomes current by itself and carries on
-    the buggy build's stuck runs; the buggy build's waiting runs stay on it while it runs, and move to the fixed
-    build once the buggy build's workers are gone. Each tool runs once."""
-    queue = f"adopt-{uuid.uuid4().hex[:6]}"
-    buggy = stack.worker(queue, DEPLOY_BUG="machine", REIN_BUILD_ID="buggy", **FAST_ADOPTION)
-    await poll(lambda: _current(stack, queue) == "buggy", "the first build to make itself current", timeout=60)
-    stuck = {await start(client, "deploy-pay", queue, amount): amount for amount in (61, 62)}
-    waiting = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (71, 72)}
-    await poll(lambda: _all_waiting(client, list(waiting)), "the asking runs to wait for approval", timeout=120)
-    await poll(lambda: set(stuck) <= {row["run_id"] for row in stack.cli_json("list", "--stuck")},
-               "the buggy build's runs to be stuck", timeout=120, interval=0.5)
-
-    stack.worker(queue, REIN_BUILD_ID="fixed", **FAST_ADOPTION)
-    await poll(lambda: _current(stack, queue) == "fixed", "the new build to make itself current", timeout=60)
-    results = await asyncio.gather(*(outcome(client, run_id) for run_id in stuck))
-    for (run_id, amount), result in zip(stuck.items(), results, strict=True):
-        assert (result.status, result.output) == ("done", f"Paid {amount} on buggy")
-        assert [line.split()[0] for line in stack.effects(run_id)] == ["buggy"]  # ran once, before the bug struck
-        assert await _pinned(client, run_id) == (queue, "fixed")
-    for run_id in waiting:  # served by their build: left there
-        assert await _pinned(client, run_id) == (queue, "buggy")
-    new_run = await start(client, "deploy-pay", queue, 81)
-    assert (await outcome(client, new_run)).output == "Paid 81 on fixed"
-
-    buggy.kill()
-    await poll(lambda: _all_pinned(client, list(waiting), (queue, "fixed")),
-               "the gone build's waiting runs to be carried on", timeout=120)
-    await asyncio.gather(*(client.approve(run_id, wait=True) for run_id in waiting))
-    for run_id, amount in waiting.items():
-        result = await outcome(client, run_id)
-        assert (result.status, result.output) == ("done", f"Paid {amount} on fixed")
-        assert [line.split()[0] for line in stack.effects(run_id)] == ["fixed"]
-
-
-async def _pinned(client: ReinClient, run_id: str) -> tuple[str, str] | None:
-    return pinned_build(await client.client.get_workflow_handle(run_id).describe())
-
-
-async def _all_pinned(client: ReinClient, run_ids: list[str], build: tuple[str, str]) -> bool:
-    return all(pinned == build for pinned in await asyncio.gather(*(_pinned(client, run_id) for run_id in run_ids)))
-
-
-@pytest.mark.parametrize("ending", ["stop", "kill"])
-async def test_a_rollback_is_stopping_the_new_build_and_starting_the_old_one(stack: Stack, client: ReinClient,
-                                                                            ending: str):
-    """Build a, then b (current by itself, a drains); b stopped hands the queue back (b killed: a claims it once
-    b's workers are seen gone), a started again becomes current and carries on b's waiting runs (they replay
-    on a); new runs go to a. Nobody acts."""
-    queue = f"rollback-{ending}-{uuid.uuid4().hex[:6]}"
-    a = stack.worker(queue, REIN_BUILD_ID="a", **FAST_ADOPTION)
-    await poll(lambda: _current(stack, queue) == "a", "the first build to make itself current", timeout=60)
-    b = stack.worker(queue, REIN_BUILD_ID="b", **FAST_ADOPTION)
-    await poll(lambda: _current(stack, queue) == "b", "the new build to make itself current", timeout=60)
-    a.stop()  # drained: it had no runs
-    waiting = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (91, 92)}
-    await poll(lambda: _all_waiting(client, list(waiting)), "b's runs to wait for approval", timeout=120)
-    assert await _all_pinned(client, list(waiting), (queue, "b"))
-
-    getattr(b, ending)()
-    if ending == "stop":
-        assert _current(stack, queue) is None  # handed back as b's last worker stopped (and not taken again)
-    stack.worker(queue, REIN_BUILD_ID="a", **FAST_ADOPTION)
-    await poll(lambda: _current(stack, queue) == "a", "the old build to be current again", timeout=60)
-    await poll(lambda: _all_pinned(client, list(waiting), (queue, "a")), "b's runs to be carried on by a", timeout=120)
-    await asyncio.gather(*(client.approve(run_id, wait=True) for run_id in waiting))
-    waiting[await start(client, "deploy-pay", queue, 93)] = 93
-    for run_id, amount in waiting.items():
-        assert (await outcome(client, run_id)).output == f"Paid {amount} on a"
-        assert [line.split()[0] for line in stack.effects(run_id)] == ["a"]
+async def test_replicas_of_a_new_build_promote_it_once(stack: Stack, client: ReinClient):
+    """Three workers of a new build start together: one set-current (the conflict token turns the others away),
+    after one replay proof each; no worker scans again afterwards."""
+    queue = f"replicas-{uuid.uuid4().hex[:6]}"
+    deployment = deployment_of(queue)
+    stack.worker(queue, REIN_BUILD_ID="a")
+    await poll(lambda: _current(stack, deployment) == "a", "the first build to make itself current", timeout=60)
+    replicas = [WorkerProcess(stack.server.address, AGENTS, queue, stack.root / f"replica-{i}-{queue}.log",
+                              DEPLOY_DIR=str(stack.root), REIN_DEPLOYMENT=deployment, REIN_BUILD_ID="b")
+                for i in range(3)]
+    stack.workers.extend(replicas)
+    await asyncio.gather(*(asyncio.to_thread(r.start) for r in replicas))
+    await poll(lambda: _current(stack, deployment) == "b", "the new build to be current", timeout=60)
+    logs = [r.log.read_text() for r in replicas]
+    assert sum("build b is current" in log for log in logs) == 1, logs

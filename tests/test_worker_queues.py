@@ -1,15 +1,14 @@
-"""A versioned `rein worker` beside an unversioned one, with real worker processes (issue 34).
+"""Which deployment a worker joins and who gets the runs, with real worker processes.
 
-Once a deployment has a current version, every new run on a queue its workers poll goes to that
-version. A versioned worker on the shared queue `rein` would so take every plain-client start there,
-other agents' too (`Unknown agent 'calculator'. This worker serves: mycalc.`). By default it polls
-only its agents' own queues; given the shared queue where an unversioned worker polls, it refuses.
+One deployment per application (`rein`, or REIN_DEPLOYMENT), whatever queues a worker polls: the shared queue,
+its agents' own queues, a model queue. A script's in-process engine joins it as a build of its own, so a
+script run after a stopped `rein worker` gets its run at once, and never takes the deployment's routing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -17,9 +16,7 @@ import pytest
 from rein.cli import EXIT_USAGE
 from rein.client import ReinClient, connect
 from rein.core.contract import DEFAULT_TASK_QUEUE, agent_task_queue
-from rein.durable.temporal_worker import create_worker
-from rein.temporal.deployment import current_build_id, describe
-from tests.agents.queues import calculator
+from rein.temporal.deployment import current_build_id, default_build_id, describe, version_queues
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.waiting import poll
 
@@ -27,89 +24,6 @@ from tests.support.waiting import poll
 @pytest.fixture
 def server(private_server):
     return private_server
-
-
-async def test_a_versioned_worker_leaves_the_shared_queue_to_other_agents(server, tmp_path):
-    plain = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE, tmp_path / "plain.log",
-                          REIN_DEPLOYMENT="none")  # an unversioned worker, as earlier rein builds ran
-    versioned = WorkerProcess(server.address, ["tests.agents.queues:mycalc"], DEFAULT_TASK_QUEUE, tmp_path / "v2.log",
-                              REIN_DEPLOYMENT="pay", REIN_BUILD_ID="v2")
-    del versioned.args[2:4]  # `rein worker --agent mycalc` with no --task-queue: the default layout
-    try:
-        plain.start()
-        versioned.start()
-        client = await connect(server.address)
-
-        async def v2_current() -> bool:
-            return current_build_id(await describe(client.client, "pay")) == "v2"
-
-        await poll(v2_current, "v2 current (the deployment's first version)")
-        outputs = []
-        for _ in range(6):  # plain-client starts of the other agent on the shared queue
-            handle = await client.client.start_workflow(
-                "AgentWorkflow", {"agent": "calculator", "prompt": "2+2"}, id=f"calc-{uuid.uuid4().hex[:8]}",
-                task_queue=DEFAULT_TASK_QUEUE)
-            outputs.append((await handle.result())["status"])
-        assert outputs == ["done"] * 6
-        own = ReinClient(client.client, agent_task_queue("mycalc"))  # the versioned agent on its own queue
-        mine = await own.start("mycalc", "2+2")
-        assert (await own.result(mine.id)).status == "done"
-        log = (tmp_path / "v2.log").read_text()
-        assert "queues rein.mycalc," in log and "not on the shared queue 'rein'" in log
-
-        told = subprocess.run(  # told to share the queue the unversioned worker polls: refused, one line
-            [*versioned.args, "--task-queue", DEFAULT_TASK_QUEUE], cwd=str(ROOT), capture_output=True, text=True,
-            timeout=120, stdin=subprocess.DEVNULL, env={**versioned.env, "REIN_BUILD_ID": "v3"})
-    finally:
-        versioned.stop()
-        plain.stop()
-    assert told.returncode == EXIT_USAGE, told.stderr
-    assert told.stderr.startswith("rein: queue 'rein' is polled by an unversioned worker"), told.stderr
-    assert told.stderr.count("\n") == 1 and "own --task-queue" in told.stderr
-
-
-async def test_a_default_worker_takes_its_queue_and_hands_it_back_when_it_stops(server, tmp_path, monkeypatch):
-    """`rein worker` is versioned by default, as the deployment named after its queue: a plain client's runs there
-    go to its build. Stopped, it hands the queue back, so a script's unversioned worker started next on it (an
-    in-process `create_worker`, `Agent.run`'s engine) gets the new runs at once; killed, that worker hands the
-    queue back itself once the versioned one is seen gone. Without the handback such runs wait forever."""
-    monkeypatch.setenv("REIN_POLLER_FRESH_S", "3")  # this process's watch: a poller unseen for 3 s is gone
-    monkeypatch.setenv("REIN_ADOPT_INTERVAL_S", "1")
-    client = await connect(server.address)
-    for ending in ("stop", "kill"):
-        queue = f"handback-{ending}-{uuid.uuid4().hex[:6]}"
-        worker = WorkerProcess(server.address, ["tests.agents.queues:calculator"], queue, tmp_path / f"{ending}.log")
-        try:
-            worker.start()
-            assert f", version {queue}.rein-" in worker.log.read_text()
-            await poll(lambda: _current(client, queue), "the default worker's build to be current", timeout=60)
-            assert await _answer(client, queue) == "done"
-        finally:
-            getattr(worker, ending)()
-        if ending == "stop":  # handed back as it stopped
-            assert await _current(client, queue) is None
-        async with create_worker(client.client, [calculator], task_queue=queue):
-            assert await asyncio.wait_for(_answer(client, queue), 60) == "done"
-        assert await _current(client, queue) is None
-
-
-async def test_a_default_worker_beside_an_unversioned_one_stays_unversioned(server, tmp_path):
-    """A rolling upgrade from an earlier (unversioned) rein: the default worker joins the queue as it is."""
-    queue = f"mixed-{uuid.uuid4().hex[:6]}"
-    plain = WorkerProcess(server.address, ["tests.agents.queues:calculator"], queue, tmp_path / "plain.log",
-                          REIN_DEPLOYMENT="none")
-    default = WorkerProcess(server.address, ["tests.agents.queues:calculator"], queue, tmp_path / "default.log")
-    try:
-        plain.start()
-        default.start()
-        log = default.log.read_text()
-        assert f"queue {queue} is polled by an unversioned worker" in log and ", version unversioned," in log
-        client = await connect(server.address)
-        assert [await _answer(client, queue) for _ in range(3)] == ["done"] * 3
-        assert await _current(client, queue) is None
-    finally:
-        default.stop()
-        plain.stop()
 
 
 async def _current(client: ReinClient, deployment: str) -> str | None:
@@ -122,35 +36,108 @@ async def _answer(client: ReinClient, queue: str, agent: str = "calculator") -> 
     return (await handle.result())["status"]
 
 
-async def test_a_new_build_of_another_application_on_the_same_queue_is_refused(server, tmp_path):
-    """Two applications (agents calculator and mycalc) on the default queue `rein` are one deployment. A new build
-    of the second, made current, would take the first one's runs on `rein.calculator` and serve none; left
-    behind, its own runs would wait for the first one's build. So it refuses, in one line; given a queue of its
-    own it serves, and the first application's runs go on."""
+SCRIPT = """
+import sys
+from tests.agents.queues import calculator
+result = calculator.run("2+2")
+print(result.status, result.session.run_id, flush=True)
+"""
+
+
+def _script(address: str, **env: str) -> subprocess.CompletedProcess:
+    """A user's script: `Agent.run` in a process of its own (the in-process engine), on the server at `address`."""
+    import os
+
+    full = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_DEPLOYMENT", "REIN_BUILD_ID")}
+    full.update(TEMPORAL_ADDRESS=address, **env)
+    return subprocess.run([sys.executable, "-c", SCRIPT], cwd=str(ROOT), env=full, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("worker_build", ["same", "other"])
+async def test_a_script_after_a_stopped_rein_worker_gets_its_run_at_once(server, tmp_path, worker_build):
+    """`rein worker` ran (and became current), then stopped; a script's Agent.run on the same queue gets its run.
+    Of the same rein it is the same build; of another build the script pins its own runs to its build and leaves
+    the deployment's routing alone (the worker's build stays current)."""
+    env = {} if worker_build == "same" else {"REIN_BUILD_ID": "ops-7"}
+    worker = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE,
+                           tmp_path / "worker.log", **env)
+    del worker.args[2:4]  # `rein worker --agent ...`: the default queues and deployment
+    client = await connect(server.address)
+    expected = env.get("REIN_BUILD_ID") or default_build_id()
+    try:
+        worker.start()
+        assert f", version rein.{expected}," in worker.log.read_text()
+        await poll(lambda: _is_current(client, expected), "the worker's build to be current", timeout=60)
+        assert await _answer(client, agent_task_queue("calculator")) == "done"
+    finally:
+        worker.stop()
+    ran = _script(server.address)
+    assert ran.returncode == 0, ran.stderr
+    status, run_id = ran.stdout.split()
+    assert status == "done"
+    assert await _current(client, "rein") == expected  # nothing changed the routing
+    info = (await client.client.get_workflow_handle(run_id).describe()).raw_description.workflow_execution_info
+    assert info.versioning_info.deployment_version.build_id == default_build_id()
+    pinned = info.versioning_info.versioning_override.pinned.version.build_id
+    assert pinned == ("" if worker_build == "same" else default_build_id())
+
+
+async def _is_current(client: ReinClient, build: str) -> bool:
+    return await _current(client, "rein") == build
+
+
+async def test_a_model_queue_worker_joins_the_application(server, tmp_path):
+    """docs/fleet.md's recipe: a worker on the model queue is the same version of the same deployment, not one of
+    its own; both workers' queues are that version's."""
+    main = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE, tmp_path / "main.log")
+    model = WorkerProcess(server.address, ["tests.agents.queues:calculator"], "rein.model.openai",
+                          tmp_path / "model.log", REIN_MODEL_QUEUES="openai")
+    client = await connect(server.address)
+    try:
+        main.start()
+        model.start()
+        build = default_build_id()
+        for proc in (main, model):
+            assert f", version rein.{build}," in proc.log.read_text()
+        await poll(lambda: _is_current(client, build), "the application's build to be current", timeout=60)
+        expected = {DEFAULT_TASK_QUEUE, "rein.model.openai", agent_task_queue("calculator")}
+
+        async def registered() -> bool:
+            return expected <= set(await version_queues(client.client, "rein", build))
+
+        await poll(registered, "both workers' queues to be the version's", timeout=60)
+        assert await describe(client.client, "rein-model-openai") is None  # no second deployment
+        assert await _answer(client, DEFAULT_TASK_QUEUE) == "done"
+    finally:
+        model.stop()
+        main.stop()
+
+
+async def test_workers_of_two_agents_of_one_application_never_block_a_new_build(server, tmp_path):
+    """Agent calculator's worker stays on build one; agent mycalc's new build two becomes current at once (the
+    server is told the other agent's queue follows; its worker of build two serves it when it starts)."""
     first = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE,
-                          tmp_path / "first.log", REIN_BUILD_ID="first")
+                          tmp_path / "first.log", REIN_BUILD_ID="one")
     second = WorkerProcess(server.address, ["tests.agents.queues:mycalc"], DEFAULT_TASK_QUEUE,
-                           tmp_path / "second.log", REIN_BUILD_ID="second")
+                           tmp_path / "second.log", REIN_BUILD_ID="two")
+    third = WorkerProcess(server.address, ["tests.agents.queues:calculator"], DEFAULT_TASK_QUEUE,
+                          tmp_path / "third.log", REIN_BUILD_ID="two")
+    client = await connect(server.address)
     try:
         first.start()
-        client = await connect(server.address)
-        await poll(lambda: _current(client, DEFAULT_TASK_QUEUE), "the first application's build to be current")
-        refused = subprocess.run(second.args, cwd=str(ROOT), capture_output=True, text=True, timeout=120,
-                                 stdin=subprocess.DEVNULL, env=second.env)
-        assert refused.returncode == EXIT_USAGE, refused.stderr
-        assert refused.stderr.startswith("rein: deployment 'rein' is current at build first, whose live workers "
-                                         "serve queues this build does not (rein.calculator)"), refused.stderr
-        assert refused.stderr.count("\n") == 1
-        second.args[second.args.index("--task-queue") + 1] = "second-app"
+        await poll(lambda: _is_current(client, "one"), "the first build to be current", timeout=60)
         second.start()
-        assert ", version second-app.second," in second.log.read_text()
-        assert await _current(client, DEFAULT_TASK_QUEUE) == "first"
-        assert await _answer(client, agent_task_queue("calculator")) == "done"
+        await poll(lambda: _is_current(client, "two"), "the new build to be current", timeout=60)
+        assert "queues it does not (yet); their new runs go to unversioned workers until this build's" in (
+            second.log.read_text())
         own = ReinClient(client.client, agent_task_queue("mycalc"))
         assert (await own.result((await own.start("mycalc", "2+2")).id)).status == "done"
+        third.start()  # the rest of build two's rollout
+        assert await _answer(client, agent_task_queue("calculator")) == "done"
     finally:
-        second.stop()
-        first.stop()
+        for proc in (third, second, first):
+            proc.stop()
 
 
 def test_on_a_server_without_worker_deployments_the_default_worker_is_unversioned(tmp_path):
@@ -172,6 +159,8 @@ def test_on_a_server_without_worker_deployments_the_default_worker_is_unversione
         assert named.returncode == EXIT_USAGE, named.stderr
         assert named.stderr.startswith("rein: Worker Deployment Versions are disabled on this namespace"), named.stderr
         assert named.stderr.count("\n") == 1 and "--deployment none" in named.stderr
+        ran = _script(server.address)  # the engine too: unversioned, served
+        assert ran.returncode == 0 and ran.stdout.startswith("done "), ran.stderr
     finally:
         default.stop()
         server.stop()

@@ -25,7 +25,7 @@ def _serving_queues(log: Path) -> str:
 
 def test_worker_script_polls_the_queues_its_docstring_names(server, tmp_path: Path) -> None:
     doc = " ".join((ast.get_docstring(ast.parse((ROOT / "worker.py").read_text())) or "").split())
-    assert "as one version of the Worker Versioning deployment named after that queue" in doc
+    assert "as one version of the application's Worker Versioning deployment (`rein`)" in doc
     assert "Given a deployment name of its own (--deployment / REIN_DEPLOYMENT) it polls only its agents' own" in doc
     assert "`--deployment none` turns versioning off" in doc
 
@@ -47,5 +47,5 @@ def test_worker_script_polls_the_queues_its_docstring_names(server, tmp_path: Pa
             worker.stop()
         seen[name] = _serving_queues(worker.log)
     assert seen == {name: queues for name, (_, queues) in cases.items()}
-    assert ", version rein.rein-" in (tmp_path / "default.log").read_text()  # the deployment named after its queue
+    assert ", version rein.rein-" in (tmp_path / "default.log").read_text()  # the application's deployment
     assert ", version unversioned," in (tmp_path / "unversioned.log").read_text()

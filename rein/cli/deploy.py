@@ -42,7 +42,7 @@ def list_stuck(agent: str | None, limit: int, address: str | None, namespace: st
 
     rows, waiting = with_client(address, namespace, read)
     if waiting:  # on stderr: `--json` output stays the list
-        err_console().print(f"[yellow]{escape(waiting)}[/]")
+        err_console().print(f"[yellow]{escape(waiting)}[/]", soft_wrap=True)
     if as_json:
         print_json([row.to_json() for row in rows])
         return
@@ -93,7 +93,7 @@ def status(deployment: DeploymentName = None, address: Address = None, namespace
         console.print(f"  {escape(v.build_id)}  {v.status}  {v.behavior or 'earlier rein (pinned)'}  {workers}")
     outage = state.outage()
     if outage:
-        console.print(f"[yellow]{escape(outage)}[/]")
+        console.print(f"[yellow]{escape(outage)}[/]", soft_wrap=True)
 
 
 @deployment_app.command("set-current")
@@ -137,7 +137,7 @@ def _move(name: str, build_id: str, ramp: float | None, unchecked: bool, address
     console = out_console()
     for failure in change.stayed:
         console.print(f"{escape(failure.line())} stays pinned to {escape(change.previous or '-')}: {escape(build_id)} "
-                      "cannot replay it")
+                      "cannot replay it", soft_wrap=True)
     what = f"ramping {ramp:g}% of new runs to" if ramp is not None else "current:"
     moved = f"{change.moved} open runs follow it" + ("" if change.checked else " (not checked)")
     console.print(f"deployment {escape(name)} {what} {escape(build_id)} (was {escape(change.previous or '-')}); {moved}")

@@ -40,7 +40,7 @@ from rein.core.ir import StreamChunk
 from rein.core.log import logger
 from rein.core.result import RunResult
 from rein.core.summaries import run_summary
-from rein.durable.engine_versioning import engine_version, own_build_unless_current, worker_versioning
+from rein.durable.engine_versioning import StartRouting, engine_version, worker_versioning
 from rein.durable.fleet import run_priority
 from rein.temporal import connection
 from rein.temporal.sdk_private import at_exit_before_threads_join
@@ -77,6 +77,7 @@ class Engine:
         self._watched: weakref.WeakSet[Agent] = weakref.WeakSet()
         self.version: WorkerDeploymentVersion | None = None
         """The deployment version this process's workers poll as (rein.durable.engine_versioning); None: unversioned."""
+        self.routing: StartRouting
 
     @classmethod
     def get(cls) -> Engine:
@@ -101,6 +102,7 @@ class Engine:
         self.loop, self.thread = asyncio.get_running_loop(), threading.current_thread()
         self.client = await connection.connect(target=target)
         self.version = await engine_version(self.client)
+        self.routing = StartRouting(self.client, self.version)
 
     def close(self) -> None:
         """Within 15 s, as it runs at interpreter exit, even while a tool blocks the loop: so not through
@@ -267,7 +269,7 @@ class Engine:
             search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0], tenant=tenant),
             priority=run_priority(tenant, priority),
             request_eager_start=True,  # this engine's own worker takes the first workflow task at once
-            versioning_override=await own_build_unless_current(self.client, self.version),
+            versioning_override=await self.routing.override(self.task_queue(agent_key)),
         )
 
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:

@@ -46,7 +46,8 @@ class VersionState:
     last_poll: datetime | None
     """The latest poll of any of its workers the server still lists (it lists them for a few minutes)."""
     polling: bool
-    current_since: datetime | None = None
+    last_current: datetime | None = None
+    """When it was last current (now, for the current version); None: never."""
 
 
 @dataclass
@@ -80,7 +81,7 @@ class DeploymentState:
             "ramping_percentage": self.ramping_percentage, "manager": self.manager, "outage": self.outage(),
             "versions": [{"build_id": v.build_id, "status": v.status, "behavior": v.behavior, "polling": v.polling,
                           "last_poll": v.last_poll.isoformat() if v.last_poll else None,
-                          "current_since": v.current_since.isoformat() if v.current_since else None}
+                          "last_current": v.last_current.isoformat() if v.last_current else None}
                          for v in self.versions],
         }
 
@@ -111,8 +112,15 @@ async def deployment_state(client: Client, name: str, *, current_only: bool = Fa
             build, WorkerDeploymentVersionStatus.Name(summary.status).removeprefix("WORKER_DEPLOYMENT_VERSION_STATUS_").lower(),
             meta.get("behavior") if meta else None,
             datetime.fromtimestamp(max(polls), UTC) if polls else None, any(t > fresh for t in polls),
-            summary.current_since_time.ToDatetime(UTC) if summary.HasField("current_since_time") else None))
+            _last_current(summary)))
     return state
+
+
+def _last_current(summary: Any) -> datetime | None:
+    for name in ("current_since_time", "last_current_time"):
+        if summary.HasField(name):
+            return getattr(summary, name).ToDatetime(UTC)
+    return None
 
 
 async def _pollers(client: Client, queue: str, kind: Any, deployment: str, build: str) -> list[Any]:
@@ -124,8 +132,8 @@ async def _pollers(client: Client, queue: str, kind: Any, deployment: str, build
 
 def previous_build(state: DeploymentState) -> str | None:
     """The build that was current last before the current one (a rollback's target)."""
-    earlier = [v for v in state.versions if v.build_id != state.current and v.current_since is not None]
-    return max(earlier, key=lambda v: v.current_since or datetime.min.replace(tzinfo=UTC)).build_id if earlier else None
+    earlier = [v for v in state.versions if v.build_id != state.current and v.last_current is not None]
+    return max(earlier, key=lambda v: v.last_current or datetime.min.replace(tzinfo=UTC)).build_id if earlier else None
 
 
 @dataclass

@@ -20,6 +20,7 @@ See docs/deploys.md. No deployment name, or `none`: versioning off.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import importlib.util
@@ -140,14 +141,22 @@ def with_default_behavior(config: WorkerDeploymentConfig) -> WorkerDeploymentCon
 
 
 async def describe(client: Client, deployment: str) -> DescribeWorkerDeploymentResponse | None:
-    """The deployment as the server sees it; None before any of its workers has polled."""
-    try:
-        return await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment))
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
+    """The deployment as the server sees it; None before any of its workers has polled. The server limits how
+    often one deployment is read (RESOURCE_EXHAUSTED): asked again, for a few seconds at most."""
+    for attempt in range(DESCRIBE_ATTEMPTS):
+        try:
+            return await client.workflow_service.describe_worker_deployment(
+                DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment))
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            if err.status != RPCStatusCode.RESOURCE_EXHAUSTED or attempt == DESCRIBE_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+DESCRIBE_ATTEMPTS = 10
 
 
 async def describe_version(client: Client, deployment: str, build_id: str) -> DescribeWorkerDeploymentVersionResponse:

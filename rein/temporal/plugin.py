@@ -272,6 +272,7 @@ class ReinPlugin(SimplePlugin):
         activities = list(activities or [])
         if self.agents is None:
             return activities
+        activities = [a for a in activities if not isinstance(getattr(a, "__self__", None), ReplayCheckActivity)]
         # A ReinPlugin on the client already added rein's activities: serve its agents and ours together.
         earlier = [a for a in activities if isinstance(getattr(a, "__self__", None), AgentActivities)]
         agents: MutableMapping[str, Agent] = self.agents

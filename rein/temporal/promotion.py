@@ -61,8 +61,11 @@ class ReplayFailure:
     error: str
 
     def line(self) -> str:
-        first = self.error.strip().splitlines()[0] if self.error.strip() else "?"
-        return f"run {self.run.workflow_id} ({first[:300]})"
+        """`run ID (why)` on one line: a nondeterminism error's own sentence when there is one."""
+        why = " ".join(self.error.split()) or "?"
+        if "Nondeterminism error:" in why:
+            why = "nondeterminism: " + why.split("Nondeterminism error:", 1)[1].split('", source')[0].strip()
+        return f"run {self.run.workflow_id} ({why[:300]})"
 
 
 def replayer_of(worker: Any) -> Replayer:
