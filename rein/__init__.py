@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "SummarizeCompaction": "rein.core.compaction", "estimate_tokens": "rein.core.compaction",
     "StepContext": "rein.blueprint.middleware", "DockerRuntime": "rein.blueprint.runtime",
     "load_plugins": "rein.plugins", "plugin_names": "rein.plugins",
-    "available_templates": "rein.ops.scaffold", "create_project": "rein.ops.scaffold",
+    "available_templates": "rein.ops.scaffold", "create_project": "rein.ops.scaffold", "export_run": "rein.tracing.export",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -102,3 +102,4 @@ if TYPE_CHECKING:
     from rein.ops.a2a import A2AServer, serve_a2a
     from rein.ops.scaffold import available_templates, create_project
     from rein.plugins import load_plugins, plugin_names
+    from rein.tracing.export import export_run

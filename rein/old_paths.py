@@ -27,6 +27,7 @@ OLD_PATHS: dict[str, str] = {
     "rein.log": "rein.core.log",
     "rein.loop": "rein.local.loop",
     "rein.middleware": "rein.blueprint.middleware",
+    "rein.otel": "rein.tracing.export",
     "rein.providers": "rein.blueprint.providers",
     "rein.result": "rein.core.result",
     "rein.runtime": "rein.blueprint.runtime",
@@ -90,7 +91,10 @@ class OldPathFinder:
 
     @classmethod
     def find_spec(cls, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> ModuleSpec | None:
-        if not (name.startswith("rein.") and home_of(name)):
+        import importlib.util  # here: only an old path's import pays for it
+
+        home = home_of(name) if name.startswith("rein.") else None
+        if home is None or importlib.util.find_spec(home) is None:  # rein.providers.nothing: "No module named" it
             return None
         return ModuleSpec(name, cls)  # type: ignore[arg-type]  # a Loader by its methods: importlib.abc costs ~13 ms to import
 
