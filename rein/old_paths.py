@@ -117,5 +117,6 @@ class OldPathFinder:
 
 
 def install() -> None:
-    if not any(finder is OldPathFinder for finder in sys.meta_path):
+    """Put the finder first on `sys.meta_path`, once per process: also when this module runs again (a reload)."""
+    if not any(getattr(finder, "__qualname__", None) == "OldPathFinder" and finder.__module__ == __name__ for finder in sys.meta_path):
         sys.meta_path.insert(0, OldPathFinder)  # type: ignore[arg-type]

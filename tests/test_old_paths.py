@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from rein.old_paths import OLD_PATHS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,24 +75,18 @@ def test_import_rein_imports_no_old_path_nor_its_home() -> None:
     assert found["loaded"] == []
 
 
-def test_every_old_path_is_its_homes_module_object() -> None:
-    found = fresh("""
+@pytest.fixture(scope="module")
+def every_old_path() -> dict:
+    """One interpreter imports every old path (and so every home: the CLI, A2A, the engine, ...)."""
+    return fresh(f"""
         import importlib, json, sys
+        import rein
         from rein.old_paths import OLD_PATHS
-        wrong = {}
+        wrong = {{}}
         for old, home in OLD_PATHS.items():
             module = importlib.import_module(old)
             if module is not importlib.import_module(home) or sys.modules[old] is not module:
                 wrong[old] = module.__name__
-        print(json.dumps({"wrong": wrong}))
-    """)
-    assert found["wrong"] == {}
-
-
-def test_rein_agents_names_are_the_same_objects_at_the_old_paths() -> None:
-    found = fresh(f"""
-        import importlib, json
-        import rein
         names = {REIN_AGENT_NAMES!r}
         different = []
         for old, listed in names.items():
@@ -100,9 +96,17 @@ def test_rein_agents_names_are_the_same_objects_at_the_old_paths() -> None:
                 if getattr(module, name, None) is None or getattr(module, name) is not getattr(home, name):
                     different.append(f"{{old}}.{{name}}")
         missing = [name for name in {REIN_AGENT_ALL!r} if not hasattr(rein, name)]
-        print(json.dumps({{"different": different, "missing": missing}}))
+        print(json.dumps({{"wrong": wrong, "different": different, "missing": missing}}))
     """)
-    assert found == {"different": [], "missing": []}
+
+
+def test_every_old_path_is_its_homes_module_object(every_old_path: dict) -> None:
+    assert every_old_path["wrong"] == {}
+
+
+def test_rein_agents_names_are_the_same_objects_at_the_old_paths(every_old_path: dict) -> None:
+    assert every_old_path["different"] == []
+    assert every_old_path["missing"] == []
 
 
 def test_the_seeds_import_and_identities() -> None:
