@@ -91,10 +91,12 @@ class OldPathFinder:
 
     @classmethod
     def find_spec(cls, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> ModuleSpec | None:
+        home = home_of(name) if name.startswith("rein.") else None
+        if home is None:
+            return None
         import importlib.util  # here: only an old path's import pays for it
 
-        home = home_of(name) if name.startswith("rein.") else None
-        if home is None or importlib.util.find_spec(home) is None:  # rein.providers.nothing: "No module named" it
+        if importlib.util.find_spec(home) is None:  # rein.providers.nothing: "No module named 'rein.providers.nothing'"
             return None
         return ModuleSpec(name, cls)  # type: ignore[arg-type]  # a Loader by its methods: importlib.abc costs ~13 ms to import
 
