@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rein import old_paths
+
 __version__ = "0.4.0"
 
 _EXPORTS: dict[str, str] = {
@@ -31,6 +33,12 @@ _EXPORTS: dict[str, str] = {
     "FileSessionStore": "rein.blueprint.store", "MemorySessionStore": "rein.blueprint.store", "SessionStore": "rein.blueprint.store",
     "Tool": "rein.blueprint.tools", "ToolContext": "rein.blueprint.tools", "ToolRegistry": "rein.blueprint.tools",
     "create_worker": "rein.durable.temporal_worker",
+    # the rest of rein-agent 0.2.0's top-level names
+    "CompactionStrategy": "rein.core.compaction", "SlidingWindow": "rein.core.compaction",
+    "SummarizeCompaction": "rein.core.compaction", "estimate_tokens": "rein.core.compaction",
+    "StepContext": "rein.blueprint.middleware", "DockerRuntime": "rein.blueprint.runtime",
+    "load_plugins": "rein.plugins", "plugin_names": "rein.plugins",
+    "available_templates": "rein.ops.scaffold", "create_project": "rein.ops.scaffold", "export_run": "rein.tracing.export",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -38,6 +46,8 @@ __all__ = ["__version__", *_EXPORTS]
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
+    if f"rein.{name}" in old_paths.OLD_PATHS:  # rein-agent's `import rein; rein.loop.run(...)`
+        return importlib.import_module(f"rein.{name}")
     if module is None:
         raise AttributeError(f"module 'rein' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -69,16 +79,19 @@ def _register_runners() -> None:
 
 
 _register_runners()
+old_paths.install()  # earlier releases' module paths (rein.ir, rein.providers.fallback, ...) as aliases
 
 
 if TYPE_CHECKING:
     from rein.blueprint.agent import Agent, Chat, tool
     from rein.blueprint.human import ask_human
     from rein.blueprint.mcp import MCPServerHTTP, MCPServerStdio, MCPServerStreamableHTTP
+    from rein.blueprint.middleware import StepContext
     from rein.blueprint.providers import FallbackProvider, LiteLLMProvider, MockProvider, Provider
-    from rein.blueprint.runtime import LocalRuntime, Runtime
+    from rein.blueprint.runtime import DockerRuntime, LocalRuntime, Runtime
     from rein.blueprint.store import FileSessionStore, MemorySessionStore, SessionStore
     from rein.blueprint.tools import Tool, ToolContext, ToolRegistry
+    from rein.core.compaction import CompactionStrategy, SlidingWindow, SummarizeCompaction, estimate_tokens
     from rein.core.config import LoopConfig
     from rein.core.ir import Completion, Message, StreamChunk, ToolCall, ToolResult, ToolSpec, Usage
     from rein.core.log import disable_logging, enable_logging
@@ -87,3 +100,6 @@ if TYPE_CHECKING:
     from rein.durable.temporal_worker import create_worker
     from rein.local.loop import aresume, arun, astream, run, step
     from rein.ops.a2a import A2AServer, serve_a2a
+    from rein.ops.scaffold import available_templates, create_project
+    from rein.plugins import load_plugins, plugin_names
+    from rein.tracing.export import export_run
