@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.exceptions import ApplicationError
 
-from rein.activities import steps
+from rein.activities import policy, steps, webhook
 from rein.activities.agent_check import AgentIdentity
 from rein.activities.answers import answer
 from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
@@ -322,7 +322,7 @@ class AgentActivities(AgentIdentity):
         # the retired flags for the previous build's workflow code on a mixed queue (AgentDescription).
         return description.model_copy(update={
             "search_attributes": list(available), "model_queue": routed_queue(agent.model_label) if self.route_models else None,
-            "close_canceled": True, "timed_counters": True,
+            "close_canceled": True, "timed_counters": True, "notify_retry_s": webhook.retry_s(),
         })
 
     @activity.defn(name=CALL_MODEL)
@@ -425,7 +425,8 @@ class AgentActivities(AgentIdentity):
 
     def definitions(self) -> list[Any]:
         """The activity functions a Worker registers."""
-        return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled]
+        return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled,
+                *policy.definitions()]
 
 
 def _first_call_is_the_runs(description: AgentDescription, config: LoopConfig, conversation: list[Message]) -> bool:

@@ -49,6 +49,8 @@ from rein.core.session import Session
 from rein.core.summaries import run_summary
 from rein.durable.delivery import DECISION_GRACE_S, DecisionDelivery, DecisionQueued  # noqa: F401  (public here too)
 from rein.durable.fleet import run_priority
+from rein.durable.inbox import BulkOutcome, InboxClient, InboxError  # noqa: F401  (public here too)
+from rein.durable.policy import PolicyClient
 from rein.durable.schedules import ScheduleClient, ScheduleError  # noqa: F401  (public here too)
 from rein.durable.threads import ThreadClient, ThreadRefused  # noqa: F401  (public here too)
 from rein.temporal import history
@@ -85,7 +87,7 @@ def _with_rein(client: Client) -> Client:
     return with_rein_plugin(client)
 
 
-class ReinClient(DecisionDelivery, ThreadClient, ScheduleClient):
+class ReinClient(DecisionDelivery, ThreadClient, ScheduleClient, InboxClient, PolicyClient):
     def __init__(self, client: Client, task_queue: str | None = None):
         self.client = _with_rein(client)
         self.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)

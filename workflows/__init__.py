@@ -1,6 +1,7 @@
 from rein.workflows.agent import AgentWorkflow
 from rein.workflows.describe import DescribeAgentWorkflow
+from rein.workflows.policy import PolicyWorkflow
 from rein.workflows.replay_check import ReplayCheckWorkflow
 from rein.workflows.scheduled_message import ScheduledMessageWorkflow
 
-__all__ = ["AgentWorkflow", "DescribeAgentWorkflow", "ReplayCheckWorkflow", "ScheduledMessageWorkflow"]
+__all__ = ["AgentWorkflow", "DescribeAgentWorkflow", "PolicyWorkflow", "ReplayCheckWorkflow", "ScheduledMessageWorkflow"]

@@ -97,13 +97,21 @@ class Decisions:
             return run.child_wait[0]
         return None
 
+    def _check_tenant(self, tenant: str | None) -> None:
+        """A decision the sender scoped to a tenant (rein serve's sign-in) fits only a run of that tenant."""
+        own = workflow.info().priority.fairness_key or None
+        if tenant is not None and tenant != own:
+            raise Misfit(f"the run is not of tenant {tenant[:80]!r}: a decision scoped to it cannot decide this run")
+
     def check_decision(self, decision: DecisionSignal) -> None:
         run = self.run
         if self._child_waits("waiting_approval") is not None:
             return  # for the child run: the signal passes it on, the update refuses it (see _for_child_update)
+        self._check_tenant(decision.tenant)
         if run.status != "waiting_approval":
             raise Misfit(f"the run is {run.status}, not waiting for approval")
-        self._check_approver(decision.approver)
+        if not decision.rule:
+            self._check_approver(decision.approver)
         pending = {c.id for c in run.session.pending_tool_calls if c.name not in run.input_tools}
         undecided = pending - set(machine.decisions_for_pending(run.session))
         if decision.tool_call_id is not None and decision.tool_call_id not in pending:
@@ -111,14 +119,33 @@ class Decisions:
         if decision.tool_call_id is None and not undecided:
             raise Misfit("every pending tool call is already decided")
 
+    def check_approval(self, decision: DecisionSignal) -> None:
+        """An approval fits as a decision does; a rule's approval only where the agent lets a rule approve
+        (never a tool marked as always asking, never a run with named approvers: rein.core.policy.effective)."""
+        self.check_decision(decision)
+        run = self.run
+        if not decision.rule or self._child_waits("waiting_approval") is not None:
+            return
+        decided = machine.decisions_for_pending(run.session)
+        for call in run.session.pending_tool_calls:
+            aimed = call.id == decision.tool_call_id if decision.tool_call_id is not None else call.id not in decided
+            if not aimed or call.name in run.input_tools:
+                continue
+            if call.name in run.approval_tools:
+                raise Misfit(f"rule {decision.rule} cannot approve {call.name}: the agent asks a person for every call of it")
+            if run.config is not None and run.config.approvers is not None:
+                raise Misfit(f"rule {decision.rule} cannot approve {call.name}: only the run's named approvers may")
+
     def check_answer(self, answer: AnswerSignal) -> None:
         if self._child_waits("waiting_input") is not None:
             return
+        self._check_tenant(answer.tenant)
         if self.run.status != "waiting_input":
             raise Misfit(f"the run is {self.run.status}, not waiting for input")
         self._check_approver(answer.approver)
 
-    def check_retry(self, _: RetrySignal) -> None:
+    def check_retry(self, retry: RetrySignal) -> None:
+        self._check_tenant(retry.tenant)
         if self.run.status != "waiting_retry":
             raise Misfit(f"the run is {self.run.status}, not waiting after an error")
 
@@ -143,7 +170,8 @@ class Decisions:
         if child is not None:
             return self._pass_to_child(child, "approve" if approved else "deny", decision)
         decided = machine.decide(
-            run.session, approved, decision.tool_call_id, decision.approver, decision.reason, run.input_tools
+            run.session, approved, decision.tool_call_id, decision.approver, decision.reason, run.input_tools,
+            via=decision.via or (f"rule {decision.rule}" if decision.rule else ""), at=workflow.now().isoformat(),
         )
         run.woken = True
         return decided
@@ -154,7 +182,8 @@ class Decisions:
         if child is not None:
             self._pass_to_child(child, "answer", answer)
             return "forwarded"
-        used = machine.answer(run.session, answer.text, answer.approver, run.input_tools)
+        used = machine.answer(run.session, answer.text, answer.approver, run.input_tools, via=answer.via,
+                              at=workflow.now().isoformat())
         run.woken = True
         return used
 

@@ -83,7 +83,7 @@ class AgentHandlers(RunState):
     @approve_update.validator
     def _validate_approve(self, decision: DecisionSignal) -> None:
         self.decisions.for_child_update("waiting_approval")
-        self.decisions.check_decision(decision)
+        self.decisions.check_approval(decision)
 
     @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; refused when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
     def deny_update(self, decision: DecisionSignal) -> list[str]:
@@ -124,7 +124,7 @@ class AgentHandlers(RunState):
     @workflow.signal(name="approve", description='Approve pending tool calls: {"tool_call_id": id or null for all, "approver", "reason"}')
     def approve(self, *args: Any) -> None:
         d = self.decisions
-        d.adapt("approve", args, DecisionSignal, d.check_decision, lambda decision: d.decide(decision, True))
+        d.adapt("approve", args, DecisionSignal, d.check_approval, lambda decision: d.decide(decision, True))
 
     @workflow.signal(name="deny", description='Deny pending tool calls; the model sees the reason: {"tool_call_id", "approver", "reason"}')
     def deny(self, *args: Any) -> None:

@@ -42,3 +42,9 @@ PATCH_THREAD_MEMO = "rein-thread-memo"
 """Since this patch a thread started without the `rein.thread` memo (by a stock tool, not a rein client) upserts
 it at its first turn, so `rein threads`, `rein watch` and `rein result` know it for a thread. Threads started
 by rein's clients carry the memo and record nothing."""
+
+PATCH_INBOX = "rein-inbox"
+"""Since this patch a run about to wait for approval asks the rules first (local activity rein.policy_check, which
+may decide the calls), and while it waits its memo says what for (`rein.waiting`: the inbox lists it from
+visibility) and a webhook tells people (activity rein.notify_waiting, when the worker has one). Asked as a wait
+begins: runs that never wait record no marker."""

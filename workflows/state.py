@@ -29,6 +29,7 @@ from rein.workflows.agent_changes import AgentChanges
 from rein.workflows.children import ChildRuns
 from rein.workflows.continuation import Continuation
 from rein.workflows.decisions import Decisions
+from rein.workflows.inbox import Inbox
 from rein.workflows.publishing import Publisher
 from rein.workflows.readers import StreamReaders
 from rein.workflows.stages import Stages
@@ -153,6 +154,8 @@ class RunState:
         """approve, deny, answer, retry, cancel: what fits, and applying it (rein.workflows.decisions)."""
         self.waiting = Waiting(self)
         """The wait for a person and a client's wait for the run (rein.workflows.waiting)."""
+        self.inbox = Inbox(self)
+        """Rules before a wait, the waiting memo, the webhook (rein.workflows.inbox)."""
         self.threads = Threads(self)
         """A thread's messages and turns (rein.workflows.threads)."""
         self.continuation = Continuation(self)

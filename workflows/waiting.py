@@ -48,6 +48,9 @@ class Waiting:
         signals continues the run as new (still waiting).
         """
         run = self.run
+        inbox = not resumed and run.inbox.on()
+        if inbox and interrupt.type == "need_approval" and await run.inbox.rules_decide():
+            return  # the rules decided every call: nobody waits
         run.interrupt = interrupt
         run.status = WAITING_STATUS[interrupt.type]
         run.session.stop_reason = "interrupted"
@@ -64,6 +67,8 @@ class Waiting:
         if timeout is not None and run.carry.wait_deadline is None:
             run.carry.wait_deadline = workflow.time() + timeout.total_seconds()
         shown = self._waiting_summary(interrupt) if workflow.patched(PATCH_WAITING_TIMER) else None
+        if inbox:
+            run.inbox.show(interrupt, run.waiting_since or workflow.now())
         while True:
             remaining = None if run.carry.wait_deadline is None else run.carry.wait_deadline - workflow.time()
             timer, summary = None, None
@@ -101,6 +106,7 @@ class Waiting:
 
     def stop_waiting(self) -> None:
         run = self.run
+        run.inbox.clear()
         run.waiting_since = None
         run.woken = False
         run.carry.wait_deadline = None
@@ -112,9 +118,11 @@ class Waiting:
         run = self.run
         reason = f"no decision within {timeout_s:g} seconds"
         if interrupt.type == "need_approval":
-            machine.decide(run.session, False, approver="timeout", reason=reason, input_tools=run.input_tools)
+            machine.decide(run.session, False, approver="timeout", reason=reason, input_tools=run.input_tools,
+                           via="timeout", at=workflow.now().isoformat())
         elif interrupt.type == "need_input":
-            machine.answer(run.session, f"No answer: {reason}.", approver="timeout", input_tools=run.input_tools)
+            machine.answer(run.session, f"No answer: {reason}.", approver="timeout", input_tools=run.input_tools,
+                           via="timeout", at=workflow.now().isoformat())
 
     def _waited(self, request: WaitRequest) -> bool:
         """What the client waits for has happened: the run paused past `after_pause`; for a thread's `turn`,

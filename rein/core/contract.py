@@ -66,6 +66,9 @@ PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 CALL_MODEL = "rein.call_model"
 RUN_TOOL = "rein.run_tool"
 COMPACT = "rein.compact"
+NOTIFY_WAITING = "rein.notify_waiting"
+"""The activity that tells people a run waits (the worker's REIN_WAITING_WEBHOOK), retried until delivered
+or the wait ends (rein.workflows.inbox)."""
 CLOSE_CANCELED = "rein.close_canceled"
 """Local activity: a run ended by the `cancel` signal or update asks Temporal to cancel it, so it closes
 CANCELED (Temporal closes a workflow as CANCELED only once cancellation was requested)."""
@@ -282,6 +285,9 @@ class AgentDescription(BaseModel):
     """Retired flags, still written (True) for the previous build's workflow code, which reads them from a
     description this build's worker records on a mixed queue; this build's workflow reads neither (it
     always closes a cancelled run CANCELED and refreshes counters by time). Drop them a landing later."""
+    notify_retry_s: float = Field(default=0.0, ge=0, exclude_if=lambda v: not v)
+    """The worker has a webhook for waiting runs (REIN_WAITING_WEBHOOK): the first retry's delay in seconds;
+    0: none (the run schedules no notice). Not part of the agent's fingerprint: the worker's deployment choice."""
     in_flight: Literal["stricter", "current"] = Field(default="stricter", exclude_if=lambda v: v == "stricter")
     """How runs in flight take this definition when it changed under them (`Agent(in_flight=...)`):
     "stricter" keeps the stricter of the old and new approval rules; "current" takes the new ones as they are."""
@@ -509,6 +515,16 @@ class ScheduledMessage(BaseModel):
     """rein's search attributes (ReinAgent, ReinTenant...) for the thread when this message starts it."""
 
 
+class WaitingNotice(BaseModel):
+    """NOTIFY_WAITING's input: which run waits, and its waiting memo (rein.core.inbox.WaitingMemo)."""
+
+    run_id: str
+    agent: str = ""
+    tenant: str | None = None
+    namespace: str = ""
+    waiting: dict[str, Any] = Field(default_factory=dict)
+
+
 class CloseCanceledInput(BaseModel):
     reason: str = ""
 
@@ -522,8 +538,16 @@ class DecisionSignal(_Lenient):
     tool_call_id: str | None = Field(default=None, max_length=MAX_ID)
     approver: str = Field(default="", max_length=MAX_NAME)
     reason: str = Field(default="", max_length=MAX_REASON)
+    tenant: str | None = Field(default=None, max_length=MAX_NAME)
+    """The tenant the sender verified the approver for (rein serve's sign-in): the run refuses a decision
+    for another tenant than its own. None: unscoped (an operator with the namespace's access)."""
+    via: str = Field(default="", max_length=MAX_NAME)
+    """Through what the decision came (`inbox`, `rule r3`), recorded with it."""
+    rule: str = Field(default="", max_length=32)
+    """The id of the rule that decides (rein.core.policy): the run refuses a rule's approval where its agent's
+    definition asks a person (a tool marked as always asking, named approvers)."""
 
-    @field_validator("approver", "reason", mode="before")
+    @field_validator("approver", "reason", "via", "rule", mode="before")
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         return "" if value is None else value
@@ -532,8 +556,11 @@ class DecisionSignal(_Lenient):
 class AnswerSignal(_Lenient):
     text: str = Field(max_length=MAX_ANSWER)
     approver: str = Field(default="", max_length=MAX_NAME)
+    tenant: str | None = Field(default=None, max_length=MAX_NAME)
+    """As DecisionSignal.tenant."""
+    via: str = Field(default="", max_length=MAX_NAME)
 
-    @field_validator("approver", mode="before")
+    @field_validator("approver", "via", mode="before")
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         return "" if value is None else value
@@ -549,7 +576,9 @@ class CancelSignal(_Lenient):
 
 
 class RetrySignal(_Lenient):
-    """Payload of `retry`: nothing to say (an empty object, or none)."""
+    """Payload of `retry`: nothing to say (an empty object, or none); `tenant` as DecisionSignal.tenant."""
+
+    tenant: str | None = Field(default=None, max_length=MAX_NAME)
 
 
 DECISION_FOR_CHILD = "DecisionForChild"

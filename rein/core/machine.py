@@ -322,11 +322,13 @@ def decide(
     approver: str = "",
     reason: str = "",
     input_tools: frozenset[str] = frozenset(),
+    via: str = "",
+    at: str = "",
 ) -> list[str]:
     """Approve or deny one pending call, or every undecided one. Returns the ids decided.
 
     An empty list means the decision did not fit (nothing pending, unknown id);
-    the Session is then unchanged.
+    the Session is then unchanged. `via` and `at` are recorded with it (Decision).
     """
     if session.stage != Stage.RUN_TOOLS:
         return []
@@ -339,12 +341,13 @@ def decide(
     ]
     for call_id in targets:
         session.decisions.append(
-            Decision(tool_call_id=call_id, approved=approved, approver=approver, reason=reason)
+            Decision(tool_call_id=call_id, approved=approved, approver=approver, reason=reason, via=via, at=at)
         )
     return targets
 
 
-def answer(session: Session, text: str, approver: str = "", input_tools: frozenset[str] = frozenset()) -> str:
+def answer(session: Session, text: str, approver: str = "", input_tools: frozenset[str] = frozenset(),
+           via: str = "", at: str = "") -> str:
     """Feed a human's answer in. Returns how it was used: 'tool' (a pending question) or 'message'.
 
     A pending `ask_human` call takes the answer as its result; otherwise the
@@ -355,7 +358,7 @@ def answer(session: Session, text: str, approver: str = "", input_tools: frozens
         for call in session.pending_tool_calls:
             if call.name in input_tools and call.id not in decided:
                 session.decisions.append(
-                    Decision(tool_call_id=call.id, approved=True, approver=approver, answer=text)
+                    Decision(tool_call_id=call.id, approved=True, approver=approver, answer=text, via=via, at=at)
                 )
                 return "tool"
     session.messages.append(Message(role="user", content=text))

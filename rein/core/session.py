@@ -24,6 +24,10 @@ class Decision(BaseModel):
     reason: str = ""
     answer: str | None = None
     """For a pending `ask_human` call: the person's answer, used as the tool result."""
+    via: str = Field(default="", exclude_if=lambda v: not v)
+    """Through what it came: `inbox`, `rule r3` (a rule decided), `timeout`; empty: a plain decision."""
+    at: str = Field(default="", exclude_if=lambda v: not v)
+    """When the run took it (ISO 8601, workflow time); empty in-process and before rein 0.4's inbox."""
 
 
 class Session(BaseModel):

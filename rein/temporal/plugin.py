@@ -257,11 +257,17 @@ class ReinPlugin(SimplePlugin):
         return runner
 
     def _add_workflows(self, workflows: Sequence[type] | None) -> Sequence[type]:
-        from rein.workflows import AgentWorkflow, DescribeAgentWorkflow, ReplayCheckWorkflow, ScheduledMessageWorkflow
+        from rein.workflows import (
+            AgentWorkflow,
+            DescribeAgentWorkflow,
+            PolicyWorkflow,
+            ReplayCheckWorkflow,
+            ScheduledMessageWorkflow,
+        )
 
         workflows = list(workflows or [])
         if self.agents is not None:
-            ours = (AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow, ReplayCheckWorkflow)
+            ours = (AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow, ReplayCheckWorkflow, PolicyWorkflow)
             workflows += [w for w in ours if w not in workflows]
         return workflows
 

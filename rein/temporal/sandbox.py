@@ -28,6 +28,8 @@ PURE_MODULES = (
     "rein.core.summaries",
     "rein.core.threads",
     "rein.core.evals",
+    "rein.core.inbox",
+    "rein.core.policy",
     "rein.temporal.child",
     "rein.core.digest",
     "rein.core.errors",

@@ -1,0 +1,102 @@
+"""Telling people a run waits: a JSON POST a Slack or Teams incoming webhook accepts (`text`, plus fields for
+other receivers), signed with HMAC-SHA256 of the body, to the URL the worker's environment names for the run's
+tenant or agent. The URL and the secret live only in the worker's environment, never in a run's history.
+
+    REIN_WAITING_WEBHOOK="https://hooks.example/default tenant:acme=https://hooks.example/acme agent:billing=https://..."
+    REIN_WAITING_WEBHOOK_SECRET="s3cret tenant:acme=another"      (the same form; the header X-Rein-Signature)
+    REIN_WAITING_WEBHOOK_RETRY_S=5     the first retry's delay (doubling, at most 5 minutes)
+    REIN_INBOX_URL=https://rein.example/inbox     where the message links to (rein serve's page)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from urllib.parse import quote
+
+from temporalio.exceptions import ApplicationError
+
+from rein.core.contract import WaitingNotice
+from rein.core.inbox import WaitingMemo
+
+WEBHOOK_VAR, SECRET_VAR, RETRY_VAR, INBOX_URL_VAR = (
+    "REIN_WAITING_WEBHOOK", "REIN_WAITING_WEBHOOK_SECRET", "REIN_WAITING_WEBHOOK_RETRY_S", "REIN_INBOX_URL")
+SIGNATURE_HEADER = "X-Rein-Signature"
+DELIVERY_HEADER = "X-Rein-Delivery"
+DEFAULT_RETRY_S = 5.0
+
+
+def routes(text: str) -> dict[str, str]:
+    """`URL tenant:NAME=URL agent:NAME=URL` as {"": default, "tenant:NAME": ..., "agent:NAME": ...}."""
+    found: dict[str, str] = {}
+    for entry in text.replace(";", " ").split():
+        key, eq, value = entry.partition("=")
+        if eq and key.startswith(("tenant:", "agent:")):
+            found[key] = value
+        else:
+            found[""] = entry
+    return found
+
+
+def pick(table: dict[str, str], agent: str, tenant: str | None) -> str:
+    """The tenant's entry, else the agent's, else the default ("" when none)."""
+    return table.get(f"tenant:{tenant}") or table.get(f"agent:{agent}") or table.get("", "")
+
+
+def retry_s() -> float:
+    """The first retry's delay when a webhook is configured, else 0 (runs then schedule no notice)."""
+    if not os.environ.get(WEBHOOK_VAR, "").strip():
+        return 0.0
+    try:
+        return max(float(os.environ.get(RETRY_VAR) or DEFAULT_RETRY_S), 0.01)
+    except ValueError:
+        return DEFAULT_RETRY_S
+
+
+def message(notice: WaitingNotice, inbox_url: str = "") -> dict[str, object]:
+    waiting = WaitingMemo.model_validate(notice.waiting)
+    what = "thread" if waiting.thread else "run"
+    who = f"{notice.agent}" + (f" (tenant {notice.tenant})" if notice.tenant else "")
+    if waiting.kind == "approval":
+        calls = "; ".join(f"{c.tool}({c.args})" for c in waiting.calls) or "tool calls"
+        need = f"wants to run {calls}"
+    elif waiting.kind == "question":
+        need = f"asks: {waiting.question}"
+    else:
+        need = f"waits for a retry after an error: {waiting.question}"
+    link = f"{inbox_url.rstrip('/')}#run={quote(notice.run_id, safe='')}" if inbox_url else ""
+    text = f"{what} {notice.run_id} of {who} {need}" + (f" · {link}" if link else "")
+    return {"text": text, "run_id": notice.run_id, "thread": waiting.thread, "agent": notice.agent, "tenant": notice.tenant,
+            "kind": waiting.kind, "calls": [c.model_dump() for c in waiting.calls], "said": waiting.said,
+            "since": waiting.since, "until": waiting.until, "link": link}
+
+
+def signature(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+async def deliver(notice: WaitingNotice) -> str:
+    """POST the message; a receiver that is down or answers 5xx, 408 or 429 raises (Temporal retries); another
+    4xx is final (a wrong URL or secret does not get better by retrying)."""
+    import aiohttp
+
+    url = pick(routes(os.environ.get(WEBHOOK_VAR, "")), notice.agent, notice.tenant)
+    if not url:
+        return "no webhook for this agent or tenant"
+    body = json.dumps(message(notice, os.environ.get(INBOX_URL_VAR, "")), ensure_ascii=False).encode()
+    headers = {"Content-Type": "application/json", DELIVERY_HEADER: f"{notice.run_id}@{notice.waiting.get('since', '')}"}
+    secret = pick(routes(os.environ.get(SECRET_VAR, "")), notice.agent, notice.tenant)
+    if secret:
+        headers[SIGNATURE_HEADER] = signature(secret, body)
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session:
+            async with session.post(url, data=body, headers=headers) as response:
+                status = response.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise ApplicationError(f"the webhook could not be reached: {type(exc).__name__}: {exc}"[:300]) from None
+    if status < 300:
+        return f"delivered ({status})"
+    final = 400 <= status < 500 and status not in (408, 429)
+    raise ApplicationError(f"the webhook answered {status}", non_retryable=final, type="WebhookRefused")

@@ -1,0 +1,35 @@
+"""Reading the rules where they live: the policy workflow's memo (rein.workflows.policy), read with one describe,
+no worker needed; parsed rules are kept per version, so a reader that sees the same version parses nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from rein.core.policy import POLICY_MEMO, POLICY_WORKFLOW_ID, PolicyState
+
+_parsed: dict[tuple[str, int], PolicyState] = {}
+"""(namespace, version) -> the rules of that version (a few versions kept)."""
+
+
+async def read_rules(client: Client) -> PolicyState:
+    """The namespace's rules as they are now (no policy workflow yet: none)."""
+    try:
+        description = await client.get_workflow_handle(POLICY_WORKFLOW_ID).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return PolicyState()
+        raise
+    raw: Any = await description.memo_value(POLICY_MEMO, None)
+    if not isinstance(raw, dict):
+        return PolicyState()
+    key = (client.namespace, int(raw.get("version") or 0))
+    state = _parsed.get(key)
+    if state is None:
+        state = PolicyState.model_validate(raw)
+        if len(_parsed) > 16:
+            _parsed.clear()
+        _parsed[key] = state
+    return state
