@@ -12,6 +12,9 @@
     rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
     rein trace ID | --since 1d                    send finished runs' traces to OTEL_EXPORTER_OTLP_ENDPOINT
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
+    rein inbox [--agent A --tenant T --tool X] | inbox approve|deny [filters] [--yes]   every decision people owe
+    rein policy add allow --tool read_file [--arg path=/tmp/*] | list | remove ID | explain RUN   rules that decide
+    rein serve [--port 8090]                      the inbox page (/inbox) and the AG-UI endpoint (/agui)
     rein new my-agent                             create a new agent project
     rein replay --since 7d | FILE...              replay histories against this build (the CI gate)
     rein history export ID -o FILE                save a run's history
@@ -33,12 +36,15 @@ from rein.cli import (
     evals,  # noqa: F401
     fleet,  # noqa: F401
     fork,  # noqa: F401
+    inbox,  # noqa: F401
     inspect_runs,  # noqa: F401
+    policy,  # noqa: F401
     replay,  # noqa: F401
     run,  # noqa: F401
     runs,  # noqa: F401
     scaffold,  # noqa: F401
     schedules,  # noqa: F401
+    serve,  # noqa: F401
     server_command,  # noqa: F401
     threads,  # noqa: F401
     trace,  # noqa: F401

@@ -40,3 +40,8 @@ def ui_links(ui: str, namespace: str = "default", now: datetime | None = None) -
         "failed today": list_url(ui, failed_since_query(midnight), namespace),
         "scheduled runs that failed": list_url(ui, SCHEDULED_FAILED_QUERY, namespace),
     }
+
+
+def run_url(ui: str, run_id: str, namespace: str = "default") -> str:
+    """A run's page in the Temporal UI (its newest run of a continue-as-new chain)."""
+    return f"{ui.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
