@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,7 +19,10 @@ from rein.cli.app import (
     print_json,
     with_client,
 )
-from rein.cli.render import age, render_detail, styled_status
+from rein.cli.render import age, render_decisions, render_detail, styled_status
+
+if TYPE_CHECKING:
+    from rein.client import ReinClient
 
 
 @app.command("list")
@@ -86,13 +89,25 @@ def show(
     """A run's state and its steps (kind, summary, duration, tokens, errors), and what it waits for."""
     from rein.ops.runs import describe_run
 
-    detail = with_client(address, namespace, lambda client: describe_run(client, run_id, steps=True))
+    async def read(client: ReinClient) -> tuple[Any, list[Any]]:
+        detail = await describe_run(client, run_id, steps=True)
+        try:  # who decided each call (a person, a rule, a timeout): read from the run's Session
+            decided = [r for r in await client.policy.explain(run_id) if r.decision in ("approved", "denied", "answered")
+                       and r.at]
+        except Exception:  # no worker and a history this build cannot replay: the steps still show
+            decided = []
+        return detail, decided
+
+    detail, decided = with_client(address, namespace, read)
     if as_json:
         data = detail.to_json()
         data["steps"] = None if detail.steps is None else [s.model_dump(mode="json") for s in detail.steps]
+        data["decisions"] = [r.to_json() for r in decided]
         print_json(data)
         return
     render_detail(out_console(), detail, steps=True)
+    if decided:
+        render_decisions(out_console(), decided)
 
 
 @app.command()

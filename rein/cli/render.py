@@ -144,6 +144,18 @@ def render_steps(console: Console, detail: RunDetail) -> None:
     console.print(table)
 
 
+def render_decisions(console: Console, rows: list[Any]) -> None:
+    """`rein show`'s decisions: each call decided by a person, a rule or a timeout, and when (rein.durable.policy)."""
+    from rich.table import Table
+
+    table = Table(title="decisions", title_justify="left")
+    for name in ("call", "tool", "decision", "by", "at"):
+        table.add_column(name, overflow="fold")
+    for r in rows:
+        table.add_row(escape(r.call_id), escape(r.tool), r.decision, escape(r.by), r.at[:19].replace("T", " "))
+    console.print(table)
+
+
 def lineage_line(lineage: dict[str, Any]) -> str:
     """`rein show`'s line for a fork: where it came from, what changed, who asked."""
     edits = "; ".join(lineage.get("edits") or []) or "no edits"

@@ -7,6 +7,7 @@ gets the same validated decision a person would send, recorded as decided by tha
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -79,7 +80,7 @@ class Policy:
         """The rules and their version (read from the policy workflow's memo: no worker needed)."""
         return await read_rules(self.runs.client)
 
-    async def list(self, *, tenant: str | None = None) -> list[Rule]:
+    async def list(self, *, tenant: str | None = None) -> builtins.list[Rule]:
         """The rules (with `tenant`: that tenant's only)."""
         rules = (await self.rules()).rules
         return [r for r in rules if tenant is None or r.tenant == tenant]
@@ -108,7 +109,7 @@ class Policy:
 
     async def _change(self, update: str, payload: dict[str, Any]) -> dict[str, Any]:
         client = self.runs.client
-        start = WithStartWorkflowOperation(
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             POLICY_WORKFLOW_TYPE, id=POLICY_WORKFLOW_ID, task_queue=self.runs.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, static_summary="rein's rules (rein policy list)")
         try:
@@ -120,7 +121,7 @@ class Policy:
             raise PolicyError(f"the policy could not be changed: {err.message} (does a rein worker serve task queue "
                               f"{self.runs.task_queue!r}?)") from None
 
-    async def sweep(self, rule: Rule, *, scope_tenant: str | None = None) -> list[BulkOutcome]:
+    async def sweep(self, rule: Rule, *, scope_tenant: str | None = None) -> builtins.list[BulkOutcome]:
         """Decide the pending approvals `rule` covers now, each as the rules decide it (the most specific rule wins)."""
         rules = (await self.rules()).rules
         tenant = rule.tenant or scope_tenant
@@ -128,7 +129,7 @@ class Policy:
                                       tool=None if rule.tool == "*" else rule.tool)
         if rule.run or rule.thread:
             items = [i for i in items if i.run_id == (rule.run or rule.thread)]
-        outcomes: list[BulkOutcome] = []
+        outcomes: builtins.list[BulkOutcome] = []
         for item in items:
             try:
                 session = Session.model_validate(await history.query(self.runs.client, item.run_id, "session"))
@@ -150,7 +151,7 @@ class Policy:
                 outcomes.append(outcome)
         return outcomes
 
-    async def explain(self, run_id: str) -> list[Explained]:
+    async def explain(self, run_id: str) -> builtins.list[Explained]:
         """Each tool call of the run (this run of its chain) and who or what decided it; a pending one, what the
         rules say now."""
         session = Session.model_validate(await history.query(self.runs.client, run_id, "session"))

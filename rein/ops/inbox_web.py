@@ -78,11 +78,15 @@ class Poller:
         if self.task is None:
             self.task = asyncio.ensure_future(self._run())
         seen = -1
+
+        def news() -> bool:
+            return self.version != seen
+
         try:
             while True:
                 async with self.changed:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.changed.wait_for(lambda seen=seen: self.version != seen), KEEP_ALIVE_S)
+                        await asyncio.wait_for(self.changed.wait_for(news), KEEP_ALIVE_S)
                 if self.version != seen and self.items is not None:
                     seen = self.version
                     yield self.items

@@ -8,8 +8,9 @@ tenant; the value `*` (or the shared secret) sees every tenant. No setting at al
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,12 @@ def web_app(client: ReinClient, *, agents: Sequence[Any] = (), auth: BearerAuth 
     routes: list[BaseRoute] = [*inbox.routes()]
     if agents:
         routes.append(Mount("/agui", app=agui_app(client, agents)))  # issue 47: the AG-UI endpoint over threads
-    app = Starlette(routes=routes, on_shutdown=[inbox.close])
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await inbox.close()  # the poller stops with the server
+
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.auth = web_auth
     return app
 

@@ -51,3 +51,70 @@ def files_agent(name: str, **config: Any) -> Agent:
     """An agent whose every call asks (permission "ask"); delete_file asks whatever a rule says."""
     return Agent(provider=FilesModel(), tools=[read_file, delete_file, rein.ask_human], name=name,
                  config=LoopConfig(permission="ask", **config))
+
+
+# --------------------------------------------------------------------------- an identity provider, `rein serve`
+
+
+class IdentityProvider:
+    """A JWKS endpoint with one RSA key, as an identity provider publishes it, and JWTs signed with that key."""
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import jwt
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
+        body = json.dumps({"keys": [{**public, "kid": "idp-1", "use": "sig", "alg": "RS256"}]}).encode()
+
+        class Jwks(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks.json"
+
+    def token(self, key: Any = None, **claims: Any) -> str:
+        import time
+
+        import jwt
+
+        return jwt.encode({"sub": "ops@example.com", "exp": int(time.time()) + 600, **claims}, key or self.key,
+                          algorithm="RS256", headers={"kid": "idp-1"})
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def start_serve(log: Any, address: str, queue: str, idp: IdentityProvider, token: str, ui: str = "http://ui.example") -> tuple[Any, str]:
+    """`rein serve` as a user runs it (its own process), signing people in with the IdP's JWTs or `token`."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rein.durable.embedded_server import free_port
+    from tests.support.processes import wait_for_text
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REIN_CODEC")}
+    env.update(REIN_CODEC_JWKS_URL=idp.url, REIN_CODEC_TOKEN=token, REIN_TASK_QUEUE=queue, PYTHONUNBUFFERED="1")
+    rein_bin = str(Path(sys.executable).parent / "rein")
+    root = Path(__file__).resolve().parent.parent.parent
+    with open(log, "wb") as out:
+        process = subprocess.Popen([rein_bin, "serve", "--port", str(port), "--address", address, "--ui", ui,
+                                    "--poll", "0.2"], env=env, cwd=str(root), stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    wait_for_text(log, f"rein serve on http://127.0.0.1:{port}", process, 60)
+    return process, f"http://127.0.0.1:{port}"
