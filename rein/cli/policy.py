@@ -54,6 +54,9 @@ def add(
         raise CliError(f"--scope is run, thread or always, not {scope!r}", EXIT_USAGE)
     try:
         args = parse_args(arg or [])
+    except PolicyError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    try:
         change = with_client(address, namespace, lambda c: c.policy.add(
             effect, tool, agent=agent, tenant=tenant, args=args, scope=scope, run=run, thread=thread, reason=reason))
     except PolicyError as exc:
