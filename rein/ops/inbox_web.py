@@ -26,7 +26,7 @@ from rein.core.policy import PolicyError, parse_args
 from rein.durable.inbox import InboxError
 from rein.ops.inbox_page import PAGE
 from rein.ops.ui_links import run_url
-from rein.ops.web import Viewer, WebAuth
+from rein.ops.web_auth import Viewer, WebAuth
 from rein.temporal import history
 
 if TYPE_CHECKING:
