@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount
 
+from rein.ops.inbox_web import Inbox
 from rein.ops.web_auth import WebAuth
 from rein.temporal.bearer import BearerAuth
 
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 def web_app(client: ReinClient, *, agents: Sequence[Any] = (), auth: BearerAuth | None = None, ui_url: str | None = None,
             poll_s: float = 1.0) -> Starlette:
     """The app `rein serve` runs: the inbox (rein.ops.inbox_web) and, with `agents`, the AG-UI endpoint at /agui."""
-    from rein.ops.inbox_web import Inbox  # here: rein.ops.inbox_web imports the shared helpers of this floor
-
     web_auth = WebAuth(auth)
     inbox = Inbox(client, web_auth, ui_url=ui_url, poll_s=poll_s)
     routes: list[BaseRoute] = [*inbox.routes()]

@@ -27,6 +27,8 @@ the current code must still replay (via workflow.patched).
   v9: one way to version: a new conversation always starts lean (no logic flag), the waiting timer
       behind the rein-waiting-timer patch (a marker at the first wait), the describe-result flags retired;
       v1-v7 (described first) and v8 (a logic flag) drain on their own builds (docs/deploys.md)
+  v10: the inbox (patch rein-inbox, a marker at the first wait): before the approval wait the rules are asked
+      (local activity rein.policy_check), each wait shows in the memo (rein.waiting, removed when it ends)
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
@@ -98,7 +100,7 @@ from rein.core.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v9.json"
+CURRENT = "agent_approval_v10.json"
 EXTENSIONS = "agent_extensions_v2.json"
 CANCEL = "agent_cancel_v5.json"
 CANCEL_SIGNAL = "agent_cancel_signal_v2.json"
