@@ -202,7 +202,7 @@ def test_what_a_recorded_description_leaves_out_reads_back_as_these_defaults():
     assert described == {
         "system": None, "tools": [], "search_attributes": [], "max_payload_bytes": 1_500_000, "middleware": False,
         "compaction": None, "client_overrides": [], "model_queue": None, "version": "", "close_canceled": False,
-        "timed_counters": False, "in_flight": "stricter",
+        "timed_counters": False, "notify_retry_s": 0.0, "in_flight": "stricter",
     }
     assert AgentDescription(name="a", model="m", config=LoopConfig()).recorded() == {
         "name": "a", "model": "m", "config": {}, "tools": []}

@@ -774,7 +774,7 @@ def first_task_flags(path: Path) -> list[int]:
 def test_the_stored_approval_histories_are_the_lean_generations():
     """v8: a lean start recorded as a workflow logic flag (the previous build); v9: a lean start with no flag
     and no describe marker, its first wait behind the rein-waiting-timer patch (a marker); v10: the inbox's
-    rein-inbox patch too (the rules asked before the approval wait, a local activity; the waiting memo)."""
+    rein-inbox patch too (the rules asked before the approval wait, an activity; the waiting memo)."""
     assert [p.name for p in STORED_HISTORIES] == ["agent_approval_v10.json", "agent_approval_v8.json",
                                                   "agent_approval_v9.json"]
     v10, v8, v9 = STORED_HISTORIES
@@ -782,7 +782,7 @@ def test_the_stored_approval_histories_are_the_lean_generations():
     assert first_task_flags(v9) == [] and markers(v9) == ["core_patch"]
     assert patches_in(v9) == {"rein-waiting-timer"}
     assert patches_in(v10) == {"rein-waiting-timer", "rein-inbox"}
-    assert markers(v10) == ["core_patch", "core_local_activity", "core_patch"]
+    assert markers(v10) == ["core_patch", "core_patch"]  # the rules are asked by an activity (events, no marker)
     memos = [e for e in json.loads(v10.read_text())["events"] if "workflowPropertiesModifiedEventAttributes" in e]
     assert len(memos) == 4  # each of the two waits shows in the memo, and the memo clears when it ends
 

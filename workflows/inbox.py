@@ -7,6 +7,7 @@ All behind the rein-inbox patch, asked as a wait begins (runs that never wait re
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -56,13 +57,17 @@ class Inbox:
         check = PolicyCheck(calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
                             agent=run.agent.name, tenant=workflow.info().priority.fairness_key or None,
                             run=workflow.info().workflow_id)
-        try:
-            verdicts = await workflow.execute_local_activity(
+        try:  # an activity, not a local one: what follows it (patches, upserts) replays in the same order always
+            verdicts = await workflow.execute_activity(
                 POLICY_CHECK, check, result_type=list[Verdict], start_to_close_timeout=POLICY_TIMEOUT,
                 retry_policy=RetryPolicy(maximum_attempts=3), summary=f"rules for {len(calls)} call(s)")
         except ActivityError as err:
             workflow.logger.warning("the rules could not be read; a person decides: %s", err)
             return False
+        except asyncio.CancelledError:
+            if not run.cancelled_natively():
+                raise
+            return False  # the wait sees the cancellation at once
         approvers = run.config.approvers if run.config is not None else None
         names = {c.id: c.name for c in calls}
         now = workflow.now().isoformat()

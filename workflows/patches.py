@@ -44,7 +44,8 @@ it at its first turn, so `rein threads`, `rein watch` and `rein result` know it 
 by rein's clients carry the memo and record nothing."""
 
 PATCH_INBOX = "rein-inbox"
-"""Since this patch a run about to wait for approval asks the rules first (local activity rein.policy_check, which
+"""Since this patch a run about to wait for approval asks the rules first (activity rein.policy_check, which
 may decide the calls), and while it waits its memo says what for (`rein.waiting`: the inbox lists it from
 visibility) and a webhook tells people (activity rein.notify_waiting, when the worker has one). Asked as a wait
-begins: runs that never wait record no marker."""
+begins (runs that never wait record no marker), and before a described-first run's describe_agent local activity
+(rein.workflows.start: a patch asked right after a local activity may be asked where a replay has not seen it)."""

@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
 from rein.workflows import worker_previews
 from rein.workflows.options import describe_agent, heartbeat_timeout, model_retry, seconds
-from rein.workflows.patches import PATCH_DESCRIBED_FIRST, PATCH_WAITING_TIMER
+from rein.workflows.patches import PATCH_DESCRIBED_FIRST, PATCH_INBOX, PATCH_WAITING_TIMER
 
 INPUT_ERRORS = ("InvalidInput", "UnknownAgent")
 """What the worker's first call raises for a client's mistake: the run fails with it, as it did when asked first."""
@@ -166,15 +166,16 @@ class LeanStart:
         }
 
     async def _describe(self, agent: str) -> AgentDescription:
-        """The describe_agent local activity. The waiting timer's patch is asked first: a local activity may
-        resolve in an earlier activation on replay than it did live, so a patch asked right after it (a wait
-        that follows at once: a Session with a pending call, a continuation, a failed first call) would be
-        asked where the replay has not seen its marker yet."""
+        """The describe_agent local activity. The patches a wait asks (the waiting timer's, the inbox's) are asked
+        first: a local activity may resolve in an earlier activation on replay than it did live, so a patch asked
+        right after it (a wait that follows at once: a Session with a pending call, a continuation, a failed first
+        call) would be asked where the replay has not seen its marker yet."""
         run = self.run
         def describe() -> Awaitable[AgentDescription]:
             return describe_agent(agent, f"describe agent {agent}")
 
         workflow.patched(PATCH_WAITING_TIMER)
+        workflow.patched(PATCH_INBOX)
         try:
             return await run.stages.until_fixed("describe agent", describe)
         except asyncio.CancelledError:

@@ -272,7 +272,7 @@ class ReinPlugin(SimplePlugin):
         return workflows
 
     def _add_activities(self, activities: Sequence[Callable] | None) -> Sequence[Callable]:
-        from rein.activities import AgentActivities
+        from rein.activities import AgentActivities, policy
         from rein.temporal.search_attributes import SearchAttributeRegistry
 
         activities = list(activities or [])
@@ -285,7 +285,7 @@ class ReinPlugin(SimplePlugin):
         if earlier:
             previous = earlier[0].__self__.agents  # type: ignore[attr-defined]
             agents = {**previous, **self.agents}
-            activities = [a for a in activities if a not in earlier]
+            activities = [a for a in activities if a not in earlier and a not in policy.definitions()]
         served = AgentActivities(
             agents,
             SearchAttributeRegistry(),

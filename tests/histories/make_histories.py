@@ -28,7 +28,7 @@ the current code must still replay (via workflow.patched).
       behind the rein-waiting-timer patch (a marker at the first wait), the describe-result flags retired;
       v1-v7 (described first) and v8 (a logic flag) drain on their own builds (docs/deploys.md)
   v10: the inbox (patch rein-inbox, a marker at the first wait): before the approval wait the rules are asked
-      (local activity rein.policy_check), each wait shows in the memo (rein.waiting, removed when it ends)
+      (activity rein.policy_check), each wait shows in the memo (rein.waiting, removed when it ends)
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
