@@ -84,9 +84,9 @@ async def test_a_lean_run_pays_no_describe_marker_and_the_worker_adds_the_system
     async with rein.create_worker(dev.client, [plain], task_queue=tq2, lean_start=False):
         await (await ReinClient(dev.client, tq2).start("lean-adder", "1 + 2?", run_id=wf_id2)).result()
     before = await dev.client.get_workflow_handle(wf_id2).fetch_history()
-    assert markers(before) == ["core_patch", "core_patch", "core_local_activity"]
-    # asking first: the describe marker, two patches' markers (rein-described-first, the waiting timer's, asked
-    # before a local activity) and Temporal's TemporalChangeVersion upserts
+    assert markers(before) == ["core_patch", "core_patch", "core_patch", "core_local_activity"]
+    # asking first: the describe marker, three patches' markers (rein-described-first, the waiting timer's and the
+    # inbox's, asked before a local activity) and Temporal's TemporalChangeVersion upserts
     assert billed(before) > 6
     assert plain.provider.seen[0] == lean.provider.seen[0]
 
@@ -119,10 +119,11 @@ async def test_a_plain_clients_lean_run_that_waits_publishes_who_it_is(dev):
         client = ReinClient(dev.client, tq)
         await wait_status(dev.client.get_workflow_handle(wf_id), "waiting_approval")
         waiting = upserts(await dev.client.get_workflow_handle(wf_id).fetch_history())
-        # Its first wait asks the rein-waiting-timer patch (Temporal's own TemporalChangeVersion upsert), then
-        # the run publishes who it is with the status.
+        # Its first wait asks the rein-inbox and rein-waiting-timer patches (Temporal's own TemporalChangeVersion
+        # upserts), then the run publishes who it is with the status.
         assert [(u["ReinAgent"], u["ReinStatus"]) for u in waiting if "ReinStatus" in u] == [("lean-asks", "waiting_approval")]
-        assert [u["TemporalChangeVersion"] for u in waiting if "ReinStatus" not in u] == [["rein-waiting-timer"]]
+        assert [u["TemporalChangeVersion"] for u in waiting if "ReinStatus" not in u] == [
+            ["rein-inbox"], ["rein-inbox", "rein-waiting-timer"]]
         await client.approve(wf_id, wait=True)
         assert (await client.result(wf_id)).output == "3"
 
@@ -173,7 +174,7 @@ async def test_an_agent_with_middleware_takes_its_first_step_itself(dev, registr
         assert "reply" not in first and first["agent"]["middleware"] is True  # described only: the step ran hooks
         assert markers(history) == []
     else:
-        assert markers(history) == ["core_patch", "core_patch", "core_local_activity"]  # the two patches, describe_agent
+        assert markers(history) == ["core_patch"] * 3 + ["core_local_activity"]  # the three patches, describe_agent
         assert "agent" not in await first_call_result(history.events, dev.client.data_converter)
 
 
@@ -205,8 +206,9 @@ async def test_a_first_call_that_fails_waits_for_retry(dev):
         provider.failing = False
         await client.retry(wf_id, wait=True)
         assert (await client.result(wf_id)).output == "recovered"
-    # Only this path learns the agent the old way: the call failed, so no reply recorded it (the wait's patch first).
-    assert markers(await dev.client.get_workflow_handle(wf_id).fetch_history()) == ["core_patch", "core_local_activity"]
+    # Only this path learns the agent the old way: the call failed, so no reply recorded it (the wait's patches first).
+    assert markers(await dev.client.get_workflow_handle(wf_id).fetch_history()) == [
+        "core_patch", "core_patch", "core_local_activity"]
 
 
 async def test_a_first_replys_tool_call_runs_on_a_worker_that_never_saw_it(dev):

@@ -163,11 +163,11 @@ async def test_a_short_run_records_no_counter_patch(dev, ids):
                for e in events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
     statuses = [json.loads(u["ReinStatus"].data) for u in upserts if "ReinStatus" in u]
     assert statuses == ["waiting_approval", "cancelled"]  # a plain client's lean run publishes first when it waits
-    # The only patch is the waiting timer's, asked at the first wait (its marker and Temporal's upsert).
+    # The only patches are the inbox's and the waiting timer's, asked at the first wait (markers, Temporal's upserts).
     assert [e.marker_recorded_event_attributes.marker_name for e in events
-            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED] == ["core_patch", "core_local_activity"]
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED] == ["core_patch", "core_patch", "core_local_activity"]
     assert [json.loads(u["TemporalChangeVersion"].data) for u in upserts if "TemporalChangeVersion" in u] == [
-        ["rein-waiting-timer"]]
+        ["rein-inbox"], ["rein-inbox", "rein-waiting-timer"]]
     attrs = (await handle.describe()).typed_search_attributes
     assert (attrs.get(REIN_STATUS), attrs.get(REIN_ITERATIONS)) == ("cancelled", 1)
 
