@@ -111,7 +111,6 @@ async def clicks(runs: ReinClient, address: str, queue: str, count: int) -> None
                 ids = await start_waiting(runs, count, ["bench-click"], f"click-{how.split()[0].lower()}")
                 await until_listed(runs, count, "bench-click")
                 for run_id in ids:
-                    path = "/" + run_id.replace("-", "/", 1)
                     path = f"/click-{how.split()[0].lower()}/{run_id.rsplit('-', 1)[1]}"
                     t = time.monotonic()
                     if how.startswith("page"):

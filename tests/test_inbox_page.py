@@ -7,6 +7,7 @@ One server, one worker, one `rein serve` and one browser for the module.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -87,6 +88,11 @@ async def _end_policy(client: Any) -> None:
         pass
 
 
+async def _result(runs: ReinClient, run_id: str) -> rein.RunResult:
+    """The run's result, bounded: a run that never ends fails here, naming itself."""
+    return await asyncio.wait_for(runs.result(run_id), 60)
+
+
 async def _waiting(runs: ReinClient, prompt: str, tenant: str) -> str:
     handle = await runs.start(AGENT, prompt, tenant=tenant)
     await poll(lambda: _listed(runs, handle.id), f"{handle.id} in the inbox", 30)
@@ -118,7 +124,7 @@ async def test_an_approver_of_acme_sees_acts_and_remembers_live_in_the_browser(s
     await site.item(question).locator(".answer-text").fill("eu-west")
     await site.item(question).locator(".answer").click()
     await expect(site.item(question)).to_have_count(0)  # gone from the list, live
-    assert "eu-west" in [m.content for m in (await runs.result(question)).session.messages if m.role == "tool"][0]
+    assert "eu-west" in [m.content for m in (await _result(runs, question)).session.messages if m.role == "tool"][0]
 
     read_b = await runs.start(AGENT, "read /tmp/b", tenant="acme")  # a new wait appears without a reload
     await expect(site.item(read_b.id)).to_contain_text('read_file(path="/tmp/b")', timeout=30_000)
@@ -127,14 +133,14 @@ async def test_an_approver_of_acme_sees_acts_and_remembers_live_in_the_browser(s
     await expect(site.item(read_a)).to_have_count(0)
     await expect(site.item(read_b.id)).to_have_count(0)  # the rule decided the other pending call at once
     await expect(page.locator("#rules")).to_contain_text(f"allow read_file agent={AGENT} tenant=acme")
-    assert (await runs.result(read_a)).output == "Done: contents of /tmp/a"
-    assert (await runs.result(read_b.id)).output == "Done: contents of /tmp/b"
+    assert (await _result(runs, read_a)).output == "Done: contents of /tmp/a"
+    assert (await _result(runs, read_b.id)).output == "Done: contents of /tmp/b"
     explained = {r.call_id: r for r in await runs.policy.explain(read_b.id)}
     assert explained["call-read"].by.startswith("rule r") and explained["call-read"].decision == "approved"
     assert [r.by for r in await runs.policy.explain(read_a)] == ["alice@acme via inbox"]
 
     read_c = await runs.start(AGENT, "read /tmp/c", tenant="acme")  # the rule decides later calls itself
-    assert (await runs.result(read_c.id)).output == "Done: contents of /tmp/c"
+    assert (await _result(runs, read_c.id)).output == "Done: contents of /tmp/c"
 
     # Bulk: select all, deny with a reason the model sees.
     d1, d2 = await _waiting(runs, "delete /tmp/x", "acme"), await _waiting(runs, "delete /tmp/y", "acme")
@@ -145,7 +151,7 @@ async def test_an_approver_of_acme_sees_acts_and_remembers_live_in_the_browser(s
     await expect(site.item(d1)).to_have_count(0)
     await expect(site.item(d2)).to_have_count(0)
     for run_id in (d1, d2):
-        tool = [m.content for m in (await runs.result(run_id)).session.messages if m.role == "tool"][0]
+        tool = [m.content for m in (await _result(runs, run_id)).session.messages if m.role == "tool"][0]
         assert "Denied by alice@acme" in tool and "not today" in tool
     assert await site.item(globex).count() == 0
 
@@ -189,7 +195,7 @@ async def test_a_decision_outside_the_callers_tenant_is_refused_by_the_run_and_b
     assert garbage.status_code == 400 and "JSON" in garbage.json()["error"]
     applied = (await site.api("POST", "/inbox/api/decide", OPERATOR, json={"run_id": globex, "action": "approve"})).json()
     assert applied["outcome"] == "applied", json.dumps(applied)
-    assert (await runs.result(globex)).output == "Done: /srv/data deleted"
+    assert (await _result(runs, globex)).output == "Done: /srv/data deleted"
 
 
 def _other_key() -> Any:
