@@ -10,8 +10,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from rein.core.policy import POLICY_MEMO, POLICY_WORKFLOW_ID, PolicyState
 
-_parsed: dict[tuple[str, int], PolicyState] = {}
-"""(namespace, version) -> the rules of that version (a few versions kept)."""
+_parsed: dict[tuple[str, str, int], PolicyState] = {}
+"""(namespace, the policy workflow's run, version) -> the rules of that version (a few kept). The run is part of the
+key: a policy workflow terminated and started again counts its versions from 1 again."""
 
 
 async def read_rules(client: Client) -> PolicyState:
@@ -25,7 +26,7 @@ async def read_rules(client: Client) -> PolicyState:
     raw: Any = await description.memo_value(POLICY_MEMO, None)
     if not isinstance(raw, dict):
         return PolicyState()
-    key = (client.namespace, int(raw.get("version") or 0))
+    key = (client.namespace, description.run_id, int(raw.get("version") or 0))
     state = _parsed.get(key)
     if state is None:
         state = PolicyState.model_validate(raw)
