@@ -7,7 +7,11 @@
    activity starting on the worker (in this process: the same monotonic clock), p50 and p90 over --clicks runs,
    beside `rein approve` (the console script) and ReinClient.approve in this process.
 
-    python bench/inbox.py [--runs 5000] [--reps 5] [--clicks 30] [--codec]
+   `--synthetic`: the N runs are AgentWorkflow starts no worker takes, with the search attributes and waiting memo a
+   waiting run has (the same visibility rows, in a minute instead of ~10 on a loaded machine); each read is also
+   timed beside the bare visibility RPC for the same rows (the server's share).
+
+    python bench/inbox.py [--runs 5000] [--reps 5] [--clicks 30] [--codec] [--synthetic]
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ def read_file(path: str) -> str:
 
 def agent(name: str) -> rein.Agent:
     return rein.Agent(provider=FilesModel(), tools=[read_file, delete_file], name=name,
-                      config=rein.LoopConfig(permission="ask"))
+                      config=rein.LoopConfig(permission="ask", timeout_s=None))  # a loaded machine: no time breaker
 
 
 async def start_waiting(runs: ReinClient, count: int, agents: list[str], prefix: str) -> list[str]:
@@ -78,23 +82,68 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def listing(runs: ReinClient, count: int, reps: int, agents: list[str]) -> None:
+async def start_synthetic(runs: ReinClient, count: int, agents: list[str]) -> None:
+    """Runs as visibility shows a waiting one (search attributes, the rein.waiting memo) on a queue nobody serves."""
+    from datetime import UTC, datetime
+
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+    from rein.core.contract import SEARCH_KEYS
+    from rein.core.inbox import WAITING_MEMO
+
+    gate = asyncio.Semaphore(64)
+
+    async def one(i: int) -> None:
+        memo = {"kind": "approval", "calls": [{"id": "call-read", "tool": "read_file", "args": f'path="/list/{i}"'}],
+                "said": f"I will read /list/{i} now.", "since": datetime.now(UTC).isoformat()}
+        attributes = TypedSearchAttributes([SearchAttributePair(SEARCH_KEYS["ReinStatus"], "waiting_approval"),
+                                            SearchAttributePair(SEARCH_KEYS["ReinAgent"], agents[i % len(agents)]),
+                                            SearchAttributePair(SEARCH_KEYS["ReinTenant"], f"tenant-{i % 7}")])
+        async with gate:
+            await runs.client.start_workflow("AgentWorkflow", {"agent": agents[i % len(agents)], "prompt": "x"},
+                                             id=f"synthetic-{i}", task_queue="nobody-serves-this",
+                                             memo={WAITING_MEMO: memo}, search_attributes=attributes)
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+async def bare_list(runs: ReinClient, query: str) -> float:
+    """The visibility RPC alone for the same rows, page by page (no decoding): the server's share."""
+    from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
+
+    began, token = time.perf_counter(), b""
+    while True:
+        page = await runs.client.workflow_service.list_workflow_executions(ListWorkflowExecutionsRequest(
+            namespace=runs.client.namespace, query=query, page_size=1000, next_page_token=token))
+        token = page.next_page_token
+        if not token:
+            return time.perf_counter() - began
+
+
+async def listing(runs: ReinClient, count: int, reps: int, agents: list[str], synthetic: bool) -> None:
+    from rein.durable.inbox import inbox_query
+
     print(f"starting {count} waiting runs of {len(agents)} agents and 7 tenants…", flush=True)
     began = time.monotonic()
-    await start_waiting(runs, count, agents, "list")
+    if synthetic:
+        await start_synthetic(runs, count, agents)
+    else:
+        await start_waiting(runs, count, agents, "list")
     await until_listed(runs, count)
     print(f"  all waiting after {time.monotonic() - began:.0f}s", flush=True)
-    times = []
+    times, bare = [], []
     for _ in range(reps):
         t = time.perf_counter()
         items = await runs.inbox()
         times.append(time.perf_counter() - t)
         assert len(items) >= count and all(i.calls for i in items)
+        bare.append(await bare_list(runs, inbox_query()))
     filtered = time.perf_counter()
     one = await runs.inbox(agent=agents[0], tenant="tenant-0", tool="read_file")
     filtered = time.perf_counter() - filtered
     print(f"listing {len(items)} waiting runs: median {statistics.median(times):.2f}s, min {min(times):.2f}s, "
-          f"max {max(times):.2f}s over {reps} reads; one agent and tenant ({len(one)} runs): {filtered:.3f}s")
+          f"max {max(times):.2f}s over {reps} reads (the bare visibility RPC: median {statistics.median(bare):.2f}s); "
+          f"one agent and tenant ({len(one)} runs): {filtered:.3f}s; load {os.getloadavg()[0]:.1f}")
 
 
 async def clicks(runs: ReinClient, address: str, queue: str, count: int) -> None:
@@ -140,6 +189,7 @@ async def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--clicks", type=int, default=30)
     parser.add_argument("--codec", action="store_true", help="encrypt payloads and memos (REIN_CODEC_KEY)")
+    parser.add_argument("--synthetic", action="store_true", help="waiting runs as visibility rows (see above)")
     args = parser.parse_args()
     if args.codec:
         os.environ["REIN_CODEC_KEY"] = base64.b64encode(os.urandom(32)).decode()
@@ -155,7 +205,7 @@ async def main() -> None:
                                       max_concurrent_activities=200):
             runs = ReinClient(client, queue)
             if args.runs:
-                await listing(runs, args.runs, args.reps, names)
+                await listing(runs, args.runs, args.reps, names, args.synthetic)
             if args.clicks:
                 await clicks(runs, address, queue, args.clicks)
     finally:
@@ -163,4 +213,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the dev server stops with it (finally)
     asyncio.run(main())

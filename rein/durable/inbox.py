@@ -5,14 +5,17 @@ each run's waiting memo: rein.core.inbox), and decisions in bulk through the run
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from temporalio.client import Client, WorkflowExecution
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
+from temporalio.client import Client
 
-from rein.core.contract import ANSWER_UPDATE, APPROVE_UPDATE, DENY_UPDATE, RETRY_UPDATE, SEARCH_KEYS, WORKFLOW_TYPE
+from rein.core.contract import ANSWER_UPDATE, APPROVE_UPDATE, DENY_UPDATE, RETRY_UPDATE, WORKFLOW_TYPE
 from rein.core.errors import DecisionRejected, NoWorker
 from rein.core.inbox import STATUS_OF_KIND, WAITING_MEMO, InboxItem, Kind, WaitingMemo
 from rein.durable.delivery import DecisionQueued
@@ -60,27 +63,44 @@ def inbox_query(*, agent: str | None = None, tenant: str | None = None, kind: Ki
     return query
 
 
-async def item_of(execution: WorkflowExecution) -> InboxItem | None:
-    """A listed run as an inbox item (its memo decoded with the client's converter, codec included); None for a
-    run whose ReinStatus is not a wait."""
-    attributes = execution.typed_search_attributes
-    status = attributes.get(SEARCH_KEYS["ReinStatus"])
-    kind = next((k for k, s in STATUS_OF_KIND.items() if s == status), None)
-    if kind is None:
+def _keyword(info: Any, name: str) -> str | None:
+    """A Keyword search attribute of a listed run, from its payload (JSON text) as the server sent it."""
+    payload = info.search_attributes.indexed_fields.get(name)
+    if payload is None or not payload.data:
         return None
-    item = InboxItem(run_id=execution.id, kind=kind, agent=attributes.get(SEARCH_KEYS["ReinAgent"]) or "",  # type: ignore[arg-type]
-                     tenant=attributes.get(SEARCH_KEYS["ReinTenant"]) or None, started=execution.start_time)
+    value = json.loads(payload.data)
+    return value if isinstance(value, str) else None
+
+
+async def items_of_page(client: Client, infos: Sequence[Any]) -> list[InboxItem]:
+    """A page of listed runs (the visibility RPC's WorkflowExecutionInfo) as inbox items: their waiting memos
+    decoded in one call to the client's converter (its codec included), not one per run. A run whose ReinStatus is
+    not a wait is left out; one without the memo (an earlier build) is listed without details."""
+    items: list[InboxItem] = []
+    memos: list[Any] = []
+    for info in infos:
+        kind = next((k for k, s in STATUS_OF_KIND.items() if s == _keyword(info, "ReinStatus")), None)
+        if kind is None:
+            continue
+        items.append(InboxItem(run_id=info.execution.workflow_id, kind=kind, agent=_keyword(info, "ReinAgent") or "",  # type: ignore[arg-type]
+                               tenant=_keyword(info, "ReinTenant"), started=info.start_time.ToDatetime(UTC)))
+        memos.append(info.memo.fields.get(WAITING_MEMO))
+    present = [i for i, m in enumerate(memos) if m is not None]
     try:
-        raw = await execution.memo_value(WAITING_MEMO, None)
-    except Exception:  # a memo this client cannot decode (another key): listed without details
-        raw = None
-    if isinstance(raw, dict):
-        memo = WaitingMemo.model_validate(raw)
-        item = item.model_copy(update={
-            "kind": memo.kind, "thread": memo.thread, "calls": memo.calls, "more": memo.more, "said": memo.said,
-            "question": memo.question, "since": datetime.fromisoformat(memo.since),
-            "until": datetime.fromisoformat(memo.until) if memo.until else None})
-    return item
+        decoded = await client.data_converter.decode([memos[i] for i in present]) if present else []
+    except Exception:  # a memo this client cannot decode (another key, another codec): listed without details
+        decoded = [None] * len(present)
+    for i, raw in zip(present, decoded, strict=True):
+        if isinstance(raw, dict):
+            items[i] = _with_memo(items[i], WaitingMemo.model_validate(raw))
+    return items
+
+
+def _with_memo(item: InboxItem, memo: WaitingMemo) -> InboxItem:
+    return item.model_copy(update={
+        "kind": memo.kind, "thread": memo.thread, "calls": memo.calls, "more": memo.more, "said": memo.said,
+        "question": memo.question, "since": datetime.fromisoformat(memo.since),
+        "until": datetime.fromisoformat(memo.until) if memo.until else None})
 
 
 def keep(item: InboxItem, *, tool: str | None, older_than: timedelta | None, now: datetime) -> bool:
@@ -110,13 +130,16 @@ class InboxClient:
         One visibility query per page of `page_size` runs (no describe or query per run)."""
         now = datetime.now(UTC)
         items: list[InboxItem] = []
-        listing = self.client.list_workflows(inbox_query(agent=agent, tenant=tenant, kind=kind), page_size=page_size)
-        async for execution in listing:
-            item = await item_of(execution)
-            if item is not None and keep(item, tool=tool, older_than=older_than, now=now):
-                items.append(item)
-            if limit is not None and len(items) >= limit:
+        query, token = inbox_query(agent=agent, tenant=tenant, kind=kind), b""
+        while limit is None or len(items) < limit:
+            page = await self.client.workflow_service.list_workflow_executions(ListWorkflowExecutionsRequest(
+                namespace=self.client.namespace, query=query, page_size=page_size, next_page_token=token))
+            items += [i for i in await items_of_page(self.client, page.executions)
+                      if keep(i, tool=tool, older_than=older_than, now=now)]
+            token = page.next_page_token
+            if not token:
                 break
+        items = items[:limit] if limit is not None else items
         far = datetime.max.replace(tzinfo=UTC)
         return sorted(items, key=lambda i: i.since or i.started or far)
 
@@ -178,4 +201,4 @@ class InboxClient:
         return await self.send_decision(run_id, RETRY_UPDATE, {"tenant": tenant})
 
 
-__all__ = ["BulkOutcome", "InboxClient", "InboxError", "inbox_query", "item_of"]
+__all__ = ["BulkOutcome", "InboxClient", "InboxError", "inbox_query", "items_of_page"]
