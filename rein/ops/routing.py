@@ -187,7 +187,27 @@ async def _not_replayed(client: Client, version: WorkerDeploymentVersion, runs: 
         raise RoutingError(f"{err}: start its workers first (they serve the runs this moves), or pass --unchecked") from None
 
 
-async def outage(client: Client, name: str) -> str | None:
-    """The line `deployment_state(...).outage()` says, for the current version only (cheap); None without one."""
-    state = await deployment_state(client, name, current_only=True)
-    return state.outage() if state is not None else None
+async def outages(client: Client) -> list[str]:
+    """The line `deployment_state(...).outage()` says, for every deployment whose current build has no worker."""
+    from temporalio.api.workflowservice.v1 import ListWorkerDeploymentsRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    lines: list[str] = []
+    token = b""
+    while True:
+        try:
+            page = await client.workflow_service.list_worker_deployments(ListWorkerDeploymentsRequest(
+                namespace=client.namespace, next_page_token=token))
+        except RPCError as err:
+            if err.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
+                return lines  # no worker deployments on this namespace
+            raise
+        for summary in page.worker_deployments:
+            if summary.routing_config.current_deployment_version.build_id:
+                state = await deployment_state(client, summary.name, current_only=True)
+                line = state.outage() if state is not None else None
+                if line:
+                    lines.append(line)
+        token = page.next_page_token
+        if not token:
+            return lines
