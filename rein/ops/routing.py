@@ -58,6 +58,8 @@ class DeploymentState:
     ramping_percentage: float
     manager: str | None
     versions: list[VersionState] = field(default_factory=list)
+    open_runs: int = 0
+    """Open runs on the current version (they wait for its workers when it has none)."""
 
     def version(self, build_id: str | None) -> VersionState | None:
         return next((v for v in self.versions if v.build_id == build_id), None)
@@ -72,13 +74,14 @@ class DeploymentState:
         previous = previous_build(self)
         move = (f"`rein deployment rollback` moves them to {previous}" if previous else
                 "`rein deployment set-current BUILD` moves them to another build")
-        return (f"deployment {self.name}: the current build {self.current} has had no worker {since}: its runs wait "
-                f"(nothing changes by itself); start its workers again, or {move}")
+        return (f"deployment {self.name}: the current build {self.current} has had no worker {since}: its "
+                f"{self.open_runs} open runs wait (nothing changes by itself); start its workers again, or {move}")
 
     def to_json(self) -> dict[str, Any]:
         return {
             "deployment": self.name, "current": self.current, "ramping": self.ramping,
             "ramping_percentage": self.ramping_percentage, "manager": self.manager, "outage": self.outage(),
+            "open_runs": self.open_runs,
             "versions": [{"build_id": v.build_id, "status": v.status, "behavior": v.behavior, "polling": v.polling,
                           "last_poll": v.last_poll.isoformat() if v.last_poll else None,
                           "last_current": v.last_current.isoformat() if v.last_current else None}
@@ -99,6 +102,9 @@ async def deployment_state(client: Client, name: str, *, current_only: bool = Fa
     state = DeploymentState(name, routing.current_deployment_version.build_id or None,
                             routing.ramping_deployment_version.build_id or None, routing.ramping_version_percentage,
                             info.manager_identity or None)
+    if state.current:
+        state.open_runs = (await client.count_workflows(
+            f'TemporalWorkerDeploymentVersion = "{name}:{state.current}" AND ExecutionStatus = "Running"')).count
     fresh = time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
     for summary in info.version_summaries:
         build = summary.deployment_version.build_id
@@ -188,7 +194,8 @@ async def _not_replayed(client: Client, version: WorkerDeploymentVersion, runs: 
 
 
 async def outages(client: Client) -> list[str]:
-    """The line `deployment_state(...).outage()` says, for every deployment whose current build has no worker."""
+    """The line `deployment_state(...).outage()` says, for every deployment whose current build has no worker
+    and open runs (a script's engine that ended leaves a current build without workers, and nothing waiting)."""
     from temporalio.api.workflowservice.v1 import ListWorkerDeploymentsRequest
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -205,7 +212,7 @@ async def outages(client: Client) -> list[str]:
         for summary in page.worker_deployments:
             if summary.routing_config.current_deployment_version.build_id:
                 state = await deployment_state(client, summary.name, current_only=True)
-                line = state.outage() if state is not None else None
+                line = state.outage() if state is not None and state.open_runs else None
                 if line:
                     lines.append(line)
         token = page.next_page_token
