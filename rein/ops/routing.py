@@ -108,17 +108,19 @@ async def deployment_state(client: Client, name: str, *, current_only: bool = Fa
     fresh = time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
     for summary in info.version_summaries:
         build = summary.deployment_version.build_id
-        if current_only and build != state.current:
-            continue
-        version = await describe_version(client, name, build)
-        polls = [p.last_access_time.ToSeconds() for q in version.version_task_queues
-                 for p in await _pollers(client, q.name, q.type, name, build)]
-        meta = rein_metadata(version)
-        state.versions.append(VersionState(
+        version = VersionState(
             build, WorkerDeploymentVersionStatus.Name(summary.status).removeprefix("WORKER_DEPLOYMENT_VERSION_STATUS_").lower(),
-            meta.get("behavior") if meta else None,
-            datetime.fromtimestamp(max(polls), UTC) if polls else None, any(t > fresh for t in polls),
-            _last_current(summary)))
+            None, None, False, _last_current(summary))
+        state.versions.append(version)
+        if current_only and build != state.current:
+            continue  # its workers and metadata are not asked
+        described_version = await describe_version(client, name, build)
+        polls = [p.last_access_time.ToSeconds() for q in described_version.version_task_queues
+                 for p in await _pollers(client, q.name, q.type, name, build)]
+        meta = rein_metadata(described_version)
+        version.behavior = meta.get("behavior") if meta else None
+        version.last_poll = datetime.fromtimestamp(max(polls), UTC) if polls else None
+        version.polling = any(t > fresh for t in polls)
     return state
 
 

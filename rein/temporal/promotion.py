@@ -173,8 +173,8 @@ async def promote(client: Client, version: WorkerDeploymentVersion, replayer: Re
         log.info("rein deployment %s: routed by %s: build %s waits for it", version.deployment_name,
                  described.worker_deployment_info.manager_identity, version.build_id)
         return False
-    if current is not None and (policy != "new" or was_routed(described, version.build_id)):
-        return False  # an older build started again (a drain, a restart) or promotion by hand: routing stays
+    if was_routed(described, version.build_id) or (policy != "new" and was_routed(described)):
+        return False  # a build started again (a drain, a restart, a rollback's leftover) or promotion by hand
     limit = proof_limit()
     registered = await _registered(client, version, queues, deadline)
     moving = await runs_that_move(client, version.deployment_name, current, registered, limit)
