@@ -285,7 +285,13 @@ def app(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = 
     endpoint = AgUi(client, agents, task_queue=task_queue, auth=auth, tenant_claim=tenant_claim)
     routes = [Route("/{agent}", endpoint.post, methods=["POST"]),
               Route("/{agent}/{thread_id:path}", endpoint.get, methods=["GET"])]
-    web = Starlette(routes=routes, on_shutdown=[endpoint.hub.close])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await endpoint.hub.close()
+
+    web = Starlette(routes=routes, lifespan=lifespan)
     web.state.agui = endpoint
     return web
 

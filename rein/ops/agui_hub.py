@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -105,7 +106,7 @@ class Feed:
         index = 0
         while True:
             async with self._changed:
-                await self._changed.wait_for(lambda at=offset, hint=index: self.ended or self._after(at, hint) is not None)
+                await self._changed.wait_for(functools.partial(self._ready, offset, index))
                 found = self._after(offset, index)
                 if found is None:
                     return
@@ -114,6 +115,9 @@ class Feed:
             offset = at + 1
             index += 1
             yield at, item, more
+
+    def _ready(self, offset: int, hint: int) -> bool:
+        return self.ended or self._after(offset, hint) is not None
 
     def _after(self, offset: int, hint: int) -> tuple[int, tuple[int, StreamEvent]] | None:
         """The first held item at or after `offset` (searched from `hint`, where the last one was)."""
