@@ -321,10 +321,10 @@ def _entity(event: BaseEvent) -> tuple[str, str] | None:
 
 
 class Resumed:
-    """The events after a client's Last-Event-ID (`anchor.offset.k`), once: earlier ones are dropped, but an opener
-    among them whose entity goes on (a text message, a tool call, a step, a viewer's run) is told again (without an
-    id) before its next event, and a run end among them is told again at once: a reconnecting client sees a whole
-    run, missing nothing and repeating no content."""
+    """The events after a client's Last-Event-ID (`anchor.offset.k`), once: earlier ones are dropped, but the openers
+    among them whose entity goes on (a viewer's run, a step, a text message, a tool call) are told again (without an
+    id) before the first event told, and a run end among them is told again at the end: a reconnecting client sees
+    a whole run, missing nothing and repeating no content."""
 
     def __init__(self, after: tuple[int, int]):
         self.after = after
@@ -338,9 +338,8 @@ class Resumed:
             if parsed is not None and (parsed[1], parsed[2]) <= self.after:
                 self._remember(event)
                 continue
-            key = _entity(event)
-            if key is not None and key in self.open and event.type not in OPENERS:
-                out.append((None, self.open.pop(key)))
+            out += [(None, opener) for opener in self.open.values()]
+            self.open.clear()
             out.append((event_id_, event))
         return out
 
