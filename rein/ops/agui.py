@@ -34,7 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from rein.client import DecisionQueued, DecisionRejected, NoWorker, ReinClient, ThreadRefused
 from rein.core.contract import SEARCH_KEYS
 from rein.core.threads import ThreadView
-from rein.ops.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, waiting_id
+from rein.ops.agui_events import Emitted, Resumed, TurnEvents, parse_event_id
 from rein.ops.agui_hub import Hub
 from rein.ops.agui_input import Ask, BadInput, read
 from rein.temporal.bearer import BearerAuth, BearerCheck, Caller
@@ -59,7 +59,8 @@ class AgUi:
 
     def __init__(self, client: Client, agents: Sequence[Any], *, task_queue: str | None, auth: BearerAuth | None,
                  tenant_claim: str):
-        self.runs = client if isinstance(client, ReinClient) else ReinClient(client, task_queue)
+        self.runs = ReinClient(client.client if isinstance(client, ReinClient) else client,
+                               task_queue or (client.task_queue if isinstance(client, ReinClient) else None))
         self.agents = {_name(a): a for a in agents}
         auth = auth if auth is not None else BearerAuth.from_env()
         self.check = BearerCheck(auth) if auth.configured else None
@@ -140,17 +141,15 @@ class AgUi:
         """Send what the input brings, then tell the run that follows from the thread's stream."""
         thread_id, run_id = ask.input.thread_id, ask.input.run_id
         run = TurnEvents(thread_id, run_id, anchor=0)
+        yield None, run.started()  # at once: the message may wait for a worker to take it (it is durable then)
         try:
             offset = await self._send(ask, agent, caller, run)
         except (ThreadRefused, DecisionRejected, NoWorker, RPCError) as refused:
-            yield None, run.started()
             yield None, RunErrorEvent(message=str(refused), code=getattr(refused, "kind", type(refused).__name__))
             return
         if offset < 0:  # nothing under way to tell
-            yield None, run.started()
             yield None, RunFinishedEvent(thread_id=thread_id, run_id=run_id, result={"idle": True})
             return
-        yield (waiting_id(offset) if run.waiting_for else f"{offset}.{offset}.0"), run.started()
         run.anchor = offset
         async for emitted in self._told(thread_id, offset, run):
             yield emitted

@@ -59,17 +59,12 @@ def event_id(anchor: int, offset: int, k: int) -> str:
 
 
 def parse_event_id(text: str | None) -> tuple[int, int, int] | None:
-    """`anchor.offset.k`, or None for anything else (a client's own id, a waiting run's `w.` id)."""
+    """`anchor.offset.k`, or None for anything else (an id of a client's own)."""
     try:
         anchor, offset, k = (int(part) for part in (text or "").split("."))
     except ValueError:
         return None
     return (anchor, offset, k) if min(anchor, offset, k) >= 0 else None
-
-
-def waiting_id(offset: int) -> str:
-    """The id of a run's RUN_STARTED while it waits for its message's turn: nothing to resume from yet."""
-    return f"w.{offset}"
 
 
 @dataclass
