@@ -304,3 +304,23 @@ async def test_a_tenant_claim_scopes_the_threads_a_caller_reaches(dev, endpoint:
         server.should_exit = True
         await task
     await endpoint.runs.cancel(thread_id)
+
+
+async def test_the_stored_history_of_a_thread_with_a_client_tool_replays() -> None:
+    """tests/histories/make_histories.py thread_client_tools: a turn offered a client tool (the patch rein-client-tools
+    marks it), waited for its result, took it with rein.tool_results; then a turn without. This build replays it."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import AgentWorkflow
+
+    path = ROOT / "tests" / "histories" / "agent_thread_client_tools_v1.json"
+    history = WorkflowHistory.from_json("agent-thread-tools", path.read_text())
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_MARKER_RECORDED in kinds  # the patch, as the turn with the client tool opened
+    updates = [e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+               for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
+    assert "rein.tool_results" in updates
+    await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
