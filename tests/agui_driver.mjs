@@ -51,13 +51,22 @@ const agent = new HttpAgent({ url, threadId, headers, fetch: cuttingFetch });
 let lastInput = null;
 let events = [];
 let lastEventId = null;
+// The id to resume from is the last event HttpAgent has APPLIED (its messages hold its effect): an event's id
+// counts once its messages changed, or once the next event comes (events are applied in order).
+let pendingId = null;
 const subscriber = {
   onRunInitialized({ input }) { lastInput = input; },
-  onEvent({ event }) { events.push(event); lastEventId = event.metadata?.rein?.eventId ?? lastEventId; },
+  onEvent({ event }) {
+    events.push(event);
+    if (pendingId) lastEventId = pendingId;
+    pendingId = event.metadata?.rein?.eventId ?? null;
+  },
+  onMessagesChanged() { if (pendingId) lastEventId = pendingId; },
 };
 
 async function runOnce(parameters) {
   events = [];
+  lastEventId = pendingId = null;
   const report = { errors: [] };
   let resumeFrom = null;
   for (let attempt = 0; attempt < 4; attempt++) {

@@ -79,7 +79,8 @@ async def sse(http: httpx.AsyncClient, url: str, body: Any, *, until: str = "RUN
     """A POST's events (and SSE ids) up to the first of type `until` (or the response's end)."""
     events: list[dict[str, Any]] = []
     ids: list[str] = []
-    async with http.stream("POST", url, json=body, headers=headers or {}) as response:
+    method = "POST" if body is not None else "GET"
+    async with http.stream(method, url, json=body, headers=headers or {}) as response:
         if response.status_code != 200:
             return response.status_code, [json.loads(await response.aread())], []
         async for line in response.aiter_lines():
@@ -324,3 +325,30 @@ async def test_the_stored_history_of_a_thread_with_a_client_tool_replays() -> No
                for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
     assert "rein.tool_results" in updates
     await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
+
+
+async def test_a_reconnect_reads_what_the_shared_reader_no_longer_holds_with_the_query(endpoint: Endpoint) -> None:
+    """A client reconnects (Last-Event-ID) to a run older than what this process's reader of the thread holds (it
+    stopped with its last viewer, and a later viewer started it again further on): the missed events come from the
+    stream's poll query, and the reconnect tells the run's rest exactly as the first request did."""
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    url = f"{endpoint.url}/calculator"
+    hub = endpoint.web.state.agui.hub
+    hub.linger_s = 0.0
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            _, events, ids = await sse(http, url, body(thread_id, user("What is 9 + 9?")))
+            assert events[-1]["outcome"]["type"] == "interrupt" and len(ids) >= 4
+            await poll(lambda: thread_id not in hub.feeds, "the reader to stop with its last viewer")
+            now = (await endpoint.runs.thread(thread_id)).offset
+            later = asyncio.create_task(sse(http, f"{url}/{thread_id}?after={now}.{now}.0", None))
+            await poll(lambda: thread_id in hub.feeds and hub.feeds[thread_id].first == now, "a viewer from now on")
+            _, again, again_ids = await sse(http, url, body(thread_id, user("What is 9 + 9?")),
+                                            headers={"Last-Event-ID": ids[1]})
+            rest = [e["type"] for e in events[3:]]  # events[0] is RUN_STARTED (no id): ids[1] is events[2]'s
+            assert again[0]["type"] == "RUN_STARTED" and [e["type"] for e in again][-len(rest):] == rest
+            assert again_ids == [ids[1], *ids[2:]] and again[-1]["outcome"] == events[-1]["outcome"]
+            later.cancel()
+    finally:
+        hub.linger_s = 5.0
+    await endpoint.runs.cancel(thread_id)

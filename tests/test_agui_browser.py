@@ -1,6 +1,6 @@
 """The AG-UI example page (examples/agui: the calculator through @ag-ui/client's HttpAgent) in a real browser:
 Debian's chromium driven by Playwright (executable_path; no browser download). A person asks, approves in the
-page, and types the number the agent's page tool asks for.
+page, types the number the agent's page tool asks for, and reloads the page onto the same thread.
 
 The page is served as examples/agui/serve.py serves it: the endpoint mounted at /agui beside the page's files.
 Screenshots go to tests/artifacts/.
@@ -89,4 +89,9 @@ async def test_the_page_chats_approves_and_runs_its_tool(site) -> None:
         assert errors == []
         view = await runs.thread(thread_id)
         assert (view.turns, view.status) == (2, "idle")
+        # the same thread in a reloaded page: the conversation is the thread's, not the page's
+        await page.reload()
+        await expect(page.locator("#log")).to_contain_text("The answer is 84.", timeout=WAIT_MS)
+        await expect(page.locator("#log")).to_contain_text("The answer is 42.", timeout=WAIT_MS)
+        assert errors == []
         await browser.close()

@@ -19,13 +19,19 @@ const tools = [{
 
 const $ = (id) => document.getElementById(id);
 let lastEventId = null;
-let busy = false;
 
+// Where to resume from: the id (rein's, in the event's metadata) of the last event HttpAgent has applied; an
+// event counts once the messages changed with it, or once the next event comes (they are applied in order).
+let pendingId = null;
 const subscriber = {
   onEvent({ event }) {
-    lastEventId = event.metadata?.rein?.eventId ?? lastEventId; // rein's event id: where to resume from
+    if (pendingId) lastEventId = pendingId;
+    pendingId = event.metadata?.rein?.eventId ?? null;
   },
-  onMessagesChanged() { render(); },
+  onMessagesChanged() {
+    if (pendingId) lastEventId = pendingId;
+    render();
+  },
   onRunErrorEvent({ event }) { note(`error: ${event.message}`, "error"); },
 };
 
@@ -59,9 +65,8 @@ function note(text, kind = "note") {
 // One AG-UI run; a dropped connection is taken up again from the last event (a few times), and what the run
 // ended with decides what the page asks next: an approval, a number for pick_number, or nothing.
 async function run(parameters = {}) {
-  busy = true;
   note("working…");
-  lastEventId = null;
+  lastEventId = pendingId = null;
   let resumeFrom = null;
   try {
     for (let attempt = 0; ; attempt++) {
@@ -80,7 +85,6 @@ async function run(parameters = {}) {
     note(`error: ${error.message}`, "error");
   } finally {
     agent.headers = { ...headers };
-    busy = false;
   }
 }
 
@@ -142,14 +146,22 @@ function askNumber(call) {
   note("waiting for your number");
 }
 
+// A message sent while a run is under way goes once that run ends (HttpAgent runs one at a time; the thread
+// itself would take it at any moment: forwardedProps.mode, docs/threads.md).
+let queue = Promise.resolve();
 $("send").onclick = () => {
   const text = $("text").value.trim();
-  if (!text || busy) return;
+  if (!text) return;
   $("text").value = "";
-  agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
-  render();
-  return run();
+  queue = queue.then(() => {
+    agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
+    render();
+    return run();
+  });
 };
 $("text").addEventListener("keydown", (e) => { if (e.key === "Enter") $("send").onclick(); });
 $("thread").textContent = threadId;
 note("ready");
+if (params.get("thread")) {  // an existing thread: its conversation so far, and the turn under way if there is one
+  queue = queue.then(() => agent.runAgent({ tools }, subscriber).then(after, () => note("ready")));
+}

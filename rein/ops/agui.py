@@ -34,7 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from rein.client import DecisionQueued, DecisionRejected, NoWorker, ReinClient, ThreadRefused
 from rein.core.contract import SEARCH_KEYS
 from rein.core.threads import ThreadView
-from rein.ops.agui_events import Emitted, Resumed, TurnEvents, parse_event_id
+from rein.ops.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot
 from rein.ops.agui_hub import Hub
 from rein.ops.agui_input import Ask, BadInput, read
 from rein.temporal.bearer import BearerAuth, BearerCheck, Caller
@@ -147,6 +147,10 @@ class AgUi:
         except (ThreadRefused, DecisionRejected, NoWorker, RPCError) as refused:
             yield None, RunErrorEvent(message=str(refused), code=getattr(refused, "kind", type(refused).__name__))
             return
+        if ask.kind == "watch":  # a page that opens the thread: the conversation so far (before the turn under way)
+            messages = (await self.runs.session(thread_id)).messages
+            asked = [n for n, m in enumerate(messages) if m.role == "user"]
+            yield None, snapshot(messages[: asked[-1] + 1] if offset >= 0 and asked else messages)
         if offset < 0:  # nothing under way to tell
             yield None, RunFinishedEvent(thread_id=thread_id, run_id=run_id, result={"idle": True})
             return

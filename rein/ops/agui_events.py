@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import (
+    AssistantMessage,
     BaseEvent,
     CustomEvent,
     EventType,
+    FunctionCall,
     Interrupt,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -37,11 +40,14 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
 )
+from ag_ui.core import ToolCall as AgUiToolCall
 from ag_ui.core.events import RunFinishedCancelledOutcome
 
 from rein.core.events import StreamEvent, TextDeduplicator
-from rein.core.ir import StreamChunk
+from rein.core.ir import Message, StreamChunk
 
 MODEL_STEP = "model"
 RETRY_INTERRUPT = "retry"
@@ -261,6 +267,23 @@ class TurnEvents:
         outcome = RunFinishedCancelledOutcome() if chunk.finish_reason == "cancelled" else None
         return self._closing() + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome,
                                                    result={"stop_reason": chunk.finish_reason or "done"})]
+
+
+def snapshot(messages: list[Message]) -> MessagesSnapshotEvent:
+    """The thread's conversation as AG-UI messages (a page that opens an existing thread shows it); its system
+    prompt stays out. Ids are the messages' places in the conversation."""
+    told: list[Any] = []
+    for number, message in enumerate(messages):
+        key = f"rein-m{number}"
+        if message.role == "user":
+            told.append(UserMessage(id=key, content=message.content or " "))
+        elif message.role == "assistant":
+            calls = [AgUiToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=json.dumps(c.arguments)))
+                     for c in message.tool_calls or []]
+            told.append(AssistantMessage(id=key, content=message.content or None, tool_calls=calls or None))
+        elif message.role == "tool":
+            told.append(ToolMessage(id=key, content=message.content or "", tool_call_id=message.tool_call_id or ""))
+    return MessagesSnapshotEvent(messages=told)
 
 
 def _interrupts(kind: str, data: dict[str, Any], calls: list[dict[str, Any]], client: set[str],
