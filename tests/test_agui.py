@@ -146,6 +146,13 @@ async def test_a_retried_message_joins_its_turn_and_never_starts_another(endpoin
         _, again, _ = await sse(http, url, body(thread_id, question))  # the same message, POSTed again
         assert [e["type"] for e in again] == [e["type"] for e in first]
         assert again[-1]["outcome"]["interrupts"] == first[-1]["outcome"]["interrupts"]
+        interrupt = first[-1]["outcome"]["interrupts"][0]["id"]
+        resume = body(thread_id, resume=[{"interruptId": interrupt, "status": "resolved", "payload": {"approve": True}}])
+        _, done, _ = await sse(http, url, resume)
+        # once more after the turn ended: its whole story, through the wait that was answered, to its answer
+        _, whole, _ = await sse(http, url, body(thread_id, question))
+        assert [e["type"] for e in whole] == [e["type"] for e in first[:-1]] + [e["type"] for e in done[1:]]
+        assert whole[-1]["result"]["stop_reason"] == "done"
         view = await endpoint.runs.thread(thread_id)
         assert (view.turns, view.queued) == (1, [])
         await endpoint.runs.cancel(thread_id)
@@ -346,7 +353,8 @@ async def test_a_reconnect_reads_what_the_shared_reader_no_longer_holds_with_the
             _, again, again_ids = await sse(http, url, body(thread_id, user("What is 9 + 9?")),
                                             headers={"Last-Event-ID": ids[1]})
             rest = [e["type"] for e in events[3:]]  # events[0] is RUN_STARTED (no id): ids[1] is events[2]'s
-            assert again[0]["type"] == "RUN_STARTED" and [e["type"] for e in again][-len(rest):] == rest
+            # the step and the tool call it was in the middle of are opened again, then the rest, once
+            assert [e["type"] for e in again] == ["RUN_STARTED", "STEP_STARTED", "TOOL_CALL_START", *rest]
             assert again_ids == [ids[1], *ids[2:]] and again[-1]["outcome"] == events[-1]["outcome"]
             later.cancel()
     finally:
