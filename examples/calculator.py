@@ -40,7 +40,8 @@ def multiply(a: float, b: float) -> float:
 
 class ScriptedCalculatorModel:
     """Plays the model offline: add the first two numbers, then multiply by a third if given. Given a tool of
-    the client's own (a web page's, rein.ops.agui) and fewer than two numbers, it asks that tool for a number first.
+    the client's own (a web page's, rein.ops.agui) and fewer than two numbers (or a question that names that tool),
+    it asks the tool for a number first.
     It answers the conversation's last question (a thread's turn), each call with an id of its own."""
 
     async def complete(self, messages: list[Message], tools=None, **kwargs) -> Completion:
@@ -54,11 +55,12 @@ class ScriptedCalculatorModel:
         results = [float(text) for name, text in answers if name in ("add", "multiply") and _is_number(text)]
         refused = any(name in ("add", "multiply") and not _is_number(text) for name, text in answers)
         usage = Usage(input_tokens=sum(len(m.content) for m in messages) // 4, output_tokens=12)
-        asker = next((t.name for t in tools or () if t.name not in ("add", "multiply")), None)
+        offered = [t.name for t in tools or () if t.name not in ("add", "multiply")]
+        asker = next((name for name in offered if name in turn[0].content), offered[0] if offered else None)
         if refused:
             text = "I could not compute that: a tool call was not approved."
             return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
-        if len(numbers) < 2 and asker is not None and not answers:
+        if asker is not None and not answers and (len(numbers) < 2 or asker in turn[0].content):
             call = ToolCall(id=f"call-ask-{len(messages)}", name=asker, arguments={"question": turn[0].content})
             return _calls(call, usage)
         numbers = numbers or [0.0, 0.0]

@@ -67,9 +67,11 @@ def _rein(address: str, *args: str, **kwargs: object) -> subprocess.Popen | subp
     return subprocess.run(command, cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=60)
 
 
-def _serve(address: str, queue: str, log: Path) -> tuple[subprocess.Popen, str]:
+def _serve(address: str, queue: str, log: Path, *agents: str) -> tuple[subprocess.Popen, str]:
+    """`rein serve` (serving `agents`, or any agent a worker serves) and its AG-UI URL for the asker."""
     port = free_port()
-    process = _rein(address, "serve", "--agent", "asker", "--port", str(port), "--task-queue", queue, log=log)
+    named = [arg for agent in agents for arg in ("--agent", agent)]
+    process = _rein(address, "serve", *named, "--port", str(port), "--task-queue", queue, log=log)
     assert isinstance(process, subprocess.Popen)
     wait_for_text(log, "rein serve on", process, 60)
     return process, f"http://127.0.0.1:{port}/agui/asker"
@@ -80,7 +82,7 @@ async def test_a_client_tool_waits_durably_and_another_process_answers_it_throug
     queue = f"agui-ask-{uuid.uuid4().hex[:8]}"
     worker = WorkerProcess(address, ["tests.agents.agui:asker"], queue, tmp_path / "worker.log").start()
     thread_id = f"agui-{uuid.uuid4().hex[:8]}"
-    first, url = _serve(address, queue, tmp_path / "serve1.log")
+    first, url = _serve(address, queue, tmp_path / "serve1.log", "asker")
     try:
         [asked] = await drive(url, thread_id, [{"do": "send", "text": "pick a colour"}])
         assert asked["outcome"] == "success" and len(asked["pending"]) == 1
@@ -90,8 +92,11 @@ async def test_a_client_tool_waits_durably_and_another_process_answers_it_throug
         assert thread_id in listed.stdout and "waiting_input" in listed.stdout.split(thread_id)[1].splitlines()[0]
         assert thread_id in await runs.waiting("waiting_input") or await poll(
             lambda: _waiting(runs, thread_id), "the thread to list as waiting_input")
-        second, url = _serve(address, queue, tmp_path / "serve2.log")
+        second, url = _serve(address, queue, tmp_path / "serve2.log")  # no --agent: any agent a worker serves
         try:
+            async with httpx.AsyncClient(timeout=60) as http:
+                missing = await http.post(url.replace("/asker", "/nobody"), json=body(thread_id, user("hi")))
+                assert missing.status_code == 404 and "no worker serves" in missing.json()["error"]
             [told] = await drive(url, thread_id, [{"do": "tool", "content": "teal", "call": asked["pending"][0]}])
         finally:
             stop_process(second)

@@ -12,7 +12,7 @@
     rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
     rein trace ID | --since 1d                    send finished runs' traces to OTEL_EXPORTER_OTLP_ENDPOINT
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
-    rein serve --agent calculator                 rein's web surfaces: the AG-UI endpoint at /agui/AGENT
+    rein serve [--port 8000]                      rein's web surfaces: the AG-UI endpoint at /agui/AGENT
     rein new my-agent                             create a new agent project
     rein replay --since 7d | FILE...              replay histories against this build (the CI gate)
     rein history export ID -o FILE                save a run's history

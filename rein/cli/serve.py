@@ -6,13 +6,14 @@ from typing import Annotated
 
 import typer
 
-from rein.cli.app import EXIT_USAGE, Address, CliError, Namespace, app, connect_client, load_agent_target
+from rein.cli.app import Address, Namespace, app, connect_client, load_agent_target
 
 
 @app.command("serve")
 def serve(
-    agent: Annotated[list[str], typer.Option("--agent", help="An agent to serve at /agui/NAME: its name (a worker serves "
-                                             "it) or MODULE:ATTR; repeatable.")],
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="An agent to serve at /agui/NAME: its name (a worker "
+                                                    "serves it) or MODULE:ATTR; repeatable (default: any agent a worker "
+                                                    "serves).")] = None,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     host: Annotated[str, typer.Option(help="Interface to bind (set REIN_CODEC_TOKEN or REIN_CODEC_JWKS_URL before "
                                            "binding beyond this machine: docs/web.md).")] = "127.0.0.1",
@@ -29,15 +30,13 @@ def serve(
 
     from rein.ops.web import build
 
-    agents = [load_agent_target(a) if ":" in a else a for a in agent]
-    if not agents:
-        raise CliError("name at least one --agent to serve", EXIT_USAGE)
+    agents = [load_agent_target(a) if ":" in a else a for a in agent or []]
 
     async def go() -> None:
         client = await connect_client(address, namespace)
         web = build(client.client, agents, task_queue=task_queue)
         print(f"rein serve on http://{host}:{port}: AG-UI at /agui/<agent> for "
-              f"{', '.join(sorted(web.state.agui_agents))}", flush=True)
+              f"{', '.join(sorted(web.state.agui_agents)) or 'any agent a worker serves'}", flush=True)
         await uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning")).serve()
 
     asyncio.run(go())

@@ -42,6 +42,8 @@ from rein.temporal.bearer import BearerAuth, BearerCheck, Caller
 log = logging.getLogger("rein.agui")
 
 KEEPALIVE_S = 15.0
+AGENT_LOOKUP_S = 10.0
+"""How long an endpoint serving any agent (none named) looks for a worker that knows one before it answers 404."""
 """An SSE comment this often while nothing happens, so proxies keep the connection."""
 TENANT_CLAIM = "tenant"
 
@@ -62,6 +64,8 @@ class AgUi:
         self.runs = ReinClient(client.client if isinstance(client, ReinClient) else client,
                                task_queue or (client.task_queue if isinstance(client, ReinClient) else None))
         self.agents = {_name(a): a for a in agents}
+        """The agents served (none given: any agent a worker on the client's queues knows, looked up once)."""
+        self.queues: dict[str, str] = {name: self.runs.task_queue for name in self.agents}
         auth = auth if auth is not None else BearerAuth.from_env()
         self.check = BearerCheck(auth) if auth.configured else None
         self.tenant_claim = tenant_claim
@@ -73,7 +77,7 @@ class AgUi:
     async def post(self, request: Request) -> Response:
         try:
             caller = await self._caller(request)
-            agent = self._agent(request.path_params["agent"])
+            agent = await self._agent(request.path_params["agent"])
             ask = read(await request.body())
             self._check_tools(agent, ask)
             await self._reach(ask.input.thread_id, agent, caller, must_exist=ask.kind != "message")
@@ -88,7 +92,7 @@ class AgUi:
     async def get(self, request: Request) -> Response:
         try:
             caller = await self._caller(request)
-            agent = self._agent(request.path_params["agent"])
+            agent = await self._agent(request.path_params["agent"])
             thread_id = request.path_params["thread_id"]
             await self._reach(thread_id, agent, caller, must_exist=True)
         except Refused as refused:
@@ -104,13 +108,22 @@ class AgUi:
             raise Refused(401, "a bearer token is needed (the token or JWT rein's web surfaces accept)")
         return caller
 
-    def _agent(self, name: str) -> str:
-        if name not in self.agents:
-            raise Refused(404, f"no agent {name!r} here; this endpoint serves: {', '.join(sorted(self.agents)) or '(none)'}")
+    async def _agent(self, name: str) -> str:
+        """The agent's name, once it is known to be served (its threads' task queue in `queues`): else 404."""
+        if name in self.queues:
+            return name
+        if self.agents:
+            raise Refused(404, f"no agent {name!r} here; this endpoint serves: {', '.join(sorted(self.agents))}")
+        from rein.ops.worker_lookup import AgentNotServed, queue_for
+
+        try:
+            self.queues[name] = await asyncio.wait_for(queue_for(self.runs, name), AGENT_LOOKUP_S)
+        except (AgentNotServed, TimeoutError):
+            raise Refused(404, f"no worker serves an agent {name!r} (start one: rein worker --agent MODULE:ATTR)") from None
         return name
 
     def _check_tools(self, agent: str, ask: Ask) -> None:
-        own = _tool_names(self.agents[agent])
+        own = _tool_names(self.agents.get(agent))
         taken = sorted(own & {t.name for t in ask.tools})
         if taken:
             raise BadInput(f"client tools may not take the agent's own tool names: {', '.join(taken)}")
@@ -162,7 +175,8 @@ class AgUi:
         """Give the thread what the input brings; the stream offset the run is told from (-1: nothing to tell)."""
         thread_id, who = ask.input.thread_id, caller.subject if caller is not None else None
         if ask.kind == "message":
-            receipt = await self.runs.send(thread_id, ask.text, agent=agent, mode=ask.mode,
+            sender = self.runs if self.queues[agent] == self.runs.task_queue else ReinClient(self.runs.client, self.queues[agent])
+            receipt = await sender.send(thread_id, ask.text, agent=agent, mode=ask.mode,
                                            message_id=ask.message_id, sender=who or "", tenant=self._tenant(caller),
                                            stream=True, tools=ask.tools)
             run.waiting_for = None if receipt.joined else ask.message_id
@@ -281,10 +295,10 @@ class AgUi:
 
 def app(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = None, auth: BearerAuth | None = None,
         tenant_claim: str = TENANT_CLAIM) -> Starlette:
-    """The AG-UI endpoint for `agents` (Agent objects or the names of agents workers serve), on `client` (a temporalio
-    Client or a ReinClient). `auth`: who may call (default: the environment's rein web settings; none set: anyone);
-    `tenant_claim`: the JWT claim naming a caller's tenant. Its `state.agui` is the endpoint (`hub.readers`: threads
-    read now)."""
+    """The AG-UI endpoint for `agents` (Agent objects or the names of agents workers serve; none: any agent a worker
+    knows, on its own queue or `task_queue`), on `client` (a temporalio Client or a ReinClient). `auth`: who may
+    call (default: the environment's rein web settings; none set: anyone); `tenant_claim`: the JWT claim naming a
+    caller's tenant. Its `state.agui` is the endpoint (`hub.readers`: threads read now)."""
     endpoint = AgUi(client, agents, task_queue=task_queue, auth=auth, tenant_claim=tenant_claim)
     routes = [Route("/{agent}", endpoint.post, methods=["POST"]),
               Route("/{agent}/{thread_id:path}", endpoint.get, methods=["GET"])]

@@ -24,7 +24,7 @@ def build(client: Client, agents: Sequence[Any], *, task_queue: str | None = Non
     names = sorted(endpoint.state.agui.agents)
 
     async def index(_: Request) -> JSONResponse:
-        return JSONResponse({"agui": {name: f"{AGUI_PATH}/{name}" for name in names}})
+        return JSONResponse({"agui": {name: f"{AGUI_PATH}/{name}" for name in names} or f"{AGUI_PATH}/<agent>"})
 
     web = Starlette(routes=[Route("/", index), Mount(AGUI_PATH, app=endpoint)],
                     lifespan=lambda _: endpoint.router.lifespan_context(endpoint))
