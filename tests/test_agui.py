@@ -19,6 +19,7 @@ import httpx
 import pytest
 import pytest_asyncio
 import uvicorn
+from temporalio.service import RPCError
 
 import rein
 from rein.client import ReinClient
@@ -27,8 +28,6 @@ from rein.durable.embedded_server import free_port
 from rein.examples.calculator import agent as calculator
 from rein.ops.agui import app
 from rein.temporal.bearer import BearerAuth
-from temporalio.service import RPCError
-
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
 from tests.test_codec_server_auth import _jwt, idp  # noqa: F401  (the identity provider fixture)
@@ -283,7 +282,7 @@ async def test_a_token_is_needed_once_one_is_set_and_a_tenant_reaches_its_own_th
     await endpoint.runs.cancel(thread_id)
 
 
-async def test_a_tenant_claim_scopes_the_threads_a_caller_reaches(dev, endpoint: Endpoint, idp) -> None:
+async def test_a_tenant_claim_scopes_the_threads_a_caller_reaches(dev, endpoint: Endpoint, idp) -> None:  # noqa: F811
     jwks_url, key = idp
     scoped = app(dev.client, agents=[calculator], task_queue=endpoint.runs.task_queue,
                  auth=BearerAuth(jwks_url=jwks_url, audience="temporal-ui"))
