@@ -39,22 +39,36 @@ def multiply(a: float, b: float) -> float:
 
 
 class ScriptedCalculatorModel:
-    """Plays the model offline: add the first two numbers, then multiply by a third if given."""
+    """Plays the model offline: add the first two numbers, then multiply by a third if given. Given a tool of
+    the client's own (a web page's, rein.ops.agui) and fewer than two numbers (or a question that names that tool),
+    it asks the tool for a number first.
+    It answers the conversation's last question (a thread's turn), each call with an id of its own."""
 
     async def complete(self, messages: list[Message], tools=None, **kwargs) -> Completion:
-        question = next(m.content for m in messages if m.role == "user")
-        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", question)] or [0.0, 0.0]
-        results = [float(m.content) for m in messages if m.role == "tool" and _is_number(m.content)]
-        refused = any(m.role == "tool" and not _is_number(m.content) for m in messages)
+        start = max(i for i, m in enumerate(messages) if m.role == "user")
+        turn = messages[start:]
+        names = {c.id: c.name for m in turn for c in m.tool_calls or []}
+        answers = [(names.get(m.tool_call_id or ""), m.content) for m in turn if m.role == "tool"]
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", turn[0].content)]
+        numbers += [float(n) for name, text in answers if name not in ("add", "multiply")
+                    for n in re.findall(r"-?\d+(?:\.\d+)?", text)]
+        results = [float(text) for name, text in answers if name in ("add", "multiply") and _is_number(text)]
+        refused = any(name in ("add", "multiply") and not _is_number(text) for name, text in answers)
         usage = Usage(input_tokens=sum(len(m.content) for m in messages) // 4, output_tokens=12)
+        offered = [t.name for t in tools or () if t.name not in ("add", "multiply")]
+        asker = next((name for name in offered if name in turn[0].content), offered[0] if offered else None)
         if refused:
             text = "I could not compute that: a tool call was not approved."
             return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
+        if asker is not None and not answers and (len(numbers) < 2 or asker in turn[0].content):
+            call = ToolCall(id=f"call-ask-{len(messages)}", name=asker, arguments={"question": turn[0].content})
+            return _calls(call, usage)
+        numbers = numbers or [0.0, 0.0]
         if not results and len(numbers) >= 2:
-            call = ToolCall(id="call-add", name="add", arguments={"a": numbers[0], "b": numbers[1]})
+            call = ToolCall(id=f"call-add-{len(messages)}", name="add", arguments={"a": numbers[0], "b": numbers[1]})
             return _calls(call, usage)
         if len(results) == 1 and len(numbers) >= 3:
-            call = ToolCall(id="call-mul", name="multiply", arguments={"a": results[0], "b": numbers[2]})
+            call = ToolCall(id=f"call-mul-{len(messages)}", name="multiply", arguments={"a": results[0], "b": numbers[2]})
             return _calls(call, usage)
         text = f"The answer is {(results[-1] if results else numbers[0]):g}."
         return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)

@@ -28,6 +28,8 @@ with workflow.unsafe.imports_passed_through():
         CancelSignal,
         DecisionSignal,
         RetrySignal,
+        ToolResults,
+        ToolResultsTaken,
     )
     from rein.core.errors import validation_text
 
@@ -104,7 +106,7 @@ class Decisions:
         if run.status != "waiting_approval":
             raise Misfit(f"the run is {run.status}, not waiting for approval")
         self._check_approver(decision.approver)
-        pending = {c.id for c in run.session.pending_tool_calls if c.name not in run.input_tools}
+        pending = {c.id for c in run.session.pending_tool_calls if c.name not in run.answered_outside()}
         undecided = pending - set(machine.decisions_for_pending(run.session))
         if decision.tool_call_id is not None and decision.tool_call_id not in pending:
             raise Misfit(f"no pending tool call with id {decision.tool_call_id!r}")
@@ -117,6 +119,21 @@ class Decisions:
         if self.run.status != "waiting_input":
             raise Misfit(f"the run is {self.run.status}, not waiting for input")
         self._check_approver(answer.approver)
+
+    def check_tool_results(self, request: ToolResults) -> None:
+        """Client tool results fit when the run waits for each call's result and none is answered yet."""
+        run = self.run
+        why = machine.unanswerable(run.session, [r.tool_call_id for r in request.results], run.client_tools())
+        if why is None and run.status != "waiting_input":
+            why = f"the run is {run.status}, not waiting for a tool result"
+        if why is not None:
+            raise Misfit(why)
+
+    def tool_results(self, request: ToolResults, offset: int) -> ToolResultsTaken:
+        run = self.run
+        taken = machine.answer_calls(run.session, {r.tool_call_id: r.content for r in request.results}, request.approver)
+        run.woken = True
+        return ToolResultsTaken(answered=taken, offset=offset)
 
     def check_retry(self, _: RetrySignal) -> None:
         if self.run.status != "waiting_retry":
@@ -143,7 +160,7 @@ class Decisions:
         if child is not None:
             return self._pass_to_child(child, "approve" if approved else "deny", decision)
         decided = machine.decide(
-            run.session, approved, decision.tool_call_id, decision.approver, decision.reason, run.input_tools
+            run.session, approved, decision.tool_call_id, decision.approver, decision.reason, run.answered_outside()
         )
         run.woken = True
         return decided
@@ -154,7 +171,7 @@ class Decisions:
         if child is not None:
             self._pass_to_child(child, "answer", answer)
             return "forwarded"
-        used = machine.answer(run.session, answer.text, answer.approver, run.input_tools)
+        used = machine.answer(run.session, answer.text, answer.approver, run.answered_outside())
         run.woken = True
         return used
 

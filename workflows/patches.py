@@ -42,3 +42,8 @@ PATCH_THREAD_MEMO = "rein-thread-memo"
 """Since this patch a thread started without the `rein.thread` memo (by a stock tool, not a rein client) upserts
 it at its first turn, so `rein threads`, `rein watch` and `rein result` know it for a thread. Threads started
 by rein's clients carry the memo and record nothing."""
+
+PATCH_CLIENT_TOOLS = "rein-client-tools"
+"""Since this patch a thread's message may bring client tools (SendRequest.tools, rein.ops.agui): its turn offers them
+to the model beside the agent's own and waits (`need_input`) for the client's result of each call (`rein.tool_results`).
+Asked when such a message opens or joins a turn: turns without client tools record no marker."""

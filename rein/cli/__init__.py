@@ -12,6 +12,7 @@
     rein deployment status | set-current BUILD   Worker Versioning (docs/deploys.md)
     rein trace ID | --since 1d                    send finished runs' traces to OTEL_EXPORTER_OTLP_ENDPOINT
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
+    rein serve [--port 8000]                      rein's web surfaces: the AG-UI endpoint at /agui/AGENT
     rein new my-agent                             create a new agent project
     rein replay --since 7d | FILE...              replay histories against this build (the CI gate)
     rein history export ID -o FILE                save a run's history
@@ -39,6 +40,7 @@ from rein.cli import (
     runs,  # noqa: F401
     scaffold,  # noqa: F401
     schedules,  # noqa: F401
+    serve,  # noqa: F401
     server_command,  # noqa: F401
     threads,  # noqa: F401
     trace,  # noqa: F401
