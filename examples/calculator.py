@@ -11,11 +11,29 @@ calls the tools. Set REIN_MODEL (e.g. openai/gpt-4o) and the vendor's key
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 
-from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
+_run_started = False
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: one line and exit 130, not a traceback from every task the interrupt cut short (or from the
+    imports below, when it lands in the first second). Nothing is lost by leaving at once: the run is durable
+    on the embedded server, and the next process that serves the calculator finishes it."""
+    sys.stdout.flush()
+    said = "; the run stays on the server: `rein list --agent calculator` shows it" if _run_started else ""
+    start = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
+    print(f"{start}interrupted{said}", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _interrupted)  # before the imports below (a second or more)
+
+import re  # noqa: E402
+
+from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage  # noqa: E402
 
 
 def add(a: float, b: float) -> float:
@@ -105,8 +123,10 @@ agent = Agent(
 
 
 def main() -> None:
+    global _run_started
     question = sys.argv[1] if len(sys.argv) > 1 else "What is 12 + 30, times 2?"
     print(f"> {question}")
+    _run_started = True
     result = agent.run(question)
     steps = list(result.steps)  # each run/resume returns its own steps (seed 001): collect the whole run's
     while result.status == "interrupted" and result.interrupt and result.interrupt.type == "need_approval":
@@ -123,14 +143,5 @@ def main() -> None:
     print(f"[{result.stop_reason} · {result.usage.total_tokens} tokens · run {result.run_id}]")
 
 
-def _interrupted(signum: int, frame: object) -> None:
-    """Ctrl-C: one line and exit 130, not a traceback from every task the interrupt cut short.
-    Nothing is lost by leaving at once: the run is durable on the embedded server."""
-    sys.stdout.flush()
-    print("interrupted", file=sys.stderr, flush=True)
-    os._exit(130)
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, _interrupted)
     main()

@@ -1,7 +1,7 @@
 """The typer `app` and what every command shares: exit codes, consoles, connecting, one-line errors.
 
 Command modules (`rein/cli/<group>.py`) do `from rein.cli.app import app` and decorate their
-commands; `rein/cli/__init__.py` imports them. `main` turns any exception into one line on
+commands; `rein.cli.commands` imports them (`main` does, first). `main` turns any exception into one line on
 stderr and an exit code (see EXIT_CODES); `--debug` (anywhere on the line, or REIN_DEBUG=1)
 adds the traceback.
 """
@@ -54,7 +54,7 @@ EXIT_QUEUED = 11
 EXIT_EVAL_BELOW = 12
 """`rein eval --fail-under`: the share of recorded runs the changed agent matches is below the bar."""
 EXIT_INTERRUPTED = 130
-"""Ctrl-C."""
+"""Ctrl-C: one line saying what became of the run (rein.cli.interrupt)."""
 
 EXIT_CODES = {
     EXIT_OK: "success",
@@ -282,6 +282,10 @@ def load_agent_target(target: str) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Errors are one line on stderr (tracebacks with --debug)."""
+    import rein.cli.commands  # noqa: F401  (registers every command group on `app`)
+    from rein.cli import interrupt
+
+    interrupt.fate("")  # the command starts: it says what Ctrl-C leaves behind (rein.cli.interrupt)
     args = list(sys.argv[1:] if argv is None else argv)
     from rein.core.log import debug_enabled
 
@@ -298,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             return exc.code or EXIT_OK
         print(f"rein: {exc.code}", file=sys.stderr)  # a library's sys.exit("message")
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("rein: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # no handler installed (main called in-process), or within interrupt.graceful()
+        print(interrupt.line(), file=sys.stderr)
         return EXIT_INTERRUPTED
     except BaseException as exc:
         if debug:
@@ -326,8 +330,9 @@ def only_the_named_command(args: list[str]) -> typer.Typer:
     return view
 
 
-def entry(argv: list[str] | None = None) -> NoReturn:
-    """The `rein` console script: run, flush, and leave without the interpreter's teardown.
+def run_and_exit(argv: list[str] | None = None) -> NoReturn:
+    """The `rein` console script once Ctrl-C's handler is in (rein.cli.entry): run, flush, and leave
+    without the interpreter's teardown.
 
     temporalio's Rust core threads may still call into Python while the interpreter
     finalizes, which aborts the process (exit 134, `PyGILState_Release`, sdk-python#300)

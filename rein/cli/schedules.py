@@ -104,7 +104,7 @@ async def _runs_queue(client: ReinClient, agent: str, task_queue: str | None, no
     try:
         return await queue_for(client, agent, asked)
     except AgentNotServed as err:
-        raise CliError(str(err), EXIT_NO_WORKER) from None
+        raise CliError(f"{err}, or pass --no-check to create the schedule anyway", EXIT_NO_WORKER) from None
 
 
 def _checked(cron: str | None, every: str | None, catchup: str | None, overlap: str | None) -> tuple[Any, Any]:
@@ -171,7 +171,8 @@ def pause(schedule_id: ScheduleId, note: Annotated[str, typer.Option("--note", h
 @schedule_app.command("unpause")
 def unpause(schedule_id: ScheduleId, note: Annotated[str, typer.Option("--note", help="Why.")] = "",
             address: Address = None, namespace: Namespace = None) -> None:
-    """Start it again from the next scheduled time (missed starts within --catchup are made up)."""
+    """Start it again from the next scheduled time (missed starts within its catch-up window, `rein schedule create
+    --catchup`, are made up)."""
     _on_schedule(address, namespace, schedule_id, lambda handle: handle.unpause(note=note or "unpaused with rein"))
     print(f"{schedule_id} unpaused")
 
