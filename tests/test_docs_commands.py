@@ -343,6 +343,22 @@ def reaches(start: str, symbols: dict[str, ast.AST]) -> set[str]:
     return seen
 
 
+def cli_tree() -> Any:
+    """The `rein` command tree (for tests elsewhere that check a line the CLI printed: `hint_problems`)."""
+    import rein.cli.commands  # noqa: F401
+    from rein.cli.app import app
+
+    return get_command(app)
+
+
+def hint_problems(root: Any, line: str, command: str) -> list[str]:
+    """What a line `rein COMMAND` printed names that does not exist: a backticked command line, or a bare --option
+    that `rein COMMAND` does not take."""
+    problems = [p for span in command_lines_in(line, None) for p in resolve(root, span).problems]
+    bare = re.findall(r"(?<![\w`-])--[a-z][a-z0-9-]*", re.sub(r"`[^`]*`", "", line))
+    return problems + [p for option in bare for p in resolve(root, f"rein {command} {option}").problems]
+
+
 # --------------------------------------------------------------------------- the checker catches what it should
 
 
@@ -355,6 +371,13 @@ def reaches(start: str, symbols: dict[str, ast.AST]) -> set[str]:
 ])
 def test_the_checker_finds_what_does_not_exist(root: Any, line: str, problem: str) -> None:
     assert any(problem in p for p in resolve(root, line).problems), resolve(root, line).problems
+
+
+def test_a_printed_hint_is_checked_against_the_command_that_printed_it(root: Any) -> None:
+    before = "rein: no worker serves agent 'x'; start one with `rein worker --agent MODULE:ATTR`, or pass --no-check"
+    assert hint_problems(root, before, "start") == []
+    assert hint_problems(root, before, "send") == ["`rein send` has no option --no-check"]
+    assert hint_problems(root, "rein: see `rein fork t --step 2`", "send") == ["`rein fork` has no option --step"]
 
 
 @pytest.mark.parametrize("line", [

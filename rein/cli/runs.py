@@ -25,7 +25,7 @@ from rein.cli.app import (
     print_json,
     with_client,
 )
-from rein.cli.render import answer_hints, print_step, render_chunk, render_detail
+from rein.cli.render import StreamPrinter, answer_hints, print_step, render_detail
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -159,6 +159,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
     out = out_console()
     err = out  # steps and tool calls are the run's story, not diagnostics: stdout as well
+    show = StreamPrinter(out, err)
     interrupt.fate(f"stopped watching; run {run_id} goes on (`rein watch {shlex.quote(run_id)}` follows it again)")
 
     async def go(client: ReinClient) -> RunDetail:
@@ -166,7 +167,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
         thread = detail.closed is None and await _is_thread(client, run_id)
         if thread:
             async for chunk in client.stream(run_id):
-                render_chunk(out, err, chunk)
+                show(chunk)
             return await describe_run(client, run_id)
         if detail.closed is not None or detail.interrupt is not None:
             await _follow_steps(client, run_id, err)  # already paused or ended: its steps so far
@@ -174,7 +175,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
             seen_pauses = 0
             try:
                 async for chunk in client.stream(run_id):  # from the start: the steps so far, then live
-                    render_chunk(out, err, chunk)
+                    show(chunk)
                     if chunk.type == "interrupt":
                         seen_pauses += 1
                     if chunk.type == "done" or (chunk.type == "interrupt" and seen_pauses > detail.pause):
@@ -187,6 +188,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
         return detail
 
     detail = with_client(address, namespace, go)
+    show.end_line()
     out.print()
     render_detail(err, detail, steps=False)
     if detail.status == "failed":

@@ -253,7 +253,7 @@ def _on_schedule(address: str | None, namespace: str | None, schedule_id: str, a
 
 
 async def _described(schedule_id: str, described: Any) -> dict[str, Any]:
-    from rein.durable.schedules import row_of
+    from rein.durable.schedules import next_starts, row_of
 
     row = await row_of(schedule_id, described)
     schedule, info = described.schedule, described.info
@@ -263,7 +263,7 @@ async def _described(schedule_id: str, described: Any) -> dict[str, Any]:
         "schedule_id": schedule_id, "agent": row.agent, "does": row.what, "spec": when,
         "overlap": schedule.policy.overlap.name.lower(), "catchup": str(schedule.policy.catchup_window),
         "state": "paused" if schedule.state.paused else "active", "note": schedule.state.note or "",
-        "next": [t.isoformat() for t in info.next_action_times[:3]],
+        "next": [t.isoformat() for t in next_starts(described)[:3]],
         "recent_runs": [getattr(a.action, "workflow_id", "") for a in info.recent_actions],
         "skipped_overlap": info.num_actions_skipped_overlap, "missed_catchup": info.num_actions_missed_catchup_window,
     }

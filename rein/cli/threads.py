@@ -171,7 +171,7 @@ def threads(
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List conversation threads: id, agent, status (idle between turns), age and last activity."""
+    """List conversation threads: id, agent, status (idle between turns) and age (since its first message)."""
     from rein.durable.threads import ThreadRow
 
     async def go(client: ReinClient) -> list[ThreadRow]:

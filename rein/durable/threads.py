@@ -61,6 +61,8 @@ class ThreadRow:
     status: str
     started: datetime | None
     last_activity: datetime | None
+    """When the thread closed, else when its current run started (its last continue-as-new, or its first
+    message): visibility keeps no time of a thread's last message."""
 
 
 class ThreadClient:
@@ -102,10 +104,11 @@ class ThreadClient:
             search_attributes=await start_search_attributes(self.client, agent, tenant=tenant),
             priority=run_priority(tenant, None),
         )
+        update_id = f"message-{message_id}" if message_id else None  # the server dedupes a retry in one run too
+        repeat = update_id is not None and await _known_update(self.client, thread_id, update_id)
         try:
-            return await self.client.execute_update_with_start_workflow(
-                SEND_UPDATE, request, start_workflow_operation=start, result_type=SendReceipt,
-                id=f"message-{message_id}" if message_id else None)  # the server dedupes a retry in one run too
+            receipt = await self.client.execute_update_with_start_workflow(
+                SEND_UPDATE, request, start_workflow_operation=start, result_type=SendReceipt, id=update_id)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             raise ThreadRefused(thread_id, getattr(cause, "type", None) or "Refused",
@@ -114,6 +117,9 @@ class ThreadClient:
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await start.workflow_handle()  # the same error, read: asyncio would log it as never retrieved
             raise ThreadRefused(thread_id, "ThreadEnded", "the thread has ended; start another thread id") from None
+        # A repeat the server deduplicated answers with the first send's receipt as it was; one the run itself
+        # recognised (after a continue-as-new) says so already.
+        return receipt.model_copy(update={"duplicate": True}) if repeat else receipt
 
     async def tool_results(self, thread_id: str, results: Mapping[str, str], *, approver: str | None = None,
                            wait: bool = False, update_id: str | None = None) -> ToolResultsTaken:
@@ -174,6 +180,28 @@ class ThreadClient:
             found += 1
             if found >= limit:
                 return
+
+
+async def _known_update(client: Client, thread_id: str, update_id: str) -> bool:
+    """Whether the thread's current run already has the update `update_id` (a message sent before with that id):
+    the server answers its repeat with the first one's result, the receipt as it was then (duplicate=False)."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage as Stage
+    from temporalio.api.update.v1 import UpdateRef, WaitPolicy
+    from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    request = PollWorkflowExecutionUpdateRequest(
+        namespace=client.namespace, identity=client.identity,
+        update_ref=UpdateRef(workflow_execution=WorkflowExecution(workflow_id=thread_id), update_id=update_id),
+        wait_policy=WaitPolicy(lifecycle_stage=Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED))
+    try:
+        await client.workflow_service.poll_workflow_execution_update(request)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:  # no such update, or no such thread yet
+            return False
+        raise
+    return True
 
 
 def _started(marked: Any) -> datetime | None:
