@@ -9,10 +9,12 @@ weighted share. See docs/fleet.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import RateLimit, TaskQueue
@@ -67,36 +69,37 @@ def is_model_queue(task_queue: str) -> bool:
 
 
 def provider_of(model: str) -> str | None:
-    """The provider of `model` as LiteLLM resolves it: the prefix of `provider/model`, else LiteLLM's lookup
-    (`gpt-4o-mini` → openai); None when LiteLLM cannot tell (it would not call such a model either)."""
+    """The provider of `model`: the prefix of `provider/model`, else the provider LiteLLM's model table lists the
+    bare name under (`gpt-4o-mini`: openai); None when it lists none. One reading for the CLI and the workers,
+    so a limit set on `rein limits set --model openai/gpt-4o-mini` is where `Agent("gpt-4o-mini")`'s calls go."""
     if "/" in model:
         return model.split("/", 1)[0] or None
-    from rein.core.prices import load_litellm
-
-    try:
-        return str(load_litellm().get_llm_provider(model)[1]) or None
-    except Exception:  # litellm's BadRequestError: "LLM Provider NOT provided"
-        return None
+    entry = _model_table().get(model)
+    return str(entry["litellm_provider"]) if isinstance(entry, dict) and entry.get("litellm_provider") else None
 
 
 def provider_queue(model: str) -> str | None:
-    """The model queue of `model`'s provider (`rein.model.openai` for `gpt-4o-mini` too), None when LiteLLM
-    cannot tell the provider."""
+    """The model queue of `model`'s provider (`rein.model.openai` for `gpt-4o-mini` too), None when its provider
+    is not known."""
     provider = provider_of(model)
     return model_queue(f"{provider}/") if provider else None
 
 
 def limit_queue(model: str | None = None, queue: str | None = None) -> str:
-    """The queue a limit applies to: a model's (provider's) queue, a named one, or rein's default."""
+    """The queue a limit applies to: a model's provider's queue, a named one, or rein's shared queue
+    (REIN_TASK_QUEUE, default `rein`). A model goes as PROVIDER/MODEL: a bare name is refused with that form
+    (a limit is the provider's, for all its models; `gpt-4o-mini` is no provider)."""
     if model and queue:
         raise ValueError("give --model or --queue, not both")
+    if model and "/" not in model:
+        provider = provider_of(model)
+        said = (f"--model {provider}/{model} (LiteLLM's model table lists {model} under {provider})" if provider else
+                f"PROVIDER/MODEL, e.g. --model openai/gpt-4o-mini (LiteLLM's model table does not list {model!r})")
+        raise ValueError(f"give the model with its provider: {said}; a limit is on the provider's queue, for all "
+                         "its models")
     if model:
-        found = provider_queue(model)
-        if found is None:
-            raise ValueError(f"LiteLLM cannot tell the provider of model {model!r}: give it as PROVIDER/MODEL "
-                             "(e.g. openai/gpt-4o-mini)")
-        return found
-    return queue or DEFAULT_TASK_QUEUE
+        return model_queue(model)
+    return queue or os.environ.get("REIN_TASK_QUEUE") or DEFAULT_TASK_QUEUE
 
 
 async def set_limits(
@@ -195,22 +198,28 @@ def known_queues(run_queues: list[str] | None = None) -> list[str]:
 
 
 def known_providers() -> set[str]:
-    """The providers LiteLLM knows, from the price table it ships (read as a file: importing litellm
-    costs a CLI command a second or more). Empty when LiteLLM is not installed."""
+    """The providers LiteLLM knows, from the model table it ships. Empty when LiteLLM is not installed."""
+    return {str(m["litellm_provider"]) for m in _model_table().values()
+            if isinstance(m, dict) and str(m.get("litellm_provider", "")).replace("_", "").replace("-", "").isalnum()}
+
+
+@functools.cache
+def _model_table() -> dict[str, Any]:
+    """LiteLLM's model and price table, read as the file it ships (importing litellm costs a CLI command
+    seconds); empty when LiteLLM is not installed."""
     import importlib.util
     import json
     from pathlib import Path
 
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
-        return set()
+        return {}
     table = Path(next(iter(spec.submodule_search_locations))) / "model_prices_and_context_window_backup.json"
     try:
-        models = json.loads(table.read_text())
+        found = json.loads(table.read_text())
     except (OSError, ValueError):
-        return set()
-    return {str(m["litellm_provider"]) for m in models.values()
-            if isinstance(m, dict) and str(m.get("litellm_provider", "")).replace("_", "").replace("-", "").isalnum()}
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 async def all_limits(client: Client, queues: list[str] | None = None) -> list[QueueLimits]:
