@@ -17,7 +17,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 import pytest_asyncio
 
 import rein
@@ -26,7 +25,6 @@ from rein.cli import EXIT_NO_WORKER, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.contract import agent_task_queue
 from tests.support.providers import StreamsItsCompletion
-from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_docs_commands import cli_tree, hint_problems
 

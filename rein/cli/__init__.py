@@ -54,8 +54,8 @@ if TYPE_CHECKING:
         EXIT_UNREACHABLE,
         EXIT_USAGE,
         CliError,
-        main,
     )
+    from rein.cli.dispatch import main
 
 
 def entry(argv: list[str] | None = None) -> NoReturn:
@@ -65,7 +65,7 @@ def entry(argv: list[str] | None = None) -> NoReturn:
 
     interrupt.install()
     interrupt.fate("nothing was done (the command had not started)")  # until `main` starts the command
-    from rein.cli.app import run_and_exit
+    from rein.cli.dispatch import run_and_exit
 
     run_and_exit(argv)
 
@@ -73,6 +73,6 @@ def entry(argv: list[str] | None = None) -> NoReturn:
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'rein.cli' has no attribute {name!r}")
-    value = getattr(importlib.import_module("rein.cli.app"), name)
+    value = getattr(importlib.import_module("rein.cli.dispatch" if name == "main" else "rein.cli.app"), name)
     globals()[name] = value
     return value
