@@ -193,8 +193,8 @@ class DurableDriver:
         send = {"approve": lambda: c.approve(run_id, None, decision.approver),
                 "deny": lambda: c.deny(run_id), "answer": lambda: c.answer(run_id, decision.text),
                 "retry": lambda: c.retry(run_id)}[decision.kind]
-        interrupt.fate(f"run {run_id}: the {decision.kind} may not have reached it; `rein status {run_id}` "
-                       "shows where it stands")
+        said = {"approve": "approval", "deny": "denial"}.get(decision.kind, decision.kind)
+        interrupt.fate(f"run {run_id}: the {said} may not have reached it; `rein status {run_id}` shows where it stands")
         await self.eng.submit(send())
         self._running()
         return await self._follow()

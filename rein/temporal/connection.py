@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -123,15 +124,16 @@ def core_runtime() -> Runtime:
     log lines go to the Python logger CORE_LOGGER, which passes them on only under --debug / REIN_DEBUG=1.
     A client of your own (`connect(runtime=...)`) keeps its own Runtime and its logging."""
     global _runtime
-    if _runtime is None:
-        from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+    with _making:  # the engine's thread and the caller's may connect at once
+        if _runtime is None:
+            from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
-        logger = logging.getLogger(CORE_LOGGER)
-        if _only_when_debugging not in logger.filters:
-            logger.addFilter(_only_when_debugging)
-        _runtime = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
-            filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=LogForwardingConfig(logger=logger))))
-    return _runtime
+            logger = logging.getLogger(CORE_LOGGER)
+            if _only_when_debugging not in logger.filters:
+                logger.addFilter(_only_when_debugging)
+            _runtime = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
+                filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=LogForwardingConfig(logger=logger))))
+        return _runtime
 
 
 def _only_when_debugging(record: logging.LogRecord) -> bool:
@@ -169,3 +171,4 @@ def free_core_at_exit() -> None:
 
 _core_hook = False
 _runtime: Runtime | None = None
+_making = threading.Lock()
