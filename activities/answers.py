@@ -51,7 +51,8 @@ async def answer(agent: Agent, messages: list[Message], request: ModelCallInput)
 
 
 async def _completion(provider: Any, agent: Agent, messages: list[Message], request: ModelCallInput) -> tuple[Completion, bool]:
-    tools = await from_vendor(agent.model_tool_specs()) or None  # MCP servers may list them
+    tools = [*await from_vendor(agent.model_tool_specs()), *request.tools] or None  # MCP servers may list them;
+    # `request.tools`: a thread turn's client tools (rein.core.threads), offered beside the agent's own
     stream = current_stream()
     asked = request.stream if request.asked_stream is None else request.asked_stream
     streamed = streams(provider) and (asked or streams_its_answer(provider))

@@ -11,6 +11,10 @@ Two figures, on one dev server, one process (rein's worker in-process, a scripte
 
     python bench/threads.py                # K = 20 and 100, 30 latency samples (~3 minutes)
     python bench/threads.py --quick        # K = 10, 10 samples
+    python bench/threads.py --samples 3 --turns 2 --out /tmp/t.json   # any sizes, results elsewhere
+
+Each thread sample is timed to the first text of its own turn: the reader replays the thread's stream from its
+start (the warm-up turn included), so arrivals are kept by turn, and a send waits for its receipt's turn.
 
 Not a test: it asserts nothing; it prints a Markdown table and writes bench/threads_results.json.
 """
@@ -70,16 +74,19 @@ def pct(values: list[float], q: float) -> float:
 async def first_delta_thread(runs: ReinClient, samples: int) -> list[float]:
     thread_id = f"lat-thread-{uuid.uuid4().hex[:8]}"
     await runs.reply(await runs.send(thread_id, "warm up", agent="bench-chat"))
-    arrived: asyncio.Queue[float] = asyncio.Queue()
+    arrived: dict[int, float] = {}
+    """Turn → when its first text reached the reader (the warm-up turn's too: the stream replays from its start)."""
+    news = asyncio.Condition()
 
     async def read() -> None:
-        turn_open = False
+        turn = None
         async for chunk in runs.stream(thread_id):
-            if chunk.type == "event" and chunk.name == "turn":
-                turn_open = True
-            elif chunk.type == "text" and turn_open:
-                turn_open = False
-                arrived.put_nowait(time.perf_counter())
+            if chunk.type == "event" and chunk.name == "turn" and chunk.data:
+                turn = chunk.data.get("turn")
+            elif chunk.type == "text" and turn is not None and turn not in arrived:
+                arrived[turn] = time.perf_counter()
+                async with news:
+                    news.notify_all()
 
     reader = asyncio.ensure_future(read())
     await asyncio.sleep(0.5)  # the reader's poll is in flight
@@ -87,7 +94,9 @@ async def first_delta_thread(runs: ReinClient, samples: int) -> list[float]:
     for n in range(samples):
         began = time.perf_counter()
         receipt = await runs.send(thread_id, f"message {n}", agent="bench-chat")
-        delays.append((await arrived.get()) - began)
+        async with news:
+            await news.wait_for(lambda: receipt.turn in arrived)  # this message's own turn, not an earlier one
+        delays.append(arrived[receipt.turn] - began)
         await runs.reply(receipt)
     reader.cancel()
     await runs.cancel(thread_id, wait=True)
@@ -147,9 +156,14 @@ async def cost_runs(client: Client, runs: ReinClient, turns: int) -> dict[str, f
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="10 samples, K = 10")
+    parser.add_argument("--samples", type=int, help="latency samples of each kind")
+    parser.add_argument("--turns", help="conversation lengths K for the cost table, comma-separated")
+    parser.add_argument("--out", type=Path, help="where the JSON goes (default bench/threads_results[_quick].json)")
     args = parser.parse_args()
     samples, lengths = (10, [10]) if args.quick else (30, [20, 100])
+    samples = args.samples or samples
+    lengths = [int(k) for k in args.turns.split(",")] if args.turns else lengths
     server = start_dev_server()
     try:
         client = await Client.connect(server.address, data_converter=rein_data_converter())
@@ -160,13 +174,13 @@ async def main() -> None:
             for kind, measure in (("thread", first_delta_thread), ("new run", first_delta_runs)):
                 delays = await measure(runs, samples)
                 results["latency"][kind] = {"p50_ms": pct(delays, 0.5) * 1000, "p95_ms": pct(delays, 0.95) * 1000,
-                                            "n": len(delays)}
+                                            "n": len(delays), "samples_ms": [d * 1000 for d in delays]}
             for turns in lengths:
                 thread = await cost_thread(client, runs, turns)
                 separate = await cost_runs(client, runs, turns)
                 results["cost"][str(turns)] = {"thread": thread, "new run per turn": separate}
-        (HERE / ("threads_results_quick.json" if args.quick else "threads_results.json")).write_text(
-            json.dumps(results, indent=1) + "\n")
+        out = args.out or HERE / ("threads_results_quick.json" if args.quick else "threads_results.json")
+        out.write_text(json.dumps(results, indent=1) + "\n")
         print(report(results))
     finally:
         server.stop()

@@ -11,11 +11,29 @@ calls the tools. Set REIN_MODEL (e.g. openai/gpt-4o) and the vendor's key
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 
-from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
+_run_started = False
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: one line and exit 130, not a traceback from every task the interrupt cut short (or from the
+    imports below, when it lands in the first second). Nothing is lost by leaving at once: the run is durable
+    on the embedded server, and the next process that serves the calculator finishes it."""
+    sys.stdout.flush()
+    said = "; the run stays on the server: `rein list --agent calculator` shows it" if _run_started else ""
+    start = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
+    print(f"{start}interrupted{said}", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _interrupted)  # before the imports below (a second or more)
+
+import re  # noqa: E402
+
+from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage  # noqa: E402
 
 
 def add(a: float, b: float) -> float:
@@ -39,22 +57,36 @@ def multiply(a: float, b: float) -> float:
 
 
 class ScriptedCalculatorModel:
-    """Plays the model offline: add the first two numbers, then multiply by a third if given."""
+    """Plays the model offline: add the first two numbers, then multiply by a third if given. Given a tool of
+    the client's own (a web page's, rein.ops.agui) and fewer than two numbers (or a question that names that tool),
+    it asks the tool for a number first.
+    It answers the conversation's last question (a thread's turn), each call with an id of its own."""
 
     async def complete(self, messages: list[Message], tools=None, **kwargs) -> Completion:
-        question = next(m.content for m in messages if m.role == "user")
-        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", question)] or [0.0, 0.0]
-        results = [float(m.content) for m in messages if m.role == "tool" and _is_number(m.content)]
-        refused = any(m.role == "tool" and not _is_number(m.content) for m in messages)
+        start = max(i for i, m in enumerate(messages) if m.role == "user")
+        turn = messages[start:]
+        names = {c.id: c.name for m in turn for c in m.tool_calls or []}
+        answers = [(names.get(m.tool_call_id or ""), m.content) for m in turn if m.role == "tool"]
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", turn[0].content)]
+        numbers += [float(n) for name, text in answers if name not in ("add", "multiply")
+                    for n in re.findall(r"-?\d+(?:\.\d+)?", text)]
+        results = [float(text) for name, text in answers if name in ("add", "multiply") and _is_number(text)]
+        refused = any(name in ("add", "multiply") and not _is_number(text) for name, text in answers)
         usage = Usage(input_tokens=sum(len(m.content) for m in messages) // 4, output_tokens=12)
+        offered = [t.name for t in tools or () if t.name not in ("add", "multiply")]
+        asker = next((name for name in offered if name in turn[0].content), offered[0] if offered else None)
         if refused:
             text = "I could not compute that: a tool call was not approved."
             return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
+        if asker is not None and not answers and (len(numbers) < 2 or asker in turn[0].content):
+            call = ToolCall(id=f"call-ask-{len(messages)}", name=asker, arguments={"question": turn[0].content})
+            return _calls(call, usage)
+        numbers = numbers or [0.0, 0.0]
         if not results and len(numbers) >= 2:
-            call = ToolCall(id="call-add", name="add", arguments={"a": numbers[0], "b": numbers[1]})
+            call = ToolCall(id=f"call-add-{len(messages)}", name="add", arguments={"a": numbers[0], "b": numbers[1]})
             return _calls(call, usage)
         if len(results) == 1 and len(numbers) >= 3:
-            call = ToolCall(id="call-mul", name="multiply", arguments={"a": results[0], "b": numbers[2]})
+            call = ToolCall(id=f"call-mul-{len(messages)}", name="multiply", arguments={"a": results[0], "b": numbers[2]})
             return _calls(call, usage)
         text = f"The answer is {(results[-1] if results else numbers[0]):g}."
         return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
@@ -91,8 +123,10 @@ agent = Agent(
 
 
 def main() -> None:
+    global _run_started
     question = sys.argv[1] if len(sys.argv) > 1 else "What is 12 + 30, times 2?"
     print(f"> {question}")
+    _run_started = True
     result = agent.run(question)
     steps = list(result.steps)  # each run/resume returns its own steps (seed 001): collect the whole run's
     while result.status == "interrupted" and result.interrupt and result.interrupt.type == "need_approval":
@@ -109,14 +143,5 @@ def main() -> None:
     print(f"[{result.stop_reason} · {result.usage.total_tokens} tokens · run {result.run_id}]")
 
 
-def _interrupted(signum: int, frame: object) -> None:
-    """Ctrl-C: one line and exit 130, not a traceback from every task the interrupt cut short.
-    Nothing is lost by leaving at once: the run is durable on the embedded server."""
-    sys.stdout.flush()
-    print("interrupted", file=sys.stderr, flush=True)
-    os._exit(130)
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, _interrupted)
     main()

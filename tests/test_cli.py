@@ -346,7 +346,8 @@ def test_errors_are_one_line_with_exit_codes(env, address: str) -> None:  # noqa
 
     for target, needle in (("examples.calculator", "expected MODULE:ATTR"),
                            ("examples.nowhere:agent", "no module named 'examples.nowhere'"),
-                           ("examples.calculator:nothing", "is not a rein.Agent")):
+                           ("examples.calculator:nothing", "module 'examples.calculator' has no attribute 'nothing'"),
+                           ("examples.calculator:add", "is not a rein.Agent (got function)")):
         assert_one_line_error(rein_cli("run", target, "hi"), EXIT_USAGE, needle)
         assert_one_line_error(rein_cli("worker", "--agent", target, "--address", address), EXIT_USAGE, needle)
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import rein
 from rein import Agent, LoopConfig
-from rein.cli.app import app, only_the_named_command
+from rein.cli.app import app
+from rein.cli.dispatch import only_the_named_command
 from rein.client import ReinClient
 from rein.durable.embedded_server import free_port
 from tests.support.providers import OpsModel, restart
@@ -92,7 +93,6 @@ async def test_reading_and_deciding_a_served_run_import_no_worker_side(dev) -> N
 
 
 def test_only_the_named_command_is_built() -> None:
-    import rein.cli  # noqa: F401  (registers every command on `app`)
 
     for name in ("status", "server", "deployment", "codec-server"):
         view = only_the_named_command([name, "--help"])

@@ -79,7 +79,7 @@ async def test_an_outage_of_the_current_build_is_never_a_rollback(private_server
         assert status.returncode == 0, status.stderr
         outage = json.loads(status.stdout)["outage"]
         assert outage.startswith(f"deployment {deployment}: the current build b has had no worker "), outage
-        assert "its runs wait (nothing changes by itself)" in outage and "`rein deployment rollback` moves them to a" in outage
+        assert "its 3 open runs wait (nothing changes by itself)" in outage and "`rein deployment rollback` moves them to a" in outage
         stuck = _cli(server.address, "list", "--stuck", "--json")
         assert stuck.returncode == 0 and json.loads(stuck.stdout) == [], stuck.stderr
         assert outage in stuck.stderr.replace("\n", " ") or outage.replace("`", "") in stuck.stderr.replace("\n", " ")

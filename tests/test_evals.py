@@ -211,6 +211,17 @@ async def test_the_cli_gate_and_its_errors(dev, store):
         return {row["run_id"] for row in json.loads(shown.stdout or "[]")} >= {pear["run"]}
 
     await poll(listed, "rein list --eval-of to show the what-if runs", timeout=30)
+    what_if = {row["run"] for row in printed["rows"]}
+
+    async def by_default_and_with_evals() -> tuple[set[str], set[str]] | None:
+        shown = [{row["run_id"] for row in json.loads((await asyncio.to_thread(
+            rein_cli, "list", "--agent", store.name, "--json", "--address", address, *extra)).stdout)}
+            for extra in ([], ["--evals"])]
+        return (shown[0], shown[1]) if shown[1] >= what_if else None
+
+    hidden, shown = await poll(by_default_and_with_evals, "rein list --evals to show the what-if runs", timeout=30)
+    assert hidden == set(ids.values())  # `rein list`: the recorded runs, no what-if run of them
+    assert shown >= hidden | what_if
     canary = f"canary-{uuid.uuid4().hex[:6]}"  # a NAME: the changed build's workers, deployed on a queue of their own
     async with rein.create_worker(dev.client, agents=[shop.build("stocking")], task_queue=canary):
         deployed = await cli("--agent", store.name, "--task-queue", canary, "--runs", every, "--json")

@@ -31,6 +31,7 @@ KNOWN = {
     "PATCH_DESCRIBED_FIRST": "rein-described-first",  # a new run that asked its agent first (the logic flag retired)
     "PATCH_WAITING_TIMER": "rein-waiting-timer",  # every wait on the UI's timer (the opt-in flag retired)
     "PATCH_THREAD_MEMO": "rein-thread-memo",  # a thread started by a stock tool marks itself
+    "PATCH_CLIENT_TOOLS": "rein-client-tools",  # a thread turn's client tools (AG-UI frontend tools)
     "PATCH_INBOX": "rein-inbox",  # rules before a wait, the waiting memo, the webhook
 }
 """Patch constants as builds define them (f732bd2 and after): name -> id, never edited."""

@@ -366,3 +366,25 @@ async def test_replicas_of_a_new_build_promote_it_once(stack: Stack, client: Rei
     await poll(lambda: _current(stack, deployment) == "b", "the new build to be current", timeout=60)
     logs = [r.log.read_text() for r in replicas]
     assert sum("build b is current" in log for log in logs) == 1, logs
+
+
+async def test_a_new_build_that_cannot_replay_an_open_run_stays_out_of_the_routing(stack: Stack, client: ReinClient):
+    """Build b (a change behind a new patch) is current and a run waits on it. Build c lacks b's change: its
+    promotion replays b's open runs first, fails on that one, says so in one line (the run, the mismatch, the
+    command that shows it) and leaves the routing alone; the run finishes on b."""
+    queue = f"proof-{uuid.uuid4().hex[:6]}"
+    deployment = deployment_of(queue)
+    stack.worker(queue, REIN_BUILD_ID="b", DEPLOY_NEW_PATCH="1")
+    await poll(lambda: _current(stack, deployment) == "b", "the first build to make itself current", timeout=60)
+    run_id = await start(client, "deploy-pay-ask", queue, 41)
+    await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
+
+    c = stack.worker(queue, REIN_BUILD_ID="c", DEPLOY_BUILD="old")
+    line = f"rein deployment {deployment}: build c is not current: it cannot replay run {run_id} (nondeterminism: "
+    await poll(lambda: line in c.log.read_text(), "the new build to refuse its promotion", timeout=60)
+    said = next(entry for entry in c.log.read_text().splitlines() if line in entry)
+    assert f"see it with `rein replay --query 'WorkflowId=\"{run_id}\"'`; it serves only runs pinned to it" in said
+    assert _current(stack, deployment) == "b"
+    await client.approve(run_id, wait=True)
+    assert (await outcome(client, run_id)).output == "Paid 41 on b"
+    c.stop()

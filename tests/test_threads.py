@@ -57,7 +57,8 @@ async def test_a_thread_takes_turns_from_messages_and_dedupes_ids(dev, ids):
         first = await runs.send(thread_id, "hello", agent=agent.name, message_id="m1")
         assert (first.turn, first.duplicate) == (1, False)
         again = await runs.send(thread_id, "hello", agent=agent.name, message_id="m1")
-        assert again == first  # the first one's receipt (the server answers a retry within one run)
+        # the first one's receipt (the server answers a retry within one run), said to be a repeat
+        assert again == first.model_copy(update={"duplicate": True})
         answer = await runs.reply(first)
         assert answer.output == "heard: hello"
         second = await runs.send(thread_id, "and again", agent=agent.name)
@@ -117,7 +118,7 @@ async def test_a_thread_holds_at_most_max_waiting_messages_and_refuses_one_more(
     agent = echo_agent()
     runs = ReinClient(dev.client, queue)
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
-        busy = await _busy(runs, thread_id, agent, "tool:3")
+        busy = await _busy(runs, thread_id, agent, "tool:8")  # long enough for 101 sends on a loaded machine
         waiting = [await runs.send(thread_id, f"m{n}", agent=agent.name, message_id=f"m{n}",
                                    mode="steer" if n == 0 else "queue") for n in range(MAX_WAITING)]
         with pytest.raises(ThreadRefused) as refused:
@@ -125,7 +126,8 @@ async def test_a_thread_holds_at_most_max_waiting_messages_and_refuses_one_more(
         assert refused.value.kind == "Busy" and f"{MAX_WAITING} messages already wait" in str(refused.value)
         again = await runs.send(thread_id, "m7", agent=agent.name, message_id="m7")
         assert again.model_dump(exclude={"duplicate"}) == waiting[7].model_dump(exclude={"duplicate"})
-        assert (await runs.reply(busy)).output == "heard: tool:3 | m0"
+        assert again.duplicate and not waiting[7].duplicate
+        assert (await runs.reply(busy)).output == "heard: tool:8 | m0"
         last = await runs.reply(waiting[-1])
         assert last.output == f"heard: m{MAX_WAITING - 1}"
         view = await runs.thread(thread_id)

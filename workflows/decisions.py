@@ -28,6 +28,8 @@ with workflow.unsafe.imports_passed_through():
         CancelSignal,
         DecisionSignal,
         RetrySignal,
+        ToolResults,
+        ToolResultsTaken,
     )
     from rein.core.errors import validation_text
 
@@ -112,7 +114,7 @@ class Decisions:
             raise Misfit(f"the run is {run.status}, not waiting for approval")
         if not decision.rule:
             self._check_approver(decision.approver)
-        pending = {c.id for c in run.session.pending_tool_calls if c.name not in run.input_tools}
+        pending = {c.id for c in run.session.pending_tool_calls if c.name not in run.answered_outside()}
         undecided = pending - set(machine.decisions_for_pending(run.session))
         if decision.tool_call_id is not None and decision.tool_call_id not in pending:
             raise Misfit(f"no pending tool call with id {decision.tool_call_id!r}")
@@ -129,7 +131,7 @@ class Decisions:
         decided = machine.decisions_for_pending(run.session)
         for call in run.session.pending_tool_calls:
             aimed = call.id == decision.tool_call_id if decision.tool_call_id is not None else call.id not in decided
-            if not aimed or call.name in run.input_tools:
+            if not aimed or call.name in run.answered_outside():
                 continue
             if call.name in run.approval_tools:
                 raise Misfit(f"rule {decision.rule} cannot approve {call.name}: the agent asks a person for every call of it")
@@ -143,6 +145,21 @@ class Decisions:
         if self.run.status != "waiting_input":
             raise Misfit(f"the run is {self.run.status}, not waiting for input")
         self._check_approver(answer.approver)
+
+    def check_tool_results(self, request: ToolResults) -> None:
+        """Client tool results fit when the run waits for each call's result and none is answered yet."""
+        run = self.run
+        why = machine.unanswerable(run.session, [r.tool_call_id for r in request.results], run.client_tools())
+        if why is None and run.status != "waiting_input":
+            why = f"the run is {run.status}, not waiting for a tool result"
+        if why is not None:
+            raise Misfit(why)
+
+    def tool_results(self, request: ToolResults, offset: int) -> ToolResultsTaken:
+        run = self.run
+        taken = machine.answer_calls(run.session, {r.tool_call_id: r.content for r in request.results}, request.approver)
+        run.woken = True
+        return ToolResultsTaken(answered=taken, offset=offset)
 
     def check_retry(self, retry: RetrySignal) -> None:
         self._check_tenant(retry.tenant)
@@ -170,7 +187,7 @@ class Decisions:
         if child is not None:
             return self._pass_to_child(child, "approve" if approved else "deny", decision)
         decided = machine.decide(
-            run.session, approved, decision.tool_call_id, decision.approver, decision.reason, run.input_tools,
+            run.session, approved, decision.tool_call_id, decision.approver, decision.reason, run.answered_outside(),
             via=decision.via or (f"rule {decision.rule}" if decision.rule else ""), at=workflow.now().isoformat(),
         )
         run.woken = True
@@ -182,7 +199,7 @@ class Decisions:
         if child is not None:
             self._pass_to_child(child, "answer", answer)
             return "forwarded"
-        used = machine.answer(run.session, answer.text, answer.approver, run.input_tools, via=answer.via,
+        used = machine.answer(run.session, answer.text, answer.approver, run.answered_outside(), via=answer.via,
                               at=workflow.now().isoformat())
         run.woken = True
         return used

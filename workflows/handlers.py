@@ -27,12 +27,15 @@ with workflow.unsafe.imports_passed_through():
         RECORD_QUERY,
         RETRY_UPDATE,
         STREAM_SIGNAL,
+        TOOL_RESULTS_UPDATE,
         WAIT_UPDATE,
         AnswerSignal,
         CancelSignal,
         DecisionSignal,
         RetrySignal,
         RunOutcome,
+        ToolResults,
+        ToolResultsTaken,
         WaitRequest,
     )
     from rein.core.threads import SEND_UPDATE, THREAD_QUERY, SendReceipt, SendRequest
@@ -179,6 +182,16 @@ class AgentHandlers(RunState):
                                                    'the update\'s JSON; a misfit is recorded and ignored')
     def send_signal(self, *args: object) -> None:
         self.decisions.adapt("rein.send", args, SendRequest, self.threads.validate_send, self.threads.take_message)
+
+    @workflow.update(name=TOOL_RESULTS_UPDATE, description='Results of client tool calls the turn waits for, all or none: '
+                                                          '{"results": [{"tool_call_id", "content"}], "approver"}')
+    def tool_results_update(self, request: ToolResults) -> ToolResultsTaken:
+        self.decisions.count([request.model_dump(mode="json")])
+        return self.decisions.tool_results(request, self.readers.offset())
+
+    @tool_results_update.validator
+    def _validate_tool_results(self, request: ToolResults) -> None:
+        self.decisions.check_tool_results(request)
 
     @workflow.query(name=THREAD_QUERY, description="The thread: status, turns, queued and steering messages, usage")
     def thread_query(self) -> dict[str, object]:

@@ -51,7 +51,7 @@ class Inbox:
         run = self.run
         assert run.agent is not None
         decided = machine.decisions_for_pending(run.session)
-        calls = [c for c in run.session.pending_tool_calls if c.name not in run.input_tools and c.id not in decided]
+        calls = [c for c in run.session.pending_tool_calls if c.name not in run.answered_outside() and c.id not in decided]
         if not calls:
             return False
         check = PolicyCheck(calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
@@ -77,7 +77,7 @@ class Inbox:
             v = effective(raw, always_asks=names[raw.call_id] in run.approval_tools, approvers=approvers)
             if v.effect in ("allow", "deny"):
                 machine.decide(run.session, v.effect == "allow", v.call_id, approver=v.via, reason=v.line,
-                               input_tools=run.input_tools, via=v.via, at=now)
+                               input_tools=run.answered_outside(), via=v.via, at=now)
         left = machine.decisions_for_pending(run.session)
         return all(c.id in left for c in calls)
 
@@ -86,7 +86,7 @@ class Inbox:
         run = self.run
         deadline = run.carry.wait_deadline
         until = datetime.fromtimestamp(deadline, UTC) if deadline is not None else None
-        memo = waiting_memo(interrupt, run.session.pending_tool_calls, run.session.messages, run.input_tools, since,
+        memo = waiting_memo(interrupt, run.session.pending_tool_calls, run.session.messages, run.answered_outside(), since,
                             until, run.carry.thread is not None)
         workflow.upsert_memo({WAITING_MEMO: memo})
         retry_s = run.agent.notify_retry_s if run.agent is not None else 0.0

@@ -124,7 +124,8 @@ class AgentLoop(AgentHandlers):
             self.threads.stop_if_thread_spent()
             elapsed = self.carry.active_s + (workflow.time() - started)
             config = self.config or config  # stricter once the agent changed under the run (workflows.agent_changes)
-            action = machine.next_action(self.session, config, elapsed, self.input_tools, self.approval_tools)
+            action = machine.next_action(self.session, config, elapsed, self.answered_outside(), self.approval_tools,
+                                         self.client_tools())
             if (self.cancel_reason is not None or self.family_spent) and not isinstance(action, machine.Finish):
                 self.session.done = True
                 self.session.stop_reason = "cancelled" if self.cancel_reason is not None else "budget"

@@ -43,6 +43,11 @@ PATCH_THREAD_MEMO = "rein-thread-memo"
 it at its first turn, so `rein threads`, `rein watch` and `rein result` know it for a thread. Threads started
 by rein's clients carry the memo and record nothing."""
 
+PATCH_CLIENT_TOOLS = "rein-client-tools"
+"""Since this patch a thread's message may bring client tools (SendRequest.tools, rein.ops.agui): its turn offers them
+to the model beside the agent's own and waits (`need_input`) for the client's result of each call (`rein.tool_results`).
+Asked when such a message opens or joins a turn: turns without client tools record no marker."""
+
 PATCH_INBOX = "rein-inbox"
 """Since this patch a run about to wait for approval asks the rules first (activity rein.policy_check, which
 may decide the calls), and while it waits its memo says what for (`rein.waiting`: the inbox lists it from

@@ -23,6 +23,8 @@ from temporalio.exceptions import ApplicationError
 
 POLL_UPDATE = "__temporal_workflow_stream_poll"
 """The contrib's long-poll Update, as its public docs name it (WorkflowStream.detach_pollers)."""
+OFFSET_QUERY = "__temporal_workflow_stream_offset"
+"""The contrib's query of the stream's global offset (its log's end), as its public docs name it."""
 STREAM_DRAINING = "StreamDraining"
 """The error type a reader retries on: the run is handing its stream over (the contrib's well-known type)."""
 
@@ -52,6 +54,11 @@ class StreamReaders:
         if self._detached:
             raise ApplicationError("the run's stream readers are detached (it ends or continues as new)",
                                    type=STREAM_DRAINING)
+
+    def offset(self) -> int:
+        """The stream's global offset now: the next item published goes there (the contrib's own offset query)."""
+        handler = workflow.get_query_handler(OFFSET_QUERY)
+        return int(handler()) if handler is not None else 0
 
     def detach(self) -> None:
         """Release the waiting readers and refuse new polls: the run closes."""

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from rein.core.digest import EMPTY, call_hash, extend, message_hash, ref
     from rein.core.failures import bug_retry_delay, is_bug, salvaged
-    from rein.core.ir import Message, StreamChunk, ToolCall, ToolResult
+    from rein.core.ir import Message, StreamChunk, ToolCall, ToolResult, ToolSpec
     from rein.core.result import Interrupt
     from rein.core.summaries import model_summary, tool_summary
     from rein.core.threads import INTERRUPTED
@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from rein.workflows.state import RunState
 
 T = TypeVar("T")
+STREAM_RESULT_CHARS = 20_000
+"""A tool result on the run's stream (beside its step, for readers such as rein.ops.agui), at most: the step's
+summary is short, the recorded result whole."""
 
 
 class Stages:
@@ -128,6 +131,7 @@ class Stages:
             conversation=run.carry.conversation,
             model=self.model_override(),
             version=run.agent.version,
+            tools=self.client_tool_specs(),
         )
         options = self.model_call_options(config, action.iteration)
         run.model_call_under_way = True
@@ -162,6 +166,11 @@ class Stages:
         self.run.reply_version = version
         self.run.record_steps([machine.apply_completion(self.run.session, completion, workflow.time() - began)])
         self.run.child_runs.report_spend()
+
+    def client_tool_specs(self) -> list[ToolSpec]:
+        """The thread turn's client tools, offered to the model beside the agent's own (rein.core.threads)."""
+        thread = self.run.thread
+        return list(thread.client_tools) if thread is not None else []
 
     def asked_stream(self, live: bool) -> bool | None:
         """ModelCallInput.asked_stream: False when only a reader wants the text live (the answer stays the
@@ -218,7 +227,10 @@ class Stages:
         # a refusal the run cannot act on is a failed call
         done = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, ran, strict=False)]
         run.held_results = {}
-        run.record_steps(machine.apply_tool_results(run.session, done, workflow.time() - began))
+        steps = machine.apply_tool_results(run.session, done, workflow.time() - began)
+        answers = run.session.messages[len(run.session.messages) - len(steps):]  # the batch's tool messages, in order
+        run.record_steps(steps, [{"tool_call_id": m.tool_call_id, "content": machine.truncate(m.content, STREAM_RESULT_CHARS)}
+                                 for m in answers])
 
     async def _held_or_run(self, call: ToolCall) -> ToolResult | ApplicationError | ActivityError:
         run = self.run

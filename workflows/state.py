@@ -194,17 +194,31 @@ class RunState:
         """A thread's turns and messages (rein.core.threads); None for a run."""
         return self.carry.thread
 
+    def client_tools(self) -> frozenset[str]:
+        """The names of the tools the thread's turn under way brought for its client to run (rein.core.threads)."""
+        thread = self.carry.thread
+        return frozenset(t.name for t in thread.client_tools) if thread is not None and thread.client_tools else frozenset()
+
+    def answered_outside(self) -> frozenset[str]:
+        """Tools whose calls take their result from outside the run: the agent's questions for a person
+        (`input_tools`) and the turn's client tools."""
+        client = self.client_tools()
+        return self.input_tools | client if client else self.input_tools
+
     def ignore(self, name: str, why: str) -> None:
         """A signal that does not fit: counted and logged (a child's status, a decision's signal)."""
         self.carry.ignored_signals += 1
         self.last_ignored = f"`{name}`: {why}"[:500]
         workflow.logger.warning("Ignored signal %s: %s", name, why[:500])
 
-    def record_steps(self, steps: list[Step]) -> None:
-        for step in steps:
+    def record_steps(self, steps: list[Step], details: list[dict[str, object]] | None = None) -> None:
+        """Keep the steps and put each on the stream; `details` (one per step) go beside the Step's fields on the
+        stream only (a tool step's call id and result)."""
+        for number, step in enumerate(steps):
             step.index = self.first_step + len(self.steps)
             self.steps.append(step)
-            self.emit(StreamChunk(type="step", name=step.kind, data=step.model_dump(mode="json")))
+            extra = details[number] if details is not None and number < len(details) else {}
+            self.emit(StreamChunk(type="step", name=step.kind, data={**step.model_dump(mode="json"), **extra}))
         if self.step_observer is not None:
             self.step_observer(steps)
 

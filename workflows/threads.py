@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from rein.workflows.patches import PATCH_THREAD_MEMO
+from rein.workflows.patches import PATCH_CLIENT_TOOLS, PATCH_THREAD_MEMO
 
 with workflow.unsafe.imports_passed_through():
     from rein.core import machine, threads
-    from rein.core.ir import StreamChunk
+    from rein.core.ir import StreamChunk, ToolSpec
     from rein.core.threads import (
         THREAD_MEMO,
         TURN_TRACE,
@@ -41,7 +41,8 @@ class Threads:
         assert thread is not None  # the validator refused otherwise
         message_id = request.message_id or str(workflow.uuid4())
         known = message_id in thread.receipts
-        receipt = threads.take(thread, request, message_id, workflow.info().workflow_id, self.run.carry.pause)
+        receipt = threads.take(thread, request, message_id, workflow.info().workflow_id, self.run.carry.pause,
+                               self.run.readers.offset())
         if not known and request.mode == "interrupt" and thread.open:
             self._interrupt_turn(request)
         return receipt
@@ -71,10 +72,10 @@ class Threads:
         assert thread is not None
         who = request.sender or "thread"
         if run.status == "waiting_approval":
-            machine.decide(run.session, False, None, who, threads.INTERRUPTED, run.input_tools)
+            machine.decide(run.session, False, None, who, threads.INTERRUPTED, run.answered_outside())
             run.woken = True
         elif run.status == "waiting_input":
-            machine.answer(run.session, request.text, who, run.input_tools)
+            machine.answer(run.session, request.text, who, run.answered_outside())
             thread.steering.pop()  # it is the answer, not a message of its own
             run.woken = True
         elif run.status == "waiting_retry":
@@ -109,6 +110,9 @@ class Threads:
         if thread.turns == 1 and workflow.memo_value(THREAD_MEMO, None) is None and workflow.patched(PATCH_THREAD_MEMO):
             workflow.upsert_memo({THREAD_MEMO: workflow.now().isoformat()})  # started by a stock tool: say it is one
         thread.turn_first_step = run.first_step + len(run.steps)
+        thread.turn_offset = run.readers.offset()
+        if message.tools and workflow.patched(PATCH_CLIENT_TOOLS):
+            self.add_client_tools(message.tools)
         machine.prepare_turn(run.session, message.text)
         run.carry.active_s = 0.0
         run.streaming = message.stream or bool(run.request and run.request.stream)  # asked per turn (astream)
@@ -126,6 +130,14 @@ class Threads:
         trace = workflow.extern_functions().get(TURN_TRACE)
         if trace is not None:
             trace(event, attributes)
+
+    def add_client_tools(self, tools: list[ToolSpec]) -> None:
+        """A message's client tools join its turn's (the agent's own tool of a name wins)."""
+        run = self.run
+        thread = run.thread
+        assert thread is not None
+        own = {t.spec.name for t in run.agent.tools} if run.agent is not None else set()
+        threads.add_client_tools(thread, tools, own)
 
     def stop_if_thread_spent(self) -> None:
         """The thread's own budget (LoopConfig.thread_max_*) is spent: the turn under way stops with `budget`."""
@@ -145,6 +157,9 @@ class Threads:
             return False
         if finished is None and run.session.stage.value != "call_model":
             return False  # tool calls under way finish first
+        for waiting in thread.steering:
+            if waiting.tools and workflow.patched(PATCH_CLIENT_TOOLS):
+                self.add_client_tools(waiting.tools)
         threads.join(run.session, thread.steering)
         thread.steering = []
         return True
@@ -175,4 +190,5 @@ class Threads:
             status=run.publisher.status_view().status, turns=thread.turns, open=thread.open, queued=thread.queued,
             steering=thread.steering, usage=thread.usage + (run.session.usage if thread.open else type(thread.usage)()),
             last_output=thread.last_output, turn_first_step=thread.turn_first_step,
+            client_tools=[t.name for t in thread.client_tools], turn_offset=thread.turn_offset, offset=run.readers.offset(),
         )

@@ -58,9 +58,11 @@ class Waiting:
             run.carry.pause += 1
         run.publisher.publish()
         if not resumed:  # the predecessor already published it to the stream it handed over
-            run.emit(StreamChunk(
-                type="interrupt", name=interrupt.type, data=interrupt.model_dump(mode="json"),
-                finish_reason="interrupted", usage=run.session.usage,
+            calls = machine.waiting_on(run.session, interrupt.type, run.answered_outside())
+            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first)
+                type="interrupt", name=interrupt.type, finish_reason="interrupted", usage=run.session.usage,
+                data={**interrupt.model_dump(mode="json"), "calls": [c.model_dump(mode="json") for c in calls],
+                      "client_tools": sorted(run.client_tools())},
             ))
         await run.child_runs.tell_parent()
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
@@ -118,10 +120,10 @@ class Waiting:
         run = self.run
         reason = f"no decision within {timeout_s:g} seconds"
         if interrupt.type == "need_approval":
-            machine.decide(run.session, False, approver="timeout", reason=reason, input_tools=run.input_tools,
+            machine.decide(run.session, False, approver="timeout", reason=reason, input_tools=run.answered_outside(),
                            via="timeout", at=workflow.now().isoformat())
         elif interrupt.type == "need_input":
-            machine.answer(run.session, f"No answer: {reason}.", approver="timeout", input_tools=run.input_tools,
+            machine.answer(run.session, f"No answer: {reason}.", approver="timeout", input_tools=run.answered_outside(),
                            via="timeout", at=workflow.now().isoformat())
 
     def _waited(self, request: WaitRequest) -> bool:

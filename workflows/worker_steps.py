@@ -64,7 +64,7 @@ class WorkerSteps:
             state=run.session.model_copy(update={"messages": []}),
             config=config,
             elapsed_s=elapsed_s,
-            input_tools=sorted(run.input_tools),
+            input_tools=sorted(run.answered_outside()),
             approval_tools=sorted(run.approval_tools),
             new_messages=run.session.messages[run.carry.sent_messages :],
             first_index=run.carry.sent_messages,
@@ -106,6 +106,7 @@ class WorkerSteps:
             step=request,
             model=run.stages.model_override(),
             version=run.agent.version,
+            tools=run.stages.client_tool_specs(),
         )
         options = run.stages.model_call_options(config, action.iteration)
         try:

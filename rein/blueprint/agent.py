@@ -483,7 +483,10 @@ def load_agent(target: str) -> Agent:
         raise SystemExit(f"expected module:attr, got {target!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    agent = getattr(importlib.import_module(module_name), attr, None)
+    module = importlib.import_module(module_name)
+    if not hasattr(module, attr):
+        raise SystemExit(f"module {module_name!r} has no attribute {attr!r} (from {target!r})")
+    agent = getattr(module, attr)
     if not isinstance(agent, Agent):
         raise SystemExit(f"{target} is not a rein.Agent (got {type(agent).__name__})")
     return agent

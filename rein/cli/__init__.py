@@ -14,7 +14,7 @@
     rein codec-server                             let the UI decrypt payloads (REIN_CODEC_KEY)
     rein inbox [--agent A --tenant T --tool X] | inbox approve|deny [filters] [--yes]   every decision people owe
     rein policy add allow --tool read_file [--arg path=/tmp/*] | list | remove ID | explain RUN   rules that decide
-    rein serve [--port 8090]                      the inbox page (/inbox) and the AG-UI endpoint (/agui)
+    rein serve [--port 8000]                      rein's web surfaces: the inbox at /inbox, the AG-UI endpoint at /agui/AGENT
     rein new my-agent                             create a new agent project
     rein replay --since 7d | FILE...              replay histories against this build (the CI gate)
     rein history export ID -o FILE                save a run's history
@@ -23,52 +23,58 @@
     rein eval --agent new:agent --since 7d --fail-under 0.95  replay recorded runs against a changed agent
 
 `rein.cli.app` holds the typer app and the shared helpers; each command group is a module that
-decorates `app`. A new group is one module plus one line in the import below.
+decorates `app`, and `rein.cli.commands` imports them all (a new group is one module plus one line there).
 Every error is one line on stderr and a non-zero exit code (see EXIT_CODES);
-`--debug` (anywhere on the line, or REIN_DEBUG=1) adds the traceback.
+`--debug` (anywhere on the line, or REIN_DEBUG=1) adds the traceback. Ctrl-C is one line too, at any
+moment (rein.cli.interrupt): importing this package loads nothing else, so `entry` installs that handler
+before typer, temporalio or an agent is imported. The names below are loaded on first use (PEP 562).
 """
 
-# The command groups: importing one registers its commands on `app` (one line per module).
-from rein.cli import (
-    codec,  # noqa: F401
-    decisions,  # noqa: F401
-    deploy,  # noqa: F401
-    evals,  # noqa: F401
-    fleet,  # noqa: F401
-    fork,  # noqa: F401
-    inbox,  # noqa: F401
-    inspect_runs,  # noqa: F401
-    policy,  # noqa: F401
-    replay,  # noqa: F401
-    run,  # noqa: F401
-    runs,  # noqa: F401
-    scaffold,  # noqa: F401
-    schedules,  # noqa: F401
-    serve,  # noqa: F401
-    server_command,  # noqa: F401
-    threads,  # noqa: F401
-    trace,  # noqa: F401
-    worker_command,  # noqa: F401
-)
-from rein.cli.app import (
-    EXIT_CANCELLED,
-    EXIT_CODES,
-    EXIT_ERROR,
-    EXIT_INTERRUPTED,
-    EXIT_NEEDS_PERSON,
-    EXIT_NO_WORKER,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
-    EXIT_REJECTED,
-    EXIT_RUN_FAILED,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    CliError,
-    entry,
-    main,
-)
+from __future__ import annotations
 
-__all__ = [
-    "EXIT_CANCELLED", "EXIT_CODES", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_NEEDS_PERSON", "EXIT_NO_WORKER", "EXIT_NOT_FOUND", "EXIT_OK",
-    "EXIT_REJECTED", "EXIT_RUN_FAILED", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError", "entry", "main",
-]
+import importlib
+from typing import TYPE_CHECKING, Any, NoReturn
+
+_EXPORTS = (
+    "EXIT_CANCELLED", "EXIT_CODES", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_NEEDS_PERSON", "EXIT_NO_WORKER", "EXIT_NOT_FOUND",
+    "EXIT_OK", "EXIT_REJECTED", "EXIT_RUN_FAILED", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError", "main",
+)
+__all__ = [*_EXPORTS, "entry"]
+
+if TYPE_CHECKING:
+    from rein.cli.app import (
+        EXIT_CANCELLED,
+        EXIT_CODES,
+        EXIT_ERROR,
+        EXIT_INTERRUPTED,
+        EXIT_NEEDS_PERSON,
+        EXIT_NO_WORKER,
+        EXIT_NOT_FOUND,
+        EXIT_OK,
+        EXIT_REJECTED,
+        EXIT_RUN_FAILED,
+        EXIT_UNREACHABLE,
+        EXIT_USAGE,
+        CliError,
+    )
+    from rein.cli.dispatch import main
+
+
+def entry(argv: list[str] | None = None) -> NoReturn:
+    """The `rein` console script (and `python -m rein.cli`, `python worker.py`): Ctrl-C's one line first,
+    then the command."""
+    from rein.cli import interrupt
+
+    interrupt.install()
+    interrupt.fate("nothing was done (the command had not started)")  # until `main` starts the command
+    from rein.cli.dispatch import run_and_exit
+
+    run_and_exit(argv)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rein.cli' has no attribute {name!r}")
+    value = getattr(importlib.import_module("rein.cli.dispatch" if name == "main" else "rein.cli.app"), name)
+    globals()[name] = value
+    return value

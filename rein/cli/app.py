@@ -1,25 +1,21 @@
 """The typer `app` and what every command shares: exit codes, consoles, connecting, one-line errors.
 
 Command modules (`rein/cli/<group>.py`) do `from rein.cli.app import app` and decorate their
-commands; `rein/cli/__init__.py` imports them. `main` turns any exception into one line on
-stderr and an exit code (see EXIT_CODES); `--debug` (anywhere on the line, or REIN_DEBUG=1)
-adds the traceback.
+commands; `rein.cli.commands` imports them, and rein.cli.dispatch runs one: its `main` turns any exception
+into one line on stderr and an exit code (see EXIT_CODES); `--debug` (anywhere on the line, or
+REIN_DEBUG=1) adds the traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import enum
 import json
-import os
 import sys
-import traceback
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from typer.main import get_command_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,7 +50,7 @@ EXIT_QUEUED = 11
 EXIT_EVAL_BELOW = 12
 """`rein eval --fail-under`: the share of recorded runs the changed agent matches is below the bar."""
 EXIT_INTERRUPTED = 130
-"""Ctrl-C."""
+"""Ctrl-C: one line saying what became of the run (rein.cli.interrupt)."""
 
 EXIT_CODES = {
     EXIT_OK: "success",
@@ -276,81 +272,3 @@ def load_agent_target(target: str) -> Any:
         raise CliError(f"importing {module!r} failed: {exc}", EXIT_USAGE) from exc
     except Exception as exc:
         raise CliError(f"importing {module!r} failed: {type(exc).__name__}: {exc}", EXIT_USAGE) from exc
-
-# --------------------------------------------------------------------------- entry points
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns its exit code. Errors are one line on stderr (tracebacks with --debug)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    from rein.core.log import debug_enabled
-
-    debug = "--debug" in args or debug_enabled()
-    args = [a for a in args if a != "--debug"]
-    if debug:
-        os.environ["REIN_DEBUG"] = "1"  # worker logs in this process keep their tracebacks too
-    try:
-        # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit when done.
-        only_the_named_command(args)(args=args, prog_name="rein", standalone_mode=True)
-        return EXIT_OK
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            return exc.code or EXIT_OK
-        print(f"rein: {exc.code}", file=sys.stderr)  # a library's sys.exit("message")
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("rein: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BaseException as exc:
-        if debug:
-            traceback.print_exc()
-        message, code = explain(exc)
-        print(f"rein: {message}", file=sys.stderr)
-        return code
-
-
-def only_the_named_command(args: list[str]) -> typer.Typer:
-    """`app` with only the command or group `args` names (and the global options), else the whole `app`.
-
-    Typer builds a click command for every registered command on each call (~70 ms for all of
-    them), though one runs. Help, a bare `rein`, or a name no command has get the whole `app`, so
-    the top-level help and "No such command" (with its suggestion) read the same.
-    """
-    name = args[0] if args and not args[0].startswith("-") else None
-    commands = [c for c in app.registered_commands if get_command_name(c.name or getattr(c.callback, "__name__", "")) == name]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if not commands and not groups:
-        return app
-    view = copy.copy(app)
-    view.registered_commands, view.registered_groups = commands, groups
-    return view
-
-
-def entry(argv: list[str] | None = None) -> NoReturn:
-    """The `rein` console script: run, flush, and leave without the interpreter's teardown.
-
-    temporalio's Rust core threads may still call into Python while the interpreter
-    finalizes, which aborts the process (exit 134, `PyGILState_Release`, sdk-python#300)
-    after the command has already succeeded; `os._exit` after flushing skips that race.
-    """
-    code = main(argv)
-    _close_engine()
-    if "rein.tracing.setup" in sys.modules:  # spans still queued (a worker's last run span) go out first
-        sys.modules["rein.tracing.setup"].shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            code = code or EXIT_ERROR
-    os._exit(code)
-
-
-def _close_engine() -> None:
-    """What the engine's atexit hook would do (stop its worker and a server it started)."""
-    engine = sys.modules.get("rein.durable.engine")
-    instance = getattr(getattr(engine, "Engine", None), "_instance", None)
-    if instance is not None:
-        try:
-            instance.close()
-        except Exception:
-            pass

@@ -52,11 +52,13 @@ def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
     queued on the server, applied when a worker takes the run), with --wait a spinner until one does.
     Ctrl-C: exit 130, one line saying where the decision stands (asked of the server).
     """
+    from rein.cli import interrupt
     from rein.client import DecisionQueued, DecisionRejected, NoWorker
 
     decision = _Decision(run_id, what, action, wait)
     try:
-        return with_client(address, namespace, decision.go)
+        with interrupt.graceful():  # Ctrl-C cancels the decision's task, which asks the server where it stands
+            return with_client(address, namespace, decision.go)
     except DecisionRejected as exc:
         raise CliError(str(exc), EXIT_REJECTED) from exc
     except NoWorker as exc:

@@ -34,15 +34,15 @@ Unchecked = Annotated[bool, typer.Option("--unchecked", help="Move the runs with
 
 def list_stuck(agent: str | None, limit: int, address: str | None, namespace: str | None, as_json: bool) -> None:
     """`rein list --stuck`: open runs whose workflow task keeps failing, with the error."""
-    from rein.ops.routing import outage
+    from rein.ops.routing import outages
     from rein.ops.stuck import stuck_runs
 
-    async def read(client: Any) -> tuple[list[Any], str | None]:
-        return await stuck_runs(client.client, agent, limit), await outage(client.client, _deployment(None))
+    async def read(client: Any) -> tuple[list[Any], list[str]]:
+        return await stuck_runs(client.client, agent, limit), await outages(client.client)
 
     rows, waiting = with_client(address, namespace, read)
-    if waiting:  # on stderr: `--json` output stays the list
-        err_console().print(f"[yellow]{escape(waiting)}[/]", soft_wrap=True)
+    for line in waiting:  # on stderr: `--json` output stays the list
+        err_console().print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
     if as_json:
         print_json([row.to_json() for row in rows])
         return

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rein.cli import interrupt
 from rein.cli.app import (
     EXIT_EVAL_BELOW,
     EXIT_NO_WORKER,
@@ -61,6 +62,9 @@ def eval_command(
     ids = [i.strip() for item in runs or [] for i in item.split(",") if i.strip()]
     scorers = [parse_scorer(s) for s in scorer or []]
     target: Any = load_agent_target(agent) if ":" in agent else agent
+    interrupt.fate("the what-if runs started so far stay on the server, " + (
+        "unserved (this process served them)" if ":" in agent else "on the workers that serve them")
+        + ": `rein list --evals` shows them")
     report = with_client(address, namespace, lambda client: _run(client, target, ids, window, name, limit,
                                                                  scorers, concurrency, task_queue))
     if as_json:

@@ -53,38 +53,57 @@ def limits(
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Show queues' rate limits and weights (default: rein's queue and every provider's model queue that has one)."""
+    """Show queues' rate limits and weights, each with what it applies to (default: rein's queue, the queues
+    runs went to, and every provider's model queue, those that have a limit)."""
     if ctx.invoked_subcommand is not None:
         return
-    from rein.core.contract import model_queue
-    from rein.durable.fleet import all_limits, queue_limits
+    from rein.durable.fleet import all_limits, limit_queue, queue_limits, with_scope
 
-    names = [model_queue(m) for m in model or []] + list(queue or [])
+    try:
+        names = [limit_queue(model=m) for m in model or []] + list(queue or [])
+    except ValueError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
 
     async def go(client: Any) -> list:
-        if not names:
-            return await all_limits(client.client)
-        return [await queue_limits(client.client, name) for name in names]
+        rows = await all_limits(client.client) if not names else [await queue_limits(client.client, n) for n in names]
+        return await with_scope(client.client, rows)
 
     rows = with_client(address, namespace, go)
     if as_json:
-        print_json([asdict(row) for row in rows])
+        print_json([row | {"applies_to": _applies_to(row)} for row in map(asdict, rows)])
         return
     from rich.table import Table
 
     table = Table(show_edge=False, pad_edge=False)
-    for column in ("task queue", "rps", "per-tenant rps", "tenant weights"):
+    for column in ("task queue", "rps", "per-tenant rps", "tenant weights", "applies to"):
         table.add_column(column)
     for row in rows:
         weights = ", ".join(f"{escape(k)}={v:g}" for k, v in sorted(row.weights.items()))
         table.add_row(escape(row.task_queue), "-" if row.rps is None else f"{row.rps:g}",
-                      "-" if row.tenant_rps is None else f"{row.tenant_rps:g}", weights or "-")
+                      "-" if row.tenant_rps is None else f"{row.tenant_rps:g}", weights or "-",
+                      escape(_applies_to(asdict(row))))
     out_console().print(table)
+
+
+def _applies_to(row: dict[str, Any]) -> str:
+    """What a queue's limit paces, in a few words."""
+    queue = row["task_queue"]
+    if row.get("served") is not None:
+        provider = queue.rsplit(".", 1)[-1]
+        routed = f"{provider}'s model calls from workers with REIN_MODEL_QUEUES={provider} (or *)"
+        return routed if row["served"] else f"{routed}; no worker polls it now, so none are sent here"
+    if not row.get("runs"):
+        return "no run has used this queue: nothing"
+    runs = row["runs"]
+    return f"the model and tool calls of its runs: {row['running']} running, {runs} run{'s' if runs != 1 else ''} in all"
+
 
 @limits_app.command("set")
 def limits_set(
-    model: Annotated[str | None, typer.Option("--model", help="Limit this model's (provider's) queue, e.g. openai/gpt-4o.")] = None,
-    queue: Annotated[str | None, typer.Option("--queue", help="Limit this task queue (default: rein's, REIN_TASK_QUEUE).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Limit this model's provider's queue: openai/gpt-4o, or a "
+                                              "model LiteLLM knows the provider of (gpt-4o-mini: openai's).")] = None,
+    queue: Annotated[str | None, typer.Option("--queue", help="Limit this task queue (default: rein's, REIN_TASK_QUEUE); "
+                                              "an agent's runs go to its own, rein.AGENT.")] = None,
     rps: Annotated[float | None, typer.Option("--rps", help="Activity tasks per second for the whole fleet.")] = None,
     unlimited: Annotated[bool, typer.Option("--unlimited", help="Remove the queue's rate limit.")] = False,
     tenant_rps: Annotated[float | None, typer.Option("--tenant-rps", help="Each tenant's own rate (times its weight).")] = None,
@@ -92,15 +111,18 @@ def limits_set(
     weight: Annotated[float | None, typer.Option("--weight", help="The tenant's weight (default 1; 2 = twice the share).")] = None,
     weights: Annotated[list[str] | None, typer.Option("--weights", help="TENANT=WEIGHT; repeatable.")] = None,
     force: Annotated[bool, typer.Option(
-        "--force", help="Set a --model limit even when no worker serves the provider's queue yet.")] = False,
+        "--force", help="Set it even when it would slow nothing now: no worker serves the provider's queue (--model), "
+                        "or no run has used the queue.")] = False,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Set a queue's rate limit (--rps) and tenants' fair-share weights on the Temporal server.
 
-    With --model it refuses (exit 8, nothing set) when no worker serves the provider's queue: then no
-    worker routes that provider's calls there (REIN_MODEL_QUEUES) and the limit would slow nothing."""
+    Refuses, nothing set, a limit that would slow nothing: with --model when no worker serves the provider's
+    queue (exit 8: then no worker routes that provider's calls there, REIN_MODEL_QUEUES); on a queue no run
+    has used (exit 2: runs of `rein start` and Agent.run go to their agent's own queue, rein.AGENT).
+    --force sets it anyway; removing a limit is never refused."""
     if (tenant is None) != (weight is None):
         raise CliError("--tenant and --weight go together", EXIT_USAGE)
     if rps is not None and unlimited:
@@ -112,14 +134,21 @@ def limits_set(
         raise CliError("nothing to set: give --rps, --unlimited, --tenant-rps or --tenant with --weight", EXIT_USAGE)
 
     async def go(client: Any):
-        from rein.durable.fleet import model_calls_served, not_routed, set_limits  # after the checks: a usage mistake
-        # is told without temporalio
+        from rein.durable.fleet import limit_queue, model_calls_served, not_routed, set_limits  # after the checks: a
+        # usage mistake is told without temporalio
 
         if rps is not None and rps < 0 or tenant_rps is not None and tenant_rps < 0:
             raise ValueError("a rate limit is a number of requests per second, 0 or more")  # before the worker check
+        try:
+            target = limit_queue(model, queue)
+        except ValueError as err:
+            raise CliError(str(err), EXIT_USAGE) from None
         only_removes = rps is None and tenant_rps is None and not wanted
-        if model and not queue and not force and not only_removes and not await model_calls_served(client.client, model):
-            raise CliError(not_routed(model), EXIT_NO_WORKER)
+        if not force and not only_removes:
+            if model and not queue and not await model_calls_served(client.client, model):
+                raise CliError(not_routed(model), EXIT_NO_WORKER)
+            if not model:
+                await _refuse_unused(client.client, target)
         return await set_limits(client.client, model=model, queue=queue, rps=rps, tenant_rps=tenant_rps,
                                 weights=wanted, unset_rps=unlimited)
 
@@ -129,6 +158,19 @@ def limits_set(
         return
     shown = ", ".join(f"{k}={v:g}" for k, v in sorted(row.weights.items())) or "-"
     print(f"{row.task_queue}: rps {'-' if row.rps is None else f'{row.rps:g}'}, weights {shown}")
+
+
+async def _refuse_unused(client: Any, queue: str) -> None:
+    """One line and exit 2 when no run has used `queue` (a limit there would slow nothing), naming where runs go."""
+    from rein.durable.fleet import run_queues, runs_on
+
+    if (await runs_on(client, queue))[0]:
+        return
+    went = [q for q in await run_queues(client) if q != queue][:3]
+    lately = f" (lately: {', '.join(went)})" if went else ""
+    raise CliError(f"no run has used queue {queue!r}, so a limit on it would slow nothing: runs of `rein start` and "
+                   f"Agent.run go to their agent's own queue, rein.AGENT{lately}; name one with --queue, or a provider "
+                   f"with --model (--force sets it on {queue!r} anyway)", EXIT_USAGE)
 
 
 @app.command()

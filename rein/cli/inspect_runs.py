@@ -36,13 +36,14 @@ def list_(
     tenant: Annotated[str | None, typer.Option("--tenant", help="Only runs of this tenant (rein start --tenant).")] = None,
     schedule: Annotated[str | None, typer.Option("--schedule", help="Only runs this schedule started (rein schedule).")] = None,
     eval_of: Annotated[str | None, typer.Option("--eval-of", help="Only what-if runs of this recorded run (rein eval).")] = None,
+    evals: Annotated[bool, typer.Option("--evals", help="List what-if runs of `rein eval` too (hidden by default).")] = False,
     stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs whose workflow task keeps failing, "
                                         "with the error (they wait for a fixed build).")] = False,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List runs: id, agent, status, iterations, tokens, what it waits for, age."""
+    """List runs: id, agent, status, iterations, tokens, what it waits for, age (what-if runs only with --evals)."""
     from rein.ops.runs import list_runs
 
     if stuck:
@@ -51,7 +52,7 @@ def list_(
         return list_stuck(agent, limit, address, namespace, as_json)
     rows = with_client(address, namespace,
                         lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of, tenant,
-                                                 schedule, eval_of))
+                                                 schedule, eval_of, include_evals=evals))
     if as_json:
         print_json([row.to_json() for row in rows])
         return

@@ -91,6 +91,8 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
     if detail.usage is not None:
         u = detail.usage
         tokens = f"{u.total_tokens}" + (f" ({u.input_tokens} in, {u.output_tokens} out)" if u.input_tokens else "")
+        if detail.turns is not None:  # a thread: every turn's
+            tokens += f", all {detail.turns} turn{'s' if detail.turns != 1 else ''}"
         header.add_row("tokens", tokens)
         if u.cost_usd is not None:
             header.add_row("cost", f"${u.cost_usd:.4f}")  # with the run's child agents (docs/fleet.md)
@@ -176,6 +178,40 @@ def print_step(console: Console, step: Any) -> None:
     mark = "[red]✗[/]" if step.is_error else "[green]✓[/]"
     console.print(f"{mark} [dim]{step.kind:5}[/] {escape(step.summary)} [dim]{' · '.join(extra)}[/]")
 
+
+
+class StreamPrinter:
+    """A run's stream as `rein watch` shows it: text as the model writes it, every other line on a line of its
+    own (streamed text that did not end its line is ended first, so `✓ model` never runs into it)."""
+
+    def __init__(self, out: Console, err: Console):
+        self.out, self.err = out, err
+        self.open = False
+        """The last text printed left its line open."""
+
+    def __call__(self, chunk: Any) -> None:
+        kind = getattr(chunk, "type", None)
+        if kind == "text":
+            if chunk.text:
+                self.out.print(escape(chunk.text), end="")
+                self.open = not chunk.text.endswith("\n")
+            return
+        if _shows(chunk):
+            self.end_line()
+        render_chunk(self.out, self.err, chunk)
+
+    def end_line(self) -> None:
+        if self.open:
+            self.out.print()
+            self.open = False
+
+
+def _shows(chunk: Any) -> bool:
+    """Whether `render_chunk` prints a line for this (non-text) chunk."""
+    kind = getattr(chunk, "type", None)
+    if kind == "event":
+        return chunk.name in ("turn", "turn_end", "cut") and chunk.data is not None
+    return kind == "tool_calls" and bool(chunk.tool_calls) or kind in ("step", "interrupt") and bool(chunk.data)
 
 
 def render_chunk(out: Console, err: Console, chunk: Any) -> None:

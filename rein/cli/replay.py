@@ -38,17 +38,6 @@ history_app = typer.Typer(help="Run histories: export one for `rein replay` or a
 app.add_typer(history_app, name="history")
 
 
-def _quiet_core_logs() -> None:
-    """A replay that fails logs each failing workflow task as a warning; the report says it once."""
-    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-
-    try:
-        Runtime.set_default(Runtime(telemetry=TelemetryConfig(
-            logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR")))))
-    except Exception:
-        pass  # a runtime is in use already: keep it
-
-
 @history_app.command("export")
 def history_export(
     run_id: RunId,
@@ -102,7 +91,6 @@ def replay(
     except ValueError as err:
         raise CliError(str(err), EXIT_USAGE) from None
     age = parse_since(since) if since else None
-    _quiet_core_logs()
 
     async def go() -> ReplayReport:
         if histories:

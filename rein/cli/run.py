@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from rein.cli import interrupt
 from rein.cli.app import (
+    EXIT_INTERRUPTED,
     EXIT_NEEDS_PERSON,
     EXIT_RUN_FAILED,
     CliError,
@@ -70,15 +72,21 @@ def run(
     """Run an agent in this process, streaming the answer and each step live; asks here when it needs a person.
 
     Without a terminal and without --auto-approve it stops at the first question with a hint:
-    the run waits (durably) for `rein approve` / `rein answer` / `rein retry`.
+    the run waits (durably) for `rein approve` / `rein answer` / `rein retry`. Ctrl-C stops this command
+    at once (exit 130) with one line saying where the run stands and how to answer it; a durable run waits.
     """
+    interrupt.fate("no run was started")
     target = load_agent_target(agent)
     durable = target._engine() == "temporal"
-    driver: LocalDriver | DurableDriver = (DurableDriver if durable else LocalDriver)(target, prompt)
+    driver: LocalDriver | DurableDriver = (DurableDriver if durable else LocalDriver)(target, prompt, agent)
     try:
         result = asyncio.run(_drive(driver, agent, auto_approve, sys.stdin.isatty()))
     except (CliError, KeyboardInterrupt):
         raise
+    except typer.Abort:  # end of input at a prompt (Ctrl-D): the person left, the run did not fail
+        if sys.stderr.isatty():
+            print(file=sys.stderr)  # the cursor sits after the prompt
+        raise CliError(interrupt.line().removeprefix("rein: "), EXIT_INTERRUPTED) from None
     except Exception as exc:  # no key, a rejected key, a fatal model error: the run failed
         message, _ = explain(exc)
         raise CliError(message if message.startswith("run ") else f"the run failed: {message}", EXIT_RUN_FAILED) from exc
@@ -91,6 +99,9 @@ async def _drive(driver: LocalDriver | DurableDriver, agent: str, auto_approve: 
     err = err_console()
     pause = await driver.begin()
     while pause is not None:
+        if pause.run_id and pause.run_id != "local":
+            interrupt.fate(f"run {pause.run_id} {_waits_for(pause)}; answer it with {_answer_with(pause)} "
+                           f"while `rein worker --agent {agent}` serves it")
         decision = _decide(err, pause, driver.target.name, agent, auto_approve, interactive)
         if decision is None:  # the person declined to retry a failed model call
             return driver.give_up(pause, agent)
@@ -119,12 +130,13 @@ def _decide(err: Console, pause: Pause, name: str, agent: str, auto_approve: boo
 class LocalDriver:
     """The in-process engine: each step is printed as the run returns; the answer at the end."""
 
-    def __init__(self, target: Any, prompt: str):
+    def __init__(self, target: Any, prompt: str, spec: str):
         self.target, self.prompt = target, prompt
         self.result: Any = None
         self.shown: list[Any] = []
 
     async def begin(self) -> Pause | None:
+        interrupt.fate("the run was in this process only (the local engine) and stopped with it")
         return self._after(await self.target.arun(self.prompt))
 
     async def resume(self, decision: Decision) -> Pause | None:
@@ -156,8 +168,8 @@ class DurableDriver:
     """A durable run on this process's engine: its stream, live (text as the model writes it,
     each step as it is recorded); decisions go through the run's validated updates."""
 
-    def __init__(self, target: Any, prompt: str):
-        self.target, self.prompt = target, prompt
+    def __init__(self, target: Any, prompt: str, spec: str):
+        self.target, self.prompt, self.spec = target, prompt, spec
         self.seen, self.answer, self.open_line = 0, "", False
         self.eng: Any = None
         self.client: Any = None
@@ -171,7 +183,9 @@ class DurableDriver:
         key = self.eng.register(self.target)
         self.run_id = engine.new_workflow_id(self.target)
         self.client = ReinClient(self.eng.client)  # lives on the engine's loop: every call goes through eng.submit
+        interrupt.fate(f"run {self.run_id} may have started; `rein status {self.run_id}` shows whether it did")
         await self.eng.submit(self.eng.begin(key, self.run_id, self.prompt, None, stream=True))
+        self._running()
         return await self._follow()
 
     async def resume(self, decision: Decision) -> Pause | None:
@@ -179,8 +193,17 @@ class DurableDriver:
         send = {"approve": lambda: c.approve(run_id, None, decision.approver),
                 "deny": lambda: c.deny(run_id), "answer": lambda: c.answer(run_id, decision.text),
                 "retry": lambda: c.retry(run_id)}[decision.kind]
+        said = {"approve": "approval", "deny": "denial"}.get(decision.kind, decision.kind)
+        interrupt.fate(f"run {run_id}: the {said} may not have reached it; `rein status {run_id}` shows where it stands")
         await self.eng.submit(send())
+        self._running()
         return await self._follow()
+
+    def _running(self) -> None:
+        """Ctrl-C from here: the run goes on on the server, waiting for a worker once this process is gone."""
+        run_id = self.run_id
+        interrupt.fate(f"run {run_id} goes on when a worker serves it (`rein worker --agent {self.spec}`); "
+                       f"follow it with `rein watch {run_id}`")
 
     async def _follow(self) -> Pause | None:
         """Print the stream until the run pauses (its Pause) or ends (None)."""
@@ -243,8 +266,17 @@ def _ask_approval(console: Console, calls: list[Any]) -> bool:
 def _stop_hint(pause: Pause, target: str) -> str:
     if not pause.run_id or pause.run_id == "local":
         return "stopped: the run needs a person and there is no terminal; rerun with --auto-approve"
-    quoted = shlex.quote(pause.run_id)
-    verb = {"need_approval": f"rein approve {quoted}", "need_input": f"rein answer {quoted} TEXT"}.get(
-        pause.interrupt.type, f"rein retry {quoted}")
-    return (f"stopped: run {pause.run_id} waits for a person and there is no terminal; answer with `{verb}` "
+    return (f"stopped: run {pause.run_id} waits for a person and there is no terminal; answer with {_answer_with(pause)} "
             f"while `rein worker --agent {target}` serves it, or rerun with --auto-approve")
+
+
+def _waits_for(pause: Pause) -> str:
+    return {"need_approval": "waits for approval", "need_input": "waits for an answer"}.get(
+        pause.interrupt.type, "waits after a failed model call")
+
+
+def _answer_with(pause: Pause) -> str:
+    """The command that answers the pause, in backticks."""
+    quoted = shlex.quote(pause.run_id or "")
+    return {"need_approval": f"`rein approve {quoted}` (or `rein deny {quoted}`)",
+            "need_input": f"`rein answer {quoted} TEXT`"}.get(pause.interrupt.type, f"`rein retry {quoted}`")

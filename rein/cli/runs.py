@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rein.cli import interrupt
 from rein.cli.app import (
     EXIT_CANCELLED,
     EXIT_NO_WORKER,
@@ -24,7 +25,7 @@ from rein.cli.app import (
     print_json,
     with_client,
 )
-from rein.cli.render import answer_hints, print_step, render_chunk, render_detail
+from rein.cli.render import StreamPrinter, answer_hints, print_step, render_detail
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -72,7 +73,8 @@ def start(
             try:
                 client.task_queue = await queue_for(client, agent, task_queue)
             except AgentNotServed as err:
-                raise CliError(str(err), EXIT_NO_WORKER) from None
+                raise CliError(f"{err}, or pass --no-check to start the run anyway", EXIT_NO_WORKER) from None
+        interrupt.fate(f"the run may have started; `rein list --agent {shlex.quote(agent)}` shows it")
         try:
             handle = await client.start(agent, prompt, run_id=run_id, model=model, tenant=tenant, priority=priority)
         except WorkflowAlreadyStartedError:
@@ -99,6 +101,9 @@ def result(
     """Wait for a run to finish and print its output (failed: its cause, exit 6; cancelled: the reason, exit 10).
     A thread: the answer of its turn under way, else of its last turn."""
     from rein.ops.runs import RunNotFound, cancel_reason, describe_run, is_not_found
+
+    quoted = shlex.quote(run_id)
+    interrupt.fate(f"stopped waiting; run {run_id} goes on (`rein result {quoted}` waits again)")
 
     async def go(client: ReinClient) -> Any:
         detail = await describe_run(client, run_id)
@@ -154,13 +159,15 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
 
     out = out_console()
     err = out  # steps and tool calls are the run's story, not diagnostics: stdout as well
+    show = StreamPrinter(out, err)
+    interrupt.fate(f"stopped watching; run {run_id} goes on (`rein watch {shlex.quote(run_id)}` follows it again)")
 
     async def go(client: ReinClient) -> RunDetail:
         detail = await describe_run(client, run_id)
         thread = detail.closed is None and await _is_thread(client, run_id)
         if thread:
             async for chunk in client.stream(run_id):
-                render_chunk(out, err, chunk)
+                show(chunk)
             return await describe_run(client, run_id)
         if detail.closed is not None or detail.interrupt is not None:
             await _follow_steps(client, run_id, err)  # already paused or ended: its steps so far
@@ -168,7 +175,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
             seen_pauses = 0
             try:
                 async for chunk in client.stream(run_id):  # from the start: the steps so far, then live
-                    render_chunk(out, err, chunk)
+                    show(chunk)
                     if chunk.type == "interrupt":
                         seen_pauses += 1
                     if chunk.type == "done" or (chunk.type == "interrupt" and seen_pauses > detail.pause):
@@ -181,6 +188,7 @@ def watch(run_id: RunId, address: Address = None, namespace: Namespace = None) -
         return detail
 
     detail = with_client(address, namespace, go)
+    show.end_line()
     out.print()
     render_detail(err, detail, steps=False)
     if detail.status == "failed":

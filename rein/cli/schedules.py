@@ -104,7 +104,7 @@ async def _runs_queue(client: ReinClient, agent: str, task_queue: str | None, no
     try:
         return await queue_for(client, agent, asked)
     except AgentNotServed as err:
-        raise CliError(str(err), EXIT_NO_WORKER) from None
+        raise CliError(f"{err}, or pass --no-check to create the schedule anyway", EXIT_NO_WORKER) from None
 
 
 def _checked(cron: str | None, every: str | None, catchup: str | None, overlap: str | None) -> tuple[Any, Any]:
@@ -171,7 +171,8 @@ def pause(schedule_id: ScheduleId, note: Annotated[str, typer.Option("--note", h
 @schedule_app.command("unpause")
 def unpause(schedule_id: ScheduleId, note: Annotated[str, typer.Option("--note", help="Why.")] = "",
             address: Address = None, namespace: Namespace = None) -> None:
-    """Start it again from the next scheduled time (missed starts within --catchup are made up)."""
+    """Start it again from the next scheduled time (missed starts within its catch-up window, `rein schedule create
+    --catchup`, are made up)."""
     _on_schedule(address, namespace, schedule_id, lambda handle: handle.unpause(note=note or "unpaused with rein"))
     print(f"{schedule_id} unpaused")
 
@@ -252,7 +253,7 @@ def _on_schedule(address: str | None, namespace: str | None, schedule_id: str, a
 
 
 async def _described(schedule_id: str, described: Any) -> dict[str, Any]:
-    from rein.durable.schedules import row_of
+    from rein.durable.schedules import next_starts, row_of
 
     row = await row_of(schedule_id, described)
     schedule, info = described.schedule, described.info
@@ -262,7 +263,7 @@ async def _described(schedule_id: str, described: Any) -> dict[str, Any]:
         "schedule_id": schedule_id, "agent": row.agent, "does": row.what, "spec": when,
         "overlap": schedule.policy.overlap.name.lower(), "catchup": str(schedule.policy.catchup_window),
         "state": "paused" if schedule.state.paused else "active", "note": schedule.state.note or "",
-        "next": [t.isoformat() for t in info.next_action_times[:3]],
+        "next": [t.isoformat() for t in next_starts(described)[:3]],
         "recent_runs": [getattr(a.action, "workflow_id", "") for a in info.recent_actions],
         "skipped_overlap": info.num_actions_skipped_overlap, "missed_catchup": info.num_actions_missed_catchup_window,
     }

@@ -1,5 +1,5 @@
-"""`rein serve`: rein's web surfaces in one process (rein.ops.web): the approvals inbox at /inbox, and the AG-UI
-endpoint at /agui for the agents given with --agent."""
+"""`rein serve`: rein's web surfaces in one process (rein.ops.web): the approvals inbox at /inbox (docs/inbox.md)
+and the AG-UI endpoint at /agui (docs/web.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rein.cli.app import EXIT_USAGE, Address, CliError, Namespace, app, connect_client, load_agent_target
+from rein.cli.app import Address, Namespace, app, connect_client, load_agent_target
 
 UI_VAR = "REIN_UI_URL"
 
@@ -24,42 +24,40 @@ def _ui_url(given: str | None, address: str | None) -> str | None:
     return (embedded_status() or {}).get("ui")
 
 
-@app.command()
+@app.command("serve")
 def serve(
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8090,
-    host: Annotated[str, typer.Option(help="Interface to bind (people sign in with a token: docs/inbox.md).")] = "127.0.0.1",
-    agent: Annotated[list[str] | None, typer.Option(
-        "--agent", help="MODULE:ATTR of an agent the AG-UI endpoint (/agui) serves; repeatable.")] = None,
-    ui: Annotated[str | None, typer.Option(help="The Temporal UI's URL, for links to runs (default: REIN_UI_URL, or "
-                                           "the embedded server's UI).")] = None,
-    poll: Annotated[float, typer.Option(min=0.1, max=60, help="Seconds between reads of what waits (one reader for "
-                                        "every open page).")] = 1.0,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="An agent to serve at /agui/NAME: its name (a worker "
+                                                    "serves it) or MODULE:ATTR; repeatable (default: any agent a worker "
+                                                    "serves).")] = None,
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    host: Annotated[str, typer.Option(help="Interface to bind (set REIN_CODEC_TOKEN or REIN_CODEC_JWKS_URL before "
+                                           "binding beyond this machine: docs/web.md, docs/inbox.md).")] = "127.0.0.1",
+    task_queue: Annotated[str | None, typer.Option(help="The task queue threads start on, and the rules' workflow "
+                                                        "(default REIN_TASK_QUEUE or `rein`).")] = None,
+    ui: Annotated[str | None, typer.Option(help="The Temporal UI's URL, for the inbox's links to runs (default: "
+                                           "REIN_UI_URL, or the embedded server's UI).")] = None,
+    poll: Annotated[float, typer.Option(min=0.1, max=60, help="Seconds between the inbox's reads of what waits (one "
+                                        "reader for every open page).")] = 1.0,
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
-    """Serve rein's web pages: the approvals inbox at /inbox (every decision people owe, live, with rules) and, for
-    --agent, the AG-UI endpoint at /agui. Sign-in: the token or JWT rein's codec server accepts (REIN_CODEC_TOKEN /
-    REIN_CODEC_JWKS_URL), scoped by the JWT's tenant claim (REIN_TENANT_CLAIM); with neither it is open."""
+    """Serve rein's web surfaces: the approvals inbox (GET /inbox: every decision people owe, live, with rules)
+    and the AG-UI endpoint (POST /agui/AGENT, the URL an HttpAgent is given) for browsers talking to agents'
+    threads. Callers need the token or JWT rein's codec server accepts, when set (a JWT's tenant claim scopes them)."""
     import asyncio
 
     import uvicorn
 
-    from rein.ops.web import web_app
+    from rein.ops.web import build
 
-    agents = [load_agent_target(target) for target in agent or []]
+    agents = [load_agent_target(a) if ":" in a else a for a in agent or []]
 
     async def go() -> None:
         client = await connect_client(address, namespace)
-        try:
-            application = web_app(client, agents=agents, ui_url=_ui_url(ui, address), poll_s=poll)
-        except RuntimeError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
-        server = uvicorn.Server(uvicorn.Config(application, host=host, port=port, log_level="warning", lifespan="on"))
-        print(f"rein serve on http://{host}:{port}: the inbox at http://{host}:{port}/inbox"
-              + (f", AG-UI at http://{host}:{port}/agui" if agents else ""), flush=True)
-        print(application.state.auth.describe(), flush=True)
-        await server.serve()
-        if not server.started:
-            raise CliError(f"could not listen on {host}:{port} (is the port taken?)")
+        web = build(client.client, agents, task_queue=task_queue, ui_url=_ui_url(ui, address), poll_s=poll)
+        print(f"rein serve on http://{host}:{port}: AG-UI at /agui/<agent> for "
+              f"{', '.join(sorted(web.state.agui_agents)) or 'any agent a worker serves'}", flush=True)
+        print(f"the inbox at http://{host}:{port}/inbox; {web.state.auth.describe()}", flush=True)
+        await uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning")).serve()
 
     asyncio.run(go())

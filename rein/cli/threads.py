@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rein.cli import interrupt
 from rein.cli.app import (
     EXIT_NO_WORKER,
     EXIT_REJECTED,
@@ -42,11 +43,12 @@ def send(
     thread_id: Annotated[str, typer.Argument(help="The thread id (its Temporal workflow id); a new id starts a thread.",
                                              show_default=False)],
     text: Annotated[str, typer.Argument(help="The message.", show_default=False)],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="The agent's registered name (starts the thread; a "
-                                       "running thread keeps its own).", show_default=False)],
+    agent: Annotated[str, typer.Option("--agent", "-a", help="The agent's registered name: it starts a new thread; a "
+                                       "running thread must be this agent's (else nothing is sent).", show_default=False)],
     mode: Annotated[str, typer.Option("--mode", help="While a turn runs: queue (the next turn), steer (joins before the "
                                       "next model call), interrupt (cuts the model call), reject (refused while busy).")] = "queue",
-    message_id: Annotated[str | None, typer.Option("--id", help="Your id for this message: sent twice, it is taken once.")] = None,
+    message_id: Annotated[str | None, typer.Option("--id", help="Your id for this message: sent twice, it is taken once "
+                                                   "(the second answer says it was a repeat).")] = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Print where the message went and exit; do not wait "
                                           "for the turn's answer.")] = False,
     task_queue: Annotated[str | None, typer.Option("--queue", "--task-queue", help="Start a new thread on this queue "
@@ -57,45 +59,67 @@ def send(
 ) -> None:
     """Send a message to a thread (starting it), then print the answer of the turn that takes it.
 
-    Exit 5 when the thread refuses it (reject while busy, too many waiting, an ended thread), 8 when no
-    worker serves the agent of a new thread, 7 when the turn waits for a person (approve it as any run:
-    `rein approve THREAD`). A running thread no worker takes now keeps the message until one does (said in 2 s).
+    Exit 2 when the thread is another agent's (nothing sent), 5 when the thread refuses it (reject while busy,
+    too many waiting, an ended thread), 8 when no worker serves the agent of a new thread, 7 when the turn
+    waits for a person (approve it as any run: `rein approve THREAD`). A running thread no worker takes now
+    keeps the message until one does (said in 2 s). Ctrl-C: one line saying where the message is.
     """
     from rein.durable.threads import ThreadRefused
     from rein.ops.worker_lookup import AgentNotServed, queue_for
 
     _check_message(text, mode, message_id)
+    interrupt.fate("the message was not sent")
 
     async def go(client: ReinClient) -> tuple[SendReceipt, RunResult | None]:
-        if not await _running(client, thread_id):  # a new thread: is anyone there to start it?
+        owner = await _running_agent(client, thread_id)
+        if owner is None:  # a new thread: is anyone there to start it?
             try:
                 client.task_queue = await queue_for(client, agent, task_queue or os.environ.get("REIN_TASK_QUEUE"))
             except AgentNotServed as err:
                 raise CliError(str(err), EXIT_NO_WORKER) from None
+        elif owner and owner != agent:
+            raise CliError(f"thread {thread_id} is agent {owner!r}'s, not {agent!r}: nothing was sent (send it with "
+                           f"--agent {owner}, or start another thread id)", EXIT_USAGE)
+        interrupt.fate(_maybe_sent(thread_id, message_id))
         sending = asyncio.ensure_future(client.send(thread_id, text, agent=agent, mode=mode, message_id=message_id))  # type: ignore[arg-type]
         if not (await asyncio.wait({sending}, timeout=SILENCE_S))[0]:
             err_console().print(f"[yellow]no worker has taken thread {escape(thread_id)} yet: the message waits on the "
                                 "server until one does (Ctrl-C stops waiting; the message stays there)[/]")
+            interrupt.fate(f"the message waits on the server for a worker to take thread {thread_id}")
         try:
             receipt = await sending
         except ThreadRefused as err:
             raise CliError(str(err), EXIT_REJECTED) from None
+        interrupt.fate(f"{_where(receipt)}; the turn goes on (`rein watch {thread_id}` follows it)")
         if no_wait:
             return receipt, None
-        err_console().print(f"[dim]{_where(receipt)}[/]")
+        err_console().print(f"[dim]{escape(_where(receipt))}[/]")
         return receipt, await client.reply(receipt)
 
     _print_answer(*with_client(address, namespace, go), as_json)
 
 
-async def _running(client: ReinClient, thread_id: str) -> bool:
+def _maybe_sent(thread_id: str, message_id: str | None) -> str:
+    if message_id:
+        return (f"the message may have reached thread {thread_id}; send it again with the same --id {message_id} "
+                "(it is taken once)")
+    return f"the message may have reached thread {thread_id}; `rein watch {thread_id}` shows its turns"
+
+
+async def _running_agent(client: ReinClient, thread_id: str) -> str | None:
+    """The agent of the running thread `thread_id` ("" when its run does not say), None when none runs."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
+    from rein.core.contract import SEARCH_KEYS
+
     try:
-        return (await client.handle(thread_id).describe()).status == WorkflowExecutionStatus.RUNNING
+        described = await client.handle(thread_id).describe()
     except RPCError:
-        return False
+        return None
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        return None
+    return described.typed_search_attributes.get(SEARCH_KEYS["ReinAgent"]) or ""
 
 
 def _check_message(text: str, mode: str, message_id: str | None) -> None:
@@ -132,7 +156,7 @@ def _print_answer(receipt: SendReceipt, answer: RunResult | None, as_json: bool)
 
 
 def _where(receipt: SendReceipt) -> str:
-    said = "already taken (the same --id): " if receipt.duplicate else ""
+    said = "a repeat (the same --id, taken once): " if receipt.duplicate else ""
     if receipt.joined:
         return f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode})"
     later = f", after {receipt.ahead} turn{'s' if receipt.ahead != 1 else ''}" if receipt.ahead else ""
@@ -147,7 +171,7 @@ def threads(
     namespace: Namespace = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List conversation threads: id, agent, status (idle between turns), age and last activity."""
+    """List conversation threads: id, agent, status (idle between turns) and age (since its first message)."""
     from rein.durable.threads import ThreadRow
 
     async def go(client: ReinClient) -> list[ThreadRow]:

@@ -93,6 +93,8 @@ ANSWER_UPDATE = "rein.answer"
 RETRY_UPDATE = "rein.retry"
 CANCEL_UPDATE = "rein.cancel"
 """Validated updates: the same decisions as the signals, but a misfit is rejected to the caller."""
+TOOL_RESULTS_UPDATE = "rein.tool_results"
+"""Validated update: the results of client tool calls a thread's turn waits for (ToolResults; rein.ops.agui)."""
 DECISION_UPDATES = {"approve": APPROVE_UPDATE, "deny": DENY_UPDATE, "answer": ANSWER_UPDATE,
                     "retry": RETRY_UPDATE, "cancel": CANCEL_UPDATE}
 """Each decision signal's validated update: what every rein client sends (the signals stay for ops tooling)."""
@@ -364,6 +366,8 @@ class ModelCallInput(BaseModel):
     """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
     start: FirstCall | None = Field(default=None, exclude_if=lambda v: v is None)
     """The run's first call, which describes the agent (result: FirstReply); the system prompt is the worker's."""
+    tools: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Client tools offered beside the agent's own in this call (a thread's turn brought them: rein.core.threads)."""
 
     @model_validator(mode="after")
     def _derive_total(self) -> ModelCallInput:
@@ -579,6 +583,26 @@ class RetrySignal(_Lenient):
     """Payload of `retry`: nothing to say (an empty object, or none); `tenant` as DecisionSignal.tenant."""
 
     tenant: str | None = Field(default=None, max_length=MAX_NAME)
+
+
+class ToolResultEntry(_Lenient):
+    tool_call_id: str = Field(min_length=1, max_length=MAX_ID)
+    content: str = Field(max_length=MAX_ANSWER)
+
+
+class ToolResults(_Lenient):
+    """Payload of `rein.tool_results`: client tool calls' results, all taken or none (one wait ends once)."""
+
+    results: list[ToolResultEntry] = Field(min_length=1, max_length=64)
+    approver: str = Field(default="", max_length=MAX_NAME)
+
+
+class ToolResultsTaken(BaseModel):
+    """What `rein.tool_results` answers: the call ids it took, and the thread's stream offset when it took them
+    (what the turn does next is on the stream from there)."""
+
+    answered: list[str]
+    offset: int = 0
 
 
 DECISION_FOR_CHILD = "DecisionForChild"

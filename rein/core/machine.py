@@ -86,11 +86,13 @@ def next_action(
     elapsed_s: float,
     input_tools: frozenset[str] = frozenset(),
     approval_tools: frozenset[str] = frozenset(),
+    client_tools: frozenset[str] = frozenset(),
 ) -> Action:
     """Decide the next step. Trips breakers (mutating the Session) before any work.
 
     Calls to `approval_tools` (`@tool(requires_approval=True)`) wait for a person even when
-    the permission is "allow".
+    the permission is "allow". `client_tools` (a thread turn's tools the client runs, among
+    `input_tools`) are answered from outside like a question, and the wait says so.
     """
     if session.done:
         return Finish(stop_reason=session.stop_reason or "done")
@@ -105,7 +107,7 @@ def next_action(
         session.stage = Stage.CALL_MODEL
     if session.stage == Stage.CALL_MODEL:
         return CallModel(iteration=session.iteration + 1)
-    return _tool_stage_action(session, config, input_tools, approval_tools)
+    return _tool_stage_action(session, config, input_tools, approval_tools, client_tools)
 
 
 def _finish(session: Session, reason: str) -> Finish:
@@ -115,7 +117,8 @@ def _finish(session: Session, reason: str) -> Finish:
 
 
 def _tool_stage_action(
-    session: Session, config: LoopConfig, input_tools: frozenset[str], approval_tools: frozenset[str]
+    session: Session, config: LoopConfig, input_tools: frozenset[str], approval_tools: frozenset[str],
+    client_tools: frozenset[str] = frozenset(),
 ) -> RunTools | Wait:
     decided = decisions_for_pending(session)
     questions = [c for c in session.pending_tool_calls if c.name in input_tools]
@@ -131,7 +134,7 @@ def _tool_stage_action(
             return Wait(interrupt=approval_interrupt(undecided))
     unanswered = [c for c in questions if c.id not in decided]
     if unanswered:
-        return Wait(interrupt=input_interrupt(unanswered[0]))
+        return Wait(interrupt=input_interrupt(unanswered[0], client=unanswered[0].name in client_tools))
     to_run = [
         c
         for c in session.pending_tool_calls
@@ -150,7 +153,10 @@ def approval_interrupt(calls: list[ToolCall]) -> Interrupt:
     )
 
 
-def input_interrupt(call: ToolCall) -> Interrupt:
+def input_interrupt(call: ToolCall, client: bool = False) -> Interrupt:
+    if client:
+        return Interrupt(type="need_input", tool_call=call,
+                         message=f"Waiting for the client to run its tool '{call.name}' (call {call.id}) and send the result.")
     question = call.arguments.get("question")
     text = question if isinstance(question, str) and question else "The agent needs input from a person."
     return Interrupt(type="need_input", tool_call=call, message=text)
@@ -369,6 +375,40 @@ def answer(session: Session, text: str, approver: str = "", input_tools: frozens
     session.output_json = None
     session.output_failures = 0
     return "message"
+
+
+def waiting_on(session: Session, interrupt_type: str, input_tools: frozenset[str] = frozenset()) -> list[ToolCall]:
+    """The pending calls a wait is for: a `need_approval` wait's undecided calls (what `decide` with no id takes),
+    a `need_input` wait's unanswered questions and client tool calls; none for an `error` wait."""
+    if session.stage != Stage.RUN_TOOLS or interrupt_type == "error":
+        return []
+    decided = decisions_for_pending(session)
+    asked = interrupt_type == "need_input"
+    return [c for c in session.pending_tool_calls if (c.name in input_tools) == asked and c.id not in decided]
+
+
+def unanswerable(session: Session, call_ids: list[str], input_tools: frozenset[str] = frozenset()) -> str | None:
+    """Why these calls cannot take results from outside now (None: all can): each must be a pending question or
+    client tool call without an answer, named once."""
+    if len(set(call_ids)) != len(call_ids):
+        return "a tool call id is named twice"
+    waiting = {c.id for c in waiting_on(session, "need_input", input_tools)}
+    answered = {m.tool_call_id for m in session.messages if m.role == "tool"} | set(decisions_for_pending(session))
+    for call_id in call_ids:
+        if call_id in waiting:
+            continue
+        if call_id in answered:
+            return f"tool call {call_id!r} was already answered"
+        return f"no pending tool call with id {call_id!r} waits for a result from the client"
+    return None
+
+
+def answer_calls(session: Session, results: dict[str, str], approver: str = "") -> list[str]:
+    """Take results from outside for pending calls (client tools, questions): each becomes its call's tool
+    result when the batch closes. The caller checked them (`unanswerable`); returns the ids taken."""
+    for call_id, content in results.items():
+        session.decisions.append(Decision(tool_call_id=call_id, approved=True, approver=approver, answer=content))
+    return list(results)
 
 
 def prepare_resume(

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rein.core.config import LoopConfig
-from rein.core.ir import Message, Usage
+from rein.core.ir import Message, ToolSpec, Usage
 from rein.core.session import Session, Stage
 
 SEND_UPDATE = "rein.send"
@@ -41,6 +41,8 @@ MAX_WAITING = 100
 """Messages waiting in a thread (queued and steering) at most; one more is refused until a turn takes some."""
 KEPT_OUTCOMES = 20
 """Ended turns whose outcome a thread keeps for clients that wait for them (`ReinClient.reply`)."""
+MAX_CLIENT_TOOLS = 64
+"""Tools a message may bring for its turn (a web page's own tools, run by the client: rein.ops.agui)."""
 MAX_RECEIPTS = 1_000
 """Receipts kept for duplicate intake: a message id sent again after this many newer ones is a new message."""
 TURNS_PER_RUN = 50
@@ -64,6 +66,9 @@ class SendRequest(BaseModel):
     sender: str = Field(default="", max_length=200)
     stream: bool = False
     """The sender reads the turn as a stream (`astream`): its model calls answer with the provider's stream."""
+    tools: list[ToolSpec] = Field(default_factory=list, max_length=MAX_CLIENT_TOOLS)
+    """Client tools: offered to the model for this message's turn beside the agent's own; the client runs them
+    and sends each call's result back (`rein.tool_results`), while the thread waits for it (`waiting_input`)."""
 
 
 class SendReceipt(BaseModel):
@@ -81,6 +86,8 @@ class SendReceipt(BaseModel):
     duplicate: bool = False
     joined: bool = Field(default=False, exclude_if=lambda v: not v)
     """A steer or interrupt that joined the turn under way (on an idle thread it opens the next turn)."""
+    offset: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
+    """The thread's stream offset when the message was taken: its turn's items come at or after it."""
 
 
 class Waiting(BaseModel):
@@ -91,6 +98,7 @@ class Waiting(BaseModel):
     mode: Mode
     sender: str = ""
     stream: bool = Field(default=False, exclude_if=lambda v: not v)
+    tools: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class ThreadState(BaseModel):
@@ -111,6 +119,10 @@ class ThreadState(BaseModel):
     ended: dict[int, dict[str, Any]] = Field(default_factory=dict)
     """The last KEPT_OUTCOMES ended turns' outcomes (RunOutcome JSON) by turn: a client waiting for its own turn
     hears it, whatever came next, a continue-as-new included."""
+    client_tools: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The turn under way's client tools (its messages' `tools`): the model is offered them, the client answers them."""
+    turn_offset: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
+    """The thread's stream offset where the turn under way (or the last one) opened: a viewer reads it from there."""
 
 
 class ThreadView(BaseModel):
@@ -126,6 +138,11 @@ class ThreadView(BaseModel):
     usage: Usage
     last_output: str | None = None
     turn_first_step: int = 0
+    client_tools: list[str] = Field(default_factory=list)
+    """The names of the turn under way's client tools."""
+    turn_offset: int = 0
+    offset: int = 0
+    """The thread's stream offset now (its next item goes there)."""
 
 
 class Busy(ValueError):
@@ -158,21 +175,24 @@ def check(state: ThreadState, request: SendRequest, budget: str | None = None) -
         raise Busy(f"{MAX_WAITING} messages already wait in this thread; send again once a turn takes them")
 
 
-def take(state: ThreadState, request: SendRequest, message_id: str, thread_id: str, pause: int) -> SendReceipt:
-    """Hold the message where its mode says; its receipt (the first one's for a duplicate id)."""
+def take(state: ThreadState, request: SendRequest, message_id: str, thread_id: str, pause: int,
+         offset: int = 0) -> SendReceipt:
+    """Hold the message where its mode says; its receipt (the first one's for a duplicate id). `offset`: the
+    thread's stream offset now (the receipt says where the message's turn is to be read from)."""
     known = state.receipts.get(message_id)
     if known is not None:
         return known.model_copy(update={"duplicate": True})
     waiting = Waiting(message_id=message_id, text=request.text, mode=request.mode, sender=request.sender,
-                      stream=request.stream)
+                      stream=request.stream, tools=request.tools)
     if state.open and request.mode in ("steer", "interrupt"):
         state.steering.append(waiting)
         receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode, turn=state.turns, pause=pause,
-                              joined=True)
+                              joined=True, offset=offset)
     else:
         state.queued.append(waiting)
         receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode,
-                              turn=state.turns + len(state.queued), ahead=len(state.queued) - 1 + state.open, pause=pause)
+                              turn=state.turns + len(state.queued), ahead=len(state.queued) - 1 + state.open, pause=pause,
+                              offset=offset)
     state.receipts[message_id] = receipt
     while len(state.receipts) > MAX_RECEIPTS:
         del state.receipts[next(iter(state.receipts))]
@@ -201,12 +221,23 @@ def end_turn(state: ThreadState, usage: Usage, output: str | None) -> None:
     state.open = False
     state.usage = state.usage + usage
     state.last_output = output
+    state.client_tools = []
     state.queued[:0] = state.steering
     state.steering = []
     for position, waiting in enumerate(state.queued, start=1):
         receipt = state.receipts.get(waiting.message_id)
         if receipt is not None:
             receipt.turn, receipt.ahead, receipt.joined = state.turns + position, position - 1, False
+
+
+def add_client_tools(state: ThreadState, tools: list[ToolSpec], own: set[str]) -> None:
+    """A message's client tools join its turn's (a name the agent's own tools or the turn already have is left out:
+    the agent's tool wins, the first client tool of a name stays)."""
+    taken = own | {t.name for t in state.client_tools}
+    for tool in tools:
+        if tool.name not in taken and len(state.client_tools) < MAX_CLIENT_TOOLS:
+            state.client_tools.append(tool)
+            taken.add(tool.name)
 
 
 def join(session: Session, steering: list[Waiting]) -> None:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
@@ -75,9 +74,8 @@ class Engine:
         self._retiring: dict[str, asyncio.Future[None]] = {}
         """Task queue → the shutdown of a dropped agent's worker: no new worker may poll it until it ends."""
         self._watched: weakref.WeakSet[Agent] = weakref.WeakSet()
-        self.version: WorkerDeploymentVersion | None = None
-        """The deployment version this process's workers poll as (rein.durable.engine_versioning); None: unversioned."""
         self.routing: StartRouting
+        """The deployment version this process's workers poll as, and where its runs start (engine_versioning)."""
 
     @classmethod
     def get(cls) -> Engine:
@@ -101,8 +99,7 @@ class Engine:
     async def _connect(self, target: connection.Target) -> None:
         self.loop, self.thread = asyncio.get_running_loop(), threading.current_thread()
         self.client = await connection.connect(target=target)
-        self.version = await engine_version(self.client)
-        self.routing = StartRouting(self.client, self.version)
+        self.routing = StartRouting(self.client, await engine_version(self.client))
 
     def close(self) -> None:
         """Within 15 s, as it runs at interpreter exit, even while a tool blocks the loop: so not through
@@ -206,7 +203,7 @@ class Engine:
                 await asyncio.shield(retiring)
             assert self.client is not None
             worker = create_worker(
-                self.client, self.agents, task_queue=queue, **worker_versioning(self.version),
+                self.client, self.agents, task_queue=queue, **worker_versioning(self.routing.version),
                 workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(2),
                 activity_task_poller_behavior=PollerBehaviorSimpleMaximum(2),
             )

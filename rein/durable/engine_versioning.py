@@ -105,11 +105,21 @@ class StartRouting:
 
 async def _pinned(client: Client, version: WorkerDeploymentVersion, queue: str, deadline: float) -> PinnedVersioningOverride:
     """The override, once the server knows this version polls `queue` (a pinned start is refused before)."""
-    while queue not in await version_queues(client, version.deployment_name, version.build_id):
+    while queue not in await _registered_queues(client, version):
         if asyncio.get_running_loop().time() > deadline:
             break  # the start says why
         await asyncio.sleep(0.05)
     return PinnedVersioningOverride(version)
+
+
+async def _registered_queues(client: Client, version: WorkerDeploymentVersion) -> list[str]:
+    """The version's queues; none while its first poll has not registered it."""
+    try:
+        return await version_queues(client, version.deployment_name, version.build_id)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return []
+        raise
 
 
 async def _queue_routes_to(client: Client, queue: str) -> str | None:

@@ -9,10 +9,12 @@ weighted share. See docs/fleet.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import RateLimit, TaskQueue
@@ -45,7 +47,7 @@ def run_priority(tenant: str | None = None, priority: int | None = None) -> Prio
 
 @dataclass
 class QueueLimits:
-    """A task queue's server-side dispatch config, as `rein limits` shows it."""
+    """A task queue's server-side dispatch config, as `rein limits` shows it, and what it applies to."""
 
     task_queue: str
     rps: float | None = None
@@ -53,15 +55,51 @@ class QueueLimits:
     tenant_rps: float | None = None
     """Each fairness key's own rate (scaled by its weight), when set."""
     weights: dict[str, float] = field(default_factory=dict)
+    runs: int | None = None
+    """Runs started on the queue, kept by the namespace (its model and tool calls are the queue's activity
+    tasks); None for a provider's model queue, or when not asked (`with_scope`)."""
+    running: int | None = None
+    """Of those, the runs still open."""
+    served: bool | None = None
+    """A provider's model queue: whether a worker polls it (none: no model call is sent there)."""
+
+
+def is_model_queue(task_queue: str) -> bool:
+    return task_queue.startswith(f"{DEFAULT_TASK_QUEUE}.model.")
+
+
+def provider_of(model: str) -> str | None:
+    """The provider of `model`: the prefix of `provider/model`, else the provider LiteLLM's model table lists the
+    bare name under (`gpt-4o-mini`: openai); None when it lists none. One reading for the CLI and the workers,
+    so a limit set on `rein limits set --model openai/gpt-4o-mini` is where `Agent("gpt-4o-mini")`'s calls go."""
+    if "/" in model:
+        return model.split("/", 1)[0] or None
+    entry = _model_table().get(model)
+    return str(entry["litellm_provider"]) if isinstance(entry, dict) and entry.get("litellm_provider") else None
+
+
+def provider_queue(model: str) -> str | None:
+    """The model queue of `model`'s provider (`rein.model.openai` for `gpt-4o-mini` too), None when its provider
+    is not known."""
+    provider = provider_of(model)
+    return model_queue(f"{provider}/") if provider else None
 
 
 def limit_queue(model: str | None = None, queue: str | None = None) -> str:
-    """The queue a limit applies to: a model's (provider's) queue, a named one, or rein's default."""
+    """The queue a limit applies to: a model's provider's queue, a named one, or rein's shared queue
+    (REIN_TASK_QUEUE, default `rein`). A model goes as PROVIDER/MODEL: a bare name is refused with that form
+    (a limit is the provider's, for all its models; `gpt-4o-mini` is no provider)."""
     if model and queue:
         raise ValueError("give --model or --queue, not both")
+    if model and "/" not in model:
+        provider = provider_of(model)
+        said = (f"--model {provider}/{model} (LiteLLM's model table lists {model} under {provider})" if provider else
+                f"PROVIDER/MODEL, e.g. --model openai/gpt-4o-mini (LiteLLM's model table does not list {model!r})")
+        raise ValueError(f"give the model with its provider: {said}; a limit is on the provider's queue, for all "
+                         "its models")
     if model:
         return model_queue(model)
-    return queue or DEFAULT_TASK_QUEUE
+    return queue or os.environ.get("REIN_TASK_QUEUE") or DEFAULT_TASK_QUEUE
 
 
 async def set_limits(
@@ -105,7 +143,7 @@ async def set_limits(
 
 def _queue_types(task_queue: str) -> list[TaskQueueType.ValueType]:
     """Rate limits bound activity dispatch; weights also share a run queue's workflow tasks."""
-    if task_queue.startswith(f"{DEFAULT_TASK_QUEUE}.model."):
+    if is_model_queue(task_queue):
         return [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]
     return [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]
 
@@ -139,42 +177,55 @@ def routed_providers() -> set[str]:
 
 
 def routed_queue(model: str) -> str | None:
-    """The queue a worker schedules `model`'s calls on (REIN_MODEL_QUEUES), or None: the run's own."""
+    """The queue a worker schedules `model`'s calls on (REIN_MODEL_QUEUES), or None: the run's own. A model
+    without a provider prefix is its provider's as LiteLLM resolves it (`gpt-4o-mini`: openai's)."""
     providers = routed_providers()
-    provider = model.split("/", 1)[0] if "/" in model else model
-    return model_queue(model) if "*" in providers or provider in providers else None
+    if not providers:
+        return None
+    provider = provider_of(model)
+    if provider is None:  # LiteLLM cannot call it either: routed only with `*`, on a queue of its own name
+        return model_queue(model) if "*" in providers else None
+    return model_queue(f"{provider}/") if "*" in providers or provider in providers else None
 
 
-def known_queues() -> list[str]:
-    """Queues `rein limits` looks at by default: rein's task queue, then the model queue of every provider
-    LiteLLM knows and of every provider routed here (REIN_MODEL_QUEUES)."""
+def known_queues(run_queues: list[str] | None = None) -> list[str]:
+    """Queues `rein limits` looks at by default: rein's task queue, the queues runs went to (`run_queues`),
+    then the model queue of every provider LiteLLM knows and of every provider routed here (REIN_MODEL_QUEUES)."""
     providers = (known_providers() | routed_providers()) - {"*"}
-    return [os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)] + sorted({model_queue(p) for p in providers})
+    first = os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+    models = sorted({model_queue(f"{p}/") for p in providers})
+    return list(dict.fromkeys([first, *(run_queues or []), *models]))
 
 
 def known_providers() -> set[str]:
-    """The providers LiteLLM knows, from the price table it ships (read as a file: importing litellm
-    costs a CLI command a second or more). Empty when LiteLLM is not installed."""
+    """The providers LiteLLM knows, from the model table it ships. Empty when LiteLLM is not installed."""
+    return {str(m["litellm_provider"]) for m in _model_table().values()
+            if isinstance(m, dict) and str(m.get("litellm_provider", "")).replace("_", "").replace("-", "").isalnum()}
+
+
+@functools.cache
+def _model_table() -> dict[str, Any]:
+    """LiteLLM's model and price table, read as the file it ships (importing litellm costs a CLI command
+    seconds); empty when LiteLLM is not installed."""
     import importlib.util
     import json
     from pathlib import Path
 
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
-        return set()
+        return {}
     table = Path(next(iter(spec.submodule_search_locations))) / "model_prices_and_context_window_backup.json"
     try:
-        models = json.loads(table.read_text())
+        found = json.loads(table.read_text())
     except (OSError, ValueError):
-        return set()
-    return {str(m["litellm_provider"]) for m in models.values()
-            if isinstance(m, dict) and str(m.get("litellm_provider", "")).replace("_", "").replace("-", "").isalnum()}
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 async def all_limits(client: Client, queues: list[str] | None = None) -> list[QueueLimits]:
-    """Every limit that is set, on `queues` (default `known_queues()`): the first queue (rein's) always,
-    the others when they have a rate limit, a per-tenant rate or weights."""
-    names = queues if queues is not None else known_queues()
+    """Every limit that is set, on `queues` (default `known_queues()` with the queues of rein's newest runs): the
+    first queue (rein's) always, the others when they have a rate limit, a per-tenant rate or weights."""
+    names = queues if queues is not None else known_queues(await run_queues(client))
     gate = asyncio.Semaphore(16)
 
     async def one(name: str) -> QueueLimits:
@@ -189,12 +240,16 @@ async def all_limits(client: Client, queues: list[str] | None = None) -> list[Qu
 async def model_calls_served(client: Client, model: str) -> bool:
     """Whether a worker polled `model`'s provider queue for model calls recently: without one, no worker
     routes the provider's calls there (they would wait forever), so a limit on that queue slows nothing."""
+    return await _polled(client, limit_queue(model=model))
+
+
+async def _polled(client: Client, task_queue: str) -> bool:
     from rein.temporal.history import POLLER_FRESH_S
 
     described = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
-            task_queue=TaskQueue(name=model_queue(model)),
+            task_queue=TaskQueue(name=task_queue),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
         )
     )
@@ -204,12 +259,42 @@ async def model_calls_served(client: Client, model: str) -> bool:
 
 def not_routed(model: str) -> str:
     """The one line `rein limits set --model` refuses with when nothing serves the provider's queue."""
-    queue = model_queue(model)
+    queue = limit_queue(model=model)
     provider = queue.removeprefix(f"{DEFAULT_TASK_QUEUE}.model.")
     return (f"no worker serves {queue}, so {model}'s calls are not sent there and a limit on it would slow "
             f"nothing: start the workers with REIN_MODEL_QUEUES={provider} (or *) and one on that queue "
             f"(`rein worker --agent MOD:ATTR --task-queue {queue}`, with REIN_MODEL_QUEUES too), then set the "
-            "limit (--force sets it anyway); docs/fleet.md")
+            f"limit (`rein limits set --model {model} --force` sets it anyway); docs/fleet.md")
+
+
+async def runs_on(client: Client, task_queue: str) -> tuple[int, int]:
+    """(runs started on `task_queue` that the namespace keeps, those still open): the runs whose model and
+    tool calls a limit on the queue paces."""
+    query = f'TaskQueue="{task_queue}"'
+    total, running = await asyncio.gather(client.count_workflows(query),
+                                          client.count_workflows(f'{query} AND ExecutionStatus="Running"'))
+    return total.count, running.count
+
+
+async def run_queues(client: Client, newest: int = 200) -> list[str]:
+    """The task queues rein's newest runs went to, most used first: where a limit would pace them."""
+    counts: dict[str, int] = {}
+    async for execution in client.list_workflows(f'WorkflowType="{WORKFLOW_TYPE}"', limit=newest):
+        if execution.task_queue:
+            counts[execution.task_queue] = counts.get(execution.task_queue, 0) + 1
+    return sorted(counts, key=lambda q: (-counts[q], q))
+
+
+async def with_scope(client: Client, rows: list[QueueLimits]) -> list[QueueLimits]:
+    """`rows` with what each applies to: a model queue whether a worker polls it, another queue its runs."""
+    async def scope(row: QueueLimits) -> None:
+        if is_model_queue(row.task_queue):
+            row.served = await _polled(client, row.task_queue)
+        else:
+            row.runs, row.running = await runs_on(client, row.task_queue)
+
+    await asyncio.gather(*(scope(row) for row in rows))
+    return rows
 
 
 @dataclass

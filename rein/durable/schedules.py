@@ -187,7 +187,11 @@ async def row_of(schedule_id: str, described: Any) -> ScheduleRow:
     made = (await described.memo()).get(SCHEDULE_MEMO)
     made = made if isinstance(made, dict) else {}
     agent, what = str(made.get("agent", "")), str(made.get("does", ""))
-    info = described.info
+    upcoming = next_starts(described)
     return ScheduleRow(schedule_id=schedule_id, agent=agent, what=what, paused=described.schedule.state.paused,
-                       next_run=info.next_action_times[0] if info.next_action_times else None,
-                       recent=len(info.recent_actions))
+                       next_run=upcoming[0] if upcoming else None, recent=len(described.info.recent_actions))
+
+
+def next_starts(described: Any) -> list[Any]:
+    """When the schedule starts next: none while it is paused (the server lists the times its spec gives)."""
+    return [] if described.schedule.state.paused else list(described.info.next_action_times)

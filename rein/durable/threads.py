@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +24,18 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from rein.core.contract import WAIT_UPDATE, WORKFLOW_TYPE, AgentInput, RunOutcome, WaitRequest
+from rein.core.contract import (
+    TOOL_RESULTS_UPDATE,
+    WAIT_UPDATE,
+    WORKFLOW_TYPE,
+    AgentInput,
+    RunOutcome,
+    ToolResultEntry,
+    ToolResults,
+    ToolResultsTaken,
+    WaitRequest,
+)
+from rein.core.ir import ToolSpec
 from rein.core.result import RunResult
 from rein.core.threads import SEND_UPDATE, THREAD_MEMO, THREAD_QUERY, Mode, SendReceipt, SendRequest, ThreadView
 from rein.durable.fleet import run_priority
@@ -50,6 +61,8 @@ class ThreadRow:
     status: str
     started: datetime | None
     last_activity: datetime | None
+    """When the thread closed, else when its current run started (its last continue-as-new, or its first
+    message): visibility keeps no time of a thread's last message."""
 
 
 class ThreadClient:
@@ -64,13 +77,20 @@ class ThreadClient:
     async def full_result(self, run_id: str, outcome: RunOutcome, steps_from: int = 0) -> RunResult:
         raise NotImplementedError
 
+    async def _decide(self, run_id: str, update: str, payload: dict[str, Any], *, served: bool = False,
+                      wait: bool = True, update_id: str | None = None) -> Any:
+        raise NotImplementedError
+
     async def send(self, thread_id: str, text: str, *, agent: str, mode: Mode = "queue", message_id: str | None = None,
-                   sender: str = "", tenant: str | None = None, stream: bool = False) -> SendReceipt:
+                   sender: str = "", tenant: str | None = None, stream: bool = False,
+                   tools: Sequence[ToolSpec] = ()) -> SendReceipt:
         """Send a message to the thread `thread_id` of `agent`, starting the thread with its first message.
         Returns where it went (its turn); `reply(receipt)` waits for that turn's answer. Raises ThreadRefused
         when the thread does not take it (`reject` while busy, too many waiting, the thread ended). `stream`: the
-        caller reads the turn as a stream, so its model calls answer with the provider's stream (as `astream`)."""
-        request = SendRequest(text=text, mode=mode, message_id=message_id, sender=sender, stream=stream)
+        caller reads the turn as a stream, so its model calls answer with the provider's stream (as `astream`).
+        `tools`: client tools for the message's turn, offered to the model beside the agent's own; the turn waits
+        for the result of each call to one (`waiting_input`) until `tool_results` brings it."""
+        request = SendRequest(text=text, mode=mode, message_id=message_id, sender=sender, stream=stream, tools=list(tools))
         start: WithStartWorkflowOperation[Any, RunOutcome] = WithStartWorkflowOperation(
             WORKFLOW_TYPE,
             AgentInput(agent=agent, thread=True).model_dump(mode="json", exclude_none=True, exclude_defaults=True),
@@ -84,10 +104,11 @@ class ThreadClient:
             search_attributes=await start_search_attributes(self.client, agent, tenant=tenant),
             priority=run_priority(tenant, None),
         )
+        update_id = f"message-{message_id}" if message_id else None  # the server dedupes a retry in one run too
+        repeat = update_id is not None and await _known_update(self.client, thread_id, update_id)
         try:
-            return await self.client.execute_update_with_start_workflow(
-                SEND_UPDATE, request, start_workflow_operation=start, result_type=SendReceipt,
-                id=f"message-{message_id}" if message_id else None)  # the server dedupes a retry in one run too
+            receipt = await self.client.execute_update_with_start_workflow(
+                SEND_UPDATE, request, start_workflow_operation=start, result_type=SendReceipt, id=update_id)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             raise ThreadRefused(thread_id, getattr(cause, "type", None) or "Refused",
@@ -96,6 +117,20 @@ class ThreadClient:
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await start.workflow_handle()  # the same error, read: asyncio would log it as never retrieved
             raise ThreadRefused(thread_id, "ThreadEnded", "the thread has ended; start another thread id") from None
+        # A repeat the server deduplicated answers with the first send's receipt as it was; one the run itself
+        # recognised (after a continue-as-new) says so already.
+        return receipt.model_copy(update={"duplicate": True}) if repeat else receipt
+
+    async def tool_results(self, thread_id: str, results: Mapping[str, str], *, approver: str | None = None,
+                           wait: bool = False, update_id: str | None = None) -> ToolResultsTaken:
+        """The results of client tool calls the thread's turn waits for (call id -> result text), taken all at once
+        or not at all: DecisionRejected names an unknown or already answered call id (nothing changes). Returns the
+        ids taken and the stream offset from which the turn goes on. `wait`, `update_id`: as for `approve`."""
+        payload = ToolResults(results=[ToolResultEntry(tool_call_id=k, content=v) for k, v in results.items()],
+                              approver=self.client.identity if approver is None else approver)
+        taken = await self._decide(thread_id, TOOL_RESULTS_UPDATE, payload.model_dump(mode="json"), wait=wait,
+                                   update_id=update_id)
+        return ToolResultsTaken.model_validate(taken)
 
     async def reply(self, receipt: SendReceipt) -> RunResult:
         """Until the receipt's turn ends (or waits for a person): that turn's RunResult (the whole conversation,
@@ -145,6 +180,28 @@ class ThreadClient:
             found += 1
             if found >= limit:
                 return
+
+
+async def _known_update(client: Client, thread_id: str, update_id: str) -> bool:
+    """Whether the thread's current run already has the update `update_id` (a message sent before with that id):
+    the server answers its repeat with the first one's result, the receipt as it was then (duplicate=False)."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage as Stage
+    from temporalio.api.update.v1 import UpdateRef, WaitPolicy
+    from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    request = PollWorkflowExecutionUpdateRequest(
+        namespace=client.namespace, identity=client.identity,
+        update_ref=UpdateRef(workflow_execution=WorkflowExecution(workflow_id=thread_id), update_id=update_id),
+        wait_policy=WaitPolicy(lifecycle_stage=Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED))
+    try:
+        await client.workflow_service.poll_workflow_execution_update(request)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:  # no such update, or no such thread yet
+            return False
+        raise
+    return True
 
 
 def _started(marked: Any) -> datetime | None:

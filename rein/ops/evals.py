@@ -250,10 +250,10 @@ async def copy_model_limit(client: ReinClient, model: str, queue: str) -> None:
     from temporalio.service import RPCError
 
     from rein.core.contract import model_queue
-    from rein.durable.fleet import queue_limits, set_limits
+    from rein.durable.fleet import provider_queue, queue_limits, set_limits
 
     try:
-        limits = await queue_limits(client.client, model_queue(model))
+        limits = await queue_limits(client.client, provider_queue(model) or model_queue(model))
         if limits.rps is not None or limits.tenant_rps is not None or limits.weights:
             await set_limits(client.client, queue=queue, rps=limits.rps, tenant_rps=limits.tenant_rps,
                              weights=limits.weights or None, reason="rein eval: the fleet's limit for the model")

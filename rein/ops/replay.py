@@ -107,12 +107,15 @@ def load_history(source: HistorySource) -> WorkflowHistory:
 def replayer(*, data_converter: Any = None, workflows: Sequence[type] = (), plugins: Sequence[Any] = (),
              namespace: str = "default") -> Replayer:
     """A Replayer with AgentWorkflow and rein's converter (the codec from REIN_CODEC_KEY), like a worker."""
-    from rein.temporal.connection import free_core_at_exit
+    from rein.temporal.connection import core_runtime, free_core_at_exit
     from rein.temporal.plugin import ReinPlugin
 
     free_core_at_exit()  # a process that only replays starts the core too
     extra: dict[str, Any] = {"data_converter": data_converter} if data_converter is not None else {}
-    return Replayer(workflows=list(workflows), plugins=[ReinPlugin(agents=[]), *plugins], namespace=namespace, **extra)
+    # rein's Runtime: a history that does not replay logs each failing task as the core's warning; the
+    # report says it once (the warnings with --debug / REIN_DEBUG=1).
+    return Replayer(workflows=list(workflows), plugins=[ReinPlugin(agents=[]), *plugins], namespace=namespace,
+                    runtime=core_runtime(), **extra)
 
 
 async def replay_all(histories: AsyncIterator[WorkflowHistory] | Iterable[WorkflowHistory], **options: Any) -> ReplayReport:

@@ -58,6 +58,8 @@ class DeploymentState:
     ramping_percentage: float
     manager: str | None
     versions: list[VersionState] = field(default_factory=list)
+    open_runs: int = 0
+    """Open runs on the current version (they wait for its workers when it has none)."""
 
     def version(self, build_id: str | None) -> VersionState | None:
         return next((v for v in self.versions if v.build_id == build_id), None)
@@ -72,13 +74,14 @@ class DeploymentState:
         previous = previous_build(self)
         move = (f"`rein deployment rollback` moves them to {previous}" if previous else
                 "`rein deployment set-current BUILD` moves them to another build")
-        return (f"deployment {self.name}: the current build {self.current} has had no worker {since}: its runs wait "
-                f"(nothing changes by itself); start its workers again, or {move}")
+        return (f"deployment {self.name}: the current build {self.current} has had no worker {since}: its "
+                f"{self.open_runs} open runs wait (nothing changes by itself); start its workers again, or {move}")
 
     def to_json(self) -> dict[str, Any]:
         return {
             "deployment": self.name, "current": self.current, "ramping": self.ramping,
             "ramping_percentage": self.ramping_percentage, "manager": self.manager, "outage": self.outage(),
+            "open_runs": self.open_runs,
             "versions": [{"build_id": v.build_id, "status": v.status, "behavior": v.behavior, "polling": v.polling,
                           "last_poll": v.last_poll.isoformat() if v.last_poll else None,
                           "last_current": v.last_current.isoformat() if v.last_current else None}
@@ -99,20 +102,25 @@ async def deployment_state(client: Client, name: str, *, current_only: bool = Fa
     state = DeploymentState(name, routing.current_deployment_version.build_id or None,
                             routing.ramping_deployment_version.build_id or None, routing.ramping_version_percentage,
                             info.manager_identity or None)
+    if state.current:
+        state.open_runs = (await client.count_workflows(
+            f'TemporalWorkerDeploymentVersion = "{name}:{state.current}" AND ExecutionStatus = "Running"')).count
     fresh = time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
     for summary in info.version_summaries:
         build = summary.deployment_version.build_id
-        if current_only and build != state.current:
-            continue
-        version = await describe_version(client, name, build)
-        polls = [p.last_access_time.ToSeconds() for q in version.version_task_queues
-                 for p in await _pollers(client, q.name, q.type, name, build)]
-        meta = rein_metadata(version)
-        state.versions.append(VersionState(
+        version = VersionState(
             build, WorkerDeploymentVersionStatus.Name(summary.status).removeprefix("WORKER_DEPLOYMENT_VERSION_STATUS_").lower(),
-            meta.get("behavior") if meta else None,
-            datetime.fromtimestamp(max(polls), UTC) if polls else None, any(t > fresh for t in polls),
-            _last_current(summary)))
+            None, None, False, _last_current(summary))
+        state.versions.append(version)
+        if current_only and build != state.current:
+            continue  # its workers and metadata are not asked
+        described_version = await describe_version(client, name, build)
+        polls = [p.last_access_time.ToSeconds() for q in described_version.version_task_queues
+                 for p in await _pollers(client, q.name, q.type, name, build)]
+        meta = rein_metadata(described_version)
+        version.behavior = meta.get("behavior") if meta else None
+        version.last_poll = datetime.fromtimestamp(max(polls), UTC) if polls else None
+        version.polling = any(t > fresh for t in polls)
     return state
 
 
@@ -187,7 +195,28 @@ async def _not_replayed(client: Client, version: WorkerDeploymentVersion, runs: 
         raise RoutingError(f"{err}: start its workers first (they serve the runs this moves), or pass --unchecked") from None
 
 
-async def outage(client: Client, name: str) -> str | None:
-    """The line `deployment_state(...).outage()` says, for the current version only (cheap); None without one."""
-    state = await deployment_state(client, name, current_only=True)
-    return state.outage() if state is not None else None
+async def outages(client: Client) -> list[str]:
+    """The line `deployment_state(...).outage()` says, for every deployment whose current build has no worker
+    and open runs (a script's engine that ended leaves a current build without workers, and nothing waiting)."""
+    from temporalio.api.workflowservice.v1 import ListWorkerDeploymentsRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    lines: list[str] = []
+    token = b""
+    while True:
+        try:
+            page = await client.workflow_service.list_worker_deployments(ListWorkerDeploymentsRequest(
+                namespace=client.namespace, next_page_token=token))
+        except RPCError as err:
+            if err.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
+                return lines  # no worker deployments on this namespace
+            raise
+        for summary in page.worker_deployments:
+            if summary.routing_config.current_deployment_version.build_id:
+                state = await deployment_state(client, summary.name, current_only=True)
+                line = state.outage() if state is not None and state.open_runs else None
+                if line:
+                    lines.append(line)
+        token = page.next_page_token
+        if not token:
+            return lines

@@ -33,6 +33,7 @@ from rein.core.contract import (
 from rein.core.ir import ToolCall, Usage
 from rein.core.result import Interrupt, Step
 from rein.core.summaries import tool_summary
+from rein.core.threads import THREAD_MEMO
 from rein.temporal import history
 from rein.temporal.run_status import status_of
 
@@ -59,10 +60,13 @@ def is_not_found(err: BaseException) -> bool:
 
 def list_query(
     status: str | None = None, agent: str | None = None, fork_of: str | None = None, tenant: str | None = None,
-    schedule: str | None = None, eval_of: str | None = None,
+    schedule: str | None = None, eval_of: str | None = None, include_evals: bool = True,
 ) -> str:
-    """The visibility query behind `rein list`; waiting statuses include only running runs."""
+    """The visibility query behind `rein list`; waiting statuses include only running runs. Without
+    `include_evals` (nor `eval_of`), no what-if run of `rein eval` (ReinEvalOf)."""
     clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
+    if not include_evals and not eval_of:
+        clauses.append("ReinEvalOf IS NULL")
     if schedule:
         clauses.append(f'TemporalScheduledById="{_quote(schedule)}"')  # Temporal marks each scheduled start
     if agent:
@@ -132,8 +136,9 @@ def waits_for(view: RunStatusView | None, status: str) -> str:
 
 async def list_runs(client: ReinClient, status: str | None = None, agent: str | None = None,
                     limit: int = 50, fork_of: str | None = None, tenant: str | None = None,
-                    schedule: str | None = None, eval_of: str | None = None) -> list[RunRow]:
-    query = list_query(status, agent, fork_of, tenant, schedule, eval_of)
+                    schedule: str | None = None, eval_of: str | None = None, include_evals: bool = False) -> list[RunRow]:
+    """`rein list`'s rows, newest first: what-if runs (`rein eval`) only with `include_evals` or `eval_of`."""
+    query = list_query(status, agent, fork_of, tenant, schedule, eval_of, include_evals)
     # Newest first. SQL visibility has no ORDER BY and lists open runs before closed ones, so an
     # old run still waiting would hide today's finished ones: take the newest of both kinds.
     open_runs, closed_runs = await asyncio.gather(*(
@@ -226,11 +231,14 @@ class RunDetail:
     """A fork's lineage (rein.ops.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
     tenant: str | None = None
     """The run's tenant (Temporal fairness key, ReinTenant)."""
+    turns: int | None = None
+    """A conversation thread's turns so far (its `usage` is then every turn's, not the last one's)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.id,
             "tenant": self.tenant,
+            "turns": self.turns,
             "agent": self.agent,
             "status": self.status,
             "stage": self.stage,
@@ -307,8 +315,25 @@ async def describe_run(client: ReinClient, run_id: str, *, steps: bool = False) 
         tenant=attributes.get(_TENANT),
     )
     detail.task_queue = description.task_queue
+    if (await description.memo()).get(THREAD_MEMO):
+        return await _thread_totals(client, await _described(client, run_id, description, detail, steps))
+    return await _described(client, run_id, description, detail, steps)
+
+
+async def _thread_totals(client: ReinClient, detail: RunDetail) -> RunDetail:
+    """A thread's usage is every turn's (its runs' status counts the turn under way, or the last)."""
+    try:
+        view = await client.thread(detail.id)
+    except Exception:  # neither a worker nor this build's replay answers: the turn's usage, as the run said it
+        return detail
+    detail.usage, detail.turns = view.usage, view.turns
+    return detail
+
+
+async def _described(client: ReinClient, run_id: str, description: Any, detail: RunDetail, steps: bool) -> RunDetail:
     if description.status == WorkflowExecutionStatus.RUNNING:
         return await _running(client, run_id, description, detail, steps)
+    handle = client.handle(run_id)
     try:
         result: RunOutcome = await handle.result(follow_runs=False)
     except WorkflowFailureError as err:

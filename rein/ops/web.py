@@ -1,47 +1,53 @@
-"""rein's web surfaces in one Starlette app (`rein serve`): the inbox page at /inbox, and the AG-UI endpoint at /agui
-when agents are given. Who the caller is and which tenant they may see: rein.ops.web_auth (shared by both).
-"""
+"""rein's web surfaces in one ASGI app (`rein serve`): the approvals inbox at `/inbox` (rein.ops.inbox_web) and the
+AG-UI endpoint at `/agui` (rein.ops.agui). A user's own Starlette or FastAPI app can mount `rein.ops.agui.app`
+itself instead. Who the caller of the inbox is, and which tenant they may see: rein.ops.web_auth."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute, Mount
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Mount, Route
+from temporalio.client import Client
 
+from rein.ops import agui
 from rein.ops.inbox_web import Inbox
 from rein.ops.web_auth import WebAuth
 from rein.temporal.bearer import BearerAuth
 
-if TYPE_CHECKING:
+AGUI_PATH = "/agui"
+INBOX_PATH = "/inbox"
+
+
+def build(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = None, auth: BearerAuth | None = None,
+          ui_url: str | None = None, poll_s: float = 1.0) -> Starlette:
+    """The app `rein serve` runs: the inbox page and its API (`/inbox`, one visibility reader every `poll_s` for all
+    pages; runs link to the Temporal UI at `ui_url`), `POST /agui/{agent}` (an HttpAgent's URL), `GET
+    /agui/{agent}/{thread}` (a viewer's stream), and `GET /` saying what is served. `auth`: who may call (default:
+    the environment's rein web settings, rein.temporal.bearer; none set: anyone)."""
     from rein.client import ReinClient
 
-
-def web_app(client: ReinClient, *, agents: Sequence[Any] = (), auth: BearerAuth | None = None, ui_url: str | None = None,
-            poll_s: float = 1.0) -> Starlette:
-    """The app `rein serve` runs: the inbox (rein.ops.inbox_web) and, with `agents`, the AG-UI endpoint at /agui."""
+    endpoint = agui.app(client, agents, task_queue=task_queue, auth=auth)
+    names = sorted(endpoint.state.agui.agents)
     web_auth = WebAuth(auth)
-    inbox = Inbox(client, web_auth, ui_url=ui_url, poll_s=poll_s)
-    routes: list[BaseRoute] = [*inbox.routes()]
-    if agents:
-        routes.append(Mount("/agui", app=agui_app(client, agents)))  # issue 47: the AG-UI endpoint over threads
+    inbox = Inbox(ReinClient(client, task_queue), web_auth, ui_url=ui_url, poll_s=poll_s)
+
+    async def index(_: Request) -> JSONResponse:
+        return JSONResponse({"inbox": INBOX_PATH,
+                             "agui": {name: f"{AGUI_PATH}/{name}" for name in names} or f"{AGUI_PATH}/<agent>"})
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        yield
-        await inbox.close()  # the poller stops with the server
+        async with endpoint.router.lifespan_context(endpoint):
+            yield
+            await inbox.close()  # the inbox's reader stops with the server
 
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.auth = web_auth
-    return app
-
-
-def agui_app(client: ReinClient, agents: Sequence[Any]) -> Any:
-    """The AG-UI endpoint (rein.ops.agui) for `agents`."""
-    try:
-        from rein.ops import agui  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise RuntimeError("this build of rein has no AG-UI endpoint (rein.ops.agui)") from exc
-    return agui.app(client, agents=list(agents))
+    routes: list[BaseRoute] = [Route("/", index), *inbox.routes(), Mount(AGUI_PATH, app=endpoint)]
+    web = Starlette(routes=routes, lifespan=lifespan)
+    web.state.agui_agents = names
+    web.state.auth = web_auth
+    return web

@@ -22,7 +22,8 @@ answers in well under a second; a poller seen in the last minute may be a worker
 
 
 class AgentNotServed(LookupError):
-    """No worker that knows the agent polls the queues a run could be sent to."""
+    """No worker that knows the agent polls the queues a run could be sent to. Its message ends with what to
+    start; a command that can go on without one adds how (`rein start --no-check`)."""
 
 
 async def queue_for(client: ReinClient, agent: str, queue: str | None = None) -> str:
@@ -45,7 +46,7 @@ async def queue_for(client: ReinClient, agent: str, queue: str | None = None) ->
     why = f"; {refused}" if refused else ""
     raise AgentNotServed(
         f"no worker serves agent {agent!r} (none that knows it polls {where}{why}); start one with "
-        f"`rein worker --agent MODULE:ATTR`, or pass --no-check to start the run anyway"
+        "`rein worker --agent MODULE:ATTR`"
     )
 
 

@@ -9,21 +9,32 @@ Settings come from `temporalio.envconfig`: the profile (`TEMPORAL_PROFILE`, defa
 No address anywhere: the shared embedded server (`rein.durable.embedded_server.ensure_embedded`), whose
 state lives in REIN_HOME, so runs outlive the process and every rein process sees them.
 The engine, `worker.py`, `rein.client.connect()` and the CLI all connect through here, with
-rein's one data converter.
+rein's one data converter and rein's one temporalio Runtime (`core_runtime`: the core's own log lines
+reach a terminal only when asked for).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import RPCError
 
+if TYPE_CHECKING:
+    from temporalio.runtime import Runtime
+
 DEFAULT_NAMESPACE = "default"
 EMBEDDED_READY_S = 30.0
+CORE_LOGGER = "temporalio.core"
+"""The Python logger temporalio's core (its Rust `temporalio_sdk_core`) logs to in rein's processes: WARN and
+up, passed on (to the root logger's handlers, else stderr) only with `--debug` / REIN_DEBUG=1. By default
+temporalio prints them straight to the terminal ("Workflow task not found", "Activity not found on
+completion"): what the core retries or a client already reports, not a person's to act on."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,7 @@ async def connect(
     if target is None:
         target = await asyncio.to_thread(resolve, address, namespace, profile=profile)
     client_kwargs.setdefault("data_converter", rein_data_converter())
+    client_kwargs.setdefault("runtime", core_runtime())
     if not target.embedded:
         return await Client.connect(target.address, namespace=target.namespace, **target.options, **client_kwargs)
     return await _connect_embedded(target, client_kwargs)
@@ -107,6 +119,29 @@ async def _connect_embedded(target: Target, client_kwargs: dict[str, Any]) -> Cl
             await asyncio.sleep(0.1)
 
 
+def core_runtime() -> Runtime:
+    """rein's temporalio Runtime (one per process, made on first use): temporalio's defaults, but the core's
+    log lines go to the Python logger CORE_LOGGER, which passes them on only under --debug / REIN_DEBUG=1.
+    A client of your own (`connect(runtime=...)`) keeps its own Runtime and its logging."""
+    global _runtime
+    with _making:  # the engine's thread and the caller's may connect at once
+        if _runtime is None:
+            from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+            logger = logging.getLogger(CORE_LOGGER)
+            if _only_when_debugging not in logger.filters:
+                logger.addFilter(_only_when_debugging)
+            _runtime = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
+                filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=LogForwardingConfig(logger=logger))))
+        return _runtime
+
+
+def _only_when_debugging(record: logging.LogRecord) -> bool:
+    from rein.core.log import debug_enabled
+
+    return debug_enabled()
+
+
 def free_core_at_exit() -> None:
     """Free temporalio's core (clients, its Rust runtime) at exit, while the interpreter is alive.
 
@@ -126,6 +161,8 @@ def free_core_at_exit() -> None:
 
         from rein.temporal.sdk_private import forget_default_runtime
 
+        global _runtime
+        _runtime = None
         forget_default_runtime()
         gc.collect()
 
@@ -133,3 +170,5 @@ def free_core_at_exit() -> None:
 
 
 _core_hook = False
+_runtime: Runtime | None = None
+_making = threading.Lock()

@@ -170,10 +170,10 @@ def current_build_id(described: DescribeWorkerDeploymentResponse | None) -> str 
     return described.worker_deployment_info.routing_config.current_deployment_version.build_id or None
 
 
-def was_routed(described: DescribeWorkerDeploymentResponse | None, build_id: str) -> bool:
-    """Whether the build was ever current or ramping (a new build was not: it may promote itself)."""
+def was_routed(described: DescribeWorkerDeploymentResponse | None, build_id: str | None = None) -> bool:
+    """Whether the build (None: any build) was ever current or ramping (a new build was not: it may promote itself)."""
     return described is not None and any(
-        s.deployment_version.build_id == build_id and s.HasField("first_activation_time")
+        build_id in (None, s.deployment_version.build_id) and s.HasField("first_activation_time")
         for s in described.worker_deployment_info.version_summaries)
 
 

@@ -230,6 +230,7 @@ async def _replay(
         interceptors=[capture],
         data_converter=client.data_converter,
         namespace=client.namespace,
+        runtime=client.service_client.config.runtime,  # rein's (connection.core_runtime) for its own clients
         # No deadlock detector: see `replay_history`. (temporalio calls it debug mode; it also runs
         # each activation on this thread instead of a pool's, and sets sys.breakpointhook, put back below.)
         debug_mode=True,

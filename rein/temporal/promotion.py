@@ -76,8 +76,11 @@ def replayer_of(worker: Any) -> Replayer:
                     workflow_failure_exception_types=config.get("workflow_failure_exception_types") or [])
 
 
-async def first_replay_failure(client: Client, replayer: Replayer, runs: list[RunRef]) -> ReplayFailure | None:
-    """The first of `runs` whose history this code does not replay (runs closed meanwhile are skipped)."""
+async def replay_failures(client: Client, replayer: Replayer, runs: list[RunRef], *,
+                          first_only: bool = False) -> list[ReplayFailure]:
+    """The runs of `runs` whose histories this code does not replay (`first_only`: stop at the first); runs that
+    closed and were deleted meanwhile are skipped."""
+    failures: list[ReplayFailure] = []
     for run in runs:
         try:
             history = await client.get_workflow_handle(run.workflow_id, run_id=run.run_id).fetch_history()
@@ -87,17 +90,9 @@ async def first_replay_failure(client: Client, replayer: Replayer, runs: list[Ru
             raise
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         if result.replay_failure is not None:
-            return ReplayFailure(run, str(result.replay_failure))
-    return None
-
-
-async def replay_failures(client: Client, replayer: Replayer, runs: list[RunRef]) -> list[ReplayFailure]:
-    """Every run of `runs` this code does not replay (a rollback's check: rein.temporal.replay_check)."""
-    failures = []
-    for run in runs:
-        failure = await first_replay_failure(client, replayer, [run])
-        if failure is not None:
-            failures.append(failure)
+            failures.append(ReplayFailure(run, str(result.replay_failure)))
+            if first_only:
+                break
     return failures
 
 
@@ -178,14 +173,15 @@ async def promote(client: Client, version: WorkerDeploymentVersion, replayer: Re
         log.info("rein deployment %s: routed by %s: build %s waits for it", version.deployment_name,
                  described.worker_deployment_info.manager_identity, version.build_id)
         return False
-    if current is not None and (policy != "new" or was_routed(described, version.build_id)):
-        return False  # an older build started again (a drain, a restart) or promotion by hand: routing stays
+    if was_routed(described, version.build_id) or (policy != "new" and was_routed(described)):
+        return False  # a build started again (a drain, a restart, a rollback's leftover) or promotion by hand
     limit = proof_limit()
     registered = await _registered(client, version, queues, deadline)
     moving = await runs_that_move(client, version.deployment_name, current, registered, limit)
     earlier = await pinned_by_an_earlier_rein(client, version.deployment_name, version.build_id, limit)
-    failure = await first_replay_failure(client, replayer, [*moving, *earlier])
-    if failure is not None:
+    failures = await replay_failures(client, replayer, [*moving, *earlier], first_only=True)
+    if failures:
+        failure = failures[0]
         log.warning("rein deployment %s: build %s is not current: it cannot replay %s; see it with `%s`; it serves "
                     "only runs pinned to it (`rein deployment set-current %s` routes new runs here anyway)",
                     version.deployment_name, version.build_id, failure.line(), replay_command(failure.run),

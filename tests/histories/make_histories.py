@@ -85,6 +85,13 @@ marks itself at its first turn (patch rein-thread-memo: a marker and a memo upse
   v1: the first stock-started threads
 
     .venv/bin/python tests/histories/make_histories.py thread_stock
+
+agent_thread_client_tools_v<N>.json: a thread whose message brings a client tool (AG-UI's frontend tools, rein.ops.agui):
+the model calls it, the turn waits for the client's result (`waiting_input`, patch rein-client-tools: a marker as the
+turn opens), `rein.tool_results` brings it, the model answers; then a turn without client tools, and the cancel.
+  v1: the first client tools
+
+    .venv/bin/python tests/histories/make_histories.py thread_client_tools
 """
 
 from __future__ import annotations
@@ -109,6 +116,7 @@ LONG = "agent_long_v4.json"
 CHANGED = "agent_changed_v2.json"
 THREAD = "agent_thread_v1.json"
 THREAD_STOCK = "agent_thread_stock_v1.json"
+THREAD_CLIENT_TOOLS = "agent_thread_client_tools_v1.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
@@ -331,6 +339,26 @@ async def record_thread_stock(env) -> None:  # noqa: ANN001
     write(THREAD_STOCK, history)
 
 
+async def record_thread_client_tools(env) -> None:  # noqa: ANN001
+    from rein.client import ReinClient
+    from rein.core.ir import ToolSpec
+
+    picked = ToolCall(id="pick-1", name="pick_number", arguments={"question": "which?"})
+    agent = Agent(provider=MockProvider([[picked], "You picked 7.", "Bye."]), name="thread-agent")
+    runs = ReinClient(env.client, "histories-client-tools")
+    tool = ToolSpec(name="pick_number", description="Ask the page for a number.", parameters={"type": "object"})
+    async with rein.create_worker(env.client, agents=[agent], task_queue="histories-client-tools"):
+        first = await runs.send("agent-thread-tools", "pick one", agent="thread-agent", message_id="m1", tools=[tool])
+        waiting = await runs.reply(first)
+        assert waiting.interrupt is not None and waiting.interrupt.type == "need_input"
+        await runs.tool_results("agent-thread-tools", {"pick-1": "7"}, wait=True)
+        assert (await runs.reply(first)).output == "You picked 7."
+        assert (await runs.reply(await runs.send("agent-thread-tools", "bye", agent="thread-agent"))).output == "Bye."
+        await runs.cancel("agent-thread-tools", wait=True)
+        history = await env.client.get_workflow_handle("agent-thread-tools").fetch_history()
+    write(THREAD_CLIENT_TOOLS, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -356,6 +384,8 @@ async def main(which: list[str]) -> None:
             await record_thread(env)
         if not which or "thread_stock" in which:
             await record_thread_stock(env)
+        if not which or "thread_client_tools" in which:
+            await record_thread_client_tools(env)
     finally:
         await env.shutdown()
 

@@ -1,0 +1,47 @@
+"""The page that chats with the calculator agent through @ag-ui/client, served with everything it needs.
+
+    cd examples/agui && npm ci && npm run build     # once: @ag-ui/client, bundled with the page's script
+    python examples/agui/serve.py                    # then open http://127.0.0.1:8000/
+
+One process: a worker for the calculator agent (rein.examples.calculator, offline by default), rein's AG-UI
+endpoint mounted at /agui (rein.ops.agui.app: the way to put it into your own Starlette or FastAPI app), and the
+page. The threads live in Temporal (the embedded server of REIN_HOME, or TEMPORAL_ADDRESS), not in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+import rein
+from rein.client import connect
+from rein.examples.calculator import agent
+from rein.ops import agui
+
+HERE = Path(__file__).resolve().parent
+
+
+async def main(port: int, host: str) -> None:
+    client = await connect()
+    endpoint = agui.app(client, agents=[agent])
+    page = Starlette(routes=[Mount("/agui", app=endpoint), Mount("/", app=StaticFiles(directory=HERE, html=True))],
+                     lifespan=lambda _: endpoint.router.lifespan_context(endpoint))
+    async with rein.create_worker(client, agents=[agent]):
+        print(f"the calculator page on http://{host}:{port}/", flush=True)
+        await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1")
+    arguments = parser.parse_args()
+    if not (HERE / "dist" / "app.js").exists():
+        raise SystemExit("build the page's script first: cd examples/agui && npm ci && npm run build")
+    asyncio.run(main(arguments.port, arguments.host))

@@ -1,0 +1,98 @@
+"""Running one `rein` command: `main` (its exit code, errors as one line) and the console script's exit.
+
+Importing this registers every command group on `rein.cli.app.app` (rein.cli.commands); the console script
+(`rein.cli.entry()`) imports it once Ctrl-C's handler is in.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import traceback
+from typing import NoReturn
+
+import typer
+from typer.main import get_command_name
+
+import rein.cli.commands  # noqa: F401  (registers every command group on `app`)
+from rein.cli import interrupt
+from rein.cli.app import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, app, explain
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit code. Errors are one line on stderr (tracebacks with --debug)."""
+    interrupt.fate("")  # the command starts: it says what Ctrl-C leaves behind (rein.cli.interrupt)
+    args = list(sys.argv[1:] if argv is None else argv)
+    from rein.core.log import debug_enabled
+
+    debug = "--debug" in args or debug_enabled()
+    args = [a for a in args if a != "--debug"]
+    if debug:
+        os.environ["REIN_DEBUG"] = "1"  # worker logs in this process keep their tracebacks too
+    try:
+        # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit when done.
+        only_the_named_command(args)(args=args, prog_name="rein", standalone_mode=True)
+        return EXIT_OK
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or EXIT_OK
+        print(f"rein: {exc.code}", file=sys.stderr)  # a library's sys.exit("message")
+        return EXIT_ERROR
+    except KeyboardInterrupt:  # no handler installed (main called in-process), or within interrupt.graceful()
+        print(interrupt.line(), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BaseException as exc:
+        if debug:
+            traceback.print_exc()
+        message, code = explain(exc)
+        print(f"rein: {message}", file=sys.stderr)
+        return code
+
+
+def only_the_named_command(args: list[str]) -> typer.Typer:
+    """`app` with only the command or group `args` names (and the global options), else the whole `app`.
+
+    Typer builds a click command for every registered command on each call (~70 ms for all of
+    them), though one runs. Help, a bare `rein`, or a name no command has get the whole `app`, so
+    the top-level help and "No such command" (with its suggestion) read the same.
+    """
+    name = args[0] if args and not args[0].startswith("-") else None
+    commands = [c for c in app.registered_commands if get_command_name(c.name or getattr(c.callback, "__name__", "")) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    view = copy.copy(app)
+    view.registered_commands, view.registered_groups = commands, groups
+    return view
+
+
+def run_and_exit(argv: list[str] | None = None) -> NoReturn:
+    """The `rein` console script once Ctrl-C's handler is in (rein.cli.entry): run, flush, and leave
+    without the interpreter's teardown.
+
+    temporalio's Rust core threads may still call into Python while the interpreter
+    finalizes, which aborts the process (exit 134, `PyGILState_Release`, sdk-python#300)
+    after the command has already succeeded; `os._exit` after flushing skips that race.
+    """
+    code = main(argv)
+    _close_engine()
+    if "rein.tracing.setup" in sys.modules:  # spans still queued (a worker's last run span) go out first
+        sys.modules["rein.tracing.setup"].shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            code = code or EXIT_ERROR
+    os._exit(code)
+
+
+def _close_engine() -> None:
+    """What the engine's atexit hook would do (stop its worker and a server it started)."""
+    engine = sys.modules.get("rein.durable.engine")
+    instance = getattr(getattr(engine, "Engine", None), "_instance", None)
+    if instance is not None:
+        try:
+            instance.close()
+        except Exception:
+            pass

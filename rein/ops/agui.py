@@ -1,0 +1,330 @@
+"""The AG-UI endpoint: a browser's agent UI (`@ag-ui/client`'s HttpAgent, CopilotKit, ...) talking to rein threads.
+
+`app(client, agents=[...])` is an ASGI app (Starlette) to mount anywhere; `rein serve` mounts it at `/agui`:
+
+- `POST /{agent}` takes a `RunAgentInput` and answers with the AG-UI run as server-sent events. `threadId` is the
+  rein thread id (the first message starts the thread), the new user message goes to the thread with its id as the
+  message id (a retried POST joins the same turn), trailing tool messages answer the client tool calls the turn
+  waits for, and `resume` entries decide the interrupts the previous run ended with (rein.ops.agui_input).
+- `GET /{agent}/{threadId}` is a viewer's stream of the thread's turns (EventSource: it reconnects by itself).
+
+Every event has an id; a client that sends the last one it has (`Last-Event-ID`) gets every later event once
+(rein.ops.agui_events). Viewers in one process share one reader per thread (rein.ops.agui_hub). Callers are checked
+with the bearer token or JWT every rein web surface accepts (rein.temporal.bearer; none configured: open), and a
+JWT's tenant claim scopes the threads they reach. docs/web.md tells it all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent
+from ag_ui.encoder import EventEncoder
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from rein.client import DecisionQueued, DecisionRejected, NoWorker, ReinClient, ThreadRefused
+from rein.core.contract import SEARCH_KEYS
+from rein.core.threads import ThreadView
+from rein.ops.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot
+from rein.ops.agui_hub import Hub
+from rein.ops.agui_input import Ask, BadInput, read
+from rein.temporal.bearer import BearerAuth, BearerCheck, Caller
+
+log = logging.getLogger("rein.agui")
+
+KEEPALIVE_S = 15.0
+AGENT_LOOKUP_S = 10.0
+"""How long an endpoint serving any agent (none named) looks for a worker that knows one before it answers 404."""
+"""An SSE comment this often while nothing happens, so proxies keep the connection."""
+TENANT_CLAIM = "tenant"
+
+
+class Refused(Exception):
+    """An HTTP refusal before the stream starts (`status`, the message)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class AgUi:
+    """The endpoint's state: the client, the agents it serves, the check, the hub."""
+
+    def __init__(self, client: Client, agents: Sequence[Any], *, task_queue: str | None, auth: BearerAuth | None,
+                 tenant_claim: str):
+        self.runs = ReinClient(client.client if isinstance(client, ReinClient) else client,
+                               task_queue or (client.task_queue if isinstance(client, ReinClient) else None))
+        self.agents = {_name(a): a for a in agents}
+        """The agents served (none given: any agent a worker on the client's queues knows, looked up once)."""
+        self.queues: dict[str, str] = {name: self.runs.task_queue for name in self.agents}
+        auth = auth if auth is not None else BearerAuth.from_env()
+        self.check = BearerCheck(auth) if auth.configured else None
+        self.tenant_claim = tenant_claim
+        self.hub = Hub(self.runs.client)
+        self.encoder = EventEncoder()
+
+    # ---------------------------------------------------------------- requests
+
+    async def post(self, request: Request) -> Response:
+        try:
+            caller = await self._caller(request)
+            agent = await self._agent(request.path_params["agent"])
+            ask = read(await request.body())
+            self._check_tools(agent, ask)
+            await self._reach(ask.input.thread_id, agent, caller, must_exist=ask.kind != "message")
+        except Refused as refused:
+            return JSONResponse({"error": str(refused)}, status_code=refused.status)
+        except BadInput as bad:
+            return JSONResponse({"error": str(bad)}, status_code=422)
+        last = parse_event_id(request.headers.get("last-event-id") or _prop(ask, "lastEventId"))
+        events = self._resumed(ask, last) if last is not None else self._run(ask, agent, caller)
+        return self._stream(events)
+
+    async def get(self, request: Request) -> Response:
+        try:
+            caller = await self._caller(request)
+            agent = await self._agent(request.path_params["agent"])
+            thread_id = request.path_params["thread_id"]
+            await self._reach(thread_id, agent, caller, must_exist=True)
+        except Refused as refused:
+            return JSONResponse({"error": str(refused)}, status_code=refused.status)
+        last = parse_event_id(request.headers.get("last-event-id") or request.query_params.get("after"))
+        return self._stream(self._follow(thread_id, last))
+
+    async def _caller(self, request: Request) -> Caller | None:
+        if self.check is None:
+            return None
+        caller = await self.check.caller(request.headers.get("authorization"))
+        if caller is None:
+            raise Refused(401, "a bearer token is needed (the token or JWT rein's web surfaces accept)")
+        return caller
+
+    async def _agent(self, name: str) -> str:
+        """The agent's name, once it is known to be served (its threads' task queue in `queues`): else 404."""
+        if name in self.queues:
+            return name
+        if self.agents:
+            raise Refused(404, f"no agent {name!r} here; this endpoint serves: {', '.join(sorted(self.agents))}")
+        from rein.ops.worker_lookup import AgentNotServed, queue_for
+
+        try:
+            self.queues[name] = await asyncio.wait_for(queue_for(self.runs, name), AGENT_LOOKUP_S)
+        except (AgentNotServed, TimeoutError):
+            raise Refused(404, f"no worker serves an agent {name!r} (start one: rein worker --agent MODULE:ATTR)") from None
+        return name
+
+    def _check_tools(self, agent: str, ask: Ask) -> None:
+        own = _tool_names(self.agents.get(agent))
+        taken = sorted(own & {t.name for t in ask.tools})
+        if taken:
+            raise BadInput(f"client tools may not take the agent's own tool names: {', '.join(taken)}")
+
+    def _tenant(self, caller: Caller | None) -> str | None:
+        value = caller.claims.get(self.tenant_claim) if caller is not None else None
+        return str(value) if value else None
+
+    async def _reach(self, thread_id: str, agent: str, caller: Caller | None, must_exist: bool = False) -> None:
+        """The thread is the agent's and in the caller's tenant (or does not exist yet): else 404/409."""
+        try:
+            described = await self.runs.client.get_workflow_handle(thread_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND and not must_exist:
+                return
+            raise Refused(404, f"no thread {thread_id!r}") from None
+        attributes = described.typed_search_attributes
+        tenant = self._tenant(caller)
+        if tenant is not None and attributes.get(SEARCH_KEYS["ReinTenant"]) != tenant:
+            raise Refused(404, f"no thread {thread_id!r} in tenant {tenant!r}")
+        owner = attributes.get(SEARCH_KEYS["ReinAgent"])
+        if owner and owner != agent:
+            raise Refused(409, f"thread {thread_id!r} is agent {owner!r}'s, not {agent!r}'s")
+
+    # ---------------------------------------------------------------- what a POST does
+
+    async def _run(self, ask: Ask, agent: str, caller: Caller | None) -> AsyncIterator[Emitted]:
+        """Send what the input brings, then tell the run that follows from the thread's stream."""
+        thread_id, run_id = ask.input.thread_id, ask.input.run_id
+        run = TurnEvents(thread_id, run_id, anchor=0)
+        yield None, run.started()  # at once: the message may wait for a worker to take it (it is durable then)
+        try:
+            offset = await self._send(ask, agent, caller, run)
+        except (ThreadRefused, DecisionRejected, NoWorker, RPCError) as refused:
+            yield None, RunErrorEvent(message=str(refused), code=getattr(refused, "kind", type(refused).__name__))
+            return
+        if ask.kind == "watch":  # a page that opens the thread: the conversation so far (before the turn under way)
+            messages = (await self.runs.session(thread_id)).messages
+            asked = [n for n, m in enumerate(messages) if m.role == "user"]
+            yield None, snapshot(messages[: asked[-1] + 1] if offset >= 0 and asked else messages)
+        if offset < 0:  # nothing under way to tell
+            yield None, RunFinishedEvent(thread_id=thread_id, run_id=run_id, result={"idle": True})
+            return
+        run.anchor = offset
+        async for emitted in self._told(thread_id, offset, run):
+            yield emitted
+
+    async def _send(self, ask: Ask, agent: str, caller: Caller | None, run: TurnEvents) -> int:
+        """Give the thread what the input brings; the stream offset the run is told from (-1: nothing to tell)."""
+        thread_id, who = ask.input.thread_id, caller.subject if caller is not None else None
+        if ask.kind == "message":
+            sender = self.runs if self.queues[agent] == self.runs.task_queue else ReinClient(self.runs.client, self.queues[agent])
+            receipt = await sender.send(thread_id, ask.text, agent=agent, mode=ask.mode,
+                                           message_id=ask.message_id, sender=who or "", tenant=self._tenant(caller),
+                                           stream=True, tools=ask.tools)
+            run.waiting_for = None if receipt.joined else ask.message_id
+            return receipt.offset
+        if ask.kind == "results":
+            taken = await self.runs.tool_results(thread_id, ask.results, approver=who, wait=True,
+                                                 update_id=f"agui-{ask.input.run_id}-results")
+            run.answering = frozenset(taken.answered)
+            return taken.offset
+        view = await self.runs.thread(thread_id)
+        if ask.kind == "resume":
+            run.answering = frozenset(d.interrupt_id for d in ask.decisions)
+            await self._decide(ask, view, who)
+            return view.offset
+        return view.turn_offset if view.open else -1
+
+    async def _decide(self, ask: Ask, view: ThreadView, who: str | None) -> None:
+        """The resume entries, each the same validated decision as `rein approve`, `deny`, `answer`, `retry`."""
+        status = await self.runs.status(ask.input.thread_id)
+        pending = {c.id for c in status.pending_tool_calls}
+        for decision in ask.decisions:
+            known = decision.interrupt_id in pending or (status.status == "waiting_retry" and decision.interrupt_id == "retry") \
+                or (status.status == "waiting_input" and decision.interrupt_id.startswith("input-"))
+            if not known:
+                raise DecisionRejected(f"interrupt {decision.interrupt_id!r} is not pending in thread {view.thread_id} "
+                                       f"(it is {status.status}): unknown, or already answered")
+        for decision in ask.decisions:
+            update_id = f"agui-{ask.input.run_id}-{decision.interrupt_id}"
+            call = None if decision.interrupt_id.startswith("input-") else decision.interrupt_id
+            with contextlib.suppress(DecisionQueued):  # with the server: the run applies it when a worker takes it
+                if decision.kind == "retry" or decision.interrupt_id == "retry":
+                    await self.runs.retry(view.thread_id, update_id=update_id)
+                elif decision.kind == "answer":
+                    await self.runs.answer(view.thread_id, decision.text, approver=who, update_id=update_id)
+                elif decision.kind == "approve":
+                    await self.runs.approve(view.thread_id, call, approver=who, update_id=update_id)
+                else:
+                    await self.runs.deny(view.thread_id, call, approver=who, reason=decision.text, update_id=update_id)
+
+    async def _told(self, thread_id: str, offset: int, run: TurnEvents,
+                    resumed: Resumed | None = None) -> AsyncIterator[Emitted]:
+        async with self.hub.watch(thread_id, offset) as feed:
+            async for at, item, more in feed.read(offset):
+                emitted = run.feed(at, item, more)
+                for pair in resumed(emitted) if resumed is not None else emitted:
+                    yield pair
+                if run.finished:
+                    return
+
+    async def _resumed(self, ask: Ask, last: tuple[int, int, int]) -> AsyncIterator[Emitted]:
+        """A POST that reconnects: the same run's events after `last`, from a translator rebuilt at its anchor."""
+        anchor, offset, k = last
+        run = TurnEvents(ask.input.thread_id, ask.input.run_id, anchor=anchor)
+        resumed = Resumed((offset, k))
+        yield ".".join(map(str, last)), run.started()
+        async for pair in self._told(ask.input.thread_id, anchor, run, resumed):
+            yield pair
+        end = resumed.missed_end()
+        if end is not None:  # the client had the run's end: this request is a run too, and ends the same way
+            yield None, end
+
+    async def _follow(self, thread_id: str, last: tuple[int, int, int] | None) -> AsyncIterator[Emitted]:
+        """A viewer's stream: every turn from the one under way (or the next) on, each an AG-UI run."""
+        if last is None:
+            view = await self.runs.thread(thread_id)
+            anchor = view.turn_offset if view.open else view.offset
+        else:
+            anchor = last[0]
+        run = TurnEvents(thread_id, "", anchor=anchor, follow=True)
+        async for pair in self._told(thread_id, anchor, run, Resumed(last[1:]) if last is not None else None):
+            yield pair
+
+    # ---------------------------------------------------------------- the response
+
+    def _stream(self, events: AsyncIterator[Emitted]) -> StreamingResponse:
+        return StreamingResponse(self._sse(events), media_type=self.encoder.get_content_type(),
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def _sse(self, events: AsyncIterator[Emitted]) -> AsyncIterator[str]:
+        """Each event as SSE with its id (also in its metadata: HttpAgent does not show SSE ids); a comment while
+        nothing happens. A client that goes away ends only this response: the turn goes on in its thread."""
+        queue: asyncio.Queue[Emitted | None] = asyncio.Queue()
+
+        async def produce() -> None:
+            try:
+                async for pair in events:
+                    await queue.put(pair)
+            except Exception as exc:  # the thread's stream could not be read: the client hears why
+                log.warning("AG-UI stream failed: %s", exc)
+                await queue.put((None, RunErrorEvent(message=f"reading the thread failed: {exc}", code="StreamFailed")))
+            finally:
+                await queue.put(None)
+
+        producer = asyncio.create_task(produce())
+        try:
+            while True:
+                try:
+                    pair = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                except TimeoutError:
+                    yield ": keepalive\n\n"
+                    continue
+                if pair is None:
+                    break
+                yield self._encoded(*pair)
+        finally:
+            producer.cancel()
+            with contextlib.suppress(BaseException):
+                await producer
+
+    def _encoded(self, event_id: str | None, event: BaseEvent) -> str:
+        if event_id is None:
+            return self.encoder.encode(event)
+        event.metadata = {**(event.metadata or {}), "rein": {"eventId": event_id}}
+        return f"id: {event_id}\n" + self.encoder.encode(event)
+
+
+def app(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = None, auth: BearerAuth | None = None,
+        tenant_claim: str = TENANT_CLAIM) -> Starlette:
+    """The AG-UI endpoint for `agents` (Agent objects or the names of agents workers serve; none: any agent a worker
+    knows, on its own queue or `task_queue`), on `client` (a temporalio Client or a ReinClient). `auth`: who may
+    call (default: the environment's rein web settings; none set: anyone); `tenant_claim`: the JWT claim naming a
+    caller's tenant. Its `state.agui` is the endpoint (`hub.readers`: threads read now)."""
+    endpoint = AgUi(client, agents, task_queue=task_queue, auth=auth, tenant_claim=tenant_claim)
+    routes = [Route("/{agent}", endpoint.post, methods=["POST"]),
+              Route("/{agent}/{thread_id:path}", endpoint.get, methods=["GET"])]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await endpoint.hub.close()
+
+    web = Starlette(routes=routes, lifespan=lifespan)
+    web.state.agui = endpoint
+    return web
+
+
+def _name(agent: Any) -> str:
+    return agent if isinstance(agent, str) else str(agent.name)
+
+
+def _tool_names(agent: Any) -> set[str]:
+    registry = getattr(agent, "registry", None)
+    return set(registry.names()) if registry is not None else set()
+
+
+def _prop(ask: Ask, name: str) -> str | None:
+    props = ask.input.forwarded_props
+    value = props.get(name) if isinstance(props, dict) else None
+    return value if isinstance(value, str) else None
+
+

@@ -1,0 +1,138 @@
+"""What an AG-UI POST asks of a thread (rein.ops.agui): read from `RunAgentInput` (`ag-ui-protocol`).
+
+An AG-UI client sends the whole conversation each time; what is new is at its end. The input's last message, if
+a user's, is a new message for the thread (its id the message id: sent twice, taken once); trailing tool messages
+are the results of the client tool calls the thread waits for; `resume` entries answer the interrupts that ended
+the previous run (approvals, answers, a retry). Anything else is a viewer's request: the turn under way, if any.
+Malformed input raises `BadInput` (HTTP 422) with why; nothing has been sent then.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ag_ui.core import RunAgentInput, Tool, ToolMessage, UserMessage
+from pydantic import ValidationError
+
+from rein.core.errors import validation_text
+from rein.core.ir import ToolSpec
+from rein.core.threads import MAX_CLIENT_TOOLS, MAX_MESSAGE_CHARS, MODES, Mode
+
+EMPTY_SCHEMA = {"type": "object", "properties": {}}
+
+
+class BadInput(ValueError):
+    """The input cannot be taken (HTTP 422, the message says why)."""
+
+
+@dataclass
+class Decision:
+    """One resume entry, as the decision it is (`approve`, `deny`, `answer` or `retry`)."""
+
+    interrupt_id: str
+    kind: Literal["approve", "deny", "answer", "retry"]
+    text: str = ""
+
+
+@dataclass
+class Ask:
+    """What the input asks: `kind` message (`text`, `message_id`, `mode`), results (`results`), resume
+    (`decisions`) or watch (nothing new)."""
+
+    input: RunAgentInput
+    kind: Literal["message", "results", "resume", "watch"]
+    text: str = ""
+    message_id: str = ""
+    mode: Mode = "queue"
+    results: dict[str, str] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    tools: list[ToolSpec] = field(default_factory=list)
+
+
+def read(body: bytes) -> Ask:
+    """The input's ask, or BadInput."""
+    try:
+        raw = json.loads(body or b"null")
+    except ValueError as exc:
+        raise BadInput(f"the body is not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise BadInput("the body must be a RunAgentInput JSON object (threadId, runId, messages, ...)")
+    try:
+        given = RunAgentInput.model_validate(raw)
+    except ValidationError as exc:
+        raise BadInput(f"not a RunAgentInput: {validation_text(exc, 'input')}") from None
+    if not given.thread_id.strip() or len(given.thread_id) > 200:
+        raise BadInput("threadId must be 1 to 200 characters")
+    tools = _tools(given.tools or [])
+    props = given.forwarded_props if isinstance(given.forwarded_props, dict) else {}
+    mode: Mode = props.get("mode", "queue")
+    if mode not in MODES:
+        raise BadInput(f"forwardedProps.mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if given.resume:
+        return Ask(given, "resume", decisions=[_decision(entry.interrupt_id, entry.status, entry.payload)
+                                               for entry in given.resume], tools=tools)
+    messages = list(given.messages)
+    if messages and isinstance(messages[-1], UserMessage):
+        last = messages[-1]
+        return Ask(given, "message", text=_text(last.content, "the user message"), message_id=last.id, mode=mode,
+                   tools=tools)
+    results: dict[str, str] = {}
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        results.setdefault(message.tool_call_id, _text(message.content, f"the result of tool call {message.tool_call_id}"))
+    if results:
+        return Ask(given, "results", results=dict(reversed(results.items())), tools=tools)
+    return Ask(given, "watch", tools=tools)
+
+
+def _text(content: Any, what: str) -> str:
+    """A message's text: a string, or its text parts joined (other parts are refused: rein threads carry text)."""
+    if isinstance(content, str):
+        text = content
+    else:
+        parts = list(content or [])
+        if any(getattr(part, "type", None) != "text" for part in parts):
+            raise BadInput(f"{what} has a part that is not text: rein's threads carry text")
+        text = "\n".join(str(getattr(part, "text", "")) for part in parts)
+    if not text.strip():
+        raise BadInput(f"{what} is empty")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise BadInput(f"{what} is {len(text)} characters, more than {MAX_MESSAGE_CHARS}")
+    return text
+
+
+def _tools(tools: list[Tool]) -> list[ToolSpec]:
+    if len(tools) > MAX_CLIENT_TOOLS:
+        raise BadInput(f"{len(tools)} tools given, at most {MAX_CLIENT_TOOLS}")
+    specs = []
+    for tool in tools:
+        if not tool.name or len(tool.name) > 64 or not tool.name.replace("_", "").replace("-", "").isalnum():
+            raise BadInput(f"tool name {tool.name!r} must be 1 to 64 letters, digits, '_' or '-'")
+        parameters = tool.parameters if tool.parameters is not None else EMPTY_SCHEMA
+        if not isinstance(parameters, dict):
+            raise BadInput(f"tool {tool.name!r}: parameters must be a JSON Schema object")
+        specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=parameters))
+    if len({s.name for s in specs}) != len(specs):
+        raise BadInput("two tools have the same name")
+    return specs
+
+
+def _decision(interrupt_id: str, status: str, payload: Any) -> Decision:
+    """A resume entry as a decision: `{"approve": true}`, `{"approve": false, "reason": ...}`, `{"answer": ...}`;
+    a `cancelled` entry denies (for an approval) or is refused (nothing else can be left unanswered)."""
+    if status == "cancelled":
+        return Decision(interrupt_id, "deny", "cancelled by the client")
+    if not isinstance(payload, dict):
+        payload = {}
+    if isinstance(payload.get("approve"), bool):
+        reason = payload.get("reason")
+        return Decision(interrupt_id, "approve" if payload["approve"] else "deny", reason if isinstance(reason, str) else "")
+    if isinstance(payload.get("answer"), str) and payload["answer"].strip():
+        return Decision(interrupt_id, "answer", payload["answer"])
+    if payload.get("retry") is True:
+        return Decision(interrupt_id, "retry")
+    raise BadInput(f"resume entry for interrupt {interrupt_id!r}: its payload must be {{\"approve\": true|false, "
+                   "\"reason\": ...}, {\"answer\": \"...\"} or {\"retry\": true}")

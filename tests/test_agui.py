@@ -1,0 +1,361 @@
+"""The AG-UI endpoint (rein.ops.agui) against the real AG-UI client: `@ag-ui/client`'s HttpAgent run by Node
+(tests/agui_driver.mjs; .ci/run installs it in examples/agui), and plain HTTP for what a client may get wrong.
+
+One worker serves the calculator (rein.examples.calculator: offline, asks approval for every tool call) and the
+endpoint runs in this process under uvicorn, as `rein serve` runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+import uvicorn
+from temporalio.service import RPCError
+
+import rein
+from rein.client import ReinClient
+from rein.core.contract import READERS_QUERY
+from rein.durable.embedded_server import free_port
+from rein.examples.calculator import agent as calculator
+from rein.ops.agui import app
+from rein.temporal.bearer import BearerAuth
+from tests.support.processes import ROOT
+from tests.support.waiting import poll
+from tests.test_codec_server_auth import _jwt, idp  # noqa: F401  (the identity provider fixture)
+
+pytestmark = pytest.mark.timeout(180)
+DRIVER = ROOT / "tests" / "agui_driver.mjs"
+PICK = {"name": "pick_number", "description": "Ask for a number.", "parameters": {"type": "object", "properties": {}}}
+
+
+class Endpoint:
+    def __init__(self, url: str, runs: ReinClient, web: Any):
+        self.url, self.runs, self.web = url, runs, web
+
+
+async def serve(web: Any) -> tuple[str, uvicorn.Server, asyncio.Task[None]]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(web, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    await poll(lambda: server.started, "uvicorn to start")
+    return f"http://127.0.0.1:{port}", server, task
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def endpoint(dev) -> AsyncIterator[Endpoint]:
+    queue = f"agui-{uuid.uuid4().hex[:8]}"
+    runs = ReinClient(dev.client, queue)
+    web = app(dev.client, agents=[calculator, "other"], task_queue=queue, auth=BearerAuth())
+    url, server, task = await serve(web)
+    async with rein.create_worker(dev.client, agents=[calculator], task_queue=queue):
+        yield Endpoint(url, runs, web)
+        server.should_exit = True
+        await task
+
+
+async def drive(url: str, thread_id: str, steps: list[dict[str, Any]], **env: str) -> list[dict[str, Any]]:
+    """The steps through the real HttpAgent (one Node process); one report per step."""
+    process = await asyncio.create_subprocess_exec(
+        "node", str(DRIVER), url, thread_id, json.dumps(steps), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, **env})
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    reports = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    assert len(reports) == len(steps), f"the driver stopped early: {err.decode()[-2000:]}"
+    return reports
+
+
+async def sse(http: httpx.AsyncClient, url: str, body: Any, *, until: str = "RUN_FINISHED",
+              headers: dict[str, str] | None = None) -> tuple[int, list[dict[str, Any]], list[str]]:
+    """A POST's events (and SSE ids) up to the first of type `until` (or the response's end)."""
+    events: list[dict[str, Any]] = []
+    ids: list[str] = []
+    method = "POST" if body is not None else "GET"
+    async with http.stream(method, url, json=body, headers=headers or {}) as response:
+        if response.status_code != 200:
+            return response.status_code, [json.loads(await response.aread())], []
+        async for line in response.aiter_lines():
+            if line.startswith("id: "):
+                ids.append(line[4:])
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+                if events[-1]["type"] in (until, "RUN_ERROR"):
+                    break
+    return 200, events, ids
+
+
+def body(thread_id: str, *messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"threadId": thread_id, "runId": uuid.uuid4().hex, "messages": list(messages), **fields}
+
+
+def user(text: str, message_id: str | None = None) -> dict[str, Any]:
+    return {"id": message_id or uuid.uuid4().hex, "role": "user", "content": text}
+
+
+async def test_the_npm_client_chats_approves_runs_a_frontend_tool_and_reconnects(endpoint: Endpoint) -> None:
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    url = f"{endpoint.url}/calculator"
+    first, approved, asked = await drive(url, thread_id, [
+        {"do": "send", "text": "What is 12 + 30?", "id": "q1"},
+        {"do": "approve", "approve": True, "cut": "TEXT_MESSAGE_CONTENT"},
+        {"do": "send", "text": "What is my number plus 5?"},
+    ])
+    assert first["outcome"] == "interrupt" and first["interrupts"][0]["reason"] == "tool_approval"
+    assert first["types"][0] == "RUN_STARTED" and "TOOL_CALL_START" in first["types"]
+    # the connection dropped after the answer's first delta; the reconnect told the rest, and the text once
+    assert approved["errors"] == ["connection lost (cut by the test)"] and approved["reconnectedFrom"]
+    assert approved["text"] == "The answer is 42." and approved["outcome"] == "success"
+    answers = [m["content"] for m in approved["messages"] if m["role"] == "assistant" and m["content"]]
+    assert answers == ["The answer is 42."]
+    assert "TOOL_CALL_RESULT" in approved["types"]
+    # the model called the page's own tool: the run ended with it pending, the thread waits for its result
+    assert asked["outcome"] == "success" and len(asked["pending"]) == 1
+    view = await endpoint.runs.thread(thread_id)
+    assert (view.status, view.client_tools) == ("waiting_input", ["pick_number"])
+    # the client that asked has gone; another process (a new HttpAgent, no history) brings the result
+    told, added, unknown, retried = await drive(url, thread_id, [
+        {"do": "tool", "content": "7", "call": asked["pending"][0]},
+        {"do": "approve", "approve": True},
+        {"do": "tool", "content": "8", "call": "no-such-call"},
+        {"do": "repost"},
+    ])
+    assert told["outcome"] == "interrupt"  # the result went in: the model adds 5 + 7, which asks approval
+    assert added["text"] == "The answer is 12."
+    assert unknown["error"]["code"] == "DecisionRejected" and "no-such-call" in unknown["error"]["message"]
+    # the last run's input again (a client retrying its POST): refused, and nothing changed
+    assert retried["error"] is not None
+    view = await endpoint.runs.thread(thread_id)
+    assert (view.status, view.turns) == ("idle", 2)
+
+
+async def test_a_retried_message_joins_its_turn_and_never_starts_another(endpoint: Endpoint) -> None:
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    url = f"{endpoint.url}/calculator"
+    question = user("What is 1 + 2?", "only-once")
+    async with httpx.AsyncClient(timeout=60) as http:
+        _, first, _ = await sse(http, url, body(thread_id, question))
+        _, again, _ = await sse(http, url, body(thread_id, question))  # the same message, POSTed again
+        assert [e["type"] for e in again] == [e["type"] for e in first]
+        assert again[-1]["outcome"]["interrupts"] == first[-1]["outcome"]["interrupts"]
+        interrupt = first[-1]["outcome"]["interrupts"][0]["id"]
+        resume = body(thread_id, resume=[{"interruptId": interrupt, "status": "resolved", "payload": {"approve": True}}])
+        _, done, _ = await sse(http, url, resume)
+        # once more after the turn ended: its whole story, through the wait that was answered, to its answer
+        _, whole, _ = await sse(http, url, body(thread_id, question))
+        assert [e["type"] for e in whole] == [e["type"] for e in first[:-1]] + [e["type"] for e in done[1:]]
+        assert whole[-1]["result"]["stop_reason"] == "done"
+        view = await endpoint.runs.thread(thread_id)
+        assert (view.turns, view.queued) == (1, [])
+        await endpoint.runs.cancel(thread_id)
+
+
+async def test_bad_input_is_refused_with_why_and_changes_nothing(endpoint: Endpoint) -> None:
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    url = f"{endpoint.url}/calculator"
+    async with httpx.AsyncClient(timeout=30) as http:
+        bad = await http.post(url, content=b"{not json")
+        assert bad.status_code == 422 and "not JSON" in bad.json()["error"]
+        bad = await http.post(url, json={"threadId": thread_id, "runId": "r"})
+        assert bad.status_code == 422 and "messages" in bad.json()["error"]
+        bad = await http.post(url, json=body(thread_id, user("hi"), forwardedProps={"mode": "shout"}))
+        assert bad.status_code == 422 and "mode" in bad.json()["error"]
+        bad = await http.post(url, json=body(thread_id, user("hi"), tools=[{**PICK, "name": "add"}]))
+        assert bad.status_code == 422 and "add" in bad.json()["error"]
+        bad = await http.post(url, json=body(thread_id, user("hi"), resume=[{"interruptId": "x", "status": "resolved",
+                                                                              "payload": {"maybe": 1}}]))
+        assert bad.status_code == 422
+        missing = await http.post(f"{endpoint.url}/nobody", json=body(thread_id, user("hi")))
+        assert missing.status_code == 404 and "calculator" in missing.json()["error"]
+        watching = await http.get(f"{endpoint.url}/calculator/{thread_id}")
+        assert watching.status_code == 404
+    with pytest.raises(RPCError):  # none of it started the thread
+        await endpoint.runs.thread(thread_id)
+
+
+async def test_modes_while_a_turn_runs_and_a_client_that_leaves(endpoint: Endpoint) -> None:
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    url = f"{endpoint.url}/calculator"
+    async with httpx.AsyncClient(timeout=60) as http:
+        _, first, _ = await sse(http, url, body(thread_id, user("What is 2 + 2?")))
+        assert first[-1]["outcome"]["type"] == "interrupt"  # turn 1 waits for an approval
+        _, refused, _ = await sse(http, url, body(thread_id, user("What is 3 + 3?"), forwardedProps={"mode": "reject"}))
+        assert refused[-1]["type"] == "RUN_ERROR" and refused[-1]["code"] == "Busy"
+        # queued (the default): the POST waits for its own turn, then tells it; a client that leaves early
+        # (this one, after RUN_STARTED) ends only its request
+        _, early, _ = await sse(http, url, body(thread_id, user("What is 4 + 4?")), until="RUN_STARTED")
+        assert [e["type"] for e in early] == ["RUN_STARTED"]
+        queued = asyncio.create_task(sse(http, url, body(thread_id, user("What is 5 + 5?", "fifth"))))
+        await poll(lambda: _queued(endpoint.runs, thread_id, "fifth"), "the fifth message to be taken")
+        other = await http.post(f"{endpoint.url}/other", json=body(thread_id, user("hi")))
+        assert other.status_code == 409 and "calculator" in other.json()["error"]
+        interrupt = first[-1]["outcome"]["interrupts"][0]["id"]
+        _, done, _ = await sse(http, url, body(thread_id, resume=[{"interruptId": interrupt, "status": "resolved",
+                                                                   "payload": {"approve": True}}]))
+        assert done[-1]["result"]["stop_reason"] == "done"
+        # turn 2 (4 + 4, whose client left) runs anyway and waits for its approval
+        view = await poll(lambda: _waiting(endpoint.runs, thread_id, 2), "turn 2 to wait for approval")
+        assert view.queued and view.queued[0].message_id == "fifth"
+        assert not queued.done()
+        await endpoint.runs.approve(thread_id)
+        _, third, _ = await queued
+        calls = [e for e in third if e["type"] == "TOOL_CALL_ARGS"]
+        assert json.loads(calls[0]["delta"]) == {"a": 5.0, "b": 5.0}  # its own turn's, told to its own POST
+        await endpoint.runs.cancel(thread_id)
+
+
+async def _queued(runs: ReinClient, thread_id: str, message_id: str) -> bool:
+    return any(w.message_id == message_id for w in (await runs.thread(thread_id)).queued)
+
+
+async def _waiting(runs: ReinClient, thread_id: str, turn: int) -> Any:
+    view = await runs.thread(thread_id)
+    return view if view.turns == turn and view.status == "waiting_approval" else None
+
+
+async def test_a_hundred_viewers_cost_one_stream_reader_and_see_the_same_events(endpoint: Endpoint) -> None:
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    url = f"{endpoint.url}/calculator"
+    hub = endpoint.web.state.agui.hub
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as http:
+        _, first, _ = await sse(http, url, body(thread_id, user("What is 20 + 22?")))
+        started = hub.readers_started
+
+        async def view() -> list[tuple[str, str]]:
+            seen: list[tuple[str, str]] = []
+            async with http.stream("GET", f"{url}/{thread_id}") as response:
+                last_id = ""
+                async for line in response.aiter_lines():
+                    if line.startswith("id: "):
+                        last_id = line[4:]
+                    elif line.startswith("data: "):
+                        event = json.loads(line[6:])
+                        seen.append((last_id, event["type"] + ":" + event.get("delta", "")))
+                        if event["type"] == "RUN_FINISHED" and "result" in event:
+                            return seen
+            return seen
+
+        viewers = [asyncio.create_task(view()) for _ in range(100)]
+        await poll(lambda: sum(f.viewers for f in hub.feeds.values()) >= 100, "a hundred viewers to attach")
+        assert hub.feeds[thread_id].reading and hub.readers_started - started <= 1  # no reader per viewer
+        polls = await dev_readers(endpoint.runs, thread_id)
+        assert polls == 1  # the thread counts ONE reader: the hub's one poll in flight
+        interrupt = first[-1]["outcome"]["interrupts"][0]["id"]
+        await endpoint.runs.approve(thread_id, interrupt)
+        seen = await asyncio.wait_for(asyncio.gather(*viewers), 60)
+    assert all(s == seen[0] for s in seen)
+    assert all(event_id for event_id, _ in seen[0]) and any(kind == "TEXT_MESSAGE_CONTENT:42." for _, kind in seen[0])
+    await endpoint.runs.cancel(thread_id)
+
+
+async def dev_readers(runs: ReinClient, thread_id: str) -> int:
+    async def counted() -> int | None:
+        count = await runs.client.get_workflow_handle(thread_id).query(READERS_QUERY, result_type=int)
+        return count or None
+    return await poll(counted, "the thread to count its readers")
+
+
+async def test_a_token_is_needed_once_one_is_set_and_a_tenant_reaches_its_own_threads(dev, endpoint: Endpoint) -> None:
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    guarded = app(dev.client, agents=[calculator], task_queue=endpoint.runs.task_queue, auth=BearerAuth(token="s3cret"))
+    url, server, task = await serve(guarded)
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            status, refused, _ = await sse(http, f"{url}/calculator", body(thread_id, user("What is 1 + 1?")))
+            assert status == 401 and "bearer" in refused[0]["error"]
+            status, _, _ = await sse(http, f"{url}/calculator", body(thread_id, user("What is 1 + 1?")),
+                                     headers={"Authorization": "Bearer wrong"})
+            assert status == 401
+            status, events, _ = await sse(http, f"{url}/calculator", body(thread_id, user("What is 1 + 1?")),
+                                          headers={"Authorization": "Bearer s3cret"})
+            assert status == 200 and events[-1]["outcome"]["type"] == "interrupt"
+    finally:
+        server.should_exit = True
+        await task
+    await endpoint.runs.cancel(thread_id)
+
+
+async def test_a_tenant_claim_scopes_the_threads_a_caller_reaches(dev, endpoint: Endpoint, idp) -> None:  # noqa: F811
+    jwks_url, key = idp
+    scoped = app(dev.client, agents=[calculator], task_queue=endpoint.runs.task_queue,
+                 auth=BearerAuth(jwks_url=jwks_url, audience="temporal-ui"))
+    url, server, task = await serve(scoped)
+    acme = {"Authorization": f"Bearer {_jwt(key, tenant='acme')}"}
+    globex = {"Authorization": f"Bearer {_jwt(key, tenant='globex')}"}
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            status, events, _ = await sse(http, f"{url}/calculator", body(thread_id, user("What is 6 + 1?")), headers=acme)
+            assert status == 200 and events[-1]["outcome"]["type"] == "interrupt"
+            status, refused, _ = await sse(http, f"{url}/calculator", body(thread_id, user("What is 7 + 1?")), headers=globex)
+            assert status == 404 and "acme" not in refused[0]["error"]
+            interrupt = events[-1]["outcome"]["interrupts"][0]["id"]
+            resume = body(thread_id, resume=[{"interruptId": interrupt, "status": "resolved", "payload": {"approve": True}}])
+            status, _, _ = await sse(http, f"{url}/calculator", resume, headers=globex)
+            assert status == 404  # a decision outside the caller's tenant never reaches the thread
+            status, done, _ = await sse(http, f"{url}/calculator", resume, headers=acme)
+            assert done[-1]["result"]["stop_reason"] == "done"
+        view = await endpoint.runs.thread(thread_id)
+        assert view.turns == 1  # globex's message never reached it
+        session = await endpoint.runs.session(thread_id)
+        decided = [d for d in session.decisions if d.tool_call_id == interrupt]
+        assert decided and decided[0].approver == "ops@example.com"  # who decided: the caller's subject
+    finally:
+        server.should_exit = True
+        await task
+    await endpoint.runs.cancel(thread_id)
+
+
+async def test_the_stored_history_of_a_thread_with_a_client_tool_replays() -> None:
+    """tests/histories/make_histories.py thread_client_tools: a turn offered a client tool (the patch rein-client-tools
+    marks it), waited for its result, took it with rein.tool_results; then a turn without. This build replays it."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import AgentWorkflow
+
+    path = ROOT / "tests" / "histories" / "agent_thread_client_tools_v1.json"
+    history = WorkflowHistory.from_json("agent-thread-tools", path.read_text())
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_MARKER_RECORDED in kinds  # the patch, as the turn with the client tool opened
+    updates = [e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+               for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
+    assert "rein.tool_results" in updates
+    await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
+
+
+async def test_a_reconnect_reads_what_the_shared_reader_no_longer_holds_with_the_query(endpoint: Endpoint) -> None:
+    """A client reconnects (Last-Event-ID) to a run older than what this process's reader of the thread holds (it
+    stopped with its last viewer, and a later viewer started it again further on): the missed events come from the
+    stream's poll query, and the reconnect tells the run's rest exactly as the first request did."""
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    url = f"{endpoint.url}/calculator"
+    hub = endpoint.web.state.agui.hub
+    hub.linger_s = 0.0
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            _, events, ids = await sse(http, url, body(thread_id, user("What is 9 + 9?")))
+            assert events[-1]["outcome"]["type"] == "interrupt" and len(ids) >= 4
+            await poll(lambda: thread_id not in hub.feeds, "the reader to stop with its last viewer")
+            now = (await endpoint.runs.thread(thread_id)).offset
+            later = asyncio.create_task(sse(http, f"{url}/{thread_id}?after={now}.{now}.0", None))
+            await poll(lambda: thread_id in hub.feeds and hub.feeds[thread_id].first == now, "a viewer from now on")
+            _, again, again_ids = await sse(http, url, body(thread_id, user("What is 9 + 9?")),
+                                            headers={"Last-Event-ID": ids[1]})
+            rest = [e["type"] for e in events[3:]]  # events[0] is RUN_STARTED (no id): ids[1] is events[2]'s
+            # the step and the tool call it was in the middle of are opened again, then the rest, once
+            assert [e["type"] for e in again] == ["RUN_STARTED", "STEP_STARTED", "TOOL_CALL_START", *rest]
+            assert again_ids == [ids[1], *ids[2:]] and again[-1]["outcome"] == events[-1]["outcome"]
+            later.cancel()
+    finally:
+        hub.linger_s = 5.0
+    await endpoint.runs.cancel(thread_id)

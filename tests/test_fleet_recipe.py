@@ -1,0 +1,72 @@
+"""docs/fleet.md's recipe with the default `rein worker`: a burst stays under a vendor's rate (issue 43, item 4).
+
+Two `rein worker` processes of one application: one on the default queues, one with REIN_MODEL_QUEUES=openai
+on the provider's queue `rein.model.openai`. Both are the same version of the one deployment `rein` (not a
+deployment of the model queue's own). `rein limits set --model openai/gpt-4o-mini --rps 5`, then 40 runs at
+once: the vendor (which refuses above 15 requests in any second) sees one request per run and refuses none,
+and `rein limits` lists the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from rein.client import ReinClient, connect
+from rein.core.contract import agent_task_queue, model_queue
+from rein.temporal.deployment import current_build_id, default_build_id, describe
+from tests.support.processes import WorkerProcess
+from tests.support.waiting import poll
+from tests.test_cli import rein_cli
+from tests.vendor_server import Reply, VendorServer
+
+MODEL, RPS, VENDOR_RPS, RUNS = "openai/gpt-4o-mini", 5, 15, 40
+AGENT = "tests.agents.fleet:vendor_agent"
+
+
+async def test_the_fleet_recipe_with_default_workers_keeps_a_burst_under_the_vendor_rate(private_server, tmp_path):
+    address = private_server.address
+    at: list[float] = []
+    lock = threading.Lock()
+
+    def vendor(body: Any) -> Reply:
+        with lock:
+            at.append(time.monotonic())
+        return Reply(text="ok")
+
+    with VendorServer(rate_limit=VENDOR_RPS, responder=vendor) as srv:
+        env = {"VENDOR_URL": srv.base_url, "REIN_MODEL_QUEUES": "openai"}
+        main = WorkerProcess(address, [AGENT], "rein", tmp_path / "main.log", **env)
+        del main.args[2:4]  # `rein worker --agent ...`: the default queues and deployment
+        model = WorkerProcess(address, [AGENT], model_queue(MODEL), tmp_path / "model.log", **env)
+        client = await connect(address)
+        try:
+            main.start()
+            model.start()
+            build = default_build_id()
+            assert f", version rein.{build}," in model.log.read_text()  # the application's, not its queue's
+            await poll(lambda: _current(client, build), "the application's build to be current", timeout=60)
+            assert await describe(client.client, "rein-model-openai") is None
+            limited = await asyncio.to_thread(rein_cli, "limits", "set", "--model", MODEL, "--rps", str(RPS),
+                                              "--address", address)
+            assert limited.returncode == 0, limited.stderr
+            listed = await asyncio.to_thread(rein_cli, "limits", "--json", "--address", address)
+            assert [row["rps"] for row in json.loads(listed.stdout) if row["task_queue"] == model_queue(MODEL)] == [RPS]
+            runs = ReinClient(client.client, agent_task_queue("fleet-vendor"))
+            handles = await asyncio.gather(*(runs.start("fleet-vendor", f"burst {i} {uuid.uuid4().hex[:4]}")
+                                             for i in range(RUNS)))
+            outcomes = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 300)
+        finally:
+            model.stop()
+            main.stop()
+    assert [o.stop_reason for o in outcomes] == ["done"] * RUNS
+    assert srv.rejected == 0 and len(at) == RUNS  # no 429, one call per run
+    assert max(sum(1 for u in at if 0 <= u - t < 1.0) for t in at) <= VENDOR_RPS
+
+
+async def _current(client: ReinClient, build: str) -> bool:
+    return current_build_id(await describe(client.client, "rein")) == build
