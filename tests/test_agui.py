@@ -289,9 +289,12 @@ async def test_a_tenant_claim_scopes_the_threads_a_caller_reaches(dev, endpoint:
     url, server, task = await serve(scoped)
     acme = {"Authorization": f"Bearer {_jwt(key, tenant='acme')}"}
     globex = {"Authorization": f"Bearer {_jwt(key, tenant='globex')}"}
+    nobody = {"Authorization": f"Bearer {_jwt(key)}"}  # no tenant claim: refused, as the inbox page refuses it
     thread_id = f"agui-{uuid.uuid4().hex[:8]}"
     try:
         async with httpx.AsyncClient(timeout=60) as http:
+            status, refused, _ = await sse(http, f"{url}/calculator", body(thread_id, user("Hi")), headers=nobody)
+            assert status == 403 and "no 'tenant' claim" in refused[0]["error"]
             status, events, _ = await sse(http, f"{url}/calculator", body(thread_id, user("What is 6 + 1?")), headers=acme)
             assert status == 200 and events[-1]["outcome"]["type"] == "interrupt"
             status, refused, _ = await sse(http, f"{url}/calculator", body(thread_id, user("What is 7 + 1?")), headers=globex)

@@ -25,6 +25,7 @@ from typing import Any
 from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent
 from ag_ui.encoder import EventEncoder
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -37,7 +38,8 @@ from rein.core.threads import ThreadView
 from rein.ops.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot
 from rein.ops.agui_hub import Hub
 from rein.ops.agui_input import Ask, BadInput, read
-from rein.temporal.bearer import BearerAuth, BearerCheck, Caller
+from rein.ops.web_auth import Viewer, WebAuth
+from rein.temporal.bearer import BearerAuth
 
 log = logging.getLogger("rein.agui")
 
@@ -45,7 +47,8 @@ KEEPALIVE_S = 15.0
 AGENT_LOOKUP_S = 10.0
 """How long an endpoint serving any agent (none named) looks for a worker that knows one before it answers 404."""
 """An SSE comment this often while nothing happens, so proxies keep the connection."""
-TENANT_CLAIM = "tenant"
+TENANT_CLAIM: str | None = None
+"""The JWT claim naming a caller's tenant: None reads REIN_TENANT_CLAIM, else `tenant` (rein.ops.web_auth)."""
 
 
 class Refused(Exception):
@@ -60,15 +63,13 @@ class AgUi:
     """The endpoint's state: the client, the agents it serves, the check, the hub."""
 
     def __init__(self, client: Client, agents: Sequence[Any], *, task_queue: str | None, auth: BearerAuth | None,
-                 tenant_claim: str):
+                 tenant_claim: str | None):
         self.runs = ReinClient(client.client if isinstance(client, ReinClient) else client,
                                task_queue or (client.task_queue if isinstance(client, ReinClient) else None))
         self.agents = {_name(a): a for a in agents}
         """The agents served (none given: any agent a worker on the client's queues knows, looked up once)."""
         self.queues: dict[str, str] = {name: self.runs.task_queue for name in self.agents}
-        auth = auth if auth is not None else BearerAuth.from_env()
-        self.check = BearerCheck(auth) if auth.configured else None
-        self.tenant_claim = tenant_claim
+        self.auth = WebAuth(auth, tenant_claim)
         self.hub = Hub(self.runs.client)
         self.encoder = EventEncoder()
 
@@ -100,13 +101,14 @@ class AgUi:
         last = parse_event_id(request.headers.get("last-event-id") or request.query_params.get("after"))
         return self._stream(self._follow(thread_id, last))
 
-    async def _caller(self, request: Request) -> Caller | None:
-        if self.check is None:
+    async def _caller(self, request: Request) -> Viewer | None:
+        """Who calls (the inbox page's sign-in and tenant rule, rein.ops.web_auth); None on an open endpoint."""
+        if self.auth.open:
             return None
-        caller = await self.check.caller(request.headers.get("authorization"))
-        if caller is None:
-            raise Refused(401, "a bearer token is needed (the token or JWT rein's web surfaces accept)")
-        return caller
+        try:
+            return await self.auth.viewer(request)
+        except HTTPException as refused:
+            raise Refused(refused.status_code, str(refused.detail)) from None
 
     async def _agent(self, name: str) -> str:
         """The agent's name, once it is known to be served (its threads' task queue in `queues`): else 404."""
@@ -128,11 +130,10 @@ class AgUi:
         if taken:
             raise BadInput(f"client tools may not take the agent's own tool names: {', '.join(taken)}")
 
-    def _tenant(self, caller: Caller | None) -> str | None:
-        value = caller.claims.get(self.tenant_claim) if caller is not None else None
-        return str(value) if value else None
+    def _tenant(self, caller: Viewer | None) -> str | None:
+        return caller.tenant if caller is not None else None
 
-    async def _reach(self, thread_id: str, agent: str, caller: Caller | None, must_exist: bool = False) -> None:
+    async def _reach(self, thread_id: str, agent: str, caller: Viewer | None, must_exist: bool = False) -> None:
         """The thread is the agent's and in the caller's tenant (or does not exist yet): else 404/409."""
         try:
             described = await self.runs.client.get_workflow_handle(thread_id).describe()
@@ -150,7 +151,7 @@ class AgUi:
 
     # ---------------------------------------------------------------- what a POST does
 
-    async def _run(self, ask: Ask, agent: str, caller: Caller | None) -> AsyncIterator[Emitted]:
+    async def _run(self, ask: Ask, agent: str, caller: Viewer | None) -> AsyncIterator[Emitted]:
         """Send what the input brings, then tell the run that follows from the thread's stream."""
         thread_id, run_id = ask.input.thread_id, ask.input.run_id
         run = TurnEvents(thread_id, run_id, anchor=0)
@@ -171,7 +172,7 @@ class AgUi:
         async for emitted in self._told(thread_id, offset, run):
             yield emitted
 
-    async def _send(self, ask: Ask, agent: str, caller: Caller | None, run: TurnEvents) -> int:
+    async def _send(self, ask: Ask, agent: str, caller: Viewer | None, run: TurnEvents) -> int:
         """Give the thread what the input brings; the stream offset the run is told from (-1: nothing to tell)."""
         thread_id, who = ask.input.thread_id, caller.subject if caller is not None else None
         if ask.kind == "message":
@@ -294,7 +295,7 @@ class AgUi:
 
 
 def app(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = None, auth: BearerAuth | None = None,
-        tenant_claim: str = TENANT_CLAIM) -> Starlette:
+        tenant_claim: str | None = TENANT_CLAIM) -> Starlette:
     """The AG-UI endpoint for `agents` (Agent objects or the names of agents workers serve; none: any agent a worker
     knows, on its own queue or `task_queue`), on `client` (a temporalio Client or a ReinClient). `auth`: who may
     call (default: the environment's rein web settings; none set: anyone); `tenant_claim`: the JWT claim naming a

@@ -1,0 +1,84 @@
+#!/usr/bin/env python
+"""What a new build's promotion costs: the time from its worker's start to its being current, by open runs.
+
+A promotion replays the open runs that would move to the new build (rein.temporal.promotion) before it
+sets itself current. One dev server; build a (a versioned in-process worker) with N runs waiting for
+approval; then build b's worker starts and the clock runs until the deployment's current version is b.
+Each N runs on a deployment of its own, `--reps` times; the median and the spread are printed.
+
+    python bench/promotion.py                  # N = 0, 50, 200
+    python bench/promotion.py --runs 0 500 --reps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from temporalio.client import Client  # noqa: E402
+
+from rein import Agent, LoopConfig, create_worker  # noqa: E402
+from rein.core.log import disable_logging  # noqa: E402
+from rein.durable.embedded_server import start_dev_server  # noqa: E402
+from rein.temporal.converter import rein_data_converter  # noqa: E402
+from rein.temporal.deployment import current_build_id, describe  # noqa: E402
+
+
+def agent() -> Agent:
+    from tests.support.providers import CallThenReport  # stateless: every run asks for the tool first
+
+    a = Agent(provider=CallThenReport("add", {"a": 1, "b": 2}), name="promo", config=LoopConfig(permission="ask"))
+
+    @a.tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    return a
+
+
+async def once(client: Client, runs: int) -> float:
+    deployment, queue = f"promo{uuid.uuid4().hex[:6]}", f"promo-{uuid.uuid4().hex[:6]}"
+    served = agent()
+    async with create_worker(client, [served], task_queue=queue, deployment=deployment, build_id="a"):
+        while current_build_id(await describe(client, deployment)) != "a":
+            await asyncio.sleep(0.05)
+        handles = await asyncio.gather(*(client.start_workflow("AgentWorkflow", {"agent": "promo", "prompt": "1+2"},
+                                                               id=f"promo-{uuid.uuid4().hex[:8]}", task_queue=queue)
+                                         for _ in range(runs)))
+        for handle in handles:  # each waits for approval
+            while (await handle.query("status"))["status"] != "waiting_approval":
+                await asyncio.sleep(0.05)
+        began = time.perf_counter()
+        async with create_worker(client, [served], task_queue=queue, deployment=deployment, build_id="b"):
+            while current_build_id(await describe(client, deployment)) != "b":
+                await asyncio.sleep(0.02)
+            return time.perf_counter() - began
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, nargs="+", default=[0, 50, 200])
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    disable_logging()
+    server = start_dev_server()
+    try:
+        client = await Client.connect(server.address, data_converter=rein_data_converter())
+        for runs in args.runs:
+            times = [await once(client, runs) for _ in range(args.reps)]
+            print(f"{runs:4d} open runs: promotion {statistics.median(times) * 1000:7.0f} ms median "
+                  f"({min(times) * 1000:.0f}-{max(times) * 1000:.0f}), {args.reps} reps", flush=True)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
