@@ -66,7 +66,8 @@ class OldWorkerProcess(WorkerProcess):
         self.args[1] = str(old / "worker.py")
         self.env["PYTHONPATH"] = old_env(old)["PYTHONPATH"]
         for name in ("REIN_DEPLOYMENT", "REIN_BUILD_ID"):
-            self.env.pop(name, None)
+            if name not in env:  # this process's own, not the old build's
+                self.env.pop(name, None)
 
 
 def rein_file(old: Path | None) -> str:
