@@ -107,8 +107,8 @@ class Wordy(Scripted):
         return completion.model_copy(update={"usage": Usage(input_tokens=100_000, output_tokens=50_000)})
 
 
-@pytest.mark.parametrize("lean_start", [None, False], ids=["lean", "described-first"])
-async def test_a_run_keeps_the_limits_its_agent_turned_off(dev, lean_start):
+@pytest.mark.parametrize("start", [{}, {"session": {"messages": []}}], ids=["lean", "asked-first"])
+async def test_a_run_keeps_the_limits_its_agent_turned_off(dev, start):
     """An agent without a token limit runs past the default's 200,000 tokens however its run started."""
     tq, wf_id = ids()
 
@@ -117,8 +117,9 @@ async def test_a_run_keeps_the_limits_its_agent_turned_off(dev, lean_start):
         return str(n)
 
     agent = Agent(provider=Wordy(2), tools=[make], name="wordy", config=FREE)
-    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq, lean_start=lean_start):
-        handle = await dev.client.start_workflow("AgentWorkflow", {"agent": "wordy", "prompt": "go"}, id=wf_id, task_queue=tq)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=tq):
+        handle = await dev.client.start_workflow("AgentWorkflow", {"agent": "wordy", "prompt": "go", **start}, id=wf_id,
+                                                 task_queue=tq)
         outcome = await handle.result()
     assert (outcome["stop_reason"], outcome["usage"]["input_tokens"]) == ("done", 300_000)
 

@@ -17,7 +17,6 @@ from rein import Agent, LoopConfig
 from rein.client import ReinClient
 from rein.core.contract import CALL_MODEL, spec_digest
 from rein.core.ir import ToolSpec
-from rein.workflows import worker_previews
 from tests.support.history import first_call_result, scheduled, summaries
 from tests.support.providers import OutageProvider, RecordingProvider, Unavailable
 from tests.support.tools import add, tc
@@ -59,9 +58,9 @@ def billed(history: Any) -> int:
 
 async def test_a_lean_run_pays_no_describe_marker_and_the_worker_adds_the_system_prompt(dev):
     tq, wf_id = ids()
-    lean, plain = adding("lean-adder"), adding("lean-adder")
+    lean = adding("lean-adder")
     client = ReinClient(dev.client, tq)
-    async with rein.create_worker(dev.client, [lean], task_queue=tq, lean_start=True):
+    async with rein.create_worker(dev.client, [lean], task_queue=tq):
         handle = await client.start("lean-adder", "1 + 2?", run_id=wf_id)
         assert (await handle.result()).output == "3"
         session = await client.session(wf_id)
@@ -76,25 +75,15 @@ async def test_a_lean_run_pays_no_describe_marker_and_the_worker_adds_the_system
     # The model saw the agent's system prompt first although the run did not know it when it called.
     assert [(m.role, m.content) for m in lean.provider.seen[0]] == [("system", "You add numbers."), ("user", "1 + 2?")]
     assert [m.role for m in session.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    # The first call was scheduled before the run knew its agent's model: its summary names the agent.
     assert await summaries(history, dev.client.data_converter, CALL_MODEL) == [
-        "model RecordingProvider · iteration 1", "model RecordingProvider · iteration 2"]
-
-    # The same run on a worker told not to start lean (REIN_LEAN_START=0) asks first, recorded as a patch.
-    tq2, wf_id2 = ids()
-    async with rein.create_worker(dev.client, [plain], task_queue=tq2, lean_start=False):
-        await (await ReinClient(dev.client, tq2).start("lean-adder", "1 + 2?", run_id=wf_id2)).result()
-    before = await dev.client.get_workflow_handle(wf_id2).fetch_history()
-    assert markers(before) == ["core_patch", "core_patch", "core_patch", "core_local_activity"]
-    # asking first: the describe marker, three patches' markers (rein-described-first, the waiting timer's and the
-    # inbox's, asked before a local activity) and Temporal's TemporalChangeVersion upserts
-    assert billed(before) > 6
-    assert plain.provider.seen[0] == lean.provider.seen[0]
+        "model of agent lean-adder · iteration 1", "model RecordingProvider · iteration 2"]
 
 
 async def test_a_plain_clients_lean_run_publishes_its_status_once_when_short(dev):
     tq, wf_id = ids()
     agent = adding("lean-plain")
-    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+    async with rein.create_worker(dev.client, [agent], task_queue=tq):
         handle = await dev.client.start_workflow("AgentWorkflow", {"agent": "lean-plain", "prompt": "1 + 2?"},
                                                  id=wf_id, task_queue=tq)
         assert (await handle.result())["output"] == "3"
@@ -113,7 +102,7 @@ async def _listed(client: Any, query: str) -> bool:
 async def test_a_plain_clients_lean_run_that_waits_publishes_who_it_is(dev):
     tq, wf_id = ids()
     agent = adding("lean-asks", config=LoopConfig(permission="ask"))
-    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+    async with rein.create_worker(dev.client, [agent], task_queue=tq):
         await dev.client.start_workflow("AgentWorkflow", {"agent": "lean-asks", "prompt": "1 + 2?"}, id=wf_id,
                                         task_queue=tq)
         client = ReinClient(dev.client, tq)
@@ -137,7 +126,7 @@ async def test_a_plain_clients_lean_run_that_waits_publishes_who_it_is(dev):
 async def test_a_lean_runs_bad_input_fails_the_run_before_any_model_call(dev, start, kind, reason):
     tq, wf_id = ids()
     agent = adding("lean-strict", config=LoopConfig(permission="ask"))
-    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+    async with rein.create_worker(dev.client, [agent], task_queue=tq):
         handle = await dev.client.start_workflow(
             "AgentWorkflow", {"agent": "lean-strict", "prompt": "1 + 2?", **start}, id=wf_id, task_queue=tq)
         with pytest.raises(WorkflowFailureError) as failed:
@@ -150,11 +139,9 @@ async def test_a_lean_runs_bad_input_fails_the_run_before_any_model_call(dev, st
     assert [u["ReinStatus"] for u in upserts(history)] == ["failed"]
 
 
-@pytest.mark.parametrize("registry", ["knows-the-middleware", "stale"])
-async def test_an_agent_with_middleware_takes_its_first_step_itself(dev, registry):
-    """Its worker's registry knows the middleware: the run learns its agent first (a marker costs less than
-    a first call that can only describe). A stale registry (a deploy added the middleware): the worker that
-    takes the lean first call describes the agent only, and the step runs the hooks."""
+async def test_an_agent_with_middleware_takes_its_first_step_itself(dev):
+    """A new conversation starts lean whatever the agent (the run cannot know it yet): the worker that takes
+    the first call describes the agent only, recorded as that call's result, and the step runs the hooks."""
     tq, wf_id = ids()
     agent = adding("lean-middleware")
     seen: list[str] = []
@@ -163,43 +150,38 @@ async def test_an_agent_with_middleware_takes_its_first_step_itself(dev, registr
     async def note(ctx):  # noqa: ANN001, ANN202
         seen.append(f"before model {ctx.session.iteration}")
 
-    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
-        if registry == "stale":
-            worker_previews.serve(tq, {"lean-middleware": worker_previews.Preview("RecordingProvider", agent.config)}, True)
+    async with rein.create_worker(dev.client, [agent], task_queue=tq):
         assert (await (await ReinClient(dev.client, tq).start("lean-middleware", "1 + 2?", run_id=wf_id)).result()).output == "3"
     history = await dev.client.get_workflow_handle(wf_id).fetch_history()
     assert seen == ["before model 0", "before model 1"] and len(agent.provider.seen) == 2
-    if registry == "stale":
-        first = await first_call_result(history.events, dev.client.data_converter)
-        assert "reply" not in first and first["agent"]["middleware"] is True  # described only: the step ran hooks
-        assert markers(history) == []
-    else:
-        assert markers(history) == ["core_patch"] * 3 + ["core_local_activity"]  # the three patches, describe_agent
-        assert "agent" not in await first_call_result(history.events, dev.client.data_converter)
+    first = await first_call_result(history.events, dev.client.data_converter)
+    assert "reply" not in first and first["agent"]["middleware"] is True  # described only: the step ran hooks
+    assert markers(history) == []
 
 
-async def test_options_from_a_stale_registry_leave_the_first_call_to_the_run(dev):
-    """The scheduling worker's registry says one model timeout, the agent another (a deploy changed it):
-    the worker that takes the call describes the agent only, and the run calls with the agent's options."""
+async def test_an_agent_with_options_of_its_own_leaves_the_first_call_to_the_run(dev):
+    """The first call is scheduled with LoopConfig's defaults (the run knows only its input); the agent says
+    another model timeout: the worker that takes the call describes the agent only, and the run calls with
+    the agent's options."""
     tq, wf_id = ids()
-    agent = adding("lean-stale", config=LoopConfig(model_timeout_s=120))
-    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
-        worker_previews.serve(tq, {"lean-stale": worker_previews.Preview("RecordingProvider", LoopConfig(model_timeout_s=7))}, True)
-        assert (await (await ReinClient(dev.client, tq).start("lean-stale", "1 + 2?", run_id=wf_id)).result()).output == "3"
+    agent = adding("lean-own-options", config=LoopConfig(model_timeout_s=120))
+    async with rein.create_worker(dev.client, [agent], task_queue=tq):
+        assert (await (await ReinClient(dev.client, tq).start("lean-own-options", "1 + 2?", run_id=wf_id)).result()).output == "3"
     history = await dev.client.get_workflow_handle(wf_id).fetch_history()
     calls = scheduled(history.events, CALL_MODEL)
     timeouts = [c.activity_task_scheduled_event_attributes.start_to_close_timeout.seconds for c in calls]
-    assert timeouts == [7, 120, 120]
+    assert timeouts == [LoopConfig().model_timeout_s, 120, 120]
     assert "reply" not in await first_call_result(history.events, dev.client.data_converter)
     assert len(agent.provider.seen) == 2
+    assert markers(history) == []
 
 
 async def test_a_first_call_that_fails_waits_for_retry(dev):
     tq, wf_id = ids()
     provider = OutageProvider(Unavailable, "the vendor is down")
-    agent = Agent(provider=provider, name="lean-outage", config=LoopConfig(model_attempts=1))
+    agent = Agent(provider=provider, name="lean-outage")  # LoopConfig's default options: the first call is the run's
     client = ReinClient(dev.client, tq)
-    async with rein.create_worker(dev.client, [agent], task_queue=tq, lean_start=True):
+    async with rein.create_worker(dev.client, [agent], task_queue=tq):
         await client.start("lean-outage", "hello", run_id=wf_id)
         view = await wait_status(dev.client.get_workflow_handle(wf_id), "waiting_retry")
         assert view["interrupt"]["type"] == "error" and "the vendor is down" in view["interrupt"]["message"]
@@ -219,10 +201,10 @@ async def test_a_first_replys_tool_call_runs_on_a_worker_that_never_saw_it(dev):
     second = Agent(provider=RecordingProvider(["3"]), tools=[add], system="You add numbers.", name="lean-handover",
                    config=LoopConfig(permission="ask"))  # the same definition; its model answers the rest
     client = ReinClient(dev.client, tq)
-    async with rein.create_worker(dev.client, [first], task_queue=tq, lean_start=True):
+    async with rein.create_worker(dev.client, [first], task_queue=tq):
         await client.start("lean-handover", "1 + 2?", run_id=wf_id)
         await wait_status(dev.client.get_workflow_handle(wf_id), "waiting_approval")
-    async with rein.create_worker(dev.client, [second], task_queue=tq, lean_start=True):
+    async with rein.create_worker(dev.client, [second], task_queue=tq):
         await client.approve(wf_id, wait=True)
         assert (await client.result(wf_id)).output == "3"
         session = await client.session(wf_id)

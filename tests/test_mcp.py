@@ -61,11 +61,15 @@ def http_server() -> Iterator[tuple[subprocess.Popen, str]]:
         proc.wait(timeout=10)
 
 
-async def run(env, ids, agent: Agent, prompt: str = "go", lean_start: bool | None = None) -> tuple[dict, WorkflowHistory]:
+ASKED_FIRST = {"session": {"messages": []}}
+"""A run given a Session asks describe_agent first (a marker); a new conversation starts lean."""
+
+
+async def run(env, ids, agent: Agent, prompt: str = "go", start: dict | None = None) -> tuple[dict, WorkflowHistory]:
     tq, wf_id = ids
-    async with rein.create_worker(env.client, agents=[agent], task_queue=tq, lean_start=lean_start):
+    async with rein.create_worker(env.client, agents=[agent], task_queue=tq):
         handle = await env.client.start_workflow(
-            "AgentWorkflow", {"agent": agent.name, "prompt": prompt}, id=wf_id, task_queue=tq
+            "AgentWorkflow", {"agent": agent.name, "prompt": prompt, **(start or {})}, id=wf_id, task_queue=tq
         )
         result = await full_result(handle)
         history = await handle.fetch_history()
@@ -87,11 +91,11 @@ async def recorded_description(env, events: list) -> AgentDescription:
 # --------------------------------------------------------------------------- stdio
 
 
-@pytest.mark.parametrize("lean_start", [False, True], ids=["described-first", "lean-start"])
-async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env, ids, lean_start):
+@pytest.mark.parametrize("start", [ASKED_FIRST, {}], ids=["asked-first", "lean-start"])
+async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env, ids, start):
     provider = RecordingProvider([[tc("add", "1", a=1, b=2), tc("read_env", "2")], "3 and a value"])
     agent = Agent(provider=provider, mcp_servers=[stdio(env={"REIN_TEST_VALUE": "from-env"})], name="mcp-stdio")
-    result, history = await run(env, ids, agent, lean_start=lean_start)
+    result, history = await run(env, ids, agent, start=start)
     assert result["status"] == "done" and result["output"] == "3 and a value"
     assert list(tool_messages(result).values()) == ["3", "from-env"]
     # The worker listed the server in describe_agent: the specs are recorded in the run's history.

@@ -68,10 +68,10 @@ class SandboxProbe:
         return "not sandboxed"
 
 
-@pytest.mark.parametrize("lean_start", [False, None], ids=["described-first", "default"])
-async def test_activity_payloads_keep_their_own_context_in_the_stock_sandbox(dev, lean_start):
-    """A lean start (the default) has no describe_agent local activity; a worker told not to start lean
-    has one, and its input has its own context too."""
+@pytest.mark.parametrize("start", [{"session": {"messages": []}}, {}], ids=["asked-first", "lean"])
+async def test_activity_payloads_keep_their_own_context_in_the_stock_sandbox(dev, start):
+    """A lean start (a new conversation) has no describe_agent local activity; a run given a Session asks
+    first, and that local activity's input has its own context too."""
     client = Client(**{**dev.client.config(), "data_converter": dataclasses.replace(
         dev.client.data_converter, payload_codec=ContextRecordingCodec())})
     agent = Agent(
@@ -80,11 +80,10 @@ async def test_activity_payloads_keep_their_own_context_in_the_stock_sandbox(dev
     )
     queue = f"contexts-{uuid.uuid4().hex[:6]}"
     run_id = f"{queue}-run"
-    async with rein.create_worker(client, agents=[agent], task_queue=queue, workflows=[SandboxProbe],
-                                  lean_start=lean_start):
+    async with rein.create_worker(client, agents=[agent], task_queue=queue, workflows=[SandboxProbe]):
         _seen.clear()
         outcome = await client.execute_workflow(
-            "AgentWorkflow", {"agent": "ctx-adder", "prompt": "2+3?"}, id=run_id, task_queue=queue,
+            "AgentWorkflow", {"agent": "ctx-adder", "prompt": "2+3?", **start}, id=run_id, task_queue=queue,
             result_type=RunOutcome,
         )
         probe = await client.execute_workflow(SandboxProbe.run, id=f"{queue}-probe", task_queue=queue)
@@ -92,7 +91,7 @@ async def test_activity_payloads_keep_their_own_context_in_the_stock_sandbox(dev
     activity = ActivitySerializationContext.__name__
     # The workflow encodes each activity's input with that activity's context (inputs name the agent;
     # the activity worker encodes results, which do not).
-    for kind in (CALL_MODEL, RUN_TOOL) if lean_start is None else (DESCRIBE_AGENT, CALL_MODEL, RUN_TOOL):
+    for kind in (CALL_MODEL, RUN_TOOL) if not start else (DESCRIBE_AGENT, CALL_MODEL, RUN_TOOL):
         assert any(ctx == activity and k == kind and wf == run_id and data.startswith(b'{"agent":"ctx-adder"')
                    for ctx, k, wf, data in _seen), kind
     assert any(ctx == WorkflowSerializationContext.__name__ and wf == run_id and b"The sum is 5." in data

@@ -41,16 +41,12 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.session import Session, Stage
     from rein.core.threads import SendRequest
 
+from rein.workflows.earlier_rules import described_without_flags
 from rein.workflows.handlers import AgentHandlers
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
-from rein.workflows.patches import (
-    PATCH_FAILED_STATUS,
-    PATCH_NATIVE_CANCEL,
-    PATCH_PROMPT_CANCEL,
-    PATCH_THROTTLED_COUNTERS,
-    PATCH_TIMED_COUNTERS,
-)
+from rein.workflows.patches import PATCH_FAILED_STATUS
 from rein.workflows.what_if import WhatIf
+from rein.workflows.window import start_of
 
 
 class AgentLoop(AgentHandlers):
@@ -132,6 +128,7 @@ class AgentLoop(AgentHandlers):
                 continue
             if isinstance(action, machine.Finish):
                 if self.thread is None or self.cancel_reason is not None or self.family_spent:
+                    self.publisher.finishing()
                     break  # the last iteration's counters go with the final status (`_finish`)
                 if not self.threads.take_steering(action.stop_reason):
                     self.carry.active_s += workflow.time() - started
@@ -149,7 +146,11 @@ class AgentLoop(AgentHandlers):
         return await self._finish()
 
     async def _start(self, args: Sequence[Any]) -> tuple[LoopConfig, float]:
-        """Validate the input, learn the agent, build the Session; the loop's config and start time."""
+        """Validate the input, learn the agent, build the Session; the loop's config and start time. First of
+        all, which build started the run (rein.workflows.window): a run older than the support window fails
+        this workflow task here, before any command, with the one line OutsideWindow says."""
+        info = workflow.info()
+        self.first = start_of(info.get_current_build_id(), info.start_time)
         if len(args) != 1:
             raise ApplicationError(
                 f"AgentWorkflow takes exactly one input, got {len(args)}. Expected JSON like "
@@ -167,15 +168,7 @@ class AgentLoop(AgentHandlers):
         # Read the clock and patches before the local activity: a local activity may resolve in a
         # different workflow task on replay, so nothing that must replay identically follows it.
         started = workflow.time()
-        if workflow.unsafe.is_replaying():
-            # Histories recorded with these (retired) patches carry their markers and must see the
-            # same calls; a new run records none (on replay without a marker the call adds nothing).
-            workflow.deprecate_patch(PATCH_THROTTLED_COUNTERS)
-            workflow.deprecate_patch(PATCH_PROMPT_CANCEL)
-            workflow.deprecate_patch(PATCH_TIMED_COUNTERS)
         self.publisher.published_at_start()
-        if workflow.unsafe.is_replaying():
-            workflow.deprecate_patch(PATCH_NATIVE_CANCEL)  # where it was `patched`: same command order
         request = self.input if self.input is not None else self._parse_input(raw_input)
         self.request = request
         self.streaming = self.streaming or request.stream
@@ -258,8 +251,8 @@ class AgentLoop(AgentHandlers):
         self.emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
         self.readers.detach()  # stream readers drain the rest once the run has closed
         await self._settle()
-        if self.status == "cancelled" and self.agent is not None:
-            await self._close_canceled()
+        if self.status == "cancelled" and self.agent is not None and not described_without_flags(self):
+            await self._close_canceled()  # f732bd2's cancelled runs closed COMPLETED (rein.workflows.earlier_rules)
         return self.final.model_dump(mode="json")
 
     async def _close_canceled(self) -> None:

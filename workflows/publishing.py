@@ -16,6 +16,8 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.contract import FORK_MEMO, SEARCH_KEYS, RunOutcome, RunStatusView
     from rein.core.summaries import details_for
 
+from rein.workflows import earlier_rules
+
 if TYPE_CHECKING:
     from rein.workflows.state import RunState
 
@@ -42,6 +44,8 @@ class Publisher:
         """An iteration ended and its counters (or a status change) are not published yet."""
         self.details = ""
         """The current details as last set (the UI's summary of where the run is)."""
+        self.timed_counters: bool | None = None
+        """A run of f732bd2 (rein.workflows.earlier_rules): workflow.patched(PATCH_TIMED_COUNTERS), once asked."""
 
     def status_view(self) -> RunStatusView:
         run = self.run
@@ -91,23 +95,29 @@ class Publisher:
             if value is not None:
                 self.published[name] = value
 
-    def publish_progress(self) -> None:
+    def publish_progress(self, ending: bool = False) -> None:
         """Publish an iteration's progress, if any since the last time."""
         if self.progressed:
             self.progressed = False
-            self.publish()
+            self.publish(ending)
 
-    def publish(self) -> None:
+    def finishing(self) -> None:
+        """The loop ends: the last iteration's counters go with the final status, but in a run of f732bd2's
+        where its rule published them on their own (rein.workflows.earlier_rules)."""
+        if self.progressed and earlier_rules.described_without_flags(self.run) and not earlier_rules.folds_final_publish(self):
+            self.publish_progress(ending=True)
+
+    def publish(self, ending: bool = False) -> None:
         """Tell visibility and the UI where the run is; upserts only the values that changed."""
         view = self.status_view()
         # Counters change every iteration; each upsert is a history event and a visibility
         # write, so between status changes they are refreshed now and then (`_counters_due`).
         if self._running_unpublished(view):  # nothing until due, then everything with the counters
             counters = workflow.time() - self.counters_at >= COUNTER_SECONDS
-            updates, published = self._search_updates(view, True) if counters else ([], {})
+            updates, published = self.search_updates(view, True) if counters else ([], {})
         else:
-            counters = self.published.get("ReinStatus") != view.status or self._counters_due(view)
-            updates, published = self._search_updates(view, counters)
+            counters = self.published.get("ReinStatus") != view.status or self._counters_due(view, ending)
+            updates, published = self.search_updates(view, counters)
         if updates:
             updates += self._version_update(published)
             workflow.upsert_search_attributes(updates)
@@ -138,12 +148,14 @@ class Publisher:
         meanwhile, and a short run pays one upsert (its final status) instead of two."""
         return self.run.lean and "ReinStatus" not in self.published and view.status == "running"
 
-    def _counters_due(self, view: RunStatusView) -> bool:
+    def _counters_due(self, view: RunStatusView, ending: bool) -> bool:
         """Refresh the counters now (the status is unchanged)? At most every COUNTER_EVERY iterations and
         COUNTER_SECONDS of workflow time; the last ones go with the final status."""
+        if earlier_rules.described_without_flags(self.run):
+            return earlier_rules.counters_due(self, view, ending)
         return view.iteration % COUNTER_EVERY == 0 and workflow.time() - self.counters_at >= COUNTER_SECONDS
 
-    def _search_updates(self, view: RunStatusView, counters: bool) -> tuple[list[Any], dict[str, Any]]:
+    def search_updates(self, view: RunStatusView, counters: bool) -> tuple[list[Any], dict[str, Any]]:
         """The search attribute updates that publish `view` (the counters only if `counters`)."""
         agent = self.run.agent
         wanted: dict[str, Any] = {

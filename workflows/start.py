@@ -1,13 +1,16 @@
 """How a run learns its agent: recorded with its first model call (a lean start), or asked first.
 
 A run follows the agent's description as its worker recorded it, so a deploy that changes the agent
-does not change a run's past. A lean start schedules the first model call at once (its options from
-the worker's registry, rein.workflows.worker_previews) and the worker records the description with the reply
-(FirstReply), having checked the client's input against it. A new conversation starts lean; a run
-given a Session or a continuation, and a new run of an agent whose first step runs on the worker
-(middleware or compaction), asks `describe_agent` first. The latter is recorded as the patch
-PATCH_DESCRIBED_FIRST, the one versioning mechanism for workers without Worker Versioning (docs/deploys.md):
-a replay reads it from history, not from the replaying worker's registry.
+does not change a run's past. A lean start schedules the first model call at once, with options that
+depend on the input alone (the run's own queue, LoopConfig's defaults under the client's overrides), and
+the worker that takes it records the description with the reply (FirstReply), having checked the
+client's input against it. Where the agent's own options differ (another timeout or retry, a model
+queue of REIN_MODEL_QUEUES) or its first step is not a plain model call (middleware, compaction), that
+worker answers with the description only and the loop makes the call: what the worker could do is
+that activity's recorded result, never read from the replaying worker. Every new conversation starts
+lean; a run given a Session, a continuation or a thread asks `describe_agent` first. Runs of earlier
+builds start as those builds started them, read from the build id of their first task
+(rein.workflows.window).
 """
 
 from __future__ import annotations
@@ -30,16 +33,15 @@ with workflow.unsafe.imports_passed_through():
         FirstReply,
         ModelCallInput,
         apply_overrides,
-        model_queue,
         run_config,
     )
     from rein.core.digest import EMPTY, extend, message_hash
     from rein.core.ir import Message
-    from rein.core.summaries import model_summary
+    from rein.core.summaries import first_call_summary
 
-from rein.workflows import worker_previews
 from rein.workflows.options import describe_agent, heartbeat_timeout, model_retry, seconds
 from rein.workflows.patches import PATCH_DESCRIBED_FIRST, PATCH_INBOX, PATCH_WAITING_TIMER
+from rein.workflows.window import Start
 
 INPUT_ERRORS = ("InvalidInput", "UnknownAgent")
 """What the worker's first call raises for a client's mistake: the run fails with it, as it did when asked first."""
@@ -55,22 +57,16 @@ class LeanStart:
         self.run = run
 
     def _starts_lean(self, request: AgentInput) -> bool:
-        """Ask in the run's first activation. Only a new conversation starts lean; it asks its agent first
-        where this worker says so (an agent whose first step runs on the worker: middleware or compaction;
-        a worker told not to start runs lean), recorded as PATCH_DESCRIBED_FIRST, so a replay reads the
-        choice from history, not from the replaying worker."""
+        """Ask in the run's first activation, from the input and the build its first task recorded
+        (`run.first`, rein.workflows.window): a new conversation starts lean, unless an earlier build
+        started it by asking its agent first (with no marker, or recorded as PATCH_DESCRIBED_FIRST)."""
         run = self.run
         if request.carry is not None or request.session is not None or request.thread:
-            return False  # a thread's first turn opens with its first message, once the agent is known
-        info = workflow.info()
-        version = info.get_current_deployment_version()  # an unversioned worker's has no deployment name
-        preview = worker_previews.preview(info.task_queue, request.agent)
-        asks_first = (preview is not None and preview.steps_on_worker) or not (
-            worker_previews.lean_start(info.task_queue) or bool(version and version.deployment_name))
-        if asks_first or workflow.unsafe.is_replaying():
-            run.lean = not workflow.patched(PATCH_DESCRIBED_FIRST)  # live: records it; on replay: what was recorded
+            run.lean = False  # a thread's first turn opens with its first message, once the agent is known
+        elif run.first is Start.MARKED:
+            run.lean = not workflow.patched(PATCH_DESCRIBED_FIRST)  # that build's run recorded it or not
         else:
-            run.lean = True
+            run.lean = run.first is Start.LEAN
         return run.lean
 
     async def learn_agent(self, request: AgentInput) -> None:
@@ -143,26 +139,20 @@ class LeanStart:
             run.session.messages.insert(0, Message(role="system", content=run.agent.system))
 
     def _first_call_options(self, request: AgentInput) -> dict[str, Any]:
-        """The options the agent's own config gives a model call, as far as this worker knows it: not part
-        of the command sequence, so a replay on a worker that knows otherwise still matches. The worker
-        that takes the call checks them and, when they differ, leaves the call to the run."""
-        preview = worker_previews.preview(workflow.info().task_queue, request.agent)
-        config = preview.config if preview is not None else LoopConfig()
+        """The options of a lean start's first call, from the input alone: the run's own queue and LoopConfig's
+        defaults under the client's overrides. The worker that takes the call checks them against the agent
+        and, where they differ, answers with the description only (AgentActivities._first_call)."""
+        config = LoopConfig()
         if request.config:
             try:
                 config = apply_overrides(config, request.config, ["*"])
             except ValueError:
                 pass  # the worker refuses the input, with the reason
-        model = request.model or (preview.model if preview is not None else request.agent)
-        queue = preview.model_queue if preview is not None else None
-        if queue is not None and request.model and model_queue(request.model) != queue:
-            queue = None  # another provider's model: on the run's queue (Stages._model_queue)
         return {
-            "task_queue": queue,
             "start_to_close_timeout": seconds(config.model_timeout_s),
             "heartbeat_timeout": heartbeat_timeout(config),
             "retry_policy": model_retry(config),
-            "summary": model_summary(model, 1),
+            "summary": first_call_summary(request.agent, request.model or ""),
         }
 
     async def _describe(self, agent: str) -> AgentDescription:

@@ -36,6 +36,7 @@ from rein.workflows.stages import Stages
 from rein.workflows.start import LeanStart
 from rein.workflows.threads import Threads
 from rein.workflows.waiting import Waiting
+from rein.workflows.window import Start
 from rein.workflows.worker_steps import WorkerSteps
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class RunState:
         """The agent version the last model call was sent with (its reply's tool calls run under it)."""
         self.held_results: dict[str, ToolResult] = {}
         """Results of a batch the agent changed under (by call id), until the batch closes."""
+        self.first = Start.LEAN
+        """How the build that completed the run's first task started it (rein.workflows.window), read there."""
         self.lean = False
         """The run started lean (rein.workflows.start): it also publishes its first status lazily (visibility)."""
         self.start_interrupt: Interrupt | None = None

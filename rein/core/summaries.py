@@ -15,6 +15,11 @@ def model_summary(model: str, iteration: int) -> str:
     return f"model {model} · iteration {iteration}"
 
 
+def first_call_summary(agent: str, model: str = "") -> str:
+    """A lean start's first model call, scheduled before the run knows its agent's model (unless the input names one)."""
+    return model_summary(model or f"of agent {agent}", 1)
+
+
 def tool_summary(call: ToolCall, limit: int = 120) -> str:
     args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.arguments.items())
     text = f"tool {call.name}({args})"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 from collections.abc import (
     Awaitable,
     Callable,
@@ -97,22 +96,6 @@ async def close_mcp_connections(agents: Mapping[str, Agent]) -> None:
                 await agent.mcp.aclose()
             except Exception as exc:  # shutting down: say so, never keep the worker from stopping
                 logging.getLogger("rein").warning("closing MCP connections of agent %s: %s", agent.name, exc)
-
-
-def serve_previews(task_queue: str, agents: Mapping[str, Agent], lean_start: bool | None,
-                   route_models: bool = True) -> None:
-    """Tell workflow code on `task_queue` the options of its runs' first model calls (rein.workflows.worker_previews)
-    and whether new runs start lean (None: yes, unless REIN_LEAN_START says no; a versioned worker's always do)."""
-    from rein.durable.fleet import routed_queue
-    from rein.workflows import worker_previews as served
-
-    named = {**{a.name: a for a in with_tool_agents(agents.values())}, **agents}
-    previews = {name: served.Preview(a.model_label, a.config, routed_queue(a.model_label) if route_models else None,
-                                     steps_on_worker=bool(a.middlewares) or a.compaction is not None)
-                for name, a in named.items()}
-    if lean_start is None:
-        lean_start = os.environ.get(served.LEAN_START_ENV, "").strip().lower() not in ("0", "false", "no", "off")
-    served.serve(task_queue, previews, lean_start)
 
 
 class ReinPlugin(SimplePlugin):
@@ -203,8 +186,6 @@ class ReinPlugin(SimplePlugin):
         self._cache_size = config.get("max_cached_workflows", 1000)
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
-        if self.agents is not None and config.get("task_queue"):
-            serve_previews(config["task_queue"], self.agents, self.lean_start, self.route_models)
         given = config.get("deployment_config")
         if given is not None:
             config["deployment_config"] = with_default_behavior(given)
