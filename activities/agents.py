@@ -21,6 +21,7 @@ from rein.activities import policy, steps, webhook
 from rein.activities.agent_check import AgentIdentity
 from rein.activities.answers import answer
 from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
+from rein.activities.decisions import pass_decision
 from rein.activities.failures import VendorFailure, rein_code
 from rein.blueprint.agent import with_tool_agents
 from rein.core import machine
@@ -425,7 +426,7 @@ class AgentActivities(AgentIdentity):
 
     def definitions(self) -> list[Any]:
         """The activity functions a Worker registers."""
-        return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled,
+        return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled, pass_decision,
                 *policy.definitions()]
 
 

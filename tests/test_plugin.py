@@ -189,13 +189,9 @@ def test_user_project_with_its_own_workflows_package(tmp_path: Path, dev_server)
 # --------------------------------------------------------------------------- an agent as another agent's tool
 
 
-async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_the_parent(dev):
-    from temporalio.common import SearchAttributeKey
-
+def boss_and_researcher(looked_up: list[str]) -> Agent:
+    """`boss` calls `researcher` as a tool; the researcher's lookup waits for approval."""
     from rein import LoopConfig
-    from rein.client import ReinClient
-
-    looked_up: list[str] = []
 
     def lookup(topic: str) -> str:
         """Look a topic up."""
@@ -208,12 +204,21 @@ async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_
         name="researcher",
         config=LoopConfig(permission="ask"),
     )
-    boss = Agent(
+    return Agent(
         provider=MockProvider([[ToolCall(id="r1", name="researcher", arguments={"prompt": "Find out about cats"})],
                                "The researcher says: cats purr."]),
         tools=[researcher],
         name="boss",
     )
+
+
+async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_the_parent(dev):
+    from temporalio.common import SearchAttributeKey
+
+    from rein.client import ReinClient
+
+    looked_up: list[str] = []
+    boss = boss_and_researcher(looked_up)
     tq = f"boss-{uuid.uuid4().hex[:6]}"
     async with rein.create_worker(dev.client, agents=[boss], task_queue=tq):  # serves researcher too
         runs = ReinClient(dev.client, task_queue=tq)
@@ -237,3 +242,27 @@ async def test_agent_as_tool_runs_as_a_child_whose_approval_is_answered_through_
     assert tool_results == ["Cats purr."]
     assert child["output"] == "Cats purr."
     assert child["session"]["decisions"][0]["approver"] == "alice"
+
+
+async def test_a_decision_update_sent_to_the_parent_is_answered_by_the_waiting_child(dev):
+    """A stock tool's update to the parent (`temporal workflow update execute --name rein.approve`) while its
+    agent-as-tool child waits: the parent passes it on and answers with the child's own answer or refusal."""
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from rein.client import ReinClient
+    from tests.support.waiting import wait_status
+
+    looked_up: list[str] = []
+    tq = f"boss-{uuid.uuid4().hex[:6]}"
+    async with rein.create_worker(dev.client, agents=[boss_and_researcher(looked_up)], task_queue=tq):
+        parent = await dev.client.start_workflow("AgentWorkflow", {"agent": "boss", "prompt": "Tell me about cats"},
+                                                 id=tq, task_queue=tq)
+        await wait_status(parent, "waiting_approval")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await parent.execute_update("rein.approve", {"tool_call_id": "l2", "approver": "bob"})
+        assert f"the agent-as-tool run {tq}/r1: " in str(refused.value.cause)
+        assert "no pending tool call with id 'l2'" in str(refused.value.cause)  # the child's own refusal
+        assert await parent.execute_update("rein.approve", {"tool_call_id": "l1", "approver": "bob"}) == ["l1"]
+        assert (await parent.result())["output"] == "The researcher says: cats purr."
+        child = await ReinClient(dev.client, tq).result(f"{tq}/r1")
+    assert looked_up == ["cats"] and child.session.decisions[0].approver == "bob"

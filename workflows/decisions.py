@@ -1,9 +1,12 @@
 """Decisions from people and ops tooling: approve, deny, answer, retry and cancel.
 
 Each decision is one typed update with a validator: a decision that does not fit the run is refused
-to the caller, with the reason. The signals of the same names are thin adapters for stock tools
+to the caller, with the reason. While the run's agent-as-tool child waits, an approval or an answer is
+the child's: the update passes it on and awaits the child's own update, so the caller hears it applied,
+refused or failed. The signals of the same names are thin adapters for stock tools
 (`temporal workflow signal`): they run the same validator (a misfit is recorded and ignored, since a
-signal has nobody to answer) and the same handler. A bug while applying a decision is not caught:
+signal has nobody to answer) and the same handler; one for a waiting child is passed on as a signal,
+and a child that cannot take it is recorded as ignored. A bug while applying a decision is not caught:
 it fails the workflow task, the decision stays in history (a signal) or with the server (an update),
 and a fixed build applies it (docs/deploys.md, "Failure policy").
 """
@@ -16,24 +19,29 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
     from rein.core import machine
     from rein.core.contract import (
-        DECISION_FOR_CHILD,
+        ANSWER_UPDATE,
+        APPROVE_UPDATE,
+        DENY_UPDATE,
+        PASS_DECISION,
         AnswerSignal,
         CancelSignal,
         DecisionSignal,
+        PassDecisionInput,
         RetrySignal,
         ToolResults,
         ToolResultsTaken,
     )
     from rein.core.errors import validation_text
 
-
+from rein.workflows.options import DESCRIBE_TIMEOUT
 
 SIGNALS = ("approve", "deny", "answer", "retry", "cancel")
 P = TypeVar("P", bound=BaseModel)
@@ -108,7 +116,7 @@ class Decisions:
     def check_decision(self, decision: DecisionSignal) -> None:
         run = self.run
         if self._child_waits("waiting_approval") is not None:
-            return  # for the child run: the signal passes it on, the update refuses it (see _for_child_update)
+            return  # for the child run, which validates it as its own
         self._check_tenant(decision.tenant)
         if run.status != "waiting_approval":
             raise Misfit(f"the run is {run.status}, not waiting for approval")
@@ -171,14 +179,6 @@ class Decisions:
         if run.status in ("done", "cancelled", "failed") or run.ended:
             raise Misfit(f"the run is already {run.status}")
 
-    def for_child_update(self, status: str) -> None:
-        """An update cannot be passed on from workflow code with its answer: refuse it naming the child
-        run, where rein's client sends it, so the caller hears the child's own answer."""
-        child = self._child_waits(status)
-        if child is not None:
-            raise ApplicationError(f"the decision is for the agent-as-tool run {child} that waits; send it there",
-                                   child, type=DECISION_FOR_CHILD)
-
     # ---------------------------------------------------------------- applying (a bug raises)
 
     def decide(self, decision: DecisionSignal, approved: bool) -> list[str]:
@@ -214,8 +214,33 @@ class Decisions:
         """A decision signal sent to this run while its child waits: passed on to the child, unchanged
         (the child validates it as its own signal)."""
         assert self.run.child_wait is not None
-        handle = workflow.get_external_workflow_handle(child)
-        asyncio.ensure_future(handle.signal(name, payload.model_dump(mode="json")))
+        asyncio.ensure_future(self._signal_child(child, name, payload))
         return [c.id for c in self.run.child_wait[1].pending_tool_calls]
+
+    async def _signal_child(self, child: str, name: str, payload: BaseModel) -> None:
+        try:
+            await workflow.get_external_workflow_handle(child).signal(name, payload.model_dump(mode="json"))
+        except (ApplicationError, FailureError) as err:  # the child has ended meanwhile
+            self.run.ignore(name, f"not passed on to the agent-as-tool run {child}: {err}")
+
+    async def update_for_child(self, decision: DecisionSignal | AnswerSignal, approved: bool | None = None) -> Any:
+        """A decision update while the run's child waits for it: the child's own update, sent by this run's
+        worker (PASS_DECISION); its answer is this update's, its refusal or failure raised to the caller.
+        None when no child waits for this decision (the run decides itself)."""
+        waits = "waiting_input" if approved is None else "waiting_approval"
+        child = self._child_waits(waits)
+        if child is None:
+            return None
+        update = ANSWER_UPDATE if approved is None else APPROVE_UPDATE if approved else DENY_UPDATE
+        try:
+            return await workflow.execute_local_activity(
+                PASS_DECISION, PassDecisionInput(run_id=child, update=update, payload=decision.model_dump(mode="json")),
+                start_to_close_timeout=DESCRIBE_TIMEOUT, retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"{update.removeprefix('rein.')} for the agent-as-tool run {child}")
+        except FailureError as err:  # a local activity's failure may come unwrapped (no ActivityError)
+            cause = err.cause if isinstance(err, ActivityError) else err
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            kind = cause.type if isinstance(cause, ApplicationError) else None
+            raise ApplicationError(f"the agent-as-tool run {child}: {message}", type=kind or "DecisionFailed") from None
 
     # ---------------------------------------------------------------- the updates

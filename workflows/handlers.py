@@ -80,30 +80,30 @@ class AgentHandlers(RunState):
     # ---------------------------------------------------------------- decisions (rein.workflows.decisions)
 
     @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; refused when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
-    def approve_update(self, decision: DecisionSignal) -> list[str]:
-        return self.decisions.decide(decision, True)
+    async def approve_update(self, decision: DecisionSignal) -> list[str]:
+        passed = await self.decisions.update_for_child(decision, True)
+        return self.decisions.decide(decision, True) if passed is None else passed
 
     @approve_update.validator
     def _validate_approve(self, decision: DecisionSignal) -> None:
-        self.decisions.for_child_update("waiting_approval")
         self.decisions.check_approval(decision)
 
     @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; refused when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
-    def deny_update(self, decision: DecisionSignal) -> list[str]:
-        return self.decisions.decide(decision, False)
+    async def deny_update(self, decision: DecisionSignal) -> list[str]:
+        passed = await self.decisions.update_for_child(decision, False)
+        return self.decisions.decide(decision, False) if passed is None else passed
 
     @deny_update.validator
     def _validate_deny(self, decision: DecisionSignal) -> None:
-        self.decisions.for_child_update("waiting_approval")
         self.decisions.check_decision(decision)
 
     @workflow.update(name=ANSWER_UPDATE, description='Answer a need_input interrupt; refused when none is pending: {"text", "approver"}')
-    def answer_update(self, answer: AnswerSignal) -> str:
-        return self.decisions.answer(answer)
+    async def answer_update(self, answer: AnswerSignal) -> str:
+        passed = await self.decisions.update_for_child(answer)
+        return self.decisions.answer(answer) if passed is None else passed
 
     @answer_update.validator
     def _validate_answer(self, answer: AnswerSignal) -> None:
-        self.decisions.for_child_update("waiting_input")
         self.decisions.check_answer(answer)
 
     @workflow.update(name=RETRY_UPDATE, description="Retry the model call after an error interrupt; refused otherwise")

@@ -73,6 +73,10 @@ CLOSE_CANCELED = "rein.close_canceled"
 """Local activity: a run ended by the `cancel` signal or update asks Temporal to cancel it, so it closes
 CANCELED (Temporal closes a workflow as CANCELED only once cancellation was requested)."""
 
+PASS_DECISION = "rein.pass_decision"
+"""Local activity: a decision update sent to a run whose agent-as-tool child waits is that child's update,
+sent by the parent's worker; its answer (or refusal) is the parent's (rein.workflows.decisions)."""
+
 WAIT_UPDATE = "rein.wait"
 """Internal update rein's own client uses to wait until a run pauses or ends."""
 CHILD_SIGNAL = "rein.child"
@@ -606,8 +610,16 @@ class ToolResultsTaken(BaseModel):
 
 
 DECISION_FOR_CHILD = "DecisionForChild"
-"""A decision update refused by a run whose agent-as-tool child waits: its details name the child
-run, where rein's client sends the decision (so the caller hears the child's own answer)."""
+"""How builds before PASS_DECISION refused a decision update while the run's agent-as-tool child waited: its
+details name the child run, where rein's client sends the decision (so the caller hears the child's answer)."""
+
+
+class PassDecisionInput(BaseModel):
+    """A decision update to pass to a waiting agent-as-tool child run (PASS_DECISION)."""
+
+    run_id: str
+    update: str
+    payload: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunOutcome(BaseModel):
