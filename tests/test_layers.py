@@ -198,6 +198,42 @@ def test_workflow_code_reaches_only_pure_modules() -> None:
         assert not impure, f"{module} reaches modules that are not pure (rein.temporal.sandbox): {impure}"
 
 
+MUTABLE = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
+
+
+def workflow_reads_beyond_history(source: str) -> list[str]:
+    """What in a workflows/ module reads something other than the run's history and input: a branch on
+    `is_replaying()` (live and replayed code would differ), or a module-level mutable container or `global`
+    (a process-wide registry some worker fills and workflow code reads)."""
+    tree = ast.parse(source)
+    found = [f"line {n.lineno}: is_replaying" for n in ast.walk(tree)
+             if isinstance(n, ast.Attribute) and n.attr == "is_replaying"]
+    found += [f"line {n.lineno}: global" for n in ast.walk(tree) if isinstance(n, ast.Global)]
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            continue  # the package's exports
+        if isinstance(value, MUTABLE) or (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                                          and value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict")):
+            found.append(f"line {node.lineno}: a module-level mutable container")
+    return found
+
+
+def test_workflow_code_reads_only_its_history_and_input() -> None:
+    """Issue 43: what a worker can do is decided when the run starts, recorded, and read back from history."""
+    found = {path.name: hits for path in sorted((ROOT / "workflows").glob("*.py"))
+             if (hits := workflow_reads_beyond_history(path.read_text()))}
+    assert found == {}
+
+
+def test_the_history_only_check_sees_each_form() -> None:
+    source = ("from temporalio import workflow\n_served: dict[str, int] = {}\nCACHE = dict()\nOK = frozenset({1})\n"
+              "def f():\n    global CACHE\n    if workflow.unsafe.is_replaying():\n        pass\n")
+    assert workflow_reads_beyond_history(source) == [
+        "line 7: is_replaying", "line 6: global", "line 2: a module-level mutable container",
+        "line 3: a module-level mutable container"]
+
+
 PRIVATE_REACHES = "rein.temporal.sdk_private"
 DOCUMENTED_UNDERSCORES = {"os._exit", "sys._getframe"}  # public despite the underscore
 

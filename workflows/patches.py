@@ -2,7 +2,11 @@
 
 Patch ids are permanent data: runs in flight and stored histories carry them (tests/test_patch_ids.py
 keeps each constant's id as the landed builds defined it). Changing what a patch guards is a NEW
-constant with a new id; a retired one stays here for `workflow.deprecate_patch` (docs/deploys.md).
+constant with a new id. A patch is asked where the builds that recorded it asked it, and only for runs
+those builds could have started (rein.workflows.window reads which build started a run from its history:
+never `workflow.unsafe.is_replaying()`); `patched` records a marker when not replaying, so a retired
+patch is never asked on a new run's path. A patch is retired (its code deleted, its id kept here) only
+when the last build that recorded it leaves the support window (docs/deploys.md, "Support window").
 """
 
 PATCH_FAMILY_USAGE = "rein-family-usage"
@@ -15,23 +19,22 @@ PATCH_THROTTLED_COUNTERS = "rein-throttled-counters"
 PATCH_PROMPT_CANCEL = "rein-prompt-cancel"
 
 PATCH_NATIVE_CANCEL = "rein-native-cancel"
-"""Retired patches: their behaviour is now the only one and new runs record no marker (nor its
-TemporalChangeVersion upsert) for them. Histories that carry their markers still replay
-(workflow.deprecate_patch while replaying); histories recorded before rein-throttled-counters
-(tests/histories agent_approval_v1), or cancelled before rein-native-cancel (agent_cancel_v1),
-no longer do. Since rein-native-cancel, Temporal cancellation of the workflow ends the run like
-the `cancel` signal."""
+"""Retired for good: only builds before the support window (before f732bd2) recorded these three, and
+their runs fail with the window's one line (rein.workflows.window). Since rein-native-cancel, Temporal
+cancellation of the workflow ends the run like the `cancel` signal."""
 
 PATCH_FAILED_STATUS = "rein-failed-status"
 """Since this patch, a run that fails before it knows its agent still learns the search attributes to
 publish ReinStatus=failed (one extra local activity on that path only)."""
 
 PATCH_TIMED_COUNTERS = "rein-timed-counters"
-"""Retired: its rule (counters refreshed by workflow time, the last ones with the final status) is the
-only one; histories that carry its marker still replay (workflow.deprecate_patch, rein.workflows.loop)."""
+"""Asked only by runs of f732bd2, where its counter rule asked it (rein.workflows.earlier_rules); every
+other run refreshes counters by workflow time. Retired when f732bd2 leaves the window (2026-12-31)."""
 
 PATCH_DESCRIBED_FIRST = "rein-described-first"
-"""Patch id (permanent data): a new run that learned its agent before its first model call."""
+"""A new run that learned its agent before its first model call, as builds 19a14b7 to 81ba243 recorded it:
+asked only for runs whose first task one of them completed (rein.workflows.window). This build starts
+every new conversation lean and records it for none."""
 
 PATCH_WAITING_TIMER = "rein-waiting-timer"
 """Since this patch every wait for a person shows on that timer (asked at a run's first wait: runs that

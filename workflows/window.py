@@ -47,13 +47,53 @@ class Start(Enum):
 
 
 ASKED_BUILDS = frozenset({
-    "rein-cb5bdaf308d6",  # 39e2702 .. 8846014
-    "rein-44f0b41e8695",
-    "rein-d3584ce9fee2",
+    "rein-cb5bdaf308d6",  # 47a7377, ... b7721bb
+    "rein-44f0b41e8695",  # f61e7f4, ... 764c1ad
+    "rein-d3584ce9fee2",  # deb72e6, ... 596f227
+    "rein-1b1ca2880900",  # 45346a9
+    "rein-38e8982a0d4e",  # 6da0dd8
+    "rein-bf017fbe9653",  # 08fb9af, ... 7fb3092
+    "rein-8846831044b5",  # 89d1be6
+    "rein-88972092fb0c",  # a3a512e, ... 606f967
+    "rein-88da5c2571d5",  # 28b0967
+    "rein-fdc13e71a13f",  # 5e31c32, ... ca8da23
 })
 """Default build ids of commits that described every run first, with no marker."""
 MARKED_BUILDS = frozenset({
-    "rein-2ef1c8dbd98b",  # 81ba243
+    "rein-cda172f54bae",  # 19a14b7, ... d8acbf2
+    "rein-20a9e6296942",  # c949bed, ... b3b06de
+    "rein-038897ee70ad",  # bc43540, ... f1f49f2
+    "rein-2a0408dac05b",  # 999e529
+    "rein-3d23bea92ba3",  # 11a1c5a, ... ae5634e
+    "rein-c2965d9faca8",  # 3eba99d
+    "rein-5ee0c37d45b8",  # a909cad
+    "rein-14a71611f6d5",  # 6fc5717
+    "rein-5b6c3e076ec8",  # e0f7c47, ... 8f7dabb
+    "rein-17c44eb37832",  # 4c0a0cb
+    "rein-e8fafa2d420b",  # 485cc64
+    "rein-a3cf18daed05",  # 053c032, ... f749059
+    "rein-87df60a4858d",  # c776153, ... 896e906
+    "rein-6ee94e9d539a",  # 4a6755f, ... 154e6ac
+    "rein-8aa9540419b5",  # 9677819, ... d9e6b3f
+    "rein-1bfaa8d5362f",  # d3c7e99
+    "rein-2c664b62a458",  # 211eb8d, ... 3dcbc3b
+    "rein-389e9fd4f8b4",  # 8d479b9, ... 7146d67
+    "rein-990194a4e8cd",  # 431c88b
+    "rein-561d292a408d",  # 50072b5, ... 71a733a
+    "rein-7e2737b66ba1",  # 37a1fa3
+    "rein-2e4a0130b515",  # 2e49b50, ... 88bbd8f
+    "rein-3fc7cf4aca61",  # 783fef6
+    "rein-f144e843cc34",  # d1010c3
+    "rein-96b0c8769b59",  # 0e2de42
+    "rein-aff634e1286d",  # 96116c1
+    "rein-ee49e4ec5991",  # 8a38432
+    "rein-0dc893c989b6",  # 76cb43a, ... 48ab416
+    "rein-7b004d4e0ee2",  # 9a31650
+    "rein-0467414ca9d0",  # 55c6436, ... d9cf7e2
+    "rein-50c6c4662303",  # 59a0f3b, ... 4ff9769
+    "rein-6fec4af4b688",  # 51cf442, ... 0230b32
+    "rein-a84cf7afba05",  # 9f939cb, ... 987a822
+    "rein-2ef1c8dbd98b",  # e7248f3, ... 328cbe0
 })
 """Default build ids of commits whose runs may have recorded rein-described-first."""
 
