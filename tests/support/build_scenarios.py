@@ -25,7 +25,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from rein.client import connect
 from rein.temporal.dev_server import start_dev_server
-from tests.support.old_build import BUILD_HISTORIES, OldWorkerProcess, unpack_old_build
+from tests.support.old_build import BUILD_HISTORIES, OldWorkerProcess, unpack_old_build, unversioned
 from tests.support.waiting import poll
 
 AGENTS = ["tests.agents.upgrades:pay_ask", "tests.agents.upgrades:pay_held"]
@@ -88,7 +88,7 @@ async def record(commit: str, target: Path) -> list[Path]:
         old = unpack_old_build(root / "old", commit)
         server = start_dev_server(log_path=root / "server.log")
         worker = OldWorkerProcess(old, server.address, AGENTS, f"scenarios-{commit}", root / "worker.log",
-                                  DEPLOY_DIR=tmp, DEPLOY_BUILD=commit, REIN_DEPLOYMENT="none")
+                                  DEPLOY_DIR=tmp, DEPLOY_BUILD=commit, **unversioned(commit))
         try:
             worker.start()
             client = await connect(server.address)

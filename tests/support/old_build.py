@@ -70,6 +70,15 @@ class OldWorkerProcess(WorkerProcess):
                 self.env.pop(name, None)
 
 
+def unversioned(commit: str) -> dict[str, str]:
+    """The environment that runs a landed build's `worker.py` without Worker Versioning: builds from the one
+    that made workers versioned by default know `REIN_DEPLOYMENT=none`; earlier ones are unversioned unless given
+    a deployment name (to them "none" is one)."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:rein/temporal/deployment.py"],
+                            capture_output=True, text=True, check=False).stdout
+    return {"REIN_DEPLOYMENT": "none"} if "VERSIONING_OFF" in source else {}
+
+
 def rein_file(old: Path | None) -> str:
     """Where `import rein` resolves in a process of that build (None: this build)."""
     env = old_env(old) if old is not None else {k: v for k, v in os.environ.items()}
