@@ -41,6 +41,7 @@ from rein.core.contract import (
     StepOutcome,
     StepRequest,
     ToolCallInput,
+    apply_overrides,
     recorded_reply,
     run_config,
 )
@@ -358,7 +359,7 @@ class AgentActivities(AgentIdentity):
         recorded: dict[str, Any] = {"agent": description.recorded(whole=listed)}
         prompt = [m for m in request.new_messages if isinstance(m, Message)]
         system = [Message(role="system", content=description.system)] if description.system else []
-        if not _first_call_is_the_runs(description, config, system + prompt):
+        if not _first_call_is_the_runs(description, config, system + prompt, request.start.config):
             return recorded
         messages = system + await self.conversations.messages_for(request)
         self.conversations.remember_plain(request.run_id, messages)
@@ -430,10 +431,12 @@ class AgentActivities(AgentIdentity):
                 *policy.definitions()]
 
 
-def _first_call_is_the_runs(description: AgentDescription, config: LoopConfig, conversation: list[Message]) -> bool:
+def _first_call_is_the_runs(description: AgentDescription, config: LoopConfig, conversation: list[Message],
+                            overrides: dict[str, Any]) -> bool:
     """Whether a lean start's first call may be the run's first step: a plain model call (no middleware,
-    no compaction), scheduled with the options the agent's config gives (the workflow took them from its
-    worker's registry, which a deploy may have changed), on the queue it routes model calls to."""
+    no compaction), scheduled with the options the agent's config gives, on the queue it routes model calls
+    to. This build's runs schedule it with LoopConfig's defaults under the client's overrides on their own
+    queue (rein.workflows.start); an earlier build's, with the options its worker's registry gave."""
     if description.middleware or description.compaction is not None:
         return False
     action = machine.next_action(Session(messages=conversation), config, 0.0, frozenset(), frozenset())
@@ -442,13 +445,19 @@ def _first_call_is_the_runs(description: AgentDescription, config: LoopConfig, c
     info = activity.info()
     retry = info.retry_policy
     timeout = seconds(config.model_timeout_s)
+    if retry is None:  # the time-skipping test server does not tell an activity its retry policy
+        try:
+            scheduled = apply_overrides(LoopConfig(), overrides, ["*"])
+        except ValueError:
+            return False
+        sent = (scheduled.model_attempts, seconds(scheduled.model_retry_interval_s))
+    else:
+        sent = (retry.maximum_attempts, retry.initial_interval)
     return (
         info.start_to_close_timeout == timeout
         # the server caps a heartbeat timeout at the start-to-close timeout
         and info.heartbeat_timeout == min(heartbeat_timeout(config), timeout)
-        # the time-skipping test server does not tell an activity its retry policy
-        and (retry is None or (retry.maximum_attempts, retry.initial_interval)
-             == (config.model_attempts, seconds(config.model_retry_interval_s)))
+        and sent == (config.model_attempts, seconds(config.model_retry_interval_s))
         and (description.model_queue is None or info.task_queue == description.model_queue)
     )
 

@@ -95,6 +95,23 @@ async def make(n: int, pad: int) -> str:
 make_local = rein.tool(name="make", local=True)(make)
 
 
+def tuned(agent: Agent) -> Agent:
+    """`agent` with a model timeout of its own (not LoopConfig's default)."""
+    return Agent(provider=agent.provider, tools=list(agent.registry), name=agent.name,
+                 config=agent.config.model_copy(update={"model_timeout_s": 120}))
+
+
+def stepped(agent: Agent) -> Agent:
+    """`agent` with a middleware that does nothing: each step runs on the worker, its first too."""
+    copy = Agent(provider=agent.provider, tools=list(agent.registry), name=agent.name, config=agent.config)
+
+    @copy.before_model
+    async def noop(ctx: Any) -> None:
+        return None
+
+    return copy
+
+
 # ---------------------------------------------------------------- measuring
 
 
@@ -136,21 +153,24 @@ class Bench:
         self.workers = [
             rein.create_worker(self.rein_client, agents=self.agents, task_queue="bench-rein"),
             rein.create_worker(self.rein_client, agents=self.agents, task_queue="bench-rein-unsandboxed", sandboxed=False),
-            rein.create_worker(self.rein_client, agents=self.agents, task_queue="bench-rein-described", lean_start=False),
+            rein.create_worker(self.rein_client, agents=[stepped(a) for a in self.agents], task_queue="bench-rein-stepped"),
+            rein.create_worker(self.rein_client, agents=[tuned(a) for a in self.agents], task_queue="bench-rein-tuned"),
             Worker(self.raw_client, task_queue="bench-floor", workflows=[LeanFloor, LeanFloorSandboxed],
                    activities=[floor_model, floor_tool]),
         ]
         self.tasks = [asyncio.create_task(w.run()) for w in self.workers]
         self.rein = ReinClient(self.rein_client, "bench-rein")
         self.rein_unsandboxed = ReinClient(self.rein_client, "bench-rein-unsandboxed")
-        self.rein_described = ReinClient(self.rein_client, "bench-rein-described")
+        self.rein_stepped = ReinClient(self.rein_client, "bench-rein-stepped")
+        self.rein_tuned = ReinClient(self.rein_client, "bench-rein-tuned")
 
     async def stop(self) -> None:
         await asyncio.gather(*(w.shutdown() for w in self.workers))
 
     async def one(self, variant: str, n: int, pad: int, shape_of: bool = True, wf_id: str = "") -> dict[str, float]:
-        """One run of `variant`: floor, floor-sandboxed, rein, rein-unsandboxed, rein-local, rein-described (the
-        agent described first, not a lean start: the default before), or rein-plain / rein-described-plain
+        """One run of `variant`: floor, floor-sandboxed, rein, rein-unsandboxed, rein-local, rein-stepped (the agent
+        with a no-op middleware: its first step runs on the worker), rein-tuned (a model timeout of its own), or
+        rein-plain / rein-stepped-plain
         (AgentWorkflow started by a plain Temporal client: no start-time search attributes)."""
         wf_id = wf_id or f"{variant}-{n}-{pad}-{uuid.uuid4().hex[:8]}"
         began = time.perf_counter()
@@ -160,9 +180,9 @@ class Bench:
             handle = await client.start_workflow(floor.run, {"n": n, "pad": pad}, id=wf_id, task_queue="bench-floor")
             result = await handle.result()
             assert result == f"done after {n}", result
-        elif variant in ("rein-plain", "rein-described-plain"):
+        elif variant in ("rein-plain", "rein-stepped-plain"):
             client = self.raw_client
-            queue = "bench-rein-described" if variant == "rein-described-plain" else "bench-rein"
+            queue = "bench-rein-stepped" if variant == "rein-stepped-plain" else "bench-rein"
             handle = await client.start_workflow(
                 "AgentWorkflow", {"agent": "bench", "prompt": f"n={n} pad={pad} go"}, id=wf_id, task_queue=queue
             )
@@ -171,7 +191,8 @@ class Bench:
         else:
             client = self.rein_client
             agent = "bench-local" if variant == "rein-local" else "bench"
-            runs = {"rein-unsandboxed": self.rein_unsandboxed, "rein-described": self.rein_described}.get(variant, self.rein)
+            runs = {"rein-unsandboxed": self.rein_unsandboxed, "rein-stepped": self.rein_stepped,
+                    "rein-tuned": self.rein_tuned}.get(variant, self.rein)
             handle = await runs.start(agent, f"n={n} pad={pad} go", run_id=wf_id, stream=False)
             outcome = await handle.result()
             assert outcome.output == f"done after {n}", outcome
@@ -235,7 +256,7 @@ async def main() -> None:
             plan = [(int(e.split("/")[0]), int(e.split("/")[1]), 1) for e in args.only.split(",")]
         for n, pad, reps in plan:
             samples: dict[str, list[dict[str, float]]] = {
-                "rein": [], "rein-plain": [], "rein-described": [], "rein-described-plain": [], "floor": [], "floor-sandboxed": []}
+                "rein": [], "rein-plain": [], "rein-stepped": [], "rein-stepped-plain": [], "floor": [], "floor-sandboxed": []}
             for _ in range(reps):
                 for variant in samples:
                     samples[variant].append(await bench.one(variant, n, pad))
@@ -260,7 +281,7 @@ async def measure_local_and_throughput(bench: Bench, results: dict[str, Any], re
     save()
     print(f"ms/iteration at N=100: {json.dumps(results['local'])}", flush=True)
     for runs, n_reps in concurrency:
-        tput: dict[str, list[float]] = {v: [] for v in ("rein", "rein-described", "floor-sandboxed", "rein-unsandboxed", "floor")}
+        tput: dict[str, list[float]] = {v: [] for v in ("rein", "rein-stepped", "floor-sandboxed", "rein-unsandboxed", "floor")}
         for _ in range(n_reps):
             for variant in tput:
                 tput[variant].append(await bench.throughput(variant, runs))
@@ -278,12 +299,12 @@ def plain(row: dict[str, Any]) -> str:
             f"{p['actions']:.0f} / {f['actions']:.0f} (+{p['actions'] - f['actions']:.0f})")
 
 
-def described(row: dict[str, Any]) -> str:
-    """The agent described first, the default before lean starts (ReinClient / plain client): time, bytes,
+def stepped_cells(row: dict[str, Any]) -> str:
+    """The agent with a middleware, its first step on the worker (ReinClient / plain client): time, bytes,
     actions per run against the floor (older results have none)."""
     f = row["floor"]
     cells = []
-    for variant in ("rein-described", "rein-described-plain"):
+    for variant in ("rein-stepped", "rein-stepped-plain"):
         r = row.get(variant)
         if not r:
             return "—"
@@ -302,7 +323,8 @@ def report(results: dict[str, Any]) -> str:
         "| N | tool output | ms/iteration (rein / floor) | time against the sandboxed floor "
         "| history bytes per iteration | events per iteration "
         "| actions per iteration | plain-client start: ms, bytes, actions per run (rein / floor) "
-        "| described first (no lean start), ReinClient / plain client: time, bytes, actions per run against the floor |",
+        "| an agent with middleware (its first step on the worker), ReinClient / plain client: time, bytes, actions "
+        "per run against the floor |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for key, row in results["sizes"].items():
@@ -314,7 +336,7 @@ def report(results: dict[str, Any]) -> str:
             f"| {r['bytes'] / n:,.0f} / {f['bytes'] / n:,.0f} = **{r['bytes'] / f['bytes']:.2f}×** "
             f"| {r['events'] / n:.1f} / {f['events'] / n:.1f} = **{r['events'] / f['events']:.2f}×** "
             f"| {r['actions'] / n:.2f} / {f['actions'] / n:.2f} = **{r['actions'] / f['actions']:.2f}×** "
-            f"| {plain(row)} | {described(row)} |"
+            f"| {plain(row)} | {stepped_cells(row)} |"
         )
     loc = results["local"]
     lines += [
@@ -329,16 +351,16 @@ def report(results: dict[str, Any]) -> str:
         f"| unsandboxed | {1000 * loc['rein-unsandboxed']:.1f} (**{loc['rein-unsandboxed'] / loc['floor']:.2f}×**) "
         f"| {1000 * loc['rein-local']:.1f} vs this floor: **{loc['rein-local'] / loc['floor']:.2f}×** | {1000 * loc['floor']:.1f} |",
         "",
-        "| concurrent 3-iteration runs | rein / floor runs/s, defaults (sandboxed) | described first / sandboxed floor "
+        "| concurrent 3-iteration runs | rein / floor runs/s, defaults (sandboxed) | with middleware / sandboxed floor "
         "| rein / floor runs/s, unsandboxed |",
         "|---|---|---|---|",
     ]
     for runs, row in results["throughput"].items():
-        described_cell = (f"{row['rein-described']:.1f} = **{row['rein-described'] / row['floor-sandboxed']:.2f}×**"
-                          if "rein-described" in row else "—")
+        stepped_cell = (f"{row['rein-stepped']:.1f} = **{row['rein-stepped'] / row['floor-sandboxed']:.2f}×**"
+                        if "rein-stepped" in row else "—")
         lines.append(
             f"| {int(runs):,} | {row['rein']:.1f} / {row['floor-sandboxed']:.1f} = **{row['rein'] / row['floor-sandboxed']:.2f}×** "
-            f"| {described_cell} "
+            f"| {stepped_cell} "
             f"| {row['rein-unsandboxed']:.1f} / {row['floor']:.1f} = **{row['rein-unsandboxed'] / row['floor']:.2f}×** |"
         )
     return "\n".join(lines)

@@ -10,8 +10,6 @@ and worker share it), and wall time. Prints a Markdown table; asserts nothing.
 
   rein                      rein.create_worker defaults (sandboxed)
   raw                       bench/raw_loop.py's RawLoop on a default (sandboxed) worker
-  rein, described first     create_worker(lean_start=False): a describe_agent marker before the first
-                            model call (the default before lean starts)
   rein, exec per context    temporalio's own sandbox instance: one `exec` per payload sequence to
                             find its serialization context (what rein did before 0.5)
   rein, adapters per run    TypeAdapters built per run's payload converter, as temporalio's
@@ -160,7 +158,6 @@ async def main(n: int, runs: int, reps: int) -> None:
         Variant("rein", rein_client, "rein", rein_worker()),
         Variant("raw", raw_client, "raw", lambda c, q, e: Worker(
             c, task_queue=q, workflows=[RawLoop], activities=[raw_model, raw_tool], workflow_task_executor=e)),
-        Variant("rein, described first (before lean starts)", rein_client, "rein", rein_worker(lean_start=False)),
         Variant("rein, exec per context", rein_client, "rein", rein_worker(workflow_runner=TemporalioSandbox())),
         Variant("rein, adapters per run", rein_client, "rein", rein_worker(), adapters_per_run=True),
         Variant("rein, workflows/ re-imported", rein_client, "rein", reimported),

@@ -71,7 +71,7 @@ def table(title: str, history: Any) -> str:
     return "\n".join(lines)
 
 
-TIMED = ("floor", "floor-sandboxed", "rein", "rein-plain", "rein-unsandboxed", "rein-described", "rein-described-plain")
+TIMED = ("floor", "floor-sandboxed", "rein", "rein-plain", "rein-unsandboxed", "rein-stepped", "rein-stepped-plain")
 
 
 async def times(bench: Bench, n: int, pad: int, k: int) -> str:
@@ -114,8 +114,9 @@ async def main() -> None:
         out = []
         for variant, title in (("floor", "floor (bench/floor.py)"), ("rein", "rein (lean start), ReinClient.start"),
                                ("rein-plain", "rein (lean start), plain client.start_workflow"),
-                               ("rein-described", "rein, described first, ReinClient.start"),
-                               ("rein-described-plain", "rein, described first, plain client.start_workflow")):
+                               ("rein-stepped", "rein, an agent with middleware, ReinClient.start"),
+                               ("rein-stepped-plain", "rein, an agent with middleware, plain client.start_workflow"),
+                               ("rein-tuned", "rein, an agent with a model timeout of its own, ReinClient.start")):
             wf_id = f"events-{variant}-{uuid.uuid4().hex[:8]}"
             await bench.one(variant, args.n, args.pad, wf_id=wf_id, shape_of=False)
             client = bench.raw_client if variant == "floor" else bench.rein_client
