@@ -13,18 +13,25 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.worker import Worker
 
+import rein.workflows.window as window
+from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.client import ReinClient, connect
 from rein.durable.embedded_server import DevServer, start_dev_server
+from rein.temporal import ReinPlugin
 from tests.support.build_scenarios import AGENTS, bring_to_the_upgrade_point, start_scenarios
 from tests.support.old_build import OldWorkerProcess, unpack_old_build, unversioned
 from tests.support.processes import STUCK_RUNS_RETRY_SOON, WorkerProcess
+from tests.support.waiting import poll, wait_status
 
 WINDOW = ("f732bd2", "27084f6", "81ba243")
 
@@ -145,3 +152,47 @@ async def test_the_continued_run_continued_as_new_on_the_old_build(upgrades: dic
     done = upgrades[build]
     assert done.predecessor == WorkflowExecutionStatus.CONTINUED_AS_NEW
     assert done.status["continued"]["first_step"] > 0  # its successor counts on from the steps before
+
+
+OLD_MD5 = "0123456789abcdef0123456789abcdef"
+"""A build id of temporalio's default shape (a build before rein reported its own), as f732bd2 and older ones have."""
+
+
+async def test_a_run_older_than_the_window_fails_its_task_with_one_line(server: DevServer, monkeypatch):
+    """A run waits on a build of temporalio's default build id; then the window closes over it (played by
+    moving its opening past the run's start): the next worker to take the run fails its workflow task at the
+    first activation with the window's one line naming that build, no nondeterminism error, and the run stays
+    open, untouched (no tool ran); a status query says the same line."""
+    ran: list[int] = []
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        ran.append(a + b)
+        return a + b
+
+    def agent() -> Agent:
+        return Agent(provider=MockProvider([[ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})], "3"]),
+                     tools=[add], name="windowed", config=LoopConfig(permission="ask"))
+
+    client = await connect(server.address)
+    queue = "outside-window"
+    async with Worker(client, task_queue=queue, plugins=[ReinPlugin(agents=[agent()])], build_id=OLD_MD5):
+        handle = await client.start_workflow("AgentWorkflow", {"agent": "windowed", "prompt": "1 + 2?"}, id=queue,
+                                             task_queue=queue)
+        await wait_status(handle, "waiting_approval")
+    monkeypatch.setattr(window, "OLDEST_BUILD_AT", datetime.now(UTC) + timedelta(days=1))
+    async with Worker(client, task_queue=queue, plugins=[ReinPlugin(agents=[agent()])], max_cached_workflows=0):
+        await handle.signal("approve", {})
+
+        async def task_failures() -> list[str]:
+            return [e.workflow_task_failed_event_attributes.failure.message
+                    async for e in handle.fetch_history_events()
+                    if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+
+        [failure] = await poll(task_failures, "the run's workflow task to fail")
+        with pytest.raises(window.OutsideWindow) as status:  # no worker answers: rein's client replays it, as rein status does
+            await ReinClient(client, queue).status(queue)
+    assert failure.startswith(f"this run was started on {datetime.now(UTC):%Y-%m-%d}") and f"by rein build {OLD_MD5}" in failure
+    assert "older than this build's support window of 30 days" in failure and "\n" not in failure
+    assert "Nondeterminism" not in failure and str(status.value) == failure
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING and ran == []

@@ -240,6 +240,8 @@ async def _replay(
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     finally:
         sys.breakpointhook = breakpointhook
+    if capture.outside is not None:
+        raise capture.outside  # one line: the build the run needs
     if capture.instance is None or result.replay_failure is not None:
         # A failed replay stopped part-way: its state is not the run's (it showed `running` for a run
         # that waited for approval).
@@ -317,9 +319,13 @@ def _capture(prepare: Callable[[Any], None] | None = None) -> Any:
     from temporalio import workflow
     from temporalio.worker import Interceptor, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
 
+    from rein.workflows.window import OutsideWindow
+
     class Capture(Interceptor):
         def __init__(self) -> None:
             self.instance: Any = None
+            self.outside: OutsideWindow | None = None
+            """The run is older than this build's support window (rein.workflows.window): its one line."""
 
         def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
             capture = self
@@ -329,7 +335,11 @@ def _capture(prepare: Callable[[Any], None] | None = None) -> Any:
                     capture.instance = workflow.instance()
                     if prepare is not None:
                         prepare(capture.instance)
-                    return await super().execute_workflow(input)
+                    try:
+                        return await super().execute_workflow(input)
+                    except OutsideWindow as outside:
+                        capture.outside = outside
+                        raise
 
             return Inbound
 
