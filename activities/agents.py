@@ -17,11 +17,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.exceptions import ApplicationError
 
-from rein.activities import policy, steps, webhook
+from rein.activities import decisions, policy, steps, webhook
 from rein.activities.agent_check import AgentIdentity
 from rein.activities.answers import answer
 from rein.activities.calls import heartbeat_from_any_thread, heartbeating, model_failure, run_call  # noqa: F401
-from rein.activities.decisions import pass_decision
 from rein.activities.failures import VendorFailure, rein_code
 from rein.blueprint.agent import with_tool_agents
 from rein.core import machine
@@ -31,6 +30,7 @@ from rein.core.contract import (
     CLOSE_CANCELED,
     COMPACT,
     DESCRIBE_AGENT,
+    PASS_DECISION,
     PAYLOAD_TOO_LARGE,
     RUN_TOOL,
     AgentDescription,
@@ -38,6 +38,7 @@ from rein.core.contract import (
     CompactResult,
     DescribeInput,
     ModelCallInput,
+    PassDecisionInput,
     StepOutcome,
     StepRequest,
     ToolCallInput,
@@ -425,10 +426,14 @@ class AgentActivities(AgentIdentity):
         await activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id).cancel(
             reason=request.reason)
 
+    @activity.defn(name=PASS_DECISION)
+    async def pass_decision(self, request: PassDecisionInput) -> Any:
+        return await decisions.pass_decision(request)
+
     def definitions(self) -> list[Any]:
         """The activity functions a Worker registers."""
-        return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled, pass_decision,
-                *policy.definitions()]
+        return [self.describe_agent, self.call_model, self.run_tool, self.compact, self.close_canceled,
+                self.pass_decision, *policy.definitions()]
 
 
 def _first_call_is_the_runs(description: AgentDescription, config: LoopConfig, conversation: list[Message],

@@ -13,12 +13,12 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from rein.core.contract import PASS_DECISION, PassDecisionInput
+from rein.core.contract import PassDecisionInput
 
 
-@activity.defn(name=PASS_DECISION)
 async def pass_decision(request: PassDecisionInput) -> Any:
-    """The child's own update; a refusal or a child that cannot take it fails this activity for good."""
+    """The child's own update (activity PASS_DECISION, AgentActivities.pass_decision); a refusal or a child
+    that cannot take it fails the activity for good."""
     handle = activity.client().get_workflow_handle(request.run_id)
     try:
         return await handle.execute_update(request.update, request.payload)

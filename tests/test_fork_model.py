@@ -43,6 +43,8 @@ def names() -> str:
 
 
 def llm_agent(srv: VendorServer, name: str, **kwargs) -> Agent:
+    """An agent of two model attempts (not LoopConfig's default): a lean start's first call describes it only
+    and the run makes the call with its options (rein.workflows.start)."""
     return Agent(
         provider=LiteLLMProvider("openai/gpt-4o", api_base=srv.base_url + "/v1", api_key=SECRET),
         tools=[add], name=name, config=LoopConfig(model_attempts=2), **kwargs,
@@ -85,7 +87,7 @@ async def test_fork_with_another_model_over_http(dev, srv, names, capsys):
     assert [m["role"] for m in srv.requests[2].body["messages"]] == ["user", "assistant", "tool"]
     assert await summaries(fork_history, dev.client.data_converter) == ["model openai/gpt-4o-mini · iteration 2"]
     assert await summaries(original_history, dev.client.data_converter, CALL_MODEL) == [
-        "model openai/gpt-4o · iteration 1", "model openai/gpt-4o · iteration 2"]
+        f"model of agent {agent.name} · iteration 1", "model openai/gpt-4o · iteration 1", "model openai/gpt-4o · iteration 2"]
     assert [i.get("model") for i in await model_inputs(fork_history)] == ["openai/gpt-4o-mini"]
     assert all("model" not in i for i in await model_inputs(original_history))  # unset: left out of history
     # The fork's steps continue the original's count: its one step is step 2.
@@ -116,7 +118,7 @@ async def test_a_run_started_with_its_own_model(dev, srv, names, capsys):
         assert (await client.result(switched)).output == "nano"
     # A fork keeps the original's model override unless it switches it (here through `config`).
     assert [r.body["model"] for r in srv.requests] == ["gpt-4o-mini", "gpt-4o-mini", "gpt-4o-nano"]
-    assert await summaries(history, dev.client.data_converter, CALL_MODEL) == ["model openai/gpt-4o-mini · iteration 1"]
+    assert await summaries(history, dev.client.data_converter, CALL_MODEL) == ["model openai/gpt-4o-mini · iteration 1"] * 2
 
 
 async def test_a_model_switch_that_cannot_be_made_is_a_clear_error(dev, srv, names):
@@ -218,4 +220,4 @@ async def test_an_agent_with_middleware_uses_the_run_model(dev, srv, names):
         history = await handle.fetch_history()
     assert [r.body["model"] for r in srv.requests] == ["gpt-4o-mini"]
     assert seen == ["openai/gpt-4o-mini"]  # the step's context holds the switched provider too
-    assert await summaries(history, dev.client.data_converter, CALL_MODEL) == ["model openai/gpt-4o-mini · iteration 1"]
+    assert await summaries(history, dev.client.data_converter, CALL_MODEL) == ["model openai/gpt-4o-mini · iteration 1"] * 2
