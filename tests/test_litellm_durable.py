@@ -65,8 +65,10 @@ async def test_tool_round_over_http_with_a_transient_error(dev, srv):
     sent = srv.requests[-1].body
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "tool"]
     assert sent["tools"][0]["function"]["name"] == "add"
+    # Its own model attempts: the lean first call described the agent only, the run made the call with them.
     assert await summaries(history, dev.client.data_converter) == [
-        "model openai/gpt-4o · iteration 1", "tool add(a=2, b=3)", "model openai/gpt-4o · iteration 2"]
+        "model of agent llm-ok · iteration 1", "model openai/gpt-4o · iteration 1", "tool add(a=2, b=3)",
+        "model openai/gpt-4o · iteration 2"]
     # "It is 5." shows the decoded payloads really are readable.
     await assert_secret_absent(history, SECRET, dev.client.data_converter, present="It is 5.")
     assert SECRET not in json.dumps(result)

@@ -222,7 +222,7 @@ async def test_the_ui_shows_summaries_waiting_text_and_activity_summaries(rein_s
         assert "waiting_approval" in details
         await page.screenshot("ui-waiting-user-metadata")
         await page.goto(f"{run_url}/history")
-        history = await page.wait_for("model OpsModel · iteration 1")
+        history = await page.wait_for("model of agent ui-ops · iteration 1")  # scheduled before the model was known
         assert "rein.call_model" in history
         await page.screenshot("ui-waiting-history")
 
@@ -231,7 +231,7 @@ async def test_the_ui_shows_summaries_waiting_text_and_activity_summaries(rein_s
         await page.wait_for("rein.run_tool", "ui-finished")
         run_url = (await page.url()).rsplit("/", 1)[0]
         await page.goto(f"{run_url}/history")
-        history = await page.wait_for('tool restart(service="search")', "model OpsModel · iteration 1",
+        history = await page.wait_for('tool restart(service="search")', "model of agent ui-ops · iteration 1",
                                       "model OpsModel · iteration 2", "rein.approve")
         assert "Report: search restarted" in history
         await page.screenshot("ui-finished-history")
