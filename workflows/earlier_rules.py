@@ -1,10 +1,11 @@
 """Two rules runs of f732bd2 followed, replayed as that build applied them (rein.workflows.window).
 
 f732bd2 described its runs' agents first, and the description its workers recorded carries neither
-flag later workers set (AgentDescription.timed_counters, close_canceled). Such a run refreshes its
-counters every COUNTER_EVERY iterations until it asks the patch rein-timed-counters (where the old rule
-would send an upsert the new one does not), and a cancelled one closes COMPLETED with stop_reason
-`cancelled`. Every other run follows this build's rules. Retired with f732bd2 when it leaves the window.
+flag later workers set (AgentDescription.timed_counters, close_canceled; builds between set one of them).
+Without the first, a run refreshes its counters every COUNTER_EVERY iterations until it asks the patch
+rein-timed-counters (where the old rule would send an upsert the new one does not); without the second, a
+cancelled run closes COMPLETED with stop_reason `cancelled`. Every other run follows this build's rules.
+Retired with f732bd2 when it leaves the window.
 """
 
 from __future__ import annotations
@@ -26,10 +27,15 @@ COUNTER_SECONDS = 10.0
 """f732bd2's values (its runs replay with them, whatever this build's publishing uses)."""
 
 
-def described_without_flags(run: RunState) -> bool:
-    """The run is f732bd2's: described first by a worker that set neither flag."""
-    agent = run.agent
-    return run.first is Start.ASKED and agent is not None and not agent.timed_counters and not agent.close_canceled
+def untimed_counters(run: RunState) -> bool:
+    """The run refreshes its counters by f732bd2's rule: described first by a worker that set no
+    AgentDescription.timed_counters (f732bd2 and the builds up to that flag)."""
+    return run.first is Start.ASKED and run.agent is not None and not run.agent.timed_counters
+
+
+def closes_completed(run: RunState) -> bool:
+    """A cancelled run closes COMPLETED: described first by a worker that set no AgentDescription.close_canceled."""
+    return run.first is Start.ASKED and run.agent is not None and not run.agent.close_canceled
 
 
 def counters_due(publisher: Publisher, view: RunStatusView, ending: bool) -> bool:

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.session import Session, Stage
     from rein.core.threads import SendRequest
 
-from rein.workflows.earlier_rules import described_without_flags
+from rein.workflows.earlier_rules import closes_completed
 from rein.workflows.handlers import AgentHandlers
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.patches import PATCH_FAILED_STATUS
@@ -251,7 +251,7 @@ class AgentLoop(AgentHandlers):
         self.emit(StreamChunk(type="done", finish_reason=self.final.stop_reason, usage=self.session.usage))
         self.readers.detach()  # stream readers drain the rest once the run has closed
         await self._settle()
-        if self.status == "cancelled" and self.agent is not None and not described_without_flags(self):
+        if self.status == "cancelled" and self.agent is not None and not closes_completed(self):
             await self._close_canceled()  # f732bd2's cancelled runs closed COMPLETED (rein.workflows.earlier_rules)
         return self.final.model_dump(mode="json")
 

@@ -104,7 +104,7 @@ class Publisher:
     def finishing(self) -> None:
         """The loop ends: the last iteration's counters go with the final status, but in a run of f732bd2's
         where its rule published them on their own (rein.workflows.earlier_rules)."""
-        if self.progressed and earlier_rules.described_without_flags(self.run) and not earlier_rules.folds_final_publish(self):
+        if self.progressed and earlier_rules.untimed_counters(self.run) and not earlier_rules.folds_final_publish(self):
             self.publish_progress(ending=True)
 
     def publish(self, ending: bool = False) -> None:
@@ -151,7 +151,7 @@ class Publisher:
     def _counters_due(self, view: RunStatusView, ending: bool) -> bool:
         """Refresh the counters now (the status is unchanged)? At most every COUNTER_EVERY iterations and
         COUNTER_SECONDS of workflow time; the last ones go with the final status."""
-        if earlier_rules.described_without_flags(self.run):
+        if earlier_rules.untimed_counters(self.run):
             return earlier_rules.counters_due(self, view, ending)
         return view.iteration % COUNTER_EVERY == 0 and workflow.time() - self.counters_at >= COUNTER_SECONDS
 
