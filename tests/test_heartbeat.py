@@ -203,6 +203,9 @@ async def test_a_shorter_heartbeat_timeout_is_what_calls_are_scheduled_with_and_
                 for a in (e.activity_task_scheduled_event_attributes for e in scheduled(events))
                 if a.activity_type.name in ("rein.call_model", "rein.run_tool")]
     second, half = timedelta(seconds=1), timedelta(seconds=0.5)
-    assert timeouts == [("rein.call_model", second), ("rein.run_tool", second), ("rein.call_model", second),
-                        ("rein.run_tool", half), ("rein.call_model", second)], timeouts
+    # The lean first call is scheduled with LoopConfig's default before the run knows its agent: its worker
+    # described the agent only (the heartbeat timeout is its own), and every call after has the agent's.
+    default = timedelta(seconds=rein.LoopConfig().heartbeat_timeout_s)
+    assert timeouts == [("rein.call_model", default), ("rein.call_model", second), ("rein.run_tool", second),
+                        ("rein.call_model", second), ("rein.run_tool", half), ("rein.call_model", second)], timeouts
     assert tool_attempts(events) == [1, 1]  # 2.5 s past a 1 s heartbeat timeout: the worker's beats kept it

@@ -83,8 +83,10 @@ async def test_5xx_is_retried_by_temporal_only(dev, srv):
         result = await handle.result()
     assert result["output"] == "recovered"
     assert len(srv.requests) == 3  # one request per activity attempt: litellm did not retry
-    assert await attempts_started(handle) == [3]  # the started event records the last attempt
-    assert await retry_policies(handle) == [(0.2, 2.0, 30.0, 3)]  # the agent's first wait, doubling
+    # A lean start's first call, scheduled with LoopConfig's defaults, only described the agent (its retry
+    # interval is its own); the run's call then had the agent's policy. A started event records the last attempt.
+    assert await attempts_started(handle) == [1, 3]
+    assert await retry_policies(handle) == [(1.0, 2.0, 30.0, 3), (0.2, 2.0, 30.0, 3)]  # the agent's first wait, doubling
 
 
 async def retry_policies(handle) -> list[tuple[float, float, float, int]]:  # noqa: ANN001
@@ -104,7 +106,9 @@ async def test_a_hanging_vendor_times_out_and_is_retried(dev, srv):
         result = await handle.result()
     assert result["output"] == "on time"
     assert len(srv.requests) == 2
-    assert await retry_policies(handle) == [(0.1, 2.0, 30.0, 2)]  # a client's override of the first wait
+    # A client's override of the first wait, in the lean first call (which only described the agent: its
+    # attempts are its own) and in the run's call.
+    assert await retry_policies(handle) == [(0.1, 2.0, 30.0, 3), (0.1, 2.0, 30.0, 2)]
 
 
 async def test_a_401_fails_fast_in_one_clear_sentence(dev, srv):

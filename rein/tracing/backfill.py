@@ -171,8 +171,13 @@ class Backfill:
         error = attrs.failure.message if failed else None
         result = None if failed else await self._one(attrs.result.payloads)
         if activity.kind == CALL_MODEL:
+            described = result.get("agent") if isinstance(result, dict) else None
+            if isinstance(described, dict) and isinstance(result, dict) and result.get("reply") is None:
+                return  # a lean start's first call that only described the agent: no model was called
             match = _MODEL.match(activity.summary)
             model = match.group(1) if match else "model"
+            if model.startswith("of agent "):  # a lean start's first call, scheduled before the model was known
+                model = str(described.get("model") or "model") if isinstance(described, dict) else "model"
             attributes = genai.chat_request(model, agent)
             completion = _completion(result)
             if completion is not None:
