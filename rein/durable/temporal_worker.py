@@ -44,7 +44,8 @@ def create_worker(
 
     The same as `Worker(client, task_queue=..., plugins=[ReinPlugin(agents=..., sandboxed=..., deployment=...,
     build_id=..., versioning=..., promote=..., lean_start=..., route_models=...)])`: with a deployment name (or
-    REIN_DEPLOYMENT) it is a versioned worker (docs/deploys.md).
+    REIN_DEPLOYMENT) it is a versioned worker (docs/deploys.md). `lean_start` is accepted and ignored (every new
+    conversation starts lean).
     """
     plugin = ReinPlugin(agents=agent_map(agents), sandboxed=sandboxed, deployment=deployment, build_id=build_id,
                         versioning=versioning, promote=promote, lean_start=lean_start, route_models=route_models)

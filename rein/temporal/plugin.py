@@ -122,10 +122,8 @@ class ReinPlugin(SimplePlugin):
             build never current before, once, after replaying the runs that would move to it
             (rein.temporal.promotion); with "manual" later builds become current by the operator
             (`rein deployment set-current`, a ramp). Nothing changes the routing after that (docs/deploys.md).
-        lean_start: new runs learn their agent with their first model call, not a describe marker first
-            (rein.workflows.start; one billable action and ~1 KB less per run). Default: on, unless
-            REIN_LEAN_START=0; a versioned Worker's runs always start lean. A run that asks first records
-            the rein-described-first patch, so any build from this one on replays either (docs/deploys.md).
+        lean_start: accepted for earlier callers and ignored: every new conversation starts lean, learning its
+            agent with its first model call (rein.workflows.start; docs/deploys.md, "One way to version").
         route_models: schedule model calls on their provider's queue where REIN_MODEL_QUEUES says so (default).
             False keeps them on the worker's own queue: a worker serving a changed definition of a fleet's
             agent (`rein eval`) must not send its calls to the fleet's model workers.
@@ -141,10 +139,9 @@ class ReinPlugin(SimplePlugin):
         versioning: str | None = None,
         make_current: bool = True,
         promote: str | None = None,
-        lean_start: bool | None = None,
+        lean_start: bool | None = None,  # ignored: see the docstring
         route_models: bool = True,
     ):
-        self.lean_start = lean_start
         self.route_models = route_models
         self.agents = agent_map(agents) if agents is not None else None
         self.version: WorkerDeploymentVersion | None = worker_version(deployment, build_id) if agents is not None else None
