@@ -17,8 +17,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
 
-from rein.ops.replay import replayer
+from rein.temporal.plugin import ReinPlugin  # every landed build has it (rein.ops.replay is newer than some)
+
+
+def replayer() -> Replayer:
+    """AgentWorkflow with rein's converter, as this process's rein defines them. Not rein.ops.replay's: an old
+    build without rein.ops would import this checkout's (the editable install maps `rein.ops` here) and mix."""
+    return Replayer(workflows=[], plugins=[ReinPlugin(agents=[])])
 
 
 async def replay(histories: dict[str, dict]) -> dict[str, str | None]:
