@@ -97,7 +97,10 @@ MARKED_BUILDS = frozenset({
     "rein-a84cf7afba05",  # 9f939cb, ... 987a822
     "rein-2ef1c8dbd98b",  # e7248f3, ... 328cbe0 (81ba243)
     "rein-9e31ca675749",  # 4e7f6e4, ... 2417e72
-    "rein-7f1cebfee9d7",  # a4715c6, ... e6abd4c
+    "rein-7f1cebfee9d7",  # a4715c6, ... a178e99
+    "rein-fd547835f8c7",  # 341f692, ... a12aaf8
+    "rein-5a9da58e2953",  # 8b0e4d1, ... 4254f4a
+    "rein-13e2b77d89dc",  # 9c83bfd, ... 8fdf44c
 })
 """Default build ids of commits whose runs may have recorded rein-described-first."""
 
