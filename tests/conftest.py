@@ -39,6 +39,7 @@ _write_bytecode()
 
 
 SLOWEST_FIRST = (
+    "test_deploy_outage.py",  # 3+ minutes of a killed build: first, beside everything else (it mostly waits)
     "test_tracing.py", "test_cli.py", "test_ui_browser.py", "test_a2a.py", "test_mcp.py", "test_cli_one_line.py",
     "test_embedded.py", "test_compat.py", "test_engines.py", "test_safe_deploys.py", "test_upgrades.py", "test_fleet.py",
     "test_identity.py", "test_inbox.py", "test_providers.py", "test_middleware_durable.py", "test_fault_suite.py",

@@ -18,6 +18,7 @@ from typing import Any
 
 from rein.client import ReinClient, connect
 from rein.core.contract import agent_task_queue, model_queue
+from rein.durable.fleet import model_calls_served
 from rein.temporal.deployment import current_build_id, default_build_id, describe
 from tests.support.processes import WorkerProcess
 from tests.support.waiting import poll
@@ -51,6 +52,7 @@ async def test_the_fleet_recipe_with_default_workers_keeps_a_burst_under_the_ven
             assert f", version rein.{build}," in model.log.read_text()  # the application's, not its queue's
             await poll(lambda: _current(client, build), "the application's build to be current", timeout=60)
             assert await describe(client.client, "rein-model-openai") is None
+            await poll(lambda: model_calls_served(client.client, MODEL), "the model queue's worker to poll", timeout=60)
             limited = await asyncio.to_thread(rein_cli, "limits", "set", "--model", MODEL, "--rps", str(RPS),
                                               "--address", address)
             assert limited.returncode == 0, limited.stderr

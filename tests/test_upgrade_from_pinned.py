@@ -58,9 +58,8 @@ async def test_runs_an_earlier_rein_pinned_carry_on_on_the_new_build(private_ser
 
         new.start()
         await poll(lambda: _is_current(client, deployment, default_build_id()), "this build to be current", timeout=90)
-        log = new.log.read_text()
-        for run_id in runs:
-            assert f"run {run_id} follows the current build now (an earlier rein had pinned it)" in log
+        lines = [f"run {run_id} follows the current build now (an earlier rein had pinned it)" for run_id in runs]
+        await poll(lambda: all(line in new.log.read_text() for line in lines), "each run moved, a line each", timeout=30)
         await asyncio.gather(*(client.approve(run_id, wait=True) for run_id in runs))
         for run_id, amount in runs.items():
             outcome = await asyncio.wait_for(client.outcome(client.handle(run_id)), 120)
