@@ -92,14 +92,20 @@ async def _until(check: Any, what: str) -> None:
 
 
 async def _published_text(client: Client, run_id: str) -> list[str]:
-    """The text chunks the worker put on the run's stream, as the publish signals in its history hold them."""
+    """The text chunks the worker put on the run's stream, as the publish signals in its history hold them. A batch
+    signalled again after its first signal timed out (a loaded machine) has the same publisher and sequence: the
+    stream takes it once, and so does this."""
     history = await client.get_workflow_handle(run_id).fetch_history()
-    texts = []
+    texts, seen = [], set()
     for event in history.events:
         signal = event.workflow_execution_signaled_event_attributes
         if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED or signal.signal_name != PUBLISH_SIGNAL:
             continue
         for batch in await decoded_values(signal.input):
+            key = (batch["publisher_id"], batch["sequence"])
+            if key in seen:
+                continue
+            seen.add(key)
             for item in batch["items"]:
                 (value,) = await decoded_values(_payload(item["data"]))
                 chunk = StreamEvent.model_validate(value).chunk

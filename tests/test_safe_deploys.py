@@ -281,6 +281,7 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
     queue does not serve it. The decision is refused (nothing sent, as with no worker at all), not left
     waiting on the server; the old build back, the same decision goes through on it."""
     monkeypatch.setenv("REIN_WORKER_GRACE_S", "0")
+    monkeypatch.setenv("REIN_POLLER_FRESH_S", "8")  # the module's server re-polls every 5 s: unseen for 8 s is gone
     queue = f"gone-{uuid.uuid4().hex[:6]}"
     deployment = deployment_of(queue)
     old = stack.worker(queue, REIN_BUILD_ID="build-a", REIN_VERSIONING="pinned")
@@ -291,8 +292,8 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
     stack.worker(queue, REIN_BUILD_ID="build-b", REIN_VERSIONING="pinned")
     await poll(lambda: _current(stack, deployment) == "build-b", "the new build to become current", timeout=60)
     old.stop()
-    # The server lists a stopped worker's poller for a minute after its last poll.
-    await poll(lambda: _not_served(client, run_id), f"{run_id}'s build to be seen gone", timeout=150, interval=2)
+    # The server lists a stopped worker's poller after its last poll, until it is older than REIN_POLLER_FRESH_S.
+    await poll(lambda: _not_served(client, run_id), f"{run_id}'s build to be seen gone", timeout=150, interval=1)
     with pytest.raises(NoWorker, match="was not sent") as refused:
         await asyncio.wait_for(client.approve(run_id), 30)
     assert f"pinned to build build-a of deployment {deployment}" in str(refused.value)
