@@ -155,9 +155,13 @@ class AgUi:
         """Send what the input brings, then tell the run that follows from the thread's stream."""
         thread_id, run_id = ask.input.thread_id, ask.input.run_id
         run = TurnEvents(thread_id, run_id, anchor=0)
-        yield None, run.started()  # at once: the message may wait for a worker to take it (it is durable then)
+        # Sent by a task of its own: a client that leaves after RUN_STARTED (told at once: the message may wait for
+        # a worker to take it) cancels only its response, never the message it sent.
+        sending = asyncio.ensure_future(self._send(ask, agent, caller, run))
+        sending.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved even if nobody waits
+        yield None, run.started()
         try:
-            offset = await self._send(ask, agent, caller, run)
+            offset = await asyncio.shield(sending)
         except (ThreadRefused, DecisionRejected, NoWorker, RPCError) as refused:
             yield None, RunErrorEvent(message=str(refused), code=getattr(refused, "kind", type(refused).__name__))
             return
