@@ -1,7 +1,8 @@
 """temporalio's core (its Rust `temporalio_sdk_core`) logs warnings of its own, which temporalio prints straight to
 the terminal: under load the demo printed `WARN temporalio_sdk_core::worker::workflow ... Workflow task not
 found.` before its answer. Through rein's connection (rein.temporal.connection.core_runtime) they reach a
-terminal only when asked: --debug / REIN_DEBUG=1.
+terminal only when asked: --debug / REIN_DEBUG=1 (printed by the core itself: nothing is forwarded through
+Python, which a process at its exit may no longer take).
 
 A real warning, made on purpose: an activity that finishes after its start-to-close timeout (its run has
 moved on), which the core reports as "Activity not found on completion". A script connects with
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = textwrap.dedent('''
-    import asyncio, logging, sys, threading, uuid
+    import asyncio, sys, uuid
     from datetime import timedelta
 
     from temporalio import activity, workflow
@@ -50,28 +51,16 @@ SCRIPT = textwrap.dedent('''
                 return "timed out"
 
 
-    class Seen(logging.Handler):
-        """Where the script's own logging sees the core's lines (REIN_DEBUG=1 passes them on; they come from
-        the core's thread)."""
-        warned = threading.Event()
-
-        def emit(self, record):
-            if "Activity not found on completion" in record.getMessage():
-                self.warned.set()
-
-
     async def main():
-        logging.basicConfig(format="LOGGED %(message)s")
-        logging.getLogger().addHandler(Seen())
         client = await connect()
         queue = f"late-{uuid.uuid4().hex[:8]}"
         async with Worker(client, task_queue=queue, workflows=[Impatient], activities=[late]):
             print(await client.execute_workflow(Impatient.run, id=queue, task_queue=queue), flush=True)
             await finished.wait()
-        # The worker has shut down: the late completion was reported (and refused) by now. Logged, it comes
-        # through Python logging; asked for it, wait until it has.
+        # The worker has shut down: the late completion was reported (and refused) by now; the core prints
+        # its warning from its own thread: give it a moment before the process exits.
         if sys.argv[1] == "wait-for-the-warning":
-            await asyncio.to_thread(Seen.warned.wait)
+            await asyncio.sleep(2)
 
 
     asyncio.run(main())
@@ -87,8 +76,7 @@ def test_the_cores_warnings_reach_the_terminal_only_when_asked(dev, tmp_path: Pa
     proc = subprocess.run([sys.executable, str(script), "wait-for-the-warning" if debug else "leave"], cwd=str(tmp_path),
                           env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "timed out\n"
-    if debug:  # the warning happened, and was passed on to the script's logging
-        assert "LOGGED [sdk_core::temporalio_sdk_core::worker::activities] Activity not found on completion" in proc.stderr
+    if debug:  # the warning happened, and the core printed it (on stdout, as it does by default)
+        assert proc.stdout.startswith("timed out\n") and "Activity not found on completion" in proc.stdout, proc.stdout
     else:
-        assert proc.stderr == ""
+        assert (proc.stdout, proc.stderr) == ("timed out\n", "")

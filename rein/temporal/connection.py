@@ -9,14 +9,14 @@ Settings come from `temporalio.envconfig`: the profile (`TEMPORAL_PROFILE`, defa
 No address anywhere: the shared embedded server (`rein.durable.embedded_server.ensure_embedded`), whose
 state lives in REIN_HOME, so runs outlive the process and every rein process sees them.
 The engine, `worker.py`, `rein.client.connect()` and the CLI all connect through here, with
-rein's one data converter and rein's one temporalio Runtime (`core_runtime`: the core's own log lines
-reach a terminal only when asked for).
+rein's one data converter and rein's one temporalio Runtime (`core_runtime`: the core's own warnings,
+"Workflow task not found", "Activity not found on completion", what the core retries or a client already
+reports, reach a terminal only when asked for).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,11 +30,6 @@ if TYPE_CHECKING:
 
 DEFAULT_NAMESPACE = "default"
 EMBEDDED_READY_S = 30.0
-CORE_LOGGER = "temporalio.core"
-"""The Python logger temporalio's core (its Rust `temporalio_sdk_core`) logs to in rein's processes: WARN and
-up, passed on (to the root logger's handlers, else stderr) only with `--debug` / REIN_DEBUG=1. By default
-temporalio prints them straight to the terminal ("Workflow task not found", "Activity not found on
-completion"): what the core retries or a client already reports, not a person's to act on."""
 
 
 @dataclass(frozen=True)
@@ -120,26 +115,21 @@ async def _connect_embedded(target: Target, client_kwargs: dict[str, Any]) -> Cl
 
 
 def core_runtime() -> Runtime:
-    """rein's temporalio Runtime (one per process, made on first use): temporalio's defaults, but the core's
-    log lines go to the Python logger CORE_LOGGER, which passes them on only under --debug / REIN_DEBUG=1.
-    A client of your own (`connect(runtime=...)`) keeps its own Runtime and its logging."""
+    """rein's temporalio Runtime (one per process, made on first use): temporalio's defaults, but the core's own
+    warnings are printed only under --debug / REIN_DEBUG=1 (its errors always). The core prints them itself: no
+    log line is forwarded through Python, which a process at exit may no longer be able to take. A client of
+    your own (`connect(runtime=...)`) keeps its own Runtime."""
     global _runtime
     with _making:  # the engine's thread and the caller's may connect at once
         if _runtime is None:
-            from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+            from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
-            logger = logging.getLogger(CORE_LOGGER)
-            if _only_when_debugging not in logger.filters:
-                logger.addFilter(_only_when_debugging)
+            from rein.core.log import debug_enabled
+
+            level = "WARN" if debug_enabled() else "ERROR"
             _runtime = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
-                filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=LogForwardingConfig(logger=logger))))
+                filter=TelemetryFilter(core_level=level, other_level="ERROR"))))
         return _runtime
-
-
-def _only_when_debugging(record: logging.LogRecord) -> bool:
-    from rein.core.log import debug_enabled
-
-    return debug_enabled()
 
 
 def free_core_at_exit() -> None:
