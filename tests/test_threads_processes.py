@@ -16,6 +16,7 @@ import pytest
 
 from rein.client import ReinClient
 from rein.durable.embedded_server import temporal_binary
+from tests.agents.threads import release
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.waiting import poll
 
@@ -49,6 +50,12 @@ def _said(process: subprocess.Popen) -> bool:
     import select
 
     return bool(select.select([process.stderr], [], [], 0)[0])
+
+
+async def _waits(runs: ReinClient, thread_id: str) -> bool:
+    """A message waits for the turn under way (queued, or to steer it)."""
+    view = await runs.thread(thread_id)
+    return bool(view.queued or view.steering)
 
 
 def _events(folder: Path) -> list[str]:
@@ -91,7 +98,7 @@ async def test_other_processes_send_while_the_model_streams_and_while_a_tool_run
     assert steered.returncode == 0, steered.stderr
     assert json.loads(steered.stdout)["receipt"]["turn"] == 1
     queued = await asyncio.to_thread(_temporal, address, "workflow", "update", "execute", "--workflow-id", thread_id,
-                                     "--name", "rein.send", "--input", json.dumps({"text": "tool:1.5", "message_id": "stock-1"}),
+                                     "--name", "rein.send", "--input", json.dumps({"text": "tool:hold", "message_id": "stock-1"}),
                                      "--output", "json")
     assert queued.returncode == 0, queued.stderr + queued.stdout
     assert json.loads(queued.stdout)["result"]["turn"] == 2, queued.stdout
@@ -99,17 +106,20 @@ async def test_other_processes_send_while_the_model_streams_and_while_a_tool_run
     assert answer.output.endswith("heard: slow:15 | please be brief") or answer.output.endswith("heard: please be brief")
     # While the tool of turn 2 runs: an interrupt from another process waits for it (no model call to cut).
     await _until(lambda: "tool-started" in _events(tmp_path), "turn 2's tool started")
-    cut = await asyncio.to_thread(_rein, address, "send", thread_id, "actually, stop", "--agent", "talker",
-                                  "--mode", "interrupt", "--queue", queue)
+    cutting = asyncio.ensure_future(asyncio.to_thread(_rein, address, "send", thread_id, "actually, stop", "--agent",
+                                                      "talker", "--mode", "interrupt", "--queue", queue))
+    await poll(lambda: _waits(runs, thread_id), "the interrupt waits for the tool")
+    release(tmp_path)
+    cut = await cutting
     assert cut.returncode == 0, cut.stderr
-    assert "heard: tool:1.5 | actually, stop" in cut.stdout
+    assert "heard: tool:hold | actually, stop" in cut.stdout
     assert _events(tmp_path).count("tool-finished") == 1  # the tool call under way finished first, once
     third = await runs.send(thread_id, "bye", agent="talker")
     assert (await runs.reply(third)).output == "heard: bye"
     await asyncio.wait_for(reader, 30)
     assert "".join(texts).count("thinking 0") == 1  # each piece once, live
     users = [m.content for m in (await runs.session(thread_id)).messages if m.role == "user"]
-    assert users == ["slow:15", "please be brief", "tool:1.5", "actually, stop", "bye"]
+    assert users == ["slow:15", "please be brief", "tool:hold", "actually, stop", "bye"]
     listed = await asyncio.to_thread(_rein, address, "threads", "--json")
     assert thread_id in [row["thread_id"] for row in json.loads(listed.stdout)], listed.stdout
 
@@ -151,8 +161,8 @@ async def test_the_command_line_one_line_errors_and_watching_a_thread(dev, worke
     assert "unknown --mode 'later'" in bad_mode.stderr
     nobody = await asyncio.to_thread(_rein, address, "send", thread_id, "hi", "--agent", "nobody-serves-this")
     assert nobody.returncode == 8 and nobody.stderr.count("\n") == 1, nobody.stderr
-    busy = await asyncio.to_thread(_rein, address, "send", thread_id, "tool:2", "--agent", "talker", "--queue", queue,
-                                   "--no-wait")
+    busy = await asyncio.to_thread(_rein, address, "send", thread_id, "tool:hold", "--agent", "talker", "--queue",
+                                   queue, "--no-wait")
     assert busy.returncode == 0, busy.stderr
     env = {**os.environ, "TEMPORAL_ADDRESS": address}
     watch = subprocess.Popen([sys.executable, "-m", "rein.cli", "watch", thread_id], cwd=str(ROOT), env=env,
@@ -162,6 +172,7 @@ async def test_the_command_line_one_line_errors_and_watching_a_thread(dev, worke
         refused = await asyncio.to_thread(_rein, address, "send", thread_id, "now", "--agent", "talker", "--mode",
                                           "reject", "--queue", queue)
         assert refused.returncode == 5 and "busy" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+        release(tmp_path)
         answered = await asyncio.to_thread(_rein, address, "send", thread_id, "next", "--agent", "talker", "--queue", queue)
         assert (answered.returncode, answered.stdout.strip()) == (0, "heard: next"), answered.stderr
         last = await asyncio.to_thread(_rein, address, "result", thread_id)  # a thread: its last turn's answer
@@ -172,7 +183,7 @@ async def test_the_command_line_one_line_errors_and_watching_a_thread(dev, worke
     finally:
         if watch.poll() is None:
             watch.kill()
-    assert "turn 1" in out and "heard: tool:2" in out and "turn 2" in out and "heard: next" in out, out + err
+    assert "turn 1" in out and "heard: tool:hold" in out and "turn 2" in out and "heard: next" in out, out + err
     assert watch.returncode == 10, err  # the thread was cancelled: watching ends with it
 
 

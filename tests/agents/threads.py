@@ -5,7 +5,8 @@
 `Talker` is stateless (a restarted worker answers the same): it answers every user message since its
 last answer ("heard: a | b"). Asked `slow:N`, its answer comes in N pieces, one every 0.2 s, and
 notes `model-started` in REIN_TEST_DIR/events first; asked `tool:N`, it calls `work(seconds=N)`,
-which notes `tool-started` and `tool-finished`.
+which notes `tool-started` and `tool-finished`. Asked `tool:hold`, the tool runs until the test writes
+REIN_TEST_DIR/release (`release()`): a test that must act while a tool runs is not a race against a clock.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class Talker:
         last = messages[-1]
         usage = Usage(input_tokens=1, output_tokens=1)
         if last.role == "user" and last.content.startswith("tool:"):
-            call = ToolCall(id=f"w{len(messages)}", name="work", arguments={"seconds": float(last.content[5:])})
+            held = last.content[5:] == "hold"
+            call = ToolCall(id=f"w{len(messages)}", name="work", arguments={"seconds": -1 if held else float(last.content[5:])})
             yield StreamChunk(type="tool_calls", tool_calls=[call])
             yield StreamChunk(type="done", finish_reason="tool_calls", usage=usage)
             return
@@ -69,10 +71,19 @@ class Talker:
         return Completion(message=Message(role="assistant", content=text), finish_reason="stop", usage=usage)
 
 
+def release(folder: Path) -> None:
+    """Ends a `tool:hold` call's work."""
+    (folder / "release").touch()
+
+
 async def work(seconds: float) -> str:
-    """Work for a while."""
+    """Work for a while (seconds < 0: until `release`)."""
     _note("tool-started")
-    await asyncio.sleep(seconds)
+    if seconds < 0:
+        while not (Path(os.environ["REIN_TEST_DIR"]) / "release").exists():
+            await asyncio.sleep(0.05)
+    else:
+        await asyncio.sleep(seconds)
     _note("tool-finished")
     return f"worked {seconds}s"
 
