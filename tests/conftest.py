@@ -51,7 +51,7 @@ SLOWEST_FIRST = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest modules first. CI runs `pytest -n 3 --dist loadfile --no-loadscope-reorder`: a module
+    """The slowest modules first. CI runs `pytest -n 4 --dist loadfile --no-loadscope-reorder`: a module
     runs whole on one worker, so starting the long ones first lets the workers finish at about the same
     time (without --no-loadscope-reorder, xdist reorders modules by their number of tests).
     The sort is stable: each module's tests keep their order, the other modules theirs."""

@@ -235,7 +235,8 @@ def test_worker_py_finishes_a_run_a_script_left_waiting(home: Path, out: Path) -
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
     )
     try:
-        assert _rein_text(home, "approve", first["run_id"]) == f"approved call-record in run {first['run_id']}"
+        # --wait: the decision goes once worker.py polls the agent's queue (a worker still starting is no error)
+        assert _rein_text(home, "approve", first["run_id"], "--wait") == f"approved call-record in run {first['run_id']}"
         result = _rein(home, "result", first["run_id"], "--json")
         assert result["output"] == "Done: recorded hello."
         assert _lines(out / "effects") == [f"hello by {worker.pid}"]

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from tests.support.processes import ROOT
 
 SCRIPT = textwrap.dedent('''
     import asyncio
+    import faulthandler
+    import signal
     import sys
 
     from rein import Agent
@@ -33,6 +36,7 @@ SCRIPT = textwrap.dedent('''
             return Completion(message=Message(role="assistant", content="late"), finish_reason="stop")
 
 
+    faulthandler.register(signal.SIGUSR1)  # the test asks where each thread is if the script does not end
     agent = Agent(provider=Slow(), name="slowpoke")
     try:
         agent.run("hi")
@@ -59,7 +63,14 @@ def test_ctrl_c_in_agent_run_leaves_only_the_scripts_own_output(server, tmp_path
         first = proc.stdout.readline()  # the run's worker (in the script) is calling the model: agent.run waits
         assert first == "calling the model\n", (first, proc.poll())
         proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)  # faulthandler writes the stacks at once; then the script is stopped
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"the script did not end within 60 s of SIGINT; its threads:\n{err}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
