@@ -96,6 +96,10 @@ async def test_a_client_tool_waits_durably_and_another_process_answers_it_throug
         async with httpx.AsyncClient(timeout=60) as http:
             missing = await http.post(url.replace("/asker", "/nobody"), json=body(thread_id, user("hi")))
             assert missing.status_code == 404 and "no worker serves" in missing.json()["error"]
+        taken = url.split(":")[2].split("/")[0]  # the second `rein serve` listens there since its first line
+        clash = _rein(address, "serve", "--port", taken)
+        assert clash.returncode == 1 and clash.stderr.count("\n") == 1, clash.stderr
+        assert f"cannot listen on 127.0.0.1:{taken}" in clash.stderr, clash.stderr
         [told] = await drive(url, thread_id, [{"do": "tool", "content": "teal", "call": asked["pending"][0]}])
         assert told["outcome"] == "success" and told["text"] == "the page said: teal"
         assert (await runs.thread(thread_id)).status == "idle"

@@ -4,11 +4,12 @@ and the AG-UI endpoint at /agui (docs/web.md)."""
 from __future__ import annotations
 
 import os
+import socket
 from typing import Annotated
 
 import typer
 
-from rein.cli.app import Address, Namespace, app, connect_client, load_agent_target
+from rein.cli.app import Address, CliError, Namespace, app, connect_client, load_agent_target
 
 UI_VAR = "REIN_UI_URL"
 
@@ -22,6 +23,15 @@ def _ui_url(given: str | None, address: str | None) -> str | None:
     from rein.durable.embedded_server import embedded_status
 
     return (embedded_status() or {}).get("ui")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, listening before `rein serve` says where: whoever reads that line can connect at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as error:
+        raise CliError(f"cannot listen on {host}:{port}: {error.strerror or error}; pick another --port") from None
 
 
 @app.command("serve")
@@ -52,12 +62,14 @@ def serve(
 
     agents = [load_agent_target(a) if ":" in a else a for a in agent or []]
 
+    listening = _listen(host, port)
+
     async def go() -> None:
         client = await connect_client(address, namespace)
         web = build(client.client, agents, task_queue=task_queue, ui_url=_ui_url(ui, address), poll_s=poll)
         print(f"rein serve on http://{host}:{port}: AG-UI at /agui/<agent> for "
               f"{', '.join(sorted(web.state.agui_agents)) or 'any agent a worker serves'}", flush=True)
         print(f"the inbox at http://{host}:{port}/inbox; {web.state.auth.describe()}", flush=True)
-        await uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning")).serve()
+        await uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning")).serve(sockets=[listening])
 
     asyncio.run(go())
