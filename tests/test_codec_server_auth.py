@@ -8,22 +8,19 @@ server publishing a JWKS, and the JWTs are signed with PyJWT as an IdP would.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
-import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from rein.cli import EXIT_USAGE
 from rein.durable.embedded_server import free_port
+from tests.support.inbox import IdentityProvider
 from tests.support.processes import stop_process, wait_for_text
 from tests.test_cli import REIN_BIN, ROOT, assert_one_line_error, rein_cli
 
@@ -34,26 +31,10 @@ UI = "http://localhost:8233"
 
 
 @pytest.fixture(scope="module")
-def idp() -> Iterator[tuple[str, rsa.RSAPrivateKey]]:
-    """A JWKS endpoint with one RSA key, as an identity provider publishes it."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
-    body = json.dumps({"keys": [{**public, "kid": "idp-1", "use": "sig", "alg": "RS256"}]}).encode()
-
-    class Jwks(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json", key
-    server.shutdown()
+def idp() -> Iterator[IdentityProvider]:
+    provider = IdentityProvider()
+    yield provider
+    provider.close()
 
 
 def _codec_server(log: Path, **env: str) -> tuple[subprocess.Popen, str]:
@@ -75,9 +56,9 @@ def _encode(url: str, token: str | None) -> httpx.Response:
     return httpx.post(f"{url}/encode", json={"payloads": [PLAIN]}, headers=headers, timeout=10)
 
 
-def _jwt(key: rsa.RSAPrivateKey, kid: str = "idp-1", **claims: object) -> str:
-    return jwt.encode({"sub": "ops@example.com", "aud": "temporal-ui", "exp": int(time.time()) + 300, **claims},
-                      key, algorithm="RS256", headers={"kid": kid})
+def _jwt(idp: IdentityProvider, key: rsa.RSAPrivateKey | None = None, **claims: object) -> str:
+    """A JWT for the UI's audience, signed with the provider's key (or `key`)."""
+    return idp.token(key, **{"aud": "temporal-ui", **claims})
 
 
 def test_no_token_configured_refuses_to_start() -> None:
@@ -108,16 +89,15 @@ def test_shared_secret(tmp_path: Path) -> None:
         stop_process(process, 20)
 
 
-def test_jwt_forwarded_by_the_ui(idp: tuple[str, rsa.RSAPrivateKey], tmp_path: Path) -> None:
-    jwks_url, key = idp
-    process, url = _codec_server(tmp_path / "codec.log", REIN_CODEC_JWKS_URL=jwks_url, REIN_CODEC_JWT_AUDIENCE="temporal-ui")
+def test_jwt_forwarded_by_the_ui(idp: IdentityProvider, tmp_path: Path) -> None:
+    process, url = _codec_server(tmp_path / "codec.log", REIN_CODEC_JWKS_URL=idp.url, REIN_CODEC_JWT_AUDIENCE="temporal-ui")
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     try:
-        assert _encode(url, _jwt(key)).status_code == 200
+        assert _encode(url, _jwt(idp)).status_code == 200
         assert _encode(url, None).status_code == 401
-        assert _encode(url, _jwt(other)).status_code == 401  # signed by someone else
-        assert _encode(url, _jwt(key, exp=int(time.time()) - 60)).status_code == 401  # expired
-        assert _encode(url, _jwt(key, aud="another-app")).status_code == 401  # meant for another audience
+        assert _encode(url, _jwt(idp, other)).status_code == 401  # signed by someone else
+        assert _encode(url, _jwt(idp, exp=int(time.time()) - 60)).status_code == 401  # expired
+        assert _encode(url, _jwt(idp, aud="another-app")).status_code == 401  # meant for another audience
         assert _encode(url, "not-a-jwt").status_code == 401
     finally:
         stop_process(process, 20)

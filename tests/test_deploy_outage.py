@@ -22,6 +22,7 @@ import pytest
 
 from rein.client import ReinClient, connect
 from rein.temporal.deployment import current_build_id, describe
+from tests.support.deploy_runs import all_waiting, start
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.waiting import poll
 
@@ -59,13 +60,8 @@ async def test_an_outage_of_the_current_build_is_never_a_rollback(private_server
         await poll(lambda: _is(current, "a"), "build a to be current", timeout=60)
         b.start()
         await poll(lambda: _is(current, "b"), "build b to be current", timeout=60)
-        runs = {}
-        for amount in (1, 2, 3):
-            run_id = f"outage-{amount}-{uuid.uuid4().hex[:6]}"
-            await client.client.start_workflow("AgentWorkflow", {"agent": "deploy-pay-ask", "prompt": f"{run_id} {amount}"},
-                                               id=run_id, task_queue=queue)
-            runs[run_id] = amount
-        await poll(lambda: _all_waiting(client, list(runs)), "b's runs to wait for approval", timeout=120)
+        runs = {await start(client, "deploy-pay-ask", queue, amount, f"outage-{amount}"): amount for amount in (1, 2, 3)}
+        await poll(lambda: all_waiting(client, list(runs)), "b's runs to wait for approval", timeout=120)
         assert {await _build_of_run(client, r) for r in runs} == {("b", False)}
 
         b.kill()
@@ -101,10 +97,6 @@ async def test_an_outage_of_the_current_build_is_never_a_rollback(private_server
 
 async def _is(read, value) -> bool:  # noqa: ANN001
     return await read() == value
-
-
-async def _all_waiting(client: ReinClient, run_ids: list[str]) -> bool:
-    return all([(await client.status(r)).status == "waiting_approval" for r in run_ids])
 
 
 pytestmark = pytest.mark.timeout(420)

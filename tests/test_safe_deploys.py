@@ -29,6 +29,7 @@ from rein.client import NoWorker, ReinClient, connect
 from rein.core.contract import RunOutcome
 from rein.durable.embedded_server import DevServer, start_dev_server
 from rein.temporal.history import pinned_build
+from tests.support.deploy_runs import all_waiting, start, status_is
 from tests.support.processes import ROOT, STUCK_RUNS_RETRY_SOON, WorkerProcess
 from tests.support.waiting import poll
 
@@ -88,13 +89,6 @@ async def client(stack: Stack) -> ReinClient:
     return ReinClient(await connect(stack.server.address))
 
 
-async def start(client: ReinClient, agent: str, task_queue: str, amount: int) -> str:
-    run_id = f"{agent}-{uuid.uuid4().hex[:8]}"
-    await client.client.start_workflow("AgentWorkflow", {"agent": agent, "prompt": f"{run_id} {amount}"},
-                                       id=run_id, task_queue=task_queue)
-    return run_id
-
-
 async def outcome(client: ReinClient, run_id: str) -> RunOutcome:
     """The run's result once it closes: its status and output (client.result would also replay each
     closed run on a worker for its session and steps, which no test here reads)."""
@@ -110,12 +104,8 @@ async def start_all(client: ReinClient, queue: str, amounts: range, build: str) 
 
 
 async def approve_when_waiting(client: ReinClient, run_id: str) -> None:
-    await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
+    await poll(lambda: status_is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
     await client.approve(run_id, wait=True)
-
-
-async def _is(client: ReinClient, run_id: str, status: str) -> bool:
-    return (await client.status(run_id)).status == status
 
 
 async def test_a_deployed_bug_leaves_runs_open_and_the_fix_finishes_them(stack: Stack, client: ReinClient):
@@ -169,7 +159,7 @@ async def test_a_bug_in_each_part_of_rein_waits_for_the_fix_with_nobody_acting(s
 
     # A decision whose application hits the bug: sent as a signal by a stock client, it stays in history.
     decide_ask = next(r for r in by_kind["decide"] if r in asked)
-    await poll(lambda: _is(client, decide_ask, "waiting_approval"), "the run to wait for approval", timeout=120)
+    await poll(lambda: status_is(client, decide_ask, "waiting_approval"), "the run to wait for approval", timeout=120)
     await client.client.get_workflow_handle(decide_ask).signal("approve", {"approver": "ops"})
     # The other builds' runs that ask are approved wherever they come to wait (after the fix, for `model`).
     approvals = [asyncio.ensure_future(approve_when_waiting(client, r)) for r in asked if r != decide_ask]
@@ -213,10 +203,6 @@ def _current(stack: Stack, deployment: str) -> str | None:
     return json.loads(proc.stdout)["current"] if proc.returncode == 0 else None
 
 
-async def _all_waiting(client: ReinClient, run_ids: list[str]) -> bool:
-    return all(await asyncio.gather(*(_is(client, r, "waiting_approval") for r in run_ids)))
-
-
 async def _pinned(client: ReinClient, run_id: str) -> tuple[str, str] | None:
     return pinned_build(await client.client.get_workflow_handle(run_id).describe())
 
@@ -232,7 +218,7 @@ async def test_a_fixed_build_carries_on_every_run_the_buggy_one_stopped(stack: S
     await poll(lambda: _current(stack, deployment) == "buggy", "the first build to make itself current", timeout=60)
     stuck = {await start(client, "deploy-pay", queue, amount): amount for amount in (61, 62)}
     waiting = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (71, 72)}
-    await poll(lambda: _all_waiting(client, list(waiting)), "the asking runs to wait for approval", timeout=120)
+    await poll(lambda: all_waiting(client, list(waiting)), "the asking runs to wait for approval", timeout=120)
     await poll(lambda: set(stuck) <= {row["run_id"] for row in stack.cli_json("list", "--stuck")},
                "the buggy build's runs to be stuck", timeout=120, interval=0.5)
 
@@ -259,7 +245,7 @@ async def test_pinned_on_request_each_run_finishes_on_its_build(stack: Stack, cl
     await poll(lambda: _current(stack, deployment) == "build-a", "the first build to make itself current", timeout=60)
     started = await start_all(client, queue, range(6), "build-a")
     waiting_on_old = [r for r in started if r.startswith("deploy-pay-ask")]
-    await poll(lambda: _all_waiting(client, waiting_on_old), "the old build's runs to wait for approval", timeout=120)
+    await poll(lambda: all_waiting(client, waiting_on_old), "the old build's runs to wait for approval", timeout=120)
 
     stack.worker(queue, REIN_BUILD_ID="build-b", REIN_VERSIONING="pinned")  # a new build: current by itself
     await poll(lambda: _current(stack, deployment) == "build-b", "the new build to become current", timeout=60)
@@ -287,7 +273,7 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
     old = stack.worker(queue, REIN_BUILD_ID="build-a", REIN_VERSIONING="pinned")
     await poll(lambda: _current(stack, deployment) == "build-a", "the first build to make itself current", timeout=60)
     run_id = await start(client, "deploy-pay-ask", queue, 31)
-    await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
+    await poll(lambda: status_is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
 
     stack.worker(queue, REIN_BUILD_ID="build-b", REIN_VERSIONING="pinned")
     await poll(lambda: _current(stack, deployment) == "build-b", "the new build to become current", timeout=60)
@@ -325,11 +311,11 @@ async def test_a_rollback_by_command_moves_what_the_old_build_replays_and_pins_t
     stack.worker(queue, REIN_BUILD_ID="a", DEPLOY_BUILD="old")  # a cannot replay b's new patch
     await poll(lambda: _current(stack, deployment) == "a", "the first build to make itself current", timeout=60)
     plain = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (91, 92)}
-    await poll(lambda: _all_waiting(client, list(plain)), "a's runs to wait for approval", timeout=120)
+    await poll(lambda: all_waiting(client, list(plain)), "a's runs to wait for approval", timeout=120)
     b = stack.worker(queue, REIN_BUILD_ID="b", DEPLOY_NEW_PATCH="1")
     await poll(lambda: _current(stack, deployment) == "b", "the new build to make itself current", timeout=60)
     patched = {await start(client, "deploy-pay-ask", queue, amount): amount for amount in (95, 96)}
-    await poll(lambda: _all_waiting(client, list(patched)), "b's runs to wait for approval", timeout=120)
+    await poll(lambda: all_waiting(client, list(patched)), "b's runs to wait for approval", timeout=120)
 
     proc = await asyncio.to_thread(stack.cli, "deployment", "rollback", "--deployment", deployment)
     assert proc.returncode == 0, proc.stderr
@@ -378,7 +364,7 @@ async def test_a_new_build_that_cannot_replay_an_open_run_stays_out_of_the_routi
     stack.worker(queue, REIN_BUILD_ID="b", DEPLOY_NEW_PATCH="1")
     await poll(lambda: _current(stack, deployment) == "b", "the first build to make itself current", timeout=60)
     run_id = await start(client, "deploy-pay-ask", queue, 41)
-    await poll(lambda: _is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
+    await poll(lambda: status_is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
 
     c = stack.worker(queue, REIN_BUILD_ID="c", DEPLOY_BUILD="old")
     line = f"rein deployment {deployment}: build c is not current: it cannot replay run {run_id} (nondeterminism: "

@@ -16,6 +16,7 @@ import pytest
 
 from rein.client import ReinClient, connect
 from rein.temporal.deployment import current_build_id, default_build_id, describe
+from tests.support.deploy_runs import all_waiting, start
 from tests.support.old_build import OldWorkerProcess, unpack_old_build
 from tests.support.processes import WorkerProcess
 from tests.support.waiting import poll
@@ -44,13 +45,8 @@ async def test_runs_an_earlier_rein_pinned_carry_on_on_the_new_build(private_ser
         old.start()
         await poll(lambda: _current(client, deployment), "the old build to be current", timeout=60)
         old_build = await _current(client, deployment)
-        runs = {}
-        for amount in (1, 2, 3):
-            run_id = f"pinned-{amount}-{uuid.uuid4().hex[:6]}"
-            await client.client.start_workflow("AgentWorkflow", {"agent": "deploy-pay-ask", "prompt": f"{run_id} {amount}"},
-                                               id=run_id, task_queue=queue)
-            runs[run_id] = amount
-        await poll(lambda: _all_waiting(client, list(runs)), "the old build's runs to wait for approval", timeout=120)
+        runs = {await start(client, "deploy-pay-ask", queue, amount, f"pinned-{amount}"): amount for amount in (1, 2, 3)}
+        await poll(lambda: all_waiting(client, list(runs)), "the old build's runs to wait for approval", timeout=120)
         for run_id in runs:
             info = (await client.client.get_workflow_handle(run_id).describe()).raw_description.workflow_execution_info
             assert info.versioning_info.deployment_version.build_id == old_build
@@ -78,5 +74,3 @@ async def _is_current(client: ReinClient, deployment: str, build: str) -> bool:
     return await _current(client, deployment) == build
 
 
-async def _all_waiting(client: ReinClient, run_ids: list[str]) -> bool:
-    return all([(await client.status(r)).status == "waiting_approval" for r in run_ids])
