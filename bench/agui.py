@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 os.environ.setdefault("REIN_HOME", tempfile.mkdtemp(prefix="rein-bench-"))
 
-from stream_delay import DELTAS, percentile  # noqa: E402
+from stream_delay import DELTAS, percentile, timed_worker  # noqa: E402
 
 
 def stamps(text: str) -> list[float]:
@@ -170,24 +169,9 @@ def main() -> None:
     parser.add_argument("--viewers", type=int, default=1, help="AG-UI viewers of every agui turn (the POST included)")
     args = parser.parse_args()
 
-    from rein.durable.embedded_server import start_dev_server
-    from tests.support.processes import stop_process, wait_for_text
-
     load_before = os.getloadavg()
-    server = start_dev_server()
-    queue = f"agui-bench-{uuid.uuid4().hex[:6]}"
-    log = Path(tempfile.mkdtemp(prefix="rein-bench-")) / "worker.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
-    with open(log, "wb") as out:
-        worker = subprocess.Popen(
-            [sys.executable, "worker.py", "--agent", "stream_delay:agent", "--task-queue", queue, "--address", server.address],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        wait_for_text(log, "serving:", worker, 60)
+    with timed_worker("agui-bench") as (server, queue, _):
         report = asyncio.run(measure(server.address, queue, args.turns, args.viewers))
-    finally:
-        stop_process(worker)
-        server.stop()
     report["load"] = [round(os.getloadavg()[0], 2), round(load_before[0], 2)]
     (HERE / "agui.json").write_text(json.dumps(report, indent=1) + "\n")
     print("| path | first delta p50 | p95 | later deltas p50 | p95 | history events per turn |")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,18 +160,15 @@ async def measure(address: str, queue: str, rounds: int, runs_at_once: int, pids
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--runs", type=int, default=10, help="concurrent streaming runs per round")
-    args = parser.parse_args()
-
+@contextlib.contextmanager
+def timed_worker(prefix: str) -> Iterator[tuple[Any, str, subprocess.Popen]]:
+    """A dev server and a `worker.py` process serving this module's `agent` on a queue of its own, once it
+    serves: (server, queue, worker). Both are stopped on leaving."""
     from rein.durable.embedded_server import start_dev_server
     from tests.support.processes import stop_process, wait_for_text
 
-    load_before = os.getloadavg()
     server = start_dev_server()
-    queue = f"stream-bench-{uuid.uuid4().hex[:6]}"
+    queue = f"{prefix}-{uuid.uuid4().hex[:6]}"
     log = Path(tempfile.mkdtemp(prefix="rein-bench-")) / "worker.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
     with open(log, "wb") as out:
@@ -181,11 +179,22 @@ def main() -> None:
         )
     try:
         wait_for_text(log, "serving:", worker, 60)
-        pids = {"worker": worker.pid, "server": server.process.pid, "reader": os.getpid()}
-        figures = asyncio.run(measure(server.address, queue, args.rounds, args.runs, pids))
+        yield server, queue, worker
     finally:
         stop_process(worker)
         server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10, help="concurrent streaming runs per round")
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()
+    with timed_worker("stream-bench") as (server, queue, worker):
+        pids = {"worker": worker.pid, "server": server.process.pid, "reader": os.getpid()}
+        figures = asyncio.run(measure(server.address, queue, args.rounds, args.runs, pids))
     load_after = os.getloadavg()
     delays = figures["delays_ms"]
     report = {
