@@ -283,13 +283,12 @@ async def test_a_token_is_needed_once_one_is_set_and_a_tenant_reaches_its_own_th
 
 
 async def test_a_tenant_claim_scopes_the_threads_a_caller_reaches(dev, endpoint: Endpoint, idp) -> None:  # noqa: F811
-    jwks_url, key = idp
     scoped = app(dev.client, agents=[calculator], task_queue=endpoint.runs.task_queue,
-                 auth=BearerAuth(jwks_url=jwks_url, audience="temporal-ui"))
+                 auth=BearerAuth(jwks_url=idp.url, audience="temporal-ui"))
     url, server, task = await serve(scoped)
-    acme = {"Authorization": f"Bearer {_jwt(key, tenant='acme')}"}
-    globex = {"Authorization": f"Bearer {_jwt(key, tenant='globex')}"}
-    nobody = {"Authorization": f"Bearer {_jwt(key)}"}  # no tenant claim: refused, as the inbox page refuses it
+    acme = {"Authorization": f"Bearer {_jwt(idp, tenant='acme')}"}
+    globex = {"Authorization": f"Bearer {_jwt(idp, tenant='globex')}"}
+    nobody = {"Authorization": f"Bearer {_jwt(idp)}"}  # no tenant claim: refused, as the inbox page refuses it
     thread_id = f"agui-{uuid.uuid4().hex[:8]}"
     try:
         async with httpx.AsyncClient(timeout=60) as http:
