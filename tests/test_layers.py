@@ -329,6 +329,7 @@ def test_temporalio_is_bounded_to_the_releases_the_suite_ran() -> None:
 # below it. Modules at rein/'s top level keep their public import paths (rein.client, rein.testing, ...).
 LAYER_OF = (
     ("rein.core", 0), ("rein.plugins", 0),
+    ("rein.settings", 0),  # reads the environment and the settings file; imports no rein module
     ("rein.old_paths", 0),  # imports no rein module: it imports an old path's home by name, when the old path is imported
     ("rein.blueprint", 1),
     ("rein.local", 2),

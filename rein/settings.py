@@ -1,0 +1,65 @@
+"""Every setting rein reads, in one typed model: `REIN_*` environment variables (the names earlier releases
+read), an optional file under REIN_HOME, and defaults.
+
+Read through `current()`: it reads the environment again on each call, so a process (or a test) that sets a
+variable after importing rein sees it. Workflow code never reads settings: a run's behaviour comes from its
+history and input only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SECRET = {"secret": True}
+"""Marks a field whose value `rein config` and the worker's start line mask."""
+
+
+class Settings(BaseSettings):
+    """rein's settings; each field is the environment variable `REIN_<FIELD>` (upper case)."""
+
+    model_config = SettingsConfigDict(env_prefix="REIN_", extra="ignore", case_sensitive=False)
+
+    # ---------------------------------------------------------------- where things are
+    home: Path = Field(default_factory=lambda: Path.home() / ".rein",
+                       description="Where the embedded server, payloads and the web token live.")
+    task_queue: str | None = Field(default=None, description="The task queue runs start on (default `rein`).")
+    engine: str = Field(default="temporal", description="Where `Agent.run` sends runs: `temporal` or `local`.")
+    debug: bool = Field(default=False, description="Tracebacks and temporalio's core logs on the terminal.")
+
+    # ---------------------------------------------------------------- the web surfaces (`rein serve`)
+    web_origins: str = Field(default="", description=(
+        "Other origins (scheme://host[:port], space or comma separated) whose pages may call `rein serve` "
+        "(answered with CORS)."))
+    web_public_host: str = Field(default="", description=(
+        "The host name (with :port when not 80/443) people reach `rein serve` under, beside the loopback names."))
+    web_open: bool = Field(default=False, description=(
+        "Serve without sign-in (loopback only; every page says so)."))
+    web_token_name: str = Field(default="", description=(
+        "Who the shared token (REIN_CODEC_TOKEN) is, as recorded on decisions (default: `token`)."))
+    identity: str = Field(default="", description=(
+        "Who the CLI and scripts decide as (recorded as the approver; default USER@HOST)."))
+
+
+def current() -> Settings:
+    """The settings as the environment (and the settings file) give them now."""
+    return Settings()
+
+
+def field_names() -> list[str]:
+    """The environment variable of every setting."""
+    return [f"REIN_{name.upper()}" for name in Settings.model_fields]
+
+
+def describe() -> dict[str, Any]:
+    """Each setting's effective value (secrets masked)."""
+    values = current()
+    out: dict[str, Any] = {}
+    for name, field in Settings.model_fields.items():
+        value = getattr(values, name)
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        out[f"REIN_{name.upper()}"] = "***" if extra.get("secret") and value else value
+    return out
