@@ -14,7 +14,7 @@ and is the browser too (httpx, SSE). Per turn:
 
 Turns alternate between the modes, each mode on a thread of its own; history events per turn are the thread's
 `history_length` growth. `--viewers N` adds N-1 more AG-UI viewers (GET) to every agui turn: they share the one
-reader (rein.ops.agui_hub), so the history must not change. Prints a Markdown table, writes bench/agui.json.
+reader (rein.web.hub), so the history must not change. Prints a Markdown table, writes bench/agui.json.
 
     python bench/agui.py                  # 10 turns per mode (~1 minute)
     python bench/agui.py --turns 20 --viewers 10
@@ -124,7 +124,7 @@ async def measure(address: str, queue: str, turns: int, viewers: int) -> dict[st
 
     from rein.client import ReinClient, connect
     from rein.durable.embedded_server import free_port
-    from rein.ops.agui import app
+    from rein.web.agui import app
 
     client = await connect(address)
     runs = ReinClient(client, queue)

@@ -58,7 +58,7 @@ def multiply(a: float, b: float) -> float:
 
 class ScriptedCalculatorModel:
     """Plays the model offline: add the first two numbers, then multiply by a third if given. Given a tool of
-    the client's own (a web page's, rein.ops.agui) and fewer than two numbers (or a question that names that tool),
+    the client's own (a web page's, rein.web.agui) and fewer than two numbers (or a question that names that tool),
     it asks the tool for a number first.
     It answers the conversation's last question (a thread's turn), each call with an id of its own."""
 

@@ -71,6 +71,15 @@ OLD_PATHS: dict[str, str] = {
     "rein.sync": "rein.blueprint.sync",
     "rein.ui_links": "rein.ops.ui_links",
     "rein.worker": "rein.durable.temporal_worker",
+    # ... and the web surfaces before rein/web/ (0.4)
+    "rein.ops.agui": "rein.web.agui",
+    "rein.ops.agui_events": "rein.web.agui_events",
+    "rein.ops.agui_hub": "rein.web.hub",
+    "rein.ops.agui_input": "rein.web.agui_input",
+    "rein.ops.inbox_page": "rein.web.inbox_page",
+    "rein.ops.inbox_web": "rein.web.inbox",
+    "rein.ops.web": "rein.web.app",
+    "rein.ops.web_auth": "rein.web.auth",
 }
 
 

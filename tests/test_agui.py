@@ -1,4 +1,4 @@
-"""The AG-UI endpoint (rein.ops.agui) against the real AG-UI client: `@ag-ui/client`'s HttpAgent run by Node
+"""The AG-UI endpoint (rein.web.agui) against the real AG-UI client: `@ag-ui/client`'s HttpAgent run by Node
 (tests/agui_driver.mjs; .ci/run installs it in examples/agui), and plain HTTP for what a client may get wrong.
 
 One worker serves the calculator (rein.examples.calculator: offline, asks approval for every tool call) and the
@@ -26,7 +26,7 @@ from rein.client import ReinClient
 from rein.core.contract import READERS_QUERY
 from rein.durable.embedded_server import free_port
 from rein.examples.calculator import agent as calculator
-from rein.ops.agui import app
+from rein.web.agui import app
 from rein.temporal.bearer import BearerAuth
 from tests.support.processes import ROOT
 from tests.support.waiting import poll

@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 import rein
 from rein.client import ReinClient
 from rein.examples.calculator import agent as calculator
-from rein.ops.agui import app
+from rein.web.agui import app
 from tests.support.processes import ROOT
 from tests.test_agui import serve
 

@@ -15,7 +15,7 @@ import pytest
 
 from rein.client import ReinClient
 from rein.durable.embedded_server import free_port
-from rein.ops.agui import app
+from rein.web.agui import app
 from tests.agents.agui import answer_pieces
 from tests.support.processes import ROOT, WorkerProcess, stop_process, wait_for_text
 from tests.support.waiting import poll

@@ -336,9 +336,10 @@ LAYER_OF = (
     ("rein.durable", 3), ("rein.temporal", 3), ("rein.tracing", 3), ("rein.workflows", 3), ("rein.activities", 3),
     ("rein.client", 3),
     ("rein.ops", 4), ("rein.testing", 4),
-    ("rein.cli", 5),
+    ("rein.web", 5),
+    ("rein.cli", 6),
 )
-LAYER_NAMES = ("core", "blueprint", "local", "durable", "ops", "cli")
+LAYER_NAMES = ("core", "blueprint", "local", "durable", "ops", "web", "cli")
 KNOWN_UPWARD = {("rein.client", "rein.ops.fork"), ("rein.client", "rein.ops.rewind"), ("rein.client", "rein.ops.evals")}
 """ReinClient.fork/fork_failed/rewind/eval call rein.ops.fork/rewind/evals (imported when called) while those take a
 ReinClient: ops should build on the client, not the client on ops (listed until the methods move)."""

@@ -4,7 +4,7 @@
     python examples/agui/serve.py                    # then open http://127.0.0.1:8000/
 
 One process: a worker for the calculator agent (rein.examples.calculator, offline by default), rein's AG-UI
-endpoint mounted at /agui (rein.ops.agui.app: the way to put it into your own Starlette or FastAPI app), and the
+endpoint mounted at /agui (rein.web.agui.app: the way to put it into your own Starlette or FastAPI app), and the
 page. The threads live in Temporal (the embedded server of REIN_HOME, or TEMPORAL_ADDRESS), not in this process.
 """
 

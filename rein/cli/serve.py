@@ -1,4 +1,4 @@
-"""`rein serve`: rein's web surfaces in one process (rein.ops.web): the approvals inbox at /inbox (docs/inbox.md)
+"""`rein serve`: rein's web surfaces in one process (rein.web.app): the approvals inbox at /inbox (docs/inbox.md)
 and the AG-UI endpoint at /agui (docs/web.md)."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def serve(
 
     import uvicorn
 
-    from rein.ops.web import build
+    from rein.web.app import build
 
     agents = [load_agent_target(a) if ":" in a else a for a in agent or []]
 

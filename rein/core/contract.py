@@ -98,7 +98,7 @@ RETRY_UPDATE = "rein.retry"
 CANCEL_UPDATE = "rein.cancel"
 """Validated updates: the same decisions as the signals, but a misfit is rejected to the caller."""
 TOOL_RESULTS_UPDATE = "rein.tool_results"
-"""Validated update: the results of client tool calls a thread's turn waits for (ToolResults; rein.ops.agui)."""
+"""Validated update: the results of client tool calls a thread's turn waits for (ToolResults; rein.web.agui)."""
 DECISION_UPDATES = {"approve": APPROVE_UPDATE, "deny": DENY_UPDATE, "answer": ANSWER_UPDATE,
                     "retry": RETRY_UPDATE, "cancel": CANCEL_UPDATE}
 """Each decision signal's validated update: what every rein client sends (the signals stay for ops tooling)."""

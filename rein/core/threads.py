@@ -42,7 +42,7 @@ MAX_WAITING = 100
 KEPT_OUTCOMES = 20
 """Ended turns whose outcome a thread keeps for clients that wait for them (`ReinClient.reply`)."""
 MAX_CLIENT_TOOLS = 64
-"""Tools a message may bring for its turn (a web page's own tools, run by the client: rein.ops.agui)."""
+"""Tools a message may bring for its turn (a web page's own tools, run by the client: rein.web.agui)."""
 MAX_RECEIPTS = 1_000
 """Receipts kept for duplicate intake: a message id sent again after this many newer ones is a new message."""
 TURNS_PER_RUN = 50

@@ -4,7 +4,7 @@
 
 `slow` streams its answer in PIECES pieces, one every PIECE_S (its stream is its answer, so a killed worker's
 retry says the same again, from the start). `asker` calls the first client tool it is offered (a web page's own,
-rein.ops.agui) and then says what it got back.
+rein.web.agui) and then says what it got back.
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ marks itself at its first turn (patch rein-thread-memo: a marker and a memo upse
 
     .venv/bin/python tests/histories/make_histories.py thread_stock
 
-agent_thread_client_tools_v<N>.json: a thread whose message brings a client tool (AG-UI's frontend tools, rein.ops.agui):
+agent_thread_client_tools_v<N>.json: a thread whose message brings a client tool (AG-UI's frontend tools, rein.web.agui):
 the model calls it, the turn waits for the client's result (`waiting_input`, patch rein-client-tools: a marker as the
 turn opens), `rein.tool_results` brings it, the model answers; then a turn without client tools, and the cancel.
   v1: the first client tools

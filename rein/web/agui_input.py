@@ -1,4 +1,4 @@
-"""What an AG-UI POST asks of a thread (rein.ops.agui): read from `RunAgentInput` (`ag-ui-protocol`).
+"""What an AG-UI POST asks of a thread (rein.web.agui): read from `RunAgentInput` (`ag-ui-protocol`).
 
 An AG-UI client sends the whole conversation each time; what is new is at its end. The input's last message, if
 a user's, is a new message for the thread (its id the message id: sent twice, taken once); trailing tool messages

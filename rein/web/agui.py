@@ -5,11 +5,11 @@
 - `POST /{agent}` takes a `RunAgentInput` and answers with the AG-UI run as server-sent events. `threadId` is the
   rein thread id (the first message starts the thread), the new user message goes to the thread with its id as the
   message id (a retried POST joins the same turn), trailing tool messages answer the client tool calls the turn
-  waits for, and `resume` entries decide the interrupts the previous run ended with (rein.ops.agui_input).
+  waits for, and `resume` entries decide the interrupts the previous run ended with (rein.web.agui_input).
 - `GET /{agent}/{threadId}` is a viewer's stream of the thread's turns (EventSource: it reconnects by itself).
 
 Every event has an id; a client that sends the last one it has (`Last-Event-ID`) gets every later event once
-(rein.ops.agui_events). Viewers in one process share one reader per thread (rein.ops.agui_hub). Callers are checked
+(rein.web.agui_events). Viewers in one process share one reader per thread (rein.web.hub). Callers are checked
 with the bearer token or JWT every rein web surface accepts (rein.temporal.bearer; none configured: open), and a
 JWT's tenant claim scopes the threads they reach. docs/web.md tells it all.
 """
@@ -35,10 +35,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from rein.client import DecisionQueued, DecisionRejected, NoWorker, ReinClient, ThreadRefused
 from rein.core.contract import SEARCH_KEYS
 from rein.core.threads import ThreadView
-from rein.ops.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot
-from rein.ops.agui_hub import Hub
-from rein.ops.agui_input import Ask, BadInput, read
-from rein.ops.web_auth import Viewer, WebAuth
+from rein.web.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot
+from rein.web.hub import Hub
+from rein.web.agui_input import Ask, BadInput, read
+from rein.web.auth import Viewer, WebAuth
 from rein.temporal.bearer import BearerAuth
 
 log = logging.getLogger("rein.agui")
@@ -48,7 +48,7 @@ AGENT_LOOKUP_S = 10.0
 """How long an endpoint serving any agent (none named) looks for a worker that knows one before it answers 404."""
 """An SSE comment this often while nothing happens, so proxies keep the connection."""
 TENANT_CLAIM: str | None = None
-"""The JWT claim naming a caller's tenant: None reads REIN_TENANT_CLAIM, else `tenant` (rein.ops.web_auth)."""
+"""The JWT claim naming a caller's tenant: None reads REIN_TENANT_CLAIM, else `tenant` (rein.web.auth)."""
 
 
 class Refused(Exception):
@@ -102,7 +102,7 @@ class AgUi:
         return self._stream(self._follow(thread_id, last))
 
     async def _caller(self, request: Request) -> Viewer | None:
-        """Who calls (the inbox page's sign-in and tenant rule, rein.ops.web_auth); None on an open endpoint."""
+        """Who calls (the inbox page's sign-in and tenant rule, rein.web.auth); None on an open endpoint."""
         if self.auth.open:
             return None
         try:

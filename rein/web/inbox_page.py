@@ -2,7 +2,7 @@
 
 Long by design: the whole page is one string. It signs in with a bearer token (kept in the tab's sessionStorage),
 follows /inbox/api/events (server-sent events, read with fetch so the token travels in a header), and acts through
-the JSON API of rein.ops.inbox_web.
+the JSON API of rein.web.inbox.
 """
 
 PAGE = """<!doctype html>

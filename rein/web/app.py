@@ -1,6 +1,6 @@
-"""rein's web surfaces in one ASGI app (`rein serve`): the approvals inbox at `/inbox` (rein.ops.inbox_web) and the
-AG-UI endpoint at `/agui` (rein.ops.agui). A user's own Starlette or FastAPI app can mount `rein.ops.agui.app`
-itself instead. Who the caller of the inbox is, and which tenant they may see: rein.ops.web_auth."""
+"""rein's web surfaces in one ASGI app (`rein serve`): the approvals inbox at `/inbox` (rein.web.inbox) and the
+AG-UI endpoint at `/agui` (rein.web.agui). A user's own Starlette or FastAPI app can mount `rein.web.agui.app`
+itself instead. Who the caller of the inbox is, and which tenant they may see: rein.web.auth."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from temporalio.client import Client
 
 from rein.ops import agui
-from rein.ops.inbox_web import Inbox
-from rein.ops.web_auth import WebAuth
+from rein.web.inbox import Inbox
+from rein.web.auth import WebAuth
 from rein.temporal.bearer import BearerAuth
 
 AGUI_PATH = "/agui"

@@ -1,4 +1,4 @@
-"""One reader per thread in a web server, however many browsers watch it (rein.ops.agui).
+"""One reader per thread in a web server, however many browsers watch it (rein.web.agui).
 
 A thread's stream is read by long-poll Updates (temporalio.contrib.workflow_streams): each poll is two history
 events and one workflow task, and the run counts the polls in flight as its readers (its model calls publish live

@@ -24,9 +24,9 @@ from rein.core.durations import parse_duration
 from rein.core.inbox import InboxItem, cut
 from rein.core.policy import PolicyError, parse_args
 from rein.durable.inbox import InboxError
-from rein.ops.inbox_page import PAGE
+from rein.web.inbox_page import PAGE
 from rein.ops.ui_links import run_url
-from rein.ops.web_auth import Viewer, WebAuth
+from rein.web.auth import Viewer, WebAuth
 from rein.temporal import history
 
 if TYPE_CHECKING:
