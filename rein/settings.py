@@ -40,6 +40,10 @@ class Settings(BaseSettings):
         "Serve without sign-in (loopback only; every page says so)."))
     web_token_name: str = Field(default="", description=(
         "Who the shared token (REIN_CODEC_TOKEN) is, as recorded on decisions (default: `token`)."))
+    web_max_body: int = Field(default=4 * 1024 * 1024, ge=1024, description=(
+        "The largest request body a web surface reads, in bytes (a larger one is refused, 413)."))
+    web_read_token_s: int = Field(default=300, ge=5, le=3600, description=(
+        "How long a read token (for an EventSource stream, which cannot send headers) stays valid, in seconds."))
     identity: str = Field(default="", description=(
         "Who the CLI and scripts decide as (recorded as the approver; default USER@HOST)."))
 

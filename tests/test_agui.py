@@ -54,7 +54,7 @@ async def serve(web: Any) -> tuple[str, uvicorn.Server, asyncio.Task[None]]:
 async def endpoint(dev) -> AsyncIterator[Endpoint]:
     queue = f"agui-{uuid.uuid4().hex[:8]}"
     runs = ReinClient(dev.client, queue)
-    web = app(dev.client, agents=[calculator, "other"], task_queue=queue, auth=BearerAuth())
+    web = app(dev.client, agents=[calculator, "other"], task_queue=queue, auth=BearerAuth(), open=True)  # loopback
     url, server, task = await serve(web)
     async with rein.create_worker(dev.client, agents=[calculator], task_queue=queue):
         yield Endpoint(url, runs, web)
@@ -161,8 +161,16 @@ async def test_bad_input_is_refused_with_why_and_changes_nothing(endpoint: Endpo
     thread_id = f"agui-{uuid.uuid4().hex[:8]}"
     url = f"{endpoint.url}/calculator"
     async with httpx.AsyncClient(timeout=30) as http:
-        bad = await http.post(url, content=b"{not json")
+        bad = await http.post(url, content=b"{not json", headers={"Content-Type": "application/json"})
         assert bad.status_code == 422 and "not JSON" in bad.json()["error"]
+        as_text = await http.post(url, content=json.dumps(body(thread_id, user("hi"))), headers={"Content-Type": "text/plain"})
+        assert as_text.status_code == 415 and "application/json" in as_text.json()["error"]  # what a form can send
+        wide = {"type": "object", "description": "x" * 14_000}  # one tool's schema: at most 16 KiB; all: 64 KiB
+        tools = [{"name": f"t{n}", "description": "", "parameters": wide} for n in range(5)]
+        bad = await http.post(url, json=body(thread_id, user("hi"), tools=[{**tools[0], "description": "y" * 3000}]))
+        assert bad.status_code == 422 and "more than 16384" in bad.json()["error"], bad.text
+        bad = await http.post(url, json=body(thread_id, user("hi"), tools=tools))
+        assert bad.status_code == 422 and "more than 65536 bytes as JSON together" in bad.json()["error"], bad.text
         bad = await http.post(url, json={"threadId": thread_id, "runId": "r"})
         assert bad.status_code == 422 and "messages" in bad.json()["error"]
         bad = await http.post(url, json=body(thread_id, user("hi"), forwardedProps={"mode": "shout"}))

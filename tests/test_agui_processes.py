@@ -28,7 +28,7 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_page_gets_the_whole_
     address = dev.client.service_client.config.target_host
     queue = f"agui-slow-{uuid.uuid4().hex[:8]}"
     worker = WorkerProcess(address, ["tests.agents.agui:slow"], queue, tmp_path / "worker.log").start()
-    url, server, task = await serve(app(dev.client, agents=["slow"], task_queue=queue))
+    url, server, task = await serve(app(dev.client, agents=["slow"], task_queue=queue, open=True))  # loopback
     thread_id = f"agui-{uuid.uuid4().hex[:8]}"
     texts: list[str] = []
     types: list[str] = []
@@ -67,14 +67,16 @@ def _rein(address: str, *args: str, **kwargs: object) -> subprocess.Popen | subp
     return subprocess.run(command, cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=60)
 
 
-def _serve(address: str, queue: str, log: Path, *agents: str) -> tuple[subprocess.Popen, str]:
-    """`rein serve` (serving `agents`, or any agent a worker serves) and its AG-UI URL for the asker."""
+def _serve(address: str, queue: str, log: Path, *agents: str) -> tuple[subprocess.Popen, str, str]:
+    """`rein serve` (serving `agents`, or any agent a worker serves), its AG-UI URL for the asker, and the token of
+    the sign-in link it printed (no sign-in configured: its own, kept in REIN_HOME)."""
     port = free_port()
     named = [arg for agent in agents for arg in ("--agent", agent)]
     process = _rein(address, "serve", *named, "--port", str(port), "--task-queue", queue, log=log)
     assert isinstance(process, subprocess.Popen)
-    wait_for_text(log, "rein serve on", process, 60)
-    return process, f"http://127.0.0.1:{port}/agui/asker"
+    wait_for_text(log, "sign in: ", process, 60)
+    token = log.read_text().split(f"sign in: http://127.0.0.1:{port}/inbox#token=", 1)[1].split()[0]
+    return process, f"http://127.0.0.1:{port}/agui/asker", token
 
 
 async def test_a_client_tool_waits_durably_and_another_process_answers_it_through_rein_serve(dev, tmp_path: Path) -> None:
@@ -82,25 +84,30 @@ async def test_a_client_tool_waits_durably_and_another_process_answers_it_throug
     queue = f"agui-ask-{uuid.uuid4().hex[:8]}"
     worker = WorkerProcess(address, ["tests.agents.agui:asker"], queue, tmp_path / "worker.log").start()
     thread_id = f"agui-{uuid.uuid4().hex[:8]}"
-    first, url = _serve(address, queue, tmp_path / "serve1.log", "asker")
+    first, url, token = _serve(address, queue, tmp_path / "serve1.log", "asker")
     second = None
     try:
-        [asked] = await drive(url, thread_id, [{"do": "send", "text": "pick a colour"}])
+        [refused] = await drive(url, thread_id, [{"do": "send", "text": "pick a colour"}])  # not signed in
+        assert refused["outcome"] != "success" and "401" in json.dumps(refused), refused
+        [asked] = await drive(url, thread_id, [{"do": "send", "text": "pick a colour"}], AGUI_TOKEN=token)
         assert asked["outcome"] == "success" and len(asked["pending"]) == 1
         stop_process(first)  # the page is gone (its driver exited) and so is the process that served it
         runs = ReinClient(dev.client, queue)
         listed = _rein(address, "threads")
         assert thread_id in listed.stdout and "waiting_input" in listed.stdout.split(thread_id)[1].splitlines()[0]
         await poll(lambda: _waiting(runs, thread_id), "the thread to list as waiting_input")
-        second, url = _serve(address, queue, tmp_path / "serve2.log")  # no --agent: any agent a worker serves
+        second, url, again = _serve(address, queue, tmp_path / "serve2.log")  # no --agent: any agent a worker serves
+        assert again == token  # the token is kept: yesterday's link still signs in
         async with httpx.AsyncClient(timeout=60) as http:
-            missing = await http.post(url.replace("/asker", "/nobody"), json=body(thread_id, user("hi")))
+            missing = await http.post(url.replace("/asker", "/nobody"), json=body(thread_id, user("hi")),
+                                      headers={"Authorization": f"Bearer {token}"})
             assert missing.status_code == 404 and "no worker serves" in missing.json()["error"]
         taken = url.split(":")[2].split("/")[0]  # the second `rein serve` listens there since its first line
         clash = _rein(address, "serve", "--port", taken)
         assert clash.returncode == 1 and clash.stderr.count("\n") == 1, clash.stderr
         assert f"cannot listen on 127.0.0.1:{taken}" in clash.stderr, clash.stderr
-        [told] = await drive(url, thread_id, [{"do": "tool", "content": "teal", "call": asked["pending"][0]}])
+        [told] = await drive(url, thread_id, [{"do": "tool", "content": "teal", "call": asked["pending"][0]}],
+                             AGUI_TOKEN=token)
         assert told["outcome"] == "success" and told["text"] == "the page said: teal"
         assert (await runs.thread(thread_id)).status == "idle"
     finally:

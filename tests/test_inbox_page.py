@@ -50,7 +50,8 @@ class Site:
     async def api(self, method: str, path: str, token: str, **kwargs: Any) -> httpx.Response:
         """Async: the worker runs on this test's event loop."""
         async with httpx.AsyncClient(timeout=30) as http:
-            return await http.request(method, f"{self.url}{path}", headers={"Authorization": f"Bearer {token}"}, **kwargs)
+            headers = {"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}
+            return await http.request(method, f"{self.url}{path}", headers=headers, **kwargs)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -191,7 +192,8 @@ async def test_a_decision_outside_the_callers_tenant_is_refused_by_the_run_and_b
         answer = await site.api("POST", path, OPERATOR, json=body)
         assert answer.status_code == status and words in answer.json()["error"], (body, answer.text)
         assert "\n" not in answer.json()["error"]
-    garbage = await site.api("POST", "/inbox/api/decide", OPERATOR, content=b"{not json")
+    garbage = await site.api("POST", "/inbox/api/decide", OPERATOR, content=b"{not json",
+                             headers={"Content-Type": "application/json"})
     assert garbage.status_code == 400 and "JSON" in garbage.json()["error"]
     applied = (await site.api("POST", "/inbox/api/decide", OPERATOR, json={"run_id": globex, "action": "approve"})).json()
     assert applied["outcome"] == "applied", json.dumps(applied)

@@ -168,3 +168,19 @@ def deny(agent: Agent = None, tenant: Tenant = None, tool: Tool = None, older_th
          namespace: Namespace = None, as_json: JsonFlag = False) -> None:
     """Deny every pending approval that matches; the model is told, with --reason. Exit codes as `approve`."""
     _bulk("deny", agent, tenant, tool, older_than, reason, approver, yes, address, namespace, as_json)
+
+
+@inbox_app.command("link")
+def link(url: Annotated[str | None, typer.Option("--url", help="Where `rein serve` listens (default: where the last "
+                                                "one started here listened, else http://127.0.0.1:8000).")] = None) -> None:
+    """Print the inbox's sign-in link again: `rein serve`'s own token (kept in REIN_HOME, readable by you only) in
+    the link's fragment. Whoever opens it decides as you (REIN_IDENTITY, default USER@HOST)."""
+    from rein.cli.serve import served_url
+    from rein.temporal.bearer import BearerAuth
+    from rein.web.tokens import local_token, sign_in_link
+
+    configured = BearerAuth.from_env()
+    if configured.token or configured.jwks_url:
+        raise CliError("sign-in is configured here (REIN_CODEC_TOKEN or REIN_CODEC_JWKS_URL): people sign in with "
+                       "that token, not a link", EXIT_USAGE)
+    print(sign_in_link(url or served_url() or "http://127.0.0.1:8000", local_token() or ""))

@@ -1,17 +1,23 @@
 """`rein serve`: rein's web surfaces in one process (rein.web.app): the approvals inbox at /inbox (docs/inbox.md)
-and the AG-UI endpoint at /agui (docs/web.md)."""
+and the AG-UI endpoint at /agui (docs/web.md). Never open by default: with no sign-in configured it signs people in
+with the local token under REIN_HOME (rein.web.tokens), through the link it prints (`rein inbox link` shows it
+again); `--open` (loopback only) serves without sign-in."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import socket
 from typing import Annotated
 
 import typer
 
-from rein.cli.app import Address, CliError, Namespace, app, connect_client, load_agent_target
+from rein.cli.app import EXIT_USAGE, Address, CliError, Namespace, app, connect_client, load_agent_target
 
 UI_VAR = "REIN_UI_URL"
+SERVED_FILE = "web-serve.json"
+"""Where the last `rein serve` started says where it listens (REIN_HOME), for `rein inbox link`."""
 
 
 def _ui_url(given: str | None, address: str | None) -> str | None:
@@ -34,6 +40,39 @@ def _listen(host: str, port: int) -> socket.socket:
         raise CliError(f"cannot listen on {host}:{port}: {error.strerror or error}; pick another --port") from None
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _base_url(host: str, port: int) -> str:
+    """Where a browser on this machine reaches the server (an any-address bind: through 127.0.0.1)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
+def _record(base_url: str) -> None:
+    from rein.settings import current
+
+    home = current().home.expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / SERVED_FILE).write_text(json.dumps({"url": base_url, "pid": os.getpid()}))
+
+
+def served_url() -> str | None:
+    """The URL the last `rein serve` of this REIN_HOME listened on."""
+    from rein.settings import current
+
+    try:
+        return str(json.loads((current().home.expanduser() / SERVED_FILE).read_text())["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 @app.command("serve")
 def serve(
     agent: Annotated[list[str] | None, typer.Option("--agent", help="An agent to serve at /agui/NAME: its name (a worker "
@@ -48,28 +87,47 @@ def serve(
                                            "REIN_UI_URL, or the embedded server's UI).")] = None,
     poll: Annotated[float, typer.Option(min=0.1, max=60, help="Seconds between the inbox's reads of what waits (one "
                                         "reader for every open page).")] = 1.0,
+    open_mode: Annotated[bool, typer.Option("--open", help="Serve without sign-in (also REIN_WEB_OPEN=1): loopback "
+                                            "binds only; every page says so.")] = False,
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
     """Serve rein's web surfaces: the approvals inbox (GET /inbox: every decision people owe, live, with rules)
     and the AG-UI endpoint (POST /agui/AGENT, the URL an HttpAgent is given) for browsers talking to agents'
-    threads. Callers need the token or JWT rein's codec server accepts, when set (a JWT's tenant claim scopes them)."""
+    threads. Sign-in: the token or JWT rein's codec server accepts, when set (a JWT's tenant claim scopes them);
+    else the link this prints (its token kept in REIN_HOME; `rein inbox link` shows it again)."""
     import asyncio
 
     import uvicorn
 
+    from rein.settings import current
     from rein.web.app import build
+    from rein.web.auth import WebAuth
+    from rein.web.tokens import sign_in_link
 
+    open_mode = open_mode or current().web_open
+    if open_mode and not _loopback(host):
+        raise CliError(f"--open (REIN_WEB_OPEN) serves loopback only, not --host {host}: bind 127.0.0.1, or sign "
+                       "people in (docs/inbox.md)", EXIT_USAGE)
+    try:
+        auth = WebAuth(open=open_mode)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     agents = [load_agent_target(a) if ":" in a else a for a in agent or []]
 
     listening = _listen(host, port)
+    base = _base_url(host, port)
 
     async def go() -> None:
         client = await connect_client(address, namespace)
-        web = build(client.client, agents, task_queue=task_queue, ui_url=_ui_url(ui, address), poll_s=poll)
+        web = build(client.client, agents, task_queue=task_queue, ui_url=_ui_url(ui, address), poll_s=poll,
+                    auth=auth)
+        _record(base)
         print(f"rein serve on http://{host}:{port}: AG-UI at /agui/<agent> for "
               f"{', '.join(sorted(web.state.agui_agents)) or 'any agent a worker serves'}", flush=True)
-        print(f"the inbox at http://{host}:{port}/inbox; {web.state.auth.describe()}", flush=True)
+        print(f"the inbox at {base}/inbox; {web.state.auth.describe()}", flush=True)
+        if auth.local:
+            print(f"sign in: {sign_in_link(base, auth.local)}", flush=True)
         await uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning")).serve(sockets=[listening])
 
     asyncio.run(go())

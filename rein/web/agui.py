@@ -9,9 +9,11 @@
 - `GET /{agent}/{threadId}` is a viewer's stream of the thread's turns (EventSource: it reconnects by itself).
 
 Every event has an id; a client that sends the last one it has (`Last-Event-ID`) gets every later event once
-(rein.web.agui_events). Viewers in one process share one reader per thread (rein.web.hub). Callers are checked
-with the bearer token or JWT every rein web surface accepts (rein.temporal.bearer; none configured: open), and a
-JWT's tenant claim scopes the threads they reach. docs/web.md tells it all.
+(rein.web.agui_events). Viewers in one process share one reader per thread (rein.web.hub). Callers sign in as on
+every rein web surface (rein.web.auth: the shared token or a JWT; none configured: the local token under
+REIN_HOME; open only when asked, loopback only), a JWT's tenant claim scopes the threads they reach, and a stream
+ends when the caller's sign-in expires. `POST /read-token` mints a read token for an EventSource
+(`GET ...?read_token=`). Every request goes through rein.web.guard first. docs/web.md tells it all.
 """
 
 from __future__ import annotations
@@ -35,18 +37,19 @@ from temporalio.service import RPCError, RPCStatusCode
 from rein.client import DecisionQueued, DecisionRejected, NoWorker, ReinClient, ThreadRefused
 from rein.core.contract import SEARCH_KEYS
 from rein.core.threads import ThreadView
+from rein.temporal.bearer import BearerAuth
 from rein.web.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot
-from rein.web.hub import Hub
 from rein.web.agui_input import Ask, BadInput, read
 from rein.web.auth import Viewer, WebAuth
-from rein.temporal.bearer import BearerAuth
+from rein.web.guard import surface
+from rein.web.hub import Hub
 
 log = logging.getLogger("rein.agui")
 
 KEEPALIVE_S = 15.0
+"""An SSE comment this often while nothing happens, so proxies keep the connection."""
 AGENT_LOOKUP_S = 10.0
 """How long an endpoint serving any agent (none named) looks for a worker that knows one before it answers 404."""
-"""An SSE comment this often while nothing happens, so proxies keep the connection."""
 TENANT_CLAIM: str | None = None
 """The JWT claim naming a caller's tenant: None reads REIN_TENANT_CLAIM, else `tenant` (rein.web.auth)."""
 
@@ -62,14 +65,14 @@ class Refused(Exception):
 class AgUi:
     """The endpoint's state: the client, the agents it serves, the check, the hub."""
 
-    def __init__(self, client: Client, agents: Sequence[Any], *, task_queue: str | None, auth: BearerAuth | None,
-                 tenant_claim: str | None):
+    def __init__(self, client: Client, agents: Sequence[Any], *, task_queue: str | None,
+                 auth: BearerAuth | WebAuth | None, tenant_claim: str | None, open: bool | None = None):
         self.runs = ReinClient(client.client if isinstance(client, ReinClient) else client,
                                task_queue or (client.task_queue if isinstance(client, ReinClient) else None))
         self.agents = {_name(a): a for a in agents}
         """The agents served (none given: any agent a worker on the client's queues knows, looked up once)."""
         self.queues: dict[str, str] = {name: self.runs.task_queue for name in self.agents}
-        self.auth = WebAuth(auth, tenant_claim)
+        self.auth = auth if isinstance(auth, WebAuth) else WebAuth(auth, tenant_claim, open=open)
         self.hub = Hub(self.runs.client)
         self.encoder = EventEncoder()
 
@@ -88,7 +91,7 @@ class AgUi:
             return JSONResponse({"error": str(bad)}, status_code=422)
         last = parse_event_id(request.headers.get("last-event-id") or _prop(ask, "lastEventId"))
         events = self._resumed(ask, last) if last is not None else self._run(ask, agent, caller)
-        return self._stream(events)
+        return self._stream(events, caller)
 
     async def get(self, request: Request) -> Response:
         try:
@@ -99,12 +102,18 @@ class AgUi:
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, status_code=refused.status)
         last = parse_event_id(request.headers.get("last-event-id") or request.query_params.get("after"))
-        return self._stream(self._follow(thread_id, last))
+        return self._stream(self._follow(thread_id, last), caller)
 
-    async def _caller(self, request: Request) -> Viewer | None:
-        """Who calls (the inbox page's sign-in and tenant rule, rein.web.auth); None on an open endpoint."""
-        if self.auth.open:
-            return None
+    async def read_token(self, request: Request) -> Response:
+        """A short-lived token for reads only: `GET /{agent}/{threadId}?read_token=...` from an EventSource."""
+        try:
+            caller = await self._caller(request)
+        except Refused as refused:
+            return JSONResponse({"error": str(refused)}, status_code=refused.status)
+        return JSONResponse(self.auth.mint_read(caller))
+
+    async def _caller(self, request: Request) -> Viewer:
+        """Who calls (the inbox page's sign-in and tenant rule, rein.web.auth), recorded on what they decide."""
         try:
             return await self.auth.viewer(request)
         except HTTPException as refused:
@@ -130,10 +139,10 @@ class AgUi:
         if taken:
             raise BadInput(f"client tools may not take the agent's own tool names: {', '.join(taken)}")
 
-    def _tenant(self, caller: Viewer | None) -> str | None:
-        return caller.tenant if caller is not None else None
+    def _tenant(self, caller: Viewer) -> str | None:
+        return caller.tenant
 
-    async def _reach(self, thread_id: str, agent: str, caller: Viewer | None, must_exist: bool = False) -> None:
+    async def _reach(self, thread_id: str, agent: str, caller: Viewer, must_exist: bool = False) -> None:
         """The thread is the agent's and in the caller's tenant (or does not exist yet): else 404/409."""
         try:
             described = await self.runs.client.get_workflow_handle(thread_id).describe()
@@ -151,7 +160,7 @@ class AgUi:
 
     # ---------------------------------------------------------------- what a POST does
 
-    async def _run(self, ask: Ask, agent: str, caller: Viewer | None) -> AsyncIterator[Emitted]:
+    async def _run(self, ask: Ask, agent: str, caller: Viewer) -> AsyncIterator[Emitted]:
         """Send what the input brings, then tell the run that follows from the thread's stream."""
         thread_id, run_id = ask.input.thread_id, ask.input.run_id
         run = TurnEvents(thread_id, run_id, anchor=0)
@@ -176,13 +185,13 @@ class AgUi:
         async for emitted in self._told(thread_id, offset, run):
             yield emitted
 
-    async def _send(self, ask: Ask, agent: str, caller: Viewer | None, run: TurnEvents) -> int:
+    async def _send(self, ask: Ask, agent: str, caller: Viewer, run: TurnEvents) -> int:
         """Give the thread what the input brings; the stream offset the run is told from (-1: nothing to tell)."""
-        thread_id, who = ask.input.thread_id, caller.subject if caller is not None else None
+        thread_id, who = ask.input.thread_id, caller.subject
         if ask.kind == "message":
             sender = self.runs if self.queues[agent] == self.runs.task_queue else ReinClient(self.runs.client, self.queues[agent])
             receipt = await sender.send(thread_id, ask.text, agent=agent, mode=ask.mode,
-                                           message_id=ask.message_id, sender=who or "", tenant=self._tenant(caller),
+                                           message_id=ask.message_id, sender=who, tenant=self._tenant(caller),
                                            stream=True, tools=ask.tools)
             run.waiting_for = None if receipt.joined else ask.message_id
             return receipt.offset
@@ -198,7 +207,7 @@ class AgUi:
             return view.offset
         return view.turn_offset if view.open else -1
 
-    async def _decide(self, ask: Ask, view: ThreadView, who: str | None) -> None:
+    async def _decide(self, ask: Ask, view: ThreadView, who: str) -> None:
         """The resume entries, each the same validated decision as `rein approve`, `deny`, `answer`, `retry`."""
         status = await self.runs.status(ask.input.thread_id)
         pending = {c.id for c in status.pending_tool_calls}
@@ -256,13 +265,14 @@ class AgUi:
 
     # ---------------------------------------------------------------- the response
 
-    def _stream(self, events: AsyncIterator[Emitted]) -> StreamingResponse:
-        return StreamingResponse(self._sse(events), media_type=self.encoder.get_content_type(),
+    def _stream(self, events: AsyncIterator[Emitted], caller: Viewer) -> StreamingResponse:
+        return StreamingResponse(self._sse(events, caller), media_type=self.encoder.get_content_type(),
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    async def _sse(self, events: AsyncIterator[Emitted]) -> AsyncIterator[str]:
+    async def _sse(self, events: AsyncIterator[Emitted], caller: Viewer) -> AsyncIterator[str]:
         """Each event as SSE with its id (also in its metadata: HttpAgent does not show SSE ids); a comment while
-        nothing happens. A client that goes away ends only this response: the turn goes on in its thread."""
+        nothing happens; a RUN_ERROR (`SignInExpired`) and the end when the caller's sign-in expires. A client that
+        goes away ends only this response: the turn goes on in its thread."""
         queue: asyncio.Queue[Emitted | None] = asyncio.Queue()
 
         async def produce() -> None:
@@ -278,10 +288,16 @@ class AgUi:
         producer = asyncio.create_task(produce())
         try:
             while True:
+                left = caller.left_s()
+                if left is not None and left <= 0:
+                    yield self.encoder.encode(RunErrorEvent(message="your sign-in expired: sign in again",
+                                                            code="SignInExpired"))
+                    break
                 try:
-                    pair = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                    pair = await asyncio.wait_for(queue.get(), KEEPALIVE_S if left is None else min(KEEPALIVE_S, left))
                 except TimeoutError:
-                    yield ": keepalive\n\n"
+                    if left is None or left > KEEPALIVE_S:
+                        yield ": keepalive\n\n"
                     continue
                 if pair is None:
                     break
@@ -298,14 +314,18 @@ class AgUi:
         return f"id: {event_id}\n" + self.encoder.encode(event)
 
 
-def app(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = None, auth: BearerAuth | None = None,
-        tenant_claim: str | None = TENANT_CLAIM) -> Starlette:
+def app(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = None,
+        auth: BearerAuth | WebAuth | None = None, tenant_claim: str | None = TENANT_CLAIM,
+        open: bool | None = None) -> Starlette:
     """The AG-UI endpoint for `agents` (Agent objects or the names of agents workers serve; none: any agent a worker
     knows, on its own queue or `task_queue`), on `client` (a temporalio Client or a ReinClient). `auth`: who may
-    call (default: the environment's rein web settings; none set: anyone); `tenant_claim`: the JWT claim naming a
-    caller's tenant. Its `state.agui` is the endpoint (`hub.readers`: threads read now)."""
-    endpoint = AgUi(client, agents, task_queue=task_queue, auth=auth, tenant_claim=tenant_claim)
-    routes = [Route("/{agent}", endpoint.post, methods=["POST"]),
+    call (default: the environment's sign-in settings; none set: the local token under REIN_HOME, as `rein serve`);
+    `open` (default REIN_WEB_OPEN): nobody signs in, loopback peers only; `tenant_claim`: the JWT claim naming a
+    caller's tenant. Guarded (rein.web.guard: REIN_WEB_ORIGINS, REIN_WEB_PUBLIC_HOST, REIN_WEB_MAX_BODY). Its
+    `state.agui` is the endpoint (`hub.readers`: threads read now)."""
+    endpoint = AgUi(client, agents, task_queue=task_queue, auth=auth, tenant_claim=tenant_claim, open=open)
+    routes = [Route("/read-token", endpoint.read_token, methods=["POST"]),
+              Route("/{agent}", endpoint.post, methods=["POST"]),
               Route("/{agent}/{thread_id:path}", endpoint.get, methods=["GET"])]
 
     @contextlib.asynccontextmanager
@@ -313,7 +333,7 @@ def app(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = 
         yield
         await endpoint.hub.close()
 
-    web = Starlette(routes=routes, lifespan=lifespan)
+    web = surface(routes, open=endpoint.auth.open, lifespan=lifespan)
     web.state.agui = endpoint
     return web
 

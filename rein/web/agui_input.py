@@ -21,6 +21,11 @@ from rein.core.ir import ToolSpec
 from rein.core.threads import MAX_CLIENT_TOOLS, MAX_MESSAGE_CHARS, MODES, Mode
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
+MAX_TOOL_SCHEMA_BYTES = 16 * 1024
+"""The largest client tool (its name, description and parameters' JSON Schema, as JSON): it travels in the thread's
+history with the message."""
+MAX_TOOLS_BYTES = 64 * 1024
+"""All of one message's client tools together, as JSON."""
 
 
 class BadInput(ValueError):
@@ -107,13 +112,19 @@ def _text(content: Any, what: str) -> str:
 def _tools(tools: list[Tool]) -> list[ToolSpec]:
     if len(tools) > MAX_CLIENT_TOOLS:
         raise BadInput(f"{len(tools)} tools given, at most {MAX_CLIENT_TOOLS}")
-    specs = []
+    specs, total = [], 0
     for tool in tools:
         if not tool.name or len(tool.name) > 64 or not tool.name.replace("_", "").replace("-", "").isalnum():
             raise BadInput(f"tool name {tool.name!r} must be 1 to 64 letters, digits, '_' or '-'")
         parameters = tool.parameters if tool.parameters is not None else EMPTY_SCHEMA
         if not isinstance(parameters, dict):
             raise BadInput(f"tool {tool.name!r}: parameters must be a JSON Schema object")
+        size = len(json.dumps([tool.name, tool.description, parameters], separators=(",", ":")).encode())
+        if size > MAX_TOOL_SCHEMA_BYTES:
+            raise BadInput(f"tool {tool.name!r} is {size} bytes as JSON, more than {MAX_TOOL_SCHEMA_BYTES}")
+        total += size
+        if total > MAX_TOOLS_BYTES:
+            raise BadInput(f"the client tools are more than {MAX_TOOLS_BYTES} bytes as JSON together")
         specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=parameters))
     if len({s.name for s in specs}) != len(specs):
         raise BadInput("two tools have the same name")

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 from temporalio.service import RPCError, RPCStatusCode
 
 from rein.core.contract import SEARCH_KEYS
@@ -24,10 +25,11 @@ from rein.core.durations import parse_duration
 from rein.core.inbox import InboxItem, cut
 from rein.core.policy import PolicyError, parse_args
 from rein.durable.inbox import InboxError
-from rein.web.inbox_page import PAGE
 from rein.ops.ui_links import run_url
-from rein.web.auth import Viewer, WebAuth
 from rein.temporal import history
+from rein.web.auth import Viewer, WebAuth, until_expired
+from rein.web.guard import OPEN_NOTICE
+from rein.web.inbox_page import STATIC, page
 
 if TYPE_CHECKING:
     from rein.client import ReinClient
@@ -35,6 +37,11 @@ if TYPE_CHECKING:
 KEEP_ALIVE_S = 15.0
 TURNS = 6
 """The conversation's last messages an item shows."""
+MAX_BULK_IDS = 500
+"""The most run ids one bulk decision names (more: 422)."""
+PAGES = ("/", "/inbox")
+"""What a link from elsewhere may open (rein.web.guard: a cross-site navigation GET)."""
+EXPIRED = 'event: expired\ndata: {"error": "your sign-in expired: sign in again"}\n\n'
 
 
 class Poller:
@@ -115,11 +122,13 @@ class Inbox:
         self.client, self.auth, self.ui_url = client, auth, ui_url
         self.poller = Poller(client, poll_s)
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[BaseRoute]:
         return [
             Route("/", lambda _: Response(status_code=307, headers={"Location": "/inbox"})),
             Route("/inbox", self.page),
+            Mount("/inbox/static", StaticFiles(packages=[("rein.web", STATIC)])),
             Route("/inbox/api/me", self.api(self.me)),
+            Route("/inbox/api/read-token", self.api(self.read_token), methods=["POST"]),
             Route("/inbox/api/items", self.api(self.items)),
             Route("/inbox/api/events", self.events),
             Route("/inbox/api/runs/{run_id:path}/turns", self.api(self.turns)),
@@ -133,7 +142,8 @@ class Inbox:
         await self.poller.close()
 
     async def page(self, _: Request) -> Response:
-        return HTMLResponse(PAGE)
+        notice = f"OPEN: {OPEN_NOTICE}; anyone on this machine decides here" if self.auth.open else None
+        return HTMLResponse(page(notice), headers={"Cache-Control": "no-store"})
 
     def api(self, handler: Any) -> Any:
         """`handler(request, viewer)` as an endpoint: signed in, JSON out, every mistake one line."""
@@ -160,8 +170,12 @@ class Inbox:
         return data
 
     async def me(self, _: Request, viewer: Viewer) -> dict[str, Any]:
-        return {"subject": viewer.subject, "tenant": viewer.tenant, "open": self.auth.open, "ui": self.ui_url or "",
-                "namespace": self.client.client.namespace}
+        return {"subject": viewer.subject, "tenant": viewer.tenant, "open": self.auth.open, "signin": self.auth.mode,
+                "expires": viewer.expires, "ui": self.ui_url or "", "namespace": self.client.client.namespace}
+
+    async def read_token(self, _: Request, viewer: Viewer) -> dict[str, Any]:
+        """A short-lived token for reads only (`?read_token=`), for an EventSource (it cannot send headers)."""
+        return self.auth.mint_read(viewer)
 
     async def items(self, request: Request, viewer: Viewer) -> list[dict[str, Any]]:
         q = request.query_params
@@ -177,7 +191,8 @@ class Inbox:
         return viewer.tenant or asked
 
     async def events(self, request: Request) -> Response:
-        """Server-sent events: `items` with the viewer's whole list whenever it changes (a comment keeps it open)."""
+        """Server-sent events: `items` with the viewer's whole list whenever it changes (a comment keeps it open);
+        `expired` and the end when the viewer's sign-in expires."""
         try:
             viewer = await self.auth.viewer(request)
         except HTTPException as exc:
@@ -191,7 +206,8 @@ class Inbox:
                 mine = [self.item_json(i) for i in items if viewer.allows(i.tenant)]
                 yield f"event: items\ndata: {json.dumps(mine)}\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+        return StreamingResponse(until_expired(viewer, stream(), EXPIRED), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
 
     async def _run_tenant(self, run_id: str, viewer: Viewer) -> tuple[str, str | None]:
         """(agent, tenant) of the run; 404 for a run the viewer may not see."""
@@ -234,7 +250,7 @@ class Inbox:
         remember = body.get("remember")
         if remember not in (None, "", "always", "run", "thread") or (remember and action != "approve"):
             raise ValueError("remember is always, run or thread, with approve")
-        agent, tenant = await self._run_tenant(run_id, viewer) if remember else ("", None)
+        agent, tenant = await self._run_tenant(run_id, viewer)  # an unknown run (or another tenant's): 404
         outcome = await self.client.decide_item(run_id, action, tool_call_id=body.get("tool_call_id") or None,
                                                 text=str(body.get("text") or ""), reason=str(body.get("reason") or ""),
                                                 approver=viewer.subject, tenant=viewer.tenant)
@@ -256,6 +272,8 @@ class Inbox:
         ids, action = body.get("run_ids"), body.get("action")
         if action not in ("approve", "deny") or not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ValueError("give run_ids (a list) and an action: approve or deny")
+        if len(ids) > MAX_BULK_IDS:
+            raise HTTPException(422, f"{len(ids)} run ids given, at most {MAX_BULK_IDS} in one bulk decision")
         listed = {i.run_id: i for i in await self.client.inbox(tenant=viewer.tenant, kind="approval")}
         missing = [i for i in ids if i not in listed]
         outcomes = await self.client.decide_inbox(action, [listed[i] for i in ids if i in listed],

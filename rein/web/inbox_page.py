@@ -1,33 +1,28 @@
-"""The inbox page (`rein serve`, /inbox): plain HTML and a little JavaScript, served as it is (no build step).
+"""The inbox page (`rein serve`, /inbox): plain HTML, its script and style in files of their own beside this module
+(rein/web/static/: inbox.js, inbox.css, package data), served as they are (no build step, no inline script: the
+page's Content-Security-Policy allows none, rein.web.guard).
 
-Long by design: the whole page is one string. It signs in with a bearer token (kept in the tab's sessionStorage),
-follows /inbox/api/events (server-sent events, read with fetch so the token travels in a header), and acts through
-the JSON API of rein.web.inbox.
+The script signs in from the link's fragment (`#token=...`, kept in the tab's sessionStorage) or a pasted token,
+sends it as a bearer header, follows /inbox/api/events (server-sent events, read with fetch so the token travels
+in a header), and acts through the JSON API of rein.web.inbox.
 """
+
+STATIC = "static"
+"""The folder of the page's script and style, in the rein.web package."""
+
+OPEN_BANNER = '<div id="open" role="alert" hidden></div>'
+"""Where the page says it is open (rein.web.inbox fills it in open mode)."""
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rein inbox</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
- body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
- header{background:#1d2330;color:#fff;padding:10px 18px;display:flex;gap:16px;align-items:center}
- header b{font-size:16px} header span{opacity:.8} main{display:flex;gap:18px;padding:16px 18px;align-items:flex-start}
- #list{flex:3;min-width:0} aside{flex:1.3;min-width:280px} section{background:#fff;border:1px solid #dde1e8;border-radius:6px;padding:12px;margin-bottom:14px}
- .item{border:1px solid #dde1e8;border-radius:6px;background:#fff;padding:10px 12px;margin-bottom:10px}
- .item .top{display:flex;gap:10px;align-items:center;flex-wrap:wrap} .kind{font-size:12px;padding:1px 7px;border-radius:9px;background:#fde9b8}
- .kind.question{background:#d5e8ff} .kind.retry{background:#ffd9d6} .call{font-family:ui-monospace,monospace;margin:6px 0;word-break:break-all}
- .said{color:#555;font-style:italic} .meta{color:#666;font-size:12px} .actions{display:flex;gap:6px;margin-top:8px;flex-wrap:wrap;align-items:center}
- button{cursor:pointer;border:1px solid #b9c0cc;background:#fff;border-radius:4px;padding:3px 10px} button.approve{background:#e3f6e8;border-color:#7cc493}
- button.deny{background:#fde6e4;border-color:#e39b93} .turns{margin-top:8px;border-top:1px dashed #ccc;padding-top:6px;font-size:13px}
- .turns div{margin:2px 0} #status{min-height:20px;margin-bottom:8px;white-space:pre-wrap} #status.bad{color:#b3261e} #status.good{color:#1e7b34}
- input,select{border:1px solid #b9c0cc;border-radius:4px;padding:3px 6px} #signin{display:none} ul{padding-left:18px} li{margin:4px 0}
- .empty{color:#666;padding:20px;text-align:center}
-</style></head>
+<link rel="stylesheet" href="/inbox/static/inbox.css"></head>
 <body>
+<div id="open" role="alert" hidden></div>
 <header><b>rein inbox</b><span id="who"></span><span id="count"></span></header>
 <main>
 <div id="list">
- <section id="signin"><b>Sign in</b>: paste your token (the codec server's shared token, or your identity provider's JWT).
+ <section id="signin"><b>Sign in</b>: open the link `rein serve` printed (`rein inbox link` shows it again), or paste a token: the codec server's shared token or your identity provider's JWT.
   <form id="signin-form"><input id="token" type="password" size="50" autocomplete="off"> <button>Sign in</button></form></section>
  <div id="status"></div>
  <section id="bulk"><label><input type="checkbox" id="select-all"> all</label>
@@ -42,129 +37,15 @@ PAGE = """<!doctype html>
    <input id="rule-args" placeholder="path=/tmp/* (arguments)" size="30"> <button id="rule-add">Add rule</button></form></section>
 </aside>
 </main>
-<script>
-const $ = s => document.querySelector(s);
-let token = sessionStorage.getItem('rein-token') || '';
-let me = null, items = [], picked = new Set(), open = new Set();
-const esc = t => String(t ?? '').replace(/[&<>"']/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));
-const headers = () => token ? {'Authorization': 'Bearer ' + token, 'Content-Type': 'application/json'} : {'Content-Type': 'application/json'};
-function say(text, good) { const s = $('#status'); s.textContent = text; s.className = good ? 'good' : 'bad'; }
-async function api(path, opts = {}) {
-  const r = await fetch(path, {...opts, headers: headers()});
-  if (r.status === 401) { $('#signin').style.display = 'block'; throw new Error('sign in first'); }
-  const body = await r.json().catch(() => ({error: r.statusText}));
-  if (!r.ok) throw new Error(body.error || r.statusText);
-  return body;
-}
-function ago(iso) { if (!iso) return ''; const s = Math.max(0, (Date.now() - new Date(iso)) / 1000);
-  return s < 60 ? Math.round(s) + 's' : s < 3600 ? Math.round(s / 60) + 'm' : s < 86400 ? Math.round(s / 3600) + 'h' : Math.round(s / 86400) + 'd'; }
-function card(it) {
-  const d = document.createElement('div'); d.className = 'item'; d.dataset.run = it.run_id; d.dataset.sig = JSON.stringify(it);
-  const link = it.ui ? `<a href="${esc(it.ui)}" target="_blank">${esc(it.run_id)}</a>` : esc(it.run_id);
-  const tool = it.calls.length ? it.calls[0].tool : '';
-  let acts = '';
-  if (it.kind === 'approval') acts = `<button class="approve">Approve</button><button class="deny">Deny</button>
-    <button class="remember">Approve and remember</button><select class="scope"><option value="always">for ${esc(tool)} of ${esc(it.agent)}</option>
-    <option value="${it.thread ? 'thread' : 'run'}">in this ${it.thread ? 'thread' : 'run'} only</option></select>`;
-  else if (it.kind === 'question') acts = `<input class="answer-text" size="40" placeholder="your answer"><button class="answer approve">Answer</button>`;
-  else acts = `<button class="retry approve">Retry</button>`;
-  d.innerHTML = `<div class="top">${it.kind === 'approval' ? '<input type="checkbox" class="pick">' : ''}
-    <span class="kind ${it.kind}">${it.kind}</span><b>${esc(it.agent)}</b>${it.tenant ? '<span class="meta">tenant ' + esc(it.tenant) + '</span>' : ''}
-    <span class="meta">${it.thread ? 'thread' : 'run'} ${link}</span></div>
-    <div class="call">${esc(it.call_line || '(no details: a run of an earlier build)')}</div>
-    ${it.said ? '<div class="said">“' + esc(it.said) + '”</div>' : ''}
-    <div class="meta">waiting ${ago(it.since)}${it.until ? ' · times out ' + new Date(it.until).toLocaleString() : ''}</div>
-    <div class="actions">${acts}<button class="show-turns">Conversation</button></div><div class="turns" hidden></div>`;
-  const pick = d.querySelector('.pick');
-  if (pick) { pick.checked = picked.has(it.run_id); pick.onchange = () => pick.checked ? picked.add(it.run_id) : picked.delete(it.run_id); }
-  const act = (action, extra = {}) => decide({run_id: it.run_id, action, reason: $('#reason').value, ...extra});
-  d.querySelector('.approve:not(.answer):not(.retry)')?.addEventListener('click', () => act('approve'));
-  d.querySelector('.deny')?.addEventListener('click', () => act('deny'));
-  d.querySelector('.remember')?.addEventListener('click', () => act('approve', {remember: d.querySelector('.scope').value, tool,
-    tool_call_id: it.calls.length === 1 ? it.calls[0].id : null}));
-  d.querySelector('.answer')?.addEventListener('click', () => act('answer', {text: d.querySelector('.answer-text').value}));
-  d.querySelector('.retry')?.addEventListener('click', () => act('retry'));
-  d.querySelector('.show-turns').addEventListener('click', () => toggleTurns(d, it.run_id));
-  if (open.has(it.run_id)) toggleTurns(d, it.run_id, true);
-  return d;
-}
-async function toggleTurns(d, run, keep) {
-  const t = d.querySelector('.turns');
-  if (!keep && !t.hidden) { t.hidden = true; open.delete(run); return; }
-  open.add(run); t.hidden = false; t.textContent = 'loading…';
-  try { const turns = await api('/inbox/api/runs/' + encodeURIComponent(run) + '/turns');
-    t.innerHTML = turns.map(m => `<div><b>${esc(m.role)}</b>: ${esc(m.text)}${m.calls ? ' <code>' + esc(m.calls) + '</code>' : ''}</div>`).join('');
-  } catch (e) { t.textContent = e.message; }
-}
-function render(list) {
-  items = list; const box = $('#items'); const ids = new Set(list.map(i => i.run_id));
-  for (const id of [...picked]) if (!ids.has(id)) picked.delete(id);
-  $('#count').textContent = list.length + ' waiting';
-  if (!list.length) { box.innerHTML = '<div class="empty">nothing waits for you</div>'; return; }
-  box.querySelector('.empty')?.remove();
-  const have = new Map([...box.querySelectorAll('.item')].map(e => [e.dataset.run, e]));
-  let prev = null;
-  for (const it of list) {
-    let el = have.get(it.run_id);
-    if (!el || el.dataset.sig !== JSON.stringify(it)) { const fresh = card(it); el ? el.replaceWith(fresh) : null; el = fresh; }
-    have.delete(it.run_id);
-    if (prev ? prev.nextSibling !== el : box.firstChild !== el) prev ? prev.after(el) : box.prepend(el);
-    prev = el;
-  }
-  for (const el of have.values()) el.remove();
-}
-function report(outcomes) {
-  const bad = outcomes.filter(o => o.outcome !== 'applied');
-  if (bad.length) say(bad.map(o => `${o.outcome} ${o.run_id}: ${o.detail}`).join('\\n'), false);
-  else say(outcomes.map(o => `applied ${o.run_id} ${o.decided.join(', ')}`).join('\\n'), true);
-}
-async function decide(body) {
-  try { const r = await api('/inbox/api/decide', {method: 'POST', body: JSON.stringify(body)});
-    report([r, ...(r.also || [])]); if (r.rule) { say(`applied ${r.run_id}; rule ${r.rule.id} added`, true); loadRules(); }
-  } catch (e) { say(e.message, false); }
-}
-async function bulk(action) {
-  if (!picked.size) return say('select some approvals first', false);
-  try { report(await api('/inbox/api/bulk', {method: 'POST', body: JSON.stringify({run_ids: [...picked], action, reason: $('#reason').value})})); picked.clear(); }
-  catch (e) { say(e.message, false); }
-}
-async function loadRules() {
-  try { const rules = await api('/inbox/api/rules');
-    $('#rules').innerHTML = rules.map(r => `<li data-rule="${esc(r.id)}"><b>${esc(r.id)}</b> ${esc(r.line)} <span class="meta">${esc(r.scope)} · ${esc(r.by)}</span>
-      <button class="remove">remove</button></li>`).join('') || '<li class="meta">no rules</li>';
-    for (const li of $('#rules').querySelectorAll('li[data-rule]')) li.querySelector('.remove').onclick = async () => {
-      try { await api('/inbox/api/rules/' + encodeURIComponent(li.dataset.rule), {method: 'DELETE'}); loadRules(); say('rule removed', true); } catch (e) { say(e.message, false); } };
-  } catch (e) { say(e.message, false); }
-}
-async function follow() {
-  while (true) {
-    try {
-      const r = await fetch('/inbox/api/events', {headers: headers()});
-      if (r.status === 401 || r.status === 403) { $('#signin').style.display = 'block'; say((await r.json()).error, false); return; }
-      const reader = r.body.getReader(), dec = new TextDecoder(); let buf = '';
-      while (true) { const {value, done} = await reader.read(); if (done) break; buf += dec.decode(value, {stream: true});
-        let cut; while ((cut = buf.indexOf('\\n\\n')) >= 0) { const block = buf.slice(0, cut); buf = buf.slice(cut + 2);
-          const data = block.split('\\n').filter(l => l.startsWith('data: ')).map(l => l.slice(6)).join('\\n');
-          if (block.startsWith('event: items') && data) render(JSON.parse(data)); } }
-    } catch (e) { /* the server restarted: follow again */ }
-    await new Promise(ok => setTimeout(ok, 1000));
-  }
-}
-async function start() {
-  try { me = await api('/inbox/api/me'); } catch (e) { say(e.message, false); return; }
-  $('#signin').style.display = 'none';
-  $('#who').textContent = `${me.subject}${me.tenant ? ' · tenant ' + me.tenant : ' · every tenant'}${me.open ? ' (open: no sign-in configured)' : ''}`;
-  loadRules(); follow();
-}
-$('#signin-form').onsubmit = e => { e.preventDefault(); token = $('#token').value.trim(); sessionStorage.setItem('rein-token', token); start(); };
-$('#select-all').onchange = e => { for (const it of items) if (it.kind === 'approval') e.target.checked ? picked.add(it.run_id) : picked.delete(it.run_id);
-  for (const p of document.querySelectorAll('.pick')) p.checked = e.target.checked; };
-$('#bulk-approve').onclick = () => bulk('approve'); $('#bulk-deny').onclick = () => bulk('deny');
-$('#rule-form').onsubmit = async e => { e.preventDefault();
-  try { const r = await api('/inbox/api/rules', {method: 'POST', body: JSON.stringify({effect: $('#rule-effect').value, tool: $('#rule-tool').value,
-      agent: $('#rule-agent').value, args: $('#rule-args').value})});
-    say(`rule ${r.rule.id} added` + (r.decided.length ? `; it decided ${r.decided.length} pending call(s)` : ''), true); loadRules();
-  } catch (e) { say(e.message, false); } };
-start();
-</script></body></html>
+<script src="/inbox/static/inbox.js"></script>
+</body></html>
 """
+
+
+def page(open_notice: str | None) -> str:
+    """The page; in open mode with `open_notice` shown at its top, before any script runs."""
+    if not open_notice:
+        return PAGE
+    from html import escape
+
+    return PAGE.replace(OPEN_BANNER, f'<div id="open" role="alert">{escape(open_notice)}</div>')

@@ -1,0 +1,102 @@
+"""The tokens rein's web surfaces make themselves: the local sign-in token and short-lived read tokens.
+
+- The local token: with no sign-in configured, `rein serve` (and `rein.web.agui.app`) still serves nobody without
+  a token. It makes one (random, in REIN_HOME/web-token, readable by its owner only) and reuses it on every start,
+  so a link printed yesterday still signs in. Whoever holds it acts as the local person (REIN_IDENTITY, default
+  USER@HOST).
+- Read tokens: an EventSource cannot send an `Authorization` header, so a signed-in page mints a read token
+  (PyJWT, HS256 with a key this process made) and opens the stream with `?read_token=...`. It is good for reads
+  only (GET), for REIN_WEB_READ_TOKEN_S seconds at most, never past the token it was minted with, and only on the
+  process that minted it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import secrets
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import jwt
+
+from rein import settings  # noqa: I001
+
+TOKEN_FILE = "web-token"
+READ_AUDIENCE = "rein-read"
+
+
+def identity() -> str:
+    """Who the local person is: REIN_IDENTITY, else USER@HOST."""
+    configured = settings.current().identity.strip()
+    if configured:
+        return configured
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for this uid (a container)
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    return f"{user}@{socket.gethostname()}"
+
+
+def token_path(home: Path | None = None) -> Path:
+    return (home or settings.current().home).expanduser() / TOKEN_FILE
+
+
+def local_token(home: Path | None = None, *, create: bool = True) -> str | None:
+    """The local sign-in token under REIN_HOME: made once (0600), then reused; None when absent and not `create`."""
+    path = token_path(home)
+    if path.exists():
+        with contextlib.suppress(OSError):
+            path.chmod(0o600)  # a copy restored with looser permissions is closed again
+        text = path.read_text().strip()
+        if text:
+            return text
+    if not create:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    tmp = path.with_name(f"{TOKEN_FILE}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(token + "\n")
+    try:
+        os.link(tmp, path)  # the first of two starting servers wins; the other reads its token
+    except FileExistsError:
+        return local_token(home, create=False) or token
+    finally:
+        tmp.unlink(missing_ok=True)
+    return token
+
+
+def sign_in_link(base_url: str, token: str) -> str:
+    """The inbox's sign-in link: the token in the fragment (never sent to a server, never in a Referer)."""
+    return f"{base_url.rstrip('/')}/inbox#token={token}"
+
+
+class ReadTokens:
+    """Mints and checks read tokens with a key of this process."""
+
+    def __init__(self) -> None:
+        self._key = secrets.token_bytes(32)
+
+    def mint(self, subject: str, tenant: str | None, expires: float | None) -> tuple[str, float]:
+        """(token, its expiry as a Unix time): REIN_WEB_READ_TOKEN_S from now, or sooner if `expires` is sooner."""
+        until = time.time() + settings.current().web_read_token_s
+        if expires is not None:
+            until = min(until, expires)
+        claims: dict[str, Any] = {"sub": subject, "aud": READ_AUDIENCE, "exp": int(until), "scope": "read"}
+        if tenant is not None:
+            claims["tenant"] = tenant
+        return jwt.encode(claims, self._key, algorithm="HS256"), float(int(until))
+
+    def check(self, token: str) -> dict[str, Any] | None:
+        """The token's claims, or None (not ours, tampered with, or expired)."""
+        try:
+            claims = jwt.decode(token, self._key, algorithms=["HS256"], audience=READ_AUDIENCE,
+                                options={"require": ["exp", "sub"]})
+        except jwt.PyJWTError:
+            return None
+        return claims if claims.get("scope") == "read" else None
