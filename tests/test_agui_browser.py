@@ -23,6 +23,7 @@ import rein
 from rein.client import ReinClient
 from rein.examples.calculator import agent as calculator
 from rein.web.agui import app
+from rein.web.tokens import identity
 from tests.support.processes import ROOT
 from tests.test_agui import serve
 
@@ -36,7 +37,7 @@ WAIT_MS = 30_000
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def site(dev) -> AsyncIterator[tuple[str, ReinClient]]:
+async def site(dev) -> AsyncIterator[tuple[str, ReinClient, str]]:
     assert (PAGE / "dist" / "app.js").exists(), "build the page: cd examples/agui && npm ci && npm run build"
     queue = f"agui-page-{uuid.uuid4().hex[:8]}"
     endpoint = app(dev.client, agents=[calculator], task_queue=queue)
@@ -44,7 +45,7 @@ async def site(dev) -> AsyncIterator[tuple[str, ReinClient]]:
                      lifespan=lambda _: endpoint.router.lifespan_context(endpoint))
     url, server, task = await serve(page)
     async with rein.create_worker(dev.client, agents=[calculator], task_queue=queue):
-        yield url, ReinClient(dev.client, queue)
+        yield url, ReinClient(dev.client, queue), endpoint.state.agui.auth.local  # no sign-in set: REIN_HOME's token
         server.should_exit = True
         await task
 
@@ -55,7 +56,7 @@ async def ask(page: Page, text: str) -> None:
 
 
 async def test_the_page_chats_approves_and_runs_its_tool(site) -> None:
-    url, runs = site
+    url, runs, token = site
     thread_id = f"page-{uuid.uuid4().hex[:8]}"
     ARTIFACTS.mkdir(exist_ok=True)
     async with async_playwright() as playwright:
@@ -63,7 +64,8 @@ async def test_the_page_chats_approves_and_runs_its_tool(site) -> None:
         page = await browser.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
-        await page.goto(f"{url}/?thread={thread_id}")
+        await page.goto(f"{url}/?thread={thread_id}#token={token}")  # the link serve.py prints
+        assert "token" not in page.url and token not in page.url  # taken into sessionStorage, gone from the address
         await ask(page, "What is 12 + 30, times 2?")
         approve = page.get_by_role("button", name="Approve")
         await expect(page.locator("#ask")).to_contain_text("Approve add", timeout=WAIT_MS)
@@ -89,6 +91,8 @@ async def test_the_page_chats_approves_and_runs_its_tool(site) -> None:
         assert errors == []
         view = await runs.thread(thread_id)
         assert (view.turns, view.status) == (2, "idle")
+        approvers = {d.approver for d in (await runs.session(thread_id)).decisions}
+        assert approvers == {identity()}  # who signed in (the local token: the local person), never a process id
         # the same thread in a reloaded page: the conversation is the thread's, not the page's
         await page.reload()
         await expect(page.locator("#log")).to_contain_text("The answer is 84.", timeout=WAIT_MS)

@@ -6,8 +6,13 @@ import { HttpAgent } from "@ag-ui/client";
 
 const params = new URLSearchParams(location.search);
 const threadId = params.get("thread") || `calc-${crypto.randomUUID().slice(0, 8)}`;
-if (!params.get("thread")) history.replaceState(null, "", `?thread=${threadId}`);
-const headers = params.get("token") ? { Authorization: `Bearer ${params.get("token")}` } : {};
+// Sign-in: the link serve.py prints carries the token in its fragment (never sent to a server); the page keeps it
+// in this tab's sessionStorage, takes it out of the address bar, and sends it as a bearer header.
+const given = new URLSearchParams(location.hash.slice(1)).get("token");
+if (given) sessionStorage.setItem("rein-token", given);
+history.replaceState(null, "", `${location.pathname}?${new URLSearchParams({ ...Object.fromEntries(params), thread: threadId })}`);
+const token = sessionStorage.getItem("rein-token");
+const headers = token ? { Authorization: `Bearer ${token}` } : {};
 const agent = new HttpAgent({ url: params.get("endpoint") || "/agui/calculator", threadId, headers });
 
 // A tool the page runs itself: the model asks it for a number, the person types one.

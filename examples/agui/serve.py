@@ -1,7 +1,7 @@
 """The page that chats with the calculator agent through @ag-ui/client, served with everything it needs.
 
     cd examples/agui && npm ci && npm run build     # once: @ag-ui/client, bundled with the page's script
-    python examples/agui/serve.py                    # then open http://127.0.0.1:8000/
+    python examples/agui/serve.py                    # then open the link it prints (its token signs you in)
 
 One process: a worker for the calculator agent (rein.examples.calculator, offline by default), rein's AG-UI
 endpoint mounted at /agui (rein.web.agui.app: the way to put it into your own Starlette or FastAPI app), and the
@@ -22,18 +22,19 @@ from starlette.staticfiles import StaticFiles
 import rein
 from rein.client import connect
 from rein.examples.calculator import agent
-from rein.ops import agui
+from rein.web import agui
 
 HERE = Path(__file__).resolve().parent
 
 
 async def main(port: int, host: str) -> None:
     client = await connect()
-    endpoint = agui.app(client, agents=[agent])
+    endpoint = agui.app(client, agents=[agent])  # signs people in with `rein serve`'s own token (REIN_HOME)
     page = Starlette(routes=[Mount("/agui", app=endpoint), Mount("/", app=StaticFiles(directory=HERE, html=True))],
                      lifespan=lambda _: endpoint.router.lifespan_context(endpoint))
+    token = endpoint.state.agui.auth.local
     async with rein.create_worker(client, agents=[agent]):
-        print(f"the calculator page on http://{host}:{port}/", flush=True)
+        print(f"the calculator page on http://{host}:{port}/" + (f"#token={token}" if token else ""), flush=True)
         await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve()
 
 
