@@ -65,6 +65,10 @@ class WebAuth:
         self.check = BearerCheck(self.auth)
         self.tenant_claim = tenant_claim or os.environ.get(TENANT_CLAIM_VAR) or "tenant"
         self.reads = ReadTokens()
+        self.me = identity()
+        """Who the local token and open mode decide as (REIN_IDENTITY, default USER@HOST)."""
+        self.token_name = settings.current().web_token_name.strip() or "token"
+        """Who the shared token decides as (REIN_WEB_TOKEN_NAME)."""
 
     @property
     def mode(self) -> str:
@@ -74,7 +78,7 @@ class WebAuth:
     def describe(self) -> str:
         """One line for the start: how people sign in."""
         if self.open:
-            return (f"OPEN: no sign-in (REIN_WEB_OPEN / --open): anyone on this machine decides as {identity()}; "
+            return (f"OPEN: no sign-in (REIN_WEB_OPEN / --open): anyone on this machine decides as {self.me}; "
                     "refused to every peer but loopback")
         if self.local:
             return f"sign-in: this link (the token in {settings.current().home}; `rein inbox link` shows it again)"
@@ -85,18 +89,18 @@ class WebAuth:
     async def viewer(self, request: Request) -> Viewer:
         """The caller, or HTTPException 401 (no or a bad token) / 403 (a JWT without a tenant claim)."""
         if self.open:
-            return Viewer(identity())
+            return Viewer(self.me)
         header = request.headers.get("Authorization")
         if header is None and request.method in ("GET", "HEAD") and READ_TOKEN_PARAM in request.query_params:
             return self._read_viewer(request.query_params[READ_TOKEN_PARAM])
         scheme, _, given = (header or "").partition(" ")
         if self.local and scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.local.encode()):
-            return Viewer(identity())
+            return Viewer(self.me)
         caller = await self.check.caller(header)
         if caller is None:
             raise HTTPException(401, "sign in: a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
         if not caller.claims:  # the shared secret: an operator
-            return Viewer(settings.current().web_token_name.strip() or caller.subject)
+            return Viewer(self.token_name)
         expires = caller.claims.get("exp")
         expires = float(expires) if isinstance(expires, int | float) else None
         claim = caller.claims.get(self.tenant_claim)

@@ -84,7 +84,7 @@ class Poller:
         self.listeners += 1
         if self.task is None:
             self.task = asyncio.ensure_future(self._run())
-        seen = -1
+        seen = 0  # version 0: nothing read yet
 
         def news() -> bool:
             return self.version != seen

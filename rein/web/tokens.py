@@ -77,14 +77,15 @@ def sign_in_link(base_url: str, token: str) -> str:
 
 
 class ReadTokens:
-    """Mints and checks read tokens with a key of this process."""
+    """Mints and checks read tokens with a key of this process, each good for `ttl_s` (REIN_WEB_READ_TOKEN_S)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ttl_s: float | None = None) -> None:
         self._key = secrets.token_bytes(32)
+        self.ttl_s = ttl_s if ttl_s is not None else settings.current().web_read_token_s
 
     def mint(self, subject: str, tenant: str | None, expires: float | None) -> tuple[str, float]:
-        """(token, its expiry as a Unix time): REIN_WEB_READ_TOKEN_S from now, or sooner if `expires` is sooner."""
-        until = time.time() + settings.current().web_read_token_s
+        """(token, its expiry as a Unix time): `ttl_s` from now, or sooner if `expires` is sooner."""
+        until = time.time() + self.ttl_s
         if expires is not None:
             until = min(until, expires)
         claims: dict[str, Any] = {"sub": subject, "aud": READ_AUDIENCE, "exp": int(until), "scope": "read"}

@@ -51,10 +51,18 @@ async def served(web: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
 
 
 async def sse_blocks(http: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None,
-                     until: str | None = None) -> tuple[int, list[str]]:
-    """A GET stream's SSE blocks (comments included) until it ends, or until a block containing `until`."""
+                     until: str | None = None, within_s: float = 60) -> tuple[int, list[str]]:
+    """A GET stream's SSE blocks (comments included) until it ends, or until a block containing `until`; a stream
+    still open after `within_s` fails the test."""
+    try:
+        return await asyncio.wait_for(_blocks(http, url, headers or {}, until), within_s)
+    except TimeoutError:
+        raise AssertionError(f"the stream {url} did not end within {within_s:g}s") from None
+
+
+async def _blocks(http: httpx.AsyncClient, url: str, headers: dict[str, str], until: str | None) -> tuple[int, list[str]]:
     blocks: list[str] = []
-    async with http.stream("GET", url, headers=headers or {}) as response:
+    async with http.stream("GET", url, headers=headers) as response:
         if response.status_code != 200:
             return response.status_code, [(await response.aread()).decode()]
         buffer = ""
