@@ -16,7 +16,7 @@ OPEN_BANNER = '<div id="open" role="alert" hidden></div>'
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rein inbox</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="stylesheet" href="/inbox/static/inbox.css"></head>
+<link rel="stylesheet" href="/inbox/static/inbox.css"><link rel="icon" href="data:,"></head>
 <body>
 <div id="open" role="alert" hidden></div>
 <header><b>rein inbox</b><span id="who"></span><span id="count"></span></header>
