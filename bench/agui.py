@@ -128,7 +128,7 @@ async def measure(address: str, queue: str, turns: int, viewers: int) -> dict[st
 
     client = await connect(address)
     runs = ReinClient(client, queue)
-    web = app(client, agents=["timed"], task_queue=queue)
+    web = app(client, agents=["timed"], task_queue=queue, open=True)  # a loopback bench: no sign-in
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(web, host="127.0.0.1", port=port, log_level="warning"))
     serving = asyncio.create_task(server.serve())

@@ -150,7 +150,7 @@ async def clicks(runs: ReinClient, address: str, queue: str, count: int) -> None
     port = 18000 + os.getpid() % 1000
     env = {**os.environ, "REIN_TASK_QUEUE": queue, "REIN_CODEC_AUTH": "", "REIN_CODEC_TOKEN": "", "PYTHONUNBUFFERED": "1"}
     serve = subprocess.Popen([str(Path(sys.executable).parent / "rein"), "serve", "--port", str(port), "--address",
-                              address], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              address, "--open"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert serve.stdout is not None and "rein serve on" in serve.stdout.readline()
         url = f"http://127.0.0.1:{port}/inbox/api/decide"
