@@ -52,7 +52,7 @@ class Site:
             return await http.request(method, f"{self.url}{path}", headers=headers, **kwargs)
 
     async def rules(self) -> set[str]:
-        return {r.id for r in await self.runs.policy.list()}
+        return {r.line() for r in await self.runs.policy.list()}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
