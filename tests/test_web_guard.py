@@ -93,6 +93,8 @@ async def test_a_host_it_does_not_serve_gets_nothing(site: Site) -> None:
     for host in (site.host, f"localhost:{site.host.split(':')[1]}", "[::1]:8000", PUBLIC, f"{PUBLIC}:443"):
         answer = await site.call("GET", "/inbox/api/items", headers={"Host": host})
         assert answer.status_code == 200 and run_id in answer.text, (host, answer.text)
+    behind_tls = await site.call("GET", "/inbox/api/items", headers={"Host": PUBLIC, "Origin": f"https://{PUBLIC}"})
+    assert behind_tls.status_code == 200  # its own page, through a proxy that ends TLS
     rule = await site.call("POST", "/inbox/api/rules", headers={"Host": "evil.example"},
                            json={"effect": "allow", "tool": "*"})
     refused(rule, 403, "host")

@@ -5,8 +5,8 @@ surface cannot forget it (tests/test_web_guard.py checks that rein/web builds no
 Refused before the app sees anything, each in one line of JSON (`{"error": ...}`), changing nothing:
 - a Host the surface does not serve (403): loopback names (localhost, 127.0.0.1, [::1], any port) and
   REIN_WEB_PUBLIC_HOST; a DNS-rebound name gets nothing;
-- an `Origin` that is neither the request's own (scheme://Host) nor one of REIN_WEB_ORIGINS (403); those are
-  answered with CORS (preflight included);
+- an `Origin` that is neither the request's own (http or https://Host) nor one of REIN_WEB_ORIGINS (403); those
+  are answered with CORS (preflight included);
 - `Sec-Fetch-Site: cross-site` or `same-site` (another localhost port is same-site) without a configured Origin
   (403), except a top-level navigation GET of a page, so a link from a chat or an e-mail still opens it;
 - a POST, PUT or PATCH (or a DELETE with a body) whose body is not `application/json` (415): what a form or a
@@ -71,7 +71,8 @@ class Policy:
                       hosts: Sequence[str] | None = None) -> Policy:
         now = settings.current()
         return cls(origins={o.rstrip("/").lower() for o in (origins if origins is not None else split_list(now.web_origins))},
-                   hosts={h.lower() for h in (hosts if hosts is not None else split_list(now.web_public_host))},
+                   hosts={re.sub(r"^https?://", "", h.lower()).rstrip("/")
+                          for h in (hosts if hosts is not None else split_list(now.web_public_host))},
                    max_body=now.web_max_body, pages=set(pages), open=open)
 
 
@@ -135,9 +136,11 @@ class Guard:
             raise Refusal(403, "open mode serves this machine only (loopback): sign-in is required from elsewhere")
         configured = False
         if origin is not None:
-            own = f"{'https' if scope.get('scheme') in ('https', 'wss') else 'http'}://{host}"
-            configured = origin.rstrip("/").lower() in self.policy.origins
-            if not configured and origin.rstrip("/").lower() != own:
+            given = origin.rstrip("/").lower()
+            configured = given in self.policy.origins
+            scheme, _, netloc = given.partition("://")
+            own = scheme in ("http", "https") and netloc == host  # behind a TLS proxy the scheme may differ
+            if not configured and not own:
                 raise Refusal(403, f"a request from the page of another origin ({origin}) is refused (REIN_WEB_ORIGINS "
                                    "lists the ones allowed)")
         site = headers.get("sec-fetch-site", "")
