@@ -201,19 +201,9 @@ def surface(routes: Sequence[BaseRoute], *, pages: Collection[str] = (), open: b
     policy."""
     web = Starlette(routes=list(routes), lifespan=lifespan)
     chosen = policy or Policy.from_settings(pages=pages, open=open)
-    web.add_middleware(_GuardMiddleware, policy=chosen)
+    web.add_middleware(Guard, policy=chosen)  # before routing and the app's own error handlers
     web.state.policy = chosen
     return web
-
-
-class _GuardMiddleware:
-    """Guard in Starlette's `add_middleware` form (before routing and the app's own error handlers)."""
-
-    def __init__(self, app: App, policy: Policy):
-        self.guard = Guard(app, policy)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.guard(scope, receive, send)
 
 
 def _headers(scope: Scope) -> dict[str, str]:
