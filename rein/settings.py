@@ -15,7 +15,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SECRET = {"secret": True}
-"""Marks a field whose value `rein config` and the worker's start line mask."""
+"""Marks a field whose value is masked wherever settings are shown (the worker's start line)."""
 
 
 class Settings(BaseSettings):
