@@ -151,14 +151,16 @@ def _print_answer(receipt: SendReceipt, answer: RunResult | None, as_json: bool)
 
         thread_id = receipt.thread_id
         raise CliError(f"turn {receipt.turn} of {thread_id} waits for a person ({answer.interrupt.type}): "
-                       f"{answer.interrupt.message}; answer it with `rein approve {thread_id}` (or deny/answer)",
+                       f"{answer.interrupt.message.rstrip('.')}; answer it with `rein approve {thread_id}` (or deny/answer)",
                        EXIT_NEEDS_PERSON)
 
 
 def _where(receipt: SendReceipt) -> str:
     said = "a repeat (the same --id, taken once): " if receipt.duplicate else ""
     if receipt.joined:
-        return f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode})"
+        waits = (f"; the turn waits for a person ({receipt.waits}): the message is read once that is decided"
+                 if receipt.waits else "")
+        return f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode}){waits}"
     later = f", after {receipt.ahead} turn{'s' if receipt.ahead != 1 else ''}" if receipt.ahead else ""
     return f"{said}{receipt.message_id} is turn {receipt.turn} of {receipt.thread_id}{later}"
 
