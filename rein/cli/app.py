@@ -213,6 +213,8 @@ def explain(exc: BaseException) -> tuple[str, int]:
     """One line and an exit code for an exception no command turned into a CliError."""
     if isinstance(exc, CliError):
         return str(exc), exc.code
+    if "pydantic" in sys.modules and isinstance(exc, sys.modules["pydantic"].ValidationError):
+        return _invalid(exc)
     if "temporalio" not in sys.modules and "rein.core.errors" not in sys.modules:
         return _plain(exc)  # raised before Temporal or rein's errors were imported: none of them
     from temporalio.client import WorkflowFailureError
@@ -244,6 +246,18 @@ def explain(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, RuntimeError) and "client connect" in str(exc).lower():
         return f"cannot reach Temporal ({connect_reason(exc)})", EXIT_UNREACHABLE
     return _plain(exc)
+
+
+def _invalid(exc: Any) -> tuple[str, int]:
+    """A value pydantic refused, in rein's words: a setting by its variable (REIN_WEB_OPEN), else the model's."""
+    from rein.core.errors import error_text
+
+    if exc.title == "Settings":
+        where = "; ".join(f"REIN_{'_'.join(str(p) for p in e['loc']).upper()}: {error_text(e)}" for e in exc.errors())
+        return f"bad setting: {where}", EXIT_USAGE
+    from rein.core.errors import validation_text
+
+    return f"invalid {exc.title}: {validation_text(exc)}", EXIT_ERROR
 
 
 def _plain(exc: BaseException) -> tuple[str, int]:
