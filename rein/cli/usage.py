@@ -74,7 +74,7 @@ def _what(err: Any) -> str:
 
 def _commands(ctx: Any) -> list[str]:
     """The commands of the group `ctx` is at (none for a command)."""
-    command = getattr(ctx, "command", None)
+    command: Any = getattr(ctx, "command", None)
     return list(command.list_commands(ctx)) if hasattr(command, "list_commands") else []
 
 
