@@ -274,7 +274,7 @@ def load_agent_target(target: str) -> Any:
 
     module, _, attr = target.partition(":")
     if not module or not attr:
-        raise CliError(f"expected MODULE:ATTR (e.g. examples.calculator:agent), got {target!r}", EXIT_USAGE)
+        raise CliError(f"expected MODULE:ATTR (e.g. rein.examples.calculator:agent), got {target!r}", EXIT_USAGE)
     try:
         return load_agent(target)
     except SystemExit as exc:  # load_agent's own message: not an Agent
