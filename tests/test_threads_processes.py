@@ -232,9 +232,9 @@ def calculator(dev, tmp_path):
         process.stop()
 
 
-def _waits_line(turn: int, thread_id: str) -> str:
-    return (f"rein: turn {turn} of {thread_id} waits for a person (need_approval): Approval needed to run: add. Approve "
-            f"or deny to continue; answer it with `rein approve {thread_id}` (or deny/answer)")
+def _waits_line(turn: int, thread_id: str, call: str) -> str:
+    return (f"rein: turn {turn} of {thread_id} waits for a person (need_approval): {call}; answer it with "
+            f"`rein approve {thread_id}` (or deny/answer)")
 
 
 @pytest.mark.parametrize("mode", ["queue", "steer"])
@@ -248,7 +248,7 @@ async def test_two_senders_on_one_thread_each_hear_their_own_turn(dev, calculato
     first = await asyncio.to_thread(_rein, address, "send", thread_id, "What is 2 + 3?", "--agent", "calculator",
                                     "--queue", queue, "--id", "first")
     assert (first.returncode, first.stdout) == (7, ""), first.stderr
-    assert first.stderr.splitlines() == [f"first is turn 1 of {thread_id}", _waits_line(1, thread_id)]
+    assert first.stderr.splitlines() == [f"first is turn 1 of {thread_id}", _waits_line(1, thread_id, "add(a=2.0, b=3.0)")]
     question = "What is 4 + 4?" if mode == "queue" else "What is 4?"
     env = {**os.environ, "TEMPORAL_ADDRESS": address}
     second = subprocess.Popen([sys.executable, "-m", "rein.cli", "send", thread_id, question, "--agent", "calculator",
@@ -264,7 +264,7 @@ async def test_two_senders_on_one_thread_each_hear_their_own_turn(dev, calculato
             second.kill()
     if mode == "queue":
         assert (second.returncode, out) == (7, ""), err
-        assert err.splitlines() == [f"second is turn 2 of {thread_id}, after 1 turn", _waits_line(2, thread_id)]
+        assert err.splitlines() == [f"second is turn 2 of {thread_id}, after 1 turn", _waits_line(2, thread_id, "add(a=4.0, b=4.0)")]
     else:
         assert (second.returncode, out) == (0, "The answer is 4.\n"), err
         assert err.splitlines() == [f"second joins turn 1 of {thread_id} (steer); the turn waits for a person "

@@ -151,8 +151,23 @@ def _print_answer(receipt: SendReceipt, answer: RunResult | None, as_json: bool)
 
         thread_id = receipt.thread_id
         raise CliError(f"turn {receipt.turn} of {thread_id} waits for a person ({answer.interrupt.type}): "
-                       f"{answer.interrupt.message.rstrip('.')}; answer it with `rein approve {thread_id}` (or deny/answer)",
+                       f"{_waits_for(answer)}; answer it with `rein approve {thread_id}` (or deny/answer)",
                        EXIT_NEEDS_PERSON)
+
+
+def _waits_for(answer: RunResult) -> str:
+    """What the turn waits for: the calls to approve (this turn's own, with their arguments), else the interrupt's
+    message."""
+    from rein.core.inbox import args_line
+    from rein.core.machine import decisions_for_pending
+
+    assert answer.interrupt is not None
+    if answer.interrupt.type == "need_approval":
+        decided = decisions_for_pending(answer.session)
+        calls = [f"{c.name}({args_line(c.arguments, 80)})" for c in answer.session.pending_tool_calls if c.id not in decided]
+        if calls:
+            return ", ".join(calls)
+    return answer.interrupt.message.rstrip(".")
 
 
 def _where(receipt: SendReceipt) -> str:
