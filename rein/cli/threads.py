@@ -170,12 +170,25 @@ def _waits_for(answer: RunResult) -> str:
     return answer.interrupt.message.rstrip(".")
 
 
+INTERRUPTED_WAIT = {"need_approval": "the calls it waited for are denied", "need_input": "the message is the answer",
+                    "error": "the model call is tried again with the message"}
+"""What an `interrupt` message does to a turn that waits for a person (rein.core.threads), by what it waits for."""
+
+
+def _joined_a_wait(receipt: SendReceipt) -> str:
+    """What joining a turn that waits for a person means: a steer waits for the decision, an interrupt makes it."""
+    if not receipt.waits:
+        return ""
+    if receipt.mode == "interrupt":
+        return f"; the turn waited for a person ({receipt.waits}): {INTERRUPTED_WAIT.get(receipt.waits, 'it goes on')}"
+    return f"; the turn waits for a person ({receipt.waits}): the message is read once that is decided"
+
+
 def _where(receipt: SendReceipt) -> str:
     said = "a repeat (the same --id, taken once): " if receipt.duplicate else ""
     if receipt.joined:
-        waits = (f"; the turn waits for a person ({receipt.waits}): the message is read once that is decided"
-                 if receipt.waits else "")
-        return f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode}){waits}"
+        return (f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode})"
+                f"{_joined_a_wait(receipt)}")
     later = f", after {receipt.ahead} turn{'s' if receipt.ahead != 1 else ''}" if receipt.ahead else ""
     return f"{said}{receipt.message_id} is turn {receipt.turn} of {receipt.thread_id}{later}"
 

@@ -89,8 +89,9 @@ class SendReceipt(BaseModel):
     offset: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
     """The thread's stream offset when the message was taken: its turn's items come at or after it."""
     waits: str = Field(default="", exclude_if=lambda v: not v)
-    """A steer that joined a turn waiting for a person: what it waits for (`need_approval`, ...). The message is
-    read once that is decided; the turn's outcome its sender hears comes after that."""
+    """A steer or interrupt that joined a turn waiting for a person: what it waited for (`need_approval`, ...). A
+    steer is read once that is decided; an interrupt decides it (denies the calls, is the answer, retries). The turn's
+    outcome its sender hears comes after that."""
 
 
 class Waiting(BaseModel):
@@ -194,7 +195,7 @@ def take(state: ThreadState, request: SendRequest, message_id: str, thread_id: s
     if state.open and request.mode in ("steer", "interrupt"):
         state.steering.append(waiting)
         receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode, turn=state.turns, pause=pause,
-                              joined=True, offset=offset, waits=waits if request.mode == "steer" else "")
+                              joined=True, offset=offset, waits=waits)
     else:
         state.queued.append(waiting)
         receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode,
