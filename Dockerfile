@@ -19,4 +19,4 @@ RUN pip install .
 USER rein
 
 # worker.py and examples/ load from /app (the working directory); rein itself is installed.
-CMD ["python", "worker.py", "--agent", "examples.calculator:agent"]
+CMD ["python", "worker.py", "--agent", "rein.examples.calculator:agent"]

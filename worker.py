@@ -1,6 +1,6 @@
 """A rein worker: `rein worker`, kept as a script for deployments that run `python worker.py`.
 
-    python worker.py --agent examples.calculator:agent [--agent pkg.mod:other] [--task-queue rein]
+    python worker.py --agent rein.examples.calculator:agent [--agent pkg.mod:other] [--task-queue rein]
 
 It is `rein worker` (the same code, flags and behaviour; see `rein worker --help`). It polls each
 agent's own queue (`rein.<name>`) and the shared queue (`rein`, or --task-queue / REIN_TASK_QUEUE),

@@ -8,7 +8,7 @@ installed rein runs) and once without, run under PYTHONDONTWRITEBYTECODE=1 (as t
 `rein` subprocesses ran on this machine: every rein module compiled again in every command).
 Each command runs as `python -m rein.cli ARGS` with PYTHONPATH=COPY (it wins over an installed
 rein) against a dev server from `rein.testing.start_local`, with a worker in this process serving
-`examples.calculator:agent` and runs waiting for approval. CPU is the child's own user+sys
+`rein.examples.calculator:agent` and runs waiting for approval. CPU is the child's own user+sys
 (os.wait4), median of --runs; the variants alternate run by run, so machine load hits all alike.
 Then the floor (python alone, `import temporalio.client`) and the top cumulative `-X importtime`
 entries of `rein status ID --json`. Asserts nothing.
@@ -108,7 +108,7 @@ async def main(trees: dict[str, Path], runs: int, top: int, bytecode: str) -> No
 async def measure(trees: dict[str, Path], runs: int, top: int) -> None:
     sys.path.insert(0, str(HERE))
     import rein
-    from examples.calculator import agent
+    from rein.examples.calculator import agent
     from rein.testing import start_local
 
     env = await start_local()

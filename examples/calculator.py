@@ -4,8 +4,9 @@ Offline by default: a small scripted model reads the numbers in the question and
 calls the tools. Set REIN_MODEL (e.g. openai/gpt-4o) and the vendor's key
 (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) to use a real model through LiteLLM.
 
-    python examples/calculator.py "what is 12 + 30, times 2?"
-    python worker.py --agent examples.calculator:agent      # serve it for ops tooling
+    python examples/calculator.py "what is 12 + 30, times 2?"   # approves each call itself, and says so
+    rein run rein.examples.calculator:agent "what is 2 + 3?"    # asks you at the terminal
+    rein worker --agent rein.examples.calculator:agent          # serve it for ops tooling (from any directory)
 """
 
 from __future__ import annotations

@@ -369,3 +369,28 @@ async def test_a_reconnect_reads_what_the_shared_reader_no_longer_holds_with_the
     finally:
         hub.linger_s = 5.0
     await endpoint.runs.cancel(thread_id)
+
+
+async def test_a_steer_into_a_turn_that_waits_for_approval_is_told_that_turn_from_its_message_on(
+        endpoint: Endpoint) -> None:
+    """A steer POST while turn 1 waits for its approval joins turn 1: its run is not the wait it joined but what
+    the turn does with the message once the call is decided (the answer to it), then the turn's end."""
+    thread_id = f"agui-{uuid.uuid4().hex[:8]}"
+    url = f"{endpoint.url}/calculator"
+    async with httpx.AsyncClient(timeout=60) as http:
+        _, first, _ = await sse(http, url, body(thread_id, user("What is 2 + 3?")))
+        assert first[-1]["outcome"]["type"] == "interrupt"
+        steered = asyncio.create_task(sse(http, url, body(thread_id, user("What is 4?", "steer-1"),
+                                                          forwardedProps={"mode": "steer"})))
+        await poll(lambda: _steering(endpoint.runs, thread_id, "steer-1"), "the steer to be taken")
+        await endpoint.runs.approve(thread_id)
+        _, told, _ = await asyncio.wait_for(steered, 60)
+        assert [e["type"] for e in told if e["type"].startswith("RUN_")] == ["RUN_STARTED", "RUN_FINISHED"]
+        assert told[-1]["result"] == {"stop_reason": "done", "turn": 1}
+        assert "".join(e["delta"] for e in told if e["type"] == "TEXT_MESSAGE_CONTENT") == "The answer is 4."
+        assert [e["toolCallId"] for e in told if e["type"] == "TOOL_CALL_RESULT"] == ["call-add-2"]  # the decided call
+        await endpoint.runs.cancel(thread_id)
+
+
+async def _steering(runs: ReinClient, thread_id: str, message_id: str) -> bool:
+    return any(w.message_id == message_id for w in (await runs.thread(thread_id)).steering)

@@ -344,10 +344,10 @@ def test_errors_are_one_line_with_exit_codes(env, address: str) -> None:  # noqa
     assert_one_line_error(rein_cli("list", TEMPORAL_ADDRESS=closed), EXIT_UNREACHABLE, closed, "connection refused")
     assert_one_line_error(rein_cli("status", "x", "--address", closed), EXIT_UNREACHABLE, closed)
 
-    for target, needle in (("examples.calculator", "expected MODULE:ATTR"),
+    for target, needle in (("rein.examples.calculator", "expected MODULE:ATTR"),
                            ("examples.nowhere:agent", "no module named 'examples.nowhere'"),
-                           ("examples.calculator:nothing", "module 'examples.calculator' has no attribute 'nothing'"),
-                           ("examples.calculator:add", "is not a rein.Agent (got function)")):
+                           ("rein.examples.calculator:nothing", "module 'rein.examples.calculator' has no attribute 'nothing'"),
+                           ("rein.examples.calculator:add", "is not a rein.Agent (got function)")):
         assert_one_line_error(rein_cli("run", target, "hi"), EXIT_USAGE, needle)
         assert_one_line_error(rein_cli("worker", "--agent", target, "--address", address), EXIT_USAGE, needle)
 
@@ -437,7 +437,7 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_rein_run_local_auto_approve() -> None:
-    proc = rein_cli("run", "examples.calculator:agent", "What is 2 + 3?", "--auto-approve", REIN_ENGINE="local")
+    proc = rein_cli("run", "rein.examples.calculator:agent", "What is 2 + 3?", "--auto-approve", REIN_ENGINE="local")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "The answer is 5."
     assert "auto-approved add(a=2.0, b=3.0)" in proc.stderr
@@ -448,7 +448,7 @@ def test_rein_run_local_auto_approve() -> None:
 @pytest.mark.usefixtures("embedded_server")
 def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    proc = rein_cli("run", "examples.calculator:agent", "What is 2 + 3?")
+    proc = rein_cli("run", "rein.examples.calculator:agent", "What is 2 + 3?")
     assert proc.returncode == EXIT_NEEDS_PERSON, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert '"a": 2.0' in proc.stderr and "add" in proc.stderr  # what it waits for, with the arguments
@@ -465,7 +465,7 @@ def test_rein_run_without_a_terminal_stops_with_a_hint(capsys: pytest.CaptureFix
 
     # ...and `rein worker` (another process) serves it once someone approves it.
     environ = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
-    worker = subprocess.Popen([REIN_BIN, "worker", "--agent", "examples.calculator:agent"], cwd=str(ROOT),
+    worker = subprocess.Popen([REIN_BIN, "worker", "--agent", "rein.examples.calculator:agent"], cwd=str(ROOT),
                               env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               stdin=subprocess.DEVNULL)
     try:
@@ -517,7 +517,7 @@ class Terminal:
 
 @pytest.mark.usefixtures("embedded_server")
 def test_rein_run_asks_at_the_terminal_with_the_arguments() -> None:
-    with Terminal("examples.calculator:agent", "What is 2 + 3?") as term:
+    with Terminal("rein.examples.calculator:agent", "What is 2 + 3?") as term:
         assert b"Approve?" in term.read_until(b"Approve?", 90), term.seen
         assert "Approval needed" in term.plain and "add" in term.plain
         assert '"a": 2.0' in term.plain and '"b": 3.0' in term.plain
@@ -535,7 +535,7 @@ def test_rein_run_at_the_terminal_denies_what_is_refused(engine: str, capsys: py
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Answering no denies the call: the tool does not run, the model is told, and the run finishes
     (it does not stop at the refusal, and it does not wait for someone else)."""
-    with Terminal("examples.calculator:agent", "What is 2 + 3?", REIN_ENGINE=engine) as term:
+    with Terminal("rein.examples.calculator:agent", "What is 2 + 3?", REIN_ENGINE=engine) as term:
         assert b"Approve?" in term.read_until(b"Approve?", 90), term.seen
         os.write(term.master, b"n\n")
         term.read_until(b"tokens \xc2\xb7 run ", 90)

@@ -274,7 +274,7 @@ def test_worker_logs_one_line_for_an_unknown_agent(dev, tmp_path: Path) -> None:
     queue = f"shared-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:
-        worker = subprocess.Popen([REIN_BIN, "worker", "--agent", "examples.calculator:agent", "--task-queue", queue,
+        worker = subprocess.Popen([REIN_BIN, "worker", "--agent", "rein.examples.calculator:agent", "--task-queue", queue,
                                    "--address", address], cwd=str(ROOT), env=_environ(), stdout=out,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -107,6 +107,10 @@ def test_an_input_needs_a_prompt_or_a_session():
     with pytest.raises(ValidationError) as refused:
         AgentInput(agent="a")
     assert [e["msg"] for e in refused.value.errors()] == ["Value error, give a 'prompt', a 'session' to resume, or both"]
+    from rein.core.errors import validation_text  # what a person reads: rein's sentence, not pydantic's prefix
+
+    assert validation_text(refused.value, "input") == "input: give a 'prompt', a 'session' to resume, or both"
+    assert validation_text(refused.value, "") == "give a 'prompt', a 'session' to resume, or both"
     assert AgentInput(agent="a", prompt="hi").session is None
     assert AgentInput(agent="a", session=Session()).prompt is None
 

@@ -275,7 +275,7 @@ async def test_offline_worker_taking_over_a_real_model_run_says_so(dev, tmp_path
     tq = f"identity-proc-{uuid.uuid4().hex[:8]}"
     with VendorServer() as vendor:
         vendor.script([Reply(tool_calls=[("call-add", "add", {"a": 12, "b": 30})])])
-        real = WorkerProcess(address, ["examples.calculator:agent"], tq, tmp_path / "real.log",
+        real = WorkerProcess(address, ["rein.examples.calculator:agent"], tq, tmp_path / "real.log",
                              REIN_MODEL="openai/gpt-4o", OPENAI_API_BASE=vendor.base_url + "/v1",
                              OPENAI_BASE_URL=vendor.base_url + "/v1", OPENAI_API_KEY="sk-test").start()
         try:
@@ -285,7 +285,7 @@ async def test_offline_worker_taking_over_a_real_model_run_says_so(dev, tmp_path
         finally:
             real.stop()
         assert len(vendor.requests) == 1
-    offline = WorkerProcess(address, ["examples.calculator:agent"], tq, tmp_path / "offline.log").start()
+    offline = WorkerProcess(address, ["rein.examples.calculator:agent"], tq, tmp_path / "offline.log").start()
     try:
         await handle.signal("approve", {})
         outcome = await handle.result()

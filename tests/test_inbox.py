@@ -195,14 +195,16 @@ async def test_bad_input_is_one_line_and_loses_nothing(runs: ReinClient, cli: Cl
     before = (await runs.policy.rules()).version
     one_line(await cli("policy", "add", "allow", "--tool", "x", "--arg", "nonsense"), EXIT_USAGE, "KEY=GLOB")
     one_line(await cli("policy", "add", "maybe", "--tool", "x"), EXIT_USAGE, "allow, ask or deny")
-    one_line(await cli("policy", "add", "allow", "--tool", "x", "--scope", "run"), EXIT_USAGE, "--run ID")
+    scope = one_line(await cli("policy", "add", "allow", "--tool", "x", "--scope", "run"), EXIT_USAGE)
+    assert scope == "rein: the rule does not parse: scope run needs the run's id (--run ID)"  # rein's words, no pydantic
     one_line(await cli("policy", "add", "allow", "--tool", "x", "--arg", "bad key=1"), EXIT_USAGE, "not an argument name")
     one_line(await cli("policy", "remove", "r999"), EXIT_REJECTED, "no rule with id 'r999'")
     one_line(await cli("policy", "explain", "no-such-run"), EXIT_NOT_FOUND, "no-such-run")
     one_line(await cli("inbox", "--older-than", "soon"), EXIT_USAGE, "--older-than")
     one_line(await cli("inbox", "--agent", 'a"b'), EXIT_USAGE, "not a name")
-    with pytest.raises(PolicyError, match="does not parse"):
+    with pytest.raises(PolicyError, match="does not parse") as refused:
         await runs.policy.add("allow", "")
+    assert "Value error" not in str(refused.value), refused.value
     assert (await runs.policy.rules()).version == before  # no rule added, none lost
 
     forged = await runs.decide_item(waits, "approve", tenant="globex")  # a forged tenant: the run refuses it

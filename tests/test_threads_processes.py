@@ -218,3 +218,67 @@ async def test_a_thread_started_by_the_stock_cli_is_a_thread_to_rein(dev, worker
     rows = await poll(lambda: _idle(listed()), "rein threads listing the thread idle")  # visibility lags
     assert [(r["agent"], r["status"]) for r in rows] == [("talker", "idle")], rows
     assert rows[0]["age_s"] is not None and rows[0]["last_activity"]
+
+
+@pytest.fixture(scope="module")
+def calculator(dev, tmp_path_factory):
+    """A worker process serving the example calculator (offline; every tool call waits for an approval)."""
+    address = dev.client.service_client.config.target_host
+    queue = f"calc-{uuid.uuid4().hex[:8]}"
+    log = tmp_path_factory.mktemp("calculator") / "worker.log"
+    process = WorkerProcess(address, ["rein.examples.calculator:agent"], queue, log).start()
+    try:
+        yield address, queue
+    finally:
+        process.stop()
+
+
+def _waits_line(turn: int, thread_id: str, call: str) -> str:
+    return (f"rein: turn {turn} of {thread_id} waits for a person (need_approval): {call}; answer it with "
+            f"`rein approve {thread_id}` (or deny/answer)")
+
+
+SECOND = {
+    "queue": ("What is 4 + 4?", True, 7, "", ["second is turn 2 of {t}, after 1 turn",
+                                              _waits_line(2, "{t}", "add(a=4.0, b=4.0)")]),
+    "steer": ("What is 4?", True, 0, "The answer is 4.\n", [
+        "second joins turn 1 of {t} (steer); the turn waits for a person (need_approval): the message is read once "
+        "that is decided"]),
+    "interrupt": ("What is 4?", False, 0, "The answer is 4.\n", [
+        "second joins turn 1 of {t} (interrupt); the turn waited for a person (need_approval): the calls it waited "
+        "for are denied"]),
+    "reject": ("What is 4?", False, 5, "", ["rein: thread {t}: busy: turn 1 is under way (mode reject)"]),
+}
+"""The second sender in each mode: its question, whether turn 1 is approved while it waits, and what it says."""
+
+
+@pytest.mark.parametrize("mode", list(SECOND))
+async def test_two_senders_on_one_thread_each_hear_their_own_turn(dev, calculator, mode):
+    """`rein send T 'What is 2 + 3?'` waits for approval (exit 7); a second `rein send` queues turn 2, steers or
+    interrupts turn 1, or is refused; turn 1 is approved meanwhile (queue, steer). The second sender prints its own
+    turn's outcome, never turn 1's "The answer is 5.": queued, that turn 2 waits for a person (its own call); a steer,
+    turn 1's answer to it once the decision let the turn go on; an interrupt, the answer once it denied the call."""
+    address, queue = calculator
+    runs = ReinClient(dev.client, queue)
+    thread_id = f"two-{mode}-{uuid.uuid4().hex[:6]}"
+    first = await asyncio.to_thread(_rein, address, "send", thread_id, "What is 2 + 3?", "--agent", "calculator",
+                                    "--queue", queue, "--id", "first")
+    assert (first.returncode, first.stdout) == (7, ""), first.stderr
+    assert first.stderr.splitlines() == [f"first is turn 1 of {thread_id}", _waits_line(1, thread_id, "add(a=2.0, b=3.0)")]
+    question, approve, code, said, lines = SECOND[mode]
+    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+    second = subprocess.Popen([sys.executable, "-m", "rein.cli", "send", thread_id, question, "--agent", "calculator",
+                               "--mode", mode, "--id", "second"], cwd=str(ROOT), env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        if approve:
+            await poll(lambda: _waits(runs, thread_id), "the second message to be taken")
+            approved = await asyncio.to_thread(_rein, address, "approve", thread_id)
+            assert approved.returncode == 0, approved.stderr
+        out, err = await asyncio.to_thread(second.communicate, timeout=60)
+    finally:
+        if second.poll() is None:
+            second.kill()
+    assert (second.returncode, out) == (code, said), err
+    assert err.splitlines() == [line.format(t=thread_id) for line in lines]
+    await runs.cancel(thread_id)

@@ -16,7 +16,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from rein.core import machine
+    from rein.core import machine, threads
     from rein.core.contract import NOTIFY_WAITING, WaitingNotice
     from rein.core.inbox import WAITING_MEMO, waiting_memo
     from rein.core.policy import POLICY_CHECK, PolicyCheck, Verdict, effective
@@ -86,8 +86,10 @@ class Inbox:
         run = self.run
         deadline = run.carry.wait_deadline
         until = datetime.fromtimestamp(deadline, UTC) if deadline is not None else None
-        memo = waiting_memo(interrupt, run.session.pending_tool_calls, run.session.messages, run.answered_outside(), since,
-                            until, run.carry.thread is not None)
+        thread = run.carry.thread
+        said = run.session.messages if thread is None else threads.turn_messages(run.session, thread)  # this turn's
+        memo = waiting_memo(interrupt, run.session.pending_tool_calls, said, run.answered_outside(), since, until,
+                            thread is not None)
         workflow.upsert_memo({WAITING_MEMO: memo})
         retry_s = run.agent.notify_retry_s if run.agent is not None else 0.0
         if retry_s > 0:

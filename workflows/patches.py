@@ -57,3 +57,9 @@ may decide the calls), and while it waits its memo says what for (`rein.waiting`
 visibility) and a webhook tells people (activity rein.notify_waiting, when the worker has one). Asked as a wait
 begins (runs that never wait record no marker), and before a described-first run's describe_agent local activity
 (rein.workflows.start: a patch asked right after a local activity may be asked where a replay has not seen it)."""
+
+PATCH_TURN_WAIT = "rein-turn-wait"
+"""Since this patch a client waiting for its message's turn (`rein.wait` with a `turn`) hears that turn once it ends
+or waits for a person AFTER the message was taken (a pause past the receipt's): a steer that joined a turn waiting
+for a person is answered once the turn went on with it, not at once with the wait it joined. Asked by each
+`rein.wait` for a turn: runs nobody waits on for a turn record no marker."""

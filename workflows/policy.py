@@ -76,7 +76,7 @@ class PolicyWorkflow:
         try:
             rule = Rule.model_validate({**(change.rule or {}), "id": ""})
         except ValidationError as err:
-            raise _refuse(f"the rule does not parse: {validation_text(err, 'rule')}") from None
+            raise _refuse(f"the rule does not parse: {validation_text(err, '')}") from None
         if change.tenant is not None and rule.tenant != change.tenant:
             raise _refuse(f"a rule of tenant {change.tenant!r} must name that tenant (tenant={change.tenant})")
         return rule

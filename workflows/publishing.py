@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from rein.core import machine
+    from rein.core import machine, threads
     from rein.core.contract import FORK_MEMO, SEARCH_KEYS, RunOutcome, RunStatusView
     from rein.core.summaries import details_for
 
@@ -70,9 +70,10 @@ class Publisher:
         run = self.run
         interrupt = run.child_wait[1].interrupt if run.child_wait is not None else run.interrupt
         interrupted = interrupt is not None
+        thread = run.carry.thread
         return RunOutcome(
             status="interrupted" if interrupted else "done",
-            output=machine.run_output(run.session),
+            output=machine.run_output(run.session) if thread is None else threads.turn_output(run.session, thread),
             data=machine.run_data(run.session),
             usage=run.session.usage,
             elapsed_s=run.carry.active_s,
@@ -82,8 +83,8 @@ class Publisher:
             iterations=run.session.iteration,
             step_count=run.first_step + len(run.steps),
             message_count=len(run.session.messages),
-            turn=run.carry.thread.turns if run.carry.thread is not None else 0,
-            turn_first_step=run.carry.thread.turn_first_step if run.carry.thread is not None else 0,
+            turn=thread.turns if thread is not None else 0,
+            turn_first_step=thread.turn_first_step if thread is not None else 0,
             diverged=run.what_if.diverged if run.what_if is not None else "",
         )
 

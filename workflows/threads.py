@@ -41,8 +41,9 @@ class Threads:
         assert thread is not None  # the validator refused otherwise
         message_id = request.message_id or str(workflow.uuid4())
         known = message_id in thread.receipts
+        waits = self.run.interrupt.type if self.run.interrupt is not None else ""
         receipt = threads.take(thread, request, message_id, workflow.info().workflow_id, self.run.carry.pause,
-                               self.run.readers.offset())
+                               self.run.readers.offset(), waits)
         if not known and request.mode == "interrupt" and thread.open:
             self._interrupt_turn(request)
         return receipt
@@ -111,6 +112,7 @@ class Threads:
             workflow.upsert_memo({THREAD_MEMO: workflow.now().isoformat()})  # started by a stock tool: say it is one
         thread.turn_first_step = run.first_step + len(run.steps)
         thread.turn_offset = run.readers.offset()
+        thread.turn_first_message = len(run.session.messages)  # prepare_turn appends the message there
         if message.tools and workflow.patched(PATCH_CLIENT_TOOLS):
             self.add_client_tools(message.tools)
         machine.prepare_turn(run.session, message.text)
@@ -169,7 +171,7 @@ class Threads:
         run = self.run
         thread = run.thread
         assert thread is not None
-        threads.end_turn(thread, run.session.usage, machine.run_output(run.session))
+        threads.end_turn(thread, run.session.usage, threads.turn_output(run.session, thread))
         threads.keep_outcome(thread, run.publisher.outcome().model_dump(mode="json"))
         run.turns_in_run += 1
         run.status = "idle"

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.summaries import waiting_summary
 
 from rein.workflows.options import seconds
-from rein.workflows.patches import PATCH_WAITING_TIMER
+from rein.workflows.patches import PATCH_TURN_WAIT, PATCH_WAITING_TIMER
 
 WAITING_TIMER_S = 30 * 24 * 3600.0
 """A run waits for a person on a timer whose summary says for what, since when, and the commands that
@@ -126,20 +126,25 @@ class Waiting:
             machine.answer(run.session, f"No answer: {reason}.", approver="timeout", input_tools=run.answered_outside(),
                            via="timeout", at=workflow.now().isoformat())
 
-    def _waited(self, request: WaitRequest) -> bool:
+    def _waited(self, request: WaitRequest, exact: bool) -> bool:
         """What the client waits for has happened: the run paused past `after_pause`; for a thread's `turn`,
-        that turn ended or waits for a person (a later turn may be under way by then)."""
+        that turn ended or waits for a person (a later turn may be under way by then). `exact`: a wait for a person
+        counts only past `after_pause` (the one a steer joined is not its outcome)."""
         run = self.run
         thread = run.carry.thread
         if not request.turn or thread is None:
             return run.carry.pause > request.after_pause
         if request.turn in thread.ended or thread.turns > request.turn:
             return True
-        return thread.turns == request.turn and (not thread.open or run.interrupt is not None)
+        if thread.turns != request.turn:
+            return False
+        waits = run.interrupt is not None and (not exact or run.carry.pause > request.after_pause)
+        return not thread.open or waits
 
     async def wait(self, request: WaitRequest) -> RunOutcome:
         """The `rein.wait` update: until the run paused past `request.after_pause` (or a thread's turn ended)."""
         run = self.run
+        exact = bool(request.turn) and run.carry.thread is not None and workflow.patched(PATCH_TURN_WAIT)
         ticket = run.tickets
         run.tickets += 1
         run.parked.append(ticket)
@@ -147,7 +152,7 @@ class Waiting:
             run.released.add(run.parked.pop(0))
         try:
             await workflow.wait_condition(
-                lambda: self._waited(request) or run.ended or ticket in run.released or run.continuation.rolling)
+                lambda: self._waited(request, exact) or run.ended or ticket in run.released or run.continuation.rolling)
         finally:
             if ticket in run.parked:
                 run.parked.remove(ticket)
@@ -156,7 +161,7 @@ class Waiting:
             raise ApplicationError("newer waits replaced this one; wait again", type="WaitReleased")
         if run.status == "failed":
             raise ApplicationError("the run failed; its result carries the error", type="RunFailed")
-        if not self._waited(request) and not run.ended:
+        if not self._waited(request, exact) and not run.ended:
             raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
         ended = run.carry.thread.ended.get(request.turn) if run.carry.thread is not None else None
         return RunOutcome.model_validate(ended) if ended is not None else run.publisher.outcome()

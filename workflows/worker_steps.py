@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from rein.core import machine
+    from rein.core import machine, threads
     from rein.core.config import LoopConfig
     from rein.core.contract import (
         CALL_MODEL,
@@ -195,6 +195,8 @@ class WorkerSteps:
         if result is None or result.messages is None:
             run.carry.sent_messages = len(run.session.messages)  # the worker has seen the whole conversation
             return
+        if run.thread is not None:
+            threads.compacted(run.thread, len(run.session.messages), len(result.messages))
         run.session.messages = result.messages
         run.carry.conversation = result.conversation
         run.carry.sent_messages = len(result.messages)

@@ -10,19 +10,25 @@ page. The threads live in Temporal (the embedded server of REIN_HOME, or TEMPORA
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-from pathlib import Path
+if __name__ == "__main__":  # Ctrl-C, at any moment (these imports take a second or more): one line, exit 130
+    from rein.cli import interrupt  # the standard library only
 
-import uvicorn
-from starlette.applications import Starlette
-from starlette.routing import Mount
-from starlette.staticfiles import StaticFiles
+    interrupt.install()
+    interrupt.fate("the page stopped; its threads stay in Temporal (`rein threads` lists them)")
 
-import rein
-from rein.client import connect
-from rein.examples.calculator import agent
-from rein.web import agui
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import uvicorn  # noqa: E402
+from starlette.applications import Starlette  # noqa: E402
+from starlette.routing import Mount  # noqa: E402
+from starlette.staticfiles import StaticFiles  # noqa: E402
+
+import rein  # noqa: E402
+from rein.client import connect  # noqa: E402
+from rein.examples.calculator import agent  # noqa: E402
+from rein.web import agui  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from rein.core.errors import error_text
 from rein.core.ir import Completion, OutputCheck, ToolSpec
 
 FINAL_RESULT = "final_result"
@@ -111,5 +112,5 @@ def _describe(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in e.get("loc", ())) or "value"
         got = repr(e.get("input"))
         got = got if len(got) <= 60 else got[:59] + "…"
-        problems.append(f"{loc}: {e['msg']}" + ("" if e.get("type") == "missing" else f" (got {got})"))
+        problems.append(f"{loc}: {error_text(e)}" + ("" if e.get("type") == "missing" else f" (got {got})"))
     return "; ".join(problems)[:1000]

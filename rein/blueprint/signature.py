@@ -33,6 +33,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError, to_jsonable_python
 
+from rein.core.errors import error_text
+
 __all__ = ["ToolSignature", "ToolArgumentsError", "param_descriptions", "type_schema"]
 
 
@@ -335,7 +337,7 @@ def _format_validation_error(tool_name: str, err: ValidationError) -> str:
         elif kind == "extra_forbidden":
             problems.append(f"{loc}: unexpected field")
         else:
-            problems.append(f"{loc}: {e['msg']} (got {_short_repr(e.get('input'))})")
+            problems.append(f"{loc}: {error_text(e)} (got {_short_repr(e.get('input'))})")
     return f"Invalid arguments for tool '{tool_name}': " + "; ".join(problems)
 
 

@@ -1,9 +1,9 @@
 """`rein`: the operator's command line (typer + rich).
 
     rein server                                   the Temporal dev server with rein's search attributes and the UI
-    rein worker --agent examples.calculator:agent serve agents' runs
+    rein worker --agent rein.examples.calculator:agent   serve agents' runs
     rein start calculator "what is 2+3?"          start a run (served by a worker)
-    rein run examples.calculator:agent "2+3?"     run an agent here, live, asking at the terminal
+    rein run rein.examples.calculator:agent "2+3?"  run an agent here, live, asking at the terminal
     rein list | show ID | status ID | result ID | watch ID
     rein approve ID | deny ID | answer ID TEXT | retry ID | cancel ID
     rein send THREAD "hi" --agent NAME [--mode steer]  a message to a conversation thread (starts it)

@@ -213,6 +213,8 @@ def explain(exc: BaseException) -> tuple[str, int]:
     """One line and an exit code for an exception no command turned into a CliError."""
     if isinstance(exc, CliError):
         return str(exc), exc.code
+    if "pydantic" in sys.modules and isinstance(exc, sys.modules["pydantic"].ValidationError):
+        return _invalid(exc)
     if "temporalio" not in sys.modules and "rein.core.errors" not in sys.modules:
         return _plain(exc)  # raised before Temporal or rein's errors were imported: none of them
     from temporalio.client import WorkflowFailureError
@@ -246,6 +248,18 @@ def explain(exc: BaseException) -> tuple[str, int]:
     return _plain(exc)
 
 
+def _invalid(exc: Any) -> tuple[str, int]:
+    """A value pydantic refused, in rein's words: a setting by its variable (REIN_WEB_OPEN), else the model's."""
+    from rein.core.errors import error_text
+
+    if exc.title == "Settings":
+        where = "; ".join(f"REIN_{'_'.join(str(p) for p in e['loc']).upper()}: {error_text(e)}" for e in exc.errors())
+        return f"bad setting: {where}", EXIT_USAGE
+    from rein.core.errors import validation_text
+
+    return f"invalid {exc.title}: {validation_text(exc)}", EXIT_ERROR
+
+
 def _plain(exc: BaseException) -> tuple[str, int]:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, (ValueError, RuntimeError)) else text, EXIT_ERROR
@@ -260,7 +274,7 @@ def load_agent_target(target: str) -> Any:
 
     module, _, attr = target.partition(":")
     if not module or not attr:
-        raise CliError(f"expected MODULE:ATTR (e.g. examples.calculator:agent), got {target!r}", EXIT_USAGE)
+        raise CliError(f"expected MODULE:ATTR (e.g. rein.examples.calculator:agent), got {target!r}", EXIT_USAGE)
     try:
         return load_agent(target)
     except SystemExit as exc:  # load_agent's own message: not an Agent

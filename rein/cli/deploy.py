@@ -23,7 +23,7 @@ from rein.cli.app import (
 from rein.cli.render import age
 
 deployment_app = typer.Typer(help="Worker Versioning: which build serves new runs (docs/deploys.md).",
-                             no_args_is_help=True)
+                             no_args_is_help=False)
 app.add_typer(deployment_app, name="deployment")
 
 DeploymentName = Annotated[str | None, typer.Option(

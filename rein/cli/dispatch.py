@@ -18,6 +18,7 @@ from typer.main import get_command_name
 import rein.cli.commands  # noqa: F401  (registers every command group on `app`)
 from rein.cli import interrupt
 from rein.cli.app import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, app, explain
+from rein.cli.usage import click_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,9 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     if debug:
         os.environ["REIN_DEBUG"] = "1"  # worker logs in this process keep their tracebacks too
     try:
-        # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit when done.
-        only_the_named_command(args)(args=args, prog_name="rein", standalone_mode=True)
-        return EXIT_OK
+        # Click's standalone mode off: a usage mistake comes here as a UsageError (one line, not typer's box);
+        # `--help` and typer.Exit come back as their exit code (commands themselves return None).
+        code = only_the_named_command(args)(args=args, prog_name="rein", standalone_mode=False)
+        return code if isinstance(code, int) else EXIT_OK
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or EXIT_OK
@@ -43,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         print(interrupt.line(), file=sys.stderr)
         return EXIT_INTERRUPTED
     except BaseException as exc:
+        said = click_error(exc, command_path(args))  # a usage mistake (exit 2), a prompt aborted: one line
+        if said is not None:
+            if said[0]:
+                print(said[0], file=sys.stderr)
+            return said[1]
         if debug:
             traceback.print_exc()
         message, code = explain(exc)
@@ -65,6 +72,21 @@ def only_the_named_command(args: list[str]) -> typer.Typer:
     view = copy.copy(app)
     view.registered_commands, view.registered_groups = commands, groups
     return view
+
+
+def command_path(args: list[str]) -> str:
+    """`rein schedule create` for `args` naming that command (as far as they name commands and groups)."""
+    path, level = ["rein"], app
+    for arg in args:
+        group = next((g for g in level.registered_groups if g.name == arg), None)
+        if group is not None and group.typer_instance is not None:
+            path.append(arg)
+            level = group.typer_instance
+            continue
+        if any(get_command_name(c.name or getattr(c.callback, "__name__", "")) == arg for c in level.registered_commands):
+            path.append(arg)
+        break
+    return " ".join(path)
 
 
 def run_and_exit(argv: list[str] | None = None) -> NoReturn:

@@ -21,7 +21,7 @@ from rein.cli.app import (
     with_client,
 )
 
-policy_app = typer.Typer(help="Rules that allow, ask or deny tool calls for people (docs/inbox.md).", no_args_is_help=True)
+policy_app = typer.Typer(help="Rules that allow, ask or deny tool calls for people (docs/inbox.md).", no_args_is_help=False)
 app.add_typer(policy_app, name="policy")
 
 EFFECTS = ("allow", "ask", "deny")

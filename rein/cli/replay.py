@@ -34,7 +34,7 @@ from rein.cli.fork import parse_since
 if TYPE_CHECKING:
     from rein.ops.replay import ReplayReport
 
-history_app = typer.Typer(help="Run histories: export one for `rein replay` or a bug report.", no_args_is_help=True)
+history_app = typer.Typer(help="Run histories: export one for `rein replay` or a bug report.", no_args_is_help=False)
 app.add_typer(history_app, name="history")
 
 

@@ -27,7 +27,7 @@ from rein.cli.app import (
 if TYPE_CHECKING:
     from rein.client import ReinClient
 
-schedule_app = typer.Typer(help="Agents on a clock, on Temporal Schedules (docs/schedules.md).", no_args_is_help=True)
+schedule_app = typer.Typer(help="Agents on a clock, on Temporal Schedules (docs/schedules.md).", no_args_is_help=False)
 app.add_typer(schedule_app, name="schedule")
 
 ScheduleId = Annotated[str, typer.Argument(help="The schedule's id.", show_default=False)]

@@ -151,14 +151,44 @@ def _print_answer(receipt: SendReceipt, answer: RunResult | None, as_json: bool)
 
         thread_id = receipt.thread_id
         raise CliError(f"turn {receipt.turn} of {thread_id} waits for a person ({answer.interrupt.type}): "
-                       f"{answer.interrupt.message}; answer it with `rein approve {thread_id}` (or deny/answer)",
+                       f"{_waits_for(answer)}; answer it with `rein approve {thread_id}` (or deny/answer)",
                        EXIT_NEEDS_PERSON)
+
+
+def _waits_for(answer: RunResult) -> str:
+    """What the turn waits for: the calls to approve (this turn's own, with their arguments), else the interrupt's
+    message."""
+    from rein.core.inbox import args_line
+    from rein.core.machine import decisions_for_pending
+
+    assert answer.interrupt is not None
+    if answer.interrupt.type == "need_approval":
+        decided = decisions_for_pending(answer.session)
+        calls = [f"{c.name}({args_line(c.arguments, 80)})" for c in answer.session.pending_tool_calls if c.id not in decided]
+        if calls:
+            return ", ".join(calls)
+    return answer.interrupt.message.rstrip(".")
+
+
+INTERRUPTED_WAIT = {"need_approval": "the calls it waited for are denied", "need_input": "the message is the answer",
+                    "error": "the model call is tried again with the message"}
+"""What an `interrupt` message does to a turn that waits for a person (rein.core.threads), by what it waits for."""
+
+
+def _joined_a_wait(receipt: SendReceipt) -> str:
+    """What joining a turn that waits for a person means: a steer waits for the decision, an interrupt makes it."""
+    if not receipt.waits:
+        return ""
+    if receipt.mode == "interrupt":
+        return f"; the turn waited for a person ({receipt.waits}): {INTERRUPTED_WAIT.get(receipt.waits, 'it goes on')}"
+    return f"; the turn waits for a person ({receipt.waits}): the message is read once that is decided"
 
 
 def _where(receipt: SendReceipt) -> str:
     said = "a repeat (the same --id, taken once): " if receipt.duplicate else ""
     if receipt.joined:
-        return f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode})"
+        return (f"{said}{receipt.message_id} joins turn {receipt.turn} of {receipt.thread_id} ({receipt.mode})"
+                f"{_joined_a_wait(receipt)}")
     later = f", after {receipt.ahead} turn{'s' if receipt.ahead != 1 else ''}" if receipt.ahead else ""
     return f"{said}{receipt.message_id} is turn {receipt.turn} of {receipt.thread_id}{later}"
 

@@ -3,15 +3,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def validation_text(err: Exception, whole: str = "value", limit: int = 300) -> str:
     """A pydantic ValidationError in one line, `where: what; where: what` (`whole` names an error about
-    the entire input); any other error's own text. Cut at `limit` characters."""
+    the entire input; "": such an error says only what); any other error's own text. Cut at `limit` characters."""
     from pydantic import ValidationError
 
     if isinstance(err, ValidationError):
-        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in err.errors())[:limit]
+        said = []
+        for e in err.errors():
+            where = ".".join(str(p) for p in e["loc"]) or whole
+            said.append(f"{where}: {error_text(e)}" if where else error_text(e))
+        return "; ".join(said)[:limit]
     return str(err)[:limit]
+
+
+def error_text(error: Any) -> str:
+    """One pydantic error's message in rein's words: a check of rein's own says its sentence, without pydantic's
+    "Value error, " (or "Assertion failed, ") in front of it."""
+    raised = (error.get("ctx") or {}).get("error") if error.get("type") in ("value_error", "assertion_error") else None
+    return str(raised) if raised is not None and str(raised) else str(error.get("msg", ""))
 
 
 class RunFailed(RuntimeError):

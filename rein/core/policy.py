@@ -202,4 +202,4 @@ def new_rule(raw: dict[str, Any]) -> Rule:
     try:
         return Rule.model_validate(raw)
     except ValidationError as exc:
-        raise PolicyError(f"the rule does not parse: {validation_text(exc, 'rule')}") from None
+        raise PolicyError(f"the rule does not parse: {validation_text(exc, '')}") from None

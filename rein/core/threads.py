@@ -88,6 +88,10 @@ class SendReceipt(BaseModel):
     """A steer or interrupt that joined the turn under way (on an idle thread it opens the next turn)."""
     offset: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
     """The thread's stream offset when the message was taken: its turn's items come at or after it."""
+    waits: str = Field(default="", exclude_if=lambda v: not v)
+    """A steer or interrupt that joined a turn waiting for a person: what it waited for (`need_approval`, ...). A
+    steer is read once that is decided; an interrupt decides it (denies the calls, is the answer, retries). The turn's
+    outcome its sender hears comes after that."""
 
 
 class Waiting(BaseModel):
@@ -123,6 +127,9 @@ class ThreadState(BaseModel):
     """The turn under way's client tools (its messages' `tools`): the model is offered them, the client answers them."""
     turn_offset: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
     """The thread's stream offset where the turn under way (or the last one) opened: a viewer reads it from there."""
+    turn_first_message: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
+    """The index in the conversation of the message that opened the turn under way (or the last one): the turn's
+    words are those from there on (`turn_output`), never an earlier turn's."""
 
 
 class ThreadView(BaseModel):
@@ -176,9 +183,10 @@ def check(state: ThreadState, request: SendRequest, budget: str | None = None) -
 
 
 def take(state: ThreadState, request: SendRequest, message_id: str, thread_id: str, pause: int,
-         offset: int = 0) -> SendReceipt:
+         offset: int = 0, waits: str = "") -> SendReceipt:
     """Hold the message where its mode says; its receipt (the first one's for a duplicate id). `offset`: the
-    thread's stream offset now (the receipt says where the message's turn is to be read from)."""
+    thread's stream offset now (the receipt says where the message's turn is to be read from); `waits`: what the
+    turn under way waits for (a steer joining it is read once that is decided)."""
     known = state.receipts.get(message_id)
     if known is not None:
         return known.model_copy(update={"duplicate": True})
@@ -187,7 +195,7 @@ def take(state: ThreadState, request: SendRequest, message_id: str, thread_id: s
     if state.open and request.mode in ("steer", "interrupt"):
         state.steering.append(waiting)
         receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode, turn=state.turns, pause=pause,
-                              joined=True, offset=offset)
+                              joined=True, offset=offset, waits=waits)
     else:
         state.queued.append(waiting)
         receipt = SendReceipt(thread_id=thread_id, message_id=message_id, mode=request.mode,
@@ -206,6 +214,26 @@ def next_turn(state: ThreadState) -> Waiting | None:
     state.turns += 1
     state.open = True
     return state.queued.pop(0)
+
+
+def turn_messages(session: Session, state: ThreadState) -> list[Message]:
+    """The conversation of the turn under way (or the last one): from the message that opened it on."""
+    first = state.turn_first_message
+    return session.messages[first:] if first <= len(session.messages) else session.messages
+
+
+def turn_output(session: Session, state: ThreadState) -> str | None:
+    """The turn's `output`: its final result's JSON (an agent with an output type), else its last text; None while
+    it has said nothing yet (an earlier turn's words are not this turn's)."""
+    if session.output_json is not None:
+        return session.output_json
+    return next((m.content for m in reversed(turn_messages(session, state)) if m.role == "assistant" and m.content), None)
+
+
+def compacted(state: ThreadState, before: int, after: int) -> None:
+    """The conversation went from `before` to `after` messages (compaction keeps its newest ones): the turn's first
+    message moves with them (to the start when compaction took it in)."""
+    state.turn_first_message = max(0, state.turn_first_message - max(0, before - after))
 
 
 def keep_outcome(state: ThreadState, outcome: dict[str, Any]) -> None:
@@ -227,7 +255,7 @@ def end_turn(state: ThreadState, usage: Usage, output: str | None) -> None:
     for position, waiting in enumerate(state.queued, start=1):
         receipt = state.receipts.get(waiting.message_id)
         if receipt is not None:
-            receipt.turn, receipt.ahead, receipt.joined = state.turns + position, position - 1, False
+            receipt.turn, receipt.ahead, receipt.joined, receipt.waits = state.turns + position, position - 1, False, ""
 
 
 def add_client_tools(state: ThreadState, tools: list[ToolSpec], own: set[str]) -> None:

@@ -45,14 +45,15 @@ async def send_to_thread(agent: Agent, thread_id: str, text: str, *, mode: str =
 async def stream_thread(agent: Agent, thread_id: str, text: str, *, mode: str = "queue",
                         message_id: str | None = None) -> AsyncIterator[StreamChunk | RunResult]:
     """Send `text`, then the turn's text and tool-call chunks as they come (interrupt chunks when it waits
-    for a person, a `cut` event when an interrupt cut a model call), then its RunResult. Other turns' chunks
-    are not this turn's: they are skipped, also when the message joined a turn under way (steer,
-    interrupt): the stream is read from its start and this turn begins at its `turn` event."""
+    for a person, a `cut` event when an interrupt cut a model call), then its RunResult. The stream is read from
+    where the message was taken: a queued message's turn begins at its `turn` event (earlier turns' chunks are
+    skipped); one that joined a turn under way (steer, interrupt) gets that turn from there on, not a wait for a
+    person it joined."""
     eng, runs, key = await _client(agent)
     receipt: SendReceipt = await eng.submit(
         runs.send(thread_id, text, agent=key, mode=mode, message_id=message_id, stream=True))  # type: ignore[arg-type]
-    ours = False
-    async for chunk in eng.relay(lambda: runs.stream(thread_id)):
+    ours = receipt.joined
+    async for chunk in eng.relay(lambda: runs.stream(thread_id, from_offset=receipt.offset)):
         turn = (chunk.data or {}).get("turn") if chunk.type == "event" else None
         if chunk.name == "turn" and turn == receipt.turn:
             ours = True

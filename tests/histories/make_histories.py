@@ -92,6 +92,13 @@ turn opens), `rein.tool_results` brings it, the model answers; then a turn witho
   v1: the first client tools
 
     .venv/bin/python tests/histories/make_histories.py thread_client_tools
+
+agent_thread_turns_v<N>.json: each sender hears its own turn (issue 53). Turn 1 waits for an approval; a second message
+queues turn 2 and a third steers turn 1 while it waits (its `rein.wait` asks the patch rein-turn-wait: a marker, then
+it is answered only once turn 1 went on with the message); the approval; turn 2 waits for its own approval, then ends.
+  v1: the first exact turn waits
+
+    .venv/bin/python tests/histories/make_histories.py thread_turns
 """
 
 from __future__ import annotations
@@ -117,6 +124,7 @@ CHANGED = "agent_changed_v2.json"
 THREAD = "agent_thread_v1.json"
 THREAD_STOCK = "agent_thread_stock_v1.json"
 THREAD_CLIENT_TOOLS = "agent_thread_client_tools_v1.json"
+THREAD_TURNS = "agent_thread_turns_v1.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
@@ -359,6 +367,31 @@ async def record_thread_client_tools(env) -> None:  # noqa: ANN001
     write(THREAD_CLIENT_TOOLS, history)
 
 
+async def record_thread_turns(env) -> None:  # noqa: ANN001
+    from rein.client import ReinClient
+
+    script = [[ToolCall(id="add-1", name="add", arguments={"a": 1, "b": 2})], "Three.",
+              [ToolCall(id="add-2", name="add", arguments={"a": 2, "b": 2})], "Four."]
+    agent = Agent(provider=MockProvider(script), tools=[add], name="thread-agent", config=LoopConfig(permission="ask"))
+    runs = ReinClient(env.client, "histories-thread-turns")
+    thread = "agent-thread-turns"
+    async with rein.create_worker(env.client, agents=[agent], task_queue="histories-thread-turns"):
+        first = await runs.send(thread, "add 1 and 2", agent="thread-agent", message_id="m1")
+        assert (await runs.reply(first)).interrupt is not None
+        second = await runs.send(thread, "and 2 and 2", agent="thread-agent", message_id="m2")
+        steer = await runs.send(thread, "in words", agent="thread-agent", mode="steer", message_id="m3")
+        steered = asyncio.ensure_future(runs.reply(steer))
+        await runs.approve(thread, wait=True)
+        assert (await steered).output == "Three."
+        waiting = await runs.reply(second)
+        assert (waiting.interrupt is not None, waiting.output) == (True, None)
+        await runs.approve(thread, wait=True)
+        assert (await runs.reply(second)).output == "Four."
+        await runs.cancel(thread, wait=True)
+        history = await env.client.get_workflow_handle(thread).fetch_history()
+    write(THREAD_TURNS, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -386,6 +419,8 @@ async def main(which: list[str]) -> None:
             await record_thread_stock(env)
         if not which or "thread_client_tools" in which:
             await record_thread_client_tools(env)
+        if not which or "thread_turns" in which:
+            await record_thread_turns(env)
     finally:
         await env.shutdown()
 
