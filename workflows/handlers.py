@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultsTaken,
         WaitRequest,
     )
-    from rein.core.threads import SEND_UPDATE, THREAD_QUERY, SendReceipt, SendRequest
+    from rein.core.threads import SEND_UPDATE, STOP_UPDATE, THREAD_QUERY, SendReceipt, SendRequest, StopRequest
 
 from rein.workflows.decisions import SIGNALS
 from rein.workflows.state import RunState
@@ -192,6 +192,16 @@ class AgentHandlers(RunState):
     @tool_results_update.validator
     def _validate_tool_results(self, request: ToolResults) -> None:
         self.decisions.check_tool_results(request)
+
+    @workflow.update(name=STOP_UPDATE, description='Stop the thread\'s turn under way (the thread stays): {"by"}; '
+                                                   'answers the turn\'s number')
+    def stop_turn_update(self, request: StopRequest) -> int:
+        self.decisions.count([request.model_dump(mode="json")])
+        return self.threads.stop_turn(request)
+
+    @stop_turn_update.validator
+    def _validate_stop_turn(self, request: StopRequest) -> None:
+        self.threads.validate_stop(request)
 
     @workflow.query(name=THREAD_QUERY, description="The thread: status, turns, queued and steering messages, usage")
     def thread_query(self) -> dict[str, object]:

@@ -122,6 +122,8 @@ class AgentLoop(AgentHandlers):
             config = self.config or config  # stricter once the agent changed under the run (workflows.agent_changes)
             action = machine.next_action(self.session, config, elapsed, self.answered_outside(), self.approval_tools,
                                          self.client_tools())
+            if self.threads.stops(action):
+                continue
             if (self.cancel_reason is not None or self.family_spent) and not isinstance(action, machine.Finish):
                 self.session.done = True
                 self.session.stop_reason = "cancelled" if self.cancel_reason is not None else "budget"

@@ -57,3 +57,9 @@ may decide the calls), and while it waits its memo says what for (`rein.waiting`
 visibility) and a webhook tells people (activity rein.notify_waiting, when the worker has one). Asked as a wait
 begins (runs that never wait record no marker), and before a described-first run's describe_agent local activity
 (rein.workflows.start: a patch asked right after a local activity may be asked where a replay has not seen it)."""
+
+PATCH_STOP_TURN = "rein-stop-turn"
+"""Since this patch a thread's turn may be stopped (`rein.stop_turn`, a page's stop button): the model call under way
+is cut, a wait for a person is settled (approvals denied, questions and client tools answered that the turn stopped)
+and the turn ends with stop reason `stopped` before its next model call. Asked when a stop takes effect: turns
+nobody stops record no marker."""

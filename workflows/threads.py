@@ -9,16 +9,18 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from rein.workflows.patches import PATCH_CLIENT_TOOLS, PATCH_THREAD_MEMO
+from rein.workflows.patches import PATCH_CLIENT_TOOLS, PATCH_STOP_TURN, PATCH_THREAD_MEMO
 
 with workflow.unsafe.imports_passed_through():
     from rein.core import machine, threads
     from rein.core.ir import StreamChunk, ToolSpec
     from rein.core.threads import (
+        STOPPED,
         THREAD_MEMO,
         TURN_TRACE,
         SendReceipt,
         SendRequest,
+        StopRequest,
         ThreadState,
         ThreadView,
     )
@@ -83,6 +85,56 @@ class Threads:
         elif run.model_call_under_way:
             run.cut = True
 
+    # ---------------------------------------------------------------- stopping a turn (rein.stop_turn)
+
+    def validate_stop(self, _: StopRequest) -> None:
+        thread = self.run.thread
+        if thread is None:
+            raise ApplicationError("this run is not a thread: only a thread's turn can be stopped", type="NotAThread")
+        if not thread.open or self.run.ended:
+            raise ApplicationError("no turn is under way: there is nothing to stop", type="Idle")
+
+    def stop_turn(self, request: StopRequest) -> int:
+        """Stop the turn under way: a model call is cut, a wait for a person settled; it ends before its next model
+        call (`stops`). Returns the turn's number."""
+        run = self.run
+        thread = run.thread
+        assert thread is not None
+        thread.stopping = request.by or "a client"
+        if run.status in ("waiting_approval", "waiting_input", "waiting_retry"):
+            self._settle_wait()
+            run.woken = True
+        elif run.model_call_under_way:
+            run.cut = True
+        return thread.turns
+
+    def stops(self, action: object) -> bool:
+        """The turn was asked to stop: before a model call it ends (stop reason `stopped`); a wait nobody will
+        answer now is settled first. True when the loop goes on without `action`."""
+        run = self.run
+        thread = run.thread
+        if thread is None or not thread.stopping or not thread.open or run.session.done:
+            return False
+        if not isinstance(action, (machine.CallModel, machine.Wait)) or not workflow.patched(PATCH_STOP_TURN):
+            return False
+        if isinstance(action, machine.Wait) and action.interrupt.type != "error":
+            self._settle_wait()
+        else:
+            run.session.done, run.session.stop_reason = True, STOPPED
+        return True
+
+    def _settle_wait(self) -> None:
+        """Nobody answers the stopped turn's wait: its approvals are denied, its questions and client tools answered."""
+        run = self.run
+        thread = run.thread
+        assert thread is not None
+        why = f"the turn was stopped by {thread.stopping}"
+        outside = run.answered_outside()
+        machine.decide(run.session, False, None, thread.stopping, why, outside)
+        waiting = machine.waiting_on(run.session, "need_input", outside)
+        if waiting:
+            machine.answer_calls(run.session, {c.id: f"No answer: {why}." for c in waiting}, thread.stopping)
+
     # ---------------------------------------------------------------- turns
 
     async def open_turn(self) -> bool:
@@ -120,7 +172,8 @@ class Threads:
         run.prompt = message.text
         run.publisher.progressed = True
         run.publisher.publish()
-        run.emit(StreamChunk(type="event", name="turn", data={"turn": thread.turns, "message_id": message.message_id}))
+        run.emit(StreamChunk(type="event", name="turn", data={  # `at`: the turn's user message in the conversation
+            "turn": thread.turns, "message_id": message.message_id, "at": len(run.session.messages) - 1}))
         self._trace_turn("start", {"rein.turn": thread.turns, "rein.message_id": message.message_id})
         return True
 

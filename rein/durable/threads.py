@@ -37,7 +37,16 @@ from rein.core.contract import (
 )
 from rein.core.ir import ToolSpec
 from rein.core.result import RunResult
-from rein.core.threads import SEND_UPDATE, THREAD_MEMO, THREAD_QUERY, Mode, SendReceipt, SendRequest, ThreadView
+from rein.core.threads import (
+    SEND_UPDATE,
+    STOP_UPDATE,
+    THREAD_MEMO,
+    THREAD_QUERY,
+    Mode,
+    SendReceipt,
+    SendRequest,
+    ThreadView,
+)
 from rein.durable.fleet import run_priority
 from rein.temporal import history
 from rein.temporal.run_status import status_of
@@ -131,6 +140,14 @@ class ThreadClient:
         taken = await self._decide(thread_id, TOOL_RESULTS_UPDATE, payload.model_dump(mode="json"), wait=wait,
                                    update_id=update_id)
         return ToolResultsTaken.model_validate(taken)
+
+    async def stop_turn(self, thread_id: str, *, by: str = "", wait: bool = False, update_id: str | None = None) -> int:
+        """Stop the thread's turn under way (a page's stop button): the model call under way is cut, a wait for a
+        person is settled (approvals denied, questions and client tools answered that the turn stopped), and the
+        turn ends with stop reason `stopped`; the thread takes the next message as before. Returns the turn's
+        number; DecisionRejected when no turn is under way. `by` is recorded on what it denies."""
+        return int(await self._decide(thread_id, STOP_UPDATE, {"by": by or self.client.identity}, wait=wait,
+                                      update_id=update_id))
 
     async def reply(self, receipt: SendReceipt) -> RunResult:
         """Until the receipt's turn ends (or waits for a person): that turn's RunResult (the whole conversation,

@@ -35,11 +35,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from rein.client import DecisionQueued, DecisionRejected, NoWorker, ReinClient, ThreadRefused
 from rein.core.contract import SEARCH_KEYS
 from rein.core.threads import ThreadView
+from rein.temporal.bearer import BearerAuth
 from rein.web.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot
-from rein.web.hub import Hub
 from rein.web.agui_input import Ask, BadInput, read
 from rein.web.auth import Viewer, WebAuth
-from rein.temporal.bearer import BearerAuth
+from rein.web.hub import Hub
 
 log = logging.getLogger("rein.agui")
 

@@ -296,10 +296,10 @@ def _interrupts(kind: str, data: dict[str, Any], calls: list[dict[str, Any]], cl
     found = []
     for call in calls:
         name, arguments = str(call.get("name", "")), call.get("arguments") or {}
-        if kind == "need_approval":
+        if kind == "need_approval":  # `pause`: which wait of the run asks (the AI SDK's approval id carries it)
             found.append(Interrupt(id=str(call["id"]), reason="tool_approval", tool_call_id=str(call["id"]),
                                    message=f"Approve {name}({_arguments(arguments)})?", response_schema=APPROVAL_SCHEMA,
-                                   metadata={"rein": {"tool": name, "arguments": arguments}}))
+                                   metadata={"rein": {"tool": name, "arguments": arguments, "pause": data.get("pause")}}))
         elif name not in client:
             question = arguments.get("question") if isinstance(arguments, dict) else None
             found.append(Interrupt(id=str(call["id"]), reason="input", tool_call_id=str(call["id"]),
