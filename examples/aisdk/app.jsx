@@ -11,10 +11,13 @@ import {
 import { useEffect, useMemo, useState } from "react";
 import { createRoot } from "react-dom/client";
 
-const API = "/ai-sdk/calculator";
 const params = new URLSearchParams(location.search);
+const API = `/ai-sdk/${params.get("agent") || "calculator"}`;  // ?agent=NAME: another agent rein serves
 const chatId = params.get("chat") || `chat-${crypto.randomUUID().slice(0, 8)}`;
-if (!params.get("chat")) history.replaceState(null, "", `?chat=${chatId}${location.hash}`);
+if (!params.get("chat")) {
+  params.set("chat", chatId);
+  history.replaceState(null, "", `?${params}${location.hash}`);
+}
 // Where sign-in is on, the token comes in the address's fragment (#token=...): never sent to a server.
 const token = new URLSearchParams(location.hash.slice(1)).get("token");
 const headers = token ? { Authorization: `Bearer ${token}` } : {};
