@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultsTaken,
         WaitRequest,
     )
+    from rein.core.shared_state import STATE_QUERY, STATE_UPDATE, SetState
     from rein.core.threads import SEND_UPDATE, STOP_UPDATE, THREAD_QUERY, SendReceipt, SendRequest, StopRequest
 
 from rein.workflows.decisions import SIGNALS
@@ -202,6 +203,20 @@ class AgentHandlers(RunState):
     @stop_turn_update.validator
     def _validate_stop_turn(self, request: StopRequest) -> None:
         self.threads.validate_stop(request)
+
+    @workflow.update(name=STATE_UPDATE, description='Set the thread\'s shared state: {"value", "version" (the one '
+                                                    'read: a stale write is refused), "by"}; answers the new version')
+    def set_state_update(self, request: SetState) -> int:
+        self.decisions.count([request.model_dump(mode="json")])
+        return self.threads.set_state(request)
+
+    @set_state_update.validator
+    def _validate_set_state(self, request: SetState) -> None:
+        self.threads.validate_set_state(request)
+
+    @workflow.query(name=STATE_QUERY, description="The thread's shared state: {\"value\", \"version\"}")
+    def state_query(self) -> dict[str, object]:
+        return self.threads.shared().model_dump(mode="json")
 
     @workflow.query(name=THREAD_QUERY, description="The thread: status, turns, queued and steering messages, usage")
     def thread_query(self) -> dict[str, object]:

@@ -314,6 +314,8 @@ class AgentLoop(AgentHandlers):
             self.thread.turn_first_step = request.first_step
         else:
             self.session.done, self.session.stop_reason = True, "done"
+        if request.state is not None:  # a fork's: the state its original held at the fork's step
+            self.thread.state, self.thread.state_version = request.state, 1
         if request.prompt:
             threads.take(self.thread, SendRequest(text=request.prompt), str(workflow.uuid4()), workflow.info().workflow_id, 0)
 

@@ -227,6 +227,7 @@ class Stages:
         # a refusal the run cannot act on is a failed call
         done = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, ran, strict=False)]
         run.held_results = {}
+        run.threads.apply_tool_changes(calls, done)  # the tools' changes to the thread's state, in call order
         steps = machine.apply_tool_results(run.session, done, workflow.time() - began)
         answers = run.session.messages[len(run.session.messages) - len(steps):]  # the batch's tool messages, in order
         run.record_steps(steps, [{"tool_call_id": m.tool_call_id, "content": machine.truncate(m.content, STREAM_RESULT_CHARS)}
@@ -258,6 +259,7 @@ class Stages:
             if key in run.reply_calls
             else ToolCallInput(agent=run.agent_key, call=call, version=run.agent.version)
         )
+        request = run.threads.with_state(request, local=bool(info is not None and info.local))
         retry = tool_retry(retries)  # a result too large to record is final: the activity raises it non-retryable
 
         def execute() -> Awaitable[ToolResult | str]:

@@ -202,6 +202,8 @@ class AgentInput(_Lenient):
     thread: bool = Field(default=False, exclude_if=lambda v: not v)
     """A thread (rein.core.threads): the run takes its messages through `rein.send`, one turn each, and
     waits between turns instead of ending. `prompt`, if given, is its first message."""
+    state: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """A thread's shared state to start from (rein.core.shared_state: a fork's, as its original held it)."""
     eval: EvalPlan | None = Field(default=None, exclude_if=lambda v: v is None)
     """A what-if run (`rein eval`, rein.core.evals): the recorded run's calls, reused instead of run again."""
 
@@ -501,6 +503,11 @@ class ToolCallInput(BaseModel):
     """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
     version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
+    state_version: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    """A thread's call: the version of its shared state (rein.core.shared_state; 0: never set) when the call was
+    scheduled. A tool that reads `ToolContext.state` gets the value with the `rein.state` query (None: not a thread)."""
+    state: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """The state itself, for a local activity (its input is not recorded, and it cannot query the run it holds)."""
 
     @model_validator(mode="after")
     def _call_or_ref(self) -> ToolCallInput:

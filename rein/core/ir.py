@@ -53,6 +53,16 @@ class ToolResult(BaseModel):
     tool_call_id: str
     content: str
     is_error: bool = False
+    state_patch: list[dict[str, Any]] | None = None
+    """The tool's change to its thread's shared state (RFC 6902, rein.core.shared_state); None: no change."""
+
+    @model_serializer(mode="wrap")
+    def _omit_no_patch(self, handler: Any) -> Any:
+        """Results without a state change serialise as before (same history bytes)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("state_patch") is None:
+            data.pop("state_patch", None)
+        return data
 
 
 class Message(BaseModel):

@@ -137,6 +137,10 @@ class ThreadState(BaseModel):
     """The thread's stream offset where the turn under way (or the last one) opened: a viewer reads it from there."""
     stopping: str = Field(default="", max_length=200, exclude_if=lambda v: not v)
     """Who asked to stop the turn under way (`rein.stop_turn`): it ends before its next model call."""
+    state: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """The thread's shared JSON state (rein.core.shared_state); None: never set (`{}` to its readers)."""
+    state_version: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
+    """Changes to `state` so far: a page's write names the version it read."""
 
 
 class ThreadView(BaseModel):
@@ -157,6 +161,9 @@ class ThreadView(BaseModel):
     turn_offset: int = 0
     offset: int = 0
     """The thread's stream offset now (its next item goes there)."""
+    state: Any = Field(default_factory=dict)
+    """The thread's shared state (rein.core.shared_state) and its version."""
+    state_version: int = 0
 
 
 class Busy(ValueError):

@@ -30,6 +30,8 @@ from ag_ui.core import (
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageContentEvent,
@@ -48,6 +50,7 @@ from ag_ui.core.events import RunFinishedCancelledOutcome
 
 from rein.core.events import StreamEvent, TextDeduplicator
 from rein.core.ir import Message, StreamChunk
+from rein.core.shared_state import STATE_EVENT, SharedState
 
 MODEL_STEP = "model"
 RETRY_INTERRUPT = "retry"
@@ -96,6 +99,8 @@ class TurnEvents:
     _names: dict[str, str] = field(default_factory=dict)
     _turn: int = 0
     _more: bool = False
+    state_version: int = 0
+    """The version of the state snapshot the client was sent: older changes on the stream are not told again."""
 
     def __post_init__(self) -> None:
         self._open_run = not self.follow and self.waiting_for is None
@@ -237,8 +242,11 @@ class TurnEvents:
             outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=[str(c["id"]) for c in calls])
         else:
             outcome = RunFinishedInterruptOutcome(interrupts=_interrupts(chunk.name or "", data, calls, client, offset))
-        return self._finish(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome,
-                                             usage=_usage(chunk)))
+        events = self._finish(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome,
+                                               usage=_usage(chunk)))
+        if isinstance(outcome, RunFinishedInterruptOutcome):  # the conversation, for a client that resumes later:
+            events.insert(len(events) - 1, MessagesSnapshotEvent(messages=[]))  # filled by the endpoint (a query)
+        return events
 
     def _event(self, offset: int, chunk: StreamChunk) -> list[BaseEvent]:
         data = chunk.data or {}
@@ -253,6 +261,12 @@ class TurnEvents:
         if chunk.name == "cut":
             self._fresh(StreamEvent(chunk=chunk))
             return self._text_ends() + [CustomEvent(name="rein.cut", value=data)]
+        if chunk.name == STATE_EVENT:  # a change to the thread's shared state (rein.core.shared_state)
+            version = int(data.get("version") or 0)
+            if version <= self.state_version:
+                return []  # the snapshot the client has holds it already
+            self.state_version = version
+            return [StateDeltaEvent(delta=list(data.get("patch") or []), metadata={"rein": {"stateVersion": version}})]
         return [CustomEvent(name=chunk.name or "event", value=data)]
 
     def _done(self, chunk: StreamChunk) -> list[BaseEvent]:
@@ -267,6 +281,11 @@ class TurnEvents:
         outcome = RunFinishedCancelledOutcome() if chunk.finish_reason == "cancelled" else None
         return self._closing() + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome,
                                                    result={"stop_reason": chunk.finish_reason or "done"})]
+
+
+def state_snapshot(state: SharedState) -> StateSnapshotEvent:
+    """The thread's shared state for a client (its version in `metadata.rein.stateVersion`)."""
+    return StateSnapshotEvent(snapshot=state.value, metadata={"rein": {"stateVersion": state.version}})
 
 
 def snapshot(messages: list[Message]) -> MessagesSnapshotEvent:

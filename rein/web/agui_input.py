@@ -49,6 +49,8 @@ class Ask:
     results: dict[str, str] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
     tools: list[ToolSpec] = field(default_factory=list)
+    state: Any = None
+    """The state a new thread starts with (the page's, rein.web.agui's `_page_state`)."""
 
 
 def read(body: bytes) -> Ask:

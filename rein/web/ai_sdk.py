@@ -23,6 +23,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from ag_ui.core import StateDeltaEvent
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -36,7 +37,7 @@ from rein.temporal.bearer import BearerAuth
 from rein.web.agui import KEEPALIVE_S, TENANT_CLAIM, AgUi, Refused, log
 from rein.web.agui_events import TurnEvents
 from rein.web.agui_input import BadInput
-from rein.web.ai_sdk_events import Chunk, UiChunks, turn_message_id, ui_messages
+from rein.web.ai_sdk_events import Chunk, UiChunks, state_part, turn_message_id, ui_messages
 from rein.web.ai_sdk_input import Ask, read
 from rein.web.auth import Viewer
 from rein.web.hub import Hub
@@ -70,6 +71,9 @@ class AiSdk(AgUi):
             await self._reach(ask.thread_id, agent, caller, must_exist=ask.kind != "message")
             if ask.kind == "regenerate":
                 raise Refused(409, REGENERATE)
+            if ask.request.state is not None:
+                ask.start_state = await self._page_state(ask.thread_id, ask.request.state.value,
+                                                         ask.request.state.version, caller)
             offset, answering = await self._answer(ask, caller) if ask.kind == "answers" else (-1, frozenset())
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, status_code=refused.status)
@@ -170,7 +174,7 @@ class AiSdk(AgUi):
         sending = asyncio.ensure_future(sender.send(
             ask.thread_id, ask.text, agent=agent, mode=ask.request.mode, message_id=ask.message_id,
             sender=caller.subject if caller is not None else "", tenant=self._tenant(caller), stream=True,
-            tools=ask.tools))
+            tools=ask.tools, state=ask.start_state))
         sending.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved even if nobody waits
         try:
             receipt = await asyncio.shield(sending)
@@ -191,6 +195,8 @@ class AiSdk(AgUi):
         started = not from_turn and waiting_for is None
         if started:
             yield {"type": "start", **({"messageId": message_id} if message_id else {})}
+            async for chunk in self._state_part(thread_id, run):
+                yield chunk
         async with self.hub.watch(thread_id, offset) as feed:
             async for at, item, more in feed.read(offset):
                 waited = run.waiting_for is not None
@@ -199,7 +205,11 @@ class AiSdk(AgUi):
                 if not started and opened and (waited or waiting_for is None):
                     started = True
                     yield {"type": "start", "messageId": turn_message_id(item.chunk.data)}
+                    async for chunk in self._state_part(thread_id, run):
+                        yield chunk
                 told = [chunk for _, event in emitted for chunk in chunks(event)]
+                if any(isinstance(event, StateDeltaEvent) for _, event in emitted):  # a change: the snapshot
+                    told.append(state_part(item.chunk.data or {}))
                 if told and not started:  # the turn's own item is no longer on the stream (a long turn rolled over)
                     started = True
                     yield {"type": "start"}
@@ -207,6 +217,13 @@ class AiSdk(AgUi):
                     yield chunk
                 if run.finished:
                     return
+
+    async def _state_part(self, thread_id: str, run: TurnEvents) -> AsyncIterator[Chunk]:
+        """The thread's shared state as a `data-state` part (once anything set it); the run tells later changes."""
+        state = await self.runs.state(thread_id)
+        run.state_version = state.version
+        if state.version:
+            yield state_part(state.model_dump(mode="json"))
 
     # ---------------------------------------------------------------- the response
 

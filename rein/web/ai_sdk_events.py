@@ -14,6 +14,7 @@ stream's chunks, one assistant message per turn. The chunk shapes are the `ai` p
 | RUN_FINISHED with approvals | a `tool-approval-request` per call (`approvalId` rein.ai_sdk_input.approval_id), `finish` |
 | RUN_FINISHED (turn end, a client tool's wait) | `finish` (`finishReason`, `messageMetadata.rein`) |
 | RUN_ERROR | `error` |
+| STATE_DELTA (a change to the thread's shared state) | a `data-state` part with the whole state and its version |
 | other CUSTOM events | transient `data-rein-event` parts (`onData`) |
 
 `ui_messages` is the thread's conversation as `UIMessage[]`: a user message per user turn, an assistant message
@@ -157,6 +158,12 @@ class UiChunks:
             return []  # a question the model asked with a tool: its part waits for the page's output
         return [{"type": "data-rein-interrupt", "id": interrupt.id,
                  "data": {"id": interrupt.id, "reason": interrupt.reason, "message": interrupt.message}}]
+
+
+def state_part(data: dict[str, Any]) -> Chunk:
+    """The thread's shared state as the `data-state` part (one per message, id `state`, replaced by each change):
+    `{"version", "value"}`."""
+    return {"type": "data-state", "id": "state", "data": {"version": data.get("version", 0), "value": data.get("value")}}
 
 
 def ui_messages(session: Session, pending: dict[str, int] | None = None) -> list[dict[str, Any]]:

@@ -7,7 +7,8 @@ there is a new message (its id the message id: sent twice, taken once); an assis
 answers on the calls the thread waits for, in its tool parts (an `approval-responded` part is a decision, an
 `output-available` or `output-error` part of a call the thread waits for is that call's result). The page's own
 tools come in the request field `tools` (`[{name, description, parameters}]`, `DefaultChatTransport`'s `body`),
-the mode of a message in `mode`. Malformed input raises `BadInput` (HTTP 422) with why; nothing was sent then.
+the mode of a message in `mode`, a write of the thread's shared state in `state` (`{"value", "version"}`, the version
+the page read). Malformed input raises `BadInput` (HTTP 422) with why; nothing was sent then.
 """
 
 from __future__ import annotations
@@ -55,8 +56,15 @@ class ClientTool(_Loose):
     parameters: dict[str, Any] | None = Field(default=None, alias="inputSchema")
 
 
+class PageState(_Loose):
+    """A page's write of the thread's shared state: the whole value, and the version it read (rein.core.shared_state)."""
+
+    value: Any
+    version: int | None = Field(default=None, ge=0)
+
+
 class ChatRequest(_Loose):
-    """The body DefaultChatTransport posts (and rein's own fields: `tools`, `mode`)."""
+    """The body DefaultChatTransport posts (and rein's own fields: `tools`, `mode`, `state`)."""
 
     id: str = Field(min_length=1, max_length=200)
     messages: list[UIMessage] = Field(default_factory=list)
@@ -64,6 +72,7 @@ class ChatRequest(_Loose):
     message_id: str | None = Field(default=None, alias="messageId", max_length=200)
     tools: list[ClientTool] = Field(default_factory=list)
     mode: Mode = "queue"
+    state: PageState | None = None
 
 
 @dataclass
@@ -90,6 +99,8 @@ class Ask:
     outputs: dict[str, str] = field(default_factory=dict)
     """Results the page gives for calls (its own tools' outputs, answers to questions): call id -> text."""
     tools: list[ToolSpec] = field(default_factory=list)
+    start_state: Any = None
+    """The state a new thread starts with (the page's)."""
 
     @property
     def thread_id(self) -> str:
