@@ -1,0 +1,148 @@
+"""A thread's shared state (rein.core.shared_state): a tool changes it and a page sees the change (AG-UI's
+STATE_DELTA, the AI SDK's data-state part), a page writes it on the version it read (a stale write refused, 409),
+forks copy it, and it outlives the worker: killed, replaced, and the page that reconnects gets it whole.
+
+The planner agent (tests/agents/ai_sdk.py) keeps a to-do list in it: `add X and Y` is one tool call per item.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonpatch
+import pytest
+import pytest_asyncio
+
+import rein
+from rein.client import DecisionRejected, ReinClient
+from rein.web.app import build
+from tests.agents.ai_sdk import planner
+from tests.support.processes import WorkerProcess
+from tests.test_agui import body, serve, sse, user
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class Site:
+    def __init__(self, url: str, runs: ReinClient):
+        self.url, self.runs = url, runs
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def site(dev) -> AsyncIterator[Site]:
+    """`rein serve`'s app (AG-UI and the AI SDK on one hub) and a worker for the planner."""
+    queue = f"state-{uuid.uuid4().hex[:8]}"
+    url, server, task = await serve(build(dev.client, [planner], task_queue=queue, auth=rein.temporal.bearer.BearerAuth()))
+    async with rein.create_worker(dev.client, agents=[planner], task_queue=queue):
+        yield Site(url, ReinClient(dev.client, queue))
+        server.should_exit = True
+        await task
+
+
+def deltas_applied(events: list[dict[str, Any]]) -> Any:
+    """The state a client holds after the run's STATE_SNAPSHOT and STATE_DELTA events (applied with jsonpatch)."""
+    state: Any = None
+    for event in events:
+        if event["type"] == "STATE_SNAPSHOT":
+            state = event["snapshot"]
+        elif event["type"] == "STATE_DELTA":
+            state = jsonpatch.apply_patch(state, event["delta"])
+    return state
+
+
+async def ui_chunks(http: httpx.AsyncClient, url: str, payload: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    async with http.stream("POST", url, json=payload) as response:
+        if response.status_code != 200:
+            return response.status_code, [json.loads(await response.aread())]
+        return 200, [json.loads(line[6:]) async for line in response.aiter_lines()
+                     if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+async def test_a_tool_changes_the_state_pages_see_it_and_a_stale_page_cannot_overwrite_it(site: Site) -> None:
+    thread_id = f"state-{uuid.uuid4().hex[:8]}"
+    agui = f"{site.url}/agui/planner"
+    async with httpx.AsyncClient(timeout=60) as http:
+        _, events, _ = await sse(http, agui, body(thread_id, user("add milk")))
+        kinds = [e["type"] for e in events]
+        # the run starts with the state as it is, then the tool's change as an RFC 6902 delta
+        assert kinds[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"] and events[1]["snapshot"] == {}
+        assert [e["delta"] for e in events if e["type"] == "STATE_DELTA"] == [
+            [{"op": "add", "path": "/todos", "value": ["milk"]}]]
+        # two calls of one batch each see the state as the batch began; their changes apply in call order
+        _, events, _ = await sse(http, agui, body(thread_id, user("add eggs and tea")))
+        assert events[1]["snapshot"] == {"todos": ["milk"]}
+        assert [e["delta"] for e in events if e["type"] == "STATE_DELTA"] == [
+            [{"op": "add", "path": "/todos/1", "value": "eggs"}], [{"op": "add", "path": "/todos/1", "value": "tea"}]]
+        assert deltas_applied(events) == {"todos": ["milk", "tea", "eggs"]}
+        state = await site.runs.state(thread_id)
+        assert (state.value, state.version) == ({"todos": ["milk", "tea", "eggs"]}, 3)
+        # a page that read version 1 writes: refused, the tools' change stands
+        stale = body(thread_id, user("add tea"), state={"todos": []}, forwardedProps={"stateVersion": 1})
+        status, refused, _ = await sse(http, agui, stale)
+        assert status == 409 and "stale" in refused[0]["error"]
+        assert (await site.runs.state(thread_id)).version == 3
+        assert (await site.runs.thread(thread_id)).turns == 2  # and its message was not sent either
+        # written on the version it read: taken, and the next tool call sees the page's list
+        fresh = body(thread_id, user("add rice"), state={"todos": ["bread"]}, forwardedProps={"stateVersion": 3})
+        _, events, _ = await sse(http, agui, fresh)
+        assert events[1]["snapshot"] == {"todos": ["bread"]}
+        assert deltas_applied(events) == {"todos": ["bread", "rice"]}
+        # the AI SDK: the state as a data part at the start, and again whole after each change
+        ai = f"{site.url}/ai-sdk/planner"
+        status, refused = await ui_chunks(http, ai, {"id": thread_id, "messages": [
+            {"id": "m-jam", "role": "user", "parts": [{"type": "text", "text": "add jam"}]}],
+            "state": {"value": {"todos": []}, "version": 3}})
+        assert status == 409 and "stale" in refused[0]["error"]
+        _, chunks = await ui_chunks(http, ai, {"id": thread_id, "messages": [
+            {"id": "m-jam", "role": "user", "parts": [{"type": "text", "text": "add jam"}]}]})
+    parts = [c["data"] for c in chunks if c["type"] == "data-state"]
+    assert [p["version"] for p in parts] == [5, 6] and parts[-1]["value"]["todos"][-1] == "jam"
+    assert all(c.get("id") == "state" for c in chunks if c["type"] == "data-state")
+    # a client of rein's own: the same versioned write
+    with pytest.raises(DecisionRejected, match="stale"):
+        await site.runs.set_state(thread_id, {"todos": []}, version=5)
+    assert await site.runs.set_state(thread_id, {"todos": ["one"]}, version=6) == 7
+    # a fork at the first batch starts from the state as it was then
+    steps = await site.runs.steps(thread_id)
+    batch = max(s.index for s in steps if s.kind == "tool" and "tea" in s.summary)
+    fork = await site.runs.fork(thread_id, at_step=batch)
+    forked = await site.runs.state(fork)
+    assert forked.value == {"todos": ["milk", "tea", "eggs"]}
+    await site.runs.cancel(fork)
+    await site.runs.cancel(thread_id)
+
+
+async def test_the_state_outlives_a_killed_worker_and_a_reconnecting_page_gets_it(dev, tmp_path: Path) -> None:
+    address = dev.client.service_client.config.target_host
+    queue = f"state-kill-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(address, ["tests.agents.ai_sdk:planner"], queue, tmp_path / "worker.log").start()
+    url, server, task = await serve(build(dev.client, ["planner"], task_queue=queue,
+                                          auth=rein.temporal.bearer.BearerAuth()))
+    runs = ReinClient(dev.client, queue)
+    thread_id = f"state-{uuid.uuid4().hex[:8]}"
+    try:
+        async with httpx.AsyncClient(timeout=120) as http:
+            _, events, ids = await sse(http, f"{url}/agui/planner", body(thread_id, user("add milk")))
+            assert deltas_applied(events) == {"todos": ["milk"]}
+            worker.kill()  # the worker that ran the tool dies; the state is the thread's, in Temporal
+            worker = WorkerProcess(address, ["tests.agents.ai_sdk:planner"], queue, tmp_path / "worker2.log").start()
+            # the page reconnects (Last-Event-ID): the state comes whole first
+            _, again, _ = await sse(http, f"{url}/agui/planner", body(thread_id, user("add milk")),
+                                    headers={"Last-Event-ID": ids[-1]})
+            assert [e["type"] for e in again][:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
+            assert again[1]["snapshot"] == {"todos": ["milk"]} and again[1]["metadata"]["rein"]["stateVersion"] == 1
+            # the new worker's tool reads the state the dead one left, and changes it
+            _, events, _ = await sse(http, f"{url}/agui/planner", body(thread_id, user("add eggs")))
+            assert deltas_applied(events) == {"todos": ["milk", "eggs"]}
+        state = await runs.state(thread_id)
+        assert (state.value, state.version) == ({"todos": ["milk", "eggs"]}, 2)
+        await runs.cancel(thread_id)
+    finally:
+        worker.stop()
+        server.should_exit = True
+        await task
