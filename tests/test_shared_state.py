@@ -146,3 +146,26 @@ async def test_the_state_outlives_a_killed_worker_and_a_reconnecting_page_gets_i
         worker.stop()
         server.should_exit = True
         await task
+
+
+async def test_the_stored_history_of_a_thread_with_state_and_a_stop_replays() -> None:
+    """tests/histories/make_histories.py thread_state: a tool's change to the state, a page's write, a turn stopped
+    while it waited for approval (the patch rein-stop-turn marks it), a last turn. This build replays it."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import AgentWorkflow
+    from tests.support.processes import ROOT
+
+    path = ROOT / "tests" / "histories" / "agent_thread_state_v1.json"
+    history = WorkflowHistory.from_json("agent-thread-state", path.read_text())
+    markers = [e.marker_recorded_event_attributes for e in history.events
+               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    patches = [p.data for m in markers if m.marker_name == "core_patch" for p in m.details["patch-data"].payloads]
+    assert any(b"rein-stop-turn" in data for data in patches)
+    updates = [e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+               for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
+    assert {"rein.set_state", "rein.stop_turn"} <= set(updates)
+    await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
