@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         model_queue,
     )
     from rein.core.digest import EMPTY, call_hash, extend, message_hash, ref
+    from rein.core.events import reasoning_source
     from rein.core.failures import bug_retry_delay, is_bug, salvaged
     from rein.core.ir import Message, StreamChunk, ToolCall, ToolResult, ToolSpec
     from rein.core.result import Interrupt
@@ -156,6 +157,9 @@ class Stages:
         sent with the agent version `version` ("": none, so its tool calls carry the run's)."""
         assert self.run.agent is not None
         if not (live or completion.published):  # nobody read while the model answered: publish it whole
+            if completion.message.reasoning:
+                self.run.emit(StreamChunk(type="reasoning", text=completion.message.reasoning),
+                              source=reasoning_source(source))
             if completion.message.content:
                 self.run.emit(StreamChunk(type="text", text=completion.message.content), source=source)
             if completion.message.tool_calls:

@@ -25,6 +25,12 @@ from ag_ui.core import (
     FunctionCall,
     Interrupt,
     MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessage,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -93,6 +99,7 @@ class TurnEvents:
     """The thread itself ended (its stream's `done`)."""
     _open_run: bool = False
     _text: str | None = None
+    _thinking: str | None = None
     _message: str | None = None
     _step: bool = False
     _fresh: TextDeduplicator = field(default_factory=TextDeduplicator)
@@ -141,6 +148,8 @@ class TurnEvents:
             events.append(self._run_started(offset))
         if chunk.type == "text":
             events += self._text_delta(item)
+        elif chunk.type == "reasoning":
+            events += self._reasoning_delta(item)
         elif chunk.type == "tool_calls":
             events += self._tool_calls(offset, chunk)
         elif chunk.type == "step":
@@ -166,7 +175,7 @@ class TurnEvents:
         chunk = self._fresh(item)
         if chunk is None or not chunk.text:
             return []
-        events: list[BaseEvent] = self._step_opens()
+        events: list[BaseEvent] = self._step_opens() + self._reasoning_ends()
         message = f"rein-{item.source or self._turn}"
         if self._text != message:
             events += self._text_ends()
@@ -175,8 +184,29 @@ class TurnEvents:
         events.append(TextMessageContentEvent(message_id=message, delta=chunk.text))
         return events
 
+    def _reasoning_delta(self, item: StreamEvent) -> list[BaseEvent]:
+        """The model's reasoning: a REASONING block with one reasoning message, before the call's text."""
+        chunk = self._fresh(item)
+        if chunk is None or not chunk.text:
+            return []
+        events: list[BaseEvent] = self._step_opens() + self._text_ends()
+        message = f"rein-{item.source or self._turn}"
+        if self._thinking != message:
+            events += self._reasoning_ends()
+            self._thinking = message
+            events += [ReasoningStartEvent(message_id=message),
+                       ReasoningMessageStartEvent(message_id=message, role="reasoning")]
+        events.append(ReasoningMessageContentEvent(message_id=message, delta=chunk.text))
+        return events
+
+    def _reasoning_ends(self) -> list[BaseEvent]:
+        if self._thinking is None:
+            return []
+        message, self._thinking = self._thinking, None
+        return [ReasoningMessageEndEvent(message_id=message), ReasoningEndEvent(message_id=message)]
+
     def _tool_calls(self, offset: int, chunk: StreamChunk) -> list[BaseEvent]:
-        events = self._step_opens() + self._text_ends()
+        events = self._step_opens() + self._reasoning_ends() + self._text_ends()
         parent = self._message or f"rein-{offset}"
         self._message = parent
         for call in chunk.tool_calls or []:
@@ -204,7 +234,8 @@ class TurnEvents:
         data = chunk.data or {}
         record = CustomEvent(name="rein.step", value={k: v for k, v in data.items() if k != "content"})
         if chunk.name == "model":
-            events = self._step_opens() + self._text_ends() + [StepFinishedEvent(step_name=MODEL_STEP), record]
+            events = self._step_opens() + self._reasoning_ends() + self._text_ends() + [
+                StepFinishedEvent(step_name=MODEL_STEP), record]
             self._step, self._message = False, None
             return events
         if chunk.name != "tool" or not data.get("tool_call_id"):
@@ -219,7 +250,7 @@ class TurnEvents:
     # ---------------------------------------------------------------- ends
 
     def _closing(self) -> list[BaseEvent]:
-        events = self._text_ends()
+        events = self._reasoning_ends() + self._text_ends()
         if self._step:
             self._step = False
             events.append(StepFinishedEvent(step_name=MODEL_STEP))
@@ -297,6 +328,8 @@ def snapshot(messages: list[Message]) -> MessagesSnapshotEvent:
         if message.role == "user":
             told.append(UserMessage(id=key, content=message.content or " "))
         elif message.role == "assistant":
+            if message.reasoning:
+                told.append(ReasoningMessage(id=f"{key}r", role="reasoning", content=message.reasoning))
             calls = [AgUiToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=json.dumps(c.arguments)))
                      for c in message.tool_calls or []]
             told.append(AssistantMessage(id=key, content=message.content or None, tool_calls=calls or None))
@@ -342,12 +375,16 @@ def _usage(chunk: StreamChunk) -> list[TokenUsage] | None:
 
 
 OPENERS = {EventType.TEXT_MESSAGE_START: EventType.TEXT_MESSAGE_END, EventType.TOOL_CALL_START: EventType.TOOL_CALL_END,
-           EventType.STEP_STARTED: EventType.STEP_FINISHED, EventType.RUN_STARTED: EventType.RUN_FINISHED}
+           EventType.STEP_STARTED: EventType.STEP_FINISHED, EventType.RUN_STARTED: EventType.RUN_FINISHED,
+           EventType.REASONING_START: EventType.REASONING_END,
+           EventType.REASONING_MESSAGE_START: EventType.REASONING_MESSAGE_END}
 ENDS = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
 
 
 def _entity(event: BaseEvent) -> tuple[str, str] | None:
     """What an event belongs to (a text message, a tool call, a step, the run), for reopening on a reconnect."""
+    if event.type in (EventType.REASONING_START, EventType.REASONING_END):
+        return "reasoning", str(getattr(event, "message_id", ""))
     for kind, attribute in (("message", "message_id"), ("call", "tool_call_id"), ("step", "step_name")):
         value = getattr(event, attribute, None)
         if value is not None and event.type != EventType.TOOL_CALL_RESULT:

@@ -9,6 +9,7 @@ stream's chunks, one assistant message per turn. The chunk shapes are the `ai` p
 |---|---|
 | STEP_STARTED / STEP_FINISHED `model` | `start-step` / `finish-step` |
 | TEXT_MESSAGE_START / CONTENT / END | `text-start` / `text-delta` / `text-end` |
+| REASONING_MESSAGE_START / CONTENT / END | `reasoning-start` / `reasoning-delta` / `reasoning-end` |
 | TOOL_CALL_START / ARGS / END | `tool-input-start` / `tool-input-delta` / `tool-input-available` |
 | TOOL_CALL_RESULT (+ its `rein.step`) | `tool-output-available`, `tool-output-error`, or `tool-output-denied` |
 | RUN_FINISHED with approvals | a `tool-approval-request` per call (`approvalId` rein.ai_sdk_input.approval_id), `finish` |
@@ -31,6 +32,9 @@ from ag_ui.core import (
     BaseEvent,
     CustomEvent,
     Interrupt,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -89,6 +93,12 @@ class UiChunks:
             return [{"type": "text-delta", "id": event.message_id, "delta": event.delta}]
         if isinstance(event, TextMessageEndEvent):
             return [{"type": "text-end", "id": event.message_id}]
+        if isinstance(event, ReasoningMessageStartEvent):
+            return [{"type": "reasoning-start", "id": event.message_id}]
+        if isinstance(event, ReasoningMessageContentEvent):
+            return [{"type": "reasoning-delta", "id": event.message_id, "delta": event.delta}]
+        if isinstance(event, ReasoningMessageEndEvent):
+            return [{"type": "reasoning-end", "id": event.message_id}]
         if isinstance(event, (ToolCallStartEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent)):
             return self._tool(event)
         if isinstance(event, CustomEvent):
@@ -184,6 +194,8 @@ def ui_messages(session: Session, pending: dict[str, int] | None = None) -> list
                 reply = {"id": reply_id(user), "role": "assistant", "parts": []}
                 out.append(reply)
             reply["parts"].append({"type": "step-start"})
+            if message.reasoning:
+                reply["parts"].append({"type": "reasoning", "text": message.reasoning, "state": "done"})
             if message.content:
                 reply["parts"].append({"type": "text", "text": message.content, "state": "done"})
             for call in message.tool_calls or []:
