@@ -245,3 +245,45 @@ async def _idle(endpoint: Endpoint, chat_id: str, turns: int) -> bool:
 
 async def _open(endpoint: Endpoint, chat_id: str) -> bool:
     return (await endpoint.runs.thread(chat_id)).open
+
+
+async def test_an_approval_answered_elsewhere_shows_in_the_page_and_resumes_through_another_server(
+        dev, endpoint: Endpoint) -> None:
+    """The approval the page was asked is answered by rein's client (what `rein approve` and the inbox send): the
+    page that loads the chat shows the outcome. A stream cut on one server resumes from another (its own hub)."""
+    chat_id = f"sdk-{uuid.uuid4().hex[:8]}"
+    api = f"{endpoint.url}/calculator"
+    (asked,) = await drive(api, chat_id, [{"do": "send", "text": "What is 4 + 4?"}])
+    call = asked["tools"][0]["id"]
+    assert await endpoint.runs.approve(chat_id, call, approver="ops", wait=True) == [call]
+    await poll(lambda: _idle(endpoint, chat_id, 1), "the turn to end")
+    (loaded,) = await drive(api, chat_id, [{"do": "load"}])
+    assert loaded["tools"][0]["state"] == "output-available" and loaded["text"] == "The answer is 8."
+    assert loaded["tools"][0]["approval"]["approved"] is True
+    # another server process (another app, another hub): the answer under way replays there from its start
+    other = app(endpoint.runs.client, agents=[teller], task_queue=endpoint.runs.task_queue, auth=BearerAuth())
+    other_url, other_server, other_task = await serve(other)
+    hold = hold_file("Tell it twice")
+    hold.touch()
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            story_chat = f"sdk-{uuid.uuid4().hex[:8]}"
+            async with http.stream("POST", f"{endpoint.url}/teller", json={"id": story_chat, "messages": [
+                    user("Tell it twice")]}) as response:
+                async for line in response.aiter_lines():
+                    if "text-delta" in line:
+                        break  # the page's connection to the first server is gone
+            async with http.stream("GET", f"{other_url}/teller/{story_chat}/stream") as response:
+                told = []
+                async for line in response.aiter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        told.append(json.loads(line[6:]))
+                        if told[-1]["type"] == "text-delta" and hold.exists():
+                            hold.unlink()  # the replay reached the held answer's start: let it end
+        assert told[0] == {"type": "start", "messageId": "rein-r0"} and told[-1]["type"] == "finish"
+        assert "".join(c["delta"] for c in told if c["type"] == "text-delta") == story()
+        assert other.state.ai_sdk.hub.readers_started == 1  # its own reader of the thread, not the first server's
+    finally:
+        hold.unlink(missing_ok=True)
+        other_server.should_exit = True
+        await other_task
