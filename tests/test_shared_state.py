@@ -8,6 +8,7 @@ The planner agent (tests/agents/ai_sdk.py) keeps a to-do list in it: `add X and 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest_asyncio
 import rein
 from rein.client import DecisionRejected, ReinClient
 from rein.web.app import build
-from tests.agents.ai_sdk import planner
+from tests.agents.ai_sdk import hold_file, planner
 from tests.support.processes import WorkerProcess
 from tests.test_agui import body, serve, sse, user
 
@@ -34,8 +35,9 @@ class Site:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def site(dev) -> AsyncIterator[Site]:
+async def site(dev, tmp_path_factory) -> AsyncIterator[Site]:
     """`rein serve`'s app (AG-UI and the AI SDK on one hub) and a worker for the planner."""
+    os.environ["REIN_TEST_DIR"] = str(tmp_path_factory.mktemp("state"))
     queue = f"state-{uuid.uuid4().hex[:8]}"
     url, server, task = await serve(build(dev.client, [planner], task_queue=queue, auth=rein.temporal.bearer.BearerAuth()))
     async with rein.create_worker(dev.client, agents=[planner], task_queue=queue):
@@ -55,6 +57,26 @@ def deltas_applied(events: list[dict[str, Any]]) -> Any:
     return state
 
 
+async def told_while_held(http: httpx.AsyncClient, url: str, payload: dict[str, Any], question: str) -> list[Any]:
+    """An AG-UI run's events (or a UI message stream's chunks), the planner held (tests/agents/ai_sdk.py) until the
+    state's snapshot has come: every change its tools make comes after it."""
+    hold = hold_file(question)
+    hold.touch()
+    events: list[dict[str, Any]] = []
+    try:
+        async with http.stream("POST", url, json=payload) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    events.append(json.loads(line[6:]))
+                    if events[-1]["type"] in ("STATE_SNAPSHOT", "data-state") and hold.exists():
+                        hold.unlink()
+                    if events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR"):
+                        break
+    finally:
+        hold.unlink(missing_ok=True)
+    return events
+
+
 async def ui_chunks(http: httpx.AsyncClient, url: str, payload: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
     async with http.stream("POST", url, json=payload) as response:
         if response.status_code != 200:
@@ -67,15 +89,14 @@ async def test_a_tool_changes_the_state_pages_see_it_and_a_stale_page_cannot_ove
     thread_id = f"state-{uuid.uuid4().hex[:8]}"
     agui = f"{site.url}/agui/planner"
     async with httpx.AsyncClient(timeout=60) as http:
-        _, events, _ = await sse(http, agui, body(thread_id, user("add milk")))
-        kinds = [e["type"] for e in events]
-        # the run starts with the state as it is, then the tool's change as an RFC 6902 delta
-        assert kinds[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"] and events[1]["snapshot"] == {}
+        # the run starts with the state as it is; the tool's change comes as an RFC 6902 delta
+        events = await told_while_held(http, agui, body(thread_id, user("add milk")), "add milk")
+        assert [e["type"] for e in events][:2] == ["RUN_STARTED", "STATE_SNAPSHOT"] and events[1]["snapshot"] == {}
         assert [e["delta"] for e in events if e["type"] == "STATE_DELTA"] == [
             [{"op": "add", "path": "/todos", "value": ["milk"]}]]
         # two calls of one batch each see the state as the batch began; their changes apply in call order
-        _, events, _ = await sse(http, agui, body(thread_id, user("add eggs and tea")))
-        assert events[1]["snapshot"] == {"todos": ["milk"]}
+        events = await told_while_held(http, agui, body(thread_id, user("add eggs and tea")), "add eggs and tea")
+        assert events[1]["snapshot"] == {"todos": ["milk"]} and events[1]["metadata"]["rein"]["stateVersion"] == 1
         assert [e["delta"] for e in events if e["type"] == "STATE_DELTA"] == [
             [{"op": "add", "path": "/todos/1", "value": "eggs"}], [{"op": "add", "path": "/todos/1", "value": "tea"}]]
         assert deltas_applied(events) == {"todos": ["milk", "tea", "eggs"]}
@@ -98,8 +119,8 @@ async def test_a_tool_changes_the_state_pages_see_it_and_a_stale_page_cannot_ove
             {"id": "m-jam", "role": "user", "parts": [{"type": "text", "text": "add jam"}]}],
             "state": {"value": {"todos": []}, "version": 3}})
         assert status == 409 and "stale" in refused[0]["error"]
-        _, chunks = await ui_chunks(http, ai, {"id": thread_id, "messages": [
-            {"id": "m-jam", "role": "user", "parts": [{"type": "text", "text": "add jam"}]}]})
+        chunks = await told_while_held(http, ai, {"id": thread_id, "messages": [
+            {"id": "m-jam", "role": "user", "parts": [{"type": "text", "text": "add jam"}]}]}, "add jam")
     parts = [c["data"] for c in chunks if c["type"] == "data-state"]
     assert [p["version"] for p in parts] == [5, 6] and parts[-1]["value"]["todos"][-1] == "jam"
     assert all(c.get("id") == "state" for c in chunks if c["type"] == "data-state")
