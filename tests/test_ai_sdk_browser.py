@@ -20,6 +20,7 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 import rein
 from rein.client import ReinClient
 from rein.examples.calculator import agent as calculator
+from rein.examples.planner import agent as planner
 from rein.web.ai_sdk import app
 from tests.agents.ai_sdk import FIRST, hold_file, story, teller
 from tests.support.processes import ROOT
@@ -48,10 +49,10 @@ async def site(dev, tmp_path_factory) -> AsyncIterator[Site]:
     serve_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(serve_module)
     queue = f"ai-sdk-page-{uuid.uuid4().hex[:8]}"
-    # the page talks to /ai-sdk/calculator; the teller is served under that name too, on a queue of its own below
-    url, server, task = await serve(serve_module.site(app(dev.client, agents=[calculator, teller], task_queue=queue)))
+    agents = [calculator, teller, planner]
+    url, server, task = await serve(serve_module.site(app(dev.client, agents=agents, task_queue=queue)))
     ARTIFACTS.mkdir(exist_ok=True)
-    async with rein.create_worker(dev.client, agents=[calculator, teller], task_queue=queue), async_playwright() as pw:
+    async with rein.create_worker(dev.client, agents=agents, task_queue=queue), async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield Site(url, ReinClient(dev.client, queue), browser)
         await browser.close()
@@ -133,5 +134,35 @@ async def test_a_reload_mid_answer_and_a_second_tab_resume_the_answer(site: Site
     assert errors == second_errors == []
     view = await site.runs.thread(chat_id)
     assert (view.turns, view.status) == (1, "idle")
+    await page.close()
+    await second.close()
+
+
+async def test_a_person_sees_the_agents_list_and_changes_it_and_a_stale_tab_cannot_overwrite_it(site: Site) -> None:
+    chat_id = f"page-{uuid.uuid4().hex[:8]}"
+    page, errors = await open_chat(site, chat_id, "planner")
+    state = page.locator("#state")
+    await ask(page, "add milk and eggs")
+    await expect(page.locator("#log")).to_contain_text("Done: added eggs (2 on the list).", timeout=WAIT_MS)
+    await expect(state.locator("li")).to_have_text(["milk×", "eggs×"], timeout=WAIT_MS)
+    # the person crosses milk off in the page: the thread's state changes, the agent's next tool sees it
+    await page.get_by_role("button", name="remove milk").click()
+    await expect(state.locator("li")).to_have_text(["eggs×"], timeout=WAIT_MS)
+    assert (await site.runs.state(chat_id)).value == {"todos": ["eggs"]}
+    # a second tab opens the chat; the agent changes the list from the first; the second tab's edit is stale
+    second, second_errors = await open_chat(site, chat_id, "planner")
+    await expect(second.locator("#state li")).to_have_text(["eggs×"], timeout=WAIT_MS)
+    await ask(page, "add tea")
+    await expect(state.locator("li")).to_have_text(["eggs×", "tea×"], timeout=WAIT_MS)
+    await second.fill("#todo", "bread")
+    await second.click("#add-todo")
+    await expect(second.locator("#state-note")).to_contain_text("stale", timeout=WAIT_MS)
+    await expect(second.locator("#state li")).to_have_text(["eggs×", "tea×"], timeout=WAIT_MS)  # shown anew
+    assert (await site.runs.state(chat_id)).value == {"todos": ["eggs", "tea"]}  # the agent's change stands
+    await page.screenshot(path=str(ARTIFACTS / "ai-sdk-state.png"))
+    # reloaded: the list is the thread's
+    await page.reload()
+    await expect(page.locator("#state li")).to_have_text(["eggs×", "tea×"], timeout=WAIT_MS)
+    assert errors == second_errors == []
     await page.close()
     await second.close()

@@ -12,7 +12,9 @@ import { useEffect, useMemo, useState } from "react";
 import { createRoot } from "react-dom/client";
 
 const params = new URLSearchParams(location.search);
-const API = `/ai-sdk/${params.get("agent") || "calculator"}`;  // ?agent=NAME: another agent rein serves
+const AGENT = params.get("agent") || "calculator";  // ?agent=NAME: another agent rein serves
+const API = `/ai-sdk/${AGENT}`;
+const HINTS = { calculator: "What is 12 + 30, times 2?", planner: "add milk and eggs" };
 const chatId = params.get("chat") || `chat-${crypto.randomUUID().slice(0, 8)}`;
 if (!params.get("chat")) {
   params.set("chat", chatId);
@@ -25,18 +27,21 @@ const headers = token ? { Authorization: `Bearer ${token}` } : {};
 const TOOLS = [{ name: "pick_number", description: "Ask the person for a number.",
                  parameters: { type: "object", properties: { question: { type: "string" } } } }];
 
+const CHAT = `${API}/${encodeURIComponent(chatId)}`;
+
 function App() {
   const [initial, setInitial] = useState(null);
   useEffect(() => {
-    fetch(`${API}/${encodeURIComponent(chatId)}/messages`, { headers })
-      .then((response) => (response.ok ? response.json() : []))
-      .then(setInitial, () => setInitial([]));
+    Promise.all([
+      fetch(`${CHAT}/messages`, { headers }).then((response) => (response.ok ? response.json() : [])),
+      fetch(`${CHAT}/state`, { headers }).then((response) => (response.ok ? response.json() : null)),
+    ]).then(([messages, state]) => setInitial({ messages, state }), () => setInitial({ messages: [], state: null }));
   }, []);
   if (initial === null) return <p id="status">Loading the chat…</p>;
-  return <Chat initial={initial} />;
+  return <Chat initial={initial.messages} initialState={initial.state} />;
 }
 
-function Chat({ initial }) {
+function Chat({ initial, initialState }) {
   const transport = useMemo(() => new DefaultChatTransport({ api: API, headers, body: { tools: TOOLS } }), []);
   const { messages, sendMessage, addToolApprovalResponse, addToolOutput, status, error, stop } = useChat({
     id: chatId,
@@ -48,10 +53,15 @@ function Chat({ initial }) {
       || lastAssistantMessageIsCompleteWithToolCalls({ messages: all }),
   });
   const [text, setText] = useState("");
-  const state = latestState(messages);
+  // The thread's shared state: as loaded, then each `data-state` part a stream brings, or the page's own write.
+  const [shared, setShared] = useState(initialState ?? { value: {}, version: 0 });
+  const streamed = latestState(messages);
+  useEffect(() => {
+    if (streamed && streamed.version > shared.version) setShared(streamed);
+  }, [streamed?.version]);
   const send = () => { if (text.trim()) { sendMessage({ text }); setText(""); } };
   const stopTurn = () => {
-    fetch(`${API}/${encodeURIComponent(chatId)}/stop`, { method: "POST", headers });
+    fetch(`${CHAT}/stop`, { method: "POST", headers });
     stop();
   };
   return (
@@ -65,9 +75,9 @@ function Chat({ initial }) {
           </div>
         ))}
       </div>
-      {state !== undefined && <div id="state">state: {JSON.stringify(state)}</div>}
+      {(shared.version > 0 || params.get("agent") === "planner") && <SharedState shared={shared} setShared={setShared} />}
       <div id="status" className={error ? "error" : ""}>{error ? `error: ${error.message}` : status}</div>
-      <input id="text" value={text} placeholder="What is 12 + 30, times 2?" autoComplete="off"
+      <input id="text" value={text} placeholder={HINTS[AGENT] ?? "Ask"} autoComplete="off"
              onChange={(event) => setText(event.target.value)}
              onKeyDown={(event) => event.key === "Enter" && send()} />
       <button id="send" onClick={send}>Send</button>
@@ -77,11 +87,54 @@ function Chat({ initial }) {
 }
 
 function latestState(messages) {
-  for (const message of [...messages].reverse()) {
-    const part = [...message.parts].reverse().find((p) => p.type === "data-state");
-    if (part) return part.data.value;
+  let latest;
+  for (const message of messages) {
+    for (const part of message.parts) {
+      if (part.type === "data-state" && (!latest || part.data.version > latest.version)) latest = part.data;
+    }
   }
-  return undefined;
+  return latest;
+}
+
+// The to-do list in the thread's shared state (the planner agent's): the page changes it too, on the version it read;
+// a write on an older version (the agent changed the list meanwhile) is refused, and the page shows the list anew.
+function SharedState({ shared, setShared }) {
+  const [item, setItem] = useState("");
+  const [note, setNote] = useState("");
+  const todos = Array.isArray(shared.value?.todos) ? shared.value.todos : [];
+  const write = async (value) => {
+    const response = await fetch(`${CHAT}/state`, {
+      method: "PUT", headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify({ value, version: shared.version }),
+    });
+    const body = await response.json();
+    if (response.ok) {
+      setShared(body);
+      setNote("");
+    } else {
+      setNote(body.error);
+      const fresh = await fetch(`${CHAT}/state`, { headers });
+      if (fresh.ok) setShared(await fresh.json());
+    }
+  };
+  return (
+    <div id="state">
+      <strong>To do</strong> <span className="version">(version {shared.version})</span>
+      <ul>
+        {todos.map((todo, index) => (
+          <li key={`${index}-${todo}`}>{todo}
+            <button aria-label={`remove ${todo}`}
+                    onClick={() => write({ ...shared.value, todos: todos.filter((_, i) => i !== index) })}>×</button>
+          </li>
+        ))}
+      </ul>
+      <input id="todo" value={item} placeholder="something to do" onChange={(e) => setItem(e.target.value)} />
+      <button id="add-todo" onClick={() => { if (item.trim()) { write({ ...shared.value, todos: [...todos, item] }); setItem(""); } }}>
+        Add
+      </button>
+      {note && <div id="state-note">{note}</div>}
+    </div>
+  );
 }
 
 function Part({ part, approve, output }) {
@@ -122,4 +175,5 @@ function Part({ part, approve, output }) {
 }
 
 document.getElementById("chat").textContent = chatId;
+document.getElementById("title").textContent = AGENT[0].toUpperCase() + AGENT.slice(1);
 createRoot(document.getElementById("root")).render(<App />);

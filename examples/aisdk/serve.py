@@ -3,7 +3,8 @@
     cd examples/aisdk && npm ci && npm run build     # once: react, @ai-sdk/react and ai, bundled with the page
     python examples/aisdk/serve.py                    # then open http://127.0.0.1:8000/
 
-One process: a worker for the calculator agent (rein.examples.calculator, offline by default), rein's AI SDK
+One process: a worker for the calculator agent (rein.examples.calculator, offline by default) and the planner
+(rein.examples.planner: a to-do list in the thread's shared state, `/?agent=planner`), rein's AI SDK
 endpoint mounted at /ai-sdk (rein.web.ai_sdk.app: the way to put it into your own Starlette or FastAPI app), and
 the page. The chats are rein threads in Temporal (the embedded server of REIN_HOME, or TEMPORAL_ADDRESS), not in
 this process: `rein serve` with a worker serves the same endpoint.
@@ -23,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 import rein
 from rein.client import connect
 from rein.examples.calculator import agent
+from rein.examples.planner import agent as planner
 from rein.web import ai_sdk
 
 HERE = Path(__file__).resolve().parent
@@ -36,9 +38,9 @@ def site(endpoint: Starlette) -> Starlette:
 
 async def main(port: int, host: str) -> None:
     client = await connect()
-    page = site(ai_sdk.app(client, agents=[agent]))
-    async with rein.create_worker(client, agents=[agent]):
-        print(f"the calculator page on http://{host}:{port}/", flush=True)
+    page = site(ai_sdk.app(client, agents=[agent, planner]))
+    async with rein.create_worker(client, agents=[agent, planner]):
+        print(f"the calculator page on http://{host}:{port}/ (the planner's: /?agent=planner)", flush=True)
         await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve()
 
 

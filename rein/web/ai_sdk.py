@@ -9,6 +9,8 @@
   assistant message, whole) and on to its end or its next wait; 204 when no turn is under way.
 - `GET /{agent}/{chat_id}/messages`: the thread's conversation as `UIMessage[]`, for a page that opens a chat.
 - `POST /{agent}/{chat_id}/stop`: stop the turn under way (the thread stays; a closed connection stops nothing).
+- `GET`/`PUT /{agent}/{chat_id}/state`: the thread's shared state (rein.core.shared_state), written on the version
+  the page read (a stale write: 409). A chat request may bring the same write in its `state` field.
 
 It is the AG-UI endpoint's sibling on the same machinery (rein.web.agui.AgUi: sign-in and tenants, agents, the
 thread's stream read by one reader per thread, rein.web.hub); the stream is framed as an AG-UI run and told in
@@ -24,6 +26,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ag_ui.core import StateDeltaEvent
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -33,12 +36,13 @@ from temporalio.service import RPCError
 
 from rein.client import DecisionQueued, DecisionRejected, NoWorker, ThreadRefused
 from rein.core.contract import RunStatusView
+from rein.core.errors import validation_text
 from rein.temporal.bearer import BearerAuth
 from rein.web.agui import KEEPALIVE_S, TENANT_CLAIM, AgUi, Refused, log
 from rein.web.agui_events import TurnEvents
 from rein.web.agui_input import BadInput
 from rein.web.ai_sdk_events import Chunk, UiChunks, state_part, turn_message_id, ui_messages
-from rein.web.ai_sdk_input import Ask, read
+from rein.web.ai_sdk_input import Ask, PageState, read
 from rein.web.auth import Viewer
 from rein.web.hub import Hub
 
@@ -115,6 +119,22 @@ class AiSdk(AgUi):
         except (DecisionRejected, NoWorker) as refused:
             return JSONResponse({"error": str(refused)}, status_code=409)
         return JSONResponse({"stopped": stopped})
+
+    async def state(self, request: Request) -> Response:
+        """GET: the thread's shared state `{"value", "version"}`; PUT `{"value", "version"}`: write it on the version
+        the page read (409 when it changed since), answering the new version."""
+        try:
+            thread_id = await self._thread(request)
+            if request.method == "GET":
+                return JSONResponse((await self.runs.state(thread_id)).model_dump(mode="json"))
+            caller = await self._caller(request)
+            write = _page_write(await request.body())
+            await self._page_state(thread_id, write.value, write.version, caller)
+        except Refused as refused:
+            return JSONResponse({"error": str(refused)}, status_code=refused.status)
+        except BadInput as bad:
+            return JSONResponse({"error": str(bad)}, status_code=422)
+        return JSONResponse((await self.runs.state(thread_id)).model_dump(mode="json"))
 
     async def _thread(self, request: Request) -> str:
         caller = await self._caller(request)
@@ -270,6 +290,17 @@ def _asking(status: RunStatusView) -> dict[str, int]:
     return {c.id: status.pause for c in status.pending_tool_calls}
 
 
+def _page_write(body: bytes) -> PageState:
+    try:
+        write = PageState.model_validate_json(body or b"null")
+    except ValidationError as exc:
+        raise BadInput(f"the body must be {{\"value\": the whole state, \"version\": the version read}}: "
+                       f"{validation_text(exc, 'body')}") from None
+    if write.version is None:
+        raise BadInput("the body must say the version of the state the page read (\"version\")")
+    return write
+
+
 async def _empty() -> AsyncIterator[Chunk]:
     yield {"type": "start"}
     yield {"type": "finish", "finishReason": "stop"}
@@ -284,7 +315,8 @@ def app(client: Client, agents: Sequence[Any] = (), *, task_queue: str | None = 
     routes = [Route("/{agent}", endpoint.chat, methods=["POST"]),
               Route("/{agent}/{chat_id}/stream", endpoint.resume, methods=["GET"]),
               Route("/{agent}/{chat_id}/messages", endpoint.messages, methods=["GET"]),
-              Route("/{agent}/{chat_id}/stop", endpoint.stop, methods=["POST"])]
+              Route("/{agent}/{chat_id}/stop", endpoint.stop, methods=["POST"]),
+              Route("/{agent}/{chat_id}/state", endpoint.state, methods=["GET", "PUT"])]
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

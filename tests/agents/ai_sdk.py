@@ -57,7 +57,8 @@ teller = Agent(provider=Teller(), name="teller", config=LoopConfig(heartbeat_tim
 
 
 class HeldPlanner(ScriptedPlanner):
-    """examples/planner.py's model, holding its first answer while `hold_file(<question>)` exists."""
+    """examples/planner.py's model asking for a request's calls in one batch, holding its first answer while
+    `hold_file(<question>)` exists."""
 
     async def complete(self, messages: list[Message], tools: Any = None, **kwargs: Any) -> Completion:
         question = messages[-1].content
@@ -68,6 +69,6 @@ class HeldPlanner(ScriptedPlanner):
         return await super().complete(messages, tools)
 
 
-planner = Agent(provider=HeldPlanner(), tools=[add_todo, remove_todo, list_todos], system=rein_planner.system,
+planner = Agent(provider=HeldPlanner(batch=True), tools=[add_todo, remove_todo, list_todos], system=rein_planner.system,
                 name="planner")
 """The to-do agent of examples/planner.py (its list in the thread's shared state), held as a test says."""
