@@ -22,7 +22,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ag_ui.core import BaseEvent, MessagesSnapshotEvent, RunErrorEvent, RunFinishedEvent
+from ag_ui.core import BaseEvent, MessagesSnapshotEvent, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from ag_ui.encoder import EventEncoder
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -233,6 +233,8 @@ class AgUi:
                     if isinstance(pair[1], MessagesSnapshotEvent) and not pair[1].messages:  # before an interrupt
                         pair[1].messages = snapshot((await self.runs.session(thread_id)).messages).messages
                     yield pair
+                    if run.follow and isinstance(pair[1], RunStartedEvent):  # each of a viewer's runs: the state
+                        yield None, await self._state_snapshot(thread_id, run)
                 if run.finished:
                     return
 
