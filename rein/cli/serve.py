@@ -1,5 +1,5 @@
-"""`rein serve`: rein's web surfaces in one process (rein.web.app): the approvals inbox at /inbox (docs/inbox.md)
-and the AG-UI endpoint at /agui (docs/web.md)."""
+"""`rein serve`: rein's web surfaces in one process (rein.web.app): the approvals inbox at /inbox (docs/inbox.md),
+the AG-UI endpoint at /agui (docs/web.md) and the AI SDK's (`useChat`) at /ai-sdk (docs/ai-sdk.md)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ def _listen(host: str, port: int) -> socket.socket:
 
 @app.command("serve")
 def serve(
-    agent: Annotated[list[str] | None, typer.Option("--agent", help="An agent to serve at /agui/NAME: its name (a worker "
-                                                    "serves it) or MODULE:ATTR; repeatable (default: any agent a worker "
-                                                    "serves).")] = None,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="An agent to serve at /agui/NAME and /ai-sdk/NAME: "
+                                                    "its name (a worker serves it) or MODULE:ATTR; repeatable (default: "
+                                                    "any agent a worker serves).")] = None,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     host: Annotated[str, typer.Option(help="Interface to bind (set REIN_CODEC_TOKEN or REIN_CODEC_JWKS_URL before "
                                            "binding beyond this machine: docs/web.md, docs/inbox.md).")] = "127.0.0.1",
@@ -51,9 +51,10 @@ def serve(
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
-    """Serve rein's web surfaces: the approvals inbox (GET /inbox: every decision people owe, live, with rules)
-    and the AG-UI endpoint (POST /agui/AGENT, the URL an HttpAgent is given) for browsers talking to agents'
-    threads. Callers need the token or JWT rein's codec server accepts, when set (a JWT's tenant claim scopes them)."""
+    """Serve rein's web surfaces: the approvals inbox (GET /inbox: every decision people owe, live, with rules),
+    the AG-UI endpoint (POST /agui/AGENT, the URL an HttpAgent is given) and the AI SDK's (POST /ai-sdk/AGENT,
+    useChat's `api`) for browsers talking to agents' threads. Callers need the token or JWT rein's codec server
+    accepts, when set (a JWT's tenant claim scopes them)."""
     import asyncio
 
     import uvicorn
@@ -67,7 +68,7 @@ def serve(
     async def go() -> None:
         client = await connect_client(address, namespace)
         web = build(client.client, agents, task_queue=task_queue, ui_url=_ui_url(ui, address), poll_s=poll)
-        print(f"rein serve on http://{host}:{port}: AG-UI at /agui/<agent> for "
+        print(f"rein serve on http://{host}:{port}: AG-UI at /agui/<agent>, the AI SDK at /ai-sdk/<agent> for "
               f"{', '.join(sorted(web.state.agui_agents)) or 'any agent a worker serves'}", flush=True)
         print(f"the inbox at http://{host}:{port}/inbox; {web.state.auth.describe()}", flush=True)
         await uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning")).serve(sockets=[listening])
