@@ -85,14 +85,15 @@ class AiSdk(AgUi):
             return JSONResponse({"error": str(bad)}, status_code=422)
         if ask.kind == "message":
             return self._ui_stream(self._message(ask, agent, caller))
-        if offset < 0:  # nothing new: the turn under way, if one is
+        if offset < 0:  # nothing new: the rest of the turn under way, if one is, on the message the page has
             view = await self.runs.thread(ask.thread_id)
-            return self._ui_stream(self._turn_chunks(ask.thread_id, view.turn_offset, from_turn=True) if view.open else _empty())
+            told = self._turn_chunks(ask.thread_id, view.offset, ask.request.message_id) if view.open else _empty()
+            return self._ui_stream(told)
         return self._ui_stream(self._turn_chunks(ask.thread_id, offset, ask.request.message_id, answering=answering))
 
     async def resume(self, request: Request) -> Response:
         try:
-            thread_id = await self._thread(request)
+            thread_id, _ = await self._thread(request)
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, status_code=refused.status)
         view = await self.runs.thread(thread_id)
@@ -102,7 +103,7 @@ class AiSdk(AgUi):
 
     async def messages(self, request: Request) -> Response:
         try:
-            thread_id = await self._thread(request)
+            thread_id, _ = await self._thread(request)
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, status_code=refused.status)
         session = await self.runs.session(thread_id)
@@ -111,23 +112,23 @@ class AiSdk(AgUi):
 
     async def stop(self, request: Request) -> Response:
         try:
-            thread_id = await self._thread(request)
-            caller = await self._caller(request)
+            thread_id, caller = await self._thread(request)
             stopped = await self.runs.stop_turn(thread_id, by=caller.subject if caller is not None else "")
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, status_code=refused.status)
         except (DecisionRejected, NoWorker) as refused:
             return JSONResponse({"error": str(refused)}, status_code=409)
+        except DecisionQueued as queued:  # no worker has taken it yet: the thread applies it when one does
+            return JSONResponse({"queued": str(queued)}, status_code=202)
         return JSONResponse({"stopped": stopped})
 
     async def state(self, request: Request) -> Response:
         """GET: the thread's shared state `{"value", "version"}`; PUT `{"value", "version"}`: write it on the version
         the page read (409 when it changed since), answering the new version."""
         try:
-            thread_id = await self._thread(request)
+            thread_id, caller = await self._thread(request)
             if request.method == "GET":
                 return JSONResponse((await self.runs.state(thread_id)).model_dump(mode="json"))
-            caller = await self._caller(request)
             write = _page_write(await request.body())
             await self._page_state(thread_id, write.value, write.version, caller)
         except Refused as refused:
@@ -136,12 +137,13 @@ class AiSdk(AgUi):
             return JSONResponse({"error": str(bad)}, status_code=422)
         return JSONResponse((await self.runs.state(thread_id)).model_dump(mode="json"))
 
-    async def _thread(self, request: Request) -> str:
+    async def _thread(self, request: Request) -> tuple[str, Viewer | None]:
+        """The chat the request names, once the caller may reach it (404 otherwise), and the caller."""
         caller = await self._caller(request)
         agent = await self._agent(request.path_params["agent"])
-        thread_id = request.path_params["chat_id"]
+        thread_id = str(request.path_params["chat_id"])
         await self._reach(thread_id, agent, caller, must_exist=True)
-        return str(thread_id)
+        return thread_id, caller
 
     def _own_tools(self, agent: str) -> list[str]:
         registry = getattr(self.agents.get(agent), "registry", None)
