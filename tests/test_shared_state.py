@@ -190,3 +190,28 @@ async def test_the_stored_history_of_a_thread_with_state_and_a_stop_replays() ->
                for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
     assert {"rein.set_state", "rein.stop_turn"} <= set(updates)
     await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
+
+
+async def test_the_state_goes_on_through_continue_as_new(site: Site) -> None:
+    """A thread started (by stock tools' update-with-start) to continue as new past 20 history events: its state
+    crosses each new run whole, and its tools go on from it."""
+    from temporalio.client import WithStartWorkflowOperation
+    from temporalio.common import WorkflowIDConflictPolicy
+
+    from rein.core.contract import WORKFLOW_TYPE
+    from rein.core.threads import SEND_UPDATE, SendReceipt
+
+    thread_id = f"state-can-{uuid.uuid4().hex[:8]}"
+    start = WithStartWorkflowOperation(
+        WORKFLOW_TYPE, {"agent": "planner", "thread": True, "continue_as_new_after": 20, "state": {"todos": ["a"]}},
+        id=thread_id, task_queue=site.runs.task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+    receipt = await site.runs.client.execute_update_with_start_workflow(
+        SEND_UPDATE, {"text": "add b"}, start_workflow_operation=start, result_type=SendReceipt)
+    await site.runs.reply(receipt)
+    first_run = (await site.runs.handle(thread_id).describe()).run_id
+    for item in ("c", "d"):
+        await site.runs.reply(await site.runs.send(thread_id, f"add {item}", agent="planner"))
+    assert (await site.runs.handle(thread_id).describe()).run_id != first_run  # it continued as new
+    state = await site.runs.state(thread_id)
+    assert state.value == {"todos": ["a", "b", "c", "d"]} and state.version == 4
+    await site.runs.cancel(thread_id)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from rein.core import shared_state
 from rein.core.compaction import CompactionTrigger
 from rein.core.config import LoopConfig
 from rein.core.errors import validation_text
@@ -210,6 +211,14 @@ class AgentInput(_Lenient):
     def model_post_init(self, _context: Any) -> None:
         if self.prompt is None and self.session is None and not self.thread:
             raise ValueError("give a 'prompt', a 'session' to resume, or both")
+
+    @field_validator("state")
+    @classmethod
+    def _state_fits(cls, state: Any) -> Any:
+        """A thread's starting state: JSON of at most MAX_STATE_BYTES (rein.core.shared_state)."""
+        if state is not None:
+            shared_state.check(state)
+        return state
 
     @field_validator("session")
     @classmethod
