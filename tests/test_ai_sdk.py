@@ -170,7 +170,9 @@ async def test_bad_input_is_refused_and_loses_nothing(endpoint: Endpoint) -> Non
             ("a stale approval (another wait's)", "POST", api, {"id": chat_id, "messages": [answered],
                                                                  "trigger": "submit-message"}, 409, "stale"),
             ("regenerate", "POST", api, {"id": chat_id, "messages": [], "trigger": "regenerate-message"}, 409,
-             "regenerate"),
+             "regenerat"),
+            ("an edit of a sent message", "POST", api, {"id": chat_id, "messages": [user("What is 2 + 2?", "m-1")],
+                                                        "messageId": "m-1"}, 409, "editing"),
             ("an unknown chat's messages", "GET", f"{api}/no-such-chat/messages", None, 404, "no thread"),
         ]
         for what, method, url, body, status, says in cases:

@@ -49,8 +49,9 @@ from rein.web.hub import Hub
 HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no",
            "x-vercel-ai-ui-message-stream": "v1"}
 """The SDK's own response headers for a UI message stream (`UI_MESSAGE_STREAM_HEADERS` in `ai`)."""
-REGENERATE = ("regenerate is not supported: a rein thread keeps its history, so an answer cannot be taken back; "
-              "send the question again, or fork the thread before that answer (rein fork THREAD --at-step N)")
+REGENERATE = ("regenerating or editing is not supported: a rein thread keeps its history, so an answer or a sent "
+              "message cannot be taken back; send a new message, or fork the thread before it (rein fork THREAD "
+              "--at-step N)")
 
 
 class AiSdk(AgUi):
@@ -213,7 +214,7 @@ class AiSdk(AgUi):
         `start` chunk names the assistant message: `message_id` (the one an answer goes on with) at once, or with
         `from_turn` (or `waiting_for` a message's turn) the turn's own, when its `turn` item comes."""
         run = TurnEvents(thread_id, "", anchor=offset, waiting_for=waiting_for, answering=answering)
-        chunks = UiChunks()
+        chunks = UiChunks(answering)
         started = not from_turn and waiting_for is None
         if started:
             yield {"type": "start", **({"messageId": message_id} if message_id else {})}

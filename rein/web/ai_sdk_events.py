@@ -77,10 +77,13 @@ class UiChunks:
     """AG-UI events of one request in, UI message chunks out (see the module); `pause` for approval ids when the
     stream's interrupt item does not say it (a build before it did)."""
 
-    def __init__(self) -> None:
+    def __init__(self, asked: frozenset[str] = frozenset()) -> None:
         self.args: dict[str, str] = {}
         self.names: dict[str, str] = {}
         self.results: dict[str, str] = {}
+        self.asked = set(asked)
+        """Calls the page was asked to approve (in this stream, or answered by its request): a denial of one is
+        `tool-output-denied`; any other denial (a rule's, a policy's) is an error the page never decided."""
         self.finished = False
 
     def __call__(self, event: BaseEvent) -> list[Chunk]:
@@ -130,7 +133,7 @@ class UiChunks:
             content = self.results.pop(call)
             if not value.get("is_error"):
                 return [{"type": "tool-output-available", "toolCallId": call, "output": content}]
-            if content.startswith("Denied"):  # rein's own result for a denied call (rein.core.machine)
+            if content.startswith("Denied") and call in self.asked:  # rein's result for a denied call (rein.core.machine)
                 return [{"type": "tool-output-denied", "toolCallId": call}]
             return [{"type": "tool-output-error", "toolCallId": call, "errorText": content}]
         if name in ("rein.step", "rein.cut", "rein.turn"):
@@ -162,6 +165,7 @@ class UiChunks:
     def _interrupt(self, interrupt: Interrupt) -> list[Chunk]:
         rein = (interrupt.metadata or {}).get("rein", {}) if isinstance(interrupt.metadata, dict) else {}
         if interrupt.reason == "tool_approval" and interrupt.tool_call_id:
+            self.asked.add(interrupt.tool_call_id)
             return [{"type": "tool-approval-request", "toolCallId": interrupt.tool_call_id,
                      "approvalId": approval_id(int(rein.get("pause") or 0), interrupt.tool_call_id)}]
         if interrupt.reason == "input" and interrupt.tool_call_id:

@@ -88,8 +88,8 @@ class Approval:
 
 @dataclass
 class Ask:
-    """What the body asks: `kind` message (`text`, `message_id`), answers (`approvals`, `outputs`), regenerate, or
-    watch (nothing new)."""
+    """What the body asks: `kind` message (`text`, `message_id`), answers (`approvals`, `outputs`), regenerate (an
+    answer taken back, or a sent message edited: refused), or watch (nothing new)."""
 
     request: ChatRequest
     kind: Literal["message", "answers", "regenerate", "watch"]
@@ -139,6 +139,8 @@ def read(body: bytes) -> Ask:
     if not request.messages:
         return Ask(request, "watch", tools=tools)
     last = request.messages[-1]
+    if last.role == "user" and request.message_id is not None:  # useChat's edit of a message it sent before
+        return Ask(request, "regenerate", tools=tools)
     if last.role == "user":
         return Ask(request, "message", text=_text(last), message_id=last.id, tools=tools)
     if last.role == "assistant":
