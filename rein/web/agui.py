@@ -266,9 +266,10 @@ class AgUi:
     # ---------------------------------------------------------------- shared state (rein.core.shared_state)
 
     async def _page_state(self, thread_id: str, value: Any, version: int | None, caller: Viewer | None) -> Any:
-        """A page's state with its input. The thread's own (or, new, `{}`): nothing to write. Else it is written on
-        the version the page names (`version`): refused (409) when the state changed since, or none is named. A new
-        thread starts with it: returned for its first message."""
+        """A page's state with its input. Written only when the page names the version it read (`version`; AG-UI
+        clients send their state with every run, so a state without one is what the page holds, not a write): the
+        thread's own already, nothing; else refused (409) when the state changed since. A new thread starts with it:
+        returned for its first message."""
         if value is None:
             return None
         try:
@@ -281,11 +282,8 @@ class AgUi:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
             return value if value != {} else None  # the thread's first message starts it with this state
-        if value == current.value:
+        if version is None or value == current.value:
             return None
-        if version is None:
-            raise Refused(409, f"the page's state is not thread {thread_id}'s (version {current.version}) and says "
-                               "no version it was read at (stateVersion): nothing was written")
         try:
             await self.runs.set_state(thread_id, value, version=version, by=caller.subject if caller else "")
         except (DecisionRejected, NoWorker) as refused:

@@ -299,8 +299,6 @@ def _page_write(body: bytes) -> PageState:
     except ValidationError as exc:
         raise BadInput(f"the body must be {{\"value\": the whole state, \"version\": the version read}}: "
                        f"{validation_text(exc, 'body')}") from None
-    if write.version is None:
-        raise BadInput("the body must say the version of the state the page read (\"version\")")
     return write
 
 

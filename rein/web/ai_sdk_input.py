@@ -60,7 +60,8 @@ class PageState(_Loose):
     """A page's write of the thread's shared state: the whole value, and the version it read (rein.core.shared_state)."""
 
     value: Any
-    version: int | None = Field(default=None, ge=0)
+    version: int = Field(ge=0, le=2**62)
+    """The version of the state the page read (a write on an older one is refused)."""
 
 
 class ChatRequest(_Loose):
