@@ -133,7 +133,11 @@ for (const step of steps) {
     chunks = [];
     const resuming = chat.resumeStream();
     if (step.release) {  // the answer is held until the resumed stream has replayed its start: then it may end
-      while (!chunks.some((c) => c.type === "text-delta")) await new Promise((done) => setTimeout(done, 10));
+      const deadline = Date.now() + 60_000;
+      while (!chunks.some((c) => c.type === "text-delta")) {
+        if (Date.now() > deadline) throw new Error("the resumed stream replayed no text within 60 s");
+        await new Promise((done) => setTimeout(done, 10));
+      }
       extra.replayedWhileHeld = chunks.filter((c) => c.type === "text-delta").map((c) => c.delta).join("");
       unlinkSync(step.release);
     }

@@ -55,7 +55,12 @@ async def drive(api: str, chat_id: str, steps: list[dict[str, Any]]) -> list[dic
     """The steps through the `ai` package's chat client (one Node process); one report per step."""
     process = await asyncio.create_subprocess_exec(
         "node", str(DRIVER), api, chat_id, json.dumps(steps), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 120)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+    finally:
+        if process.returncode is None:  # timed out: the driver goes with the test
+            process.kill()
+            await process.wait()
     reports = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
     assert len(reports) == len(steps), f"the driver stopped early: {err.decode()[-3000:]}"
     return reports
