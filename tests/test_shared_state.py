@@ -110,7 +110,7 @@ async def test_a_tool_changes_the_state_pages_see_it_and_a_stale_page_cannot_ove
         assert (await site.runs.thread(thread_id)).turns == 2  # and its message was not sent either
         # written on the version it read: taken, and the next tool call sees the page's list
         fresh = body(thread_id, user("add rice"), state={"todos": ["bread"]}, forwardedProps={"stateVersion": 3})
-        _, events, _ = await sse(http, agui, fresh)
+        events = await told_while_held(http, agui, fresh, "add rice")
         assert events[1]["snapshot"] == {"todos": ["bread"]}
         assert deltas_applied(events) == {"todos": ["bread", "rice"]}
         # the AI SDK: the state as a data part at the start, and again whole after each change
