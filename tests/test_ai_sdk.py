@@ -186,6 +186,15 @@ async def test_bad_input_is_refused_and_loses_nothing(endpoint: Endpoint) -> Non
             else:
                 response = await http.request(method, url, json=body)
             assert (response.status_code, says in response.json()["error"]) == (status, True), what
+        # a submit that answers nothing (the page sent its message as it was): the wait, told again, and the end
+        unanswered = {"id": "rein-r1", "role": "assistant", "parts": [
+            {"type": "tool-add", "toolCallId": asked["tools"][0]["id"], "state": "approval-requested",
+             "input": {"a": 1, "b": 2}, "approval": {"id": approval}}]}
+        status, told = await chunks(http, "POST", api, {"id": chat_id, "messages": [unanswered], "messageId": "rein-r1"})
+        assert status == 200 and told == [
+            {"type": "start", "messageId": "rein-r1"},
+            {"type": "tool-approval-request", "toolCallId": asked["tools"][0]["id"], "approvalId": approval},
+            {"type": "finish", "finishReason": "tool-calls"}]
     after = await endpoint.runs.status(chat_id)
     assert (after.status, after.pause, [c.id for c in after.pending_tool_calls]) == (
         "waiting_approval", before.pause, [c.id for c in before.pending_tool_calls])

@@ -42,7 +42,7 @@ from rein.web.agui import KEEPALIVE_S, TENANT_CLAIM, AgUi, Refused, log
 from rein.web.agui_events import TurnEvents
 from rein.web.agui_input import BadInput
 from rein.web.ai_sdk_events import Chunk, UiChunks, state_part, turn_message_id, ui_messages
-from rein.web.ai_sdk_input import Ask, PageState, read
+from rein.web.ai_sdk_input import Ask, PageState, approval_id, read
 from rein.web.auth import Viewer
 from rein.web.hub import Hub
 
@@ -87,9 +87,7 @@ class AiSdk(AgUi):
         if ask.kind == "message":
             return self._ui_stream(self._message(ask, agent, caller))
         if offset < 0:  # nothing new: the rest of the turn under way, if one is, on the message the page has
-            view = await self.runs.thread(ask.thread_id)
-            told = self._turn_chunks(ask.thread_id, view.offset, ask.request.message_id) if view.open else _empty()
-            return self._ui_stream(told)
+            return self._ui_stream(await self._nothing_new(ask))
         return self._ui_stream(self._turn_chunks(ask.thread_id, offset, ask.request.message_id, answering=answering))
 
     async def resume(self, request: Request) -> Response:
@@ -190,6 +188,17 @@ class AiSdk(AgUi):
             for call, text in outputs.items():
                 if call not in results:
                     await self.runs.answer(thread_id, text, approver=who, update_id=f"ai-sdk-answer-{call}")
+
+    async def _nothing_new(self, ask: Ask) -> AsyncIterator[Chunk]:
+        """A request that brings nothing the thread waits for: a turn that waits is told as waiting (its approval
+        requests again) and the response ends; a turn under way is told from now on; no turn: an empty answer."""
+        view = await self.runs.thread(ask.thread_id)
+        if not view.open:
+            return _empty()
+        status = await self.runs.status(ask.thread_id)
+        if status.status.startswith("waiting_"):
+            return _waiting(status, ask.request.message_id)
+        return self._turn_chunks(ask.thread_id, view.offset, ask.request.message_id)
 
     async def _message(self, ask: Ask, agent: str, caller: Viewer | None) -> AsyncIterator[Chunk]:
         """Send the user message (in a task of its own: a page that leaves never cancels it), then tell its turn."""
@@ -300,6 +309,14 @@ def _page_write(body: bytes) -> PageState:
         raise BadInput(f"the body must be {{\"value\": the whole state, \"version\": the version read}}: "
                        f"{validation_text(exc, 'body')}") from None
     return write
+
+
+async def _waiting(status: RunStatusView, message_id: str | None) -> AsyncIterator[Chunk]:
+    """The turn's wait as it stands: its approval requests (the page has their parts: told again, the same ids)."""
+    yield {"type": "start", **({"messageId": message_id} if message_id else {})}
+    for call, pause in _asking(status).items():
+        yield {"type": "tool-approval-request", "toolCallId": call, "approvalId": approval_id(pause, call)}
+    yield {"type": "finish", "finishReason": "tool-calls" if status.pending_tool_calls else "other"}
 
 
 async def _empty() -> AsyncIterator[Chunk]:
