@@ -408,7 +408,7 @@ class AgentActivities(AgentIdentity):
                     self.conversations.rebuilds += 1
                     call, version = await _call_from_workflow(request)
                 await self._check_version(request.agent, request.version or version, agent)
-                result = await run_call(agent, call, request.run_id)
+                result = await run_call(agent, call, request.run_id, request)
         self._check_size(result, f"The result of tool '{call.name}'")
         self.conversations.produced(request.run_id, Message(role="tool", tool_call_id=call.id, content=result.content))
         return wire(result)
@@ -489,7 +489,7 @@ def wire(result: Completion | ToolResult) -> dict[str, Any] | str:
     """
     if isinstance(result, Completion):
         return result.compact()
-    if not result.is_error:
+    if not result.is_error and result.state_patch is None:
         return result.content
     return result.model_dump(mode="json")
 

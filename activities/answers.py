@@ -80,6 +80,8 @@ def provider_for(agent: Agent, model: str) -> Any:
 
 
 def _publish_whole(completion: Completion, out: ModelText) -> None:
+    if completion.message.reasoning:
+        out.reasoning(StreamChunk(type="reasoning", text=completion.message.reasoning))
     if completion.message.content:
         out.text(StreamChunk(type="text", text=completion.message.content))
     if completion.message.tool_calls:
@@ -102,6 +104,8 @@ async def _streamed_completion(provider: Any, messages: list[Message], tools: An
             said = True
             if chunk.type == "text":
                 out.text(chunk)
+            elif chunk.type == "reasoning":
+                out.reasoning(chunk)
             else:
                 out.tool_calls(chunk)
     return fold.completion() if said or finished else None

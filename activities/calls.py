@@ -20,8 +20,11 @@ from rein.activities.failures import tool_ran
 from rein.blueprint.providers.errors import failure_message, retry_after_s
 from rein.blueprint.providers.fallback import is_retryable
 from rein.blueprint.secrets import scrub
-from rein.blueprint.tools import ToolContext, execute_tool
+from rein.blueprint.tools import NO_THREAD, ToolContext, execute_tool
+from rein.core import shared_state
+from rein.core.contract import ToolCallInput
 from rein.core.ir import ToolCall, ToolResult
+from rein.core.shared_state import STATE_QUERY, SharedState, StateError
 from rein.tracing.activity_spans import tool_span
 
 if TYPE_CHECKING:
@@ -103,15 +106,20 @@ def heartbeat_from_any_thread() -> Any:
 
     return beat
 
-async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
-    """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left."""
+async def run_call(agent: Agent, call: ToolCall, run_id: str, request: ToolCallInput | None = None) -> ToolResult:
+    """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left. A
+    thread's call (`request.state_version` set) gives a tool that takes a ToolContext the thread's shared state,
+    and its change comes back in the result (`state_patch`)."""
     tool = await agent.find_tool(call.name)
     info = activity.info()
+    state = await _thread_state(request) if tool is not None and tool.context_param and request is not None \
+        else NO_THREAD
     context = ToolContext(
         idempotency_key=f"{run_id}/{call.id}",
         attempt=info.attempt,
         tool_call_id=call.id,
         heartbeat=heartbeat_from_any_thread(),
+        state=state,
     )
     may_retry = tool is not None and info.attempt <= tool.retries
     started = time.monotonic()
@@ -123,8 +131,35 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str) -> ToolResult:
                 scrub(f"Tool '{call.name}' failed on attempt {info.attempt}: {type(exc).__name__}: {exc}"),
                 type=type(exc).__name__,
             ) from None
-        result = result.model_copy(update={"content": scrub(result.content)})
+        result = _with_state_change(result.model_copy(update={"content": scrub(result.content)}), context)
         tool_ran(result)
         traced(result)
     activity.logger.debug("tool %s finished in %.3fs", call.name, time.monotonic() - started)
     return result
+
+
+async def _thread_state(request: ToolCallInput) -> Any:
+    """The thread's shared state for a tool that may read it: given (a local activity), `{}` (never set), or read
+    from the run (the `rein.state` query: no history event); NO_THREAD outside a thread."""
+    if request.state_version is None:
+        return NO_THREAD
+    if request.state is not None:
+        return request.state
+    if request.state_version == 0:
+        return {}
+    info = activity.info()
+    raw = await activity.client().get_workflow_handle(info.workflow_id or request.run_id).query(STATE_QUERY)
+    return SharedState.model_validate(raw).value
+
+
+def _with_state_change(result: ToolResult, context: ToolContext) -> ToolResult:
+    """The result with the tool's change to the thread's state (a JSON Patch), or saying why the change was not
+    kept (not JSON, more than MAX_STATE_BYTES): the tool's own result stands either way."""
+    try:
+        patch = context.state_patch()
+        if patch:
+            shared_state.check(context.state)
+    except StateError as refused:
+        return result.model_copy(update={"content": f"{result.content}\n(The tool's change to the thread's state "
+                                                    f"was not kept: {refused}.)"})
+    return result.model_copy(update={"state_patch": patch}) if patch else result

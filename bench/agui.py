@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Benchmark: how late a thread's text reaches an AG-UI client, beside `rein watch`, and what serving a turn over
-AG-UI adds to the thread's history.
+"""Benchmark: how late a thread's text reaches an AG-UI client and an AI SDK (`useChat`) client, beside `rein watch`,
+and what serving a turn over AG-UI or the AI SDK adds to the thread's history.
 
 A worker process serves `timed` (bench/stream_delay.py: after a first-token wait it streams DELTAS deltas, each
 stamped with the wall-clock time the provider yielded it). This process runs rein's AG-UI endpoint under uvicorn
@@ -8,13 +8,16 @@ and is the browser too (httpx, SSE). Per turn:
 
 - **agui**: a POST with the turn's message; delay = the time the first TEXT_MESSAGE_CONTENT arrives minus the stamp
   in it (the model's first token), and the same for every later delta;
+- **aisdk**: the same through the AI SDK endpoint (rein.web.ai_sdk, sharing AG-UI's hub as `rein serve` does): a
+  chat request's UI message stream, the first `text-delta`;
 - **watch**: the same message through `ReinClient.send(stream=True)` and one `ReinClient.stream` reader (what
   `rein watch THREAD` does);
 - **nobody**: `send(stream=True)` with no reader (the history floor of a streamed turn).
 
 Turns alternate between the modes, each mode on a thread of its own; history events per turn are the thread's
-`history_length` growth. `--viewers N` adds N-1 more AG-UI viewers (GET) to every agui turn: they share the one
-reader (rein.web.hub), so the history must not change. Prints a Markdown table, writes bench/agui.json.
+`history_length` growth. `--viewers N` adds N-1 more viewers to every agui turn (AG-UI GETs) and every aisdk turn
+(`useChat` pages resuming the chat: GET .../stream once the turn opened): they share the one reader (rein.web.hub),
+so the history must not change. Prints a Markdown table, writes bench/agui.json.
 
     python bench/agui.py                  # 10 turns per mode (~1 minute)
     python bench/agui.py --turns 20 --viewers 10
@@ -80,6 +83,38 @@ async def agui_turn(http: Any, url: str, thread_id: str, viewers: int) -> dict[s
     return {"first": first, "later": later}
 
 
+async def aisdk_turn(http: Any, url: str, thread_id: str, viewers: int) -> dict[str, Any]:
+    body = {"id": thread_id, "messages": [{"id": uuid.uuid4().hex, "role": "user", "parts": [{"type": "text", "text": "talk"}]}]}
+    first, later, text, others = None, [], [], []
+
+    async def view() -> None:  # a second page: it loads the chat and resumes the turn under way
+        async with http.stream("GET", f"{url}/{thread_id}/stream") as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and '"finish"' in line:
+                    return
+
+    async with http.stream("POST", url, json=body) as response:
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk["type"] == "start" and viewers > 1:
+                others = [asyncio.create_task(view()) for _ in range(viewers - 1)]
+            if chunk["type"] == "text-delta":
+                received = time.time()
+                text.append(chunk["delta"])
+                said = stamps(chunk["delta"])
+                if first is None:
+                    first = received - said[0]
+                elif len(said) == 1:
+                    later.append(received - said[0])
+            if chunk["type"] in ("finish", "error"):
+                break
+    await asyncio.gather(*others)
+    assert len(stamps("".join(text))) == DELTAS, "text lost or repeated"
+    return {"first": first, "later": later}
+
+
 _started: set[str] = set()
 
 
@@ -123,23 +158,30 @@ async def measure(address: str, queue: str, turns: int, viewers: int) -> dict[st
     import uvicorn
 
     from rein.client import ReinClient, connect
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
     from rein.durable.embedded_server import free_port
-    from rein.web.agui import app
+    from rein.web import agui, ai_sdk
 
     client = await connect(address)
     runs = ReinClient(client, queue)
-    web = app(client, agents=["timed"], task_queue=queue, open=True)  # a loopback bench: no sign-in
+    ag = agui.app(client, agents=["timed"], task_queue=queue, open=True)  # a loopback bench: no sign-in
+    web = Starlette(routes=[Mount("/agui", app=ag), Mount("/ai-sdk", app=ai_sdk.app(  # one hub, as `rein serve` mounts them
+        client, agents=["timed"], task_queue=queue, open=True, hub=ag.state.agui.hub))])
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(web, host="127.0.0.1", port=port, log_level="warning"))
     serving = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.05)
-    url = f"http://127.0.0.1:{port}/timed"
-    threads = {mode: f"bench-{mode}-{uuid.uuid4().hex[:6]}" for mode in ("agui", "watch", "nobody")}
+    url = f"http://127.0.0.1:{port}/agui/timed"
+    chat = f"http://127.0.0.1:{port}/ai-sdk/timed"
+    threads = {mode: f"bench-{mode}-{uuid.uuid4().hex[:6]}" for mode in ("agui", "aisdk", "watch", "nobody")}
     results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in threads}
     growth: dict[str, list[int]] = {mode: [] for mode in threads}
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=viewers + 10)) as http:
         turn = {"agui": lambda: agui_turn(http, url, threads["agui"], viewers),
+                "aisdk": lambda: aisdk_turn(http, chat, threads["aisdk"], viewers),
                 "watch": lambda: watch_turn(runs, threads["watch"]),
                 "nobody": lambda: quiet_turn(runs, threads["nobody"])}
         for mode in threads:  # warm-up: the thread starts, caches fill
@@ -153,7 +195,7 @@ async def measure(address: str, queue: str, turns: int, viewers: int) -> dict[st
     server.should_exit = True
     await serving
     report: dict[str, Any] = {"turns": turns, "viewers": viewers, "deltas": DELTAS}
-    for mode in ("agui", "watch"):
+    for mode in ("agui", "aisdk", "watch"):
         firsts = [r["first"] * 1000 for r in results[mode]]
         later = [d * 1000 for r in results[mode] for d in r["later"]]
         report[mode] = {"first_p50_ms": round(statistics.median(firsts), 1), "first_p95_ms": round(percentile(firsts, 95), 1),
@@ -166,7 +208,8 @@ async def measure(address: str, queue: str, turns: int, viewers: int) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=10)
-    parser.add_argument("--viewers", type=int, default=1, help="AG-UI viewers of every agui turn (the POST included)")
+    parser.add_argument("--viewers", type=int, default=1,
+                        help="viewers of every agui and aisdk turn (the POST included)")
     args = parser.parse_args()
 
     load_before = os.getloadavg()
@@ -176,7 +219,7 @@ def main() -> None:
     (HERE / "agui.json").write_text(json.dumps(report, indent=1) + "\n")
     print("| path | first delta p50 | p95 | later deltas p50 | p95 | history events per turn |")
     print("|---|---:|---:|---:|---:|---:|")
-    for mode in ("agui", "watch"):
+    for mode in ("agui", "aisdk", "watch"):
         r = report[mode]
         print(f"| {mode} | {r['first_p50_ms']} ms | {r['first_p95_ms']} ms | {r['delta_p50_ms']} ms | {r['delta_p95_ms']} ms "
               f"| {report['history_events_per_turn'][mode]} |")

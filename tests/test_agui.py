@@ -150,7 +150,10 @@ async def test_a_retried_message_joins_its_turn_and_never_starts_another(endpoin
         _, done, _ = await sse(http, url, resume)
         # once more after the turn ended: its whole story, through the wait that was answered, to its answer
         _, whole, _ = await sse(http, url, body(thread_id, question))
-        assert [e["type"] for e in whole] == [e["type"] for e in first[:-1]] + [e["type"] for e in done[1:]]
+        # (the first run ended at the wait: the conversation so far, then its end; the replay goes through it)
+        assert [e["type"] for e in first[-2:]] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+        assert first[-2]["messages"][-1]["toolCalls"][0]["id"] == interrupt
+        assert [e["type"] for e in whole] == [e["type"] for e in first[:-2]] + [e["type"] for e in done[2:]]
         assert whole[-1]["result"]["stop_reason"] == "done"
         view = await endpoint.runs.thread(thread_id)
         assert (view.turns, view.queued) == (1, [])
@@ -361,9 +364,10 @@ async def test_a_reconnect_reads_what_the_shared_reader_no_longer_holds_with_the
             await poll(lambda: thread_id in hub.feeds and hub.feeds[thread_id].first == now, "a viewer from now on")
             _, again, again_ids = await sse(http, url, body(thread_id, user("What is 9 + 9?")),
                                             headers={"Last-Event-ID": ids[1]})
-            rest = [e["type"] for e in events[3:]]  # events[0] is RUN_STARTED (no id): ids[1] is events[2]'s
-            # the step and the tool call it was in the middle of are opened again, then the rest, once
-            assert [e["type"] for e in again] == ["RUN_STARTED", "STEP_STARTED", "TOOL_CALL_START", *rest]
+            # events[0:2] are RUN_STARTED and STATE_SNAPSHOT (no id): ids[1] is events[3]'s
+            rest = [e["type"] for e in events[4:]]
+            # the state, the step and the tool call it was in the middle of are opened again, then the rest, once
+            assert [e["type"] for e in again] == ["RUN_STARTED", "STATE_SNAPSHOT", "STEP_STARTED", "TOOL_CALL_START", *rest]
             assert again_ids == [ids[1], *ids[2:]] and again[-1]["outcome"] == events[-1]["outcome"]
             later.cancel()
     finally:

@@ -30,12 +30,14 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """A successful answer: text and/or tool calls given as (id, name, arguments)."""
+    """A successful answer: text and/or tool calls given as (id, name, arguments); `reasoning`: what the model
+    thought first, told as the vendor tells it (OpenAI-compatible `reasoning_content`, Anthropic `thinking`)."""
 
     text: str = ""
     tool_calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     input_tokens: int = 11
     output_tokens: int = 7
+    reasoning: str = ""
 
 
 @dataclass
@@ -254,6 +256,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         self._event(chunk({"role": "assistant", "content": ""}))
+        for piece in _pieces(r.reasoning, size):
+            self._event(chunk({"reasoning_content": piece}))
         for piece in _pieces(r.text, size):
             self._event(chunk({"content": piece}))
         for idx, (cid, name, args) in enumerate(r.tool_calls):
@@ -273,6 +277,16 @@ class _Handler(BaseHTTPRequestHandler):
         start.update(content=[], stop_reason=None)
         self._event({"type": "message_start", "message": start}, "message_start")
         idx = 0
+        if r.reasoning:
+            self._event({"type": "content_block_start", "index": idx,
+                         "content_block": {"type": "thinking", "thinking": ""}}, "content_block_start")
+            for piece in _pieces(r.reasoning, size):
+                self._event({"type": "content_block_delta", "index": idx,
+                             "delta": {"type": "thinking_delta", "thinking": piece}}, "content_block_delta")
+            self._event({"type": "content_block_delta", "index": idx,
+                         "delta": {"type": "signature_delta", "signature": "c2lnbmVk"}}, "content_block_delta")
+            self._event({"type": "content_block_stop", "index": idx}, "content_block_stop")
+            idx += 1
         if r.text:
             self._event({"type": "content_block_start", "index": idx,
                          "content_block": {"type": "text", "text": ""}}, "content_block_start")
@@ -303,6 +317,8 @@ def _openai_usage(r: Reply) -> dict[str, int]:
 
 def _openai_body(r: Reply, model: str) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": r.text or None}
+    if r.reasoning:
+        msg["reasoning_content"] = r.reasoning
     if r.tool_calls:
         msg["tool_calls"] = [{"id": cid, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
                              for cid, n, a in r.tool_calls]
@@ -312,7 +328,9 @@ def _openai_body(r: Reply, model: str) -> dict[str, Any]:
 
 
 def _anthropic_body(r: Reply, model: str) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": r.text}] if r.text else []
+    content: list[dict[str, Any]] = [{"type": "thinking", "thinking": r.reasoning, "signature": "c2lnbmVk"}] \
+        if r.reasoning else []
+    content += [{"type": "text", "text": r.text}] if r.text else []
     content += [{"type": "tool_use", "id": cid, "name": n, "input": a} for cid, n, a in r.tool_calls]
     return {"id": "msg_test", "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": "tool_use" if r.tool_calls else "end_turn", "stop_sequence": None,

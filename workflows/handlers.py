@@ -38,7 +38,8 @@ with workflow.unsafe.imports_passed_through():
         ToolResultsTaken,
         WaitRequest,
     )
-    from rein.core.threads import SEND_UPDATE, THREAD_QUERY, SendReceipt, SendRequest
+    from rein.core.shared_state import STATE_QUERY, STATE_UPDATE, SetState
+    from rein.core.threads import SEND_UPDATE, STOP_UPDATE, THREAD_QUERY, SendReceipt, SendRequest, StopRequest
 
 from rein.workflows.decisions import SIGNALS
 from rein.workflows.state import RunState
@@ -192,6 +193,30 @@ class AgentHandlers(RunState):
     @tool_results_update.validator
     def _validate_tool_results(self, request: ToolResults) -> None:
         self.decisions.check_tool_results(request)
+
+    @workflow.update(name=STOP_UPDATE, description='Stop the thread\'s turn under way (the thread stays): {"by"}; '
+                                                   'answers the turn\'s number')
+    def stop_turn_update(self, request: StopRequest) -> int:
+        self.decisions.count([request.model_dump(mode="json")])
+        return self.threads.stop_turn(request)
+
+    @stop_turn_update.validator
+    def _validate_stop_turn(self, request: StopRequest) -> None:
+        self.threads.validate_stop(request)
+
+    @workflow.update(name=STATE_UPDATE, description='Set the thread\'s shared state: {"value", "version" (the one '
+                                                    'read: a stale write is refused), "by"}; answers the new version')
+    def set_state_update(self, request: SetState) -> int:
+        self.decisions.count([request.model_dump(mode="json")])
+        return self.threads.set_state(request)
+
+    @set_state_update.validator
+    def _validate_set_state(self, request: SetState) -> None:
+        self.threads.validate_set_state(request)
+
+    @workflow.query(name=STATE_QUERY, description="The thread's shared state: {\"value\", \"version\"}")
+    def state_query(self) -> dict[str, object]:
+        return self.threads.shared().model_dump(mode="json")
 
     @workflow.query(name=THREAD_QUERY, description="The thread: status, turns, queued and steering messages, usage")
     def thread_query(self) -> dict[str, object]:

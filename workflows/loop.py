@@ -122,6 +122,8 @@ class AgentLoop(AgentHandlers):
             config = self.config or config  # stricter once the agent changed under the run (workflows.agent_changes)
             action = machine.next_action(self.session, config, elapsed, self.answered_outside(), self.approval_tools,
                                          self.client_tools())
+            if self.threads.stops(action):
+                continue
             if (self.cancel_reason is not None or self.family_spent) and not isinstance(action, machine.Finish):
                 self.session.done = True
                 self.session.stop_reason = "cancelled" if self.cancel_reason is not None else "budget"
@@ -312,6 +314,8 @@ class AgentLoop(AgentHandlers):
             self.thread.turn_first_step = request.first_step
         else:
             self.session.done, self.session.stop_reason = True, "done"
+        if request.state is not None:  # a fork's: the state its original held at the fork's step
+            self.thread.state, self.thread.state_version = request.state, 1
         if request.prompt:
             threads.take(self.thread, SendRequest(text=request.prompt), str(workflow.uuid4()), workflow.info().workflow_id, 0)
 

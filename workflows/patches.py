@@ -63,3 +63,8 @@ PATCH_TURN_WAIT = "rein-turn-wait"
 or waits for a person AFTER the message was taken (a pause past the receipt's): a steer that joined a turn waiting
 for a person is answered once the turn went on with it, not at once with the wait it joined. Asked by each
 `rein.wait` for a turn: runs nobody waits on for a turn record no marker."""
+PATCH_STOP_TURN = "rein-stop-turn"
+"""Since this patch a thread's turn may be stopped (`rein.stop_turn`, a page's stop button): the model call under way
+is cut, a wait for a person is settled (approvals denied, questions and client tools answered that the turn stopped)
+and the turn ends with stop reason `stopped` before its next model call. Asked when a stop takes effect: turns
+nobody stops record no marker."""

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         model_queue,
     )
     from rein.core.digest import EMPTY, call_hash, extend, message_hash, ref
+    from rein.core.events import reasoning_source
     from rein.core.failures import bug_retry_delay, is_bug, salvaged
     from rein.core.ir import Message, StreamChunk, ToolCall, ToolResult, ToolSpec
     from rein.core.result import Interrupt
@@ -156,6 +157,9 @@ class Stages:
         sent with the agent version `version` ("": none, so its tool calls carry the run's)."""
         assert self.run.agent is not None
         if not (live or completion.published):  # nobody read while the model answered: publish it whole
+            if completion.message.reasoning:
+                self.run.emit(StreamChunk(type="reasoning", text=completion.message.reasoning),
+                              source=reasoning_source(source))
             if completion.message.content:
                 self.run.emit(StreamChunk(type="text", text=completion.message.content), source=source)
             if completion.message.tool_calls:
@@ -227,6 +231,7 @@ class Stages:
         # a refusal the run cannot act on is a failed call
         done = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, ran, strict=False)]
         run.held_results = {}
+        run.threads.apply_tool_changes(calls, done)  # the tools' changes to the thread's state, in call order
         steps = machine.apply_tool_results(run.session, done, workflow.time() - began)
         answers = run.session.messages[len(run.session.messages) - len(steps):]  # the batch's tool messages, in order
         run.record_steps(steps, [{"tool_call_id": m.tool_call_id, "content": machine.truncate(m.content, STREAM_RESULT_CHARS)}
@@ -258,6 +263,7 @@ class Stages:
             if key in run.reply_calls
             else ToolCallInput(agent=run.agent_key, call=call, version=run.agent.version)
         )
+        request = run.threads.with_state(request, local=bool(info is not None and info.local))
         retry = tool_retry(retries)  # a result too large to record is final: the activity raises it non-retryable
 
         def execute() -> Awaitable[ToolResult | str]:

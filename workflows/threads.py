@@ -9,16 +9,20 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from rein.workflows.patches import PATCH_CLIENT_TOOLS, PATCH_THREAD_MEMO
+from rein.workflows.patches import PATCH_CLIENT_TOOLS, PATCH_STOP_TURN, PATCH_THREAD_MEMO
 
 with workflow.unsafe.imports_passed_through():
-    from rein.core import machine, threads
-    from rein.core.ir import StreamChunk, ToolSpec
+    from rein.core import machine, shared_state, threads
+    from rein.core.contract import ToolCallInput
+    from rein.core.ir import StreamChunk, ToolCall, ToolResult, ToolSpec
+    from rein.core.shared_state import STATE_EVENT, SetState, SharedState, StateError
     from rein.core.threads import (
+        STOPPED,
         THREAD_MEMO,
         TURN_TRACE,
         SendReceipt,
         SendRequest,
+        StopRequest,
         ThreadState,
         ThreadView,
     )
@@ -84,6 +88,118 @@ class Threads:
         elif run.model_call_under_way:
             run.cut = True
 
+    # ---------------------------------------------------------------- stopping a turn (rein.stop_turn)
+
+    def validate_stop(self, _: StopRequest) -> None:
+        thread = self.run.thread
+        if thread is None:
+            raise ApplicationError("this run is not a thread: only a thread's turn can be stopped", type="NotAThread")
+        if not thread.open or self.run.ended:
+            raise ApplicationError("no turn is under way: there is nothing to stop", type="Idle")
+
+    def stop_turn(self, request: StopRequest) -> int:
+        """Stop the turn under way: a model call is cut, a wait for a person settled; it ends before its next model
+        call (`stops`). Returns the turn's number."""
+        run = self.run
+        thread = run.thread
+        assert thread is not None
+        thread.stopping = request.by or "a client"
+        if run.status in ("waiting_approval", "waiting_input", "waiting_retry"):
+            self._settle_wait()
+            run.woken = True
+        elif run.model_call_under_way:
+            run.cut = True
+        return thread.turns
+
+    def stops(self, action: object) -> bool:
+        """The turn was asked to stop: before a model call it ends (stop reason `stopped`); a wait nobody will
+        answer now is settled first. True when the loop goes on without `action`."""
+        run = self.run
+        thread = run.thread
+        if thread is None or not thread.stopping or not thread.open or run.session.done:
+            return False
+        if not isinstance(action, (machine.CallModel, machine.Wait)) or not workflow.patched(PATCH_STOP_TURN):
+            return False
+        if isinstance(action, machine.Wait) and action.interrupt.type != "error":
+            self._settle_wait()
+        else:
+            run.session.done, run.session.stop_reason = True, STOPPED
+        return True
+
+    def _settle_wait(self) -> None:
+        """Nobody answers the stopped turn's wait: its approvals are denied, its questions and client tools answered."""
+        run = self.run
+        thread = run.thread
+        assert thread is not None
+        why = f"the turn was stopped by {thread.stopping}"
+        outside = run.answered_outside()
+        machine.decide(run.session, False, None, thread.stopping, why, outside)
+        waiting = machine.waiting_on(run.session, "need_input", outside)
+        if waiting:
+            machine.answer_calls(run.session, {c.id: f"No answer: {why}." for c in waiting}, thread.stopping)
+
+    # ---------------------------------------------------------------- shared state (rein.core.shared_state)
+
+    def shared(self) -> SharedState:
+        """The `rein.state` query's answer (a run that is no thread has none: `{}` at version 0)."""
+        thread = self.run.thread
+        if thread is None or thread.state is None:
+            return SharedState(version=thread.state_version if thread is not None else 0)
+        return SharedState(value=thread.state, version=thread.state_version)
+
+    def with_state(self, request: ToolCallInput, local: bool) -> ToolCallInput:
+        """A thread's tool call says the state's version (a local one carries the state itself)."""
+        thread = self.run.thread
+        if thread is None:
+            return request
+        value = thread.state if local and thread.state is not None else None
+        return request.model_copy(update={"state_version": thread.state_version, "state": value})
+
+    def apply_tool_changes(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
+        """The batch's changes to the state, in the order the calls were made. A change that no longer applies (a
+        page wrote the state while the tool ran) is left out and the stream says so: the tool's result stands."""
+        thread = self.run.thread
+        for call, result in zip(calls, results, strict=False):
+            if thread is None or not result.state_patch:
+                continue
+            current = thread.state if thread.state is not None else {}
+            try:
+                value = shared_state.apply(current, result.state_patch)
+                shared_state.check(value)
+            except StateError as refused:
+                self.run.emit(StreamChunk(type="event", name="state_refused",
+                                          data={"tool_call_id": call.id, "reason": str(refused)}))
+                continue
+            self._changed(value, result.state_patch)
+
+    def validate_set_state(self, request: SetState) -> None:
+        thread = self.run.thread
+        if thread is None:
+            raise ApplicationError("this run is not a thread: only a thread holds shared state", type="NotAThread")
+        if self.run.ended:
+            raise ApplicationError(f"the thread has ended ({self.run.status})", type="ThreadEnded")
+        if request.version != thread.state_version:
+            raise ApplicationError(f"stale: the state is at version {thread.state_version}, this write was made on "
+                                   f"version {request.version} (it changed meanwhile: read it again)", type="StaleState")
+        try:
+            shared_state.check(request.value)
+        except StateError as refused:
+            raise ApplicationError(str(refused), type="BadState") from None
+
+    def set_state(self, request: SetState) -> int:
+        """A page's (or a client's) write of the whole state; its new version."""
+        thread = self.run.thread
+        assert thread is not None
+        current = thread.state if thread.state is not None else {}
+        self._changed(request.value, shared_state.diff(current, request.value))
+        return thread.state_version
+
+    def _changed(self, value: object, patch: list[dict[str, object]]) -> None:
+        thread = self.run.thread
+        assert thread is not None
+        thread.state, thread.state_version = value, thread.state_version + 1
+        self.run.emit(StreamChunk(type="event", name=STATE_EVENT, data=shared_state.event(value, thread.state_version, patch)))
+
     # ---------------------------------------------------------------- turns
 
     async def open_turn(self) -> bool:
@@ -122,7 +238,8 @@ class Threads:
         run.prompt = message.text
         run.publisher.progressed = True
         run.publisher.publish()
-        run.emit(StreamChunk(type="event", name="turn", data={"turn": thread.turns, "message_id": message.message_id}))
+        run.emit(StreamChunk(type="event", name="turn", data={  # `at`: the turn's user message in the conversation
+            "turn": thread.turns, "message_id": message.message_id, "at": len(run.session.messages) - 1}))
         self._trace_turn("start", {"rein.turn": thread.turns, "rein.message_id": message.message_id})
         return True
 
@@ -193,4 +310,5 @@ class Threads:
             steering=thread.steering, usage=thread.usage + (run.session.usage if thread.open else type(thread.usage)()),
             last_output=thread.last_output, turn_first_step=thread.turn_first_step,
             client_tools=[t.name for t in thread.client_tools], turn_offset=thread.turn_offset, offset=run.readers.offset(),
+            state=thread.state if thread.state is not None else {}, state_version=thread.state_version,
         )

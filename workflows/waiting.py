@@ -59,10 +59,10 @@ class Waiting:
         run.publisher.publish()
         if not resumed:  # the predecessor already published it to the stream it handed over
             calls = machine.waiting_on(run.session, interrupt.type, run.answered_outside())
-            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first)
+            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first); `pause`: this wait
                 type="interrupt", name=interrupt.type, finish_reason="interrupted", usage=run.session.usage,
                 data={**interrupt.model_dump(mode="json"), "calls": [c.model_dump(mode="json") for c in calls],
-                      "client_tools": sorted(run.client_tools())},
+                      "client_tools": sorted(run.client_tools()), "pause": run.carry.pause},
             ))
         await run.child_runs.tell_parent()
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None

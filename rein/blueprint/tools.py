@@ -15,6 +15,7 @@ Only its `ToolSpec` and the text produced by `serialize_result` do.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import inspect
 import json
@@ -25,6 +26,7 @@ import anyio.to_thread
 from pydantic import BaseModel
 
 from rein.blueprint.signature import ToolArgumentsError, ToolSignature, find_context_param, type_schema
+from rein.core import shared_state
 from rein.core.ir import ToolCall, ToolResult, ToolSpec
 
 __all__ = [
@@ -43,6 +45,9 @@ __all__ = [
 # ToolContext
 # ---------------------------------------------------------------------------
 
+NO_THREAD: Any = type("NoThread", (), {"__repr__": lambda self: "NO_THREAD", "__deepcopy__": lambda self, memo: self})()
+"""ToolContext's state outside a thread's turn."""
+
 
 class ToolContext:
     """What a tool gets when it declares a parameter annotated `ToolContext`.
@@ -52,9 +57,10 @@ class ToolContext:
     in-process), so a tool with side effects can deduplicate them.
     `attempt` is 1-based. `heartbeat(*details)` reports liveness to the engine
     (a Temporal activity heartbeat in durable runs, a no-op otherwise).
+    `state` is the thread's shared JSON state (rein.core.shared_state), in a thread's turn.
     """
 
-    __slots__ = ("idempotency_key", "attempt", "tool_call_id", "_heartbeat")
+    __slots__ = ("idempotency_key", "attempt", "tool_call_id", "_heartbeat", "_state", "_read")
 
     def __init__(
         self,
@@ -62,16 +68,43 @@ class ToolContext:
         attempt: int = 1,
         tool_call_id: str = "",
         heartbeat: Callable[..., Any] | None = None,
+        state: Any = NO_THREAD,
     ) -> None:
         self.idempotency_key = idempotency_key
         self.attempt = attempt
         self.tool_call_id = tool_call_id
         self._heartbeat = heartbeat
+        self._state = state
+        self._read = copy.deepcopy(state)
 
     def heartbeat(self, *details: Any) -> None:
         """Tell the engine the tool is still alive (optionally with progress details)."""
         if self._heartbeat is not None:
             self._heartbeat(*details)
+
+    @property
+    def state(self) -> Any:
+        """The thread's shared state as this call sees it (a JSON value, `{}` until something sets it): change it
+        in place or assign a new value; the change reaches the thread when the tool returns, as a JSON Patch
+        applied in the order the calls were made (docs/threads.md, "Shared state"). Outside a thread's turn
+        (a plain run, the in-process engine) there is none: RuntimeError."""
+        if self._state is NO_THREAD:
+            raise RuntimeError("no shared state here: only a thread's tool calls have one (agent.thread(...), "
+                               "ReinClient.send)")
+        return self._state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self.state  # noqa: B018  (raises outside a thread)
+        self._state = value
+
+    def state_patch(self) -> list[dict[str, Any]] | None:
+        """The call's change to the state as an RFC 6902 patch; None when it changed nothing (or has no state).
+        StateError (rein.core.shared_state) when the new state is not JSON."""
+        if self._state is NO_THREAD:
+            return None
+        shared_state.size(self._state)  # StateError when it is not JSON
+        return shared_state.diff(self._read, self._state) or None
 
     def __repr__(self) -> str:
         return (

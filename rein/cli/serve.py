@@ -1,7 +1,7 @@
-"""`rein serve`: rein's web surfaces in one process (rein.web.app): the approvals inbox at /inbox (docs/inbox.md)
-and the AG-UI endpoint at /agui (docs/web.md). Never open by default: with no sign-in configured it signs people in
-with the local token under REIN_HOME (rein.web.tokens), through the link it prints (`rein inbox link` shows it
-again); `--open` (loopback only) serves without sign-in."""
+"""`rein serve`: rein's web surfaces in one process (rein.web.app): the approvals inbox at /inbox (docs/inbox.md),
+the AG-UI endpoint at /agui (docs/web.md) and the AI SDK's (`useChat`) at /ai-sdk (docs/ai-sdk.md). Never open by
+default: with no sign-in configured it signs people in with the local token under REIN_HOME (rein.web.tokens),
+through the link it prints (`rein inbox link` shows it again); `--open` (loopback only) serves without sign-in."""
 
 from __future__ import annotations
 
@@ -75,9 +75,9 @@ def served_url() -> str | None:
 
 @app.command("serve")
 def serve(
-    agent: Annotated[list[str] | None, typer.Option("--agent", help="An agent to serve at /agui/NAME: its name (a worker "
-                                                    "serves it) or MODULE:ATTR; repeatable (default: any agent a worker "
-                                                    "serves).")] = None,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="An agent to serve at /agui/NAME and /ai-sdk/NAME: "
+                                                    "its name (a worker serves it) or MODULE:ATTR; repeatable (default: "
+                                                    "any agent a worker serves).")] = None,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     host: Annotated[str, typer.Option(help="Interface to bind (set REIN_CODEC_TOKEN or REIN_CODEC_JWKS_URL before "
                                            "binding beyond this machine: docs/web.md, docs/inbox.md).")] = "127.0.0.1",
@@ -92,10 +92,11 @@ def serve(
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
-    """Serve rein's web surfaces: the approvals inbox (GET /inbox: every decision people owe, live, with rules)
-    and the AG-UI endpoint (POST /agui/AGENT, the URL an HttpAgent is given) for browsers talking to agents'
-    threads. Sign-in: the token or JWT rein's codec server accepts, when set (a JWT's tenant claim scopes them);
-    else the link this prints (its token kept in REIN_HOME; `rein inbox link` shows it again)."""
+    """Serve rein's web surfaces: the approvals inbox (GET /inbox: every decision people owe, live, with rules),
+    the AG-UI endpoint (POST /agui/AGENT, the URL an HttpAgent is given) and the AI SDK's (POST /ai-sdk/AGENT,
+    useChat's `api`) for browsers talking to agents' threads. Sign-in: the token or JWT rein's codec server accepts,
+    when set (a JWT's tenant claim scopes them); else the link this prints (its token kept in REIN_HOME; `rein inbox
+    link` shows it again)."""
     import asyncio
 
     import uvicorn
@@ -123,7 +124,7 @@ def serve(
         web = build(client.client, agents, task_queue=task_queue, ui_url=_ui_url(ui, address), poll_s=poll,
                     auth=auth)
         _record(base)
-        print(f"rein serve on http://{host}:{port}: AG-UI at /agui/<agent> for "
+        print(f"rein serve on http://{host}:{port}: AG-UI at /agui/<agent>, the AI SDK at /ai-sdk/<agent> for "
               f"{', '.join(sorted(web.state.agui_agents)) or 'any agent a worker serves'}", flush=True)
         print(f"the inbox at {base}/inbox; {web.state.auth.describe()}", flush=True)
         if auth.local:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from rein.core import shared_state
 from rein.core.compaction import CompactionTrigger
 from rein.core.config import LoopConfig
 from rein.core.errors import validation_text
@@ -202,12 +203,22 @@ class AgentInput(_Lenient):
     thread: bool = Field(default=False, exclude_if=lambda v: not v)
     """A thread (rein.core.threads): the run takes its messages through `rein.send`, one turn each, and
     waits between turns instead of ending. `prompt`, if given, is its first message."""
+    state: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """A thread's shared state to start from (rein.core.shared_state: a fork's, as its original held it)."""
     eval: EvalPlan | None = Field(default=None, exclude_if=lambda v: v is None)
     """A what-if run (`rein eval`, rein.core.evals): the recorded run's calls, reused instead of run again."""
 
     def model_post_init(self, _context: Any) -> None:
         if self.prompt is None and self.session is None and not self.thread:
             raise ValueError("give a 'prompt', a 'session' to resume, or both")
+
+    @field_validator("state")
+    @classmethod
+    def _state_fits(cls, state: Any) -> Any:
+        """A thread's starting state: JSON of at most MAX_STATE_BYTES (rein.core.shared_state)."""
+        if state is not None:
+            shared_state.check(state)
+        return state
 
     @field_validator("session")
     @classmethod
@@ -501,6 +512,11 @@ class ToolCallInput(BaseModel):
     """Agents with middleware: run the whole tool stage (all pending calls), middleware included."""
     version: str = Field(default="", max_length=64, exclude_if=lambda v: not v)
     """The fingerprint of the agent definition the run follows (AgentDescription.version)."""
+    state_version: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    """A thread's call: the version of its shared state (rein.core.shared_state; 0: never set) when the call was
+    scheduled. A tool that reads `ToolContext.state` gets the value with the `rein.state` query (None: not a thread)."""
+    state: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """The state itself, for a local activity (its input is not recorded, and it cannot query the run it holds)."""
 
     @model_validator(mode="after")
     def _call_or_ref(self) -> ToolCallInput:

@@ -33,8 +33,16 @@ class StreamEvent(BaseModel):
         return self.model_dump(mode="json", exclude_defaults=True)
 
 
+REASONING = "#r"
+"""A model call's reasoning is told under its source with this suffix: its offsets count in the reasoning."""
+
+
+def reasoning_source(source: str) -> str:
+    return f"{source}{REASONING}"
+
+
 class TextDeduplicator:
-    """Keeps, per model call, how much text a reader has seen; returns only what is new. A model call a
+    """Keeps, per model call, how much text (and reasoning) a reader has seen; returns only what is new. A model call a
     `cut` event names (an `interrupt` message cut it) says nothing more: deltas its activity published
     before it learnt of the cut are dropped."""
 
@@ -46,9 +54,9 @@ class TextDeduplicator:
         chunk = event.chunk
         if chunk.type == "event" and chunk.name == "cut" and chunk.data:
             self.cut.add(str(chunk.data.get("source")))
-        if chunk.type != "text" or not event.source:
+        if chunk.type not in ("text", "reasoning") or not event.source:
             return chunk
-        if event.source in self.cut:
+        if event.source.removesuffix(REASONING) in self.cut:
             return None
         have = self.seen.get(event.source, 0)
         end = event.offset + len(chunk.text)

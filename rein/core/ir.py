@@ -53,6 +53,16 @@ class ToolResult(BaseModel):
     tool_call_id: str
     content: str
     is_error: bool = False
+    state_patch: list[dict[str, Any]] | None = None
+    """The tool's change to its thread's shared state (RFC 6902, rein.core.shared_state); None: no change."""
+
+    @model_serializer(mode="wrap")
+    def _omit_no_patch(self, handler: Any) -> Any:
+        """Results without a state change serialise as before (same history bytes)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("state_patch") is None:
+            data.pop("state_patch", None)
+        return data
 
 
 class Message(BaseModel):
@@ -62,6 +72,17 @@ class Message(BaseModel):
     content: str = ""
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    reasoning: str | None = None
+    """An assistant message's reasoning, as the model told it (LiteLLM's `reasoning_content`): kept for people to
+    read (the stream, AG-UI's REASONING events, the AI SDK's reasoning parts), never sent to a model again."""
+
+    @model_serializer(mode="wrap")
+    def _omit_no_reasoning(self, handler: Any) -> Any:
+        """Messages without reasoning serialise as before (same history bytes, same digests)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("reasoning") is None:
+            data.pop("reasoning", None)
+        return data
 
 
 class Usage(BaseModel):
@@ -148,7 +169,7 @@ class Completion(BaseModel):
         return data
 
 
-_MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id")
+_MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "reasoning")
 """Message fields a recorded Completion holds at top level (none is a Completion field)."""
 
 
@@ -164,13 +185,14 @@ class ToolSpec(BaseModel):
 class StreamChunk(BaseModel):
     """An incremental piece of a streamed run; observation only, never state.
 
-    `text`, `tool_calls` and `done` are what a model stream yields (and `Agent.astream`).
+    `text`, `tool_calls` and `done` are what a model stream yields (and `Agent.astream`); `reasoning` is the
+    model's reasoning as it comes (`text` holds it), before its answer.
     A durable run's stream (`rein.client.ReinClient.stream`) also carries the run's events:
     `step` (a Step recorded; `name` is its kind, `data` the Step), `interrupt` (the run
     pauses; `data` is the Interrupt) and `event` (`name` and `data` from middleware/hooks).
     """
 
-    type: Literal["text", "tool_calls", "done", "step", "interrupt", "event"]
+    type: Literal["text", "tool_calls", "done", "step", "interrupt", "event", "reasoning"]
     text: str = ""
     tool_calls: list[ToolCall] | None = None
     usage: Usage | None = None
@@ -183,25 +205,26 @@ class StreamFold:
     """Folds a provider's `StreamChunk`s into the `Completion` they stand for.
 
     The one rule every streaming path uses (the in-process `astream`, the durable
-    model-call activity, `BackendProvider.complete`): text is joined, the last
+    model-call activity, `BackendProvider.complete`): text is joined (and reasoning, apart), the last
     `tool_calls` chunk wins and makes the finish reason `tool_calls`, the `done`
     chunk brings usage and a finish reason (anything outside the Completion's
     set counts as `stop`). `add` says whether a chunk is worth passing on to
     observers (non-empty text, tool calls); `done` chunks never are.
     """
 
-    __slots__ = ("_parts", "_tool_calls", "_finish", "_usage")
+    __slots__ = ("_parts", "_reasoning", "_tool_calls", "_finish", "_usage")
 
     def __init__(self) -> None:
         self._parts: list[str] = []
+        self._reasoning: list[str] = []
         self._tool_calls: list[ToolCall] | None = None
         self._finish = "stop"
         self._usage = Usage()
 
     def add(self, chunk: StreamChunk) -> bool:
-        if chunk.type == "text":
+        if chunk.type in ("text", "reasoning"):
             if chunk.text:
-                self._parts.append(chunk.text)
+                (self._parts if chunk.type == "text" else self._reasoning).append(chunk.text)
                 return True
         elif chunk.type == "tool_calls":
             if chunk.tool_calls:
@@ -214,8 +237,10 @@ class StreamFold:
 
     def completion(self) -> Completion:
         text = "".join(self._parts)
+        reasoning = "".join(self._reasoning) or None
         if self._tool_calls:
-            message = Message(role="assistant", content=text, tool_calls=self._tool_calls)
+            message = Message(role="assistant", content=text, tool_calls=self._tool_calls, reasoning=reasoning)
             return Completion(message=message, finish_reason="tool_calls", usage=self._usage)
         finish = self._finish if self._finish in ("stop", "tool_calls", "length", "error") else "stop"
-        return Completion(message=Message(role="assistant", content=text), finish_reason=finish, usage=self._usage)  # type: ignore[arg-type]
+        message = Message(role="assistant", content=text, reasoning=reasoning)
+        return Completion(message=message, finish_reason=finish, usage=self._usage)  # type: ignore[arg-type]

@@ -27,6 +27,10 @@ from rein.core.ir import Message, ToolSpec, Usage
 from rein.core.session import Session, Stage
 
 SEND_UPDATE = "rein.send"
+STOP_UPDATE = "rein.stop_turn"
+"""Stop the turn under way (a page's stop button): the thread stays and takes the next message."""
+STOPPED = "stopped"
+"""The stop reason of a turn a `rein.stop_turn` ended."""
 THREAD_QUERY = "rein.thread"
 THREAD_MEMO = "rein.thread"
 """Memo key every thread carries (`rein threads` lists runs with it), its value the thread's start time (ISO 8601;
@@ -69,6 +73,14 @@ class SendRequest(BaseModel):
     tools: list[ToolSpec] = Field(default_factory=list, max_length=MAX_CLIENT_TOOLS)
     """Client tools: offered to the model for this message's turn beside the agent's own; the client runs them
     and sends each call's result back (`rein.tool_results`), while the thread waits for it (`waiting_input`)."""
+
+
+class StopRequest(BaseModel):
+    """The `rein.stop_turn` update's argument: who stops the turn (recorded on what it denies)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    by: str = Field(default="", max_length=200)
 
 
 class SendReceipt(BaseModel):
@@ -130,6 +142,12 @@ class ThreadState(BaseModel):
     turn_first_message: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
     """The index in the conversation of the message that opened the turn under way (or the last one): the turn's
     words are those from there on (`turn_output`), never an earlier turn's."""
+    stopping: str = Field(default="", max_length=200, exclude_if=lambda v: not v)
+    """Who asked to stop the turn under way (`rein.stop_turn`): it ends before its next model call."""
+    state: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """The thread's shared JSON state (rein.core.shared_state); None: never set (`{}` to its readers)."""
+    state_version: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
+    """Changes to `state` so far: a page's write names the version it read."""
 
 
 class ThreadView(BaseModel):
@@ -150,6 +168,9 @@ class ThreadView(BaseModel):
     turn_offset: int = 0
     offset: int = 0
     """The thread's stream offset now (its next item goes there)."""
+    state: Any = Field(default_factory=dict)
+    """The thread's shared state (rein.core.shared_state) and its version."""
+    state_version: int = 0
 
 
 class Busy(ValueError):
@@ -247,6 +268,7 @@ def end_turn(state: ThreadState, usage: Usage, output: str | None) -> None:
     """The turn under way ended: its usage adds to the thread's. Steering it did not take in (the turn ended
     on a budget or a failure) opens the next turn; every queued message's receipt names its turn again."""
     state.open = False
+    state.stopping = ""
     state.usage = state.usage + usage
     state.last_output = output
     state.client_tools = []

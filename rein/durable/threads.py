@@ -37,7 +37,17 @@ from rein.core.contract import (
 )
 from rein.core.ir import ToolSpec
 from rein.core.result import RunResult
-from rein.core.threads import SEND_UPDATE, THREAD_MEMO, THREAD_QUERY, Mode, SendReceipt, SendRequest, ThreadView
+from rein.core.shared_state import STATE_QUERY, STATE_UPDATE, SetState, SharedState
+from rein.core.threads import (
+    SEND_UPDATE,
+    STOP_UPDATE,
+    THREAD_MEMO,
+    THREAD_QUERY,
+    Mode,
+    SendReceipt,
+    SendRequest,
+    ThreadView,
+)
 from rein.durable.fleet import run_priority
 from rein.temporal import history
 from rein.temporal.run_status import status_of
@@ -83,17 +93,19 @@ class ThreadClient:
 
     async def send(self, thread_id: str, text: str, *, agent: str, mode: Mode = "queue", message_id: str | None = None,
                    sender: str = "", tenant: str | None = None, stream: bool = False,
-                   tools: Sequence[ToolSpec] = ()) -> SendReceipt:
+                   tools: Sequence[ToolSpec] = (), state: Any = None) -> SendReceipt:
         """Send a message to the thread `thread_id` of `agent`, starting the thread with its first message.
         Returns where it went (its turn); `reply(receipt)` waits for that turn's answer. Raises ThreadRefused
         when the thread does not take it (`reject` while busy, too many waiting, the thread ended). `stream`: the
         caller reads the turn as a stream, so its model calls answer with the provider's stream (as `astream`).
         `tools`: client tools for the message's turn, offered to the model beside the agent's own; the turn waits
-        for the result of each call to one (`waiting_input`) until `tool_results` brings it."""
+        for the result of each call to one (`waiting_input`) until `tool_results` brings it. `state`: the shared
+        state a thread this message starts begins with (an existing thread's is set with `set_state`)."""
         request = SendRequest(text=text, mode=mode, message_id=message_id, sender=sender, stream=stream, tools=list(tools))
         start: WithStartWorkflowOperation[Any, RunOutcome] = WithStartWorkflowOperation(
             WORKFLOW_TYPE,
-            AgentInput(agent=agent, thread=True).model_dump(mode="json", exclude_none=True, exclude_defaults=True),
+            AgentInput(agent=agent, thread=True, state=state).model_dump(mode="json", exclude_none=True,
+                                                                         exclude_defaults=True),
             id=thread_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -131,6 +143,26 @@ class ThreadClient:
         taken = await self._decide(thread_id, TOOL_RESULTS_UPDATE, payload.model_dump(mode="json"), wait=wait,
                                    update_id=update_id)
         return ToolResultsTaken.model_validate(taken)
+
+    async def stop_turn(self, thread_id: str, *, by: str = "", wait: bool = False, update_id: str | None = None) -> int:
+        """Stop the thread's turn under way (a page's stop button): the model call under way is cut, a wait for a
+        person is settled (approvals denied, questions and client tools answered that the turn stopped), and the
+        turn ends with stop reason `stopped`; the thread takes the next message as before. Returns the turn's
+        number; DecisionRejected when no turn is under way. `by` is recorded on what it denies."""
+        return int(await self._decide(thread_id, STOP_UPDATE, {"by": by or self.client.identity}, wait=wait,
+                                      update_id=update_id))
+
+    async def state(self, thread_id: str) -> SharedState:
+        """The thread's shared state (rein.core.shared_state): its JSON value and version."""
+        return SharedState.model_validate(await history.query(self.client, thread_id, STATE_QUERY))
+
+    async def set_state(self, thread_id: str, value: Any, *, version: int, by: str = "",
+                        update_id: str | None = None) -> int:
+        """Replace the thread's shared state with `value` (JSON, at most MAX_STATE_BYTES), written on `version` (the
+        one read): DecisionRejected when the state changed since (a tool's change is never overwritten), or the
+        value is too large. Returns the new version; readers of the thread's stream see the change."""
+        payload = SetState(value=value, version=version, by=by or self.client.identity)
+        return int(await self._decide(thread_id, STATE_UPDATE, payload.model_dump(mode="json"), update_id=update_id))
 
     async def reply(self, receipt: SendReceipt) -> RunResult:
         """Until the receipt's turn ends (or waits for a person): that turn's RunResult (the whole conversation,

@@ -8,6 +8,7 @@ that Session (edited): the recorded model replies and tool results are reused as
 
 from __future__ import annotations
 
+import copy
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -60,6 +61,8 @@ class ForkPoint:
     task_started_event: int
     """History event id of the workflow task that recorded the step (where a rewind resets to)."""
     later_steps: list[Step]
+    state: Any = None
+    """A thread's shared state right after the step (None: never set, or not a thread)."""
 
 
 async def fork_point(client: ReinClient, run_id: str, at_step: int) -> ForkPoint:
@@ -113,6 +116,8 @@ async def _replay_run(client: ReinClient, run_id: str, run: str, at_step: int) -
         def recorded(steps: list[Step]) -> None:
             if "session" not in seen and any(s.index == at_step for s in steps):
                 seen["session"] = instance.session.model_copy(deep=True)
+                thread = instance.thread  # a thread's shared state as it was at the step (rein.core.shared_state)
+                seen["state"] = copy.deepcopy(thread.state) if thread is not None else None
                 seen["batch"] = list(steps)
                 seen["event"] = workflow.info().get_current_history_length()
 
@@ -130,7 +135,7 @@ async def _replay_run(client: ReinClient, run_id: str, run: str, at_step: int) -
         raise ForkError(f"run {run_id} cannot be forked: its input or agent could not be read back")
     point = ForkPoint(
         run_id=run_id, run=run, step=at_step, session=seen["session"], request=request,
-        agent=replay.agent, batch=seen["batch"], task_started_event=seen["event"], later_steps=[],
+        agent=replay.agent, batch=seen["batch"], task_started_event=seen["event"], later_steps=[], state=seen["state"],
     )
     return point, replay
 
@@ -233,6 +238,7 @@ async def fork(
         metadata={**point.request.metadata, FORK_MEMO: lineage},
         continue_as_new_after=point.request.continue_as_new_after,
         thread=point.request.thread,  # a fork of a thread is a thread (rein.core.threads)
+        state=point.state,  # and starts from the shared state its original held at the step
     )
     new_id = id or f"{run_id}-fork-{uuid.uuid4().hex[:8]}"
     summary = f"fork of {run_id} at step {at_step}" + (f": {'; '.join(lineage['edits'])}" if lineage["edits"] else "")

@@ -35,6 +35,7 @@ PURE_MODULES = (
     "rein.core.errors",
     "rein.core.failures",
     "rein.core.agent_identity",
+    "rein.core.shared_state",
     "rein.workflows",
 )
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
@@ -49,8 +50,10 @@ imports beartype. Outside passthrough the sandbox imported all of beartype again
 workflow whose module it re-imports (AgentWorkflow's did until it passed through; a user's own still
 do), on the event loop thread: seconds per run start with 60 runs at once."""
 
-SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", *IMPORT_HOOKS, *PURE_MODULES)
-"""Imported once per worker instead of once per run inside the sandbox; all deterministic."""
+SANDBOX_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "jsonpatch", "jsonpointer",
+                       *IMPORT_HOOKS, *PURE_MODULES)
+"""Imported once per worker instead of once per run inside the sandbox; all deterministic (jsonpatch: a thread's
+shared state, rein.core.shared_state)."""
 
 
 def sandbox_runner(runner: WorkflowRunner | None) -> WorkflowRunner:

@@ -21,7 +21,7 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.contrib.workflow_streams import TopicHandle, WorkflowStreamClient
 
 from rein.core.contract import READERS_QUERY
-from rein.core.events import TOPIC, StreamEvent
+from rein.core.events import TOPIC, StreamEvent, reasoning_source
 from rein.core.ir import StreamChunk
 
 log = logging.getLogger("rein.stream")
@@ -142,7 +142,9 @@ class ModelText:
         self.source = source
         self.live = live
         self.position = 0
+        self.thought = 0
         self._held: list[str] = []
+        self._held_reasoning: list[str] = []
         self._calls: StreamChunk | None = None
 
     def text(self, chunk: StreamChunk) -> None:
@@ -151,6 +153,14 @@ class ModelText:
             return
         self.stream.publish(chunk, source=self.source, offset=self.position)
         self.position += len(chunk.text)
+
+    def reasoning(self, chunk: StreamChunk) -> None:
+        """The model's reasoning: deltas with offsets of their own (source `<call>#r`, rein.core.events)."""
+        if not self.live:
+            self._held_reasoning.append(chunk.text)
+            return
+        self.stream.publish(chunk, source=reasoning_source(self.source), offset=self.thought)
+        self.thought += len(chunk.text)
 
     def tool_calls(self, chunk: StreamChunk) -> None:
         if self.live:
@@ -163,6 +173,9 @@ class ModelText:
         if self.live:
             return
         self.live = True
+        if self._held_reasoning:
+            self.reasoning(StreamChunk(type="reasoning", text="".join(self._held_reasoning)))
+            self._held_reasoning = []
         if self._held:
             self.text(StreamChunk(type="text", text="".join(self._held)))
             self._held = []

@@ -24,7 +24,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent
+from ag_ui.core import BaseEvent, MessagesSnapshotEvent, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from ag_ui.encoder import EventEncoder
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -36,9 +36,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from rein.client import DecisionQueued, DecisionRejected, NoWorker, ReinClient, ThreadRefused
 from rein.core.contract import SEARCH_KEYS
+from rein.core.shared_state import StateError, check
 from rein.core.threads import ThreadView
 from rein.temporal.bearer import BearerAuth
-from rein.web.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot
+from rein.web.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot, state_snapshot
 from rein.web.agui_input import Ask, BadInput, read
 from rein.web.auth import Viewer, WebAuth
 from rein.web.guard import surface
@@ -85,6 +86,7 @@ class AgUi:
             ask = read(await request.body())
             self._check_tools(agent, ask)
             await self._reach(ask.input.thread_id, agent, caller, must_exist=ask.kind != "message")
+            ask.state = await self._page_state(ask.input.thread_id, ask.input.state, _prop_int(ask, "stateVersion"), caller)
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, status_code=refused.status)
         except BadInput as bad:
@@ -174,6 +176,7 @@ class AgUi:
         except (ThreadRefused, DecisionRejected, NoWorker, RPCError) as refused:
             yield None, RunErrorEvent(message=str(refused), code=getattr(refused, "kind", type(refused).__name__))
             return
+        yield None, await self._state_snapshot(thread_id, run)
         if ask.kind == "watch":  # a page that opens the thread: the conversation so far (before the turn under way)
             messages = (await self.runs.session(thread_id)).messages
             asked = [n for n, m in enumerate(messages) if m.role == "user"]
@@ -192,7 +195,7 @@ class AgUi:
             sender = self.runs if self.queues[agent] == self.runs.task_queue else ReinClient(self.runs.client, self.queues[agent])
             receipt = await sender.send(thread_id, ask.text, agent=agent, mode=ask.mode,
                                            message_id=ask.message_id, sender=who, tenant=self._tenant(caller),
-                                           stream=True, tools=ask.tools)
+                                           stream=True, tools=ask.tools, state=ask.state)
             run.waiting_for = None if receipt.joined else ask.message_id
             return receipt.offset
         if ask.kind == "results":
@@ -236,7 +239,11 @@ class AgUi:
             async for at, item, more in feed.read(offset):
                 emitted = run.feed(at, item, more)
                 for pair in resumed(emitted) if resumed is not None else emitted:
+                    if isinstance(pair[1], MessagesSnapshotEvent) and not pair[1].messages:  # before an interrupt
+                        pair[1].messages = snapshot((await self.runs.session(thread_id)).messages).messages
                     yield pair
+                    if run.follow and isinstance(pair[1], RunStartedEvent):  # each of a viewer's runs: the state
+                        yield None, await self._state_snapshot(thread_id, run)
                 if run.finished:
                     return
 
@@ -246,10 +253,12 @@ class AgUi:
         run = TurnEvents(ask.input.thread_id, ask.input.run_id, anchor=anchor)
         resumed = Resumed((offset, k))
         yield ".".join(map(str, last)), run.started()
+        yield None, await self._state_snapshot(ask.input.thread_id, run)
         async for pair in self._told(ask.input.thread_id, anchor, run, resumed):
             yield pair
         end = resumed.missed_end()
         if end is not None:  # the client had the run's end: this request is a run too, and ends the same way
+            yield None, snapshot((await self.runs.session(ask.input.thread_id)).messages)
             yield None, end
 
     async def _follow(self, thread_id: str, last: tuple[int, int, int] | None) -> AsyncIterator[Emitted]:
@@ -262,6 +271,39 @@ class AgUi:
         run = TurnEvents(thread_id, "", anchor=anchor, follow=True)
         async for pair in self._told(thread_id, anchor, run, Resumed(last[1:]) if last is not None else None):
             yield pair
+
+    # ---------------------------------------------------------------- shared state (rein.core.shared_state)
+
+    async def _page_state(self, thread_id: str, value: Any, version: int | None, caller: Viewer) -> Any:
+        """A page's state with its input. Written only when the page names the version it read (`version`; AG-UI
+        clients send their state with every run, so a state without one is what the page holds, not a write): the
+        thread's own already, nothing; else refused (409) when the state changed since. A new thread starts with it:
+        returned for its first message."""
+        if value is None:
+            return None
+        try:
+            check(value)
+        except StateError as refused:
+            raise BadInput(str(refused)) from None
+        try:
+            current = await self.runs.state(thread_id)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return value if value != {} else None  # the thread's first message starts it with this state
+        if version is None or value == current.value:
+            return None
+        try:
+            await self.runs.set_state(thread_id, value, version=version, by=caller.subject)
+        except (DecisionRejected, NoWorker) as refused:
+            raise Refused(409, f"the page's state was not written: {refused}") from None
+        return None
+
+    async def _state_snapshot(self, thread_id: str, run: TurnEvents) -> BaseEvent:
+        """STATE_SNAPSHOT of the thread's state now; the run tells only later changes."""
+        state = await self.runs.state(thread_id)
+        run.state_version = state.version
+        return state_snapshot(state)
 
     # ---------------------------------------------------------------- the response
 
@@ -310,7 +352,8 @@ class AgUi:
     def _encoded(self, event_id: str | None, event: BaseEvent) -> str:
         if event_id is None:
             return self.encoder.encode(event)
-        event.metadata = {**(event.metadata or {}), "rein": {"eventId": event_id}}
+        metadata = event.metadata or {}
+        event.metadata = {**metadata, "rein": {**metadata.get("rein", {}), "eventId": event_id}}
         return f"id: {event_id}\n" + self.encoder.encode(event)
 
 
@@ -345,6 +388,12 @@ def _name(agent: Any) -> str:
 def _tool_names(agent: Any) -> set[str]:
     registry = getattr(agent, "registry", None)
     return set(registry.names()) if registry is not None else set()
+
+
+def _prop_int(ask: Ask, name: str) -> int | None:
+    props = ask.input.forwarded_props
+    value = props.get(name) if isinstance(props, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _prop(ask: Ask, name: str) -> str | None:

@@ -25,11 +25,19 @@ from ag_ui.core import (
     FunctionCall,
     Interrupt,
     MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessage,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageContentEvent,
@@ -48,6 +56,7 @@ from ag_ui.core.events import RunFinishedCancelledOutcome
 
 from rein.core.events import StreamEvent, TextDeduplicator
 from rein.core.ir import Message, StreamChunk
+from rein.core.shared_state import STATE_EVENT, SharedState
 
 MODEL_STEP = "model"
 RETRY_INTERRUPT = "retry"
@@ -90,12 +99,15 @@ class TurnEvents:
     """The thread itself ended (its stream's `done`)."""
     _open_run: bool = False
     _text: str | None = None
+    _thinking: str | None = None
     _message: str | None = None
     _step: bool = False
     _fresh: TextDeduplicator = field(default_factory=TextDeduplicator)
     _names: dict[str, str] = field(default_factory=dict)
     _turn: int = 0
     _more: bool = False
+    state_version: int = 0
+    """The version of the state snapshot the client was sent: older changes on the stream are not told again."""
 
     def __post_init__(self) -> None:
         self._open_run = not self.follow and self.waiting_for is None
@@ -136,6 +148,8 @@ class TurnEvents:
             events.append(self._run_started(offset))
         if chunk.type == "text":
             events += self._text_delta(item)
+        elif chunk.type == "reasoning":
+            events += self._reasoning_delta(item)
         elif chunk.type == "tool_calls":
             events += self._tool_calls(offset, chunk)
         elif chunk.type == "step":
@@ -161,7 +175,7 @@ class TurnEvents:
         chunk = self._fresh(item)
         if chunk is None or not chunk.text:
             return []
-        events: list[BaseEvent] = self._step_opens()
+        events: list[BaseEvent] = self._step_opens() + self._reasoning_ends()
         message = f"rein-{item.source or self._turn}"
         if self._text != message:
             events += self._text_ends()
@@ -170,8 +184,29 @@ class TurnEvents:
         events.append(TextMessageContentEvent(message_id=message, delta=chunk.text))
         return events
 
+    def _reasoning_delta(self, item: StreamEvent) -> list[BaseEvent]:
+        """The model's reasoning: a REASONING block with one reasoning message, before the call's text."""
+        chunk = self._fresh(item)
+        if chunk is None or not chunk.text:
+            return []
+        events: list[BaseEvent] = self._step_opens() + self._text_ends()
+        message = f"rein-{item.source or self._turn}"
+        if self._thinking != message:
+            events += self._reasoning_ends()
+            self._thinking = message
+            events += [ReasoningStartEvent(message_id=message),
+                       ReasoningMessageStartEvent(message_id=message, role="reasoning")]
+        events.append(ReasoningMessageContentEvent(message_id=message, delta=chunk.text))
+        return events
+
+    def _reasoning_ends(self) -> list[BaseEvent]:
+        if self._thinking is None:
+            return []
+        message, self._thinking = self._thinking, None
+        return [ReasoningMessageEndEvent(message_id=message), ReasoningEndEvent(message_id=message)]
+
     def _tool_calls(self, offset: int, chunk: StreamChunk) -> list[BaseEvent]:
-        events = self._step_opens() + self._text_ends()
+        events = self._step_opens() + self._reasoning_ends() + self._text_ends()
         parent = self._message or f"rein-{offset}"
         self._message = parent
         for call in chunk.tool_calls or []:
@@ -199,7 +234,8 @@ class TurnEvents:
         data = chunk.data or {}
         record = CustomEvent(name="rein.step", value={k: v for k, v in data.items() if k != "content"})
         if chunk.name == "model":
-            events = self._step_opens() + self._text_ends() + [StepFinishedEvent(step_name=MODEL_STEP), record]
+            events = self._step_opens() + self._reasoning_ends() + self._text_ends() + [
+                StepFinishedEvent(step_name=MODEL_STEP), record]
             self._step, self._message = False, None
             return events
         if chunk.name != "tool" or not data.get("tool_call_id"):
@@ -214,7 +250,7 @@ class TurnEvents:
     # ---------------------------------------------------------------- ends
 
     def _closing(self) -> list[BaseEvent]:
-        events = self._text_ends()
+        events = self._reasoning_ends() + self._text_ends()
         if self._step:
             self._step = False
             events.append(StepFinishedEvent(step_name=MODEL_STEP))
@@ -237,8 +273,11 @@ class TurnEvents:
             outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=[str(c["id"]) for c in calls])
         else:
             outcome = RunFinishedInterruptOutcome(interrupts=_interrupts(chunk.name or "", data, calls, client, offset))
-        return self._finish(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome,
-                                             usage=_usage(chunk)))
+        events = self._finish(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome,
+                                               usage=_usage(chunk)))
+        if isinstance(outcome, RunFinishedInterruptOutcome):  # the conversation, for a client that resumes later:
+            events.insert(len(events) - 1, MessagesSnapshotEvent(messages=[]))  # filled by the endpoint (a query)
+        return events
 
     def _event(self, offset: int, chunk: StreamChunk) -> list[BaseEvent]:
         data = chunk.data or {}
@@ -253,6 +292,12 @@ class TurnEvents:
         if chunk.name == "cut":
             self._fresh(StreamEvent(chunk=chunk))
             return self._text_ends() + [CustomEvent(name="rein.cut", value=data)]
+        if chunk.name == STATE_EVENT:  # a change to the thread's shared state (rein.core.shared_state)
+            version = int(data.get("version") or 0)
+            if version <= self.state_version:
+                return []  # the snapshot the client has holds it already
+            self.state_version = version
+            return [StateDeltaEvent(delta=list(data.get("patch") or []), metadata={"rein": {"stateVersion": version}})]
         return [CustomEvent(name=chunk.name or "event", value=data)]
 
     def _done(self, chunk: StreamChunk) -> list[BaseEvent]:
@@ -269,6 +314,11 @@ class TurnEvents:
                                                    result={"stop_reason": chunk.finish_reason or "done"})]
 
 
+def state_snapshot(state: SharedState) -> StateSnapshotEvent:
+    """The thread's shared state for a client (its version in `metadata.rein.stateVersion`)."""
+    return StateSnapshotEvent(snapshot=state.value, metadata={"rein": {"stateVersion": state.version}})
+
+
 def snapshot(messages: list[Message]) -> MessagesSnapshotEvent:
     """The thread's conversation as AG-UI messages (a page that opens an existing thread shows it); its system
     prompt stays out. Ids are the messages' places in the conversation."""
@@ -278,6 +328,8 @@ def snapshot(messages: list[Message]) -> MessagesSnapshotEvent:
         if message.role == "user":
             told.append(UserMessage(id=key, content=message.content or " "))
         elif message.role == "assistant":
+            if message.reasoning:
+                told.append(ReasoningMessage(id=f"{key}r", role="reasoning", content=message.reasoning))
             calls = [AgUiToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=json.dumps(c.arguments)))
                      for c in message.tool_calls or []]
             told.append(AssistantMessage(id=key, content=message.content or None, tool_calls=calls or None))
@@ -296,10 +348,10 @@ def _interrupts(kind: str, data: dict[str, Any], calls: list[dict[str, Any]], cl
     found = []
     for call in calls:
         name, arguments = str(call.get("name", "")), call.get("arguments") or {}
-        if kind == "need_approval":
+        if kind == "need_approval":  # `pause`: which wait of the run asks (the AI SDK's approval id carries it)
             found.append(Interrupt(id=str(call["id"]), reason="tool_approval", tool_call_id=str(call["id"]),
                                    message=f"Approve {name}({_arguments(arguments)})?", response_schema=APPROVAL_SCHEMA,
-                                   metadata={"rein": {"tool": name, "arguments": arguments}}))
+                                   metadata={"rein": {"tool": name, "arguments": arguments, "pause": data.get("pause")}}))
         elif name not in client:
             question = arguments.get("question") if isinstance(arguments, dict) else None
             found.append(Interrupt(id=str(call["id"]), reason="input", tool_call_id=str(call["id"]),
@@ -323,12 +375,16 @@ def _usage(chunk: StreamChunk) -> list[TokenUsage] | None:
 
 
 OPENERS = {EventType.TEXT_MESSAGE_START: EventType.TEXT_MESSAGE_END, EventType.TOOL_CALL_START: EventType.TOOL_CALL_END,
-           EventType.STEP_STARTED: EventType.STEP_FINISHED, EventType.RUN_STARTED: EventType.RUN_FINISHED}
+           EventType.STEP_STARTED: EventType.STEP_FINISHED, EventType.RUN_STARTED: EventType.RUN_FINISHED,
+           EventType.REASONING_START: EventType.REASONING_END,
+           EventType.REASONING_MESSAGE_START: EventType.REASONING_MESSAGE_END}
 ENDS = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
 
 
 def _entity(event: BaseEvent) -> tuple[str, str] | None:
     """What an event belongs to (a text message, a tool call, a step, the run), for reopening on a reconnect."""
+    if event.type in (EventType.REASONING_START, EventType.REASONING_END):
+        return "reasoning", str(getattr(event, "message_id", ""))
     for kind, attribute in (("message", "message_id"), ("call", "tool_call_id"), ("step", "step_name")):
         value = getattr(event, attribute, None)
         if value is not None and event.type != EventType.TOOL_CALL_RESULT:

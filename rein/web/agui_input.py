@@ -54,6 +54,8 @@ class Ask:
     results: dict[str, str] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
     tools: list[ToolSpec] = field(default_factory=list)
+    state: Any = None
+    """The state a new thread starts with (the page's, rein.web.agui's `_page_state`)."""
 
 
 def read(body: bytes) -> Ask:
@@ -70,7 +72,7 @@ def read(body: bytes) -> Ask:
         raise BadInput(f"not a RunAgentInput: {validation_text(exc, 'input')}") from None
     if not given.thread_id.strip() or len(given.thread_id) > 200:
         raise BadInput("threadId must be 1 to 200 characters")
-    tools = _tools(given.tools or [])
+    tools = client_tools(given.tools or [])
     props = given.forwarded_props if isinstance(given.forwarded_props, dict) else {}
     mode: Mode = props.get("mode", "queue")
     if mode not in MODES:
@@ -109,7 +111,8 @@ def _text(content: Any, what: str) -> str:
     return text
 
 
-def _tools(tools: list[Tool]) -> list[ToolSpec]:
+def client_tools(tools: list[Tool]) -> list[ToolSpec]:
+    """A page's own tools as specs, within the documented limits (count, names, schema sizes): else BadInput."""
     if len(tools) > MAX_CLIENT_TOOLS:
         raise BadInput(f"{len(tools)} tools given, at most {MAX_CLIENT_TOOLS}")
     specs, total = [], 0

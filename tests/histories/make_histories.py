@@ -99,6 +99,13 @@ it is answered only once turn 1 went on with the message); the approval; turn 2 
   v1: the first exact turn waits
 
     .venv/bin/python tests/histories/make_histories.py thread_turns
+
+agent_thread_state_v<N>.json: a thread whose tool changes its shared state (the change comes back in the tool's
+result, a JSON Patch), then a page's write (`rein.set_state`), a turn whose tool waits for approval and is stopped
+(`rein.stop_turn`: the wait settled, patch rein-stop-turn), a last turn, and the cancel (issue 54).
+  v1: the first shared state and stops
+
+    .venv/bin/python tests/histories/make_histories.py thread_state
 """
 
 from __future__ import annotations
@@ -125,6 +132,7 @@ THREAD = "agent_thread_v1.json"
 THREAD_STOCK = "agent_thread_stock_v1.json"
 THREAD_CLIENT_TOOLS = "agent_thread_client_tools_v1.json"
 THREAD_TURNS = "agent_thread_turns_v1.json"
+THREAD_STATE = "agent_thread_state_v1.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
@@ -392,6 +400,37 @@ async def record_thread_turns(env) -> None:  # noqa: ANN001
     write(THREAD_TURNS, history)
 
 
+async def record_thread_state(env) -> None:  # noqa: ANN001
+    from rein.client import ReinClient
+
+    def note(item: str, ctx: rein.ToolContext) -> str:
+        """Note an item in the thread's state."""
+        ctx.state.setdefault("notes", []).append(item)
+        return "noted"
+
+    @rein.tool(requires_approval=True)
+    def erase() -> str:
+        """Erase everything."""
+        return "erased"
+
+    script = [[ToolCall(id="note-1", name="note", arguments={"item": "milk"})], "Noted.",
+              [ToolCall(id="erase-1", name="erase", arguments={})], "Bye."]
+    agent = Agent(provider=MockProvider(script), tools=[note, erase], name="thread-agent")
+    runs = ReinClient(env.client, "histories-state")
+    thread = "agent-thread-state"
+    async with rein.create_worker(env.client, agents=[agent], task_queue="histories-state"):
+        assert (await runs.reply(await runs.send(thread, "note milk", agent="thread-agent"))).output == "Noted."
+        assert await runs.set_state(thread, {"notes": ["milk", "eggs"]}, version=1) == 2
+        waiting = await runs.reply(await runs.send(thread, "erase it", agent="thread-agent"))
+        assert waiting.interrupt is not None and waiting.interrupt.type == "need_approval"
+        assert await runs.stop_turn(thread, by="a page", wait=True) == 2
+        assert (await runs.reply(await runs.send(thread, "bye", agent="thread-agent"))).output == "Bye."
+        assert (await runs.state(thread)).value == {"notes": ["milk", "eggs"]}
+        await runs.cancel(thread, wait=True)
+        history = await env.client.get_workflow_handle(thread).fetch_history()
+    write(THREAD_STATE, history)
+
+
 def write(name: str, history) -> None:  # noqa: ANN001
     target = HERE / name
     target.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
@@ -421,6 +460,8 @@ async def main(which: list[str]) -> None:
             await record_thread_client_tools(env)
         if not which or "thread_turns" in which:
             await record_thread_turns(env)
+        if not which or "thread_state" in which:
+            await record_thread_state(env)
     finally:
         await env.shutdown()
 

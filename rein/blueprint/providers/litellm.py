@@ -140,6 +140,9 @@ class LiteLLMProvider:
                 if getattr(chunk, "choices", None):
                     choice = chunk.choices[0]
                     delta = choice.delta
+                    reasoning = getattr(delta, "reasoning_content", None) if delta is not None else None
+                    if reasoning:  # the model's reasoning (LiteLLM's reasoning_content), before its answer
+                        yield StreamChunk(type="reasoning", text=reasoning)
                     if delta is not None and delta.content:
                         yield StreamChunk(type="text", text=delta.content)
                     for frag in (getattr(delta, "tool_calls", None) or []):
@@ -175,6 +178,7 @@ class LiteLLMProvider:
 
     @staticmethod
     def _to_lite_message(m: Message) -> dict[str, Any]:
+        """The vendor's form of a message: its reasoning stays out (rein keeps it for people, not for models)."""
         out: dict[str, Any] = {"role": m.role}
         if m.content:
             out["content"] = m.content
@@ -206,8 +210,10 @@ class LiteLLMProvider:
                       cost_usd=_extract_cost(resp))
         # a reason rein does not know is "stop"
         finish: FinishReason = "tool_calls" if tool_calls else next((f for f in _FINISH if f == choice.finish_reason), "stop")
-        return Completion(message=Message(role="assistant", content=msg.content or "", tool_calls=tool_calls or None),
-                          usage=usage, finish_reason=finish)
+        reasoning = getattr(msg, "reasoning_content", None)  # kept for people, never sent back (_to_lite_message)
+        message = Message(role="assistant", content=msg.content or "", tool_calls=tool_calls or None,
+                          reasoning=reasoning if isinstance(reasoning, str) and reasoning else None)
+        return Completion(message=message, usage=usage, finish_reason=finish)
 
 
 def _tool_call(call_id: str, name: str, raw: Any) -> ToolCall:

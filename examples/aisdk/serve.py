@@ -1,0 +1,54 @@
+"""The React page that chats with the calculator agent through the AI SDK's `useChat`, served with what it needs.
+
+    cd examples/aisdk && npm ci && npm run build     # once: react, @ai-sdk/react and ai, bundled with the page
+    python examples/aisdk/serve.py                    # then open http://127.0.0.1:8000/
+
+One process: a worker for the calculator agent (rein.examples.calculator, offline by default) and the planner
+(rein.examples.planner: a to-do list in the thread's shared state, `/?agent=planner`), rein's AI SDK
+endpoint mounted at /ai-sdk (rein.web.ai_sdk.app: the way to put it into your own Starlette or FastAPI app), and
+the page. The chats are rein threads in Temporal (the embedded server of REIN_HOME, or TEMPORAL_ADDRESS), not in
+this process: `rein serve` with a worker serves the same endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+import rein
+from rein.client import connect
+from rein.examples.calculator import agent
+from rein.examples.planner import agent as planner
+from rein.web import ai_sdk
+
+HERE = Path(__file__).resolve().parent
+
+
+def site(endpoint: Starlette) -> Starlette:
+    """The endpoint at /ai-sdk beside the page's files (index.html, page.css, dist/app.js)."""
+    return Starlette(routes=[Mount("/ai-sdk", app=endpoint), Mount("/", app=StaticFiles(directory=HERE, html=True))],
+                     lifespan=lambda _: endpoint.router.lifespan_context(endpoint))
+
+
+async def main(port: int, host: str) -> None:
+    client = await connect()
+    page = site(ai_sdk.app(client, agents=[agent, planner]))
+    async with rein.create_worker(client, agents=[agent, planner]):
+        print(f"the calculator page on http://{host}:{port}/ (the planner's: /?agent=planner)", flush=True)
+        await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1")
+    arguments = parser.parse_args()
+    if not (HERE / "dist" / "app.js").exists():
+        raise SystemExit("build the page's script first: cd examples/aisdk && npm ci && npm run build")
+    asyncio.run(main(arguments.port, arguments.host))
