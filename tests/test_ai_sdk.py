@@ -43,7 +43,7 @@ class Endpoint:
 async def endpoint(dev, tmp_path_factory) -> AsyncIterator[Endpoint]:
     os.environ["REIN_TEST_DIR"] = str(tmp_path_factory.mktemp("ai-sdk"))
     queue = f"ai-sdk-{uuid.uuid4().hex[:8]}"
-    web = app(dev.client, agents=[calculator, teller], task_queue=queue, auth=BearerAuth())
+    web = app(dev.client, agents=[calculator, teller], task_queue=queue, auth=BearerAuth(), open=True)  # loopback
     url, server, task = await serve(web)
     async with rein.create_worker(dev.client, agents=[calculator, teller], task_queue=queue):
         yield Endpoint(url, ReinClient(dev.client, queue))
@@ -167,6 +167,7 @@ async def test_bad_input_is_refused_and_loses_nothing(endpoint: Endpoint) -> Non
     async with httpx.AsyncClient(timeout=30) as http:
         cases = [
             ("not JSON", "POST", api, b"{not json", 422, "not JSON"),
+            ("not a JSON body (a form's)", "POST", api, b"id=x", 415, "application/json"),
             ("no chat id", "POST", api, {"messages": [user("hi")]}, 422, "id"),
             ("a file part", "POST", api, {"id": chat_id, "messages": [
                 {"id": "f", "role": "user", "parts": [{"type": "file", "url": "data:,x", "mediaType": "text/plain"}]}]},
@@ -182,7 +183,8 @@ async def test_bad_input_is_refused_and_loses_nothing(endpoint: Endpoint) -> Non
         ]
         for what, method, url, body, status, says in cases:
             if isinstance(body, bytes):
-                response = await http.request(method, url, content=body)
+                kind = "application/json" if body.startswith(b"{") else "application/x-www-form-urlencoded"
+                response = await http.request(method, url, content=body, headers={"Content-Type": kind})
             else:
                 response = await http.request(method, url, json=body)
             assert (response.status_code, says in response.json()["error"]) == (status, True), what
@@ -243,11 +245,11 @@ async def test_a_stop_ends_the_turn_and_a_closed_connection_does_not(endpoint: E
         telling = asyncio.create_task(chunks(http, "POST", f"{endpoint.url}/teller",
                                              {"id": chat_id, "messages": [user("Stop me")]}))
         await poll(lambda: _open(endpoint, chat_id), "the second turn to open")
-        response = await http.post(f"{endpoint.url}/teller/{chat_id}/stop")
+        response = await http.post(f"{endpoint.url}/teller/{chat_id}/stop", json={})
         assert response.status_code == 200 and response.json() == {"stopped": 2}
         code, told = await telling
         assert told[-1]["type"] == "finish" and told[-1]["messageMetadata"]["rein"]["stopReason"] == "stopped"
-        again = await http.post(f"{endpoint.url}/teller/{chat_id}/stop")
+        again = await http.post(f"{endpoint.url}/teller/{chat_id}/stop", json={})
         assert again.status_code == 409 and "nothing to stop" in again.json()["error"]
     hold_file("Stop me").unlink()
     view = await endpoint.runs.thread(chat_id)
@@ -277,7 +279,8 @@ async def test_an_approval_answered_elsewhere_shows_in_the_page_and_resumes_thro
     assert loaded["tools"][0]["state"] == "output-available" and loaded["text"] == "The answer is 8."
     assert loaded["tools"][0]["approval"]["approved"] is True
     # another server process (another app, another hub): the answer under way replays there from its start
-    other = app(endpoint.runs.client, agents=[teller], task_queue=endpoint.runs.task_queue, auth=BearerAuth())
+    other = app(endpoint.runs.client, agents=[teller], task_queue=endpoint.runs.task_queue, auth=BearerAuth(),
+                open=True)
     other_url, other_server, other_task = await serve(other)
     hold = hold_file("Tell it twice")
     hold.touch()

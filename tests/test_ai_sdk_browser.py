@@ -34,8 +34,8 @@ WAIT_MS = 30_000
 
 
 class Site:
-    def __init__(self, url: str, runs: ReinClient, browser: Browser):
-        self.url, self.runs, self.browser = url, runs, browser
+    def __init__(self, url: str, runs: ReinClient, browser: Browser, token: str):
+        self.url, self.runs, self.browser, self.token = url, runs, browser, token
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -50,11 +50,12 @@ async def site(dev, tmp_path_factory) -> AsyncIterator[Site]:
     spec.loader.exec_module(serve_module)
     queue = f"ai-sdk-page-{uuid.uuid4().hex[:8]}"
     agents = [calculator, teller, planner]
-    url, server, task = await serve(serve_module.site(app(dev.client, agents=agents, task_queue=queue)))
+    endpoint = app(dev.client, agents=agents, task_queue=queue)  # no sign-in set: REIN_HOME's token, as serve.py
+    url, server, task = await serve(serve_module.site(endpoint))
     ARTIFACTS.mkdir(exist_ok=True)
     async with rein.create_worker(dev.client, agents=agents, task_queue=queue), async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield Site(url, ReinClient(dev.client, queue), browser)
+        yield Site(url, ReinClient(dev.client, queue), browser, endpoint.state.ai_sdk.auth.local)
         await browser.close()
         server.should_exit = True
         await task
@@ -64,7 +65,8 @@ async def open_chat(site: Site, chat_id: str, agent: str = "calculator") -> tupl
     page = await site.browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    await page.goto(f"{site.url}/?chat={chat_id}&agent={agent}")
+    await page.goto(f"{site.url}/?chat={chat_id}&agent={agent}#token={site.token}")  # the link serve.py prints
+    assert site.token not in page.url  # taken into the tab's sessionStorage, gone from the address bar
     await expect(page.locator("#send")).to_be_visible(timeout=WAIT_MS)
     return page, errors
 

@@ -49,7 +49,7 @@ async def test_a_thread_shows_the_reasoning_over_agui_and_the_ai_sdk(dev) -> Non
         agent = Agent(provider=LiteLLMProvider("openai/gpt-4o", api_base=srv.base_url + "/v1", api_key="sk-test"),
                       name="thinker")
         queue = f"reasoning-{uuid.uuid4().hex[:8]}"
-        url, server, task = await serve(build(dev.client, [agent], task_queue=queue, auth=BearerAuth()))
+        url, server, task = await serve(build(dev.client, [agent], task_queue=queue, auth=BearerAuth(), open=True))
         thread_id = f"reasoning-{uuid.uuid4().hex[:8]}"
         try:
             async with rein.create_worker(dev.client, agents=[agent], task_queue=queue), \

@@ -39,7 +39,7 @@ async def site(dev, tmp_path_factory) -> AsyncIterator[Site]:
     """`rein serve`'s app (AG-UI and the AI SDK on one hub) and a worker for the planner."""
     os.environ["REIN_TEST_DIR"] = str(tmp_path_factory.mktemp("state"))
     queue = f"state-{uuid.uuid4().hex[:8]}"
-    url, server, task = await serve(build(dev.client, [planner], task_queue=queue, auth=rein.temporal.bearer.BearerAuth()))
+    url, server, task = await serve(build(dev.client, [planner], task_queue=queue, auth=rein.temporal.bearer.BearerAuth(), open=True))
     async with rein.create_worker(dev.client, agents=[planner], task_queue=queue):
         yield Site(url, ReinClient(dev.client, queue))
         server.should_exit = True
@@ -143,7 +143,7 @@ async def test_the_state_outlives_a_killed_worker_and_a_reconnecting_page_gets_i
     queue = f"state-kill-{uuid.uuid4().hex[:8]}"
     worker = WorkerProcess(address, ["tests.agents.ai_sdk:planner"], queue, tmp_path / "worker.log").start()
     url, server, task = await serve(build(dev.client, ["planner"], task_queue=queue,
-                                          auth=rein.temporal.bearer.BearerAuth()))
+                                          auth=rein.temporal.bearer.BearerAuth(), open=True))
     runs = ReinClient(dev.client, queue)
     thread_id = f"state-{uuid.uuid4().hex[:8]}"
     try:

@@ -16,12 +16,13 @@ const AGENT = params.get("agent") || "calculator";  // ?agent=NAME: another agen
 const API = `/ai-sdk/${AGENT}`;
 const HINTS = { calculator: "What is 12 + 30, times 2?", planner: "add milk and eggs" };
 const chatId = params.get("chat") || `chat-${crypto.randomUUID().slice(0, 8)}`;
-if (!params.get("chat")) {
-  params.set("chat", chatId);
-  history.replaceState(null, "", `?${params}${location.hash}`);
-}
-// Where sign-in is on, the token comes in the address's fragment (#token=...): never sent to a server.
-const token = new URLSearchParams(location.hash.slice(1)).get("token");
+// Sign-in: the link serve.py prints carries the token in its fragment (never sent to a server); the page keeps it
+// in this tab's sessionStorage, takes it out of the address bar, and sends it as a bearer header.
+const given = new URLSearchParams(location.hash.slice(1)).get("token");
+if (given) sessionStorage.setItem("rein-token", given);
+params.set("chat", chatId);
+history.replaceState(null, "", `?${params}`);
+const token = sessionStorage.getItem("rein-token");
 const headers = token ? { Authorization: `Bearer ${token}` } : {};
 // The page's own tool: rein offers it to the model, and the thread waits (durably) for the page's output.
 const TOOLS = [{ name: "pick_number", description: "Ask the person for a number.",
@@ -61,7 +62,7 @@ function Chat({ initial, initialState }) {
   }, [streamed?.version]);
   const send = () => { if (text.trim()) { sendMessage({ text }); setText(""); } };
   const stopTurn = () => {
-    fetch(`${CHAT}/stop`, { method: "POST", headers });
+    fetch(`${CHAT}/stop`, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: "{}" });
     stop();
   };
   return (

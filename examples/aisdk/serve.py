@@ -1,7 +1,7 @@
 """The React page that chats with the calculator agent through the AI SDK's `useChat`, served with what it needs.
 
     cd examples/aisdk && npm ci && npm run build     # once: react, @ai-sdk/react and ai, bundled with the page
-    python examples/aisdk/serve.py                    # then open http://127.0.0.1:8000/
+    python examples/aisdk/serve.py                    # then open the link it prints (its token signs you in)
 
 One process: a worker for the calculator agent (rein.examples.calculator, offline by default) and the planner
 (rein.examples.planner: a to-do list in the thread's shared state, `/?agent=planner`), rein's AI SDK
@@ -38,9 +38,13 @@ def site(endpoint: Starlette) -> Starlette:
 
 async def main(port: int, host: str) -> None:
     client = await connect()
-    page = site(ai_sdk.app(client, agents=[agent, planner]))
+    endpoint = ai_sdk.app(client, agents=[agent, planner])  # signs people in with `rein serve`'s own token (REIN_HOME)
+    page = site(endpoint)
+    token = endpoint.state.ai_sdk.auth.local
+    fragment = f"#token={token}" if token else ""
     async with rein.create_worker(client, agents=[agent, planner]):
-        print(f"the calculator page on http://{host}:{port}/ (the planner's: /?agent=planner)", flush=True)
+        print(f"the calculator page on http://{host}:{port}/{fragment} (the planner's: /?agent=planner{fragment})",
+              flush=True)
         await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve()
 
 
