@@ -33,6 +33,7 @@ KNOWN = {
     "PATCH_THREAD_MEMO": "rein-thread-memo",  # a thread started by a stock tool marks itself
     "PATCH_CLIENT_TOOLS": "rein-client-tools",  # a thread turn's client tools (AG-UI frontend tools)
     "PATCH_INBOX": "rein-inbox",  # rules before a wait, the waiting memo, the webhook
+    "PATCH_RECORDED_START": "rein-recorded-start",  # a run records how it started (rein.workflows.window)
 }
 """Patch constants as builds define them (f732bd2 and after): name -> id, never edited."""
 

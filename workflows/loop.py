@@ -46,7 +46,7 @@ from rein.workflows.handlers import AgentHandlers
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.patches import PATCH_FAILED_STATUS
 from rein.workflows.what_if import WhatIf
-from rein.workflows.window import start_of
+from rein.workflows.window import first_start
 
 
 class AgentLoop(AgentHandlers):
@@ -149,8 +149,7 @@ class AgentLoop(AgentHandlers):
         """Validate the input, learn the agent, build the Session; the loop's config and start time. First of
         all, which build started the run (rein.workflows.window): a run older than the support window fails
         this workflow task here, before any command, with the one line OutsideWindow says."""
-        info = workflow.info()
-        self.first = start_of(info.get_current_build_id(), info.start_time)
+        self.first = first_start()
         if len(args) != 1:
             raise ApplicationError(
                 f"AgentWorkflow takes exactly one input, got {len(args)}. Expected JSON like "

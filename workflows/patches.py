@@ -57,3 +57,8 @@ may decide the calls), and while it waits its memo says what for (`rein.waiting`
 visibility) and a webhook tells people (activity rein.notify_waiting, when the worker has one). Asked as a wait
 begins (runs that never wait record no marker), and before a described-first run's describe_agent local activity
 (rein.workflows.start: a patch asked right after a local activity may be asked where a replay has not seen it)."""
+
+PATCH_RECORDED_START = "rein-recorded-start"
+"""Since this patch every run records, in its first activation, that this build's rules started it (a marker):
+a replay reads it back instead of the build id its first task recorded (rein.workflows.window), so the table of
+earlier builds' ids never grows. A later change of how runs start is a new id."""
