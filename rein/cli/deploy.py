@@ -1,14 +1,15 @@
-"""`rein deployment status|set-current|rollback` (Worker Versioning) and `rein list --stuck`'s table."""
+"""`rein deployment status|set-current|rollback` (Worker Versioning). Exit 9 when a build cannot take the runs that
+would move to it (status: a build its check kept out, or runs it left as they were)."""
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from rein.cli.app import (
+    EXIT_NOT_REPLAYABLE,
     Address,
     CliError,
     JsonFlag,
@@ -20,7 +21,6 @@ from rein.cli.app import (
     print_json,
     with_client,
 )
-from rein.cli.render import age
 
 deployment_app = typer.Typer(help="Worker Versioning: which build serves new runs (docs/deploys.md).",
                              no_args_is_help=True)
@@ -32,37 +32,6 @@ Unchecked = Annotated[bool, typer.Option("--unchecked", help="Move the runs with
                                          "first (a build from before rein's replay checks cannot be asked).")]
 
 
-def list_stuck(agent: str | None, limit: int, address: str | None, namespace: str | None, as_json: bool) -> None:
-    """`rein list --stuck`: open runs whose workflow task keeps failing, with the error."""
-    from rein.ops.routing import outages
-    from rein.ops.stuck import stuck_runs
-
-    async def read(client: Any) -> tuple[list[Any], list[str]]:
-        return await stuck_runs(client.client, agent, limit), await outages(client.client)
-
-    rows, waiting = with_client(address, namespace, read)
-    for line in waiting:  # on stderr: `--json` output stays the list
-        err_console().print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
-    if as_json:
-        print_json([row.to_json() for row in rows])
-        return
-    console = out_console()
-    if not rows:
-        console.print("[dim]no stuck runs[/]")
-        return
-    from rich.table import Table
-
-    table = Table(show_edge=False, pad_edge=False)
-    for name in ("id", "agent", "stopped at", "attempt", "error", "age"):
-        table.add_column(name, no_wrap=name in ("id", "attempt"), overflow="fold")
-    now = datetime.now(UTC)
-    for row in rows:
-        table.add_row(escape(row.id), escape(row.agent), escape(row.last_status), str(row.attempt),
-                      escape(row.error[:300]), age(now - row.started))
-    console.print(table)
-    console.print("[dim]These runs are open and lose nothing: deploy a build that fixes the error and they carry on.[/]")
-
-
 def _deployment(name: str | None) -> str:
     from rein.temporal.deployment import DEFAULT_DEPLOYMENT, DEPLOYMENT_ENV
 
@@ -72,7 +41,8 @@ def _deployment(name: str | None) -> str:
 @deployment_app.command("status")
 def status(deployment: DeploymentName = None, address: Address = None, namespace: Namespace = None,
            as_json: JsonFlag = False) -> None:
-    """The deployment's current and ramping builds, each version's state and workers, and an outage if there is one."""
+    """The current and ramping builds; each build's state, workers and the runs waiting on it; an outage or a build
+    that cannot take the runs (exit 9)."""
     from rein.ops.routing import deployment_state
 
     name = _deployment(deployment)
@@ -81,19 +51,23 @@ def status(deployment: DeploymentName = None, address: Address = None, namespace
         raise CliError(f"no worker deployment {name!r} (no versioned worker has polled yet)")
     if as_json:
         print_json(state.to_json())
-        return
-    console = out_console()
-    console.print(f"deployment {escape(name)}: current {state.current or '- (unversioned workers)'}"
-                  + (f", ramping {state.ramping} at {state.ramping_percentage:g}%" if state.ramping else "")
-                  + (f", routed by {escape(state.manager)}" if state.manager else ""))
-    now = datetime.now(UTC)
-    for v in state.versions:
-        workers = "workers polling" if v.polling else (
-            f"no worker since {age(now - v.last_poll)} ago" if v.last_poll else "no worker")
-        console.print(f"  {escape(v.build_id)}  {v.status}  {v.behavior or 'earlier rein (pinned)'}  {workers}")
-    outage = state.outage()
-    if outage:
-        console.print(f"[yellow]{escape(outage)}[/]", soft_wrap=True)
+    else:
+        console = out_console()
+        console.print(f"deployment {escape(name)}: current {state.current or '- (unversioned workers)'}"
+                      + (f", ramping {state.ramping} at {state.ramping_percentage:g}%" if state.ramping else "")
+                      + (f", routed by {escape(state.manager)}" if state.manager else ""))
+        for v in state.versions:
+            check = v.check or {}
+            checking = f" · replaying the runs that would move to it: {check['checked']} of {check['runs']}" \
+                if check.get("checking") else ""
+            console.print(f"  {escape(v.build_id)}  {v.status}  {v.behavior or 'earlier rein (pinned)'}  "
+                          f"{v.workers()}" + (f" · {v.waiting} runs wait on it" if v.waiting else "") + checking)
+        for line in state.outages():
+            console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
+        for line in state.refusals():
+            console.print(f"[red]{escape(line)}[/]", soft_wrap=True)
+    if state.refusals():
+        raise typer.Exit(EXIT_NOT_REPLAYABLE)
 
 
 @deployment_app.command("set-current")
@@ -104,7 +78,7 @@ def set_current(build_id: Annotated[str, typer.Argument(help="The build to route
                 unchecked: Unchecked = False,
                 address: Address = None, namespace: Namespace = None) -> None:
     """Route new runs to BUILD_ID (or ramp some of them). Runs that follow the current build move with it once
-    BUILD_ID's workers replayed them; those it cannot replay stay pinned where they are."""
+    BUILD_ID's workers replayed them all; those it cannot replay stay pinned where they are."""
     _move(_deployment(deployment), build_id, ramp, unchecked, address, namespace)
 
 
@@ -129,15 +103,21 @@ def _move(name: str, build_id: str, ramp: float | None, unchecked: bool, address
           namespace: str | None) -> None:
     from rein.ops.routing import RoutingError, move_routing
 
+    async def progress(found: object) -> None:
+        err_console().print(f"[dim]build {escape(build_id)} replayed {found.checked} of the "  # type: ignore[attr-defined]
+                            f"{len(found.runs)} runs that would move to it[/]")  # type: ignore[attr-defined]
+
     try:
         change = with_client(address, namespace, lambda client: move_routing(
-            client.client, name, build_id, ramp=ramp, unchecked=unchecked))
+            client.client, name, build_id, ramp=ramp, unchecked=unchecked, progress=progress))
     except RoutingError as err:
-        raise CliError(str(err)) from None
+        raise CliError(str(err), EXIT_NOT_REPLAYABLE if err.replay else 1) from None
     console = out_console()
     for failure in change.stayed:
-        console.print(f"{escape(failure.line())} stays pinned to {escape(change.previous or '-')}: {escape(build_id)} "
-                      "cannot replay it", soft_wrap=True)
+        console.print(f"{escape(failure.line())} stays pinned to {escape(failure.run.build or change.previous or '-')}: "
+                      f"{escape(build_id)} cannot replay it", soft_wrap=True)
+    for failure in change.left:
+        console.print(f"{escape(failure.line())} is left as it is: it cannot go on where it is either", soft_wrap=True)
     what = f"ramping {ramp:g}% of new runs to" if ramp is not None else "current:"
     moved = f"{change.moved} open runs follow it" + ("" if change.checked else " (not checked)")
     console.print(f"deployment {escape(name)} {what} {escape(build_id)} (was {escape(change.previous or '-')}); {moved}")

@@ -107,6 +107,9 @@ class Engine:
         without a timeout (here its exit comes once the thread has ended). Calls still waiting are
         cancelled: their callers get an error instead of waiting forever (and holding up exit)."""
         async def shutdown() -> None:
+            if getattr(self, "routing", None) is not None:  # the runs pinned to this process's build follow the current
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.routing.release(), 5)
             workers, self.workers = list(self.workers.values()), {}
             stopping = [*(w.shutdown() for w in workers), *self._retiring.values()]  # dropped agents' too
             with contextlib.suppress(TimeoutError):
@@ -266,13 +269,16 @@ class Engine:
             search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0], tenant=tenant),
             priority=run_priority(tenant, priority),
             request_eager_start=True,  # this engine's own worker takes the first workflow task at once
-            versioning_override=await self.routing.override(self.task_queue(agent_key)),
+            versioning_override=await self.routing.override(self.task_queue(agent_key), workflow_id),
         )
 
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:
         """Until the run pauses or ends; rein.client.RunFailed when it failed."""
         assert self.client is not None
-        return await ReinClient(self.client).wait(handle.id, request)
+        result = await ReinClient(self.client).wait(handle.id, request)
+        if result.status == "done":
+            self.routing.pinned.discard(handle.id)  # ended: nothing to let go of as the engine stops
+        return result
 
     async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None) -> RunResult | None:
         """Continue the run `session.run_id` names, from any process; None when it no longer runs.
