@@ -28,7 +28,7 @@ PATCH_FAILED_STATUS = "rein-failed-status"
 publish ReinStatus=failed (one extra local activity on that path only)."""
 
 PATCH_TIMED_COUNTERS = "rein-timed-counters"
-"""Asked only by runs of f732bd2, where its counter rule asked it (rein.workflows.earlier_rules); every
+"""Asked only by runs of f732bd2, where its counter rule asked it (rein.workflows.window); every
 other run refreshes counters by workflow time. Retired when f732bd2 leaves the window (2026-12-31)."""
 
 PATCH_DESCRIBED_FIRST = "rein-described-first"

@@ -1,19 +1,14 @@
-"""How a run's first workflow task started it, read from its history: the support window (docs/deploys.md).
+"""The support window (docs/deploys.md): how the build that started a run did it, and f732bd2's two rules.
 
-Since rein-recorded-start a run records in its first activation that this build's rules started it (a patch
-marker): a new conversation lean, a Session, continuation or thread asking its agent first. A later change of
-those rules is a new patch id; nothing here grows. A run without the marker was started by a build before it,
-which told its runs' first steps apart without recording which; the build id its first task recorded
-(`get_current_build_id()` in that activation, on replay that task's) names the build:
-
-- temporalio's default (32 hex digits: rein before 39e2702 reported none of its own): ASKED when started since
-  f732bd2 was made, else outside the window;
-- rein's default (`rein-<digest>`) of a commit listed below (`python -m tests.support.build_ids 39e2702 8fdf44c`
-  prints each digest's commits): ASKED, or MARKED (the patch rein-described-first says);
-- anything else: LEAN.
-
-A run outside the window fails its workflow task at its first activation with one line naming the build it
-needs (OutsideWindow): the SDK cannot fail a run while replaying it, and one line beats a nondeterminism error.
+Since rein-recorded-start a run records in its first activation that this build's rules started it (a marker):
+LEAN for a new conversation, asking its agent first for a Session, continuation or thread. A later change of those
+rules is a new patch id, so nothing here grows. A run without the marker was started by an earlier build, named by
+the build id its first task recorded: temporalio's default (32 hex digits, rein before 39e2702) means ASKED (the
+describe_agent local activity first, no marker) if started since f732bd2, else outside the window; rein's default
+of a commit below (`python -m tests.support.build_ids 39e2702 8fdf44c` prints each digest's commits) means ASKED,
+or MARKED (asked first where the patch rein-described-first says so); anything else LEAN. A run outside the window
+fails its task at its first activation with one line naming the build it needs (OutsideWindow): the SDK cannot
+fail a run while replaying it. f732bd2's runs also keep its counter and cancel rules (below) until it leaves.
 """
 
 from __future__ import annotations
@@ -21,41 +16,37 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 
-from rein.workflows.patches import PATCH_RECORDED_START
+from rein.workflows.patches import PATCH_RECORDED_START, PATCH_TIMED_COUNTERS
 
-SUPPORT_DAYS = 30
-"""How long runs of a build replay after the build ended a turn of work (docs/deploys.md)."""
-OLDEST_BUILD = "f732bd2"
+if TYPE_CHECKING:
+    from rein.core.contract import RunStatusView
+    from rein.workflows.publishing import Publisher
+    from rein.workflows.state import RunState
+
+SUPPORT_DAYS, OLDEST_BUILD = 30, "f732bd2"
 OLDEST_BUILD_AT = datetime(2026, 11, 30, 18, 51, 28, tzinfo=UTC)
-"""The oldest build in the window and when it was made."""
 TEMPORAL_DEFAULT = re.compile(r"[0-9a-f]{32}")
+COUNTER_EVERY, COUNTER_SECONDS = 5, 10.0
+"""f732bd2's counter rule (its runs replay with it, whatever this build's publishing uses)."""
 
 
 class Start(Enum):
-    """How a new conversation of the build that started a run learned its agent."""
-
-    LEAN = "lean"
-    """With its first model call (this build's rule, and 27084f6's default)."""
-    ASKED = "asked"
-    """The describe_agent local activity first, no marker (f732bd2 and every build before lean starts)."""
-    MARKED = "marked"
-    """Asked first only where the worker said so, recorded as the patch rein-described-first (19a14b7 on)."""
+    LEAN, ASKED, MARKED = "lean", "asked", "marked"
 
 
 ASKED_BUILDS = frozenset(f"rein-{d}" for d in """
     cb5bdaf308d6 44f0b41e8695 d3584ce9fee2 1b1ca2880900 38e8982a0d4e bf017fbe9653 8846831044b5 88972092fb0c
     88da5c2571d5 fdc13e71a13f""".split())
-"""Default build ids of commits that described every run first, with no marker."""
 MARKED_BUILDS = frozenset(f"rein-{d}" for d in """
     cda172f54bae 20a9e6296942 038897ee70ad 2a0408dac05b 3d23bea92ba3 c2965d9faca8 5ee0c37d45b8 14a71611f6d5
     5b6c3e076ec8 17c44eb37832 e8fafa2d420b a3cf18daed05 87df60a4858d 6ee94e9d539a 8aa9540419b5 1bfaa8d5362f
     2c664b62a458 389e9fd4f8b4 990194a4e8cd 561d292a408d 7e2737b66ba1 2e4a0130b515 3fc7cf4aca61 f144e843cc34
     96b0c8769b59 aff634e1286d ee49e4ec5991 0dc893c989b6 7b004d4e0ee2 0467414ca9d0 50c6c4662303 6fec4af4b688
     a84cf7afba05 2ef1c8dbd98b 9e31ca675749 7f1cebfee9d7 fd547835f8c7 5a9da58e2953 13e2b77d89dc""".split())
-"""Default build ids of commits whose runs may have recorded rein-described-first (up to 8fdf44c: no later)."""
 
 
 class OutsideWindow(Exception):
@@ -63,8 +54,7 @@ class OutsideWindow(Exception):
 
 
 def first_start() -> Start:
-    """In the run's first activation, before any command: the recorded start, else the build id's (raises
-    OutsideWindow)."""
+    """In the run's first activation, before any command: its recorded start, else its build id's."""
     if workflow.patched(PATCH_RECORDED_START):
         return Start.LEAN
     info = workflow.info()
@@ -82,3 +72,41 @@ def start_of(build_id: str, started: datetime) -> Start:
                 "(temporal workflow terminate)")
         return Start.ASKED
     return Start.ASKED if build_id in ASKED_BUILDS else Start.MARKED if build_id in MARKED_BUILDS else Start.LEAN
+
+
+# f732bd2 described its runs first, recording neither flag later workers set (AgentDescription.timed_counters,
+# close_canceled): its runs refresh counters every COUNTER_EVERY iterations until they ask rein-timed-counters, and a
+# cancelled one closes COMPLETED with stop_reason `cancelled`. Retired with f732bd2 when it leaves the window.
+
+
+def untimed_counters(run: RunState) -> bool:
+    return run.first is Start.ASKED and run.agent is not None and not run.agent.timed_counters
+
+
+def closes_completed(run: RunState) -> bool:
+    return run.first is Start.ASKED and run.agent is not None and not run.agent.close_canceled
+
+
+def counters_due(publisher: Publisher, view: RunStatusView, ending: bool) -> bool:
+    """f732bd2's `_counters_due`: every COUNTER_EVERY iterations; since rein-timed-counters only when COUNTER_SECONDS
+    have passed since the last refresh."""
+    if view.iteration % COUNTER_EVERY:
+        return False
+    if workflow.time() - publisher.counters_at >= COUNTER_SECONDS:
+        return True
+    if len(publisher.search_updates(view, True)[0]) == len(publisher.search_updates(view, False)[0]):
+        return True  # the counters are published already: both rules send the same
+    if ending and publisher.timed_counters is None:
+        return True  # the old rule's last refresh
+    if publisher.timed_counters is None:
+        publisher.timed_counters = workflow.patched(PATCH_TIMED_COUNTERS)
+    return not publisher.timed_counters
+
+
+def folds_final_publish(publisher: Publisher) -> bool:
+    """f732bd2's `_fold_final_publish`: whether the last iteration's progress goes with the final status in one upsert."""
+    view = publisher.status_view()
+    old_due = publisher.published.get("ReinStatus") != view.status or view.iteration % COUNTER_EVERY == 0
+    if not publisher.search_updates(view, old_due)[0]:
+        return True  # the old code published nothing here: the same commands either way
+    return bool(publisher.timed_counters)

@@ -9,12 +9,12 @@ import typer
 
 from rein.cli.app import (
     Address,
-    err_console,
     JsonFlag,
     Namespace,
     RunId,
     RunStatusChoice,
     app,
+    err_console,
     escape,
     out_console,
     print_json,
@@ -133,8 +133,7 @@ def list_stuck(agent: str | None, limit: int, address: str | None, namespace: st
     """`rein list --stuck`: open runs that cannot go on without an operator. Those whose workflow task keeps failing
     (with the error), and those that wait on a build no worker serves (each deployment's outage line on stderr, so
     `--json` stays the list)."""
-    from rein.ops.routing import unserved
-    from rein.ops.stuck import stuck_runs
+    from rein.ops.stuck import stuck_runs, unserved
 
     async def read(client: Any) -> tuple[list[Any], tuple[list[str], list[Any]]]:
         return await stuck_runs(client.client, agent, limit), await unserved(client.client, limit)

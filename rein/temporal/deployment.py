@@ -1,12 +1,8 @@
-"""Versioned deploys on Temporal's Worker Versioning: which deployment and build a worker is, and the RPCs around it.
+"""Which Worker Deployment version a worker is, and the RPCs around versions (docs/deploys.md).
 
-A worker with a deployment is one version of a Temporal worker deployment, `<deployment>.<build id>`. The
-deployment is the application (REIN_DEPLOYMENT, `rein` for `rein worker` and the engine), whatever queues a worker
-polls; the build id is REIN_BUILD_ID, or a digest of rein's workflow-side and activity sources. Runs are
-AUTO_UPGRADE by default (they move to the current version at their next workflow task: rein's patches and the
-promotion's replay check make that safe, rein.temporal.promotion); REIN_VERSIONING=pinned keeps each run on its
-build. Routing changes only when someone deploys or decides (docs/deploys.md). No deployment name, or `none`:
-versioning off.
+The deployment is the application (REIN_DEPLOYMENT, `rein` for `rein worker` and the engine; `none`: versioning
+off), whatever queues a worker polls; the build id is REIN_BUILD_ID, else a digest of rein's workflow-side and
+activity sources. Runs are AUTO_UPGRADE unless REIN_VERSIONING=pinned.
 """
 
 from __future__ import annotations
@@ -34,17 +30,12 @@ from temporalio.worker import WorkerDeploymentConfig
 from rein.temporal.sandbox import PURE_MODULES
 
 DEPLOYMENT_ENV, BUILD_ID_ENV, PROMOTE_ENV, VERSIONING_ENV = "REIN_DEPLOYMENT", "REIN_BUILD_ID", "REIN_PROMOTE", "REIN_VERSIONING"
-DEFAULT_DEPLOYMENT = "rein"
-"""The application's deployment when none is named: `rein worker`'s and the in-process engine's."""
+DEFAULT_DEPLOYMENT, VERSIONING_OFF = "rein", "none"
 BEHAVIORS = {"auto-upgrade": VersioningBehavior.AUTO_UPGRADE, "pinned": VersioningBehavior.PINNED}
-VERSIONING_OFF = "none"
-"""The deployment name that turns versioning off (`rein worker --deployment none`, REIN_DEPLOYMENT=none)."""
 BUILD_SOURCES = ("rein.workflows", "rein.activities")
-"""Packages whose sources (with rein's pure modules) make the default build id."""
 METADATA_KEY = "rein"
-"""A version's metadata entry its rein workers write: how its runs behave, that it answers replay checks, and its
-promotion's check (rein.temporal.promotion). A version without it is a rein build from before (its runs were
-PINNED by default) or not rein's."""
+"""The version's metadata entry its rein workers write (behaviour, replay checks, the last check); a version
+without it is a rein build from before (its runs were PINNED by default) or not rein's."""
 
 
 def default_build_id() -> str:
@@ -57,18 +48,15 @@ def default_build_id() -> str:
 
 def _source_files(modules: tuple[str, ...]) -> set[Path]:
     files: set[Path] = set()
-    for name in modules:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin is not None:  # a package: all its modules
-            origin = Path(spec.origin)
-            files.update(origin.parent.glob("*.py") if spec.submodule_search_locations else [origin])
+    for spec in filter(None, map(importlib.util.find_spec, modules)):
+        if spec.origin is not None:  # a package: all its modules
+            files.update(Path(spec.origin).parent.glob("*.py") if spec.submodule_search_locations else [Path(spec.origin)])
     return files
 
 
 def worker_version(deployment: str | None = None, build_id: str | None = None, *,
                    default: str | None = None) -> WorkerDeploymentVersion | None:
-    """This worker's version: the arguments, else REIN_DEPLOYMENT / REIN_BUILD_ID, else `default` (`rein worker`
-    and the engine: DEFAULT_DEPLOYMENT); None when versioning is off (no name, or the name `none`)."""
+    """The arguments, else REIN_DEPLOYMENT / REIN_BUILD_ID, else `default`; None when versioning is off."""
     deployment = deployment or os.environ.get(DEPLOYMENT_ENV) or default or None
     if deployment is None or deployment == VERSIONING_OFF:
         if build_id:
@@ -87,7 +75,7 @@ def _choice(env: str, given: str | None, default: str, choices: Any) -> str:
 
 
 def promote_policy(given: str | None = None) -> str:
-    """"new" (default: a new build becomes current when its worker starts) or "manual" (REIN_PROMOTE)."""
+    """"new" (a new build becomes current when its worker starts) or "manual" (REIN_PROMOTE)."""
     return _choice(PROMOTE_ENV, given, "new", ("new", "manual"))
 
 
@@ -97,7 +85,6 @@ def versioning_behavior(given: str | None = None) -> VersioningBehavior:
 
 
 def deployment_config(version: WorkerDeploymentVersion, behavior: VersioningBehavior) -> WorkerDeploymentConfig:
-    """Versioned polling; runs follow `behavior` (rein's workflows declare none of their own)."""
     return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=behavior)
 
 
@@ -109,8 +96,7 @@ def with_default_behavior(config: WorkerDeploymentConfig) -> WorkerDeploymentCon
 
 
 async def describe(client: Client, deployment: str) -> rpc.DescribeWorkerDeploymentResponse | None:
-    """The deployment as the server sees it; None before any of its workers has polled. The server limits how
-    often one deployment is read (RESOURCE_EXHAUSTED): asked again, for a few seconds at most."""
+    """None before any of its workers polled. The server rate-limits a deployment's reads: asked again, briefly."""
     for attempt in range(10):
         try:
             return await client.workflow_service.describe_worker_deployment(
@@ -124,14 +110,9 @@ async def describe(client: Client, deployment: str) -> rpc.DescribeWorkerDeploym
     raise AssertionError("unreachable")
 
 
-def _version(version: WorkerDeploymentVersion) -> VersionProto:
-    return VersionProto(deployment_name=version.deployment_name, build_id=version.build_id)
-
-
-async def describe_version(client: Client, deployment: str,
-                           build_id: str) -> rpc.DescribeWorkerDeploymentVersionResponse:
+async def describe_version(client: Client, deployment: str, build: str) -> rpc.DescribeWorkerDeploymentVersionResponse:
     return await client.workflow_service.describe_worker_deployment_version(rpc.DescribeWorkerDeploymentVersionRequest(
-        namespace=client.namespace, deployment_version=VersionProto(deployment_name=deployment, build_id=build_id)))
+        namespace=client.namespace, deployment_version=VersionProto(deployment_name=deployment, build_id=build)))
 
 
 def current_build_id(described: rpc.DescribeWorkerDeploymentResponse | None) -> str | None:
@@ -139,7 +120,7 @@ def current_build_id(described: rpc.DescribeWorkerDeploymentResponse | None) -> 
 
 
 def was_routed(described: rpc.DescribeWorkerDeploymentResponse | None, build_id: str | None = None) -> bool:
-    """Whether the build (None: any build) was ever current or ramping (a new build was not: it may promote itself)."""
+    """Whether the build (None: any) was ever current or ramping (a new build was not: it may promote itself)."""
     return described is not None and any(
         build_id in (None, s.deployment_version.build_id) and s.HasField("first_activation_time")
         for s in described.worker_deployment_info.version_summaries)
@@ -147,17 +128,17 @@ def was_routed(described: rpc.DescribeWorkerDeploymentResponse | None, build_id:
 
 async def set_current(client: Client, version: WorkerDeploymentVersion, *, ramp: float | None = None,
                       conflict_token: bytes = b"", ignore_missing_task_queues: bool = False) -> None:
-    """Make `version` current (new runs start on it; AUTO_UPGRADE runs move to it at their next task), or ramp
-    `ramp` percent of them to it. `conflict_token`: refused if the routing changed since it was read."""
-    common = dict(namespace=client.namespace, deployment_name=version.deployment_name, build_id=version.build_id,
-                  identity=client.identity, conflict_token=conflict_token,
-                  ignore_missing_task_queues=ignore_missing_task_queues)
+    """Make `version` current (or ramp `ramp` percent of new runs to it), refused if the routing changed since
+    `conflict_token` was read."""
+    common: dict[str, Any] = dict(
+        namespace=client.namespace, deployment_name=version.deployment_name, build_id=version.build_id,
+        identity=client.identity, conflict_token=conflict_token, ignore_missing_task_queues=ignore_missing_task_queues)
     if ramp is None:
         await client.workflow_service.set_worker_deployment_current_version(
-            rpc.SetWorkerDeploymentCurrentVersionRequest(**common))  # type: ignore[arg-type]
+            rpc.SetWorkerDeploymentCurrentVersionRequest(**common))
     else:
         await client.workflow_service.set_worker_deployment_ramping_version(
-            rpc.SetWorkerDeploymentRampingVersionRequest(percentage=ramp, **common))  # type: ignore[arg-type]
+            rpc.SetWorkerDeploymentRampingVersionRequest(percentage=ramp, **common))
 
 
 async def version_queues(client: Client, deployment: str, build_id: str) -> list[str]:
@@ -167,17 +148,16 @@ async def version_queues(client: Client, deployment: str, build_id: str) -> list
 
 
 async def write_metadata(client: Client, version: WorkerDeploymentVersion, **entries: Any) -> None:
-    """Merge `entries` into the version's rein metadata (METADATA_KEY)."""
-    value = {**(rein_metadata(await describe_version(client, version.deployment_name, version.build_id)) or {}),
-             **entries}
+    """Merge `entries` into the version's rein metadata."""
+    described = await describe_version(client, version.deployment_name, version.build_id)
+    value = json.dumps({**(rein_metadata(described) or {}), **entries}).encode()
     await client.workflow_service.update_worker_deployment_version_metadata(
         rpc.UpdateWorkerDeploymentVersionMetadataRequest(
-            namespace=client.namespace, identity=client.identity, deployment_version=_version(version),
-            upsert_entries={METADATA_KEY: Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(value).encode())}))
+            namespace=client.namespace, identity=client.identity, deployment_version=_proto(version),
+            upsert_entries={METADATA_KEY: Payload(metadata={"encoding": b"json/plain"}, data=value)}))
 
 
 def rein_metadata(described: rpc.DescribeWorkerDeploymentVersionResponse) -> dict | None:
-    """What rein workers wrote in their version's metadata (write_metadata), or None for a build from before."""
     entries = described.worker_deployment_version_info.metadata.entries
     try:
         return dict(json.loads(entries[METADATA_KEY].data)) if METADATA_KEY in entries else None
@@ -185,13 +165,15 @@ def rein_metadata(described: rpc.DescribeWorkerDeploymentVersionResponse) -> dic
         return None
 
 
+def _proto(version: WorkerDeploymentVersion) -> VersionProto:
+    return VersionProto(deployment_name=version.deployment_name, build_id=version.build_id)
+
+
 async def override_run(client: Client, workflow_id: str, run_id: str, pinned_to: WorkerDeploymentVersion | None) -> None:
-    """A run's versioning override, as `temporal workflow update-options` sets it: PINNED to `pinned_to`, or
-    (None) AUTO_UPGRADE: it follows the current version from its next workflow task."""
+    """As `temporal workflow update-options` does: PINNED to `pinned_to`, or (None) AUTO_UPGRADE."""
     override = VersioningOverride(auto_upgrade=True) if pinned_to is None else VersioningOverride(
-        pinned=VersioningOverride.PinnedOverride(
-            behavior=VersioningOverride.PinnedOverrideBehavior.PINNED_OVERRIDE_BEHAVIOR_PINNED,
-            version=_version(pinned_to)))
+        pinned=VersioningOverride.PinnedOverride(version=_proto(pinned_to),
+                                                 behavior=VersioningOverride.PINNED_OVERRIDE_BEHAVIOR_PINNED))
     await client.workflow_service.update_workflow_execution_options(rpc.UpdateWorkflowExecutionOptionsRequest(
         namespace=client.namespace, identity=client.identity,
         workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),

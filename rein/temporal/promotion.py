@@ -1,14 +1,10 @@
-"""A build checks every run that would move to it before it takes them: a new build's promotion, an operator's move.
+"""A build replays every run that would move to it before it takes them: a new build's promotion, an operator's move.
 
-As a versioned worker starts (REIN_PROMOTE=new), a build never current nor ramping becomes current, once, after its
-own workers replayed every open run that would move to it: the deployment's AUTO_UPGRADE runs, unversioned runs on
-its queues (an earlier, unversioned rein) and runs an earlier rein pinned by default. `check` starts ReinReplayCheck
-pinned to the build: CHUNK runs per activity, spread over the build's workers, bounded by REIN_PROMOTE_TIMEOUT_S,
-its progress logged and kept in the version's metadata, where `rein deployment status` reads it. A run that fails:
-- and cannot go on where it is either (its task keeps failing there, it is older than the support window, or an
-  earlier rein pinned it, where it stays): named and left as it is; it never blocks a build;
-- else the build cannot take it: the build stays out of the routing and says so, naming the runs and the first
-  mismatch. Replicas share one check (its workflow id); the routing's conflict token lets one of them switch.
+`check` starts ReinReplayCheck pinned to the build: CHUNK runs per activity, spread over its workers, bounded by
+REIN_PROMOTE_TIMEOUT_S. A run it cannot replay blocks the build, unless it cannot go on where it is either (its
+task keeps failing there, it is older than the support window) or an earlier rein pinned it (it stays pinned):
+those are named and left as they are. A new build (REIN_PROMOTE=new) promotes itself once, with the routing's
+conflict token (replicas share one check by its workflow id). docs/deploys.md.
 """
 
 from __future__ import annotations
@@ -31,11 +27,7 @@ from temporalio.worker import Replayer
 from rein.core.contract import PROBLEMS, REPLAY_CHECK, REPLAY_CHECK_WORKFLOW_TYPE
 from rein.temporal import deployment as d
 
-CHUNK = 50
-"""Runs one activity replays: a check of N runs is N / CHUNK activities, taken by any of the build's workers."""
-REGISTER_TIMEOUT_S = 60.0
-"""How long a new version may take to register its queues with the server before it can be made current."""
-PROGRESS_S = 10.0
+CHUNK, PROGRESS_S, REGISTER_TIMEOUT_S = 50, 10.0, 60.0
 log = logging.getLogger("rein.deployment")
 
 
@@ -44,11 +36,10 @@ class RunRef:
     workflow_id: str
     run_id: str
     build: str = ""
-    """The version its last workflow task ran on ("": none yet)."""
+    """The version its last workflow task ran on."""
     stuck: bool = False
-    """Its workflow task keeps failing where it is (TemporalReportedProblems)."""
     pinned: bool = False
-    """Pinned by an earlier rein: it moves only if the build replays it, else it stays pinned."""
+    """Pinned by an earlier rein: it moves only if the build replays it."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +49,9 @@ class ReplayFailure:
 
     @property
     def left(self) -> bool:
-        """It cannot go on where it is either, or stays where it is: it never blocks a build."""
         return self.run.stuck or self.run.pinned or "support window" in self.error
 
     def line(self) -> str:
-        """`run ID (why)` on one line: a nondeterminism error's own sentence when there is one."""
         why = " ".join(self.error.split()) or "?"
         if "Nondeterminism error:" in why:
             why = "nondeterminism: " + why.split("Nondeterminism error:", 1)[1].split('", source')[0].strip()
@@ -71,8 +60,6 @@ class ReplayFailure:
 
 @dataclass
 class Check:
-    """A build's answer for `runs`, as far as it got."""
-
     runs: list[RunRef]
     checked: int = 0
     failures: list[ReplayFailure] = field(default_factory=list)
@@ -84,35 +71,26 @@ class Check:
         return [f for f in self.failures if f.left]
 
     def refusal(self, timeout: float) -> str | None:
-        """Why the build cannot take the runs (one line), or None."""
+        """Why the build cannot take the runs, or None."""
         if self.checked < len(self.runs):
-            return (f"it replayed {self.checked} of the {len(self.runs)} runs that would move to it within "
-                    f"{timeout:g} s (REIN_PROMOTE_TIMEOUT_S)")
-        blocking = self.blocking()
-        if not blocking:
+            return f"it replayed {self.checked} of the {len(self.runs)} runs that would move to it within {timeout:g} s"
+        if not (blocking := self.blocking()):
             return None
         more = f" and {len(blocking) - 1} more" if len(blocking) > 1 else ""
-        return (f"it cannot replay {len(blocking)} of the {len(self.runs)} runs that would move to it: "
-                f"{blocking[0].line()}{more}; see it with `{replay_command(blocking[0].run)}`")
+        return (f"it cannot replay {len(blocking)} of the {len(self.runs)} runs that would move to it: {blocking[0].line()}"
+                f"{more}; see it with `rein replay --query 'WorkflowId=\"{blocking[0].run.workflow_id}\"'`")
 
-    def left_line(self) -> str:
+    def record(self, refusal: str | None, **more: Any) -> dict[str, Any]:
+        """What the version's metadata keeps (`rein deployment status`)."""
         left = self.left()
-        return (f"{len(left)} run{'s' if len(left) != 1 else ''} it cannot replay left as they are (they cannot go "
-                f"on where they are either, or stay pinned): {', '.join(f.line() for f in left[:3])}") if left else ""
-
-    def record(self, refusal: str | None) -> dict[str, Any]:
-        """What the version's metadata keeps of it (`rein deployment status`)."""
+        said = f"{len(left)} runs it cannot replay are left as they are: {', '.join(f.line() for f in left[:3])}"
         return {"at": datetime.now(UTC).isoformat(), "runs": len(self.runs), "checked": self.checked,
-                "refused": refusal, "left": self.left_line()[:1000],
-                "left_ids": [f.run.workflow_id for f in self.left()[:20]]}
-
-
-def replay_command(run: RunRef) -> str:
-    return f"rein replay --query 'WorkflowId=\"{run.workflow_id}\"'"
+                "refused": refusal, "left": said[:1000] if left else "", "left_ids": [f.run.workflow_id for f in left[:20]],
+                **more}
 
 
 def replayer_of(worker: Any) -> Replayer:
-    """A Replayer with the worker's own workflows, sandbox and converter: what decides whether it can take a run."""
+    """The worker's own workflows, sandbox and converter: what decides whether it can take a run."""
     config = worker.config(active_config=True)
     return Replayer(workflows=config["workflows"], workflow_runner=config["workflow_runner"],
                     data_converter=worker.client.data_converter, namespace=worker.client.namespace,
@@ -120,29 +98,23 @@ def replayer_of(worker: Any) -> Replayer:
 
 
 async def replay_failures(client: Client, replayer: Replayer, runs: list[RunRef]) -> list[ReplayFailure]:
-    """The runs this code does not replay, in one replay worker; runs that closed and were deleted are skipped."""
+    """The runs this code does not replay, in one replay worker (runs deleted meanwhile are skipped)."""
     async def fetch(run: RunRef) -> WorkflowHistory | None:
         try:
             return await client.get_workflow_handle(run.workflow_id, run_id=run.run_id).fetch_history()
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return None
 
-    fetched = await asyncio.gather(*(fetch(r) for r in runs))
-    of = {id(h): r for h, r in zip(fetched, runs, strict=True) if h is not None}
+    fetched = {id(h): (h, r) for h, r in zip(await asyncio.gather(*map(fetch, runs)), runs, strict=True) if h}
 
     async def histories() -> Any:
-        for history in fetched:
-            if history is not None:
-                yield history
+        for history, _ in fetched.values():
+            yield history
 
-    failures = []
     async with replayer.workflow_replay_iterator(histories()) as results:
-        async for result in results:
-            if result.replay_failure is not None:
-                failures.append(ReplayFailure(of[id(result.history)], str(result.replay_failure)))
-    return failures
+        return [ReplayFailure(fetched[id(r.history)][1], str(r.replay_failure)) async for r in results if r.replay_failure]
 
 
 class ReplayCheckActivity:
@@ -161,27 +133,21 @@ class ReplayCheckActivity:
 
 async def check(client: Client, version: WorkerDeploymentVersion, runs: list[RunRef], *, timeout: float,
                 progress: Callable[[Check], Awaitable[None]] | None = None, workflow_id: str | None = None) -> Check:
-    """`version`'s workers replay `runs` (ReinReplayCheck pinned to it), within `timeout` s; `progress` is told every
-    PROGRESS_S. Raises TimeoutError when the version has polled no queue."""
-    found = Check(runs)
+    """`version`'s workers replay `runs`, within `timeout` s (`progress` told every PROGRESS_S)."""
+    found, of = Check(runs), {(r.workflow_id, r.run_id): r for r in runs}
     if not runs:
         return found
-    queues = await d.version_queues(client, version.deployment_name, version.build_id)
-    if not queues:
-        raise TimeoutError(f"build {version.build_id} has polled no queue")
     handle = await client.start_workflow(
         REPLAY_CHECK_WORKFLOW_TYPE, args=[[[r.workflow_id, r.run_id] for r in runs], CHUNK],
-        id=workflow_id or f"rein-replay-check-{uuid.uuid4().hex[:12]}", task_queue=queues[0],
-        execution_timeout=timedelta(seconds=timeout), versioning_override=PinnedVersioningOverride(version),
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id=workflow_id or f"rein-replay-check-{uuid.uuid4().hex[:12]}", execution_timeout=timedelta(seconds=timeout),
+        task_queue=(await d.version_queues(client, version.deployment_name, version.build_id))[0],
+        versioning_override=PinnedVersioningOverride(version), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         static_summary=f"does build {version.build_id} replay {len(runs)} runs?")
-    of = {(r.workflow_id, r.run_id): r for r in runs}
 
     def take(checked: int, failed: list[list[str]]) -> None:
         found.checked, found.failures = checked, [ReplayFailure(of[w, r], why) for w, r, why in failed]
 
-    answer = asyncio.ensure_future(handle.result())
-    deadline = asyncio.get_running_loop().time() + timeout
+    answer, deadline = asyncio.ensure_future(handle.result()), asyncio.get_running_loop().time() + timeout
     while not answer.done() and asyncio.get_running_loop().time() < deadline:
         await asyncio.wait({answer}, timeout=PROGRESS_S)
         if not answer.done():
@@ -204,19 +170,17 @@ async def _running(client: Client, query: str, pinned: bool = False) -> list[Run
 
 
 async def runs_that_move(client: Client, deployment: str, queues: list[str]) -> list[RunRef]:
-    """The open runs that follow the deployment's current version when it changes: its AUTO_UPGRADE runs (of any
-    of its versions), and unversioned runs on `queues` (an earlier, unversioned rein)."""
+    """The open runs that follow the current version when it changes: the deployment's AUTO_UPGRADE runs, and
+    unversioned runs on `queues` (an earlier, unversioned rein)."""
     clauses = [f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior = "AutoUpgrade"',
                *(f'TaskQueue = "{q}" AND TemporalWorkerDeploymentVersion IS NULL' for q in queues)]
     return await _running(client, " OR ".join(f"({c})" for c in clauses))
 
 
-async def pinned_by_an_earlier_rein(client: Client, deployment: str, build_id: str) -> list[RunRef]:
-    """Open runs PINNED to other versions that a rein build from before AUTO_UPGRADE wrote no metadata for (their
-    runs were pinned by rein's default then, not by anyone's choice)."""
+async def pinned_by_an_earlier_rein(client: Client, deployment: str) -> list[RunRef]:
+    """Open runs pinned to versions with no rein metadata: rein before AUTO_UPGRADE pinned them by default."""
     pinned = await _running(client, f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior'
-                                    f' = "Pinned" AND TemporalWorkerDeploymentVersion != "{deployment}:{build_id}" AND '
-                                    f'WorkflowType != "{REPLAY_CHECK_WORKFLOW_TYPE}"', pinned=True)
+                                    f' = "Pinned" AND WorkflowType != "{REPLAY_CHECK_WORKFLOW_TYPE}"', pinned=True)
     earlier = {b for b in {r.build for r in pinned}
                if b and d.rein_metadata(await d.describe_version(client, deployment, b)) is None}
     return [r for r in pinned if r.build in earlier]
@@ -224,42 +188,49 @@ async def pinned_by_an_earlier_rein(client: Client, deployment: str, build_id: s
 
 async def promote(client: Client, version: WorkerDeploymentVersion, behavior: VersioningBehavior,
                   policy: str = "new", queues: Callable[[], set[str]] = set) -> bool:
-    """Once, as a versioned worker starts: mark the version as rein's, and make it current when it is new (or the
-    deployment has none; "manual": only then), once its workers replayed the runs that move. `queues`: the task
-    queues this process polls as the version, which the server must list first. True if it made it current."""
+    """Once, as a versioned worker starts: mark the version as rein's; make it current when it is new (or the
+    deployment has none; "manual": only then) and it can take the runs. `queues`: what this process polls."""
     from rein.settings import current as settings
 
-    deadline = asyncio.get_running_loop().time() + REGISTER_TIMEOUT_S
-    name, build = version.deployment_name, version.build_id
-    behavior_name = next(n for n, b in d.BEHAVIORS.items() if b == behavior)
-    if not await _retried(lambda: d.write_metadata(client, version, behavior=behavior_name, replay_check=1), deadline):
-        return False
+    loop, (name, build) = asyncio.get_running_loop(), (version.deployment_name, version.build_id)
+    deadline, kind = loop.time() + REGISTER_TIMEOUT_S, next(n for n, b in d.BEHAVIORS.items() if b == behavior)
+    while True:  # the version exists once its first poll registered it
+        try:
+            await d.write_metadata(client, version, behavior=kind, replay_check=1)
+            break
+        except RPCError as err:
+            if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION) or loop.time() > deadline:
+                log.warning("rein deployment %s: build %s's metadata not written: %s", name, build, err.message)
+                return False
+            await asyncio.sleep(0.2)
     described = await d.describe(client, name)
-    current = d.current_build_id(described)
-    if described is None or current == build:
-        return False
-    if described.worker_deployment_info.manager_identity not in ("", client.identity):
-        log.info("rein deployment %s: routed by %s: build %s waits for it", name,
-                 described.worker_deployment_info.manager_identity, build)
-        return False
+    current, manager = d.current_build_id(described), described.worker_deployment_info.manager_identity if described else ""
+    if described is None or current == build or manager not in ("", client.identity):
+        return False  # nothing to do, or the routing has a manager of its own (the Worker Controller)
     if d.was_routed(described, build) or (policy != "new" and d.was_routed(described)):
         return False  # a build started again (a drain, a restart, a rollback's leftover) or promotion by hand
-    registered = await _registered(client, version, queues, deadline)
-    earlier = await pinned_by_an_earlier_rein(client, name, build)
-    runs = [*await runs_that_move(client, name, registered), *earlier]
-    timeout = settings().promote_timeout_s
+    while not queues() <= set(registered := await d.version_queues(client, name, build)) and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    earlier = await pinned_by_an_earlier_rein(client, name)
+    runs, timeout = [*await runs_that_move(client, name, registered), *earlier], settings().promote_timeout_s
     log.info("rein deployment %s: build %s replays the %d runs that would move to it first", name, build, len(runs))
     found = await check(client, version, runs, timeout=timeout, progress=lambda c: _told(client, version, c),
                         workflow_id=f"rein-promotion-{name}-{build}")
-    refusal = found.refusal(timeout)
+    refusal, left = found.refusal(timeout), found.record(None)["left"]
     await d.write_metadata(client, version, check=found.record(refusal))
-    left = f"; {found.left_line()}" if found.left() else ""
     if refusal:
-        log.warning("rein deployment %s: build %s is not current: %s%s; it serves only runs pinned to it "
-                    "(`rein deployment set-current %s` routes new runs here anyway)", name, build, refusal, left, build)
+        log.warning("rein deployment %s: build %s is not current: %s%s; it serves only runs pinned to it (`rein "
+                    "deployment set-current %s` routes new runs here anyway)", name, build, refusal, f"; {left}" * bool(left),
+                    build)
         return False
-    if not await _switch(client, version, described.conflict_token, current, deadline, len(runs), left):
-        return False
+    try:
+        await d.set_current(client, version, conflict_token=described.conflict_token, ignore_missing_task_queues=True)
+    except RPCError as err:
+        if err.status != RPCStatusCode.FAILED_PRECONDITION:
+            raise
+        return False  # the routing changed since it was read: another replica or an operator decided
+    log.info("rein deployment %s: build %s is current (%s; it replayed the %d runs that move to it%s)", name, build,
+             f"was {current}" if current else "the first", len(runs), f"; {left}" * bool(left))
     for run in set(earlier) - {f.run for f in found.failures}:
         await d.override_run(client, run.workflow_id, run.run_id, None)
         log.info("rein deployment %s: run %s follows the current build now (an earlier rein had pinned it)", name,
@@ -268,58 +239,7 @@ async def promote(client: Client, version: WorkerDeploymentVersion, behavior: Ve
 
 
 async def _told(client: Client, version: WorkerDeploymentVersion, found: Check) -> None:
-    """A check's progress: in the log and in the version's metadata (`rein deployment status`)."""
     log.info("rein deployment %s: build %s replayed %d of the %d runs that would move to it (%d do not)",
              version.deployment_name, version.build_id, found.checked, len(found.runs), len(found.failures))
     with contextlib.suppress(RPCError):
-        await d.write_metadata(client, version, check={**found.record(None), "refused": None, "checking": True})
-
-
-async def _retried(call: Callable[[], Awaitable[Any]], deadline: float) -> bool:
-    """`call`, again while the version is not registered yet (its first poll registers it), bounded."""
-    while True:
-        try:
-            await call()
-            return True
-        except RPCError as err:
-            if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION,
-                                  RPCStatusCode.RESOURCE_EXHAUSTED) or asyncio.get_running_loop().time() > deadline:
-                log.warning("rein deployment: could not record this build's metadata: %s", err.message)
-                return False
-            await asyncio.sleep(0.2)
-
-
-async def _registered(client: Client, version: WorkerDeploymentVersion, queues: Callable[[], set[str]],
-                      deadline: float) -> list[str]:
-    """The version's workflow task queues once every queue this process polls is among them (bounded)."""
-    while True:
-        registered = await d.version_queues(client, version.deployment_name, version.build_id)
-        if queues() <= set(registered) or asyncio.get_running_loop().time() > deadline:
-            return registered
-        await asyncio.sleep(0.2)
-
-
-async def _switch(client: Client, version: WorkerDeploymentVersion, token: bytes, current: str | None,
-                  deadline: float, runs: int, left: str) -> bool:
-    """set-current with the conflict token: another replica's promotion (or an operator's change) meanwhile wins."""
-    name, build, missing_ok = version.deployment_name, version.build_id, False
-    while True:
-        try:
-            await d.set_current(client, version, conflict_token=token, ignore_missing_task_queues=missing_ok)
-            log.info("rein deployment %s: build %s is current (%s; it replayed the %d runs that move to it%s)", name,
-                     build, f"was {current}" if current else "the first", runs, left)
-            return True
-        except RPCError as err:
-            if err.status == RPCStatusCode.FAILED_PRECONDITION and "conflict" in err.message.lower():
-                return False  # the routing changed since it was read: someone else decided
-            if "missing active task queues" in err.message and not missing_ok:
-                log.warning("rein deployment %s: build %s is current, but the version before it polls queues it does "
-                            "not (yet); their new runs go to unversioned workers until this build's workers poll them "
-                            "(the server: %s)", name, build, err.message)
-                missing_ok = True
-            elif asyncio.get_running_loop().time() > deadline:
-                log.warning("rein deployment %s: build %s is not current: %s; make it current with `rein deployment "
-                            "set-current %s`", name, build, err.message, build)
-                return False
-            else:
-                await asyncio.sleep(0.5)  # a queue of this version is not registered yet
+        await d.write_metadata(client, version, check=found.record(None, checking=True))
