@@ -224,7 +224,7 @@ async def test_a_fixed_build_carries_on_every_run_the_buggy_one_stopped(stack: S
 
     fixed = stack.worker(queue, REIN_BUILD_ID="fixed")
     await poll(lambda: _current(stack, deployment) == "fixed", "the fixed build to make itself current", timeout=60)
-    assert "build fixed is current (was buggy; it replayed the runs that move to it)" in fixed.log.read_text()
+    assert "build fixed is current (was buggy; it replayed the 4 runs that move to it)" in fixed.log.read_text()
     results = await asyncio.gather(*(outcome(client, run_id) for run_id in stuck))
     for (run_id, amount), result in zip(stuck.items(), results, strict=True):
         assert (result.status, result.output) == ("done", f"Paid {amount} on buggy")  # the tool's own answer
@@ -367,7 +367,8 @@ async def test_a_new_build_that_cannot_replay_an_open_run_stays_out_of_the_routi
     await poll(lambda: status_is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
 
     c = stack.worker(queue, REIN_BUILD_ID="c", DEPLOY_BUILD="old")
-    line = f"rein deployment {deployment}: build c is not current: it cannot replay run {run_id} (nondeterminism: "
+    line = (f"rein deployment {deployment}: build c is not current: it cannot replay 1 of the 1 runs that would move to "
+            f"it: run {run_id} (nondeterminism: ")
     await poll(lambda: line in c.log.read_text(), "the new build to refuse its promotion", timeout=60)
     said = next(entry for entry in c.log.read_text().splitlines() if line in entry)
     assert f"see it with `rein replay --query 'WorkflowId=\"{run_id}\"'`; it serves only runs pinned to it" in said

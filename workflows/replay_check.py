@@ -1,9 +1,5 @@
-"""ReinReplayCheck: asks one build whether it replays a list of runs (rein.temporal.promotion, docs/deploys.md).
-
-Started pinned to the build it asks (a versioning override), so its activities run on that build's workers, each
-replaying `chunk` runs with the worker's own code; they run side by side, spread over the build's workers. The
-`progress` query says how many runs were checked and which did not replay.
-"""
+"""ReinReplayCheck: started pinned to a build, it has that build's workers replay runs, `chunk` per activity, side by
+side (rein.temporal.promotion); the `progress` query says how many were checked and which did not replay."""
 
 from __future__ import annotations
 
@@ -20,12 +16,11 @@ with workflow.unsafe.imports_passed_through():
 @workflow.defn(name=REPLAY_CHECK_WORKFLOW_TYPE)
 class ReplayCheckWorkflow:
     def __init__(self) -> None:
-        self.checked = 0
-        self.failed: list[list[str]] = []
+        self.checked, self.failed = 0, list[list[str]]()
 
     @workflow.run
     async def run(self, runs: list[list[str]], chunk: int = 0) -> list[list[str]]:
-        """`runs`: [workflow id, run id] pairs; the answer: [workflow id, run id, why] for each that does not replay."""
+        """`runs`: [workflow id, run id]; the answer: [workflow id, run id, why] of each that does not replay."""
         size = chunk or len(runs) or 1
         await asyncio.gather(*(self._replay(runs[i:i + size]) for i in range(0, len(runs), size)))
         return self.failed
@@ -38,5 +33,4 @@ class ReplayCheckWorkflow:
 
     @workflow.query(name="progress")
     def progress(self) -> list:
-        """[runs checked, [workflow id, run id, why] of each that did not replay]."""
         return [self.checked, self.failed]

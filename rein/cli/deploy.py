@@ -1,10 +1,10 @@
-"""`rein deployment status|set-current|rollback` (Worker Versioning). Exit 9 when a build cannot take the runs that
-would move to it (status: a build its check kept out, or runs it left as they were)."""
+"""`rein deployment status|set-current|rollback` (Worker Versioning, docs/deploys.md). Exit 9: a build cannot take
+the runs that would move to it (status: a build its check kept out, or runs left as they were)."""
 
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,10 +22,8 @@ from rein.cli.app import (
     with_client,
 )
 
-deployment_app = typer.Typer(help="Worker Versioning: which build serves new runs (docs/deploys.md).",
-                             no_args_is_help=True)
+deployment_app = typer.Typer(help="Worker Versioning: which build serves new runs (docs/deploys.md).", no_args_is_help=True)
 app.add_typer(deployment_app, name="deployment")
-
 DeploymentName = Annotated[str | None, typer.Option(
     "--deployment", "-d", help="Deployment name (default: REIN_DEPLOYMENT, else rein).")]
 Unchecked = Annotated[bool, typer.Option("--unchecked", help="Move the runs without asking the build to replay them "
@@ -33,39 +31,31 @@ Unchecked = Annotated[bool, typer.Option("--unchecked", help="Move the runs with
 
 
 def _deployment(name: str | None) -> str:
-    from rein.temporal.deployment import DEFAULT_DEPLOYMENT, DEPLOYMENT_ENV
-
-    return name or os.environ.get(DEPLOYMENT_ENV) or DEFAULT_DEPLOYMENT
+    return name or os.environ.get("REIN_DEPLOYMENT") or "rein"
 
 
 @deployment_app.command("status")
 def status(deployment: DeploymentName = None, address: Address = None, namespace: Namespace = None,
            as_json: JsonFlag = False) -> None:
-    """The current and ramping builds; each build's state, workers and the runs waiting on it; an outage or a build
+    """Current and ramping builds; each build's state, workers and the runs that wait on it; an outage, or a build
     that cannot take the runs (exit 9)."""
     from rein.ops.routing import deployment_state
 
-    name = _deployment(deployment)
-    state = with_client(address, namespace, lambda client: deployment_state(client.client, name))
-    if state is None:
-        raise CliError(f"no worker deployment {name!r} (no versioned worker has polled yet)")
+    if (state := with_client(address, namespace, lambda c: deployment_state(c.client, _deployment(deployment)))) is None:
+        raise CliError(f"no worker deployment {_deployment(deployment)!r} (no versioned worker has polled yet)")
     if as_json:
         print_json(state.to_json())
     else:
         console = out_console()
-        console.print(f"deployment {escape(name)}: current {state.current or '- (unversioned workers)'}"
+        console.print(f"deployment {escape(state.name)}: current {state.current or '- (unversioned workers)'}"
                       + (f", ramping {state.ramping} at {state.ramping_percentage:g}%" if state.ramping else "")
                       + (f", routed by {escape(state.manager)}" if state.manager else ""))
         for v in state.versions:
-            check = v.check or {}
-            checking = f" · replaying the runs that would move to it: {check['checked']} of {check['runs']}" \
-                if check.get("checking") else ""
-            console.print(f"  {escape(v.build_id)}  {v.status}  {v.behavior or 'earlier rein (pinned)'}  "
-                          f"{v.workers()}" + (f" · {v.waiting} runs wait on it" if v.waiting else "") + checking)
-        for line in state.outages():
-            console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
-        for line in state.refusals():
-            console.print(f"[red]{escape(line)}[/]", soft_wrap=True)
+            checking = (v.check or {}).get("checking") and f" · replaying the runs that would move to it: {v.check['checked']} of {v.check['runs']}"  # type: ignore[index]  # noqa: E501
+            console.print(f"  {escape(v.build_id)}  {v.status}  {v.behavior or 'earlier rein (pinned)'}  {v.workers()}"
+                          + (f" · {v.waiting} runs wait on it" if v.waiting else "") + (checking or ""))
+        for style, line in [*(("yellow", x) for x in state.outages()), *(("red", x) for x in state.refusals())]:
+            console.print(f"[{style}]{escape(line)}[/]", soft_wrap=True)
     if state.refusals():
         raise typer.Exit(EXIT_NOT_REPLAYABLE)
 
@@ -73,51 +63,46 @@ def status(deployment: DeploymentName = None, address: Address = None, namespace
 @deployment_app.command("set-current")
 def set_current(build_id: Annotated[str, typer.Argument(help="The build to route new runs to.")],
                 deployment: DeploymentName = None,
-                ramp: Annotated[float | None, typer.Option(help="Ramp this percentage of new runs instead.",
-                                                           min=0, max=100)] = None,
-                unchecked: Unchecked = False,
-                address: Address = None, namespace: Namespace = None) -> None:
+                ramp: Annotated[float | None, typer.Option(help="Ramp this percentage of new runs instead.", min=0, max=100)] = None,
+                unchecked: Unchecked = False, address: Address = None, namespace: Namespace = None) -> None:
     """Route new runs to BUILD_ID (or ramp some of them). Runs that follow the current build move with it once
     BUILD_ID's workers replayed them all; those it cannot replay stay pinned where they are."""
     _move(_deployment(deployment), build_id, ramp, unchecked, address, namespace)
 
 
 @deployment_app.command("rollback")
-def rollback(to: Annotated[str | None, typer.Option("--to", help="The build to go back to (default: the one "
-                                                    "current before the current one).")] = None,
-             deployment: DeploymentName = None, unchecked: Unchecked = False,
-             address: Address = None, namespace: Namespace = None) -> None:
+def rollback(to: Annotated[str | None, typer.Option("--to", help="The build to go back to (default: the one current "
+                                                    "before the current one).")] = None,
+             deployment: DeploymentName = None, unchecked: Unchecked = False, address: Address = None,
+             namespace: Namespace = None) -> None:
     """Make the previous build current again, as set-current does (its workers replay the runs that move first)."""
     from rein.ops.routing import deployment_state, previous_build
 
     name = _deployment(deployment)
     if to is None:
         state = with_client(address, namespace, lambda client: deployment_state(client.client, name))
-        to = previous_build(state) if state is not None else None
-        if to is None:
+        if (to := previous_build(state) if state is not None else None) is None:
             raise CliError(f"deployment {name!r} has no build that was current before: pass --to BUILD")
     _move(name, to, None, unchecked, address, namespace)
 
 
-def _move(name: str, build_id: str, ramp: float | None, unchecked: bool, address: str | None,
-          namespace: str | None) -> None:
+def _move(name: str, build_id: str, ramp: float | None, unchecked: bool, address: str | None, namespace: str | None) -> None:
     from rein.ops.routing import RoutingError, move_routing
 
-    async def progress(found: object) -> None:
-        err_console().print(f"[dim]build {escape(build_id)} replayed {found.checked} of the "  # type: ignore[attr-defined]
-                            f"{len(found.runs)} runs that would move to it[/]")  # type: ignore[attr-defined]
+    async def progress(found: Any) -> None:
+        err_console().print(f"[dim]build {escape(build_id)} replayed {found.checked} of the {len(found.runs)} runs that "
+                            "would move to it[/]")
 
     try:
-        change = with_client(address, namespace, lambda client: move_routing(
+        previous, found = with_client(address, namespace, lambda client: move_routing(
             client.client, name, build_id, ramp=ramp, unchecked=unchecked, progress=progress))
     except RoutingError as err:
         raise CliError(str(err), EXIT_NOT_REPLAYABLE if err.replay else 1) from None
     console = out_console()
-    for failure in change.stayed:
-        console.print(f"{escape(failure.line())} stays pinned to {escape(failure.run.build or change.previous or '-')}: "
-                      f"{escape(build_id)} cannot replay it", soft_wrap=True)
-    for failure in change.left:
-        console.print(f"{escape(failure.line())} is left as it is: it cannot go on where it is either", soft_wrap=True)
+    for f in found.failures:
+        console.print(f"{escape(f.line())} " + ("is left as it is: it cannot go on where it is either" if f.left else
+                      f"stays pinned to {escape(f.run.build or previous or '-')}: {escape(build_id)} cannot replay it"),
+                      soft_wrap=True)
     what = f"ramping {ramp:g}% of new runs to" if ramp is not None else "current:"
-    moved = f"{change.moved} open runs follow it" + ("" if change.checked else " (not checked)")
-    console.print(f"deployment {escape(name)} {what} {escape(build_id)} (was {escape(change.previous or '-')}); {moved}")
+    moved = f"{len(found.runs) - len(found.failures)} open runs follow it" + ("" if not unchecked else " (not checked)")
+    console.print(f"deployment {escape(name)} {what} {escape(build_id)} (was {escape(previous or '-')}); {moved}")

@@ -74,7 +74,7 @@ class Engine:
         self._retiring: dict[str, asyncio.Future[None]] = {}
         """Task queue → the shutdown of a dropped agent's worker: no new worker may poll it until it ends."""
         self._watched: weakref.WeakSet[Agent] = weakref.WeakSet()
-        self.routing: StartRouting
+        self.routing = StartRouting(None, None)
         """The deployment version this process's workers poll as, and where its runs start (engine_versioning)."""
 
     @classmethod
@@ -107,9 +107,7 @@ class Engine:
         without a timeout (here its exit comes once the thread has ended). Calls still waiting are
         cancelled: their callers get an error instead of waiting forever (and holding up exit)."""
         async def shutdown() -> None:
-            if getattr(self, "routing", None) is not None:  # the runs pinned to this process's build follow the current
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self.routing.release(), 5)
+            await self.routing.release()  # the runs pinned to this process's build follow the current one
             workers, self.workers = list(self.workers.values()), {}
             stopping = [*(w.shutdown() for w in workers), *self._retiring.values()]  # dropped agents' too
             with contextlib.suppress(TimeoutError):
@@ -275,10 +273,7 @@ class Engine:
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:
         """Until the run pauses or ends; rein.client.RunFailed when it failed."""
         assert self.client is not None
-        result = await ReinClient(self.client).wait(handle.id, request)
-        if result.status == "done":
-            self.routing.pinned.discard(handle.id)  # ended: nothing to let go of as the engine stops
-        return result
+        return await ReinClient(self.client).wait(handle.id, request)
 
     async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None) -> RunResult | None:
         """Continue the run `session.run_id` names, from any process; None when it no longer runs.

@@ -1,10 +1,8 @@
-"""A deployment's routing as an operator sees and moves it: `rein deployment status|set-current|rollback`.
+"""A deployment's routing as an operator sees and moves it (`rein deployment status|set-current|rollback`).
 
 A run waits on a build when its next workflow task goes there: the current build for the deployment's AUTO_UPGRADE
-runs and for unversioned runs on its queues, else the build it is pinned to. A build has a worker when one polled
-in the last POLLER_FRESH_S (an idle worker polls again within 60 s), so a killed one reads "last poll N s ago" for
-up to 70 s. Moving the current build: the target's workers replay the runs that move first (rein.temporal.promotion);
-what it cannot replay stays pinned to the build it is on.
+runs and unversioned runs on its queues, else the build it is pinned to. A build has a worker when one polled in the
+last POLLER_FRESH_S (an idle worker polls again within 60 s): a killed one reads "last poll N s ago" for up to 70 s.
 """
 
 from __future__ import annotations
@@ -35,17 +33,13 @@ class RoutingError(Exception):
 @dataclass
 class VersionState:
     build_id: str
-    status: str
-    """current, ramping, draining, drained, inactive."""
-    behavior: str | None = None
-    """What its workers said (auto-upgrade, pinned); None: a rein build from before, or not rein's."""
+    status: str  # current, ramping, draining, drained, inactive
+    behavior: str | None = None  # what its workers said; None: a rein build from before, or not rein's
     last_poll: datetime | None = None
     polling: bool = False
     last_current: datetime | None = None
-    waiting: int = 0
-    """Open agent runs whose next workflow task goes to it."""
-    check: dict | None = None
-    """Its last check of the runs that would move to it (rein.temporal.promotion)."""
+    waiting: int = 0  # open agent runs whose next workflow task goes to it
+    check: dict | None = None  # its last check of the runs that would move to it (rein.temporal.promotion)
     queues: list[str] = field(default_factory=list)
 
     def workers(self) -> str:
@@ -80,8 +74,7 @@ class DeploymentState:
         """One line for a build with runs waiting on it and no worker, with what would move them."""
         since = v.workers().removeprefix("no worker ").removeprefix("(").removesuffix(")")
         if v.build_id == self.current:
-            previous = previous_build(self)
-            move = (f"`rein deployment rollback` moves them to {previous}" if previous else
+            move = (f"`rein deployment rollback` moves them to {previous}" if (previous := previous_build(self)) else
                     "`rein deployment set-current BUILD` moves them to another build")
             return (f"deployment {self.name}: the current build {v.build_id} has had no worker {since}: its {v.waiting} "
                     f"open runs wait (nothing changes by itself); start its workers again, or {move}")
@@ -96,29 +89,27 @@ class DeploymentState:
     def refusals(self) -> list[str]:
         """Builds their check kept out of the routing; runs the current build's check left as they were (still open)."""
         lines = []
-        for v in (v for v in self.versions if v.check):
-            at = f"{v.check['at'][:19].replace('T', ' ')} UTC"  # type: ignore[index]
-            if v.check.get("refused") and v.status == "inactive":  # type: ignore[union-attr]
-                lines.append(f"deployment {self.name}: build {v.build_id} is not current: {v.check['refused']} ({at})")  # type: ignore[index]
-            elif v.build_id == self.current and v.check.get("open_left"):  # type: ignore[union-attr]
-                lines.append(f"deployment {self.name}: build {v.build_id} is current since {at}; {v.check['left']}")  # type: ignore[index]
+        for v, said in ((v, v.check) for v in self.versions if v.check):
+            at = f"{said['at'][:19].replace('T', ' ')} UTC"
+            if said.get("refused") and v.status == "inactive":
+                lines.append(f"deployment {self.name}: build {v.build_id} is not current: {said['refused']} ({at})")
+            elif v.build_id == self.current and said.get("open_left"):
+                lines.append(f"deployment {self.name}: build {v.build_id} is current since {at}; {said['left']}")
         return lines
 
     def to_json(self) -> dict[str, Any]:
         outages, current = self.outages(), self.version(self.current)
-        return {"deployment": self.name, "current": self.current, "ramping": self.ramping,
-                "ramping_percentage": self.ramping_percentage, "manager": self.manager,
-                "versions": [asdict(v) | {"last_poll": v.last_poll and v.last_poll.isoformat(),
-                                          "last_current": v.last_current and v.last_current.isoformat()}
-                             for v in self.versions],
-                "outage": outages[0] if outages else None, "outages": outages, "refusals": self.refusals(),
+        versions = [asdict(v) | {"last_poll": v.last_poll and v.last_poll.isoformat(),
+                                 "last_current": v.last_current and v.last_current.isoformat()} for v in self.versions]
+        return {"deployment": self.name, "current": self.current, "ramping": self.ramping, "manager": self.manager,
+                "ramping_percentage": self.ramping_percentage, "versions": versions, "outages": outages,
+                "outage": outages[0] if outages else None, "refusals": self.refusals(),
                 "open_runs": current.waiting if current else 0}
 
 
 async def deployment_state(client: Client, name: str) -> DeploymentState | None:
     """The routing, and each build's workers, waiting runs and last check; None if the deployment does not exist."""
-    described = await d.describe(client, name)
-    if described is None:
+    if (described := await d.describe(client, name)) is None:
         return None
     info, fresh = described.worker_deployment_info, fresh_since()
     routing = info.routing_config
@@ -130,13 +121,14 @@ async def deployment_state(client: Client, name: str) -> DeploymentState | None:
                          last_current=next((getattr(s, f).ToDatetime(UTC) for f in ("current_since_time", "last_current_time")
                                             if s.HasField(f)), None))
         state.versions.append(v)
-        if v.status != "drained":  # a drained build has no runs: nothing more to say
-            described_version = await d.describe_version(client, name, v.build_id)
-            meta = d.rein_metadata(described_version) or {}
-            v.behavior, v.check, v.queues = meta.get("behavior"), meta.get("check"), await d.version_queues(client, name, v.build_id)
-            polls = [p.last_access_time.ToSeconds() for p in await version_pollers(client, described_version)]
-            v.last_poll, v.polling = datetime.fromtimestamp(max(polls), UTC) if polls else None, any(t > fresh for t in polls)
-            v.waiting = (await client.count_workflows(state.waiting_query(v))).count
+        if v.status == "drained":
+            continue  # no runs: nothing more to say
+        described_version = await d.describe_version(client, name, v.build_id)
+        v.behavior, v.check = ((meta := d.rein_metadata(described_version) or {}).get("behavior"), meta.get("check"))
+        v.queues = [q.name for q in described_version.version_task_queues if q.type == 1]  # workflow task queues
+        polls = [p.last_access_time.ToSeconds() for p in await version_pollers(client, described_version)]
+        v.last_poll, v.polling = datetime.fromtimestamp(max(polls), UTC) if polls else None, any(t > fresh for t in polls)
+        v.waiting = (await client.count_workflows(state.waiting_query(v))).count
     if (current := state.version(state.current)) and current.check and current.check.get("left_ids"):
         ids = " OR ".join(f'WorkflowId = "{w}"' for w in current.check["left_ids"])
         current.check["open_left"] = (await client.count_workflows(f'ExecutionStatus = "Running" AND ({ids})')).count
@@ -149,25 +141,13 @@ def previous_build(state: DeploymentState) -> str | None:
     return max(earlier, key=lambda v: v.last_current or datetime.min.replace(tzinfo=UTC)).build_id if earlier else None
 
 
-@dataclass
-class RoutingChange:
-    deployment: str
-    previous: str | None
-    target: str
-    moved: int
-    stayed: list[ReplayFailure]
-    left: list[ReplayFailure]
-    checked: bool
-
-
-async def move_routing(client: Client, deployment: str, target: str, *, ramp: float | None = None,
-                       unchecked: bool = False, progress: Any = None) -> RoutingChange:
+async def move_routing(client: Client, deployment: str, target: str, *, ramp: float | None = None, unchecked: bool = False,
+                       progress: Any = None) -> tuple[str | None, Check]:
     """Make `target` current (or ramp it) once its workers replayed every run that moves; those it cannot replay
-    are pinned to the build they are on first."""
+    are pinned to the build they are on first. (The build current before, the check.)"""
     from rein.settings import current as settings
 
-    described = await d.describe(client, deployment)
-    if described is None:
+    if (described := await d.describe(client, deployment)) is None:
         raise RoutingError(f"no worker deployment {deployment!r} (no versioned worker has polled yet)")
     builds = [s.deployment_version.build_id for s in described.worker_deployment_info.version_summaries]
     if target not in builds:
@@ -176,25 +156,23 @@ async def move_routing(client: Client, deployment: str, target: str, *, ramp: fl
         raise RoutingError(f"build {target} is current already")
     version, timeout = WorkerDeploymentVersion(deployment, target), settings().promote_timeout_s
     moving = await runs_that_move(client, deployment, await d.version_queues(client, deployment, target))
-    found = Check(moving, len(moving)) if unchecked or not moving else await _checked(client, version, moving, timeout,
-                                                                                       progress)
-    if refusal := found.checked < len(moving) and found.refusal(timeout):
-        raise RoutingError(f"build {target} is not current: {refusal}; nothing moved", replay=True)
-    for failure in found.blocking():
+    found = Check(moving, len(moving)) if unchecked or not moving else await _checked(client, version, moving, timeout, progress)
+    if found.checked < len(moving):
+        raise RoutingError(f"build {target} is not current: {found.refusal(timeout)}; nothing moved", replay=True)
+    for failure in found.blocking:
         if not (stays := failure.run.build or current):
             raise RoutingError(f"build {target} cannot replay unversioned {failure.line()}: it has no build to stay "
                                "pinned to; pass --unchecked to move it anyway", replay=True)
         await d.override_run(client, failure.run.workflow_id, failure.run.run_id, WorkerDeploymentVersion(deployment, stays))
     await d.set_current(client, version, ramp=ramp, conflict_token=described.conflict_token)
-    return RoutingChange(deployment, current, target, len(moving) - len(found.failures), found.blocking(), found.left(),
-                         not unchecked)
+    return current, found
 
 
 async def _checked(client: Client, version: WorkerDeploymentVersion, runs: list[Any], timeout: float, progress: Any) -> Check:
     described = await d.describe_version(client, version.deployment_name, version.build_id)
     if not (d.rein_metadata(described) or {}).get("replay_check"):
-        return Check(runs, len(runs), [ReplayFailure(r, f"build {version.build_id} cannot be asked to replay runs (an "
-                                                        "earlier rein, or not rein's)") for r in runs])
+        why = f"build {version.build_id} cannot be asked to replay runs (an earlier rein, or not rein's)"
+        return Check(runs, len(runs), [ReplayFailure(r, why) for r in runs])
     if not any(p.last_access_time.ToSeconds() > fresh_since() for p in await version_pollers(client, described)):
         raise RoutingError(f"no worker of build {version.build_id} polls: start its workers first (they serve the runs "
                            "this moves), or pass --unchecked")

@@ -1,10 +1,10 @@
 """A build replays every run that would move to it before it takes them: a new build's promotion, an operator's move.
 
 `check` starts ReinReplayCheck pinned to the build: CHUNK runs per activity, spread over its workers, bounded by
-REIN_PROMOTE_TIMEOUT_S. A run it cannot replay blocks the build, unless it cannot go on where it is either (its
-task keeps failing there, it is older than the support window) or an earlier rein pinned it (it stays pinned):
-those are named and left as they are. A new build (REIN_PROMOTE=new) promotes itself once, with the routing's
-conflict token (replicas share one check by its workflow id). docs/deploys.md.
+REIN_PROMOTE_TIMEOUT_S. A run it cannot replay blocks the build unless it cannot go on where it is either (its task
+keeps failing there, it is older than the support window) or an earlier rein pinned it (it stays pinned): those are
+named and left as they are. A new build promotes itself once, with the routing's conflict token; its replicas share
+one check (its workflow id). docs/deploys.md.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client
 from temporalio.common import PinnedVersioningOverride, VersioningBehavior, WorkerDeploymentVersion, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
@@ -35,11 +35,9 @@ log = logging.getLogger("rein.deployment")
 class RunRef:
     workflow_id: str
     run_id: str
-    build: str = ""
-    """The version its last workflow task ran on."""
-    stuck: bool = False
-    pinned: bool = False
-    """Pinned by an earlier rein: it moves only if the build replays it."""
+    build: str = ""  # the version its last workflow task ran on
+    stuck: bool = False  # its task keeps failing where it is
+    pinned: bool = False  # pinned by an earlier rein: it moves only if the build replays it
 
 
 @dataclass(frozen=True)
@@ -64,9 +62,11 @@ class Check:
     checked: int = 0
     failures: list[ReplayFailure] = field(default_factory=list)
 
+    @property
     def blocking(self) -> list[ReplayFailure]:
         return [f for f in self.failures if not f.left]
 
+    @property
     def left(self) -> list[ReplayFailure]:
         return [f for f in self.failures if f.left]
 
@@ -74,19 +74,16 @@ class Check:
         """Why the build cannot take the runs, or None."""
         if self.checked < len(self.runs):
             return f"it replayed {self.checked} of the {len(self.runs)} runs that would move to it within {timeout:g} s"
-        if not (blocking := self.blocking()):
+        if not (blocking := self.blocking):
             return None
-        more = f" and {len(blocking) - 1} more" if len(blocking) > 1 else ""
         return (f"it cannot replay {len(blocking)} of the {len(self.runs)} runs that would move to it: {blocking[0].line()}"
-                f"{more}; see it with `rein replay --query 'WorkflowId=\"{blocking[0].run.workflow_id}\"'`")
+                f"; see it with `rein replay --query 'WorkflowId=\"{blocking[0].run.workflow_id}\"'`")
 
     def record(self, refusal: str | None, **more: Any) -> dict[str, Any]:
         """What the version's metadata keeps (`rein deployment status`)."""
-        left = self.left()
-        said = f"{len(left)} runs it cannot replay are left as they are: {', '.join(f.line() for f in left[:3])}"
-        return {"at": datetime.now(UTC).isoformat(), "runs": len(self.runs), "checked": self.checked,
-                "refused": refusal, "left": said[:1000] if left else "", "left_ids": [f.run.workflow_id for f in left[:20]],
-                **more}
+        said = f"{len(self.left)} runs it cannot replay are left as they are: {', '.join(f.line() for f in self.left[:3])}"
+        return {"at": datetime.now(UTC).isoformat(), "runs": len(self.runs), "checked": self.checked, "refused": refusal,
+                "left": said[:1000] if self.left else "", "left_ids": [f.run.workflow_id for f in self.left[:20]], **more}
 
 
 def replayer_of(worker: Any) -> Replayer:
@@ -97,26 +94,6 @@ def replayer_of(worker: Any) -> Replayer:
                     workflow_failure_exception_types=config.get("workflow_failure_exception_types") or [])
 
 
-async def replay_failures(client: Client, replayer: Replayer, runs: list[RunRef]) -> list[ReplayFailure]:
-    """The runs this code does not replay, in one replay worker (runs deleted meanwhile are skipped)."""
-    async def fetch(run: RunRef) -> WorkflowHistory | None:
-        try:
-            return await client.get_workflow_handle(run.workflow_id, run_id=run.run_id).fetch_history()
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            return None
-
-    fetched = {id(h): (h, r) for h, r in zip(await asyncio.gather(*map(fetch, runs)), runs, strict=True) if h}
-
-    async def histories() -> Any:
-        for history, _ in fetched.values():
-            yield history
-
-    async with replayer.workflow_replay_iterator(histories()) as results:
-        return [ReplayFailure(fetched[id(r.history)][1], str(r.replay_failure)) async for r in results if r.replay_failure]
-
-
 class ReplayCheckActivity:
     """The activity a versioned worker serves; `replayer` is the worker's own, set as it starts running."""
 
@@ -125,10 +102,26 @@ class ReplayCheckActivity:
 
     @activity.defn(name=REPLAY_CHECK)
     async def replay_check(self, runs: list[list[str]]) -> list[list[str]]:
-        if self.replayer is None:
-            raise RuntimeError("this worker has not started yet")
-        failures = await replay_failures(activity.client(), self.replayer, [RunRef(w, r) for w, r in runs])
-        return [[f.run.workflow_id, f.run.run_id, f.error] for f in failures]
+        """[workflow id, run id, why] of each run this code does not replay (in one replay worker)."""
+        assert self.replayer is not None, "this worker has not started yet"
+        client = activity.client()
+
+        async def fetch(run: list[str]) -> Any:
+            try:
+                return await client.get_workflow_handle(run[0], run_id=run[1]).fetch_history()
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                return None  # deleted meanwhile: nothing to replay
+
+        fetched = {id(h): (h, run) for h, run in zip(await asyncio.gather(*map(fetch, runs)), runs, strict=True) if h}
+        async with self.replayer.workflow_replay_iterator(_each(fetched)) as results:
+            return [[*fetched[id(r.history)][1], str(r.replay_failure)] async for r in results if r.replay_failure]
+
+
+async def _each(fetched: dict[int, Any]) -> Any:
+    for history, _ in fetched.values():
+        yield history
 
 
 async def check(client: Client, version: WorkerDeploymentVersion, runs: list[RunRef], *, timeout: float,
@@ -153,8 +146,7 @@ async def check(client: Client, version: WorkerDeploymentVersion, runs: list[Run
         if not answer.done():
             with contextlib.suppress(Exception):  # not answered yet: the progress so far stays
                 take(*await handle.query("progress"))
-            if progress is not None:
-                await progress(found)
+            await progress(found) if progress else None
     if answer.done() and answer.exception() is None:
         take(len(runs), answer.result())
     answer.cancel()
@@ -162,16 +154,14 @@ async def check(client: Client, version: WorkerDeploymentVersion, runs: list[Run
 
 
 async def _running(client: Client, query: str, pinned: bool = False) -> list[RunRef]:
-    def build(run: Any) -> str:
-        return str((run.search_attributes.get("TemporalWorkerDeploymentVersion") or [""])[0]).partition(":")[2]
-
-    return [RunRef(run.id, run.run_id, build(run), bool(run.search_attributes.get(PROBLEMS)), pinned)
+    return [RunRef(run.id, run.run_id, str((run.search_attributes.get("TemporalWorkerDeploymentVersion") or [""])[0])
+                   .partition(":")[2], bool(run.search_attributes.get(PROBLEMS)), pinned)
             async for run in client.list_workflows(f'ExecutionStatus = "Running" AND ({query})')]
 
 
 async def runs_that_move(client: Client, deployment: str, queues: list[str]) -> list[RunRef]:
-    """The open runs that follow the current version when it changes: the deployment's AUTO_UPGRADE runs, and
-    unversioned runs on `queues` (an earlier, unversioned rein)."""
+    """What follows the current version when it changes: the deployment's AUTO_UPGRADE runs, and unversioned runs on
+    `queues` (an earlier, unversioned rein)."""
     clauses = [f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior = "AutoUpgrade"',
                *(f'TaskQueue = "{q}" AND TemporalWorkerDeploymentVersion IS NULL' for q in queues)]
     return await _running(client, " OR ".join(f"({c})" for c in clauses))
@@ -181,15 +171,14 @@ async def pinned_by_an_earlier_rein(client: Client, deployment: str) -> list[Run
     """Open runs pinned to versions with no rein metadata: rein before AUTO_UPGRADE pinned them by default."""
     pinned = await _running(client, f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior'
                                     f' = "Pinned" AND WorkflowType != "{REPLAY_CHECK_WORKFLOW_TYPE}"', pinned=True)
-    earlier = {b for b in {r.build for r in pinned}
-               if b and d.rein_metadata(await d.describe_version(client, deployment, b)) is None}
+    earlier = {b for b in {r.build for r in pinned} if d.rein_metadata(await d.describe_version(client, deployment, b)) is None}
     return [r for r in pinned if r.build in earlier]
 
 
 async def promote(client: Client, version: WorkerDeploymentVersion, behavior: VersioningBehavior,
                   policy: str = "new", queues: Callable[[], set[str]] = set) -> bool:
     """Once, as a versioned worker starts: mark the version as rein's; make it current when it is new (or the
-    deployment has none; "manual": only then) and it can take the runs. `queues`: what this process polls."""
+    deployment has none; "manual": only then) and can take the runs. `queues`: what this process polls."""
     from rein.settings import current as settings
 
     loop, (name, build) = asyncio.get_running_loop(), (version.deployment_name, version.build_id)
@@ -205,10 +194,9 @@ async def promote(client: Client, version: WorkerDeploymentVersion, behavior: Ve
             await asyncio.sleep(0.2)
     described = await d.describe(client, name)
     current, manager = d.current_build_id(described), described.worker_deployment_info.manager_identity if described else ""
-    if described is None or current == build or manager not in ("", client.identity):
-        return False  # nothing to do, or the routing has a manager of its own (the Worker Controller)
-    if d.was_routed(described, build) or (policy != "new" and d.was_routed(described)):
-        return False  # a build started again (a drain, a restart, a rollback's leftover) or promotion by hand
+    if described is None or current == build or manager not in ("", client.identity) or d.was_routed(described, build) \
+            or (policy != "new" and d.was_routed(described)):
+        return False  # nothing to do; a routing manager of its own; a build started again; promotion by hand
     while not queues() <= set(registered := await d.version_queues(client, name, build)) and loop.time() < deadline:
         await asyncio.sleep(0.2)
     earlier = await pinned_by_an_earlier_rein(client, name)
@@ -216,12 +204,11 @@ async def promote(client: Client, version: WorkerDeploymentVersion, behavior: Ve
     log.info("rein deployment %s: build %s replays the %d runs that would move to it first", name, build, len(runs))
     found = await check(client, version, runs, timeout=timeout, progress=lambda c: _told(client, version, c),
                         workflow_id=f"rein-promotion-{name}-{build}")
-    refusal, left = found.refusal(timeout), found.record(None)["left"]
+    refusal, left = found.refusal(timeout), "; " + found.record(None)["left"] if found.left else ""
     await d.write_metadata(client, version, check=found.record(refusal))
     if refusal:
         log.warning("rein deployment %s: build %s is not current: %s%s; it serves only runs pinned to it (`rein "
-                    "deployment set-current %s` routes new runs here anyway)", name, build, refusal, f"; {left}" * bool(left),
-                    build)
+                    "deployment set-current %s` routes new runs here anyway)", name, build, refusal, left, build)
         return False
     try:
         await d.set_current(client, version, conflict_token=described.conflict_token, ignore_missing_task_queues=True)
@@ -230,7 +217,7 @@ async def promote(client: Client, version: WorkerDeploymentVersion, behavior: Ve
             raise
         return False  # the routing changed since it was read: another replica or an operator decided
     log.info("rein deployment %s: build %s is current (%s; it replayed the %d runs that move to it%s)", name, build,
-             f"was {current}" if current else "the first", len(runs), f"; {left}" * bool(left))
+             f"was {current}" if current else "the first", len(runs), left)
     for run in set(earlier) - {f.run for f in found.failures}:
         await d.override_run(client, run.workflow_id, run.run_id, None)
         log.info("rein deployment %s: run %s follows the current build now (an earlier rein had pinned it)", name,
