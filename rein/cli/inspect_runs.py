@@ -128,7 +128,6 @@ def status(
     render_detail(out_console(), detail, steps=False)
 
 
-
 def list_stuck(agent: str | None, limit: int, address: str | None, namespace: str | None, as_json: bool) -> None:
     """`rein list --stuck`: open runs that cannot go on without an operator. Those whose workflow task keeps failing
     (with the error), and those that wait on a build no worker serves (each deployment's outage line on stderr, so

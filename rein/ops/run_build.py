@@ -14,7 +14,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from rein.temporal.history import describe_queue, fresh_since, pinned_build, queue_pollers
+from rein.temporal.deployment import describe_version
+from rein.temporal.history import describe_queue, fresh_since, pinned_build, queue_pollers, version_pollers
 
 
 @dataclass
@@ -62,8 +63,7 @@ async def run_build(client: Client, description: Any) -> RunBuild | None:
         why = "the current build: the run follows it at its next task"
         move = f"`rein deployment rollback --deployment {routed.deployment_name}` (or `set-current BUILD`)"
     pollers, fresh = await queue_pollers(client, queue), fresh_since()
-    polls = [p.last_access_time.ToSeconds() for p in pollers if (p.deployment_options.deployment_name,
-                                                                  p.deployment_options.build_id) == pinned]
+    polls = [p.last_access_time.ToSeconds() for p in await version_pollers(client, await describe_version(client, *pinned))]
     others = sorted({p.deployment_options.build_id or "unversioned" for p in pollers
                      if p.last_access_time.ToSeconds() > fresh and p.deployment_options.build_id != pinned[1]})
     return RunBuild(pinned[0], pinned[1], why, datetime.fromtimestamp(max(polls), UTC) if polls else None,
