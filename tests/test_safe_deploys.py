@@ -200,7 +200,7 @@ async def test_a_bug_in_each_part_of_rein_waits_for_the_fix_with_nobody_acting(s
 
 def _current(stack: Stack, deployment: str) -> str | None:
     proc = stack.cli("deployment", "status", "--deployment", deployment, "--json")
-    return json.loads(proc.stdout)["current"] if proc.returncode == 0 else None
+    return json.loads(proc.stdout)["current"] if proc.returncode in (0, 9) else None  # 9: a build kept out (said)
 
 
 async def _pinned(client: ReinClient, run_id: str) -> tuple[str, str] | None:
@@ -288,6 +288,11 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
     assert proc.returncode == EXIT_NO_WORKER and proc.stderr.startswith("rein: no worker serves run"), proc.stderr
     assert proc.stderr.count("\n") == 1 and "build-a" in proc.stderr and "--wait" in proc.stderr
     assert (await client.status(run_id)).status == "waiting_approval"  # from its history
+    shown = " ".join((await asyncio.to_thread(stack.cli, "status", run_id)).stdout.split())
+    assert (f"build build-a of deployment {deployment} (pinned to it: its workers run their runs PINNED); no worker of it "
+            "has polled since ") in shown, shown
+    assert ("(workers of build build-b poll its queue: they do not serve it); what moves it: `temporal workflow "
+            f"update-options --workflow-id {run_id} --versioning-override-behavior auto_upgrade`") in shown, shown
 
     stack.worker(queue, REIN_BUILD_ID="build-a", REIN_VERSIONING="pinned")
     await poll(lambda: client.worker_serves(run_id), f"{run_id}'s build to serve it again", timeout=60)
@@ -373,6 +378,10 @@ async def test_a_new_build_that_cannot_replay_an_open_run_stays_out_of_the_routi
     said = next(entry for entry in c.log.read_text().splitlines() if line in entry)
     assert f"see it with `rein replay --query 'WorkflowId=\"{run_id}\"'`; it serves only runs pinned to it" in said
     assert _current(stack, deployment) == "b"
+    status = await asyncio.to_thread(stack.cli, "deployment", "status", "--deployment", deployment)
+    assert status.returncode == 9, status.stdout  # a build that cannot take the runs: said where people look
+    assert (f"deployment {deployment}: build c is not current: it cannot replay 1 of the 1 runs that would move to it: "
+            f"run {run_id} (nondeterminism: ") in status.stdout.replace("\n", ""), status.stdout
     await client.approve(run_id, wait=True)
     assert (await outcome(client, run_id)).output == "Paid 41 on b"
     c.stop()

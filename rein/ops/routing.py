@@ -91,7 +91,8 @@ class DeploymentState:
         lines = []
         for v, said in ((v, v.check) for v in self.versions if v.check):
             at = f"{said['at'][:19].replace('T', ' ')} UTC"
-            if said.get("refused") and v.status == "inactive":
+            if said.get("refused") and v.status not in ("current", "ramping") and (
+                    v.last_current is None or v.last_current.isoformat() < said["at"]):  # not current since
                 lines.append(f"deployment {self.name}: build {v.build_id} is not current: {said['refused']} ({at})")
             elif v.build_id == self.current and said.get("open_left"):
                 lines.append(f"deployment {self.name}: build {v.build_id} is current since {at}; {said['left']}")
