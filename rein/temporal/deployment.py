@@ -85,7 +85,7 @@ def versioning_behavior(given: str | None = None) -> VersioningBehavior:
 
 
 def deployment_config(version: WorkerDeploymentVersion, behavior: VersioningBehavior) -> WorkerDeploymentConfig:
-    return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=behavior)
+    return WorkerDeploymentConfig(version, use_worker_versioning=True, default_versioning_behavior=behavior)
 
 
 def with_default_behavior(config: WorkerDeploymentConfig) -> WorkerDeploymentConfig:
@@ -153,7 +153,8 @@ async def write_metadata(client: Client, version: WorkerDeploymentVersion, **ent
     value = json.dumps({**(rein_metadata(described) or {}), **entries}).encode()
     await client.workflow_service.update_worker_deployment_version_metadata(
         rpc.UpdateWorkerDeploymentVersionMetadataRequest(
-            namespace=client.namespace, identity=client.identity, deployment_version=_proto(version),
+            namespace=client.namespace, identity=client.identity,
+            deployment_version=described.worker_deployment_version_info.deployment_version,
             upsert_entries={METADATA_KEY: Payload(metadata={"encoding": b"json/plain"}, data=value)}))
 
 
@@ -165,14 +166,11 @@ def rein_metadata(described: rpc.DescribeWorkerDeploymentVersionResponse) -> dic
         return None
 
 
-def _proto(version: WorkerDeploymentVersion) -> VersionProto:
-    return VersionProto(deployment_name=version.deployment_name, build_id=version.build_id)
-
-
 async def override_run(client: Client, workflow_id: str, run_id: str, pinned_to: WorkerDeploymentVersion | None) -> None:
     """As `temporal workflow update-options` does: PINNED to `pinned_to`, or (None) AUTO_UPGRADE."""
     override = VersioningOverride(auto_upgrade=True) if pinned_to is None else VersioningOverride(
-        pinned=VersioningOverride.PinnedOverride(version=_proto(pinned_to),
+        pinned=VersioningOverride.PinnedOverride(version=VersionProto(deployment_name=pinned_to.deployment_name,
+                                                                      build_id=pinned_to.build_id),
                                                  behavior=VersioningOverride.PINNED_OVERRIDE_BEHAVIOR_PINNED))
     await client.workflow_service.update_workflow_execution_options(rpc.UpdateWorkflowExecutionOptionsRequest(
         namespace=client.namespace, identity=client.identity,
