@@ -19,9 +19,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from rein.core.log import logger
 from rein.temporal import deployment as d
 from rein.temporal.history import describe_queue
+from rein.temporal.plugin import promoted
 
 WAIT_S = 10.0
-"""How long a start waits for this process's version to list the run's queue (a pinned start is refused before)."""
+"""How long a start waits for this process's first promotion, or for its version to list the run's queue."""
 
 
 async def engine_version(client: Client) -> WorkerDeploymentVersion | None:
@@ -49,6 +50,7 @@ def worker_versioning(version: WorkerDeploymentVersion | None) -> dict[str, Any]
 class StartRouting:
     def __init__(self, client: Client | None, version: WorkerDeploymentVersion | None) -> None:
         self.client, self.version, self.current = client, version, False
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.pinned: set[str] = set()
         """Runs this engine pinned to its build, until they end or it lets go of them."""
 
@@ -56,15 +58,26 @@ class StartRouting:
         """None where the queue routes to this build, else pinned to it."""
         if self.version is None or self.client is None or self.current:
             return None
-        routed = (await describe_queue(self.client, queue)).versioning_info.current_deployment_version
-        if routed.build_id == self.version.build_id:
+        self.loop, deadline = asyncio.get_running_loop(), asyncio.get_running_loop().time() + WAIT_S
+        routed = (await describe_queue(self.client, queue)).versioning_info.current_deployment_version.build_id
+        while not routed:  # a deployment with no current version: this process's own promotion makes it one
+            routed = d.current_build_id(await d.describe(self.client, self.version.deployment_name)) or ""
+            if routed or self.loop.time() > deadline or await promoted(self.version) is False:
+                break
+            await asyncio.sleep(0.05)
+        if routed == self.version.build_id:
             self.current = True
             return None
-        deadline = asyncio.get_running_loop().time() + WAIT_S
         while queue not in await _queues(self.client, self.version) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.05)
         self.pinned.add(workflow_id)
         return PinnedVersioningOverride(self.version)
+
+    def let_go(self, timeout: float = 3.0) -> None:
+        """`release`, from another thread than the engine's (Ctrl-C's handler), waiting at most `timeout` s."""
+        if self.pinned and self.loop is not None:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.release(), self.loop).result(timeout)
 
     async def release(self) -> None:
         """As the engine stops: its pinned runs still open follow the current build from their next task (bounded)."""

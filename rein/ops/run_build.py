@@ -15,7 +15,7 @@ from typing import Any
 from temporalio.client import Client
 
 from rein.temporal.deployment import describe_version
-from rein.temporal.history import describe_queue, fresh_since, pinned_build, queue_pollers, version_pollers
+from rein.temporal.history import fresh_since, pinned_build, version_pollers
 
 
 @dataclass
@@ -46,9 +46,9 @@ class RunBuild:
                 "last_poll": self.last_poll and self.last_poll.isoformat(), "others": self.others, "move": self.move}
 
 
-async def run_build(client: Client, description: Any) -> RunBuild | None:
-    """The build an open run waits for; None for a run on an unversioned queue."""
-    pinned, queue = pinned_build(description), description.task_queue
+async def run_build(client: Client, description: Any, queue: Any) -> RunBuild | None:
+    """The build an open run waits for (`queue`: its task queue, described); None for a run on an unversioned queue."""
+    pinned = pinned_build(description)
     info = description.raw_description.workflow_execution_info.versioning_info
     if pinned is not None:
         why = ("pinned to it by a versioning override: a script pins the runs it starts while it serves them, an operator "
@@ -56,13 +56,13 @@ async def run_build(client: Client, description: Any) -> RunBuild | None:
         move = (f"`temporal workflow update-options --workflow-id {description.id} --versioning-override-behavior "
                 "auto_upgrade` (it then follows the current build)")
     else:
-        routed = (await describe_queue(client, queue)).versioning_info.current_deployment_version
+        routed = queue.versioning_info.current_deployment_version
         if not routed.build_id:
             return None
         pinned = (routed.deployment_name, routed.build_id)
         why = "the current build: the run follows it at its next task"
         move = f"`rein deployment rollback --deployment {routed.deployment_name}` (or `set-current BUILD`)"
-    pollers, fresh = await queue_pollers(client, queue), fresh_since()
+    pollers, fresh = queue.pollers, fresh_since()
     polls = [p.last_access_time.ToSeconds() for p in await version_pollers(client, await describe_version(client, *pinned))]
     others = sorted({p.deployment_options.build_id or "unversioned" for p in pollers
                      if p.last_access_time.ToSeconds() > fresh and p.deployment_options.build_id != pinned[1]})

@@ -9,7 +9,6 @@ The CLI renders these; nothing here prints.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -269,11 +268,13 @@ class RunDetail:
 async def _running(client: ReinClient, run_id: str, description: Any, detail: RunDetail, steps: bool) -> RunDetail:
     """An open run's detail: from the worker that serves it, else its published state (no replay), else history."""
     published = published_status(description)
-    with contextlib.suppress(RPCError):
-        detail.build = await run_build(client.client, description)
     try:
-        serving = await history.polled(client.client, description.task_queue,  # described just now
-                                       history.pinned_build(description), current=True)
+        queue = await history.describe_queue(client.client, description.task_queue)
+        serving = history.polled_in(queue, history.pinned_build(description), current=True)
+        detail.build = await run_build(client.client, description, queue)
+    except RPCError:
+        serving = True  # cannot tell: the query decides
+    try:
         raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving,
                                                   published=published)
         view: RunStatusView | None = None if raw is published else RunStatusView.model_validate(raw)

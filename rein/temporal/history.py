@@ -285,6 +285,12 @@ async def polled(client: Client, queue: str, build: tuple[str, str] | None = Non
         described = await describe_queue(client, queue)
     except RPCError:
         return True
+    return polled_in(described, build, besides=besides, current=current)
+
+
+def polled_in(described: Any, build: tuple[str, str] | None = None, *, besides: str | None = None,
+              current: bool = False) -> bool:
+    """`polled`, from the queue's DescribeTaskQueue answer."""
     routed = described.versioning_info.current_deployment_version
     if build is None and current and routed.build_id:
         build = (routed.deployment_name, routed.build_id)

@@ -287,3 +287,15 @@ def promoting(client: Client, version: WorkerDeploymentVersion, behavior: Any, p
                                                          queues=lambda: _QUEUES.get(key, set())))
     return _PROMOTIONS[key]
 
+
+
+async def promoted(version: WorkerDeploymentVersion) -> bool | None:
+    """Until this process's promotion of `version` has ended: whether it made the version current (None: none
+    has begun yet)."""
+    task = _PROMOTIONS.get(version.to_canonical_string())
+    if task is None:
+        return None
+    try:
+        return await asyncio.shield(task)
+    except Exception:
+        return False
