@@ -60,9 +60,9 @@ async def once(client: Client, runs: int) -> float:
                                                    id=f"promo-{uuid.uuid4().hex[:8]}", task_queue=queue)
 
         handles = await asyncio.gather(*(started() for _ in range(runs)))
-        for handle in handles:  # each waits for approval
-            while (await handle.query("status"))["status"] != "waiting_approval":
-                await asyncio.sleep(0.05)
+        waiting = f'TaskQueue = "{queue}" AND ReinStatus = "waiting_approval" AND ExecutionStatus = "Running"'
+        while (await client.count_workflows(waiting)).count < len(handles):  # each waits for approval
+            await asyncio.sleep(0.2)
         began = time.perf_counter()
         async with create_worker(client, [served], task_queue=queue, deployment=deployment, build_id="b"):
             while current_build_id(await describe(client, deployment)) != "b":

@@ -72,3 +72,26 @@ def test_the_application_is_the_deployment_whatever_the_queue(monkeypatch: pytes
     assert worker_version(default=DEFAULT_DEPLOYMENT).deployment_name == "pay"
     monkeypatch.setenv("REIN_DEPLOYMENT", "none")
     assert worker_version(default=DEFAULT_DEPLOYMENT) is None
+
+
+def test_each_build_with_runs_waiting_and_no_worker_gets_its_line():
+    """The lines `rein deployment status` and `rein list --stuck` print (rein.ops.routing): the current build's runs
+    are moved by a rollback; a pinned build's by its workers or update-options; a build the server lists no
+    poller of says so rather than a time."""
+    from datetime import UTC, datetime
+
+    from rein.ops.routing import DeploymentState, VersionState
+
+    polled = datetime(2026, 12, 7, 10, 2, 11, tzinfo=UTC)
+    state = DeploymentState("pay", "b", None, 0.0, None, [
+        VersionState("b", "current", last_poll=polled, waiting=3),
+        VersionState("a", "draining", last_poll=None, waiting=2, last_current=polled),
+        VersionState("c", "inactive", last_poll=polled, polling=True, waiting=1)])
+    assert state.outages() == [
+        "deployment pay: the current build b has had no worker since 2026-12-07 10:02:11 UTC: its 3 open runs wait "
+        "(nothing changes by itself); start its workers again, or `rein deployment rollback` moves them to a",
+        "deployment pay: build a has had no worker listed (the server forgets a stopped one at once): 2 runs pinned to "
+        "it wait; start a worker of it (REIN_DEPLOYMENT=pay REIN_BUILD_ID=a), or let them follow the current build: "
+        "temporal workflow update-options --query 'TemporalWorkerDeploymentVersion=\"pay:a\"' "
+        "--versioning-override-behavior auto_upgrade"]
+    assert state.to_json()["open_runs"] == 3 and state.refusals() == []

@@ -72,7 +72,7 @@ class DeploymentState:
 
     def outage(self, v: VersionState) -> str:
         """One line for a build with runs waiting on it and no worker, with what would move them."""
-        since = v.workers().removeprefix("no worker ").removeprefix("(").removesuffix(")")
+        since = f"since {v.last_poll:%Y-%m-%d %H:%M:%S} UTC" if v.last_poll else "listed (the server forgets a stopped one at once)"
         if v.build_id == self.current:
             move = (f"`rein deployment rollback` moves them to {previous}" if (previous := previous_build(self)) else
                     "`rein deployment set-current BUILD` moves them to another build")
