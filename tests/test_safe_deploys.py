@@ -385,3 +385,21 @@ async def test_a_new_build_that_cannot_replay_an_open_run_stays_out_of_the_routi
     await client.approve(run_id, wait=True)
     assert (await outcome(client, run_id)).output == "Paid 41 on b"
     c.stop()
+
+
+async def test_a_check_that_runs_out_of_time_keeps_the_build_out(stack: Stack, client: ReinClient):
+    """REIN_PROMOTE_TIMEOUT_S bounds a new build's check: one that has not replayed every run by then is not
+    current, and says how far it got, in its log and in `rein deployment status` (exit 9)."""
+    queue = f"slow-{uuid.uuid4().hex[:6]}"
+    deployment = deployment_of(queue)
+    stack.worker(queue, REIN_BUILD_ID="a")
+    await poll(lambda: _current(stack, deployment) == "a", "the first build to make itself current", timeout=60)
+    runs = [await start(client, "deploy-pay-ask", queue, amount) for amount in (1, 2)]
+    await poll(lambda: all_waiting(client, runs), "a's runs to wait for approval", timeout=120)
+    b = stack.worker(queue, REIN_BUILD_ID="b", REIN_PROMOTE_TIMEOUT_S="0.05")
+    line = f"rein deployment {deployment}: build b is not current: it replayed 0 of the 2 runs that would move to it within 0.05 s"
+    await poll(lambda: line in b.log.read_text(), "the new build to say it ran out of time", timeout=60)
+    status = await asyncio.to_thread(stack.cli, "deployment", "status", "--deployment", deployment)
+    assert status.returncode == 9 and _current(stack, deployment) == "a", status.stdout
+    assert "build b is not current: it replayed 0 of the 2 runs that would move to it within 0.05 s" in status.stdout
+    b.stop()

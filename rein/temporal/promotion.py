@@ -73,7 +73,8 @@ class Check:
     def refusal(self, timeout: float) -> str | None:
         """Why the build cannot take the runs, or None."""
         if self.checked < len(self.runs):
-            return f"it replayed {self.checked} of the {len(self.runs)} runs that would move to it within {timeout:g} s"
+            return (f"it replayed {self.checked} of the {len(self.runs)} runs that would move to it within {timeout:g} s "
+                    "(REIN_PROMOTE_TIMEOUT_S)")
         if not (blocking := self.blocking):
             return None
         return (f"it cannot replay {len(blocking)} of the {len(self.runs)} runs that would move to it: {blocking[0].line()}"
@@ -142,7 +143,7 @@ async def check(client: Client, version: WorkerDeploymentVersion, runs: list[Run
 
     answer, deadline = asyncio.ensure_future(handle.result()), asyncio.get_running_loop().time() + timeout
     while not answer.done() and asyncio.get_running_loop().time() < deadline:
-        await asyncio.wait({answer}, timeout=PROGRESS_S)
+        await asyncio.wait({answer}, timeout=min(PROGRESS_S, deadline - asyncio.get_running_loop().time()))
         if not answer.done():
             with contextlib.suppress(Exception):  # not answered yet: the progress so far stays
                 take(*await handle.query("progress"))
