@@ -77,8 +77,10 @@ class Check:
                     "(REIN_PROMOTE_TIMEOUT_S)")
         if not (blocking := self.blocking):
             return None
+        also = ", ".join(f.run.workflow_id for f in blocking[1:4]) + (f" and {len(blocking) - 4} more" if len(blocking) > 4 else "")
         return (f"it cannot replay {len(blocking)} of the {len(self.runs)} runs that would move to it: {blocking[0].line()}"
-                f"; see it with `rein replay --query 'WorkflowId=\"{blocking[0].run.workflow_id}\"'`")
+                + (f", also {also}" if also else "")
+                + f"; see it with `rein replay --query 'WorkflowId=\"{blocking[0].run.workflow_id}\"'`")
 
     def record(self, refusal: str | None, **more: Any) -> dict[str, Any]:
         """What the version's metadata keeps (`rein deployment status`)."""
