@@ -95,3 +95,23 @@ def test_each_build_with_runs_waiting_and_no_worker_gets_its_line():
         "temporal workflow update-options --query 'TemporalWorkerDeploymentVersion=\"pay:a\"' "
         "--versioning-override-behavior auto_upgrade"]
     assert state.to_json()["open_runs"] == 3 and state.refusals() == []
+
+
+def test_a_check_blocks_on_runs_that_can_go_on_where_they_are_and_names_them():
+    """What keeps a build out (rein.temporal.promotion.Check): runs it cannot replay that go on where they are. A
+    stuck run, one older than the support window and one an earlier rein pinned are left, never blocking."""
+    from rein.temporal.promotion import Check, ReplayFailure, RunRef
+
+    nondeterminism = 'Nondeterminism error: [TMPRL1100] Local activity marker was unexpectedly found", source: x'
+    runs = [RunRef(f"r{i}", "x", "a") for i in range(6)] + [RunRef("stuck", "x", "a", stuck=True),
+                                                           RunRef("old", "x"), RunRef("pinned", "x", "p", pinned=True)]
+    check = Check(runs, len(runs), [ReplayFailure(r, nondeterminism) for r in runs[:5] + runs[6:7] + runs[8:]]
+                  + [ReplayFailure(runs[7], "this run was started ... older than this build's support window of 30 days")])
+    assert [f.run.workflow_id for f in check.left] == ["stuck", "pinned", "old"]
+    assert check.refusal(300) == (
+        "it cannot replay 5 of the 9 runs that would move to it: run r0 (nondeterminism: [TMPRL1100] Local activity "
+        "marker was unexpectedly found), also r1, r2, r3 and 1 more; see it with `rein replay --query "
+        "'WorkflowId=\"r0\"'`")
+    assert Check(runs, 8).refusal(300) == ("it replayed 8 of the 9 runs that would move to it within 300 s "
+                                          "(REIN_PROMOTE_TIMEOUT_S)")
+    assert Check(runs, 9, check.left).refusal(300) is None
