@@ -106,7 +106,8 @@ class ReplayCheckActivity:
     @activity.defn(name=REPLAY_CHECK)
     async def replay_check(self, runs: list[list[str]]) -> list[list[str]]:
         """[workflow id, run id, why] of each run this code does not replay (in one replay worker)."""
-        assert self.replayer is not None, "this worker has not started yet"
+        if self.replayer is None:
+            raise RuntimeError("this worker has not started yet")  # retried: it will have
         client = activity.client()
 
         async def fetch(run: list[str]) -> Any:
@@ -141,7 +142,8 @@ async def check(client: Client, version: WorkerDeploymentVersion, runs: list[Run
         static_summary=f"does build {version.build_id} replay {len(runs)} runs?")
 
     def take(checked: int, failed: list[list[str]]) -> None:
-        found.checked, found.failures = checked, [ReplayFailure(of[w, r], why) for w, r, why in failed]
+        # A replica's check of the same build may list a run started meanwhile: it is known by its ids alone.
+        found.checked, found.failures = checked, [ReplayFailure(of.get((w, r), RunRef(w, r)), why) for w, r, why in failed]
 
     answer, deadline = asyncio.ensure_future(handle.result()), asyncio.get_running_loop().time() + timeout
     while not answer.done() and asyncio.get_running_loop().time() < deadline:
@@ -149,7 +151,8 @@ async def check(client: Client, version: WorkerDeploymentVersion, runs: list[Run
         if not answer.done():
             with contextlib.suppress(Exception):  # not answered yet: the progress so far stays
                 take(*await handle.query("progress"))
-            await progress(found) if progress else None
+            if progress is not None:
+                await progress(found)
     if answer.done() and answer.exception() is None:
         take(len(runs), answer.result())
     answer.cancel()
