@@ -9,6 +9,7 @@ The CLI renders these; nothing here prints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -270,10 +271,11 @@ async def _running(client: ReinClient, run_id: str, description: Any, detail: Ru
     published = published_status(description)
     try:
         queue = await history.describe_queue(client.client, description.task_queue)
-        serving = history.polled_in(queue, history.pinned_build(description), current=True)
-        detail.build = await run_build(client.client, description, queue)
     except RPCError:
-        serving = True  # cannot tell: the query decides
+        queue = None
+    serving = history.polled_in(queue, history.pinned_build(description), current=True) if queue is not None else True
+    with contextlib.suppress(RPCError):  # which build it waits for: said when the server says
+        detail.build = await run_build(client.client, description, queue) if queue is not None else None
     try:
         raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving,
                                                   published=published)
