@@ -51,9 +51,7 @@ def status(deployment: DeploymentName = None, address: Address = None, namespace
                       + (f", ramping {state.ramping} at {state.ramping_percentage:g}%" if state.ramping else "")
                       + (f", routed by {escape(state.manager)}" if state.manager else ""))
         for v in state.versions:
-            checking = (v.check or {}).get("checking") and f" · replaying the runs that would move to it: {v.check['checked']} of {v.check['runs']}"  # type: ignore[index]  # noqa: E501
-            console.print(f"  {escape(v.build_id)}  {v.status}  {v.behavior or 'earlier rein (pinned)'}  {v.workers()}"
-                          + (f" · {v.waiting} runs wait on it" if v.waiting else "") + (checking or ""))
+            console.print(f"  {escape(v.line())}", soft_wrap=True)
         for style, line in [*(("yellow", x) for x in state.outages()), *(("red", x) for x in state.refusals())]:
             console.print(f"[{style}]{escape(line)}[/]", soft_wrap=True)
     if state.refusals():

@@ -42,6 +42,14 @@ class VersionState:
     check: dict | None = None  # its last check of the runs that would move to it (rein.temporal.promotion)
     queues: list[str] = field(default_factory=list)
 
+    def line(self) -> str:
+        """`rein deployment status`'s row: state, behaviour, workers, the runs waiting on it, a check under way."""
+        check = self.check or {}
+        checking = (f" · replaying the runs that would move to it: {check['checked']} of {check['runs']} (at "
+                    f"{check['at'][11:19]} UTC)") if check.get("checking") else ""
+        waiting = f" · {self.waiting} runs wait on it" if self.waiting else ""
+        return f"{self.build_id}  {self.status}  {self.behavior or 'earlier rein (pinned)'}  {self.workers()}{waiting}{checking}"
+
     def workers(self) -> str:
         if self.last_poll is None:
             return "no worker (the server lists none: it forgets a stopped worker at once, a lost one after minutes)"
