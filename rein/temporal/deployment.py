@@ -13,8 +13,10 @@ import hashlib
 import importlib.util
 import json
 import os
+import random
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import Payload, WorkflowExecution
@@ -33,6 +35,7 @@ DEPLOYMENT_ENV, BUILD_ID_ENV, PROMOTE_ENV, VERSIONING_ENV = "REIN_DEPLOYMENT", "
 DEFAULT_DEPLOYMENT, VERSIONING_OFF = "rein", "none"
 BEHAVIORS = {"auto-upgrade": VersioningBehavior.AUTO_UPGRADE, "pinned": VersioningBehavior.PINNED}
 BUILD_SOURCES = ("rein.workflows", "rein.activities")
+T = TypeVar("T")
 METADATA_KEY = "rein"
 """The version's metadata entry its rein workers write (behaviour, replay checks, the last check); a version
 without it is a rein build from before (its runs were PINNED by default) or not rein's."""
@@ -95,24 +98,33 @@ def with_default_behavior(config: WorkerDeploymentConfig) -> WorkerDeploymentCon
     return config
 
 
-async def describe(client: Client, deployment: str) -> rpc.DescribeWorkerDeploymentResponse | None:
-    """None before any of its workers polled. The server rate-limits a deployment's reads: asked again, briefly."""
+async def rate_limited(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, asked again while the server rate-limits the deployment's RPCs (RESOURCE_EXHAUSTED), ~10 s at most."""
     for attempt in range(10):
         try:
-            return await client.workflow_service.describe_worker_deployment(
-                rpc.DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment))
+            return await call()
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
             if err.status != RPCStatusCode.RESOURCE_EXHAUSTED or attempt == 9:
                 raise
-            await asyncio.sleep(0.1 * (attempt + 1))
+            await asyncio.sleep(0.2 * (attempt + 1) * (0.5 + random.random()))
     raise AssertionError("unreachable")
 
 
+async def describe(client: Client, deployment: str) -> rpc.DescribeWorkerDeploymentResponse | None:
+    """None before any of its workers polled."""
+    try:
+        return await rate_limited(lambda: client.workflow_service.describe_worker_deployment(
+            rpc.DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)))
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None
+
+
 async def describe_version(client: Client, deployment: str, build: str) -> rpc.DescribeWorkerDeploymentVersionResponse:
-    return await client.workflow_service.describe_worker_deployment_version(rpc.DescribeWorkerDeploymentVersionRequest(
-        namespace=client.namespace, deployment_version=VersionProto(deployment_name=deployment, build_id=build)))
+    return await rate_limited(lambda: client.workflow_service.describe_worker_deployment_version(
+        rpc.DescribeWorkerDeploymentVersionRequest(
+            namespace=client.namespace, deployment_version=VersionProto(deployment_name=deployment, build_id=build))))
 
 
 def current_build_id(described: rpc.DescribeWorkerDeploymentResponse | None) -> str | None:
@@ -134,11 +146,11 @@ async def set_current(client: Client, version: WorkerDeploymentVersion, *, ramp:
         namespace=client.namespace, deployment_name=version.deployment_name, build_id=version.build_id,
         identity=client.identity, conflict_token=conflict_token, ignore_missing_task_queues=ignore_missing_task_queues)
     if ramp is None:
-        await client.workflow_service.set_worker_deployment_current_version(
-            rpc.SetWorkerDeploymentCurrentVersionRequest(**common))
+        await rate_limited(lambda: client.workflow_service.set_worker_deployment_current_version(
+            rpc.SetWorkerDeploymentCurrentVersionRequest(**common)))
     else:
-        await client.workflow_service.set_worker_deployment_ramping_version(
-            rpc.SetWorkerDeploymentRampingVersionRequest(percentage=ramp, **common))
+        await rate_limited(lambda: client.workflow_service.set_worker_deployment_ramping_version(
+            rpc.SetWorkerDeploymentRampingVersionRequest(percentage=ramp, **common)))
 
 
 async def version_queues(client: Client, deployment: str, build_id: str) -> list[str]:
@@ -151,11 +163,11 @@ async def write_metadata(client: Client, version: WorkerDeploymentVersion, **ent
     """Merge `entries` into the version's rein metadata."""
     described = await describe_version(client, version.deployment_name, version.build_id)
     value = json.dumps({**(rein_metadata(described) or {}), **entries}).encode()
-    await client.workflow_service.update_worker_deployment_version_metadata(
+    await rate_limited(lambda: client.workflow_service.update_worker_deployment_version_metadata(
         rpc.UpdateWorkerDeploymentVersionMetadataRequest(
             namespace=client.namespace, identity=client.identity,
             deployment_version=described.worker_deployment_version_info.deployment_version,
-            upsert_entries={METADATA_KEY: Payload(metadata={"encoding": b"json/plain"}, data=value)}))
+            upsert_entries={METADATA_KEY: Payload(metadata={"encoding": b"json/plain"}, data=value)})))
 
 
 def rein_metadata(described: rpc.DescribeWorkerDeploymentVersionResponse) -> dict | None:
