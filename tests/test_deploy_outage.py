@@ -28,6 +28,7 @@ import pytest
 
 from rein.client import ReinClient, connect
 from rein.ops.run_build import run_build
+from rein.temporal.history import describe_queue
 from rein.temporal.deployment import current_build_id, describe
 from tests.support.deploy_runs import all_waiting, start
 from tests.support.processes import ROOT, WorkerProcess
@@ -93,7 +94,8 @@ async def test_an_outage_of_the_current_build_is_told_and_never_a_rollback(priva
         await poll(lambda: all_waiting(client, list(runs)), "every run to wait for approval", timeout=120)
         for run_id in runs:  # the script's and `rein run`'s were let go of as their process ended: all follow b
             assert (await _build_of_run(client, run_id))[2] is False, run_id
-            said = await run_build(client.client, await client.client.get_workflow_handle(run_id).describe())
+            description = await client.client.get_workflow_handle(run_id).describe()
+            said = await run_build(client.client, description, await describe_queue(client.client, description.task_queue))
             assert said is not None and (said.build, said.deployment, said.polling) == ("b", deployment, True), said
         status = json.loads(shell.rein("deployment", "status", "--json").stdout)
         assert (status["current"], status["open_runs"], status["outages"]) == ("b", 5, []), status
