@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 """What a new build's promotion costs: the time from its worker's start to its being current, by open runs.
 
-A promotion replays the open runs that would move to the new build (rein.temporal.promotion) before it
-sets itself current. One dev server; build a (a versioned in-process worker) with N runs waiting for
-approval; then build b's worker starts and the clock runs until the deployment's current version is b.
-Each N runs on a deployment of its own, `--reps` times; the median and the spread are printed.
+A promotion has the new build's workers replay every open run that would move to it (rein.temporal.promotion:
+ReinReplayCheck, 50 runs per activity) before it sets itself current. One dev server; build a (a versioned
+in-process worker) with N runs waiting for approval; then build b's worker starts and the clock runs until the
+deployment's current version is b. Each N runs on a deployment of its own, `--reps` times; the median and the
+spread are printed.
 
-    python bench/promotion.py                  # N = 0, 50, 200
+    python bench/promotion.py                  # N = 0, 200, 1000
     python bench/promotion.py --runs 0 500 --reps 3
 """
 
@@ -19,6 +20,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -50,12 +52,17 @@ async def once(client: Client, runs: int) -> float:
     async with create_worker(client, [served], task_queue=queue, deployment=deployment, build_id="a"):
         while current_build_id(await describe(client, deployment)) != "a":
             await asyncio.sleep(0.05)
-        handles = await asyncio.gather(*(client.start_workflow("AgentWorkflow", {"agent": "promo", "prompt": "1+2"},
-                                                               id=f"promo-{uuid.uuid4().hex[:8]}", task_queue=queue)
-                                         for _ in range(runs)))
-        for handle in handles:  # each waits for approval
-            while (await handle.query("status"))["status"] != "waiting_approval":
-                await asyncio.sleep(0.05)
+        limit = asyncio.Semaphore(50)
+
+        async def started() -> Any:
+            async with limit:
+                return await client.start_workflow("AgentWorkflow", {"agent": "promo", "prompt": "1+2"},
+                                                   id=f"promo-{uuid.uuid4().hex[:8]}", task_queue=queue)
+
+        handles = await asyncio.gather(*(started() for _ in range(runs)))
+        waiting = f'TaskQueue = "{queue}" AND ReinStatus = "waiting_approval" AND ExecutionStatus = "Running"'
+        while (await client.count_workflows(waiting)).count < len(handles):  # each waits for approval
+            await asyncio.sleep(0.2)
         began = time.perf_counter()
         async with create_worker(client, [served], task_queue=queue, deployment=deployment, build_id="b"):
             while current_build_id(await describe(client, deployment)) != "b":
@@ -65,7 +72,7 @@ async def once(client: Client, runs: int) -> float:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, nargs="+", default=[0, 50, 200])
+    parser.add_argument("--runs", type=int, nargs="+", default=[0, 200, 1000])
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     disable_logging()

@@ -80,6 +80,9 @@ OLD_PATHS: dict[str, str] = {
     "rein.ops.inbox_web": "rein.web.inbox",
     "rein.ops.web": "rein.web.app",
     "rein.ops.web_auth": "rein.web.auth",
+    # ... and the deploy path before it was made smaller (0.5)
+    "rein.temporal.replay_check": "rein.temporal.promotion",
+    "rein.workflows.earlier_rules": "rein.workflows.window",
 }
 
 

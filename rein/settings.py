@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     identity: str = Field(default="", description=(
         "Who the CLI and scripts decide as (recorded as the approver; default USER@HOST)."))
 
+    # ---------------------------------------------------------------- deploys (docs/deploys.md)
+    promote_timeout_s: float = Field(default=300.0, gt=0, description=(
+        "How long a build's replay check of the runs that would move to it may take (a new build's promotion, "
+        "`rein deployment set-current`); past it the build is not made current. REIN_PROMOTE_REPLAYS, which "
+        "bounded earlier builds' check by a number of runs, is accepted and ignored: every run is checked."))
+
 
 def current() -> Settings:
     """The settings as the environment (and the settings file) give them now."""

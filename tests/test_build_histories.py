@@ -139,6 +139,13 @@ def test_any_other_build_id_starts_lean_asking_nothing():
         assert start_of(build_id, OLDEST_BUILD_AT - timedelta(days=400)) is Start.LEAN
 
 
+def test_the_table_covers_only_builds_before_runs_recorded_their_start():
+    """Since rein-recorded-start every run records how it started: the table of earlier builds never grows."""
+    from rein.workflows.window import ASKED_BUILDS, MARKED_BUILDS
+
+    assert (len(ASKED_BUILDS), len(MARKED_BUILDS)) == (10, 39)
+
+
 def test_this_build_is_not_in_the_table():
     """This build's own default build id starts lean: its runs record no marker for how they started."""
     from rein.temporal.deployment import default_build_id

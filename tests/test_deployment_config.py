@@ -72,3 +72,46 @@ def test_the_application_is_the_deployment_whatever_the_queue(monkeypatch: pytes
     assert worker_version(default=DEFAULT_DEPLOYMENT).deployment_name == "pay"
     monkeypatch.setenv("REIN_DEPLOYMENT", "none")
     assert worker_version(default=DEFAULT_DEPLOYMENT) is None
+
+
+def test_each_build_with_runs_waiting_and_no_worker_gets_its_line():
+    """The lines `rein deployment status` and `rein list --stuck` print (rein.ops.routing): the current build's runs
+    are moved by a rollback; a pinned build's by its workers or update-options; a build the server lists no
+    poller of says so rather than a time."""
+    from datetime import UTC, datetime
+
+    from rein.ops.routing import DeploymentState, VersionState
+
+    polled = datetime(2026, 12, 7, 10, 2, 11, tzinfo=UTC)
+    state = DeploymentState("pay", "b", None, 0.0, None, [
+        VersionState("b", "current", last_poll=polled, waiting=3),
+        VersionState("a", "draining", last_poll=None, waiting=2, last_current=polled),
+        VersionState("c", "inactive", last_poll=polled, polling=True, waiting=1)])
+    assert state.outages() == [
+        "deployment pay: the current build b has had no worker since 2026-12-07 10:02:11 UTC: its 3 open runs wait "
+        "(nothing changes by itself); start its workers again, or `rein deployment rollback` moves them to a",
+        "deployment pay: build a has had no worker listed (the server forgets a stopped one at once): 2 runs pinned to "
+        "it wait; start a worker of it (REIN_DEPLOYMENT=pay REIN_BUILD_ID=a), or let them follow the current build: "
+        "temporal workflow update-options --query 'TemporalWorkerDeploymentVersion=\"pay:a\"' "
+        "--versioning-override-behavior auto_upgrade"]
+    assert state.to_json()["open_runs"] == 3 and state.refusals() == []
+
+
+def test_a_check_blocks_on_runs_that_can_go_on_where_they_are_and_names_them():
+    """What keeps a build out (rein.temporal.promotion.Check): runs it cannot replay that go on where they are. A
+    stuck run, one older than the support window and one an earlier rein pinned are left, never blocking."""
+    from rein.temporal.promotion import Check, ReplayFailure, RunRef
+
+    nondeterminism = 'Nondeterminism error: [TMPRL1100] Local activity marker was unexpectedly found", source: x'
+    runs = [RunRef(f"r{i}", "x", "a") for i in range(6)] + [RunRef("stuck", "x", "a", stuck=True),
+                                                           RunRef("old", "x"), RunRef("pinned", "x", "p", pinned=True)]
+    check = Check(runs, len(runs), [ReplayFailure(r, nondeterminism) for r in runs[:5] + runs[6:7] + runs[8:]]
+                  + [ReplayFailure(runs[7], "this run was started ... older than this build's support window of 30 days")])
+    assert [f.run.workflow_id for f in check.left] == ["stuck", "pinned", "old"]
+    assert check.refusal(300) == (
+        "it cannot replay 5 of the 9 runs that would move to it: run r0 (nondeterminism: [TMPRL1100] Local activity "
+        "marker was unexpectedly found), also r1, r2, r3 and 1 more; see it with `rein replay --query "
+        "'WorkflowId=\"r0\"'`")
+    assert Check(runs, 8).refusal(300) == ("it replayed 8 of the 9 runs that would move to it within 300 s "
+                                          "(REIN_PROMOTE_TIMEOUT_S)")
+    assert Check(runs, 9, check.left).refusal(300) is None

@@ -35,6 +35,7 @@ KNOWN = {
     "PATCH_INBOX": "rein-inbox",  # rules before a wait, the waiting memo, the webhook
     "PATCH_TURN_WAIT": "rein-turn-wait",  # a turn's waiter hears it past its own receipt (a steer into a wait)
     "PATCH_STOP_TURN": "rein-stop-turn",  # a thread's turn stopped (rein.stop_turn, a page's stop button)
+    "PATCH_RECORDED_START": "rein-recorded-start",  # a run records how it started (rein.workflows.window)
 }
 """Patch constants as builds define them (f732bd2 and after): name -> id, never edited."""
 

@@ -200,7 +200,7 @@ async def test_a_bug_in_each_part_of_rein_waits_for_the_fix_with_nobody_acting(s
 
 def _current(stack: Stack, deployment: str) -> str | None:
     proc = stack.cli("deployment", "status", "--deployment", deployment, "--json")
-    return json.loads(proc.stdout)["current"] if proc.returncode == 0 else None
+    return json.loads(proc.stdout)["current"] if proc.returncode in (0, 9) else None  # 9: a build kept out (said)
 
 
 async def _pinned(client: ReinClient, run_id: str) -> tuple[str, str] | None:
@@ -224,7 +224,7 @@ async def test_a_fixed_build_carries_on_every_run_the_buggy_one_stopped(stack: S
 
     fixed = stack.worker(queue, REIN_BUILD_ID="fixed")
     await poll(lambda: _current(stack, deployment) == "fixed", "the fixed build to make itself current", timeout=60)
-    assert "build fixed is current (was buggy; it replayed the runs that move to it)" in fixed.log.read_text()
+    assert "build fixed is current (was buggy; it replayed the 4 runs that move to it)" in fixed.log.read_text()
     results = await asyncio.gather(*(outcome(client, run_id) for run_id in stuck))
     for (run_id, amount), result in zip(stuck.items(), results, strict=True):
         assert (result.status, result.output) == ("done", f"Paid {amount} on buggy")  # the tool's own answer
@@ -288,6 +288,11 @@ async def test_a_decision_for_a_run_whose_build_stopped_is_not_sent(stack: Stack
     assert proc.returncode == EXIT_NO_WORKER and proc.stderr.startswith("rein: no worker serves run"), proc.stderr
     assert proc.stderr.count("\n") == 1 and "build-a" in proc.stderr and "--wait" in proc.stderr
     assert (await client.status(run_id)).status == "waiting_approval"  # from its history
+    shown = " ".join((await asyncio.to_thread(stack.cli, "status", run_id)).stdout.split())
+    assert (f"build build-a of deployment {deployment} (pinned to it: its workers run their runs PINNED); no worker of it "
+            "has polled since ") in shown, shown
+    assert ("(workers of build build-b poll its queue: they do not serve it); what moves it: `temporal workflow "
+            f"update-options --workflow-id {run_id} --versioning-override-behavior auto_upgrade`") in shown, shown
 
     stack.worker(queue, REIN_BUILD_ID="build-a", REIN_VERSIONING="pinned")
     await poll(lambda: client.worker_serves(run_id), f"{run_id}'s build to serve it again", timeout=60)
@@ -367,11 +372,34 @@ async def test_a_new_build_that_cannot_replay_an_open_run_stays_out_of_the_routi
     await poll(lambda: status_is(client, run_id, "waiting_approval"), f"{run_id} to wait for approval", timeout=120)
 
     c = stack.worker(queue, REIN_BUILD_ID="c", DEPLOY_BUILD="old")
-    line = f"rein deployment {deployment}: build c is not current: it cannot replay run {run_id} (nondeterminism: "
+    line = (f"rein deployment {deployment}: build c is not current: it cannot replay 1 of the 1 runs that would move to "
+            f"it: run {run_id} (nondeterminism: ")
     await poll(lambda: line in c.log.read_text(), "the new build to refuse its promotion", timeout=60)
     said = next(entry for entry in c.log.read_text().splitlines() if line in entry)
     assert f"see it with `rein replay --query 'WorkflowId=\"{run_id}\"'`; it serves only runs pinned to it" in said
     assert _current(stack, deployment) == "b"
+    status = await asyncio.to_thread(stack.cli, "deployment", "status", "--deployment", deployment)
+    assert status.returncode == 9, status.stdout  # a build that cannot take the runs: said where people look
+    assert (f"deployment {deployment}: build c is not current: it cannot replay 1 of the 1 runs that would move to it: "
+            f"run {run_id} (nondeterminism: ") in status.stdout.replace("\n", ""), status.stdout
     await client.approve(run_id, wait=True)
     assert (await outcome(client, run_id)).output == "Paid 41 on b"
     c.stop()
+
+
+async def test_a_check_that_runs_out_of_time_keeps_the_build_out(stack: Stack, client: ReinClient):
+    """REIN_PROMOTE_TIMEOUT_S bounds a new build's check: one that has not replayed every run by then is not
+    current, and says how far it got, in its log and in `rein deployment status` (exit 9)."""
+    queue = f"slow-{uuid.uuid4().hex[:6]}"
+    deployment = deployment_of(queue)
+    stack.worker(queue, REIN_BUILD_ID="a")
+    await poll(lambda: _current(stack, deployment) == "a", "the first build to make itself current", timeout=60)
+    runs = [await start(client, "deploy-pay-ask", queue, amount) for amount in (1, 2)]
+    await poll(lambda: all_waiting(client, runs), "a's runs to wait for approval", timeout=120)
+    b = stack.worker(queue, REIN_BUILD_ID="b", REIN_PROMOTE_TIMEOUT_S="0.05")
+    line = f"rein deployment {deployment}: build b is not current: it replayed 0 of the 2 runs that would move to it within 0.05 s"
+    await poll(lambda: line in b.log.read_text(), "the new build to say it ran out of time", timeout=60)
+    status = await asyncio.to_thread(stack.cli, "deployment", "status", "--deployment", deployment)
+    assert status.returncode == 9 and _current(stack, deployment) == "a", status.stdout
+    assert "build b is not current: it replayed 0 of the 2 runs that would move to it within 0.05 s" in status.stdout
+    b.stop()

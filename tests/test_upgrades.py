@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
+import rein.workflows.loop as loop
 import rein.workflows.window as window
 from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.client import ReinClient, connect
@@ -176,10 +178,12 @@ async def test_a_run_older_than_the_window_fails_its_task_with_one_line(server: 
 
     client = await connect(server.address)
     queue = "outside-window"
-    async with Worker(client, task_queue=queue, plugins=[ReinPlugin(agents=[agent()])], build_id=OLD_MD5):
-        handle = await client.start_workflow("AgentWorkflow", {"agent": "windowed", "prompt": "1 + 2?"}, id=queue,
-                                             task_queue=queue)
-        await wait_status(handle, "waiting_approval")
+    with monkeypatch.context() as earlier:  # a build from before runs recorded how they started (no marker)
+        earlier.setattr(loop, "first_start", lambda: window.start_of(OLD_MD5, workflow.info().start_time))
+        async with Worker(client, task_queue=queue, plugins=[ReinPlugin(agents=[agent()])], build_id=OLD_MD5):
+            handle = await client.start_workflow("AgentWorkflow", {"agent": "windowed", "prompt": "1 + 2?"}, id=queue,
+                                                 task_queue=queue)
+            await wait_status(handle, "waiting_approval")
     monkeypatch.setattr(window, "OLDEST_BUILD_AT", datetime.now(UTC) + timedelta(days=1))
     async with Worker(client, task_queue=queue, plugins=[ReinPlugin(agents=[agent()])], max_cached_workflows=0):
         await handle.signal("approve", {})

@@ -7,9 +7,13 @@ script run after a stopped `rein worker` gets its run at once, and never takes t
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +167,48 @@ def test_on_a_server_without_worker_deployments_the_default_worker_is_unversione
     finally:
         default.stop()
         server.stop()
+
+
+@pytest.mark.parametrize("leave", ["exit 7", "ctrl-c"])
+async def test_a_rein_run_beside_a_worker_of_another_build_never_waits_on_its_own(server, tmp_path, leave):
+    """`rein worker` of build `other` is current; `rein run` of the same agent serves its run as its own build while
+    it runs, then leaves at the approval (no terminal: exit 7; at the prompt: Ctrl-C). It lets go of the run as it
+    leaves: the run follows the current build, so `rein approve` is applied by the worker there, not queued for
+    the build that left."""
+    from tests.support.terminal import Terminal
+
+    env = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_DEPLOYMENT", "REIN_BUILD_ID")}
+    env.update(TEMPORAL_ADDRESS=server.address, DEPLOY_DIR=str(tmp_path), TERM="xterm")
+    worker = WorkerProcess(server.address, ["tests.agents.deploys:pay_ask"], DEFAULT_TASK_QUEUE, tmp_path / "w.log",
+                           REIN_BUILD_ID="other", DEPLOY_DIR=str(tmp_path))
+    del worker.args[2:4]  # `rein worker --agent ...`: the default queues and deployment
+    client = await connect(server.address)
+    rein = [str(Path(sys.executable).parent / "rein")]
+    try:
+        worker.start()
+        await poll(lambda: _is_current(client, "other"), "the worker's build to be current", timeout=60)
+        argv = [*rein, "run", "tests.agents.deploys:pay_ask", "x 5"]
+        if leave == "exit 7":
+            ran = subprocess.run(argv, cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=120,
+                                 stdin=subprocess.DEVNULL)
+            assert ran.returncode == 7, ran.stderr
+            said = ran.stderr
+        else:
+            term = Terminal(argv, env, ROOT)
+            try:
+                await asyncio.to_thread(term.expect, "Approve? [y/N]:")
+                term.type(b"\x03")
+                assert await asyncio.to_thread(term.wait) == 130, term.text
+            finally:
+                term.close()
+            said = term.text
+        run_id = re.search(r"run (pay-ask-\w+|deploy-pay-ask-\w+) waits", said).group(1)  # type: ignore[union-attr]
+        info = (await client.client.get_workflow_handle(run_id).describe()).raw_description.workflow_execution_info
+        assert info.versioning_info.versioning_override.auto_upgrade, info.versioning_info  # let go of
+        approved = subprocess.run([*rein, "approve", run_id], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                                  timeout=120, stdin=subprocess.DEVNULL)
+        assert approved.returncode == 0, approved.stderr  # applied by the current build's worker, not queued
+        outcome = await asyncio.wait_for(client.outcome(client.handle(run_id)), 120)
+        assert (outcome.status, outcome.output) == ("done", "Paid 5 on other")
+    finally:
+        worker.stop()

@@ -775,15 +775,21 @@ def first_task_flags(path: Path) -> list[int]:
 def test_the_stored_approval_histories_are_the_lean_generations():
     """v8: a lean start recorded as a workflow logic flag (the previous build); v9: a lean start with no flag
     and no describe marker, its first wait behind the rein-waiting-timer patch (a marker); v10: the inbox's
-    rein-inbox patch too (the rules asked before the approval wait, an activity; the waiting memo)."""
-    assert [p.name for p in STORED_HISTORIES] == ["agent_approval_v10.json", "agent_approval_v8.json",
-                                                  "agent_approval_v9.json"]
-    v10, v8, v9 = STORED_HISTORIES
+    rein-inbox patch too (the rules asked before the approval wait, an activity; the waiting memo); v11: the run's
+    start recorded (rein-recorded-start)."""
+    assert [p.name for p in STORED_HISTORIES] == ["agent_approval_v10.json", "agent_approval_v11.json",
+                                                  "agent_approval_v8.json", "agent_approval_v9.json"]
+    v10, v11, v8, v9 = STORED_HISTORIES
     assert first_task_flags(v8) and markers(v8) == [] and patches_in(v8) == set()
     assert first_task_flags(v9) == [] and markers(v9) == ["core_patch"]
     assert patches_in(v9) == {"rein-waiting-timer"}
     assert patches_in(v10) == {"rein-waiting-timer", "rein-inbox"}
     assert markers(v10) == ["core_patch", "core_patch"]  # the rules are asked by an activity (events, no marker)
+    # v11: the run records how it started, first thing (rein.workflows.window reads it back on replay)
+    assert patches_in(v11) == {"rein-recorded-start", "rein-waiting-timer", "rein-inbox"}
+    assert markers(v11) == ["core_patch", "core_patch", "core_patch"]
+    first = next(e for e in json.loads(v11.read_text())["events"] if "markerRecordedEventAttributes" in e)
+    assert int(first["eventId"]) == 5  # the first command of the first workflow task
     memos = [e for e in json.loads(v10.read_text())["events"] if "workflowPropertiesModifiedEventAttributes" in e]
     assert len(memos) == 4  # each of the two waits shows in the memo, and the memo clears when it ends
 

@@ -132,12 +132,13 @@ async def test_long_run_publishes_its_final_counters_with_its_status(dev, ids):
     assert (attrs.get(REIN_STATUS), attrs.get(REIN_ITERATIONS), attrs.get(REIN_TOKENS)) == ("done", 10, 20)
     events = (await handle.fetch_history()).events
     upserts = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
-    # The counter rule is the only one (rein-timed-counters retired): no patch marker and no
-    # TemporalChangeVersion upsert.
-    assert not any(e.marker_recorded_event_attributes.marker_name == "core_patch" for e in events)
+    # The counter rule is the only one (rein-timed-counters retired): the one patch is the run's recorded start.
+    assert [e.marker_recorded_event_attributes.marker_name for e in events
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED] == ["core_patch"]
     fields = [events[i].upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
               for i in upserts]
-    assert all("TemporalChangeVersion" not in f for f in fields)
+    assert [json.loads(f["TemporalChangeVersion"].data) for f in fields if "TemporalChangeVersion" in f] == [
+        ["rein-recorded-start"]]
     assert [json.loads(fields[-1][k].data) for k in ("ReinStatus", "ReinIterations")] == ["done", 10]
     # No two upserts in one workflow task (nothing but commands between them).
     for a, b in zip(upserts, upserts[1:]):
@@ -163,11 +164,14 @@ async def test_a_short_run_records_no_counter_patch(dev, ids):
                for e in events if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
     statuses = [json.loads(u["ReinStatus"].data) for u in upserts if "ReinStatus" in u]
     assert statuses == ["waiting_approval", "cancelled"]  # a plain client's lean run publishes first when it waits
-    # The only patches are the inbox's and the waiting timer's, asked at the first wait (markers, Temporal's upserts).
+    # The only patches are the recorded start's, then the inbox's and the waiting timer's, asked at the first wait
+    # (markers, Temporal's upserts).
     assert [e.marker_recorded_event_attributes.marker_name for e in events
-            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED] == ["core_patch", "core_patch", "core_local_activity"]
-    assert [json.loads(u["TemporalChangeVersion"].data) for u in upserts if "TemporalChangeVersion" in u] == [
-        ["rein-inbox"], ["rein-inbox", "rein-waiting-timer"]]
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED] == [
+        "core_patch", "core_patch", "core_patch", "core_local_activity"]
+    assert [sorted(json.loads(u["TemporalChangeVersion"].data)) for u in upserts if "TemporalChangeVersion" in u] == [
+        ["rein-recorded-start"], ["rein-inbox", "rein-recorded-start"],
+        ["rein-inbox", "rein-recorded-start", "rein-waiting-timer"]]
     attrs = (await handle.describe()).typed_search_attributes
     assert (attrs.get(REIN_STATUS), attrs.get(REIN_ITERATIONS)) == ("cancelled", 1)
 

@@ -41,12 +41,11 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.session import Session, Stage
     from rein.core.threads import SendRequest
 
-from rein.workflows.earlier_rules import closes_completed
 from rein.workflows.handlers import AgentHandlers
 from rein.workflows.options import DESCRIBE_TIMEOUT, describe_agent, final_error
 from rein.workflows.patches import PATCH_FAILED_STATUS
 from rein.workflows.what_if import WhatIf
-from rein.workflows.window import start_of
+from rein.workflows.window import closes_completed, first_start
 
 
 class AgentLoop(AgentHandlers):
@@ -151,8 +150,7 @@ class AgentLoop(AgentHandlers):
         """Validate the input, learn the agent, build the Session; the loop's config and start time. First of
         all, which build started the run (rein.workflows.window): a run older than the support window fails
         this workflow task here, before any command, with the one line OutsideWindow says."""
-        info = workflow.info()
-        self.first = start_of(info.get_current_build_id(), info.start_time)
+        self.first = first_start()
         if len(args) != 1:
             raise ApplicationError(
                 f"AgentWorkflow takes exactly one input, got {len(args)}. Expected JSON like "
@@ -254,7 +252,7 @@ class AgentLoop(AgentHandlers):
         self.readers.detach()  # stream readers drain the rest once the run has closed
         await self._settle()
         if self.status == "cancelled" and self.agent is not None and not closes_completed(self):
-            await self._close_canceled()  # f732bd2's cancelled runs closed COMPLETED (rein.workflows.earlier_rules)
+            await self._close_canceled()  # f732bd2's cancelled runs closed COMPLETED (rein.workflows.window)
         return self.final.model_dump(mode="json")
 
     async def _close_canceled(self) -> None:

@@ -28,7 +28,7 @@ PATCH_FAILED_STATUS = "rein-failed-status"
 publish ReinStatus=failed (one extra local activity on that path only)."""
 
 PATCH_TIMED_COUNTERS = "rein-timed-counters"
-"""Asked only by runs of f732bd2, where its counter rule asked it (rein.workflows.earlier_rules); every
+"""Asked only by runs of f732bd2, where its counter rule asked it (rein.workflows.window); every
 other run refreshes counters by workflow time. Retired when f732bd2 leaves the window (2026-12-31)."""
 
 PATCH_DESCRIBED_FIRST = "rein-described-first"
@@ -68,3 +68,7 @@ PATCH_STOP_TURN = "rein-stop-turn"
 is cut, a wait for a person is settled (approvals denied, questions and client tools answered that the turn stopped)
 and the turn ends with stop reason `stopped` before its next model call. Asked when a stop takes effect: turns
 nobody stops record no marker."""
+PATCH_RECORDED_START = "rein-recorded-start"
+"""Since this patch every run records, in its first activation, that this build's rules started it (a marker):
+a replay reads it back instead of the build id its first task recorded (rein.workflows.window), so the table of
+earlier builds' ids never grows. A later change of how runs start is a new id."""

@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.contract import FORK_MEMO, SEARCH_KEYS, RunOutcome, RunStatusView
     from rein.core.summaries import details_for
 
-from rein.workflows import earlier_rules
+from rein.workflows import window
 
 if TYPE_CHECKING:
     from rein.workflows.state import RunState
@@ -45,7 +45,7 @@ class Publisher:
         self.details = ""
         """The current details as last set (the UI's summary of where the run is)."""
         self.timed_counters: bool | None = None
-        """A run of f732bd2 (rein.workflows.earlier_rules): workflow.patched(PATCH_TIMED_COUNTERS), once asked."""
+        """A run of f732bd2 (rein.workflows.window): workflow.patched(PATCH_TIMED_COUNTERS), once asked."""
 
     def status_view(self) -> RunStatusView:
         run = self.run
@@ -104,8 +104,8 @@ class Publisher:
 
     def finishing(self) -> None:
         """The loop ends: the last iteration's counters go with the final status, but in a run of f732bd2's
-        where its rule published them on their own (rein.workflows.earlier_rules)."""
-        if self.progressed and earlier_rules.untimed_counters(self.run) and not earlier_rules.folds_final_publish(self):
+        where its rule published them on their own (rein.workflows.window)."""
+        if self.progressed and window.untimed_counters(self.run) and not window.folds_final_publish(self):
             self.publish_progress(ending=True)
 
     def publish(self, ending: bool = False) -> None:
@@ -152,8 +152,8 @@ class Publisher:
     def _counters_due(self, view: RunStatusView, ending: bool) -> bool:
         """Refresh the counters now (the status is unchanged)? At most every COUNTER_EVERY iterations and
         COUNTER_SECONDS of workflow time; the last ones go with the final status."""
-        if earlier_rules.untimed_counters(self.run):
-            return earlier_rules.counters_due(self, view, ending)
+        if window.untimed_counters(self.run):
+            return window.counters_due(self, view, ending)
         return view.iteration % COUNTER_EVERY == 0 and workflow.time() - self.counters_at >= COUNTER_SECONDS
 
     def search_updates(self, view: RunStatusView, counters: bool) -> tuple[list[Any], dict[str, Any]]:

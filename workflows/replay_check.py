@@ -1,12 +1,9 @@
-"""ReinReplayCheck: asks one build whether it replays a list of runs (a rollback's proof, docs/deploys.md).
-
-A client starts it pinned to the build it asks (a versioning override), so its activity runs on a worker
-of that build, which replays each run's history with its own code (rein.temporal.replay_check). One
-activity, no other commands.
-"""
+"""ReinReplayCheck: started pinned to a build, it has that build's workers replay runs, `chunk` per activity, side by
+side (rein.temporal.promotion); the `progress` query says how many were checked and which did not replay."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -18,9 +15,22 @@ with workflow.unsafe.imports_passed_through():
 
 @workflow.defn(name=REPLAY_CHECK_WORKFLOW_TYPE)
 class ReplayCheckWorkflow:
+    def __init__(self) -> None:
+        self.checked, self.failed = 0, list[list[str]]()
+
     @workflow.run
-    async def run(self, runs: list[list[str]]) -> list[list[str]]:
-        """`runs`: [workflow id, run id] pairs; the answer: [workflow id, run id, why] for each that does not replay."""
-        return await workflow.execute_activity(
+    async def run(self, runs: list[list[str]], chunk: int = 0) -> list[list[str]]:
+        """`runs`: [workflow id, run id]; the answer: [workflow id, run id, why] of each that does not replay."""
+        size = chunk or len(runs) or 1
+        await asyncio.gather(*(self._replay(runs[i:i + size]) for i in range(0, len(runs), size)))
+        return self.failed
+
+    async def _replay(self, runs: list[list[str]]) -> None:
+        self.failed += await workflow.execute_activity(
             REPLAY_CHECK, runs, result_type=list[list[str]], start_to_close_timeout=timedelta(minutes=5),
             retry_policy=RetryPolicy(maximum_attempts=3), summary=f"replay {len(runs)} runs")
+        self.checked += len(runs)
+
+    @workflow.query(name="progress")
+    def progress(self) -> list:
+        return [self.checked, self.failed]

@@ -62,7 +62,7 @@ EXIT_CODES = {
     EXIT_RUN_FAILED: "the run failed, was terminated or timed out",
     EXIT_NEEDS_PERSON: "`rein run` without a terminal stopped at an interrupt; the run waits",
     EXIT_NO_WORKER: "no worker serves the run: the decision was not sent (--wait waits for one)",
-    EXIT_NOT_REPLAYABLE: "`rein replay`: a history does not replay with this code",
+    EXIT_NOT_REPLAYABLE: "`rein replay`: a history does not replay with this code; `rein deployment`: a build cannot take the runs",
     EXIT_CANCELLED: "`rein result`/`watch`: the run was cancelled (the line gives the reason)",
     EXIT_QUEUED: "queued: the decision was sent, no worker has taken the run; not applied yet (--wait waits for that)",
     EXIT_EVAL_BELOW: "`rein eval --fail-under`: fewer recorded runs match than the bar asks",

@@ -14,6 +14,7 @@ from rein.cli.app import (
     RunId,
     RunStatusChoice,
     app,
+    err_console,
     escape,
     out_console,
     print_json,
@@ -37,8 +38,9 @@ def list_(
     schedule: Annotated[str | None, typer.Option("--schedule", help="Only runs this schedule started (rein schedule).")] = None,
     eval_of: Annotated[str | None, typer.Option("--eval-of", help="Only what-if runs of this recorded run (rein eval).")] = None,
     evals: Annotated[bool, typer.Option("--evals", help="List what-if runs of `rein eval` too (hidden by default).")] = False,
-    stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs whose workflow task keeps failing, "
-                                        "with the error (they wait for a fixed build).")] = False,
+    stuck: Annotated[bool, typer.Option("--stuck", help="Only open runs that cannot go on without an operator: their "
+                                        "workflow task keeps failing (they wait for a fixed build), or their build has "
+                                        "no worker.")] = False,
     address: Address = None,
     namespace: Namespace = None,
     as_json: JsonFlag = False,
@@ -47,8 +49,6 @@ def list_(
     from rein.ops.runs import list_runs
 
     if stuck:
-        from rein.cli.deploy import list_stuck
-
         return list_stuck(agent, limit, address, namespace, as_json)
     rows = with_client(address, namespace,
                         lambda client: list_runs(client, status.value if status else None, agent, limit, fork_of, tenant,
@@ -127,3 +127,36 @@ def status(
         return
     render_detail(out_console(), detail, steps=False)
 
+
+def list_stuck(agent: str | None, limit: int, address: str | None, namespace: str | None, as_json: bool) -> None:
+    """`rein list --stuck`: open runs that cannot go on without an operator. Those whose workflow task keeps failing
+    (with the error), and those that wait on a build no worker serves (each deployment's outage line on stderr, so
+    `--json` stays the list)."""
+    from rein.ops.stuck import stuck_runs, unserved
+
+    async def read(client: Any) -> tuple[list[Any], tuple[list[str], list[Any]]]:
+        return await stuck_runs(client.client, agent, limit), await unserved(client.client, limit)
+
+    failing, (outages, waiting) = with_client(address, namespace, read)
+    rows = failing + [row for row in waiting if agent in (None, row.agent) and row.id not in {r.id for r in failing}]
+    for line in outages:
+        err_console().print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
+    if as_json:
+        print_json([row.to_json() for row in rows])
+        return
+    console = out_console()
+    if not rows:
+        console.print("[dim]no stuck runs[/]")
+        return
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for name in ("id", "agent", "stopped at", "attempt", "error", "age"):
+        table.add_column(name, no_wrap=name in ("id", "attempt"), overflow="fold")
+    now = datetime.now(UTC)
+    for row in rows:
+        table.add_row(escape(row.id), escape(row.agent), escape(row.last_status), str(row.attempt or "-"),
+                      escape(row.error[:300]), age(now - row.started))
+    console.print(table)
+    console.print("[dim]These runs are open and lose nothing: deploy a build that fixes the error, or start a worker of "
+                  "the build they wait for, and they carry on.[/]")

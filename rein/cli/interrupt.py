@@ -4,9 +4,10 @@ The `rein` console script installs the handler before anything else is imported 
 an agent's module), so a Ctrl-C during imports is the same one line as one at a prompt or while a
 stream is printed. The handler leaves at once (`os._exit` after flushing): a durable run lives on the
 server, and nothing this process holds needs tearing down (the shared embedded server counts its users
-by a lock the kernel drops). A command says what the line should say with `fate(...)`, updated as its
-run moves on (started, paused for a person, resumed). A command that must ask the server before it can
-say (a decision under way: was it sent?) takes SIGINT back for that while with `graceful()`.
+by a lock the kernel drops) but what a command registered with `on_leave` (bounded). A command says
+what the line should say with `fate(...)`, updated as its run moves on (started, paused for a person,
+resumed). A command that must ask the server before it can say (a decision under way: was it sent?)
+takes SIGINT back for that while with `graceful()`.
 
 Standard library only: this module is imported before anything else.
 """
@@ -23,6 +24,7 @@ from typing import Any
 EXIT_INTERRUPTED = 130
 _fate = ""
 _installed = False
+_leaving: list[Any] = []
 
 
 def install() -> None:
@@ -36,6 +38,12 @@ def fate(text: str) -> None:
     """What the Ctrl-C line says from now on, after `rein: interrupted: ` (empty: nothing more)."""
     global _fate
     _fate = text
+
+
+def on_leave(hook: Any) -> None:
+    """Call `hook()` (bounded, never raising) as Ctrl-C ends the process: what must not wait for a person's next
+    command (the engine letting go of the runs it pinned to its build: rein.durable.engine_versioning)."""
+    _leaving.append(hook)
 
 
 def line() -> str:
@@ -65,6 +73,9 @@ def _on_ctrl_c(signum: int, frame: Any) -> None:
     start = "\x1b[?25h\n" if _isatty(2) else ""
     with contextlib.suppress(OSError):
         os.write(2, f"{start}{line()}\n".encode())
+    for hook in _leaving:
+        with contextlib.suppress(Exception):
+            hook()
     os._exit(EXIT_INTERRUPTED)
 
 

@@ -110,7 +110,10 @@ def render_detail(console: Console, detail: RunDetail, *, steps: bool) -> None:
         header.add_row("error", f"[red]{escape(detail.error)}[/]")
     if detail.output:
         header.add_row("output", escape(detail.output))
-    if detail.served is False and detail.closed is None:
+    if detail.build is not None and detail.closed is None:  # which build it waits for, and what moves it
+        header.add_row("build", ("" if detail.build.polling else "[yellow]") + escape(detail.build.line())
+                       + ("" if detail.build.polling else "[/]"))
+    elif detail.served is False and detail.closed is None:
         state = "state as the run published it" if detail.source == "published" else "state replayed from its history"
         header.add_row("worker", f"[yellow]none serves it[/] (queue {escape(detail.task_queue or '?')}; {state}): "
                        "start `rein worker --agent MODULE:ATTR` for its agent")

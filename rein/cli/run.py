@@ -180,6 +180,7 @@ class DurableDriver:
         from rein.durable import engine
 
         self.eng = await engine.engine()
+        interrupt.on_leave(self.eng.routing.let_go)  # Ctrl-C: the run follows the current build, not this process's
         key = self.eng.register(self.target)
         self.run_id = engine.new_workflow_id(self.target)
         self.client = ReinClient(self.eng.client)  # lives on the engine's loop: every call goes through eng.submit

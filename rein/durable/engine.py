@@ -74,7 +74,7 @@ class Engine:
         self._retiring: dict[str, asyncio.Future[None]] = {}
         """Task queue → the shutdown of a dropped agent's worker: no new worker may poll it until it ends."""
         self._watched: weakref.WeakSet[Agent] = weakref.WeakSet()
-        self.routing: StartRouting
+        self.routing = StartRouting(None, None)
         """The deployment version this process's workers poll as, and where its runs start (engine_versioning)."""
 
     @classmethod
@@ -107,6 +107,7 @@ class Engine:
         without a timeout (here its exit comes once the thread has ended). Calls still waiting are
         cancelled: their callers get an error instead of waiting forever (and holding up exit)."""
         async def shutdown() -> None:
+            await self.routing.release()  # the runs pinned to this process's build follow the current one
             workers, self.workers = list(self.workers.values()), {}
             stopping = [*(w.shutdown() for w in workers), *self._retiring.values()]  # dropped agents' too
             with contextlib.suppress(TimeoutError):
@@ -266,7 +267,7 @@ class Engine:
             search_attributes=await start_search_attributes(self.client, agent_key.split("#", 1)[0], tenant=tenant),
             priority=run_priority(tenant, priority),
             request_eager_start=True,  # this engine's own worker takes the first workflow task at once
-            versioning_override=await self.routing.override(self.task_queue(agent_key)),
+            versioning_override=await self.routing.override(self.task_queue(agent_key), workflow_id),
         )
 
     async def wait(self, handle: WorkflowHandle, request: WaitRequest) -> RunResult:

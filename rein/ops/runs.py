@@ -9,6 +9,7 @@ The CLI renders these; nothing here prints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from rein.core.ir import ToolCall, Usage
 from rein.core.result import Interrupt, Step
 from rein.core.summaries import tool_summary
 from rein.core.threads import THREAD_MEMO
+from rein.ops.run_build import RunBuild, run_build
 from rein.temporal import history
 from rein.temporal.run_status import status_of
 
@@ -233,6 +235,8 @@ class RunDetail:
     """The run's tenant (Temporal fairness key, ReinTenant)."""
     turns: int | None = None
     """A conversation thread's turns so far (its `usage` is then every turn's, not the last one's)."""
+    build: RunBuild | None = None
+    """Open runs of a versioned queue: the build the run waits for (rein.ops.run_build)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -258,6 +262,7 @@ class RunDetail:
             "source": self.source,
             "task_queue": self.task_queue,
             "fork_of": self.fork_of,
+            "build": self.build.to_json() if self.build else None,
         }
 
 
@@ -265,8 +270,13 @@ async def _running(client: ReinClient, run_id: str, description: Any, detail: Ru
     """An open run's detail: from the worker that serves it, else its published state (no replay), else history."""
     published = published_status(description)
     try:
-        serving = await history.polled(client.client, description.task_queue,  # described just now
-                                       history.pinned_build(description), current=True)
+        queue = await history.describe_queue(client.client, description.task_queue)
+    except RPCError:
+        queue = None
+    serving = history.polled_in(queue, history.pinned_build(description), current=True) if queue is not None else True
+    with contextlib.suppress(RPCError):  # which build it waits for: said when the server says
+        detail.build = await run_build(client.client, description, queue) if queue is not None else None
+    try:
         raw, detail.served = await history.answer(client.client, run_id, "status", serving=serving,
                                                   published=published)
         view: RunStatusView | None = None if raw is published else RunStatusView.model_validate(raw)

@@ -1,5 +1,6 @@
-"""Stuck runs: open runs whose workflow task keeps failing (a bug in workflow-side code, a
-nondeterminism error after a deploy). They lose nothing and wait for a fixed build.
+"""Stuck runs: open runs that cannot go on without an operator. Those whose workflow task keeps failing (a bug in
+workflow-side code, a nondeterminism error after a deploy: they lose nothing and wait for a fixed build), and those
+that wait on a build no worker serves (`unserved`).
 
 Temporal marks them itself: after `system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute`
 failed attempts in a row (server >= 1.28) a run gets the search attribute
@@ -110,3 +111,36 @@ async def last_task_error(client: Client, ref: ExecutionRef) -> str:
         if not token:
             break
     return ""
+
+
+async def unserved(client: Client, limit: int = 50) -> tuple[list[str], list[StuckRun]]:
+    """Runs that wait on a build no worker serves (rein.ops.routing), and each such build's outage line."""
+    from temporalio.api.workflowservice.v1 import ListWorkerDeploymentsRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from rein.ops.routing import deployment_state
+
+    lines: list[str] = []
+    rows: list[StuckRun] = []
+    token = b""
+    while True:
+        try:
+            page = await client.workflow_service.list_worker_deployments(ListWorkerDeploymentsRequest(
+                namespace=client.namespace, next_page_token=token))
+        except RPCError as err:
+            if err.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
+                return lines, rows  # no worker deployments on this namespace
+            raise
+        for summary in page.worker_deployments:
+            state = await deployment_state(client, summary.name)
+            for version in [v for v in state.versions if v.waiting and not v.polling] if state else []:
+                assert state is not None
+                lines.append(state.outage(version))
+                why = f"waits for build {version.build_id} of deployment {state.name}: {version.workers()}"
+                rows += [StuckRun(run.id, str((run.search_attributes.get("ReinAgent") or [""])[0]),
+                                  str((run.search_attributes.get("ReinStatus") or ["running"])[0]), [], 0, why,
+                                  run.start_time)
+                         async for run in client.list_workflows(state.waiting_query(version), limit=limit)]
+        token = page.next_page_token
+        if not token:
+            return lines, rows

@@ -282,9 +282,15 @@ async def polled(client: Client, queue: str, build: tuple[str, str] | None = Non
     has one. `besides`: a worker identity not counted. For what a person is told (a query, a decision not sent),
     never to route anything."""
     try:
-        described = await _describe_queue(client, queue)
+        described = await describe_queue(client, queue)
     except RPCError:
         return True
+    return polled_in(described, build, besides=besides, current=current)
+
+
+def polled_in(described: Any, build: tuple[str, str] | None = None, *, besides: str | None = None,
+              current: bool = False) -> bool:
+    """`polled`, from the queue's DescribeTaskQueue answer."""
     routed = described.versioning_info.current_deployment_version
     if build is None and current and routed.build_id:
         build = (routed.deployment_name, routed.build_id)
@@ -295,17 +301,38 @@ async def polled(client: Client, queue: str, build: tuple[str, str] | None = Non
 
 async def live_pollers(client: Client, queue: str) -> list[Any]:
     """The workers (PollerInfo) that polled `queue` for workflow tasks within POLLER_FRESH_S (REIN_POLLER_FRESH_S)."""
-    return _fresh((await _describe_queue(client, queue)).pollers)
+    return _fresh((await describe_queue(client, queue)).pollers)
 
 
-async def _describe_queue(client: Client, queue: str) -> Any:
+async def describe_queue(client: Client, queue: str) -> Any:
     return await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
         namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
 
 
 def _fresh(pollers: Any) -> list[Any]:
-    since = time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
-    return [p for p in pollers if p.last_access_time.ToSeconds() > since]
+    return [p for p in pollers if p.last_access_time.ToSeconds() > fresh_since()]
+
+
+def fresh_since() -> float:
+    """The time (epoch seconds) after which a poll means a live worker (POLLER_FRESH_S, REIN_POLLER_FRESH_S)."""
+    return time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
+
+
+async def queue_pollers(client: Client, queue: str, kind: Any = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                        build: tuple[str, str] | None = None) -> list[Any]:
+    """Every poller the server lists on `queue` (fresh or not), or those of the version `build`."""
+    described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind))
+    return [p for p in described.pollers if build in (None, (p.deployment_options.deployment_name,
+                                                            p.deployment_options.build_id))]
+
+
+async def version_pollers(client: Client, described: Any) -> list[Any]:
+    """The pollers the server lists of a Worker Deployment version (DescribeWorkerDeploymentVersion's answer), on
+    each of its task queues: when each last polled says whether its workers live."""
+    version = described.worker_deployment_version_info.deployment_version
+    return [p for q in described.version_task_queues for p in await queue_pollers(
+        client, q.name, q.type, (version.deployment_name, version.build_id))]
 
 
 def _timedelta(seconds: float) -> Any:

@@ -47,8 +47,7 @@ from rein.temporal.deployment import (
     with_default_behavior,
     worker_version,
 )
-from rein.temporal.promotion import promote, replayer_of
-from rein.temporal.replay_check import ReplayCheckActivity
+from rein.temporal.promotion import ReplayCheckActivity, promote, replayer_of
 from rein.temporal.sandbox import PURE_MODULES, SANDBOX_PASSTHROUGH, sandbox_runner  # noqa: F401  (public here too)
 from rein.temporal.storage import INLINE_LIMIT, max_payload_bytes, prune_periodically
 from rein.tracing.interceptors import with_tracing
@@ -218,8 +217,7 @@ class ReinPlugin(SimplePlugin):
         self.replay_check.replayer = replayer_of(worker)
         if self.agents is None or versioned is None or self.version is None or not self.make_current:
             return await super().run_worker(worker, next)  # unversioned, not rein's, or the user's own config
-        promotion = promoting(worker.client, versioned.version, self.replay_check.replayer, self.behavior,
-                              self.promotion)
+        promotion = promoting(worker.client, versioned.version, self.behavior, self.promotion)
         try:
             await super().run_worker(worker, next)
         finally:
@@ -281,14 +279,14 @@ _PROMOTIONS: dict[str, asyncio.Future[bool]] = {}
 """Each version's promotion in this process: a `rein worker` runs a Worker per queue, and promotes once."""
 
 
-def promoting(client: Client, version: WorkerDeploymentVersion, replayer: Any, behavior: Any, policy: str
-              ) -> asyncio.Future[bool]:
+def promoting(client: Client, version: WorkerDeploymentVersion, behavior: Any, policy: str) -> asyncio.Future[bool]:
     """This process's one promotion of `version` (rein.temporal.promotion), started by its first Worker."""
     key = version.to_canonical_string()
     if key not in _PROMOTIONS or _PROMOTIONS[key].cancelled():
-        _PROMOTIONS[key] = asyncio.ensure_future(promote(client, version, replayer, behavior, policy,
+        _PROMOTIONS[key] = asyncio.ensure_future(promote(client, version, behavior, policy,
                                                          queues=lambda: _QUEUES.get(key, set())))
     return _PROMOTIONS[key]
+
 
 
 async def promoted(version: WorkerDeploymentVersion) -> bool | None:

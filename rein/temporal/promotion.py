@@ -1,51 +1,33 @@
-"""A new build promotes itself once, after proving it replays the runs it would take over.
+"""A build replays every run that would move to it before it takes them: a new build's promotion, an operator's move.
 
-As a versioned worker starts (REIN_PROMOTE=new, the default), a build that was never current nor ramping
-becomes the deployment's current version, so a deploy needs no second step. First it replays, with its
-own workflows, sandbox and converter, the histories of the open runs that would move to it: the current
-version's AUTO_UPGRADE runs, the unversioned runs on its queues (an earlier, unversioned rein), and the
-runs an earlier rein pinned by default (below); stuck runs first, then the newest, at most REIN_PROMOTE_REPLAYS
-(200). A run it cannot replay stops the promotion: one line (run, first mismatch, the command that shows
-it), and the build serves only the runs pinned to it. Replicas of one build all try once; the routing's
-conflict token lets one through and the others see it done. Nothing here runs again later.
-
-Runs that a rein build from before AUTO_UPGRADE (no rein metadata on its version) pinned by default are
-moved with the promotion: each one this build replays gets the AUTO_UPGRADE override, so it carries on
-here instead of waiting for a build its operator has replaced. Runs pinned by choice (REIN_VERSIONING=pinned,
-or an operator's override) stay where they are.
+`check` starts ReinReplayCheck pinned to the build: CHUNK runs per activity, spread over its workers, bounded by
+REIN_PROMOTE_TIMEOUT_S. A run it cannot replay blocks the build unless it cannot go on where it is either (its task
+keeps failing there, it is older than the support window) or an earlier rein pinned it (it stays pinned): those are
+named and left as they are. A new build promotes itself once, with the routing's conflict token; its replicas share
+one check (its workflow id). docs/deploys.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
-from collections.abc import Callable
-from dataclasses import dataclass
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client
-from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.common import PinnedVersioningOverride, VersioningBehavior, WorkerDeploymentVersion, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
-from rein.temporal.deployment import (
-    current_build_id,
-    describe,
-    describe_version,
-    mark_version,
-    override_run,
-    rein_metadata,
-    set_current,
-    version_queues,
-    was_routed,
-)
+from rein.core.contract import PROBLEMS, REPLAY_CHECK, REPLAY_CHECK_WORKFLOW_TYPE
+from rein.temporal import deployment as d
 
-PROOF_LIMIT = 200
-"""How many open runs a promotion replays at most (REIN_PROMOTE_REPLAYS): stuck runs first, then the newest."""
-REGISTER_TIMEOUT_S = 60.0
-"""How long a new version may take to register its queues with the server before it can be made current."""
-
+CHUNK, PROGRESS_S, REGISTER_TIMEOUT_S = 50, 10.0, 60.0
 log = logging.getLogger("rein.deployment")
 
 
@@ -53,6 +35,9 @@ log = logging.getLogger("rein.deployment")
 class RunRef:
     workflow_id: str
     run_id: str
+    build: str = ""  # the version its last workflow task ran on
+    stuck: bool = False  # its task keeps failing where it is
+    pinned: bool = False  # pinned by an earlier rein: it moves only if the build replays it
 
 
 @dataclass(frozen=True)
@@ -60,176 +45,194 @@ class ReplayFailure:
     run: RunRef
     error: str
 
+    @property
+    def left(self) -> bool:
+        return self.run.stuck or self.run.pinned or "support window" in self.error
+
     def line(self) -> str:
-        """`run ID (why)` on one line: a nondeterminism error's own sentence when there is one."""
         why = " ".join(self.error.split()) or "?"
         if "Nondeterminism error:" in why:
             why = "nondeterminism: " + why.split("Nondeterminism error:", 1)[1].split('", source')[0].strip()
         return f"run {self.run.workflow_id} ({why[:300]})"
 
 
+@dataclass
+class Check:
+    runs: list[RunRef]
+    checked: int = 0
+    failures: list[ReplayFailure] = field(default_factory=list)
+
+    @property
+    def blocking(self) -> list[ReplayFailure]:
+        return [f for f in self.failures if not f.left]
+
+    @property
+    def left(self) -> list[ReplayFailure]:
+        return [f for f in self.failures if f.left]
+
+    def refusal(self, timeout: float) -> str | None:
+        """Why the build cannot take the runs, or None."""
+        if self.checked < len(self.runs):
+            return (f"it replayed {self.checked} of the {len(self.runs)} runs that would move to it within {timeout:g} s "
+                    "(REIN_PROMOTE_TIMEOUT_S)")
+        if not (blocking := self.blocking):
+            return None
+        also = ", ".join(f.run.workflow_id for f in blocking[1:4]) + (f" and {len(blocking) - 4} more" if len(blocking) > 4 else "")
+        return (f"it cannot replay {len(blocking)} of the {len(self.runs)} runs that would move to it: {blocking[0].line()}"
+                + (f", also {also}" if also else "")
+                + f"; see it with `rein replay --query 'WorkflowId=\"{blocking[0].run.workflow_id}\"'`")
+
+    def record(self, refusal: str | None, **more: Any) -> dict[str, Any]:
+        """What the version's metadata keeps (`rein deployment status`)."""
+        said = f"{len(self.left)} runs it cannot replay are left as they are: {', '.join(f.line() for f in self.left[:3])}"
+        return {"at": datetime.now(UTC).isoformat(), "runs": len(self.runs), "checked": self.checked, "refused": refusal,
+                "left": said[:1000] if self.left else "", "left_ids": [f.run.workflow_id for f in self.left[:20]], **more}
+
+
 def replayer_of(worker: Any) -> Replayer:
-    """A Replayer with the worker's own workflows, sandbox and converter: what decides whether it can take a run."""
+    """The worker's own workflows, sandbox and converter: what decides whether it can take a run."""
     config = worker.config(active_config=True)
     return Replayer(workflows=config["workflows"], workflow_runner=config["workflow_runner"],
                     data_converter=worker.client.data_converter, namespace=worker.client.namespace,
                     workflow_failure_exception_types=config.get("workflow_failure_exception_types") or [])
 
 
-async def replay_failures(client: Client, replayer: Replayer, runs: list[RunRef], *,
-                          first_only: bool = False) -> list[ReplayFailure]:
-    """The runs of `runs` whose histories this code does not replay (`first_only`: stop at the first); runs that
-    closed and were deleted meanwhile are skipped."""
-    failures: list[ReplayFailure] = []
-    for run in runs:
-        try:
-            history = await client.get_workflow_handle(run.workflow_id, run_id=run.run_id).fetch_history()
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                continue
-            raise
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        if result.replay_failure is not None:
-            failures.append(ReplayFailure(run, str(result.replay_failure)))
-            if first_only:
-                break
-    return failures
+class ReplayCheckActivity:
+    """The activity a versioned worker serves; `replayer` is the worker's own, set as it starts running."""
+
+    def __init__(self) -> None:
+        self.replayer: Replayer | None = None
+
+    @activity.defn(name=REPLAY_CHECK)
+    async def replay_check(self, runs: list[list[str]]) -> list[list[str]]:
+        """[workflow id, run id, why] of each run this code does not replay (in one replay worker)."""
+        if self.replayer is None:
+            raise RuntimeError("this worker has not started yet")  # retried: it will have
+        client = activity.client()
+
+        async def fetch(run: list[str]) -> Any:
+            try:
+                return await client.get_workflow_handle(run[0], run_id=run[1]).fetch_history()
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                return None  # deleted meanwhile: nothing to replay
+
+        fetched = {id(h): (h, run) for h, run in zip(await asyncio.gather(*map(fetch, runs)), runs, strict=True) if h}
+        async with self.replayer.workflow_replay_iterator(_each(fetched)) as results:
+            return [[*fetched[id(r.history)][1], str(r.replay_failure)] async for r in results if r.replay_failure]
 
 
-def proof_limit() -> int:
-    try:
-        return max(int(os.environ.get("REIN_PROMOTE_REPLAYS", PROOF_LIMIT)), 0)
-    except ValueError:
-        raise ValueError("REIN_PROMOTE_REPLAYS must be a number of runs") from None
+async def _each(fetched: dict[int, Any]) -> Any:
+    for history, _ in fetched.values():
+        yield history
 
 
-async def list_runs(client: Client, query: str, limit: int) -> list[RunRef]:
-    """Open runs matching `query`: stuck ones first, then the newest, at most `limit`."""
-    found: list[RunRef] = []
-    for extra in ("TemporalReportedProblems IS NOT NULL", "TemporalReportedProblems IS NULL"):
-        if len(found) >= limit:
-            break
-        async for run in client.list_workflows(f'ExecutionStatus = "Running" AND ({query}) AND {extra}',
-                                               limit=limit - len(found)):
-            found.append(RunRef(run.id, run.run_id))
+async def check(client: Client, version: WorkerDeploymentVersion, runs: list[RunRef], *, timeout: float,
+                progress: Callable[[Check], Awaitable[None]] | None = None, workflow_id: str | None = None) -> Check:
+    """`version`'s workers replay `runs`, within `timeout` s (`progress` told every PROGRESS_S)."""
+    found, of = Check(runs), {(r.workflow_id, r.run_id): r for r in runs}
+    if not runs:
+        return found
+    handle = await client.start_workflow(
+        REPLAY_CHECK_WORKFLOW_TYPE, args=[[[r.workflow_id, r.run_id] for r in runs], CHUNK],
+        id=workflow_id or f"rein-replay-check-{uuid.uuid4().hex[:12]}", execution_timeout=timedelta(seconds=timeout),
+        task_queue=(await d.version_queues(client, version.deployment_name, version.build_id))[0],
+        versioning_override=PinnedVersioningOverride(version), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary=f"does build {version.build_id} replay {len(runs)} runs?")
+
+    def take(checked: int, failed: list[list[str]]) -> None:
+        # A replica's check of the same build may list a run started meanwhile: it is known by its ids alone.
+        found.checked, found.failures = checked, [ReplayFailure(of.get((w, r), RunRef(w, r)), why) for w, r, why in failed]
+
+    answer, deadline = asyncio.ensure_future(handle.result()), asyncio.get_running_loop().time() + timeout
+    while not answer.done() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.wait({answer}, timeout=min(PROGRESS_S, deadline - asyncio.get_running_loop().time()))
+        if not answer.done():
+            with contextlib.suppress(Exception):  # not answered yet: the progress so far stays
+                take(*await handle.query("progress"))
+            if progress is not None:
+                await progress(found)
+    if answer.done() and answer.exception() is None:
+        take(len(runs), answer.result())
+    answer.cancel()
     return found
 
 
-async def runs_that_move(client: Client, deployment: str, current: str | None, queues: list[str],
-                         limit: int) -> list[RunRef]:
-    """The open runs that follow the deployment's current version when it changes: AUTO_UPGRADE runs of the
-    current version, and unversioned runs on the new version's queues (an earlier, unversioned rein)."""
-    clauses = [f'TaskQueue = "{q}" AND TemporalWorkerDeploymentVersion IS NULL' for q in queues]
-    if current is not None:
-        clauses.append(f'TemporalWorkerDeploymentVersion = "{deployment}:{current}" AND '
-                       f'TemporalWorkflowVersioningBehavior = "AutoUpgrade"')
-    return await list_runs(client, " OR ".join(f"({c})" for c in clauses), limit) if clauses else []
+async def _running(client: Client, query: str, pinned: bool = False) -> list[RunRef]:
+    return [RunRef(run.id, run.run_id, str((run.search_attributes.get("TemporalWorkerDeploymentVersion") or [""])[0])
+                   .partition(":")[2], bool(run.search_attributes.get(PROBLEMS)), pinned)
+            async for run in client.list_workflows(f'ExecutionStatus = "Running" AND ({query})')]
 
 
-async def pinned_by_an_earlier_rein(client: Client, deployment: str, build_id: str, limit: int) -> list[RunRef]:
-    """Open runs PINNED to other versions of the deployment that a rein build from before AUTO_UPGRADE wrote
-    no metadata for (their runs were pinned by rein's default then, not by anyone's choice)."""
-    found: dict[str, list[RunRef]] = {}
-    async for run in client.list_workflows(
-            f'ExecutionStatus = "Running" AND TemporalWorkerDeployment = "{deployment}" AND '
-            f'TemporalWorkflowVersioningBehavior = "Pinned" AND '
-            f'TemporalWorkerDeploymentVersion != "{deployment}:{build_id}"', limit=limit):
-        version = str((run.search_attributes.get("TemporalWorkerDeploymentVersion") or [""])[0])
-        found.setdefault(version.partition(":")[2], []).append(RunRef(run.id, run.run_id))
-    earlier = []
-    for build, runs in found.items():
-        if build and rein_metadata(await describe_version(client, deployment, build)) is None:
-            earlier.extend(runs)
-    return earlier
+async def runs_that_move(client: Client, deployment: str, queues: list[str]) -> list[RunRef]:
+    """What follows the current version when it changes: the deployment's AUTO_UPGRADE runs, and unversioned runs on
+    `queues` (an earlier, unversioned rein)."""
+    clauses = [f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior = "AutoUpgrade"',
+               *(f'TaskQueue = "{q}" AND TemporalWorkerDeploymentVersion IS NULL' for q in queues)]
+    return await _running(client, " OR ".join(f"({c})" for c in clauses))
 
 
-def replay_command(run: RunRef) -> str:
-    return f"rein replay --query 'WorkflowId=\"{run.workflow_id}\"'"
+async def pinned_by_an_earlier_rein(client: Client, deployment: str) -> list[RunRef]:
+    """Open runs pinned to versions with no rein metadata: rein before AUTO_UPGRADE pinned them by default."""
+    pinned = await _running(client, f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior'
+                                    f' = "Pinned" AND WorkflowType != "{REPLAY_CHECK_WORKFLOW_TYPE}"', pinned=True)
+    earlier = {b for b in {r.build for r in pinned} if d.rein_metadata(await d.describe_version(client, deployment, b)) is None}
+    return [r for r in pinned if r.build in earlier]
 
 
-async def promote(client: Client, version: WorkerDeploymentVersion, replayer: Replayer, behavior: VersioningBehavior,
+async def promote(client: Client, version: WorkerDeploymentVersion, behavior: VersioningBehavior,
                   policy: str = "new", queues: Callable[[], set[str]] = set) -> bool:
-    """Once, as a versioned worker starts: mark the version as rein's, and make it current when it is new (or the
-    deployment has none; policy "manual": only then), after replaying the runs that would move. `queues`: the
-    task queues this process polls as the version, which the server must list before it is proven. True if
-    it made the version current."""
-    deadline = asyncio.get_running_loop().time() + REGISTER_TIMEOUT_S
-    while True:  # the version exists once its first poll registered it: wait for that, bounded
+    """Once, as a versioned worker starts: mark the version as rein's; make it current when it is new (or the
+    deployment has none; "manual": only then) and can take the runs. `queues`: what this process polls."""
+    from rein.settings import current as settings
+
+    loop, (name, build) = asyncio.get_running_loop(), (version.deployment_name, version.build_id)
+    deadline, kind = loop.time() + REGISTER_TIMEOUT_S, next(n for n, b in d.BEHAVIORS.items() if b == behavior)
+    while True:  # the version exists once its first poll registered it
         try:
-            await mark_version(client, version, behavior)
+            await d.write_metadata(client, version, behavior=kind, replay_check=1)
             break
         except RPCError as err:
-            if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION,
-                                  RPCStatusCode.RESOURCE_EXHAUSTED) or asyncio.get_running_loop().time() > deadline:
-                log.warning("rein deployment %s: could not record build %s's metadata: %s", version.deployment_name,
-                            version.build_id, err.message)
+            if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION) or loop.time() > deadline:
+                log.warning("rein deployment %s: build %s's metadata not written: %s", name, build, err.message)
                 return False
             await asyncio.sleep(0.2)
-    described = await describe(client, version.deployment_name)
-    current = current_build_id(described)
-    if described is None or current == version.build_id:
+    described = await d.describe(client, name)
+    current, manager = d.current_build_id(described), described.worker_deployment_info.manager_identity if described else ""
+    if described is None or current == build or manager not in ("", client.identity) or d.was_routed(described, build) \
+            or (policy != "new" and d.was_routed(described)):
+        return False  # nothing to do; a routing manager of its own; a build started again; promotion by hand
+    while not queues() <= set(registered := await d.version_queues(client, name, build)) and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    earlier = await pinned_by_an_earlier_rein(client, name)
+    runs, timeout = [*await runs_that_move(client, name, registered), *earlier], settings().promote_timeout_s
+    log.info("rein deployment %s: build %s replays the %d runs that would move to it first", name, build, len(runs))
+    found = await check(client, version, runs, timeout=timeout, progress=lambda c: _told(client, version, c),
+                        workflow_id=f"rein-promotion-{name}-{build}")
+    refusal, left = found.refusal(timeout), "; " + found.record(None)["left"] if found.left else ""
+    await d.write_metadata(client, version, check=found.record(refusal))
+    if refusal:
+        log.warning("rein deployment %s: build %s is not current: %s%s; it serves only runs pinned to it (`rein "
+                    "deployment set-current %s` routes new runs here anyway)", name, build, refusal, left, build)
         return False
-    if described.worker_deployment_info.manager_identity not in ("", client.identity):
-        log.info("rein deployment %s: routed by %s: build %s waits for it", version.deployment_name,
-                 described.worker_deployment_info.manager_identity, version.build_id)
-        return False
-    if was_routed(described, version.build_id) or (policy != "new" and was_routed(described)):
-        return False  # a build started again (a drain, a restart, a rollback's leftover) or promotion by hand
-    limit = proof_limit()
-    registered = await _registered(client, version, queues, deadline)
-    moving = await runs_that_move(client, version.deployment_name, current, registered, limit)
-    earlier = await pinned_by_an_earlier_rein(client, version.deployment_name, version.build_id, limit)
-    failures = await replay_failures(client, replayer, [*moving, *earlier], first_only=True)
-    if failures:
-        failure = failures[0]
-        log.warning("rein deployment %s: build %s is not current: it cannot replay %s; see it with `%s`; it serves "
-                    "only runs pinned to it (`rein deployment set-current %s` routes new runs here anyway)",
-                    version.deployment_name, version.build_id, failure.line(), replay_command(failure.run),
-                    version.build_id)
-        return False
-    if not await _switch(client, version, described.conflict_token, current, deadline):
-        return False
-    for run in earlier:
-        await override_run(client, run.workflow_id, run.run_id, None)
-        log.info("rein deployment %s: run %s follows the current build now (an earlier rein had pinned it)",
-                 version.deployment_name, run.workflow_id)
+    try:
+        await d.set_current(client, version, conflict_token=described.conflict_token, ignore_missing_task_queues=True)
+    except RPCError as err:
+        if err.status != RPCStatusCode.FAILED_PRECONDITION:
+            raise
+        return False  # the routing changed since it was read: another replica or an operator decided
+    log.info("rein deployment %s: build %s is current (%s; it replayed the %d runs that move to it%s)", name, build,
+             f"was {current}" if current else "the first", len(runs), left)
+    for run in set(earlier) - {f.run for f in found.failures}:
+        await d.override_run(client, run.workflow_id, run.run_id, None)
+        log.info("rein deployment %s: run %s follows the current build now (an earlier rein had pinned it)", name,
+                 run.workflow_id)
     return True
 
 
-async def _registered(client: Client, version: WorkerDeploymentVersion, queues: Callable[[], set[str]],
-                      deadline: float) -> list[str]:
-    """The version's workflow task queues once every queue this process polls is among them (bounded)."""
-    while True:
-        registered = await version_queues(client, version.deployment_name, version.build_id)
-        if queues() <= set(registered) or asyncio.get_running_loop().time() > deadline:
-            return registered
-        await asyncio.sleep(0.2)
-
-
-async def _switch(client: Client, version: WorkerDeploymentVersion, token: bytes, current: str | None,
-                  deadline: float) -> bool:
-    """set-current with the conflict token: another replica's promotion (or an operator's change) meanwhile wins."""
-    missing_ok = False
-    while True:
-        try:
-            await set_current(client, version, conflict_token=token, ignore_missing_task_queues=missing_ok)
-            log.info("rein deployment %s: build %s is current (%s; it replayed the runs that move to it)",
-                     version.deployment_name, version.build_id, f"was {current}" if current else "the first")
-            return True
-        except RPCError as err:
-            if err.status == RPCStatusCode.FAILED_PRECONDITION and "conflict" in err.message.lower():
-                return False  # the routing changed since it was read: someone else decided
-            if "missing active task queues" in err.message and not missing_ok:
-                # Queues the current version's workers polled that this build does not (yet): a rolling deploy's
-                # other workers. Say so and go on: those queues' new runs wait for this build's workers there.
-                log.warning("rein deployment %s: build %s is current, but the workers of the version before it poll "
-                            "queues it does not (yet); their new runs go to unversioned workers until this build's "
-                            "workers poll them (the server: %s)", version.deployment_name, version.build_id, err.message)
-                missing_ok = True
-                continue
-            if asyncio.get_running_loop().time() > deadline:
-                log.warning("rein deployment %s: build %s is not current: %s; make it current with `rein deployment "
-                            "set-current %s`", version.deployment_name, version.build_id, err.message, version.build_id)
-                return False
-            await asyncio.sleep(0.5)  # a queue of this version is not registered yet
-
+async def _told(client: Client, version: WorkerDeploymentVersion, found: Check) -> None:
+    log.info("rein deployment %s: build %s replayed %d of the %d runs that would move to it (%d do not)",
+             version.deployment_name, version.build_id, found.checked, len(found.runs), len(found.failures))
+    with contextlib.suppress(RPCError):
+        await d.write_metadata(client, version, check=found.record(None, checking=True))

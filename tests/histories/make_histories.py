@@ -29,6 +29,8 @@ the current code must still replay (via workflow.patched).
       v1-v7 (described first) and v8 (a logic flag) drain on their own builds (docs/deploys.md)
   v10: the inbox (patch rein-inbox, a marker at the first wait): before the approval wait the rules are asked
       (activity rein.policy_check), each wait shows in the memo (rein.waiting, removed when it ends)
+  v11: the run records how it started (patch rein-recorded-start, a marker in its first task), read back on
+      replay instead of the build id (rein.workflows.window)
 
 agent_extensions_v<N>.json: an agent with middleware, hooks, an event handler and
 compaction (steps run whole on the worker, rein.compact), with one approval.
@@ -121,7 +123,7 @@ from rein.core.compaction import SlidingWindow
 from rein.testing import start_local
 
 HERE = Path(__file__).parent
-CURRENT = "agent_approval_v10.json"
+CURRENT = "agent_approval_v11.json"
 EXTENSIONS = "agent_extensions_v2.json"
 CANCEL = "agent_cancel_v5.json"
 CANCEL_SIGNAL = "agent_cancel_signal_v2.json"
