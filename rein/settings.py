@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SECRET = {"secret": True}
@@ -40,8 +40,31 @@ class Settings(BaseSettings):
         "Serve without sign-in (loopback only; every page says so)."))
     web_token_name: str = Field(default="", description=(
         "Who the shared token (REIN_CODEC_TOKEN) is, as recorded on decisions (default: `token`)."))
-    identity: str = Field(default="", description=(
-        "Who the CLI and scripts decide as (recorded as the approver; default USER@HOST)."))
+    identity: str = Field(default_factory=lambda: user_at_host(), description=(
+        "Who the CLI and scripts decide as: the approver recorded on their decisions and the identity of the "
+        "Temporal client `rein.client.connect()` makes (default USER@HOST)."))
+
+    # ---------------------------------------------------------------- rules (rein policy)
+    rules_recheck_s: float = Field(default=3.0, ge=0, le=600, description=(
+        "After a rule is added, how long the policy workflow's activity waits before it tells the waiting runs a "
+        "second time (a run whose wait reached visibility late is told then)."))
+
+    @field_validator("identity", mode="after")
+    @classmethod
+    def _someone(cls, value: str) -> str:
+        return value.strip()[:256] or user_at_host()
+
+
+def user_at_host() -> str:
+    """The person at this machine, as `rein` names them by default: the login name and the host (never a process)."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
 
 
 def current() -> Settings:

@@ -57,3 +57,21 @@ may decide the calls), and while it waits its memo says what for (`rein.waiting`
 visibility) and a webhook tells people (activity rein.notify_waiting, when the worker has one). Asked as a wait
 begins (runs that never wait record no marker), and before a described-first run's describe_agent local activity
 (rein.workflows.start: a patch asked right after a local activity may be asked where a replay has not seen it)."""
+
+PATCH_BOUND_DECISIONS = "rein-bound-decisions"
+"""Since this patch a decision belongs to the batch of tool calls it was made for (rein.core.machine: Decision.batch):
+a later batch that repeats a call id (LiteLLM's `call_0` in every turn) waits for its own decision. Asked only when
+a new batch repeats the id of a call decided earlier (runs without such a repeat record no marker); runs recorded
+before it replay with the earlier rule (the decision carried over)."""
+
+PATCH_CLIENT_PROVENANCE = "rein-client-provenance"
+"""Since this patch a run ignores the `rule` and `via` fields a client sends with a decision: "decided by a rule" is
+recorded only from the run's own rule check (rein.core.policy via rein.workflows.inbox), and a decision naming a rule
+no longer skips the approver check. Asked only when a decision carries one of them (rein's own clients send
+neither); runs recorded before it replay as they took them."""
+
+PATCH_RULES_REACH_RUNS = "rein-rules-reach-runs"
+"""ReinPolicy's, not AgentWorkflow's: since this patch an added rule that allows or denies is told to the waiting runs
+it may decide by an activity of the policy workflow (rein.rules_changed, retried by Temporal), each run then asking
+its rules again itself; before it, the client that added the rule decided them (rein.durable.policy's sweep).
+Asked as such a rule is added; the policy workflows recorded before it replay without the activity."""

@@ -151,10 +151,11 @@ def render_decisions(console: Console, rows: list[Any]) -> None:
     from rich.table import Table
 
     table = Table(title="decisions", title_justify="left")
-    for name in ("call", "tool", "decision", "by", "at"):
+    for name in ("call", "tool", "decision", "by", "at", "reason"):
         table.add_column(name, overflow="fold")
     for r in rows:
-        table.add_row(escape(r.call_id), escape(r.tool), r.decision, escape(r.by), r.at[:19].replace("T", " "))
+        table.add_row(escape(r.call_id), escape(r.tool), r.decision, escape(r.by), r.at[:19].replace("T", " "),
+                      escape(r.reason))
     console.print(table)
 
 

@@ -53,6 +53,29 @@ def files_agent(name: str, **config: Any) -> Agent:
                  config=LoopConfig(permission="ask", **config))
 
 
+async def rules_heard(client: Any, run_id: str, version: int, timeout: float = 60) -> None:
+    """Until the run's own rule check (rein.policy_check) has read the rules of version `version` or later: what a rule
+    added while it waits does to it is done then. Bounded; fails naming what never came."""
+    from temporalio.api.enums.v1 import EventType
+
+    from rein.core.policy import POLICY_CHECK
+    from tests.support.waiting import poll
+
+    async def heard() -> bool:
+        events = list((await client.get_workflow_handle(run_id).fetch_history()).events)
+        checks = {e.event_id for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                  and e.activity_task_scheduled_event_attributes.activity_type.name == POLICY_CHECK}
+        for e in events:
+            done = e.activity_task_completed_event_attributes
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and done.scheduled_event_id in checks:
+                [verdicts] = await client.data_converter.decode(done.result.payloads)
+                if any(v.get("version", 0) >= version for v in verdicts):
+                    return True
+        return False
+
+    await poll(heard, f"{run_id}'s rule check to read version {version}", timeout, interval=0.2)
+
+
 # --------------------------------------------------------------------------- an identity provider, `rein serve`
 
 
