@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from rein.cli.app import Address, CliError, Namespace, app, connect_client, load_agent_target
+from rein.cli.app import EXIT_USAGE, Address, CliError, Namespace, app, connect_client, load_agent_target
 
 UI_VAR = "REIN_UI_URL"
 
@@ -58,8 +58,12 @@ def serve(
 
     import uvicorn
 
+    from rein.temporal.bearer import BearerAuth
     from rein.web.app import build
 
+    why = BearerAuth.from_env().misconfigured()
+    if why is not None:
+        raise CliError(why, EXIT_USAGE)
     agents = [load_agent_target(a) if ":" in a else a for a in agent or []]
 
     listening = _listen(host, port)

@@ -79,6 +79,10 @@ async def rules_heard(client: Any, run_id: str, version: int, timeout: float = 6
 # --------------------------------------------------------------------------- an identity provider, `rein serve`
 
 
+AUDIENCE = "rein-inbox"
+"""The audience the identity provider's tokens are for, as `rein serve` is told (REIN_CODEC_JWT_AUDIENCE)."""
+
+
 class IdentityProvider:
     """A JWKS endpoint with one RSA key, as an identity provider publishes it, and JWTs signed with that key."""
 
@@ -113,8 +117,8 @@ class IdentityProvider:
 
         import jwt
 
-        return jwt.encode({"sub": "ops@example.com", "exp": int(time.time()) + 600, **claims}, key or self.key,
-                          algorithm="RS256", headers={"kid": "idp-1"})
+        return jwt.encode({"sub": "ops@example.com", "aud": AUDIENCE, "exp": int(time.time()) + 600, **claims},
+                          key or self.key, algorithm="RS256", headers={"kid": "idp-1"})
 
     def close(self) -> None:
         self.server.shutdown()
@@ -132,7 +136,8 @@ def start_serve(log: Any, address: str, queue: str, idp: IdentityProvider, token
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("REIN_CODEC")}
-    env.update(REIN_CODEC_JWKS_URL=idp.url, REIN_CODEC_TOKEN=token, REIN_TASK_QUEUE=queue, PYTHONUNBUFFERED="1")
+    env.update(REIN_CODEC_JWKS_URL=idp.url, REIN_CODEC_JWT_AUDIENCE=AUDIENCE, REIN_CODEC_TOKEN=token,
+               REIN_TASK_QUEUE=queue, PYTHONUNBUFFERED="1")
     rein_bin = str(Path(sys.executable).parent / "rein")
     root = Path(__file__).resolve().parent.parent.parent
     with open(log, "wb") as out:
