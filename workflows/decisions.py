@@ -163,8 +163,10 @@ class Decisions:
             if not decision.tool_call_ids:
                 raise Misfit("tool_call_ids is empty: name the calls to decide")
             missing = next((i for i in decision.tool_call_ids if i not in undecided), None)
+            if missing is not None and missing not in pending:
+                raise Misfit(f"no pending tool call with id {missing[:80]!r}; the run now waits on {self.waits_on()}")
             if missing is not None:
-                raise Misfit(f"stale: call {missing[:80]} is not one the run waits on; it now waits on {self.waits_on()}")
+                raise Misfit(f"stale: call {missing[:80]} is decided already; the run now waits on {self.waits_on()}")
         if decision.tool_call_id is not None and decision.tool_call_id not in pending:
             raise Misfit(f"no pending tool call with id {decision.tool_call_id!r}; the run now waits on {self.waits_on()}")
         if decision.tool_call_id is None and decision.tool_call_ids is None and not undecided:

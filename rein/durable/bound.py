@@ -101,14 +101,16 @@ class BoundDecisions(DecisionDelivery):
                             tool_call_ids: Sequence[str] | None = None, wait: str | bool | None = None,
                             view: RunStatusView | None = None) -> tuple[dict[str, Any], RunStatusView]:
         """An approval's or denial's `wait` and calls, and the run's status they were read from (`view`, or read
-        now): what the caller named, else the wait the run is in and exactly the calls it waits on (none named when
-        the run waits for nobody: it refuses the decision and says what it is doing)."""
+        now): what the caller named; else the wait the run is in, and (no call named) exactly the calls it waits on.
+        None is named when the run waits for nobody: it refuses the decision and says what it is doing."""
         wait_id, _ = wait_and_flag(wait, False)
         view = view if view is not None else await self.status(run_id)
         payload: dict[str, Any] = {"tool_call_id": tool_call_id, "wait": wait_id,
                                    "tool_call_ids": list(tool_call_ids) if tool_call_ids is not None else None}
-        if tool_call_id is None and tool_call_ids is None and wait_id is None and view.wait is not None:
-            payload.update(wait=view.wait, tool_call_ids=list(view.waiting_on))
+        if wait_id is None and view.wait is not None:
+            payload["wait"] = view.wait
+            if tool_call_id is None and tool_call_ids is None:
+                payload["tool_call_ids"] = list(view.waiting_on)
         return {k: v for k, v in payload.items() if v is not None}, view
 
     async def answer(self, run_id: str, text: str, approver: str | None = None, *, wait: str | bool | None = None,
