@@ -117,7 +117,8 @@ class IdentityProvider:
 
         import jwt
 
-        return jwt.encode({"sub": "ops@example.com", "aud": AUDIENCE, "exp": int(time.time()) + 600, **claims},
+        payload = {"sub": "ops@example.com", "aud": AUDIENCE, "exp": int(time.time()) + 600, **claims}
+        return jwt.encode({k: v for k, v in payload.items() if v is not None},  # a claim given as None: left out
                           key or self.key, algorithm="RS256", headers={"kid": "idp-1"})
 
     def close(self) -> None:
