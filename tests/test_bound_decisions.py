@@ -289,3 +289,37 @@ def _patches(history: Any) -> set[str]:
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and marker.marker_name == "core_patch":
             found |= {json.loads(p.data)["id"] for p in marker.details["patch-data"].payloads}
     return found
+
+
+# ---------------------------------------------------------------- stored histories (tests/histories/make_histories.py)
+
+HISTORIES = ROOT / "tests" / "histories"
+
+
+def _stored(name: str) -> dict[str, Any]:
+    return json.loads((HISTORIES / name).read_text())
+
+
+@pytest.mark.parametrize("name", ["agent_decisions_v1.json", "agent_decisions_v2.json"])
+async def test_runs_recorded_before_and_after_bound_decisions_replay(name: str, dev) -> None:  # noqa: ANN001
+    """v1 (the build before): the approval of the first `call_0` ran the second without asking, and the `via` the
+    client sent was recorded; v2: the second waited for its own approval, the `via` ignored. Both replay here, each
+    as it was recorded (the patches read the history)."""
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal import ReinPlugin
+    from rein.temporal.history import replay_history
+
+    data = _stored(name)
+    history = WorkflowHistory.from_json("agent-decisions", data)
+    replayer = Replayer(workflows=[], plugins=[ReinPlugin(agents=[])])
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+    signals = [e for e in data["events"] if "workflowExecutionSignaledEventAttributes" in e]
+    bound = "rein-bound-decisions" in _patches(history)
+    assert (len(signals), bound, "rein-client-provenance" in _patches(history)) == (
+        (1, False, False) if name.endswith("v1.json") else (2, True, True))
+    replayed = await replay_history(dev.client, "agent-decisions", history)
+    session = rein.Session.model_validate(replayed.query("session"))  # what `rein show` reads of the run
+    assert [(d.via, d.batch) for d in session.decisions] == ([("inbox", 2)] if not bound else [("", 1), ("", 2)])

@@ -33,6 +33,9 @@ KNOWN = {
     "PATCH_THREAD_MEMO": "rein-thread-memo",  # a thread started by a stock tool marks itself
     "PATCH_CLIENT_TOOLS": "rein-client-tools",  # a thread turn's client tools (AG-UI frontend tools)
     "PATCH_INBOX": "rein-inbox",  # rules before a wait, the waiting memo, the webhook
+    "PATCH_BOUND_DECISIONS": "rein-bound-decisions",  # a decision belongs to its batch (call ids repeat)
+    "PATCH_CLIENT_PROVENANCE": "rein-client-provenance",  # a client's `rule`/`via` ignored
+    "PATCH_RULES_REACH_RUNS": "rein-rules-reach-runs",  # ReinPolicy: an added rule told to the waiting runs
 }
 """Patch constants as builds define them (f732bd2 and after): name -> id, never edited."""
 

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import VersioningBehavior
 
@@ -180,3 +181,24 @@ async def rein_cli(address: str, *argv: str) -> tuple[int, str, str]:
     return process.returncode or 0, out.decode(), err.decode()
 
 
+
+
+@pytest.mark.parametrize("name", ["policy_v1.json", "policy_v2.json"])
+async def test_policy_workflows_recorded_before_and_after_the_rules_reached_runs_replay(name: str) -> None:
+    """v1: the build before (a rule reached waiting runs through the client's sweep): updates and memo upserts only;
+    v2: the allowing rule told to the waiting runs by the activity. Both replay, on both of this build's
+    definitions of ReinPolicy (an unversioned worker's and a versioned one's)."""
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from rein.temporal.converter import rein_data_converter
+    from rein.workflows import PolicyWorkflow, VersionedPolicyWorkflow
+
+    data = json.loads((ROOT / "tests" / "histories" / name).read_text())
+    told = [e for e in data["events"] if e.get("activityTaskScheduledEventAttributes", {}).get(
+        "activityType", {}).get("name") == "rein.rules_changed"]
+    assert len(told) == (0 if name == "policy_v1.json" else 1)
+    for workflow in (PolicyWorkflow, VersionedPolicyWorkflow):
+        replayer = Replayer(workflows=[workflow], data_converter=rein_data_converter())
+        result = await replayer.replay_workflow(WorkflowHistory.from_json("policy", data), raise_on_replay_failure=False)
+        assert result.replay_failure is None, result.replay_failure
