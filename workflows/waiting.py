@@ -52,21 +52,7 @@ class Waiting:
         inbox = not resumed and run.inbox.on()
         if inbox and interrupt.type == "need_approval" and await run.inbox.rules_decide():
             return  # the rules decided every call: nobody waits
-        if not resumed:
-            run.carry.pause += 1
-        if interrupt.wait is None:  # a continuation keeps its predecessor's wait id
-            interrupt = interrupt.model_copy(update={"wait": wait_id(workflow.info().run_id, run.carry.pause)})
-        run.interrupt = interrupt
-        run.status = WAITING_STATUS[interrupt.type]
-        run.session.stop_reason = "interrupted"
-        run.publisher.publish()
-        if not resumed:  # the predecessor already published it to the stream it handed over
-            calls = machine.waiting_on(run.session, interrupt.type, run.answered_outside())
-            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first)
-                type="interrupt", name=interrupt.type, finish_reason="interrupted", usage=run.session.usage,
-                data={**interrupt.model_dump(mode="json"), "calls": [c.model_dump(mode="json") for c in calls],
-                      "client_tools": sorted(run.client_tools())},
-            ))
+        interrupt = self._announce(interrupt, resumed)
         await run.child_runs.tell_parent()
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         if timeout is not None and run.carry.wait_deadline is None:
@@ -108,6 +94,27 @@ class Waiting:
             await run.continuation.continue_as_new(waiting=interrupt)
         self.stop_waiting()
         await run.child_runs.tell_parent()
+
+    def _announce(self, interrupt: Interrupt, resumed: bool) -> Interrupt:
+        """The wait begins: its id (a new pause, or the predecessor's when `resumed`), the run's status, and the
+        stream's `interrupt` chunk (the predecessor already published it to the stream it handed over)."""
+        run = self.run
+        if not resumed:
+            run.carry.pause += 1
+        if interrupt.wait is None:  # a continuation keeps its predecessor's wait id
+            interrupt = interrupt.model_copy(update={"wait": wait_id(workflow.info().run_id, run.carry.pause)})
+        run.interrupt = interrupt
+        run.status = WAITING_STATUS[interrupt.type]
+        run.session.stop_reason = "interrupted"
+        run.publisher.publish()
+        if not resumed:
+            calls = machine.waiting_on(run.session, interrupt.type, run.answered_outside())
+            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first)
+                type="interrupt", name=interrupt.type, finish_reason="interrupted", usage=run.session.usage,
+                data={**interrupt.model_dump(mode="json"), "calls": [c.model_dump(mode="json") for c in calls],
+                      "client_tools": sorted(run.client_tools())},
+            ))
+        return interrupt
 
     def _waiting_summary(self, interrupt: Interrupt) -> str:
         run = self.run

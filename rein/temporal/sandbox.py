@@ -35,6 +35,7 @@ PURE_MODULES = (
     "rein.core.errors",
     "rein.core.failures",
     "rein.core.agent_identity",
+    "rein.core.waits",
     "rein.workflows",
 )
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.
