@@ -283,7 +283,8 @@ async def test_deny_with_approver_and_reason(env, cli: Cli) -> None:  # noqa: AN
 async def test_answer(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, view = await start_and_wait(cli, "cli-human", "deploy the app", "waiting_input")
     assert view["interrupt"] == {"type": "need_input", "tool_call": view["interrupt"]["tool_call"],
-                                 "message": "Which region?"}
+                                 "message": "Which region?", "wait": view["wait"]}
+    assert view["wait"].startswith("1-")  # the run's first wait
     row = await listed(cli, run_id, "--status", "waiting_input")
     assert row["waits_for"] == "input: Which region?"
 
