@@ -167,7 +167,7 @@ async def test_a_stale_decision_is_refused_naming_what_the_run_waits_on_now(runs
     assert ignored.status == "waiting_approval" and ignored.wait == second.wait and "prod" not in wiped
 
     denied = await runs.deny(handle.id, wait=second.wait, tool_call_ids=["call_0"], reason="never prod")
-    assert denied.lines() == ['wipe(target="prod") [call_0]']
+    assert denied == ["call_0"] and denied.wait == second.wait  # named whole: sent as it is, nothing read first
     result = await runs.result(handle.id)
     assert result.output == "done: " + tool_texts(result)[-1] and "prod" not in wiped
     assert tool_texts(result)[-1] == (f"Denied by {ME}: the call to 'wipe' was not run. Reason: never prod "

@@ -172,8 +172,7 @@ WaitId = Annotated[str | None, typer.Option(
 
 def _said(verb: str, run_id: str, decided: Any) -> str:
     """What a decision decided, exactly: each call as `tool(args) [id]`, and the wait it answered."""
-    lines = decided.lines() if hasattr(decided, "lines") else []
-    lines = lines or [f"[{i}]" for i in decided or []]
+    lines = decided.lines() if hasattr(decided, "lines") else [f"[{i}]" for i in decided or []]
     wait = f" (wait {decided.wait})" if getattr(decided, "wait", None) else ""
     return f"{verb} {', '.join(lines) or 'nothing'} in run {run_id}{wait}"
 

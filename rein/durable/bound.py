@@ -29,8 +29,9 @@ class Decided(list[str]):
         self.wait = wait
 
     def lines(self) -> list[str]:
-        """Each call as a person reads it: `tool(args) [id]`."""
-        return [call_text(c) for c in self.calls]
+        """Each call as a person reads it: `tool(args) [id]` (`[id]` when the caller named it and nothing was read)."""
+        known = {c.id: call_text(c) for c in self.calls}
+        return [known.get(i, f"[{i}]") for i in self]
 
 
 def person() -> str:
@@ -93,20 +94,23 @@ class BoundDecisions(DecisionDelivery):
         payload.update(approver=self._approver(approver), reason=reason, tenant=tenant)
         ids = await self._decide(run_id, APPROVE_UPDATE if approved else DENY_UPDATE, payload, wait=flag,
                                  update_id=update_id)
-        known = {c.id: c for c in view.pending_tool_calls}
+        known = {c.id: c for c in view.pending_tool_calls} if view is not None else {}
         ids = [str(i) for i in ids or []]
         return Decided(ids, [known[i] for i in ids if i in known], payload.get("wait") or wait_id)
 
     async def bound_payload(self, run_id: str, *, tool_call_id: str | None = None,
                             tool_call_ids: Sequence[str] | None = None, wait: str | bool | None = None,
-                            view: RunStatusView | None = None) -> tuple[dict[str, Any], RunStatusView]:
+                            view: RunStatusView | None = None) -> tuple[dict[str, Any], RunStatusView | None]:
         """An approval's or denial's `wait` and calls, and the run's status they were read from (`view`, or read
         now): what the caller named; else the wait the run is in, and (no call named) exactly the calls it waits on.
-        None is named when the run waits for nobody: it refuses the decision and says what it is doing."""
+        None is named when the run waits for nobody: it refuses the decision and says what it is doing. A caller
+        that names both the wait and the calls (it shows them) costs no read (the status: None)."""
         wait_id, _ = wait_and_flag(wait, False)
-        view = view if view is not None else await self.status(run_id)
         payload: dict[str, Any] = {"tool_call_id": tool_call_id, "wait": wait_id,
                                    "tool_call_ids": list(tool_call_ids) if tool_call_ids is not None else None}
+        if view is None and wait_id is not None and (tool_call_ids is not None or tool_call_id is not None):
+            return {k: v for k, v in payload.items() if v is not None}, None
+        view = view if view is not None else await self.status(run_id)
         if wait_id is None and view.wait is not None:
             payload["wait"] = view.wait
             if tool_call_id is None and tool_call_ids is None:

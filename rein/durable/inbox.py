@@ -131,7 +131,7 @@ class InboxClient:
 
     async def bound_payload(self, run_id: str, *, tool_call_id: str | None = None,
                             tool_call_ids: Sequence[str] | None = None, wait: str | bool | None = None,
-                            view: RunStatusView | None = None) -> tuple[dict[str, Any], RunStatusView]:
+                            view: RunStatusView | None = None) -> tuple[dict[str, Any], RunStatusView | None]:
         raise NotImplementedError
 
     async def _with_wait(self, run_id: str, payload: dict[str, Any], wait: str | bool | None) -> dict[str, Any]:
@@ -198,8 +198,9 @@ class InboxClient:
             calls = {c.id: f"{c.tool}({c.args}) [{c.id}]" for c in item.calls if tool is None or c.tool == tool}
             return {"wait": item.wait, "tool_call_ids": list(calls)}, calls
         payload, view = await self.bound_payload(item.run_id)
-        named = set(payload.get("tool_call_ids") or [c.id for c in view.pending_tool_calls])
-        calls = {c.id: call_text(c) for c in view.pending_tool_calls if c.id in named and (tool is None or c.name == tool)}
+        pending = view.pending_tool_calls if view is not None else []
+        named = set(payload.get("tool_call_ids") or [c.id for c in pending])
+        calls = {c.id: call_text(c) for c in pending if c.id in named and (tool is None or c.name == tool)}
         return {**payload, "tool_call_ids": list(calls)}, calls
 
     async def send_decision(self, run_id: str, update: str, payload: dict[str, Any]) -> BulkOutcome:
@@ -237,7 +238,8 @@ class InboxClient:
                                                      wait=wait)
             payload.update(approver=who, reason=reason, tenant=tenant)
             outcome = await self.send_decision(run_id, APPROVE_UPDATE if action == "approve" else DENY_UPDATE, payload)
-            return outcome.naming({c.id: call_text(c) for c in view.pending_tool_calls}, payload.get("wait"))
+            shown = {c.id: call_text(c) for c in view.pending_tool_calls} if view is not None else {}
+            return outcome.naming(shown, payload.get("wait"))
         if action == "answer":
             if not text.strip():
                 raise InboxError("an answer needs its text")
