@@ -136,6 +136,7 @@ async def test_a_stale_decision_is_refused_naming_what_the_run_waits_on_now(runs
     handle = await runs.start(WIPE, "alpha prod")
     first = await waiting(runs, handle.id)
     assert first.waiting_on == ["call_0"] and first.interrupt is not None and first.interrupt.wait == first.wait
+    assert (await runs.wait(handle.id)).interrupt.wait == first.wait  # the interrupt the run returns (RunOutcome)
     chunks = [c async for c in runs.stream(handle.id, until_pause=True)]
     assert chunks[-1].type == "interrupt" and chunks[-1].data["wait"] == first.wait  # what a stream reader binds to
     [item] = await poll(lambda: _listed(runs, handle.id), f"{handle.id} in the inbox", 30)
