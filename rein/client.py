@@ -64,12 +64,15 @@ POLL_COOLDOWN = timedelta(milliseconds=50)
 
 async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> ReinConnection:
     """A temporalio Client with rein's data converter, from the connection settings
-    (rein.temporal.connection), that also has ReinClient's methods (`start`, `stream`, `approve`, ...).
+    (rein.temporal.connection), that also has ReinClient's methods (`start`, `stream`, `approve`, ...). Its
+    identity is the person's (REIN_IDENTITY, default USER@HOST: rein.settings), not temporalio's `PID@HOST`.
 
     No address configured: the shared embedded server of REIN_HOME.
     """
+    from rein.durable.bound import person
     from rein.temporal import connection
 
+    client_kwargs.setdefault("identity", person())
     return ReinConnection.of(await connection.connect(address, namespace, **client_kwargs))
 
 

@@ -218,6 +218,10 @@ async def test_the_cli_shows_and_records_exactly_the_calls_it_decided(runs: Rein
     session = (await runs.result(handle.id)).session
     assert [(d.tool_call_id, d.approved, d.approver, d.reason) for d in session.decisions] == [
         ("call_0", True, ME, ""), ("call_0", False, ME, "no")]  # the person the CLI runs for, never a process id
+    accepted = [e.workflow_execution_update_accepted_event_attributes.accepted_request.meta.identity
+                for e in (await handle.fetch_history()).events
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
+    assert accepted == [ME, ME]  # the CLI's Temporal client says who it is: the same person, not a process id
     explained = await runs.policy.explain(handle.id)
     assert [(r.call_id, r.args, r.decision, r.by, r.reason) for r in explained] == [
         ("call_0", 'target="alpha3"', "approved", ME, ""), ("call_0", 'target="prod3"', "denied", ME, "no")]

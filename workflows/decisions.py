@@ -4,7 +4,8 @@ Each decision is one typed update with a validator: a decision that does not fit
 to the caller, with the reason. A decision names what it decides (the wait the sender saw, the calls): one for a
 wait that is over, or a call the run no longer waits on, is refused in one line naming what it waits on now; and
 it decides only the batch it was made for (call ids repeat across turns: `bind_batch`). A client's `rule` and
-`via` say nothing (a rule's decision is the run's own check, rein.workflows.inbox). While the run's agent-as-tool child waits, an approval or an answer is
+`via` say nothing (a rule's decision is the run's own check, rein.workflows.inbox).
+While the run's agent-as-tool child waits, an approval or an answer is
 the child's: the update passes it on and awaits the child's own update, so the caller hears it applied,
 refused or failed. The signals of the same names are thin adapters for stock tools
 (`temporal workflow signal`): they run the same validator (a misfit is recorded and ignored, since a

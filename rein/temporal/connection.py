@@ -82,16 +82,14 @@ async def connect(
     target: Target | None = None,
     **client_kwargs: Any,
 ) -> Client:
-    """A Client with rein's data converter, connected where the settings say (or embedded), whose identity is the
-    person's (REIN_IDENTITY, default USER@HOST: rein.settings), not temporalio's `PID@HOST`.
+    """A Client with rein's data converter, connected where the settings say (or embedded).
 
-    `client_kwargs` go to `Client.connect` (for example `plugins=[...]`).
+    `client_kwargs` go to `Client.connect` (for example `plugins=[...]`, or `identity=person()`: the CLI's and
+    `rein.client.connect()`'s clients are the person's; a worker's keeps temporalio's `PID@HOST`).
     """
-    from rein import settings
     from rein.temporal.converter import rein_data_converter
 
     free_core_at_exit()
-    client_kwargs.setdefault("identity", settings.current().identity)
     if target is None:
         target = await asyncio.to_thread(resolve, address, namespace, profile=profile)
     client_kwargs.setdefault("data_converter", rein_data_converter())
