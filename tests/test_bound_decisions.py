@@ -164,7 +164,8 @@ async def test_a_stale_decision_is_refused_naming_what_the_run_waits_on_now(runs
     signals = runs.client.get_workflow_handle(handle.id)
     await signals.signal("approve", {"wait": first.wait, "tool_call_ids": ["call_0"], "approver": "bob"})
     await signals.signal("approve", {"tool_call_ids": "call_0"})  # not a list: malformed, ignored
-    ignored = await poll(lambda: _ignored(runs, handle.id, 2), "both signals recorded as ignored", 30)
+    await signals.signal("rein.rules", {"version": "soon"})  # the rules' news, garbled: ignored
+    ignored = await poll(lambda: _ignored(runs, handle.id, 3), "the three signals recorded as ignored", 30)
     assert ignored.status == "waiting_approval" and ignored.wait == second.wait and "prod" not in wiped
 
     denied = await runs.deny(handle.id, wait=second.wait, tool_call_ids=["call_0"], reason="never prod")
