@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -258,6 +259,15 @@ async def test_rule_and_via_from_a_raw_temporal_client_decide_nothing_and_are_no
         [row] = await runs.policy.explain(run_id)
         assert row.by == who and "rule" not in row.by
         assert "rein-client-provenance" in _patches(await runs.handle(run_id).fetch_history())
+
+
+async def test_a_script_connects_as_the_person_and_its_worker_stays_a_process(runs: ReinClient, dev) -> None:  # noqa: ANN001
+    from rein.client import connect
+
+    client = await connect(dev.client.service_client.config.target_host)
+    assert client.identity == ME  # REIN_IDENTITY: who the script decides as, and what the server is told
+    worker = rein.create_worker(client, agents=agents()[:1], task_queue=f"{QUEUE}-script")
+    assert worker.config(active_config=True)["identity"] == f"{os.getpid()}@{socket.gethostname()}"  # one process among the workers
 
 
 # ---------------------------------------------------------------- helpers

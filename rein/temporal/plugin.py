@@ -185,9 +185,9 @@ class ReinPlugin(SimplePlugin):
         # The activities' conversation cache is as large as the workflow cache, and they refuse
         # results larger than the client's converter can record (its external store's limit).
         self._cache_size = config.get("max_cached_workflows", 1000)
-        if self.agents is not None and not config.get("identity"):
-            # The client's identity is the person's (rein.client.connect): a worker stays one process in histories
-            # and the server's poller lists, as temporalio names it.
+        if self.agents is not None and not config.get("identity") and _persons(config.get("client")):
+            # A client rein.client.connect() made is the person's: its worker stays one process in histories, the
+            # server's poller lists and the deployment's API, as temporalio names it.
             config["identity"] = f"{os.getpid()}@{socket.gethostname()}"
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
@@ -286,6 +286,13 @@ class ReinPlugin(SimplePlugin):
         )
         return [*activities, *served.definitions(), self.replay_check.replay_check]
 
+
+
+def _persons(client: Client | None) -> bool:
+    """Whether the client's identity is the person's (REIN_IDENTITY or USER@HOST), not a process's."""
+    from rein import settings
+
+    return client is not None and client.identity == settings.current().identity
 
 
 _QUEUES: dict[str, set[str]] = {}
