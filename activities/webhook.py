@@ -1,11 +1,17 @@
 """Telling people a run waits: a JSON POST a Slack or Teams incoming webhook accepts (`text`, plus fields for
-other receivers), signed with HMAC-SHA256 of the body, to the URL the worker's environment names for the run's
-tenant or agent. The URL and the secret live only in the worker's environment, never in a run's history.
+other receivers), to the URL the worker's environment names for the run's tenant or agent. The URL and the secret
+live only in the worker's environment, never in a run's history.
 
     REIN_WAITING_WEBHOOK="https://hooks.example/default tenant:acme=https://hooks.example/acme agent:billing=https://..."
-    REIN_WAITING_WEBHOOK_SECRET="s3cret tenant:acme=another"      (the same form; the header X-Rein-Signature)
+    REIN_WAITING_WEBHOOK_SECRET="s3cret tenant:acme=another"      (the same form)
     REIN_WAITING_WEBHOOK_RETRY_S=5     the first retry's delay (doubling, at most 5 minutes)
     REIN_INBOX_URL=https://rein.example/inbox     where the message links to (rein serve's page)
+
+Signed two ways: `Rein-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">` (Stripe's form: the time
+is signed, so a receiver refuses an old or replayed post), and, for one release beside it, the earlier
+`X-Rein-Signature: sha256=<hex HMAC-SHA256 of the body>`. What the model wrote (its words, the calls' arguments, a
+question) is escaped in `text` for the receivers' markup (Slack mrkdwn's `&`, `<`, `>`: no mention, channel ping or
+link can be written into it), and the message asks Slack for no link previews.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import hashlib
 import hmac
 import json
 import os
+import time
 from urllib.parse import quote
 
 from temporalio.exceptions import ApplicationError
@@ -24,6 +31,8 @@ from rein.core.inbox import WaitingMemo
 WEBHOOK_VAR, SECRET_VAR, RETRY_VAR, INBOX_URL_VAR = (
     "REIN_WAITING_WEBHOOK", "REIN_WAITING_WEBHOOK_SECRET", "REIN_WAITING_WEBHOOK_RETRY_S", "REIN_INBOX_URL")
 SIGNATURE_HEADER = "X-Rein-Signature"
+"""The earlier signature (the body only): sent for one more release beside TIMED_SIGNATURE_HEADER."""
+TIMED_SIGNATURE_HEADER = "Rein-Signature"
 DELIVERY_HEADER = "X-Rein-Delivery"
 DEFAULT_RETRY_S = 5.0
 
@@ -55,6 +64,12 @@ def retry_s() -> float:
         return DEFAULT_RETRY_S
 
 
+def escaped(text: str) -> str:
+    """`text` as plain text in Slack's mrkdwn (and HTML-like markup): `&`, `<`, `>` escaped, so no `<!channel>`,
+    `<@U123>` or `<https://...|link>` can be formed from it."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def message(notice: WaitingNotice, inbox_url: str = "") -> dict[str, object]:
     waiting = WaitingMemo.model_validate(notice.waiting)
     what = "thread" if waiting.thread else "run"
@@ -67,14 +82,22 @@ def message(notice: WaitingNotice, inbox_url: str = "") -> dict[str, object]:
     else:
         need = f"waits for a retry after an error: {waiting.question}"
     link = f"{inbox_url.rstrip('/')}#run={quote(notice.run_id, safe='')}" if inbox_url else ""
-    text = f"{what} {notice.run_id} of {who} {need}" + (f" · {link}" if link else "")
+    text = escaped(f"{what} {notice.run_id} of {who} {need}") + (f" · {link}" if link else "")
     return {"text": text, "run_id": notice.run_id, "thread": waiting.thread, "agent": notice.agent, "tenant": notice.tenant,
             "kind": waiting.kind, "calls": [c.model_dump() for c in waiting.calls], "said": waiting.said,
-            "since": waiting.since, "until": waiting.until, "link": link}
+            "since": waiting.since, "until": waiting.until, "link": link, "wait": waiting.wait,
+            "unfurl_links": False, "unfurl_media": False}
 
 
 def signature(secret: str, body: bytes) -> str:
+    """The earlier signature, of the body alone (X-Rein-Signature): a captured post verifies forever."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def timed_signature(secret: str, body: bytes, at: int) -> str:
+    """`t=<at>,v1=<hex HMAC-SHA256 of "<at>.<body>">` (Rein-Signature): the receiver checks the time it signs."""
+    signed = str(at).encode() + b"." + body
+    return f"t={at},v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 async def deliver(notice: WaitingNotice) -> str:
@@ -89,6 +112,7 @@ async def deliver(notice: WaitingNotice) -> str:
     headers = {"Content-Type": "application/json", DELIVERY_HEADER: f"{notice.run_id}@{notice.waiting.get('since', '')}"}
     secret = pick(routes(os.environ.get(SECRET_VAR, "")), notice.agent, notice.tenant)
     if secret:
+        headers[TIMED_SIGNATURE_HEADER] = timed_signature(secret, body, int(time.time()))
         headers[SIGNATURE_HEADER] = signature(secret, body)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session:

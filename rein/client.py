@@ -26,13 +26,8 @@ from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
 from rein.core.contract import (
-    ANSWER_UPDATE,
-    APPROVE_UPDATE,
-    CANCEL_UPDATE,
     DEFAULT_TASK_QUEUE,
-    DENY_UPDATE,
     RECORD_QUERY,
-    RETRY_UPDATE,
     WAIT_UPDATE,
     WORKFLOW_TYPE,
     AgentInput,
@@ -47,7 +42,8 @@ from rein.core.ir import StreamChunk
 from rein.core.result import RunResult, Step
 from rein.core.session import Session
 from rein.core.summaries import run_summary
-from rein.durable.delivery import DECISION_GRACE_S, DecisionDelivery, DecisionQueued  # noqa: F401  (public here too)
+from rein.durable.bound import BoundDecisions, Decided  # noqa: F401  (public here too)
+from rein.durable.delivery import DECISION_GRACE_S, DecisionQueued  # noqa: F401  (public here too)
 from rein.durable.fleet import run_priority
 from rein.durable.inbox import BulkOutcome, InboxClient, InboxError  # noqa: F401  (public here too)
 from rein.durable.policy import PolicyClient
@@ -68,12 +64,15 @@ POLL_COOLDOWN = timedelta(milliseconds=50)
 
 async def connect(address: str | None = None, namespace: str | None = None, **client_kwargs: Any) -> ReinConnection:
     """A temporalio Client with rein's data converter, from the connection settings
-    (rein.temporal.connection), that also has ReinClient's methods (`start`, `stream`, `approve`, ...).
+    (rein.temporal.connection), that also has ReinClient's methods (`start`, `stream`, `approve`, ...). Its
+    identity is the person's (REIN_IDENTITY, default USER@HOST: rein.settings), not temporalio's `PID@HOST`.
 
     No address configured: the shared embedded server of REIN_HOME.
     """
+    from rein.durable.bound import person
     from rein.temporal import connection
 
+    client_kwargs.setdefault("identity", person())
     return ReinConnection.of(await connection.connect(address, namespace, **client_kwargs))
 
 
@@ -87,7 +86,7 @@ def _with_rein(client: Client) -> Client:
     return with_rein_plugin(client)
 
 
-class ReinClient(DecisionDelivery, ThreadClient, ScheduleClient, InboxClient, PolicyClient):
+class ReinClient(BoundDecisions, ThreadClient, ScheduleClient, InboxClient, PolicyClient):
     def __init__(self, client: Client, task_queue: str | None = None):
         self.client = _with_rein(client)
         self.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
@@ -196,45 +195,8 @@ class ReinClient(DecisionDelivery, ThreadClient, ScheduleClient, InboxClient, Po
     def handle(self, run_id: str, run: str | None = None) -> WorkflowHandle[Any, RunOutcome]:
         return self.client.get_workflow_handle(run_id, run_id=run, result_type=RunOutcome)
 
-    # Decisions go through the run's validated updates: a decision that does not fit (unknown
-    # tool call id, nothing pending, wrong approver, run ended) raises DecisionRejected here
-    # instead of being silently ignored. `approver` defaults to this client's Temporal identity;
-    # it is asserted by the caller (see README, "Who may approve").
-
-    async def approve(
-        self, run_id: str, tool_call_id: str | None = None, approver: str | None = None, reason: str = "",
-        *, wait: bool = False, update_id: str | None = None,
-    ) -> list[str]:
-        """Approve one pending call (or all undecided ones); returns the ids approved. `wait`, `update_id`:
-        see `_decide` (DecisionQueued when no worker takes it)."""
-        payload = {"tool_call_id": tool_call_id, "approver": self._approver(approver), "reason": reason}
-        return await self._decide(run_id, APPROVE_UPDATE, payload, wait=wait, update_id=update_id)
-
-    async def deny(
-        self, run_id: str, tool_call_id: str | None = None, approver: str | None = None, reason: str = "",
-        *, wait: bool = False, update_id: str | None = None,
-    ) -> list[str]:
-        """Deny one pending call (or all undecided ones); returns the ids denied."""
-        payload = {"tool_call_id": tool_call_id, "approver": self._approver(approver), "reason": reason}
-        return await self._decide(run_id, DENY_UPDATE, payload, wait=wait, update_id=update_id)
-
-    async def answer(self, run_id: str, text: str, approver: str | None = None,
-                     *, wait: bool = False, update_id: str | None = None) -> str:
-        """Answer a need_input interrupt; returns how it was used ("tool" or "message")."""
-        return await self._decide(run_id, ANSWER_UPDATE, {"text": text, "approver": self._approver(approver)},
-                                  wait=wait, update_id=update_id)
-
-    async def retry(self, run_id: str, *, wait: bool = False, update_id: str | None = None) -> None:
-        await self._decide(run_id, RETRY_UPDATE, {}, wait=wait, update_id=update_id)
-
-    async def cancel(self, run_id: str, reason: str = "", *, wait: bool = False, update_id: str | None = None) -> None:
-        await self._decide(run_id, CANCEL_UPDATE, {"reason": reason}, wait=wait, update_id=update_id)
-
     # Read through rein.temporal.history: a worker answers when one serves the run, else the
     # run's history is replayed here (a run a script left waiting after it exited).
-
-    async def status(self, run_id: str) -> RunStatusView:
-        return RunStatusView.model_validate(await history.query(self.client, run_id, "status"))
 
     async def session(self, run_id: str, *, serving: bool | None = None) -> Session:
         """`serving`: whether a worker serves the run, when the caller already asked (`worker_serves`)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SECRET = {"secret": True}
@@ -44,14 +44,37 @@ class Settings(BaseSettings):
         "The largest request body a web surface reads, in bytes (a larger one is refused, 413)."))
     web_read_token_s: int = Field(default=300, ge=5, le=3600, description=(
         "How long a read token (for an EventSource stream, which cannot send headers) stays valid, in seconds."))
-    identity: str = Field(default="", description=(
-        "Who the CLI and scripts decide as (recorded as the approver; default USER@HOST)."))
+    identity: str = Field(default_factory=lambda: user_at_host(), description=(
+        "Who the CLI and scripts decide as: the approver recorded on their decisions and the identity of the "
+        "Temporal client `rein.client.connect()` makes (default USER@HOST)."))
+
+    # ---------------------------------------------------------------- rules (rein policy)
+    rules_recheck_s: float = Field(default=3.0, ge=0, le=600, description=(
+        "After a rule is added, how long the policy workflow's activity waits before it tells the waiting runs a "
+        "second time (a run whose wait reached visibility late is told then)."))
 
     # ---------------------------------------------------------------- deploys (docs/deploys.md)
     promote_timeout_s: float = Field(default=300.0, gt=0, description=(
         "How long a build's replay check of the runs that would move to it may take (a new build's promotion, "
         "`rein deployment set-current`); past it the build is not made current. REIN_PROMOTE_REPLAYS, which "
         "bounded earlier builds' check by a number of runs, is accepted and ignored: every run is checked."))
+
+    @field_validator("identity", mode="after")
+    @classmethod
+    def _someone(cls, value: str) -> str:
+        return value.strip()[:256] or user_at_host()
+
+
+def user_at_host() -> str:
+    """The person at this machine, as `rein` names them by default: the login name and the host (never a process)."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
 
 
 def current() -> Settings:

@@ -232,7 +232,7 @@ async def test_start_list_show_approve_result(env, cli: Cli) -> None:  # noqa: A
     assert '"service": "billing"' in shown and f"rein approve {run_id}" in shown
 
     out = await cli.text("approve", run_id, "--approver", "alice", "--reason", "change ticket 42")
-    assert out.strip() == f"approved call-restart in run {run_id}"
+    assert out.strip().startswith(f'approved restart(service="billing") [call-restart] in run {run_id} (wait 1-')
     result = await cli("result", run_id)
     assert result["status"] == "done"
     assert result["output"] == "Report: billing restarted"
@@ -271,7 +271,7 @@ async def test_approve_one_call_by_id_and_a_bogus_id_is_rejected(env, cli: Cli) 
 async def test_deny_with_approver_and_reason(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, _ = await start_and_wait(cli, "cli-ops", "payments please", "waiting_approval")
     out = await cli.text("deny", run_id, "--approver", "bob", "--reason", "not during business hours")
-    assert out.strip() == f"denied call-restart in run {run_id}"
+    assert out.strip().startswith(f'denied restart(service="payments") [call-restart] in run {run_id} (wait 1-')
     result = await cli("result", run_id)
     assert result["status"] == "done"
     assert result["output"].startswith("Report: Denied by bob")
@@ -283,7 +283,8 @@ async def test_deny_with_approver_and_reason(env, cli: Cli) -> None:  # noqa: AN
 async def test_answer(env, cli: Cli) -> None:  # noqa: ANN001
     run_id, view = await start_and_wait(cli, "cli-human", "deploy the app", "waiting_input")
     assert view["interrupt"] == {"type": "need_input", "tool_call": view["interrupt"]["tool_call"],
-                                 "message": "Which region?"}
+                                 "message": "Which region?", "wait": view["wait"]}
+    assert view["wait"].startswith("1-")  # the run's first wait
     row = await listed(cli, run_id, "--status", "waiting_input")
     assert row["waits_for"] == "input: Which region?"
 

@@ -99,5 +99,28 @@ def test_jwt_forwarded_by_the_ui(idp: IdentityProvider, tmp_path: Path) -> None:
         assert _encode(url, _jwt(idp, exp=int(time.time()) - 60)).status_code == 401  # expired
         assert _encode(url, _jwt(idp, aud="another-app")).status_code == 401  # meant for another audience
         assert _encode(url, "not-a-jwt").status_code == 401
+        assert _encode(url, idp.token(aud=None)).status_code == 401  # for no audience at all
+    finally:
+        stop_process(process, 20)
+
+
+def test_a_jwks_url_without_an_audience_refuses_to_start(idp: IdentityProvider) -> None:
+    """Without the audience any JWT the provider signed for any other application would decrypt: the codec server and
+    `rein serve` refuse to start, in one line naming the missing setting."""
+    free = {"REIN_CODEC_KEY": KEY, "REIN_CODEC_TOKEN": "", "REIN_CODEC_AUTH": "", "REIN_CODEC_JWKS_URL": idp.url,
+            "REIN_CODEC_JWT_AUDIENCE": ""}
+    for command in (("codec-server", "--port", str(free_port())), ("serve", "--port", str(free_port()))):
+        proc = rein_cli(*command, **free, timeout=60)
+        assert_one_line_error(proc, EXIT_USAGE, "REIN_CODEC_JWKS_URL is set but REIN_CODEC_JWT_AUDIENCE is not",
+                              "set REIN_CODEC_JWT_AUDIENCE")
+
+
+def test_the_issuer_is_checked_when_set(idp: IdentityProvider, tmp_path: Path) -> None:
+    process, url = _codec_server(tmp_path / "codec.log", REIN_CODEC_JWKS_URL=idp.url, REIN_CODEC_JWT_AUDIENCE="temporal-ui",
+                                 REIN_CODEC_JWT_ISSUER="https://idp.example")
+    try:
+        assert _encode(url, _jwt(idp, iss="https://idp.example")).status_code == 200
+        assert _encode(url, _jwt(idp, iss="https://evil.example")).status_code == 401
+        assert _encode(url, _jwt(idp)).status_code == 401  # no issuer claim
     finally:
         stop_process(process, 20)

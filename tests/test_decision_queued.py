@@ -112,7 +112,7 @@ async def test_wait_shows_what_it_waits_for_and_ends_when_a_worker_applies_it(st
     assert "restarted cleanly" in await stack.worker_returns_and_finishes(run_id)
     out, err = await asyncio.to_thread(proc.communicate, timeout=60)
     assert proc.returncode == 0, (out, err)
-    assert out.strip() == f"approved {TOOL_CALL_ID} in run {run_id}"
+    assert out.strip().startswith(f'approved restart_service(service="billing") [{TOOL_CALL_ID}] in run {run_id} (wait 1-')
 
 
 async def test_ctrl_c_says_the_decision_is_queued_and_it_is(stack: Stack) -> None:

@@ -213,7 +213,7 @@ def test_a_waiting_script_and_the_cli_share_runs(home: Path, out: Path) -> None:
         view = _rein(home, "status", run_id, "--json")  # another process, no TEMPORAL_ADDRESS: the same runs
         assert view["status"] == "waiting_approval"
         assert [c["name"] for c in view["pending_tool_calls"]] == ["record"]
-        assert _rein_text(home, "approve", run_id) == f"approved call-record in run {run_id}"
+        assert _rein_text(home, "approve", run_id).startswith(f"approved record(note=\"hello\") [call-record] in run {run_id} (wait 1-")
 
         stdout, stderr = script.communicate(timeout=TIMEOUT)
         assert script.returncode == 0, stderr[-3000:]
@@ -236,7 +236,8 @@ def test_worker_py_finishes_a_run_a_script_left_waiting(home: Path, out: Path) -
     )
     try:
         # --wait: the decision goes once worker.py polls the agent's queue (a worker still starting is no error)
-        assert _rein_text(home, "approve", first["run_id"], "--wait") == f"approved call-record in run {first['run_id']}"
+        approved = _rein_text(home, "approve", first["run_id"], "--wait")
+        assert approved.startswith(f"approved record(note=\"hello\") [call-record] in run {first['run_id']} (wait 1-")
         result = _rein(home, "result", first["run_id"], "--json")
         assert result["output"] == "Done: recorded hello."
         assert _lines(out / "effects") == [f"hello by {worker.pid}"]

@@ -96,6 +96,12 @@ SCENARIOS: dict[str, Scenario] = {
         resumes=[{"approve": True}, {"approve": True}],
         expect=[("interrupted", "interrupted"), ("interrupted", "interrupted"), ("done", "done")],
     ),
+    "ask-repeated-call-ids": Scenario(  # LiteLLM's call_0 in every turn: each batch waits for its own decision
+        lambda: [[tc("add", "call_0", a=1, b=2)], [tc("add", "call_0", a=3, b=4)], "3 and 7"],
+        config=LoopConfig(permission="ask"),
+        resumes=[{"approve": True}, {"approve": False}],
+        expect=[("interrupted", "interrupted"), ("interrupted", "interrupted"), ("done", "done")],
+    ),
     "ask-human": Scenario(
         lambda: [[tc("ask_human", "q1", question="Which city?")], "Paris, then"],
         tools=[rein.ask_human, add],

@@ -22,7 +22,7 @@ import rein
 from rein.cli import EXIT_NOT_FOUND, EXIT_REJECTED, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.policy import POLICY_WORKFLOW_ID, PolicyError
-from tests.support.inbox import files_agent
+from tests.support.inbox import files_agent, rules_heard
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,8 +119,8 @@ async def test_rules_decide_what_waits_and_what_comes_and_never_loosen_the_agent
     code, out, err = await cli("policy", "add", "allow", "--tool", "read_file", "--agent", FILES, "--arg", "path=/tmp/*",
                                "--reason", "read-only")
     assert code == 0, err
-    assert "added rule r" in out and f"applied {pending} call-read" in out  # the pending call it covers: decided at once
-    assert (await runs.result(pending)).output == "Done: contents of /tmp/a"
+    assert "added rule r" in out and "the runs waiting for approval that it covers are told" in out
+    assert (await runs.result(pending)).output == "Done: contents of /tmp/a"  # the waiting run decided it itself
     allow_id = out.split("added rule ")[1].split(":")[0]
 
     later = await runs.start(FILES, "read /tmp/b", tenant="acme")  # a later call: decided by the rule, nobody waits
@@ -139,12 +139,12 @@ async def test_rules_decide_what_waits_and_what_comes_and_never_loosen_the_agent
 
     # A rule never approves what the agent asks a person for: delete_file is marked as always asking.
     loosen = await runs.policy.add("allow", "delete_file", agent=FILES)
-    [refused] = loosen.decided
-    assert refused.outcome == "refused" and "asks a person for every call" in refused.detail
+    assert loosen.decided == []  # the waiting runs decide themselves: their own check holds the call for a person
+    await rules_heard(runs.client, delete, loosen.version)
     assert (await runs.status(delete)).status == "waiting_approval"
     guarded = await waiting(runs, GUARDED, "read /tmp/g")  # named approvers: a rule is none of them
     all_tools = await runs.policy.add("allow", "*", agent=GUARDED)
-    assert [o.outcome for o in all_tools.decided] == ["refused"]
+    await rules_heard(runs.client, guarded, all_tools.version)
     assert (await runs.status(guarded)).status == "waiting_approval"
 
     code, out, _ = await cli("policy", "list")
@@ -176,7 +176,8 @@ async def test_bulk_decisions_say_what_became_of_each_run_and_exit_accordingly(r
 
     code, out, err = await cli("inbox", "approve", "--agent", FILES, "--tenant", "acme", "--reason", "batch", "--yes")
     assert code == 0, (out, err)
-    assert f"applied {a} call-read" in out and f"applied {b} call-read" in out and "2 applied" in err
+    assert f'applied {a} read_file(path="/tmp/1") [call-read] (wait ' in out, out
+    assert f'applied {b} read_file(path="/tmp/2") [call-read] (wait ' in out and "2 applied" in err
     code, out, err = await cli("inbox", "deny", "--agent", FILES, "--tool", "read_file", "--yes", "--json")
     assert code == 0 and [(o["run_id"], o["outcome"]) for o in json.loads(out)] == [(other, "applied")]
     assert "Denied by" in tool_result(await runs.result(other))

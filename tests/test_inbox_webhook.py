@@ -1,8 +1,10 @@
 """Nobody has to look: a run that starts to wait has a webhook delivered at least once (Slack/Teams-style JSON,
-signed with HMAC-SHA256 of the body), from an activity that retries, while the wait itself never depends on it.
+signed with HMAC-SHA256 of its time and body, and of the body alone as before), from an activity that retries,
+while the wait itself never depends on it. A receiver that checks the signed time refuses an old or replayed post;
+what the model wrote cannot ping a channel or plant a link in the message's markup.
 
-The receiver is a real process, stopped and started again on the same port; the worker's first retry comes after
-REIN_WAITING_WEBHOOK_RETRY_S (short here, a setting: no sleeps).
+The receivers are real processes (one stopped and started again on the same port); the worker's first retry comes
+after REIN_WAITING_WEBHOOK_RETRY_S (short here, a setting: no sleeps).
 """
 
 from __future__ import annotations
@@ -33,18 +35,21 @@ SUFFIX = uuid.uuid4().hex[:6]
 QUEUE = f"inbox-hook-{SUFFIX}"
 AGENT = f"hook-files-{SUFFIX}"
 SECRET, GLOBEX_SECRET = "hook-secret-1", "globex-secret-2"
+CHECKED, CHECKED_SECRET = f"hook-checked-{SUFFIX}", "checked-secret-3"
+"""An agent whose webhook goes to a receiver that checks the timestamped signature, with its own secret."""
 
 
 class Receiver:
-    def __init__(self, port: int, out: Path, log: Path):
-        self.port, self.out, self.log = port, out, log
+    def __init__(self, port: int, out: Path, log: Path, secret: str = ""):
+        self.port, self.out, self.log, self.secret = port, out, log, secret
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
         offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "tests.support.webhook_receiver", str(self.port),
-                                             str(self.out)], cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+                                             str(self.out), *([self.secret] if self.secret else [])], cwd=str(ROOT),
+                                            stdout=log, stderr=subprocess.STDOUT)
         wait_for_text(self.log, f"receiver listening on {self.port}", self.process, 30, offset)
 
     def stop(self) -> None:
@@ -59,27 +64,36 @@ class Receiver:
 
 
 @pytest.fixture(scope="module")
-def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Receiver]:
+def receivers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Receiver, Receiver]]:
     folder = tmp_path_factory.mktemp("hook")
-    port = free_port()
+    port, checked_port = free_port(), free_port()
     hook = Receiver(port, folder / "got.jsonl", folder / "receiver.log")
-    settings = {"REIN_WAITING_WEBHOOK": f"http://127.0.0.1:{port}/hook tenant:globex=http://127.0.0.1:{port}/globex",
-                "REIN_WAITING_WEBHOOK_SECRET": f"{SECRET} tenant:globex={GLOBEX_SECRET}",
+    checker = Receiver(checked_port, folder / "checked.jsonl", folder / "checker.log", CHECKED_SECRET)
+    settings = {"REIN_WAITING_WEBHOOK": f"http://127.0.0.1:{port}/hook tenant:globex=http://127.0.0.1:{port}/globex "
+                                        f"agent:{CHECKED}=http://127.0.0.1:{checked_port}/checked",
+                "REIN_WAITING_WEBHOOK_SECRET": f"{SECRET} tenant:globex={GLOBEX_SECRET} agent:{CHECKED}={CHECKED_SECRET}",
                 "REIN_WAITING_WEBHOOK_RETRY_S": "0.2", "REIN_INBOX_URL": "http://inbox.example/inbox"}
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)  # the worker (in this process) reads them
     hook.start()
+    checker.start()
     try:
-        yield hook
+        yield hook, checker
     finally:
         hook.stop()
+        checker.stop()
         for key, value in saved.items():
             os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
 
 
+@pytest.fixture(scope="module")
+def receiver(receivers: tuple[Receiver, Receiver]) -> Receiver:
+    return receivers[0]
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def runs(dev, receiver: Receiver) -> AsyncIterator[ReinClient]:  # noqa: ANN001
-    async with rein.create_worker(dev.client, agents=[files_agent(AGENT)], task_queue=QUEUE):
+async def runs(dev, receivers: tuple[Receiver, Receiver]) -> AsyncIterator[ReinClient]:  # noqa: ANN001
+    async with rein.create_worker(dev.client, agents=[files_agent(AGENT), files_agent(CHECKED)], task_queue=QUEUE):
         yield ReinClient(dev.client, QUEUE)
 
 
@@ -126,6 +140,44 @@ async def test_a_waiting_run_is_announced_signed_and_again_after_the_receiver_co
     assert (await globex.result()).output == "Done: /srv/old deleted"
     assert (await acme.result() if await runs.approve(acme.id) else None).output == "Done: contents of /tmp/report"
     assert len(receiver.for_run(acme.id)) == 1  # delivered once: the wait ended, nothing more to say
+
+
+async def test_a_receiver_checks_the_signed_time_and_refuses_an_old_or_replayed_post(
+        runs: ReinClient, receivers: tuple[Receiver, Receiver]) -> None:
+    import httpx
+
+    from rein.activities.webhook import timed_signature
+
+    checker = receivers[1]
+    planted = "/tmp/<!channel>&<https://evil.example|click me>"  # what a model could be talked into writing
+    handle = await runs.start(CHECKED, f"read {planted}")
+    [delivery] = await poll(lambda: checker.for_run(handle.id), "the checked webhook", 30)
+    assert delivery["verdict"] == "accepted"  # signed with the time, and fresh
+    headers, body = delivery["headers"], delivery["body"].encode()
+    stamp = int(headers["Rein-Signature"].split(",")[0].removeprefix("t="))
+    assert headers["Rein-Signature"] == timed_signature(CHECKED_SECRET, body, stamp)
+    assert headers["X-Rein-Signature"] == "sha256=" + hmac.new(CHECKED_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    message = json.loads(body)
+    assert message["wait"] == (await runs.status(handle.id)).wait  # the wait a decision from the message names
+    assert "&lt;!channel&gt;&amp;&lt;https://evil.example|click me&gt;" in message["text"]
+    assert "<!channel>" not in message["text"] and "<https://" not in message["text"]
+    assert message["calls"][0]["args"] == f"path={json.dumps(planted)}"  # the JSON fields stay as written
+
+    url = f"http://127.0.0.1:{checker.port}/checked"
+    sent = {k: v for k, v in headers.items() if k.lower() in ("content-type", "rein-signature", "x-rein-signature")}
+    async with httpx.AsyncClient(timeout=30) as http:
+        replayed = await http.post(url, content=body, headers=sent)  # a captured post, sent again
+        old = await http.post(url, content=body, headers={**sent, "Rein-Signature": timed_signature(
+            CHECKED_SECRET, body, stamp - 600)})  # signed right, ten minutes ago
+        forged = await http.post(url, content=body.replace(b"/tmp/", b"/etc/"), headers=sent)
+        bare = await http.post(url, content=body, headers={"X-Rein-Signature": sent["X-Rein-Signature"]})
+    assert (replayed.status_code, replayed.text) == (409, "replayed")
+    assert (old.status_code, old.text) == (401, "too old")
+    assert (forged.status_code, forged.text) == (401, "forged")
+    assert (bare.status_code, bare.text) == (401, "unsigned")  # the body-only signature proves nothing about when
+    assert [g["verdict"] for g in checker.got()] == ["accepted", "replayed", "too old", "forged", "unsigned"]
+    await runs.deny(handle.id, reason="not that path")
+    assert (await handle.result()).status == "done"
 
 
 async def _waiting(runs: ReinClient, run_id: str) -> bool:

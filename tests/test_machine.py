@@ -284,7 +284,7 @@ def test_a_denial_tells_the_model_who_denied_and_why():
 def test_answer_to_a_pending_question_is_its_result_and_is_recorded():
     session = waiting_on(tc(ASK, "q", question="Which city?"))
     assert machine.answer(session, "Oslo", approver="bob", input_tools=frozenset({ASK})) == "tool"
-    assert session.decisions == [Decision(tool_call_id="q", approved=True, approver="bob", answer="Oslo")]
+    assert session.decisions == [Decision(tool_call_id="q", approved=True, approver="bob", answer="Oslo", batch=1)]
     machine.answer(waiting := waiting_on(tc(ASK, "q")), "Rome", input_tools=frozenset({ASK}))
     assert waiting.decisions[0].approver == ""
     assert machine.next_action(session, LoopConfig(), 0, input_tools=frozenset({ASK})) == machine.RunTools(calls=[])
@@ -324,7 +324,7 @@ def test_a_new_turn_starts_with_fresh_budgets_and_keeps_the_conversation():
 def test_resume_approves_the_pending_batch_by_default():
     session = waiting_on(tc("rm", "a"))
     machine.prepare_resume(session)
-    assert session.decisions == [Decision(tool_call_id="a", approved=True)]
+    assert session.decisions == [Decision(tool_call_id="a", approved=True, batch=1)]
     assert machine.next_action(session, LoopConfig(permission="ask"), 0) == machine.RunTools(calls=[tc("rm", "a")])
 
 
@@ -352,6 +352,52 @@ def test_forget_pending_decisions_keeps_the_decisions_of_closed_calls():
     machine.forget_pending_decisions(session)
     assert session.decisions == [Decision(tool_call_id="old", approved=True)]
     assert isinstance(machine.next_action(session, LoopConfig(permission="ask"), 0), machine.Wait)
+
+
+def next_batch(session: Session, *calls: ToolCall) -> None:
+    """The pending batch runs (results), and the model asks for `calls`."""
+    machine.apply_tool_results(session, [ToolResult(tool_call_id=c.id, content="ok") for c in session.pending_tool_calls])
+    machine.apply_completion(session, calling(*calls))
+
+
+def test_a_decision_belongs_to_its_batch_when_the_next_batch_repeats_the_call_id():
+    # LiteLLM falls back to call_0, call_1... in every turn: approving wipe(alpha) must not approve wipe(prod)
+    session = waiting_on(tc("wipe", "call_0", target="alpha"))
+    assert machine.decide(session, True) == ["call_0"]
+    assert isinstance(machine.next_action(session, LoopConfig(permission="ask"), 0), machine.RunTools)
+    next_batch(session, tc("wipe", "call_0", target="prod"))
+    assert session.batch == 2 and machine.decisions_for_pending(session) == {}
+    action = machine.next_action(session, LoopConfig(permission="ask"), 0)
+    assert isinstance(action, machine.Wait) and action.interrupt.tool_call.arguments == {"target": "prod"}
+    assert machine.waiting_on(session, "need_approval") == session.pending_tool_calls
+    assert [d.tool_call_id for d in machine.stale_decisions(session)] == ["call_0"]
+
+
+def test_reopen_stale_is_the_earlier_builds_rule():
+    session = waiting_on(tc("wipe", "call_0", target="alpha"))
+    machine.decide(session, True)
+    next_batch(session, tc("wipe", "call_0", target="prod"))
+    machine.reopen_stale(session)
+    assert isinstance(machine.next_action(session, LoopConfig(permission="ask"), 0), machine.RunTools)
+    assert machine.stale_decisions(session) == []
+
+
+def test_decide_takes_exactly_the_named_calls():
+    session = waiting_on(tc("rm", "a"), tc("rm", "b"), tc("rm", "c"))
+    assert machine.decide(session, False, tool_call_ids=["c", "a", "zz"], reason="no") == ["a", "c"]
+    assert sorted(machine.decisions_for_pending(session)) == ["a", "c"]
+    assert [c.id for c in machine.waiting_on(session, "need_approval")] == ["b"]
+    assert machine.decide(session, True, tool_call_ids=[]) == []
+
+
+def test_a_session_of_an_earlier_rein_keeps_its_pending_decisions():
+    # no `batch` fields: the pending batch and its decisions are both batch 0
+    raw = waiting_on(tc("rm", "a")).model_dump(mode="json")
+    raw.pop("batch")
+    raw["decisions"] = [{"tool_call_id": "a", "approved": True}]
+    session = Session.model_validate(raw)
+    assert session.batch == 0 and "a" in machine.decisions_for_pending(session)
+    assert "batch" not in Session().model_dump(mode="json")  # nothing new recorded for a run without tool calls
 
 
 @pytest.mark.parametrize(

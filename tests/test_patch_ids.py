@@ -36,6 +36,9 @@ KNOWN = {
     "PATCH_TURN_WAIT": "rein-turn-wait",  # a turn's waiter hears it past its own receipt (a steer into a wait)
     "PATCH_STOP_TURN": "rein-stop-turn",  # a thread's turn stopped (rein.stop_turn, a page's stop button)
     "PATCH_RECORDED_START": "rein-recorded-start",  # a run records how it started (rein.workflows.window)
+    "PATCH_BOUND_DECISIONS": "rein-bound-decisions",  # a decision belongs to its batch (call ids repeat)
+    "PATCH_CLIENT_PROVENANCE": "rein-client-provenance",  # a client's `rule`/`via` ignored
+    "PATCH_RULES_REACH_RUNS": "rein-rules-reach-runs",  # ReinPolicy: an added rule told to the waiting runs
 }
 """Patch constants as builds define them (f732bd2 and after): name -> id, never edited."""
 

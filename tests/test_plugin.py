@@ -66,7 +66,7 @@ async def test_sandbox_opt_out_and_a_client_level_plugin_merge(env):
     names = [getattr(a, "__temporal_activity_definition").name for a in worker.config(active_config=True)["activities"]]
     assert sorted(names) == ["rein.call_model", "rein.close_canceled", "rein.compact", "rein.describe_agent",
                             "rein.notify_waiting", "rein.pass_decision", "rein.policy_check", "rein.replay_check",
-                            "rein.run_tool"]  # registered once
+                            "rein.rules_changed", "rein.run_tool"]  # registered once
     async with worker:
         for name in ("first", "second"):  # both plugins' agents are served by the one registration
             result = await client.execute_workflow(

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultsTaken,
         WaitRequest,
     )
+    from rein.core.policy import RULES_SIGNAL
     from rein.core.shared_state import STATE_QUERY, STATE_UPDATE, SetState
     from rein.core.threads import SEND_UPDATE, STOP_UPDATE, THREAD_QUERY, SendReceipt, SendRequest, StopRequest
 
@@ -80,25 +81,25 @@ class AgentHandlers(RunState):
 
     # ---------------------------------------------------------------- decisions (rein.workflows.decisions)
 
-    @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; refused when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
+    @workflow.update(name=APPROVE_UPDATE, description='Approve pending tool calls; refused when nothing fits: {"wait", "tool_call_ids", "approver", "reason"}')  # noqa: E501  (one string, read whole)
     async def approve_update(self, decision: DecisionSignal) -> list[str]:
         passed = await self.decisions.update_for_child(decision, True)
         return self.decisions.decide(decision, True) if passed is None else passed
 
     @approve_update.validator
     def _validate_approve(self, decision: DecisionSignal) -> None:
-        self.decisions.check_approval(decision)
+        self.decisions.check_approval(self.decisions.from_sender(decision))
 
-    @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; refused when nothing fits: {"tool_call_id", "approver", "reason"}')  # noqa: E501  (one string, read whole)
+    @workflow.update(name=DENY_UPDATE, description='Deny pending tool calls; refused when nothing fits: {"wait", "tool_call_ids", "approver", "reason"}')  # noqa: E501  (one string, read whole)
     async def deny_update(self, decision: DecisionSignal) -> list[str]:
         passed = await self.decisions.update_for_child(decision, False)
         return self.decisions.decide(decision, False) if passed is None else passed
 
     @deny_update.validator
     def _validate_deny(self, decision: DecisionSignal) -> None:
-        self.decisions.check_decision(decision)
+        self.decisions.check_decision(self.decisions.from_sender(decision))
 
-    @workflow.update(name=ANSWER_UPDATE, description='Answer a need_input interrupt; refused when none is pending: {"text", "approver"}')
+    @workflow.update(name=ANSWER_UPDATE, description='Answer a need_input interrupt; refused when none is pending: {"text", "wait", "approver"}')  # noqa: E501  (one string, read whole)
     async def answer_update(self, answer: AnswerSignal) -> str:
         passed = await self.decisions.update_for_child(answer)
         return self.decisions.answer(answer) if passed is None else passed
@@ -125,27 +126,33 @@ class AgentHandlers(RunState):
 
     # ---------------------------------------------------------------- the decisions' signals (stock tools)
 
-    @workflow.signal(name="approve", description='Approve pending tool calls: {"tool_call_id": id or null for all, "approver", "reason"}')
+    @workflow.signal(name="approve", description='Approve pending tool calls: {"wait", "tool_call_ids"} or {"tool_call_id": id or null for all}, "approver", "reason"')  # noqa: E501  (one string, read whole)
     def approve(self, *args: Any) -> None:
         d = self.decisions
         d.adapt("approve", args, DecisionSignal, d.check_approval, lambda decision: d.decide(decision, True))
 
-    @workflow.signal(name="deny", description='Deny pending tool calls; the model sees the reason: {"tool_call_id", "approver", "reason"}')
+    @workflow.signal(name="deny", description='Deny pending tool calls; the model sees the reason: {"wait", "tool_call_ids" or "tool_call_id", "approver", "reason"}')  # noqa: E501
     def deny(self, *args: Any) -> None:
         d = self.decisions
         d.adapt("deny", args, DecisionSignal, d.check_decision, lambda decision: d.decide(decision, False))
 
-    @workflow.signal(name="answer", description='Answer a need_input interrupt: {"text", "approver"}')
+    @workflow.signal(name="answer", description='Answer a need_input interrupt: {"text", "wait", "approver"}')
     def answer(self, *args: Any) -> None:
         self.decisions.adapt("answer", args, AnswerSignal, self.decisions.check_answer, self.decisions.answer)
 
-    @workflow.signal(name="retry", description="Retry the model call after an error interrupt")
+    @workflow.signal(name="retry", description='Retry the model call after an error interrupt: {"wait"} or nothing')
     def retry(self, *args: Any) -> None:
         self.decisions.adapt("retry", args, RetrySignal, self.decisions.check_retry, self.decisions.retry)
 
     @workflow.signal(name="cancel", description='End the run with stop_reason cancelled: {"reason"}')
     def cancel(self, *args: Any) -> None:
         self.decisions.adapt("cancel", args, CancelSignal, self.decisions.check_cancel, self.decisions.cancel)
+
+    @workflow.signal(name=RULES_SIGNAL, description='The rules changed: {"version"}; a run waiting for approval asks '
+                                                   'them again (from the policy workflow)')
+    def rules_changed(self, *args: Any) -> None:
+        self.decisions.count(args)
+        self.inbox.take_news(args)
 
     @workflow.signal(name=STREAM_SIGNAL, description="Model calls publish their text live from now on")
     def stream_on(self, *args: Any) -> None:

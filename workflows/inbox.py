@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core import machine, threads
     from rein.core.contract import NOTIFY_WAITING, WaitingNotice
     from rein.core.inbox import WAITING_MEMO, waiting_memo
-    from rein.core.policy import POLICY_CHECK, PolicyCheck, Verdict, effective
+    from rein.core.policy import POLICY_CHECK, RULES_SIGNAL, PolicyCheck, Verdict, effective
     from rein.core.result import Interrupt
 
 from rein.workflows.patches import PATCH_INBOX
@@ -39,6 +39,31 @@ class Inbox:
         self.run = run
         self.notice: Any = None
         """The webhook's activity while the wait it tells of lasts (cancelled when the wait ends first)."""
+        self.checked = 0
+        """The rules' version this run's last check read (0: none yet in this run)."""
+        self.told = 0
+        """The newest rules' version the policy workflow told this run of (RULES_SIGNAL)."""
+
+    def take_news(self, args: Any) -> None:
+        """RULES_SIGNAL: the rules changed. A run waiting for approval asks them again (`due`), itself."""
+        version = args[0].get("version") if len(args) == 1 and isinstance(args[0], dict) else None
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            self.run.ignore(RULES_SIGNAL, 'expected {"version": N}')
+            return
+        self.told = max(self.told, version)
+
+    def due(self, interrupt: Interrupt) -> bool:
+        """Told of rules newer than the last check, while waiting for approval."""
+        return interrupt.type == "need_approval" and self.told > self.checked
+
+    async def recheck(self) -> bool:
+        """Ask the rules again during an approval wait (told they changed); True when they decided a call (the wait
+        is over: the run goes on, or waits again for what is left)."""
+        before = len(self.run.session.decisions)
+        self.checked = self.told
+        if self.on():
+            await self.rules_decide()
+        return len(self.run.session.decisions) > before
 
     @staticmethod
     def on() -> bool:
@@ -71,12 +96,14 @@ class Inbox:
         approvers = run.config.approvers if run.config is not None else None
         names = {c.id: c.name for c in calls}
         now = workflow.now().isoformat()
+        meanwhile = machine.decisions_for_pending(run.session)  # a person decides during a wait's check
         for raw in verdicts:
-            if raw.call_id not in names:
+            self.checked = max(self.checked, raw.version)
+            if raw.call_id not in names or raw.call_id in meanwhile:
                 continue
             v = effective(raw, always_asks=names[raw.call_id] in run.approval_tools, approvers=approvers)
             if v.effect in ("allow", "deny"):
-                machine.decide(run.session, v.effect == "allow", v.call_id, approver=v.via, reason=v.line,
+                machine.decide(run.session, v.effect == "allow", v.call_id, approver=v.via, reason=v.reason or v.line,
                                input_tools=run.answered_outside(), via=v.via, at=now)
         left = machine.decisions_for_pending(run.session)
         return all(c.id in left for c in calls)

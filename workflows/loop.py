@@ -201,7 +201,8 @@ class AgentLoop(AgentHandlers):
         if resumed.type == "error":
             action = machine.Wait(interrupt=resumed)  # still waiting for `retry`
         if isinstance(action, machine.Wait):
-            await self.waiting.wait_for_human(action.interrupt, config, resumed=True)
+            interrupt = action.interrupt.model_copy(update={"wait": resumed.wait})  # the same wait, the same id
+            await self.waiting.wait_for_human(interrupt, config, resumed=True)
             return True
         self.waiting.stop_waiting()  # a decision delivered as this run started settled the wait
         return False

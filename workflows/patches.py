@@ -72,3 +72,20 @@ PATCH_RECORDED_START = "rein-recorded-start"
 """Since this patch every run records, in its first activation, that this build's rules started it (a marker):
 a replay reads it back instead of the build id its first task recorded (rein.workflows.window), so the table of
 earlier builds' ids never grows. A later change of how runs start is a new id."""
+PATCH_BOUND_DECISIONS = "rein-bound-decisions"
+"""Since this patch a decision belongs to the batch of tool calls it was made for (rein.core.machine: Decision.batch):
+a later batch that repeats a call id (LiteLLM's `call_0` in every turn) waits for its own decision. Asked only when
+a new batch repeats the id of a call decided earlier (runs without such a repeat record no marker); runs recorded
+before it replay with the earlier rule (the decision carried over)."""
+
+PATCH_CLIENT_PROVENANCE = "rein-client-provenance"
+"""Since this patch a run ignores the `rule` and `via` fields a client sends with a decision: "decided by a rule" is
+recorded only from the run's own rule check (rein.core.policy via rein.workflows.inbox), and a decision naming a rule
+no longer skips the approver check. Asked only when a decision carries one of them (rein's own clients send
+neither); runs recorded before it replay as they took them."""
+
+PATCH_RULES_REACH_RUNS = "rein-rules-reach-runs"
+"""ReinPolicy's, not AgentWorkflow's: since this patch an added rule that allows or denies is told to the waiting runs
+it may decide by an activity of the policy workflow (rein.rules_changed, retried by Temporal), each run then asking
+its rules again itself; before it, the client that added the rule decided them (rein.durable.policy's sweep).
+Asked as such a rule is added; the policy workflows recorded before it replay without the activity."""

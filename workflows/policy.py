@@ -1,16 +1,21 @@
 """ReinPolicy: the namespace's rules (rein.core.policy), one long-lived workflow (id `rein-policy`).
 
 A rule is added or removed by a validated update (a rule that does not parse, a rule outside the sender's
-tenant, an unknown id: refused to the caller, nothing changes). Every change raises the version and writes the
-rules to the memo, where runs and clients read them with one describe (no worker needed). It continues as new
-when its history grows, carrying the rules.
+tenant, an unknown id, rules that would pass MAX_RULES_BYTES: refused to the caller in one line, nothing changes).
+Every change raises the version and writes the rules to the memo, where runs and clients read them with one describe
+(no worker needed). A rule that allows or denies is then told to the waiting runs it may decide, by an activity that
+Temporal retries until it is done (rein.rules_changed): no client has to stay up for it. It continues as new when
+its history grows, carrying the rules and the runs not yet told. It always follows the current build (AUTO_UPGRADE,
+whatever a worker's REIN_VERSIONING says): one workflow for the namespace must not stay pinned to a retired build.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy, VersioningBehavior
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -20,16 +25,27 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.policy import (
         ADD_RULE_UPDATE,
         MAX_RULES,
+        MAX_RULES_BYTES,
         POLICY_MEMO,
         POLICY_WORKFLOW_TYPE,
         REMOVE_RULE_UPDATE,
+        RULES_CHANGED,
         RULES_QUERY,
         PolicyState,
         Rule,
+        RulesChanged,
+        rules_size,
     )
+
+from rein.workflows.patches import PATCH_RULES_REACH_RUNS
 
 CHANGES_PER_RUN = 200
 """Changes after which the workflow continues as new (each is an update and a memo upsert)."""
+TELL_TIMEOUT = timedelta(minutes=10)
+TELL_HEARTBEAT = timedelta(seconds=30)
+TELL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                         maximum_interval=timedelta(minutes=1))
+"""Telling the waiting runs is retried until it is done (no attempt limit): a rule must reach them."""
 
 
 class RuleChange(BaseModel):
@@ -45,28 +61,48 @@ def _refuse(message: str) -> ApplicationError:
     return ApplicationError(message, type="PolicyRefused", non_retryable=True)
 
 
+class Carried(PolicyState):
+    """The input a continuation takes: the rules, and the changes whose waiting runs are not told yet."""
+
+    untold: list[RulesChanged] = Field(default_factory=list, exclude_if=lambda v: not v)
+
+
 @workflow.defn(name=POLICY_WORKFLOW_TYPE)
 class PolicyWorkflow:
+    """ReinPolicy on an unversioned worker (VersionedPolicyWorkflow on a versioned one)."""
+
     @workflow.init
     def __init__(self, state: Any = None) -> None:
         try:
-            self.state = PolicyState.model_validate(state or {})
+            carried = Carried.model_validate(state or {})
         except ValidationError:
-            self.state = PolicyState()  # `run` says why
+            carried = Carried()  # `run` says why
+        self.state = PolicyState.model_validate(carried.model_dump(exclude={"untold"}))
+        self.untold = carried.untold
+        """Added rules whose waiting runs are still to be told (RULES_CHANGED), oldest first."""
         self.changes = 0
 
     @workflow.run
     async def run(self, state: Any = None) -> None:
         if state is not None:
             try:
-                PolicyState.model_validate(state)
+                Carried.model_validate(state)
             except ValidationError as err:
                 raise _refuse(f"Invalid ReinPolicy input: {validation_text(err, 'state')}") from None
         self._publish()
-        await workflow.wait_condition(
-            lambda: self.changes >= CHANGES_PER_RUN or workflow.info().is_continue_as_new_suggested())
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self.untold) or self.changes >= CHANGES_PER_RUN
+                or workflow.info().is_continue_as_new_suggested())
+            if not self.untold:
+                break
+            await workflow.execute_activity(RULES_CHANGED, self.untold[0], start_to_close_timeout=TELL_TIMEOUT,
+                                            heartbeat_timeout=TELL_HEARTBEAT, retry_policy=TELL_RETRY,
+                                            summary=f"tell the waiting runs: rule {self.untold[0].rule}")
+            self.untold.pop(0)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(self.state.model_dump(mode="json"))
+        carried = Carried(**self.state.model_dump(), untold=self.untold)
+        workflow.continue_as_new(carried.model_dump(mode="json"))
 
     def _publish(self) -> None:
         if workflow.memo_value(POLICY_MEMO, None) != self.state.model_dump(mode="json"):
@@ -87,15 +123,22 @@ class PolicyWorkflow:
         rule = self._rule(change).model_copy(update={"id": f"r{self.state.next_id}", "at": workflow.now().isoformat()})
         self.state.next_id += 1
         self.state.rules.append(rule)
-        return self._changed(rule)
+        changed = self._changed(rule)
+        if rule.effect != "ask" and workflow.patched(PATCH_RULES_REACH_RUNS):
+            self.untold.append(RulesChanged.of(rule, self.state.version))
+        return changed
 
     @add.validator
     def _check_add(self, change: RuleChange) -> None:
         if change.rule is None:
             raise _refuse("give the rule to add")
-        self._rule(change)
+        rule = self._rule(change)
         if len(self.state.rules) >= MAX_RULES:
             raise _refuse(f"the policy holds {MAX_RULES} rules already; remove some first")
+        size = rules_size(self.state.model_copy(update={"rules": [*self.state.rules, rule]}))
+        if size > MAX_RULES_BYTES:
+            raise _refuse(f"the rules would take {size:,} bytes, over the limit of {MAX_RULES_BYTES:,}: "
+                          "remove some first (rein policy remove ID)")
 
     @workflow.update(name=REMOVE_RULE_UPDATE, description='Remove a rule: {"id", "tenant"}')
     def remove(self, change: RuleChange) -> dict[str, Any]:
@@ -120,3 +163,17 @@ class PolicyWorkflow:
     @workflow.query(name=RULES_QUERY, description="The rules and their version")
     def rules(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")
+
+
+@workflow.defn(name=POLICY_WORKFLOW_TYPE, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+class VersionedPolicyWorkflow(PolicyWorkflow):
+    """ReinPolicy on a versioned worker: AUTO_UPGRADE whatever the worker's default (REIN_VERSIONING=pinned too),
+    so the namespace's one rules workflow always moves to the current build."""
+
+    @workflow.init
+    def __init__(self, state: Any = None) -> None:
+        super().__init__(state)
+
+    @workflow.run
+    async def run(self, state: Any = None) -> None:
+        await super().run(state)

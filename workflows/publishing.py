@@ -64,7 +64,15 @@ class Publisher:
             continued_from=run.continued_from,
             stuck=run.stuck,
             turn=run.carry.thread.turns if run.carry.thread is not None else 0,
+            wait=child.wait if child else run.interrupt.wait if run.interrupt is not None else None,
+            waiting_on=child.waiting_on if child else self._waiting_on(),
         )
+
+    def _waiting_on(self) -> list[str]:
+        run = self.run
+        if run.interrupt is None:
+            return []
+        return [c.id for c in machine.waiting_on(run.session, run.interrupt.type, run.answered_outside())]
 
     def outcome(self) -> RunOutcome:
         run = self.run

@@ -169,6 +169,7 @@ class Stages:
         self.run.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
         self.run.reply_version = version
         self.run.record_steps([machine.apply_completion(self.run.session, completion, workflow.time() - began)])
+        self.run.decisions.bind_batch()
         self.run.child_runs.report_spend()
 
     def client_tool_specs(self) -> list[ToolSpec]:

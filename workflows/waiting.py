@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.ir import StreamChunk
     from rein.core.result import Interrupt
     from rein.core.summaries import waiting_summary
+    from rein.core.waits import wait_id
 
 from rein.workflows.options import seconds
 from rein.workflows.patches import PATCH_TURN_WAIT, PATCH_WAITING_TIMER
@@ -51,19 +52,7 @@ class Waiting:
         inbox = not resumed and run.inbox.on()
         if inbox and interrupt.type == "need_approval" and await run.inbox.rules_decide():
             return  # the rules decided every call: nobody waits
-        run.interrupt = interrupt
-        run.status = WAITING_STATUS[interrupt.type]
-        run.session.stop_reason = "interrupted"
-        if not resumed:
-            run.carry.pause += 1
-        run.publisher.publish()
-        if not resumed:  # the predecessor already published it to the stream it handed over
-            calls = machine.waiting_on(run.session, interrupt.type, run.answered_outside())
-            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first); `pause`: this wait
-                type="interrupt", name=interrupt.type, finish_reason="interrupted", usage=run.session.usage,
-                data={**interrupt.model_dump(mode="json"), "calls": [c.model_dump(mode="json") for c in calls],
-                      "client_tools": sorted(run.client_tools()), "pause": run.carry.pause},
-            ))
+        interrupt = self._announce(interrupt, resumed)
         await run.child_runs.tell_parent()
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         if timeout is not None and run.carry.wait_deadline is None:
@@ -82,7 +71,8 @@ class Waiting:
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError
                 await workflow.wait_condition(
-                    lambda: run.woken or run.cancel_reason is not None or run.continuation.signals_piled_up(),
+                    lambda: run.woken or run.cancel_reason is not None or run.continuation.signals_piled_up()
+                    or run.inbox.due(interrupt),
                     timeout=timer, timeout_summary=summary,
                 )
             except TimeoutError:
@@ -96,9 +86,35 @@ class Waiting:
                 break
             if run.woken or run.cancel_reason is not None:
                 break
+            if run.inbox.due(interrupt):  # a rule was added: the run's own check may decide its calls
+                run.woken = await run.inbox.recheck() or run.woken
+                if run.woken or run.cancel_reason is not None:
+                    break
+                continue
             await run.continuation.continue_as_new(waiting=interrupt)
         self.stop_waiting()
         await run.child_runs.tell_parent()
+
+    def _announce(self, interrupt: Interrupt, resumed: bool) -> Interrupt:
+        """The wait begins: its id (a new pause, or the predecessor's when `resumed`), the run's status, and the
+        stream's `interrupt` chunk (the predecessor already published it to the stream it handed over)."""
+        run = self.run
+        if not resumed:
+            run.carry.pause += 1
+        if interrupt.wait is None:  # a continuation keeps its predecessor's wait id
+            interrupt = interrupt.model_copy(update={"wait": wait_id(workflow.info().run_id, run.carry.pause)})
+        run.interrupt = interrupt
+        run.status = WAITING_STATUS[interrupt.type]
+        run.session.stop_reason = "interrupted"
+        run.publisher.publish()
+        if not resumed:
+            calls = machine.waiting_on(run.session, interrupt.type, run.answered_outside())
+            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first); `pause`: this wait
+                type="interrupt", name=interrupt.type, finish_reason="interrupted", usage=run.session.usage,
+                data={**interrupt.model_dump(mode="json"), "calls": [c.model_dump(mode="json") for c in calls],
+                      "client_tools": sorted(run.client_tools()), "pause": run.carry.pause},
+            ))
+        return interrupt
 
     def _waiting_summary(self, interrupt: Interrupt) -> str:
         run = self.run

@@ -79,6 +79,7 @@ class WorkerSteps:
         if outcome.conversation:
             run.carry.conversation = outcome.conversation
         run.session = outcome.session_from(run.session)
+        run.decisions.bind_batch()
         run.carry.sent_messages = len(run.session.messages)  # the worker holds the conversation as the step left it
         run.record_steps(outcome.steps)
         return outcome.interrupt

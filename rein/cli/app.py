@@ -172,11 +172,18 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a 
 RunId = Annotated[str, typer.Argument(help="The run's id (its Temporal workflow id).", show_default=False)]
 
 
-async def connect_client(address: str | None, namespace: str | None) -> ReinClient:
+async def connect_client(address: str | None, namespace: str | None, *, person: bool = True) -> ReinClient:
+    """The command's client; `person`: its Temporal identity is the person's (REIN_IDENTITY, default USER@HOST),
+    as every command that decides or changes something; a worker's keeps temporalio's `PID@HOST`."""
     from rein.temporal.connection import connect, settings
 
     try:
-        client = await connect(address, namespace)
+        if person:
+            from rein.durable.bound import person as who
+
+            client = await connect(address, namespace, identity=who())
+        else:
+            client = await connect(address, namespace)
     except RuntimeError as err:
         if "connect" not in str(err).lower():
             raise

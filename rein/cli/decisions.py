@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 
 Approver = Annotated[str | None, typer.Option(
-    help="Who decides, recorded in Session.decisions (default: this client's Temporal identity). "
-         "Asserted by the caller: access control is Temporal's.")]
+    help="Who decides, recorded in Session.decisions (default: REIN_IDENTITY, else USER@HOST: the same for every "
+         "command). Asserted by the caller: access control is Temporal's.")]
 
 
 WaitFlag = Annotated[bool, typer.Option(
@@ -42,7 +42,8 @@ EXIT_QUEUED = 11
 
 
 def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
-            action: Callable[[ReinClient, bool, str], Awaitable[Any]], wait: bool = False) -> Any:
+            action: Callable[[ReinClient, bool, str, Any], Awaitable[Any]], wait: bool = False,
+            read: Callable[[ReinClient], Awaitable[Any]] | None = None) -> Any:
     """Send a decision through the run's validated update; say truthfully what became of it.
 
     Applied: the command's line. Rejected: one line, exit 5. No worker polls: nothing is sent (a sent
@@ -50,12 +51,13 @@ def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
     spinner until a worker serves the run. A worker is listed (one stopped less than a minute ago
     still is) but none takes it within 2 s: a line says so at once; without --wait, exit 11 (sent,
     queued on the server, applied when a worker takes the run), with --wait a spinner until one does.
-    Ctrl-C: exit 130, one line saying where the decision stands (asked of the server).
+    Ctrl-C: exit 130, one line saying where the decision stands (asked of the server). `read`: what the
+    decision needs to know of the run first (what it waits on), read before the 2 s start; `action` gets it.
     """
     from rein.cli import interrupt
     from rein.client import DecisionQueued, DecisionRejected, NoWorker
 
-    decision = _Decision(run_id, what, action, wait)
+    decision = _Decision(run_id, what, action, wait, read)
     try:
         with interrupt.graceful():  # Ctrl-C cancels the decision's task, which asks the server where it stands
             return with_client(address, namespace, decision.go)
@@ -74,11 +76,13 @@ def _decide(address: str | None, namespace: str | None, run_id: str, what: str,
 class _Decision:
     """One decision on its way: whether its update may have left, and where it stands."""
 
-    def __init__(self, run_id: str, what: str, action: Callable[[ReinClient, bool, str], Awaitable[Any]],
-                 wait: bool) -> None:
+    def __init__(self, run_id: str, what: str, action: Callable[[ReinClient, bool, str, Any], Awaitable[Any]],
+                 wait: bool, read: Callable[[ReinClient], Awaitable[Any]] | None = None) -> None:
         import uuid
 
-        self.run_id, self.what, self.action, self.wait = run_id, what, action, wait
+        self.run_id, self.what, self.action, self.wait, self.read = run_id, what, action, wait, read
+        self.known: Any = None
+        """What `read` learned of the run before the decision was sent."""
         self.update_id = f"{what}-{uuid.uuid4().hex[:12]}"
         self.sent = False
         """The update's request may have left: from here on, ask the server where it stands."""
@@ -95,6 +99,8 @@ class _Decision:
                 with err_console().status(f"waiting for a worker to serve run {run_id} (Ctrl-C: nothing is sent)"):
                     while not await client.worker_serves(self.run_id):
                         await asyncio.sleep(WORKER_POLL_S)
+            if self.read is not None:
+                self.known = await self.read(client)
             deciding = asyncio.ensure_future(self._sending(client))
             done, _ = await asyncio.wait({deciding}, timeout=seconds("REIN_DECISION_GRACE_S", DECISION_GRACE_S))
             if done:
@@ -121,7 +127,7 @@ class _Decision:
 
         try:
             self.sent = True  # from here on: the server says whether it has it (decision_stage)
-            return await self.action(client, self.wait, self.update_id)
+            return await self.action(client, self.wait, self.update_id, self.known)
         except NoWorker:
             self.sent = False
             await describe_run(client, self.run_id)  # an unknown id is "not found"
@@ -157,36 +163,55 @@ WORKER_POLL_S = 1.0
 """How often `--wait` asks whether a worker serves the run."""
 
 
+Calls = Annotated[list[str] | None, typer.Option(
+    "--call", "--tool-call-id", metavar="ID",
+    help="Only this tool call (repeat for more; default: every call the run waits on as read now).")]
+WaitId = Annotated[str | None, typer.Option(
+    "--wait-id", metavar="WAIT", help="The wait you decide (`rein status` shows it): refused once the run waits on another.")]
+
+
+def _said(verb: str, run_id: str, decided: Any) -> str:
+    """What a decision decided, exactly: each call as `tool(args) [id]`, and the wait it answered."""
+    lines = decided.lines() if hasattr(decided, "lines") else [f"[{i}]" for i in decided or []]
+    wait = f" (wait {decided.wait})" if getattr(decided, "wait", None) else ""
+    return f"{verb} {', '.join(lines) or 'nothing'} in run {run_id}{wait}"
+
+
 @app.command()
 def approve(
     run_id: RunId,
-    tool_call_id: Annotated[str | None, typer.Option(help="Only this tool call (default: every pending call).")] = None,
+    calls: Calls = None,
+    wait_id: WaitId = None,
     approver: Approver = None,
     reason: Annotated[str, typer.Option(help="Why (recorded).")] = "",
     wait: WaitFlag = False,
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
-    """Approve a run's pending tool calls."""
-    ids = _decide(address, namespace, run_id, "approval",
-                  lambda c, w, u: c.approve(run_id, tool_call_id, approver, reason, wait=w, update_id=u), wait)
-    out_console().print(f"approved {', '.join(ids or []) or 'nothing'} in run {escape(run_id)}")
+    """Approve a run's pending tool calls: those it waits on as read now (printed, and named in the decision, so a
+    run that moved on meanwhile refuses it), or only --call ID."""
+    decided = _decide(address, namespace, run_id, "approval", lambda c, w, u, view: c.decide_calls(
+        run_id, True, approver=approver, reason=reason, tool_call_ids=calls, wait=wait_id, until_taken=w, update_id=u,
+        view=view), wait, read=lambda c: c.status(run_id))
+    out_console().print(escape(_said("approved", run_id, decided)), soft_wrap=True)
 
 
 @app.command()
 def deny(
     run_id: RunId,
-    tool_call_id: Annotated[str | None, typer.Option(help="Only this tool call (default: every pending call).")] = None,
+    calls: Calls = None,
+    wait_id: WaitId = None,
     approver: Approver = None,
     reason: Annotated[str, typer.Option(help="Why (the model sees it).")] = "",
     wait: WaitFlag = False,
     address: Address = None,
     namespace: Namespace = None,
 ) -> None:
-    """Deny a run's pending tool calls; the model is told they were denied, and why."""
-    ids = _decide(address, namespace, run_id, "denial",
-                  lambda c, w, u: c.deny(run_id, tool_call_id, approver, reason, wait=w, update_id=u), wait)
-    out_console().print(f"denied {', '.join(ids or []) or 'nothing'} in run {escape(run_id)}")
+    """Deny a run's pending tool calls (as `approve` picks them); the model is told they were denied, and why."""
+    decided = _decide(address, namespace, run_id, "denial", lambda c, w, u, view: c.decide_calls(
+        run_id, False, approver=approver, reason=reason, tool_call_ids=calls, wait=wait_id, until_taken=w, update_id=u,
+        view=view), wait, read=lambda c: c.status(run_id))
+    out_console().print(escape(_said("denied", run_id, decided)), soft_wrap=True)
 
 
 @app.command()
@@ -199,14 +224,17 @@ def answer(
     namespace: Namespace = None,
 ) -> None:
     """Answer a run waiting for input (an `ask_human` question)."""
-    _decide(address, namespace, run_id, "answer", lambda c, w, u: c.answer(run_id, text, approver, wait=w, update_id=u), wait)
+    _decide(address, namespace, run_id, "answer",
+            lambda c, w, u, view: c.answer(run_id, text, approver, wait=view.wait, until_taken=w, update_id=u), wait,
+            read=lambda c: c.status(run_id))
     out_console().print(f"answered run {escape(run_id)}")
 
 
 @app.command()
 def retry(run_id: RunId, wait: WaitFlag = False, address: Address = None, namespace: Namespace = None) -> None:
     """Retry a run waiting after an error (its model attempts were exhausted)."""
-    _decide(address, namespace, run_id, "retry", lambda c, w, u: c.retry(run_id, wait=w, update_id=u), wait)
+    _decide(address, namespace, run_id, "retry", lambda c, w, u, view: c.retry(
+        run_id, wait=view.wait, until_taken=w, update_id=u), wait, read=lambda c: c.status(run_id))
     out_console().print(f"retrying run {escape(run_id)}")
 
 
@@ -219,6 +247,6 @@ def cancel(
     namespace: Namespace = None,
 ) -> None:
     """Cancel a run: it ends with stop reason `cancelled`."""
-    _decide(address, namespace, run_id, "cancellation", lambda c, w, u: c.cancel(run_id, reason, wait=w, update_id=u), wait)
+    _decide(address, namespace, run_id, "cancellation", lambda c, w, u, _: c.cancel(run_id, reason, wait=w, update_id=u), wait)
     out_console().print(f"cancelled run {escape(run_id)}")
 

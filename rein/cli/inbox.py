@@ -137,7 +137,8 @@ def _bulk(decision: str, agent: str | None, tenant: str | None, tool: str | None
         console = out_console()
         for o in outcomes:
             style = {"applied": "green", "refused": "red", "queued": "yellow"}.get(o.outcome, "dim")
-            ids = f" {', '.join(o.decided)}" if o.decided else ""
+            ids = f" {', '.join(o.calls or o.decided)}" if o.decided else ""
+            ids += f" (wait {o.wait})" if o.decided and o.wait else ""
             console.print(f"[{style}]{o.outcome}[/] {escape(o.run_id)}{escape(ids)}"
                           + (f" [dim]{escape(o.detail)}[/]" if o.detail else ""), soft_wrap=True)
         counts = {k: sum(o.outcome == k for o in outcomes) for k in ("applied", "refused", "queued", "not sent", "skipped")}

@@ -44,8 +44,9 @@ def add(
     as_json: JsonFlag = False,
 ) -> None:
     """Add a rule. The most specific rule that matches a call decides it; at equal specificity deny beats ask beats
-    allow. It decides at once the pending approvals it covers, and every later call at its run's next decision.
-    A rule never approves what the agent's own definition asks a person for."""
+    allow. The runs waiting for approval that it covers are told and ask their rules again (each decides itself,
+    even if this command is stopped right after); later calls meet it at their run's next check. A rule never
+    approves what the agent's own definition asks a person for."""
     from rein.core.policy import PolicyError, parse_args
 
     if effect not in EFFECTS:
@@ -67,9 +68,9 @@ def add(
         return
     console = out_console()
     console.print(f"added rule {change.rule.id}: {escape(change.rule.line())} (policy version {change.version})")
-    for o in change.decided:
-        console.print(f"  {o.outcome} {escape(o.run_id)} {escape(', '.join(o.decided))}"
-                      + (f" [dim]{escape(o.detail)}[/]" if o.detail else ""), soft_wrap=True)
+    if change.rule.effect != "ask":
+        console.print("the runs waiting for approval that it covers are told, and decide by it themselves "
+                      "(`rein inbox` shows what still waits)", soft_wrap=True)
 
 
 @policy_app.command("list")
@@ -133,8 +134,9 @@ def explain(run_id: RunId, address: Address = None, namespace: Namespace = None,
     from rich.table import Table
 
     table = Table()
-    for name in ("call", "tool", "arguments", "decision", "by", "at"):
+    for name in ("call", "tool", "arguments", "decision", "by", "at", "reason"):
         table.add_column(name, overflow="fold")
     for r in rows:
-        table.add_row(escape(r.call_id), escape(r.tool), escape(r.args), r.decision, escape(r.by), r.at[:19])
+        table.add_row(escape(r.call_id), escape(r.tool), escape(r.args), r.decision, escape(r.by), r.at[:19],
+                      escape(r.reason))
     out_console().print(table)

@@ -43,7 +43,7 @@ def answer_hints(run_id: str, detail: RunDetail) -> list[str]:
     if itr.type == "need_approval":
         hints = [f"rein approve {quoted}", f"rein deny {quoted} --reason '...'"]
         if len(detail.pending_tool_calls) > 1:
-            hints += [f"rein approve {quoted} --tool-call-id {shlex.quote(c.id)}" for c in detail.pending_tool_calls]
+            hints += [f"rein approve {quoted} --call {shlex.quote(c.id)}" for c in detail.pending_tool_calls]
         return hints
     if itr.type == "need_input":
         return [f"rein answer {quoted} '...'"]
@@ -65,6 +65,8 @@ def render_interrupt(console: Console, run_id: str, detail: RunDetail) -> None:
     else:
         body = f"Waiting after an error: {escape(itr.message)}"
     hints = "\n".join(f"  {escape(h)}" for h in answer_hints(run_id, detail))
+    if itr.wait:
+        body += f"\n\n[dim]wait {escape(itr.wait)}: a decision naming it is refused once the run waits on another[/]"
     if detail.served is False:  # a decision now would not be sent (exit 8)
         hints += "\n[dim]once a worker serves it (or add --wait: it waits for one)[/]"
     console.print(Panel(f"{body}\n\n[dim]Answer with:[/]\n{hints}", title="pending", expand=False))
@@ -154,10 +156,11 @@ def render_decisions(console: Console, rows: list[Any]) -> None:
     from rich.table import Table
 
     table = Table(title="decisions", title_justify="left")
-    for name in ("call", "tool", "decision", "by", "at"):
+    for name in ("call", "tool", "decision", "by", "at", "reason"):
         table.add_column(name, overflow="fold")
     for r in rows:
-        table.add_row(escape(r.call_id), escape(r.tool), r.decision, escape(r.by), r.at[:19].replace("T", " "))
+        table.add_row(escape(r.call_id), escape(r.tool), r.decision, escape(r.by), r.at[:19].replace("T", " "),
+                      escape(r.reason))
     console.print(table)
 
 

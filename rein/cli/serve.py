@@ -102,10 +102,14 @@ def serve(
     import uvicorn
 
     from rein.settings import current
+    from rein.temporal.bearer import BearerAuth
     from rein.web.app import build
     from rein.web.auth import WebAuth
     from rein.web.tokens import sign_in_link
 
+    why = BearerAuth.from_env().misconfigured()
+    if why is not None:
+        raise CliError(why, EXIT_USAGE)
     open_mode = open_mode or current().web_open
     if open_mode and not _loopback(host):
         raise CliError(f"--open (REIN_WEB_OPEN) serves loopback only, not --host {host}: bind 127.0.0.1, or sign "

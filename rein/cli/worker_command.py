@@ -83,7 +83,7 @@ async def _serve(agents: list[Any], shared: list[str], version: Any, address: st
     from rein.temporal.deployment import VERSIONING_OFF
 
     console = err_console()
-    client = await connect_client(address, namespace)
+    client = await connect_client(address, namespace, person=False)  # one process among the workers
     available = await ensure_search_attributes(client.client)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_serializer, model_validator
 from temporalio.common import SearchAttributeKey
@@ -556,20 +556,30 @@ class CloseCanceledInput(BaseModel):
 # ------------------------------------------------------------ signals (lenient)
 
 
+MAX_NAMED_CALLS = 256
+"""Call ids one decision may name."""
+NamedId = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
+
+
 class DecisionSignal(_Lenient):
-    """Payload of `approve` and `deny`; a null tool_call_id targets the whole pending batch."""
+    """Payload of `approve` and `deny`. A decision names what it decides: `wait` (the wait the sender saw, refused
+    once the run waits on another) and `tool_call_ids` (exactly these calls, each one the run waits on). Naming
+    neither, as a raw `temporal workflow signal` may: `tool_call_id` (one pending call), or null for every
+    undecided call of the pending batch."""
 
     tool_call_id: str | None = Field(default=None, max_length=MAX_ID)
+    tool_call_ids: list[NamedId] | None = Field(default=None, max_length=MAX_NAMED_CALLS)
+    wait: NamedId | None = None
     approver: str = Field(default="", max_length=MAX_NAME)
     reason: str = Field(default="", max_length=MAX_REASON)
     tenant: str | None = Field(default=None, max_length=MAX_NAME)
     """The tenant the sender verified the approver for (rein serve's sign-in): the run refuses a decision
     for another tenant than its own. None: unscoped (an operator with the namespace's access)."""
     via: str = Field(default="", max_length=MAX_NAME)
-    """Through what the decision came (`inbox`, `rule r3`), recorded with it."""
+    """Ignored since rein-client-provenance (kept so that earlier senders still parse): a run records "decided by a
+    rule" only from its own rule check. Runs recorded before that patch took it as sent."""
     rule: str = Field(default="", max_length=32)
-    """The id of the rule that decides (rein.core.policy): the run refuses a rule's approval where its agent's
-    definition asks a person (a tool marked as always asking, named approvers)."""
+    """Ignored as `via` is (earlier builds let a decision naming a rule skip the approver check)."""
 
     @field_validator("approver", "reason", "via", "rule", mode="before")
     @classmethod
@@ -583,6 +593,9 @@ class AnswerSignal(_Lenient):
     tenant: str | None = Field(default=None, max_length=MAX_NAME)
     """As DecisionSignal.tenant."""
     via: str = Field(default="", max_length=MAX_NAME)
+    """Ignored, as DecisionSignal.via."""
+    wait: NamedId | None = None
+    """The wait the sender answers (DecisionSignal.wait)."""
 
     @field_validator("approver", "via", mode="before")
     @classmethod
@@ -600,9 +613,10 @@ class CancelSignal(_Lenient):
 
 
 class RetrySignal(_Lenient):
-    """Payload of `retry`: nothing to say (an empty object, or none); `tenant` as DecisionSignal.tenant."""
+    """Payload of `retry`: nothing to say (an empty object, or none); `tenant` and `wait` as DecisionSignal's."""
 
     tenant: str | None = Field(default=None, max_length=MAX_NAME)
+    wait: NamedId | None = None
 
 
 class ToolResultEntry(_Lenient):
@@ -615,6 +629,8 @@ class ToolResults(_Lenient):
 
     results: list[ToolResultEntry] = Field(min_length=1, max_length=64)
     approver: str = Field(default="", max_length=MAX_NAME)
+    wait: NamedId | None = None
+    """The wait the results answer (DecisionSignal.wait)."""
 
 
 class ToolResultsTaken(BaseModel):
@@ -702,6 +718,10 @@ class RunStatusView(BaseModel):
     """While the status is `stuck`: what is held up, and the bug's message."""
     turn: int = 0
     """A thread's turns started so far (0: not a thread)."""
+    wait: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The id of the wait the run is in (rein.core.waits; also `interrupt.wait`); None when it waits for nobody."""
+    waiting_on: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The ids of the pending calls that wait is for (what a decision naming none decides)."""
 
 
 # ------------------------------------------------------------ config overrides from clients

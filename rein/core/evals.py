@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from rein.core.ir import ToolCall, ToolResult
+from rein.core.ir import Message, ToolCall, ToolResult
+from rein.core.machine import call_decisions, decisions_for_pending
 from rein.core.result import Interrupt, Step
 from rein.core.session import Decision, Session
 
@@ -67,20 +68,34 @@ def call_key(name: str, arguments: dict[str, Any]) -> str:
 def recorded_calls(session: Session, steps: Sequence[Step] = ()) -> list[RecordedCall]:
     """Every tool call of a recorded conversation with its result and decision, in order. `steps` (the
     run's step log) tells which results were errors: a Session keeps only their text."""
-    results = {m.tool_call_id: m.content or "" for m in session.messages if m.role == "tool" and m.tool_call_id}
     errors = [bool(s.is_error) for s in steps if s.kind == "tool"]
-    decisions = {d.tool_call_id: d for d in session.decisions}
+    decided = iter(call_decisions(session))
     calls: list[RecordedCall] = []
-    for message in session.messages:
-        for call in message.tool_calls or ():
-            if call.id not in results:
-                continue  # still pending when the run ended
-            calls.append(RecordedCall(name=call.name, arguments=call.arguments, result=results[call.id],
-                                      decision=decisions.get(call.id)))
+    for at, message in enumerate(session.messages):
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        results = _results_after(session.messages, at)
+        for call in message.tool_calls:
+            decision = next(decided)[1]
+            if call.id in results:  # else still pending when the run ended
+                calls.append(RecordedCall(name=call.name, arguments=call.arguments, result=results[call.id],
+                                          decision=decision))
     if len(errors) == len(calls):
         for recorded, is_error in zip(calls, errors, strict=True):
             recorded.is_error = is_error
     return calls
+
+
+def _results_after(messages: Sequence[Message], at: int) -> dict[str, str]:
+    """The tool results that answer the calls of message `at`: the tool messages up to the next model message
+    (call ids repeat across turns)."""
+    results: dict[str, str] = {}
+    for message in messages[at + 1:]:
+        if message.role == "assistant":
+            break
+        if message.role == "tool" and message.tool_call_id:
+            results.setdefault(message.tool_call_id, message.content or "")
+    return results
 
 
 def replayed_result(plan: EvalPlan, call: ToolCall, used: set[int]) -> ToolResult | None:
@@ -109,7 +124,7 @@ def settle(plan: EvalPlan, session: Session, interrupt: Interrupt, step: int, wa
     whose result it will take."""
     if interrupt.type == "error":
         return f"stopped at step {step}: {interrupt.message}"
-    decided = {d.tool_call_id for d in session.decisions}
+    decided = set(decisions_for_pending(session))
     ahead = set(used)
     for call in waiting_on:
         if call.id in decided:
@@ -121,11 +136,12 @@ def settle(plan: EvalPlan, session: Session, interrupt: Interrupt, step: int, wa
         if call.name in input_tools:
             if taken is None or taken.answer is None:
                 return f"diverged at step {step}: {call_key(call.name, call.arguments)} was never answered"
-            session.decisions.append(taken.model_copy(update={"tool_call_id": call.id}))
+            session.decisions.append(taken.model_copy(update={"tool_call_id": call.id, "batch": session.batch}))
         elif taken is None:  # it ran without asking in the recorded run (another permission): approved
-            session.decisions.append(Decision(tool_call_id=call.id, approved=True, approver=RECORDED_APPROVER))
+            session.decisions.append(Decision(tool_call_id=call.id, approved=True, approver=RECORDED_APPROVER,
+                                              batch=session.batch))
         else:
-            session.decisions.append(taken.model_copy(update={"tool_call_id": call.id}))
+            session.decisions.append(taken.model_copy(update={"tool_call_id": call.id, "batch": session.batch}))
     return None
 
 

@@ -58,6 +58,8 @@ class WaitingMemo(BaseModel):
     until: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """When the wait times out (approval_timeout_s), ISO 8601; None: never."""
     thread: bool = Field(default=False, exclude_if=lambda v: not v)
+    wait: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The wait's id (rein.core.waits): a decision from the inbox names it. None from builds before wait ids."""
 
 
 def waiting_memo(interrupt: Interrupt, pending: list[ToolCall], messages: list[Message], input_tools: frozenset[str],
@@ -75,6 +77,7 @@ def waiting_memo(interrupt: Interrupt, pending: list[ToolCall], messages: list[M
         more=max(len(calls) - MAX_CALLS, 0), said=cut(said or ""),
         question="" if kind == "approval" else cut(interrupt.message, 400),
         since=since.isoformat(), until=until.isoformat() if until is not None else None, thread=thread,
+        wait=interrupt.wait,
     )
     return memo.model_dump(mode="json")
 
@@ -94,6 +97,8 @@ class InboxItem(BaseModel):
     since: datetime | None = None
     until: datetime | None = None
     started: datetime | None = None
+    wait: str | None = None
+    """The wait's id (rein.core.waits), which a decision from the inbox names; None for a run of an earlier build."""
 
     @property
     def tools(self) -> list[str]:

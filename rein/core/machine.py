@@ -180,6 +180,7 @@ def apply_completion(session: Session, completion: Completion, duration_s: float
         return _apply_output(session, completion, completion.output, duration_s)
     if completion.finish_reason == "tool_calls" and message.tool_calls:
         message.tool_calls = unique_call_ids(message.tool_calls)
+        session.batch += 1
         sig = signature(message.tool_calls)
         if sig == session.last_signature:
             session.repeat_count += 1
@@ -256,6 +257,7 @@ def _apply_output(session: Session, completion: Completion, check: OutputCheck, 
     else:
         session.messages.append(Message(role="tool", tool_call_id=check.tool_call_id, content=check.error))
     if others:
+        session.batch += 1
         session.pending_tool_calls = others
         session.stage = Stage.RUN_TOOLS
         step.tool_calls = others
@@ -316,9 +318,39 @@ def policy_denial(call: ToolCall) -> ToolResult:
 
 
 def decisions_for_pending(session: Session) -> dict[str, Decision]:
-    """The latest decision for each pending call (a later one overrides an earlier one)."""
+    """The latest decision for each pending call (a later one overrides an earlier one), among the decisions
+    made for this batch: call ids repeat across batches, a decision for an earlier one never counts here."""
     pending = {c.id for c in session.pending_tool_calls}
-    return {d.tool_call_id: d for d in session.decisions if d.tool_call_id in pending}
+    return {d.tool_call_id: d for d in session.decisions if d.tool_call_id in pending and d.batch == session.batch}
+
+
+def call_decisions(session: Session) -> list[tuple[ToolCall, Decision | None]]:
+    """Every tool call of the conversation in order (pending ones included) with the decision made for it: the
+    latest decision of its id made for its batch. Batches are counted back from the last one (Session.batch); calls
+    of a Session from before batches were counted (batch 0) take the latest decision of their id made then."""
+    asked = [m.tool_calls for m in session.messages if m.role == "assistant" and m.tool_calls]
+    final = session.output_json is not None and bool(asked)  # the accepted final result: no batch of its own
+    latest: dict[tuple[str, int], Decision] = {(d.tool_call_id, d.batch): d for d in session.decisions}
+    found: list[tuple[ToolCall, Decision | None]] = []
+    for back, calls in enumerate(reversed(asked)):
+        number = max(session.batch - back + final, 0)
+        found = [(c, None if final and back == 0 else latest.get((c.id, number))) for c in calls] + found
+    shown = {c.id for c in asked[-1]} if asked else set()
+    return found + [(c, latest.get((c.id, session.batch))) for c in session.pending_tool_calls if c.id not in shown]
+
+
+def stale_decisions(session: Session) -> list[Decision]:
+    """Decisions of an earlier batch whose call id a pending call repeats: builds before bound decisions let them
+    decide the new call (the durable driver keeps that for the runs they recorded: `reopen_stale`)."""
+    pending = {c.id for c in session.pending_tool_calls}
+    return [d for d in session.decisions if d.tool_call_id in pending and d.batch != session.batch]
+
+
+def reopen_stale(session: Session) -> None:
+    """An earlier build's rule, for replaying the runs it recorded: a decision of an earlier batch decides the
+    pending call that repeats its id."""
+    for decision in stale_decisions(session):
+        decision.batch = session.batch
 
 
 def decide(
@@ -330,8 +362,10 @@ def decide(
     input_tools: frozenset[str] = frozenset(),
     via: str = "",
     at: str = "",
+    tool_call_ids: list[str] | None = None,
 ) -> list[str]:
-    """Approve or deny one pending call, or every undecided one. Returns the ids decided.
+    """Approve or deny pending calls: `tool_call_ids` (each named), one (`tool_call_id`), or every undecided one.
+    Returns the ids decided.
 
     An empty list means the decision did not fit (nothing pending, unknown id);
     the Session is then unchanged. `via` and `at` are recorded with it (Decision).
@@ -339,16 +373,16 @@ def decide(
     if session.stage != Stage.RUN_TOOLS:
         return []
     decided = decisions_for_pending(session)
+    named = set(tool_call_ids or ()) | ({tool_call_id} if tool_call_id is not None else set())
     targets = [
         c.id
         for c in session.pending_tool_calls
         if c.name not in input_tools
-        and (c.id == tool_call_id if tool_call_id is not None else c.id not in decided)
+        and (c.id in named if tool_call_ids is not None or tool_call_id is not None else c.id not in decided)
     ]
     for call_id in targets:
-        session.decisions.append(
-            Decision(tool_call_id=call_id, approved=approved, approver=approver, reason=reason, via=via, at=at)
-        )
+        session.decisions.append(Decision(tool_call_id=call_id, approved=approved, approver=approver, reason=reason,
+                                          via=via, at=at, batch=session.batch))
     return targets
 
 
@@ -363,9 +397,8 @@ def answer(session: Session, text: str, approver: str = "", input_tools: frozens
         decided = decisions_for_pending(session)
         for call in session.pending_tool_calls:
             if call.name in input_tools and call.id not in decided:
-                session.decisions.append(
-                    Decision(tool_call_id=call.id, approved=True, approver=approver, answer=text, via=via, at=at)
-                )
+                session.decisions.append(Decision(tool_call_id=call.id, approved=True, approver=approver, answer=text,
+                                                  via=via, at=at, batch=session.batch))
                 return "tool"
     session.messages.append(Message(role="user", content=text))
     session.stage = Stage.CALL_MODEL
@@ -407,7 +440,8 @@ def answer_calls(session: Session, results: dict[str, str], approver: str = "") 
     """Take results from outside for pending calls (client tools, questions): each becomes its call's tool
     result when the batch closes. The caller checked them (`unanswerable`); returns the ids taken."""
     for call_id, content in results.items():
-        session.decisions.append(Decision(tool_call_id=call_id, approved=True, approver=approver, answer=content))
+        session.decisions.append(Decision(tool_call_id=call_id, approved=True, approver=approver, answer=content,
+                                          batch=session.batch))
     return list(results)
 
 

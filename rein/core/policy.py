@@ -27,6 +27,13 @@ REMOVE_RULE_UPDATE = "rein.policy.remove"
 RULES_QUERY = "rein.policy.rules"
 POLICY_CHECK = "rein.policy_check"
 """The activity a run asks before it waits for approval: the verdicts of the rules on its pending calls."""
+RULES_CHANGED = "rein.rules_changed"
+"""The policy workflow's activity after a rule is added: it tells every waiting run the rule may decide (RULES_SIGNAL)."""
+RULES_SIGNAL = "rein.rules"
+"""What a waiting run is told when the rules changed: `{"version"}`; it asks its rules again (its own check)."""
+MAX_RULES_BYTES = 256 * 1024
+"""The rules' size at most, as JSON (bytes): far below Temporal's 2 MB payload limit, so the memo that publishes
+them and the input that carries them over continue-as-new always fit."""
 
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,99}$")
@@ -128,6 +135,10 @@ class Verdict(BaseModel):
     """The deciding rule as one line."""
     held: str = Field(default="", exclude_if=lambda v: not v)
     """Why the agent's own definition keeps the call asking a person although a rule allows it."""
+    reason: str = Field(default="", exclude_if=lambda v: not v)
+    """The person's reason given with the rule (recorded with its decisions, told to the model with a denial)."""
+    version: int = Field(default=0, exclude_if=lambda v: not v)
+    """The version of the rules the verdict was read from."""
 
     @property
     def via(self) -> str:
@@ -142,6 +153,21 @@ class PolicyState(BaseModel):
     rules: list[Rule] = Field(default_factory=list)
 
 
+class RulesChanged(BaseModel):
+    """RULES_CHANGED's input: the policy's version after the change, and whose waiting runs the added rule may
+    decide (its agent, tenant, run or thread; None: every run)."""
+
+    version: int
+    rule: str = ""
+    agent: str | None = None
+    tenant: str | None = None
+    run: str | None = None
+
+    @classmethod
+    def of(cls, rule: Rule, version: int) -> RulesChanged:
+        return cls(version=version, rule=rule.id, agent=rule.agent, tenant=rule.tenant, run=rule.run or rule.thread)
+
+
 class PolicyCheck(BaseModel):
     """The policy_check activity's input: a run's calls that wait for approval."""
 
@@ -150,6 +176,11 @@ class PolicyCheck(BaseModel):
     agent: str = ""
     tenant: str | None = None
     run: str = ""
+
+
+def rules_size(state: PolicyState) -> int:
+    """The rules' size as the memo and continue-as-new carry them (JSON bytes)."""
+    return len(json.dumps(state.model_dump(mode="json"), separators=(",", ":")).encode())
 
 
 def _text(value: Any) -> str:
@@ -164,7 +195,7 @@ def verdict(rules: list[Rule], call: Target) -> Verdict:
             continue
         if best is None or (rule.specificity, _RANK[rule.effect]) > (best.specificity, _RANK[best.effect]):
             best = rule
-    return Verdict() if best is None else Verdict(effect=best.effect, rule=best.id, line=best.line())
+    return Verdict() if best is None else Verdict(effect=best.effect, rule=best.id, line=best.line(), reason=best.reason)
 
 
 def effective(v: Verdict, *, always_asks: bool, approvers: list[str] | None) -> Verdict:

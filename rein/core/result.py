@@ -29,6 +29,9 @@ class Interrupt(BaseModel):
     type: Literal["need_approval", "need_input", "error"]
     tool_call: ToolCall | None = None
     message: str = ""
+    wait: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The wait's id in a durable run (rein.core.waits): a decision that names it is refused once the run waits on
+    something else. None in-process and from builds before wait ids."""
 
 
 class RunResult(BaseModel):

@@ -28,6 +28,9 @@ class Decision(BaseModel):
     """Through what it came: `inbox`, `rule r3` (a rule decided), `timeout`; empty: a plain decision."""
     at: str = Field(default="", exclude_if=lambda v: not v)
     """When the run took it (ISO 8601, workflow time); empty in-process and before rein 0.4's inbox."""
+    batch: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
+    """The pending batch it was made for (Session.batch then): a decision never carries over to a later batch,
+    whose calls may repeat the ids (LiteLLM's `call_0`, `call_1`... in every turn)."""
 
 
 class Session(BaseModel):
@@ -49,3 +52,6 @@ class Session(BaseModel):
     """The validated final result as JSON, for agents with an output type."""
     output_failures: int = 0
     """Invalid final answers this turn; more than `LoopConfig.output_retries` ends the run."""
+    batch: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
+    """How many batches of tool calls the model has asked for: the pending batch's number (rein addition).
+    Decisions are bound to it (Decision.batch); a Session of an earlier rein counts from 0."""

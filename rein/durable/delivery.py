@@ -83,9 +83,6 @@ class DecisionDelivery:
         return {Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ACCEPTED: "taken",
                 Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED: "done"}.get(polled.stage, "queued")
 
-    def _approver(self, approver: str | None) -> str:
-        return self.client.identity if approver is None else approver
-
     async def worker_serves(self, run_id: str) -> bool:
         """Whether a worker that can take the run (of its pinned build, when it has one) polled its task
         queue recently (True when it cannot tell)."""

@@ -307,6 +307,8 @@ class Engine:
         if decision is None:  # no single decision says it: a new run from the Session replaces this one
             await self.cancel(handle.id, "superseded by a new run from the same session")
             return None
+        if view.wait is not None:  # the wait this Session shows: refused if the run moves on meanwhile
+            decision[1]["wait"] = view.wait
         return await self._decide_and_wait(handle, [decision], view.pause, steps)
 
     async def decide(self, run_id: str, decisions: list[tuple[str, dict]]) -> RunResult:
@@ -434,10 +436,9 @@ async def cancel_session(session: Any, reason: str) -> bool:
 
 
 def _waits_at(view: RunStatusView, session: Any) -> bool:
-    """Whether the run waits at the point the Session records (not an earlier or later pause)."""
-    return view.iteration == session.iteration and [c.id for c in view.pending_tool_calls] == [
-        c.id for c in session.pending_tool_calls
-    ]
+    """Whether the run waits at the point the Session records (not an earlier or later pause): the same calls,
+    arguments included (call ids alone repeat across turns)."""
+    return view.iteration == session.iteration and view.pending_tool_calls == list(session.pending_tool_calls)
 
 
 def _child_waiting(view: RunStatusView, session: Any, agent: Agent) -> Agent | None:

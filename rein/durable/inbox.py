@@ -13,11 +13,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
-from rein.core.contract import ANSWER_UPDATE, APPROVE_UPDATE, DENY_UPDATE, RETRY_UPDATE, WORKFLOW_TYPE
+from rein.core.contract import ANSWER_UPDATE, APPROVE_UPDATE, DENY_UPDATE, RETRY_UPDATE, WORKFLOW_TYPE, RunStatusView
 from rein.core.errors import DecisionRejected, NoWorker
 from rein.core.inbox import STATUS_OF_KIND, WAITING_MEMO, InboxItem, Kind, WaitingMemo
+from rein.core.waits import call_text
 from rein.durable.delivery import DecisionQueued
 
 WAITING = tuple(STATUS_OF_KIND.values())
@@ -32,19 +34,24 @@ class InboxError(ValueError):
 
 @dataclass
 class BulkOutcome:
-    """What became of one run's decision in a bulk decision."""
+    """What became of one run's decision in a bulk decision: `decided` the call ids, `calls` the same calls as a
+    person reads them (`tool(args) [id]`), `wait` the wait the decision named."""
 
     run_id: str
     outcome: Outcome
     detail: str = ""
     decided: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    wait: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "outcome": self.outcome, "detail": self.detail, "decided": self.decided}
+        return {"run_id": self.run_id, "outcome": self.outcome, "detail": self.detail, "decided": self.decided,
+                "calls": self.calls, "wait": self.wait}
 
-    def with_decided(self, decided: list[str]) -> BulkOutcome:
-        """This outcome, with the calls already decided before it in the same run."""
-        self.decided = decided + self.decided
+    def naming(self, shown: dict[str, str], wait: str | None) -> BulkOutcome:
+        """This outcome with the calls it decided as a person reads them (`shown`: call id -> `tool(args) [id]`)."""
+        self.calls = [shown.get(i, f"[{i}]") for i in self.decided]
+        self.wait = wait
         return self
 
 
@@ -99,7 +106,7 @@ async def items_of_page(client: Client, infos: Sequence[Any]) -> list[InboxItem]
 def _with_memo(item: InboxItem, memo: WaitingMemo) -> InboxItem:
     return item.model_copy(update={
         "kind": memo.kind, "thread": memo.thread, "calls": memo.calls, "more": memo.more, "said": memo.said,
-        "question": memo.question, "since": datetime.fromisoformat(memo.since),
+        "question": memo.question, "since": datetime.fromisoformat(memo.since), "wait": memo.wait,
         "until": datetime.fromisoformat(memo.until) if memo.until else None})
 
 
@@ -114,12 +121,23 @@ def keep(item: InboxItem, *, tool: str | None, older_than: timedelta | None, now
 
 
 class InboxClient:
-    """ReinClient's inbox methods (its `client` and `_decide`)."""
+    """ReinClient's inbox methods (its `client`, `_decide`, `bound_payload` and `_with_wait`)."""
 
     client: Client
 
     async def _decide(self, run_id: str, update: str, payload: dict[str, Any], *, served: bool = False,
                       wait: bool = True, update_id: str | None = None) -> Any:
+        raise NotImplementedError
+
+    async def bound_payload(self, run_id: str, *, tool_call_id: str | None = None,
+                            tool_call_ids: Sequence[str] | None = None, wait: str | bool | None = None,
+                            view: RunStatusView | None = None) -> tuple[dict[str, Any], RunStatusView | None]:
+        raise NotImplementedError
+
+    async def _with_wait(self, run_id: str, payload: dict[str, Any], wait: str | bool | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _approver(self, approver: str | None) -> str:
         raise NotImplementedError
 
     async def inbox(self, *, agent: str | None = None, tenant: str | None = None, tool: str | None = None,
@@ -147,10 +165,13 @@ class InboxClient:
                            reason: str = "", approver: str | None = None, tenant: str | None = None,
                            via: str = "inbox") -> list[BulkOutcome]:
         """Approve or deny the listed approvals (with `tool`: only that tool's calls), each through its run's
-        validated update, at most BULK_CONCURRENCY at once. `tenant`: the tenant the caller was verified for
-        (each run refuses a decision outside it). Per run: applied, refused (the run said why), queued (sent,
-        no worker has taken it), not sent (no worker serves it), skipped (not an approval, or no details)."""
-        who = self._approver(approver)  # type: ignore[attr-defined]
+        validated update, at most BULK_CONCURRENCY at once. Each decision names the wait and the calls the item
+        lists: a run that waits on something else by now refuses it (the person saw something else). `tenant`:
+        the tenant the caller was verified for (each run refuses a decision outside it). Per run: applied,
+        refused (the run said why), queued (sent, no worker has taken it), not sent (no worker serves it),
+        skipped (not an approval, or no details). `via` is accepted and ignored (a run records no client's word
+        for how a decision came)."""
+        who = self._approver(approver)
         gate = asyncio.Semaphore(BULK_CONCURRENCY)
 
         async def one(item: InboxItem) -> BulkOutcome:
@@ -158,19 +179,29 @@ class InboxClient:
                 return BulkOutcome(item.run_id, "skipped", f"waits for a {item.kind}, not an approval")
             if not item.calls:
                 return BulkOutcome(item.run_id, "skipped", f"no details (an earlier build): rein {decision} {item.run_id}")
-            ids: list[str | None] = [c.id for c in item.calls if c.tool == tool] if tool is not None else [None]
-            decided: list[str] = []
             async with gate:
-                for call_id in ids:
-                    payload = {"tool_call_id": call_id, "approver": who, "reason": reason, "tenant": tenant, "via": via}
-                    outcome = await self.send_decision(item.run_id, APPROVE_UPDATE if decision == "approve" else DENY_UPDATE,
-                                                       payload)
-                    if outcome.outcome != "applied":
-                        return outcome.with_decided(decided)
-                    decided += outcome.decided
-            return BulkOutcome(item.run_id, "applied", "", decided)
+                try:
+                    payload, shown = await self._listed(item, tool)
+                except (RPCError, WorkflowQueryFailedError) as exc:  # it ended meanwhile, or cannot be read now
+                    return BulkOutcome(item.run_id, "refused", f"what it waits on could not be read: {exc}"[:300])
+                payload.update(approver=who, reason=reason, tenant=tenant)
+                outcome = await self.send_decision(item.run_id, APPROVE_UPDATE if decision == "approve" else DENY_UPDATE,
+                                                   payload)
+            return outcome.naming(shown, payload.get("wait"))
 
         return list(await asyncio.gather(*(one(i) for i in items)))
+
+    async def _listed(self, item: InboxItem, tool: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """The decision for what `item` lists (its wait, its calls, of `tool` only), and each call as a person reads
+        it. An item that lists only some of its calls, or no wait (an earlier build), is read from the run."""
+        if item.wait is not None and not item.more:
+            calls = {c.id: f"{c.tool}({c.args}) [{c.id}]" for c in item.calls if tool is None or c.tool == tool}
+            return {"wait": item.wait, "tool_call_ids": list(calls)}, calls
+        payload, view = await self.bound_payload(item.run_id)
+        pending = view.pending_tool_calls if view is not None else []
+        named = set(payload.get("tool_call_ids") or [c.id for c in pending])
+        calls = {c.id: call_text(c) for c in pending if c.id in named and (tool is None or c.name == tool)}
+        return {**payload, "tool_call_ids": list(calls)}, calls
 
     async def send_decision(self, run_id: str, update: str, payload: dict[str, Any]) -> BulkOutcome:
         """One decision, its fate as a BulkOutcome (never raises for the run's refusal or a missing worker)."""
@@ -186,19 +217,35 @@ class InboxClient:
         return BulkOutcome(run_id, "applied", "", [str(d) for d in decided])
 
     async def decide_item(self, run_id: str, action: Literal["approve", "deny", "answer", "retry"], *,
-                          tool_call_id: str | None = None, text: str = "", reason: str = "",
-                          approver: str | None = None, tenant: str | None = None, via: str = "inbox") -> BulkOutcome:
-        """One decision from the inbox (its page): approve, deny, answer or retry, scoped to `tenant`."""
-        who = self._approver(approver)  # type: ignore[attr-defined]
+                          tool_call_id: str | None = None, tool_call_ids: Sequence[str] | None = None,
+                          wait: str | None = None, text: str = "", reason: str = "", approver: str | None = None,
+                          tenant: str | None = None, via: str = "inbox") -> BulkOutcome:
+        """One decision from the inbox (its page): approve, deny, answer or retry, scoped to `tenant`, naming the wait
+        and the calls the person saw (`wait`, `tool_call_ids`; naming neither: what the run waits on as read now).
+        `via` is accepted and ignored."""
+        try:
+            return await self._decide_item(run_id, action, tool_call_id=tool_call_id, tool_call_ids=tool_call_ids,
+                                           wait=wait, text=text, reason=reason, who=self._approver(approver),
+                                           tenant=tenant)
+        except (RPCError, WorkflowQueryFailedError) as exc:  # no such run, or it ended meanwhile
+            return BulkOutcome(run_id, "refused", f"run {run_id} cannot be read: {getattr(exc, 'message', exc)}"[:300])
+
+    async def _decide_item(self, run_id: str, action: str, *, tool_call_id: str | None,
+                           tool_call_ids: Sequence[str] | None, wait: str | None, text: str, reason: str, who: str,
+                           tenant: str | None) -> BulkOutcome:
         if action in ("approve", "deny"):
-            return await self.send_decision(run_id, APPROVE_UPDATE if action == "approve" else DENY_UPDATE, {
-                "tool_call_id": tool_call_id, "approver": who, "reason": reason, "tenant": tenant, "via": via})
+            payload, view = await self.bound_payload(run_id, tool_call_id=tool_call_id, tool_call_ids=tool_call_ids,
+                                                     wait=wait)
+            payload.update(approver=who, reason=reason, tenant=tenant)
+            outcome = await self.send_decision(run_id, APPROVE_UPDATE if action == "approve" else DENY_UPDATE, payload)
+            shown = {c.id: call_text(c) for c in view.pending_tool_calls} if view is not None else {}
+            return outcome.naming(shown, payload.get("wait"))
         if action == "answer":
             if not text.strip():
                 raise InboxError("an answer needs its text")
-            return await self.send_decision(run_id, ANSWER_UPDATE, {"text": text, "approver": who, "tenant": tenant,
-                                                                    "via": via})
-        return await self.send_decision(run_id, RETRY_UPDATE, {"tenant": tenant})
+            return await self.send_decision(run_id, ANSWER_UPDATE, await self._with_wait(
+                run_id, {"text": text, "approver": who, "tenant": tenant}, wait))
+        return await self.send_decision(run_id, RETRY_UPDATE, await self._with_wait(run_id, {"tenant": tenant}, wait))
 
 
 __all__ = ["BulkOutcome", "InboxClient", "InboxError", "inbox_query", "items_of_page"]

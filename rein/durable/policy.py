@@ -1,8 +1,9 @@
 """ReinClient.policy: add, remove, list and explain the rules (rein.core.policy) that decide tool calls for people.
 
 A change is a validated update of the namespace's policy workflow (started with the first rule). An added rule
-then decides at once the pending approvals it covers: they are found through visibility (the inbox) and each
-gets the same validated decision a person would send, recorded as decided by that rule.
+that allows or denies then reaches the runs waiting for approval through the policy workflow itself (its
+activity tells them; each asks its rules again and decides what they now say): nothing depends on the client
+that added it staying up.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedEr
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from rein.core.contract import APPROVE_UPDATE, DENY_UPDATE, SEARCH_KEYS
+from rein.core import machine
+from rein.core.contract import SEARCH_KEYS
 from rein.core.inbox import args_line
 from rein.core.ir import ToolCall
 from rein.core.policy import (
@@ -45,7 +47,8 @@ POLICY_TIMEOUT = timedelta(seconds=30)
 
 @dataclass
 class RuleChange:
-    """What `add` or `remove` did: the rule, the policy's version after it, and what the added rule decided."""
+    """What `add` or `remove` did: the rule and the policy's version after it. `decided` is empty since the runs
+    decide themselves as the rule reaches them (kept for callers of earlier releases)."""
 
     rule: Rule
     version: int
@@ -64,10 +67,12 @@ class Explained:
     by: str
     """The person, `rule r3 (allow read_file)`, `timeout`, `the agent's permission`, or what would decide it now."""
     at: str = ""
+    reason: str = ""
+    """The reason given with the decision (a person's, a rule's), as the model was told it."""
 
     def to_json(self) -> dict[str, Any]:
         return {"call_id": self.call_id, "tool": self.tool, "args": self.args, "decision": self.decision, "by": self.by,
-                "at": self.at}
+                "at": self.at, "reason": self.reason}
 
 
 class Policy:
@@ -89,19 +94,18 @@ class Policy:
                   args: dict[str, str] | None = None, scope: str = "always", run: str | None = None,
                   thread: str | None = None, by: str | None = None, reason: str = "", scope_tenant: str | None = None,
                   sweep: bool = True) -> RuleChange:
-        """Add a rule; with `sweep`, decide at once the pending approvals it covers. `scope_tenant`: the tenant the
-        caller was verified for (the policy refuses a rule of another). PolicyError: the rule does not parse or
-        is refused (one line; nothing changed)."""
+        """Add a rule. The runs waiting for approval that it may decide are told by the policy workflow and decide
+        themselves (`sweep` is accepted and ignored). `scope_tenant`: the tenant the caller was verified for (the
+        policy refuses a rule of another). `by`: who adds it (default REIN_IDENTITY, else USER@HOST). PolicyError:
+        the rule does not parse or is refused (one line; nothing changed)."""
+        from rein.durable.bound import person
+
         if scope == "always" and (run or thread):
             scope = "run" if run else "thread"
         rule = new_rule({"effect": effect, "tool": tool, "agent": agent, "tenant": tenant, "args": args or {},
-                         "scope": scope, "run": run, "thread": thread, "by": by or self.runs.client.identity,
-                         "reason": reason})
+                         "scope": scope, "run": run, "thread": thread, "by": by or person(), "reason": reason})
         done = await self._change(ADD_RULE_UPDATE, {"rule": rule.model_dump(mode="json"), "tenant": scope_tenant})
-        change = RuleChange(Rule.model_validate(done["rule"]), int(done["version"]))
-        if sweep and change.rule.effect != "ask":
-            change.decided = await self.sweep(change.rule, scope_tenant=scope_tenant)
-        return change
+        return RuleChange(Rule.model_validate(done["rule"]), int(done["version"]))
 
     async def remove(self, rule_id: str, *, scope_tenant: str | None = None) -> RuleChange:
         done = await self._change(REMOVE_RULE_UPDATE, {"id": rule_id, "tenant": scope_tenant})
@@ -121,36 +125,6 @@ class Policy:
             raise PolicyError(f"the policy could not be changed: {err.message} (does a rein worker serve task queue "
                               f"{self.runs.task_queue!r}?)") from None
 
-    async def sweep(self, rule: Rule, *, scope_tenant: str | None = None) -> builtins.list[BulkOutcome]:
-        """Decide the pending approvals `rule` covers now, each as the rules decide it (the most specific rule wins)."""
-        rules = (await self.rules()).rules
-        tenant = rule.tenant or scope_tenant
-        items = await self.runs.inbox(agent=rule.agent, tenant=tenant, kind="approval",
-                                      tool=None if rule.tool == "*" else rule.tool)
-        if rule.run or rule.thread:
-            items = [i for i in items if i.run_id == (rule.run or rule.thread)]
-        outcomes: builtins.list[BulkOutcome] = []
-        for item in items:
-            try:
-                session = Session.model_validate(await history.query(self.runs.client, item.run_id, "session"))
-            except Exception as exc:  # ended meanwhile, or unreadable: said, the others go on
-                outcomes.append(BulkOutcome(item.run_id, "refused", f"could not read its pending calls: {exc}"[:300]))
-                continue
-            decided = {d.tool_call_id for d in session.decisions}
-            for call in session.pending_tool_calls:
-                if call.id in decided:
-                    continue
-                v = verdict(rules, _target(call, item.agent, item.tenant, item.run_id))
-                if v.rule != rule.id or v.effect not in ("allow", "deny"):
-                    continue
-                payload = {"tool_call_id": call.id, "approver": v.via, "reason": v.line, "tenant": scope_tenant,
-                           "via": v.via, "rule": v.rule}
-                outcome = await self.runs.send_decision(item.run_id, APPROVE_UPDATE if v.effect == "allow" else DENY_UPDATE,
-                                                        payload)
-                outcome.decided = outcome.decided or [call.id]
-                outcomes.append(outcome)
-        return outcomes
-
     async def explain(self, run_id: str) -> builtins.list[Explained]:
         """Each tool call of the run (this run of its chain) and who or what decided it; a pending one, what the
         rules say now."""
@@ -161,15 +135,10 @@ class Policy:
         tenant = attributes.get(SEARCH_KEYS["ReinTenant"]) or None
         rules = (await self.rules()).rules
         by_id = {r.id: r for r in rules}
-        decisions = {d.tool_call_id: d for d in session.decisions}
         results = {m.tool_call_id: m.content or "" for m in session.messages if m.role == "tool"}
-        pending = {c.id for c in session.pending_tool_calls}
-        calls = [c for m in session.messages if m.role == "assistant" for c in m.tool_calls or ()]
-        calls += [c for c in session.pending_tool_calls if c.id not in {x.id for x in calls}]
         rows = []
-        for call in calls:
+        for call, d in machine.call_decisions(session):
             line = args_line(call.arguments)
-            d = decisions.get(call.id)
             if d is not None:
                 kind = "answered" if d.answer is not None else "approved" if d.approved else "denied"
                 who = d.approver or "someone"
@@ -178,8 +147,8 @@ class Policy:
                     who = f"{d.via} ({rule.line() if rule else 'since removed'})"
                 elif d.via:
                     who = f"{who} via {d.via}"
-                rows.append(Explained(call.id, call.name, line, kind, who, d.at))
-            elif call.id in pending:
+                rows.append(Explained(call.id, call.name, line, kind, who, d.at, d.reason))
+            elif call in session.pending_tool_calls:
                 v = verdict(rules, _target(call, agent, tenant, run_id))
                 now = f"rule {v.rule} ({v.line}) says {v.effect}" if v.rule else "no rule matches: a person decides"
                 rows.append(Explained(call.id, call.name, line, "pending", now))

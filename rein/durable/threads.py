@@ -134,14 +134,19 @@ class ThreadClient:
         return receipt.model_copy(update={"duplicate": True}) if repeat else receipt
 
     async def tool_results(self, thread_id: str, results: Mapping[str, str], *, approver: str | None = None,
-                           wait: bool = False, update_id: str | None = None) -> ToolResultsTaken:
+                           wait: str | bool | None = None, until_taken: bool = False,
+                           update_id: str | None = None) -> ToolResultsTaken:
         """The results of client tool calls the thread's turn waits for (call id -> result text), taken all at once
         or not at all: DecisionRejected names an unknown or already answered call id (nothing changes). Returns the
-        ids taken and the stream offset from which the turn goes on. `wait`, `update_id`: as for `approve`."""
+        ids taken and the stream offset from which the turn goes on. `wait` (the wait id the results answer),
+        `until_taken`, `update_id`: as for `approve`."""
+        from rein.durable.bound import person, wait_and_flag
+
+        wait_id, flag = wait_and_flag(wait, until_taken)
         payload = ToolResults(results=[ToolResultEntry(tool_call_id=k, content=v) for k, v in results.items()],
-                              approver=self.client.identity if approver is None else approver)
-        taken = await self._decide(thread_id, TOOL_RESULTS_UPDATE, payload.model_dump(mode="json"), wait=wait,
-                                   update_id=update_id)
+                              approver=person() if approver is None else approver, wait=wait_id)
+        taken = await self._decide(thread_id, TOOL_RESULTS_UPDATE, payload.model_dump(mode="json", exclude_none=True),
+                                   wait=flag, update_id=update_id)
         return ToolResultsTaken.model_validate(taken)
 
     async def stop_turn(self, thread_id: str, *, by: str = "", wait: bool = False, update_id: str | None = None) -> int:

@@ -249,6 +249,7 @@ class RunDetail:
             "iteration": self.iteration,
             "usage": self.usage.model_dump(mode="json") if self.usage else None,
             "interrupt": self.interrupt.model_dump(mode="json") if self.interrupt else None,
+            "wait": self.interrupt.wait if self.interrupt else None,
             "pending_tool_calls": [c.model_dump(mode="json") for c in self.pending_tool_calls],
             "stop_reason": self.stop_reason,
             "ignored_signals": self.ignored_signals,

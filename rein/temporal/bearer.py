@@ -1,9 +1,10 @@
 """Who is calling: the bearer token every rein web surface accepts (the codec server, `rein serve`).
 
 One setting for all of them (docs/codec-server.md): a shared secret in REIN_CODEC_TOKEN, or a JWT signed
-by the identity provider whose keys are at REIN_CODEC_JWKS_URL (REIN_CODEC_JWT_AUDIENCE / _ISSUER checked
-when set). A JWT's claims travel with the caller, so a web surface can scope what it shows (a tenant
-claim); the shared secret is an operator's, unscoped.
+by the identity provider whose keys are at REIN_CODEC_JWKS_URL, for this service's audience
+(REIN_CODEC_JWT_AUDIENCE, required with a JWKS URL: a token the provider signed for another application is
+no key here) and issuer (REIN_CODEC_JWT_ISSUER, checked when set). A JWT's claims travel with the caller, so a
+web surface can scope what it shows (a tenant claim); the shared secret is an operator's, unscoped.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ class BearerAuth:
     def configured(self) -> bool:
         return bool(self.token or self.jwks_url or self.open)
 
+    def misconfigured(self) -> str | None:
+        """Why these settings cannot be served (one line naming the missing setting), or None."""
+        if self.jwks_url and not self.audience:
+            return (f"{JWKS_VAR} is set but {AUDIENCE_VAR} is not: without it a JWT the identity provider signed for "
+                    f"any other application would be let in; set {AUDIENCE_VAR} to this service's audience "
+                    "(docs/codec-server.md)")
+        return None
+
+
+class BearerMisconfigured(ValueError):
+    """Bearer settings a service must not start with (BearerAuth.misconfigured says why)."""
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -55,6 +68,10 @@ class BearerCheck:
     """Checks an `Authorization` header: the shared secret (constant-time) or a JWT (keys cached)."""
 
     def __init__(self, auth: BearerAuth):
+        """BearerMisconfigured: a JWKS URL without the audience (every surface refuses to start so)."""
+        why = auth.misconfigured()
+        if why is not None:
+            raise BearerMisconfigured(why)
         self.auth = auth
         self._jwks = None
         if auth.jwks_url:
@@ -84,7 +101,6 @@ class BearerCheck:
         try:
             key = self._jwks.get_signing_key_from_jwt(token)
             return dict(jwt.decode(token, key.key, algorithms=JWT_ALGORITHMS, audience=self.auth.audience,
-                                   issuer=self.auth.issuer,
-                                   options={"verify_aud": self.auth.audience is not None, "require": ["exp"]}))
+                                   issuer=self.auth.issuer, options={"require": ["exp", "aud"]}))
         except jwt.PyJWTError:
             return None

@@ -10,7 +10,8 @@ and answers CORS preflights from the UI's origin.
 Every /encode and /decode call needs `Authorization: Bearer <token>` (docs/codec-server.md):
 either the shared secret in REIN_CODEC_TOKEN (`temporal --codec-auth "Bearer <secret>"`), or a
 JWT the Temporal UI forwards ("Pass access token"), checked against the identity provider's keys
-at REIN_CODEC_JWKS_URL (and REIN_CODEC_JWT_AUDIENCE / REIN_CODEC_JWT_ISSUER when set). With
+at REIN_CODEC_JWKS_URL for the audience REIN_CODEC_JWT_AUDIENCE (required with it; REIN_CODEC_JWT_ISSUER
+checked when set). With
 neither, it does not start, unless REIN_CODEC_AUTH=none says on purpose that anyone who reaches
 it may decrypt (a localhost-only setup).
 """
@@ -41,6 +42,9 @@ def codec_auth_from_env() -> BearerAuth:
             f"the codec server decrypts for whoever calls it: set {TOKEN_VAR} (a shared secret callers send "
             f"as 'Authorization: Bearer ...') or {JWKS_VAR} (to accept the JWT the Temporal UI forwards), "
             f"or {AUTH_VAR}=none to serve anyone who can reach it")
+    why = auth.misconfigured()
+    if why is not None:
+        raise NoCodecAuth(why)
     return auth
 
 
@@ -48,7 +52,10 @@ def build_app(codec: PayloadCodec, ui_origins: Iterable[str] = (DEFAULT_UI_ORIGI
               auth: BearerAuth | None = None) -> web.Application:
     """`auth` default: the environment's (raises NoCodecAuth when nothing is configured)."""
     origins = {o.rstrip("/") for o in ui_origins}
-    check = BearerCheck(auth or codec_auth_from_env())
+    auth = auth or codec_auth_from_env()
+    if auth.misconfigured():
+        raise NoCodecAuth(auth.misconfigured())
+    check = BearerCheck(auth)
 
     def cors(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
         origin = request.headers.get("Origin", "")

@@ -84,7 +84,8 @@ async def connect(
 ) -> Client:
     """A Client with rein's data converter, connected where the settings say (or embedded).
 
-    `client_kwargs` go to `Client.connect` (for example `plugins=[...]`).
+    `client_kwargs` go to `Client.connect` (for example `plugins=[...]`, or `identity=person()`: the CLI's and
+    `rein.client.connect()`'s clients are the person's; a worker's keeps temporalio's `PID@HOST`).
     """
     from rein.temporal.converter import rein_data_converter
 

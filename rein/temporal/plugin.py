@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
+import socket
 from collections.abc import (
     Awaitable,
     Callable,
@@ -151,6 +153,8 @@ class ReinPlugin(SimplePlugin):
         self._cache_size = 1000
         self._max_payload_bytes = INLINE_LIMIT
         self.sandboxed = sandboxed
+        self._versioned = False
+        """The Worker being configured is versioned (its workflows may declare a versioning behavior)."""
         super().__init__(
             PLUGIN_NAME,
             data_converter=rein_data_converter,
@@ -180,9 +184,14 @@ class ReinPlugin(SimplePlugin):
         # The activities' conversation cache is as large as the workflow cache, and they refuse
         # results larger than the client's converter can record (its external store's limit).
         self._cache_size = config.get("max_cached_workflows", 1000)
+        if self.agents is not None and not config.get("identity") and _persons(config.get("client")):
+            # A client rein.client.connect() made is the person's: its worker stays one process in histories, the
+            # server's poller lists and the deployment's API, as temporalio names it.
+            config["identity"] = f"{os.getpid()}@{socket.gethostname()}"
         if config.get("client") is not None:
             self._max_payload_bytes = max_payload_bytes(config["client"].data_converter)
         given = config.get("deployment_config")
+        self._versioned = (given.use_worker_versioning if given is not None else self.version is not None)
         if given is not None:
             config["deployment_config"] = with_default_behavior(given)
         elif self.version is not None:
@@ -239,11 +248,15 @@ class ReinPlugin(SimplePlugin):
             PolicyWorkflow,
             ReplayCheckWorkflow,
             ScheduledMessageWorkflow,
+            VersionedPolicyWorkflow,
         )
 
         workflows = list(workflows or [])
         if self.agents is not None:
-            ours = (AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow, ReplayCheckWorkflow, PolicyWorkflow)
+            # The rules' one workflow always follows the current build; a worker may declare that only when it is
+            # versioned (the server refuses a versioning behavior from an unversioned worker).
+            policy = VersionedPolicyWorkflow if self._versioned else PolicyWorkflow
+            ours = (AgentWorkflow, DescribeAgentWorkflow, ScheduledMessageWorkflow, ReplayCheckWorkflow, policy)
             workflows += [w for w in ours if w not in workflows]
         return workflows
 
@@ -271,6 +284,13 @@ class ReinPlugin(SimplePlugin):
         )
         return [*activities, *served.definitions(), self.replay_check.replay_check]
 
+
+
+def _persons(client: Client | None) -> bool:
+    """Whether the client's identity is the person's (REIN_IDENTITY or USER@HOST), not a process's."""
+    from rein import settings
+
+    return client is not None and client.identity == settings.current().identity
 
 
 _QUEUES: dict[str, set[str]] = {}

@@ -36,6 +36,7 @@ PURE_MODULES = (
     "rein.core.failures",
     "rein.core.agent_identity",
     "rein.core.shared_state",
+    "rein.core.waits",
     "rein.workflows",
 )
 """rein modules AgentWorkflow (and rein.temporal.workflows helpers) import: pure, no I/O.

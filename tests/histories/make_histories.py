@@ -108,6 +108,21 @@ result, a JSON Patch), then a page's write (`rein.set_state`), a turn whose tool
   v1: the first shared state and stops
 
     .venv/bin/python tests/histories/make_histories.py thread_state
+
+agent_decisions_v<N>.json: the model asks `add` as `call_0` in two turns (LiteLLM's fallback ids); the first wait is
+approved by a plain signal that also says `"via": "inbox"`, as rein's inbox sent it.
+  v1: recorded by the build before bound decisions (2b64b89): the via recorded as sent, and the approval of the
+      first `call_0` carried over to the second (it ran without asking); no marker
+  v2: bound decisions: the via ignored (patch rein-client-provenance, asked because the signal carries one), the
+      second `call_0` waits for its own approval (patch rein-bound-decisions, asked because its id repeats a
+      decided call's), approved by a second signal
+
+policy_v<N>.json: the namespace's ReinPolicy workflow: a rule that allows, one that asks, one removed.
+  v1: recorded by the build before rules reached waiting runs (2b64b89): updates and memo upserts only
+  v2: the allowing rule told to the waiting runs by the activity rein.rules_changed (patch rein-rules-reach-runs)
+
+    .venv/bin/python tests/histories/make_histories.py decisions policy
+    PYTHONPATH=<2b64b89 unpacked by tests.support.old_build>:. python tests/histories/make_histories.py decisions policy --previous
 """
 
 from __future__ import annotations
@@ -135,6 +150,10 @@ THREAD_STOCK = "agent_thread_stock_v1.json"
 THREAD_CLIENT_TOOLS = "agent_thread_client_tools_v1.json"
 THREAD_TURNS = "agent_thread_turns_v1.json"
 THREAD_STATE = "agent_thread_state_v1.json"
+PREVIOUS = "--previous" in sys.argv
+"""Recording with the previous build (its rein first on PYTHONPATH): the v1 names below."""
+DECISIONS = "agent_decisions_v1.json" if PREVIOUS else "agent_decisions_v2.json"
+POLICY = "policy_v1.json" if PREVIOUS else "policy_v2.json"
 LONG_ROUNDS = 9
 """Nine tool rounds and the answer: iteration 10 ends the run, where the old rule refreshed the counters."""
 
@@ -431,6 +450,59 @@ async def record_thread_state(env) -> None:  # noqa: ANN001
         await runs.cancel(thread, wait=True)
         history = await env.client.get_workflow_handle(thread).fetch_history()
     write(THREAD_STATE, history)
+def repeating_agent() -> Agent:
+    script = [[ToolCall(id="call_0", name="add", arguments={"a": 1, "b": 2})],
+              [ToolCall(id="call_0", name="add", arguments={"a": 3, "b": 4})], "3 and 7."]
+    return Agent(provider=MockProvider(script), tools=[add], name="repeating-agent", config=LoopConfig(permission="ask"))
+
+
+async def record_decisions(env) -> None:  # noqa: ANN001
+    """Repeated call ids across turns, the first approval sent with a `via` (the previous build: carried over)."""
+    queue = "histories-decisions"
+    async with rein.create_worker(env.client, agents=[repeating_agent()], task_queue=queue):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", {"agent": "repeating-agent", "prompt": "Add 1 + 2, then 3 + 4."}, id="agent-decisions",
+            task_queue=queue)
+        await wait_for(handle, "waiting_approval")
+        await handle.signal("approve", {"approver": "alice", "via": "inbox"})
+        for _ in range(500):
+            status = await handle.query("status")
+            if status["status"] == "done":
+                break
+            if status["status"] == "waiting_approval" and status["pending_tool_calls"][0]["arguments"]["a"] == 3:
+                await handle.signal("approve", {"approver": "alice"})
+                await wait_for(handle, "done")
+                break
+            await asyncio.sleep(0.02)
+        result = await handle.result()
+        assert result["output"] == "3 and 7.", result
+        history = await handle.fetch_history()
+    write(DECISIONS, history)
+
+
+async def record_policy(env) -> None:  # noqa: ANN001
+    """The rules' workflow through three changes, with a worker serving the task queue it runs on."""
+    from temporalio.client import WithStartWorkflowOperation
+    from temporalio.common import WorkflowIDConflictPolicy
+
+    from rein.core.policy import ADD_RULE_UPDATE, POLICY_WORKFLOW_TYPE, REMOVE_RULE_UPDATE
+
+    queue = "histories-policy"
+    async with rein.create_worker(env.client, agents=[repeating_agent()], task_queue=queue):
+        for change in ({"rule": {"effect": "allow", "tool": "add", "agent": "repeating-agent", "by": "alice"}},
+                       {"rule": {"effect": "ask", "tool": "*", "by": "alice"}}):
+            start = WithStartWorkflowOperation(POLICY_WORKFLOW_TYPE, id="policy", task_queue=queue,
+                                               id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+            await env.client.execute_update_with_start_workflow(ADD_RULE_UPDATE, change, start_workflow_operation=start)
+        handle = env.client.get_workflow_handle("policy")
+        await handle.execute_update(REMOVE_RULE_UPDATE, {"id": "r2"})
+        for _ in range(500):  # the rule's news delivered (this build), or nothing pending (the previous)
+            if not (await handle.describe()).raw_description.pending_activities:
+                break
+            await asyncio.sleep(0.05)
+        await handle.terminate("recorded")
+        history = await handle.fetch_history()
+    write(POLICY, history)
 
 
 def write(name: str, history) -> None:  # noqa: ANN001
@@ -464,9 +536,13 @@ async def main(which: list[str]) -> None:
             await record_thread_turns(env)
         if not which or "thread_state" in which:
             await record_thread_state(env)
+        if not which or "decisions" in which:
+            await record_decisions(env)
+        if not which or "policy" in which:
+            await record_policy(env)
     finally:
         await env.shutdown()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:]))
+    asyncio.run(main([a for a in sys.argv[1:] if a != "--previous"]))

@@ -53,7 +53,34 @@ def files_agent(name: str, **config: Any) -> Agent:
                  config=LoopConfig(permission="ask", **config))
 
 
+async def rules_heard(client: Any, run_id: str, version: int, timeout: float = 60) -> None:
+    """Until the run's own rule check (rein.policy_check) has read the rules of version `version` or later: what a rule
+    added while it waits does to it is done then. Bounded; fails naming what never came."""
+    from temporalio.api.enums.v1 import EventType
+
+    from rein.core.policy import POLICY_CHECK
+    from tests.support.waiting import poll
+
+    async def heard() -> bool:
+        events = list((await client.get_workflow_handle(run_id).fetch_history()).events)
+        checks = {e.event_id for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                  and e.activity_task_scheduled_event_attributes.activity_type.name == POLICY_CHECK}
+        for e in events:
+            done = e.activity_task_completed_event_attributes
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and done.scheduled_event_id in checks:
+                [verdicts] = await client.data_converter.decode(done.result.payloads)
+                if any(v.get("version", 0) >= version for v in verdicts):
+                    return True
+        return False
+
+    await poll(heard, f"{run_id}'s rule check to read version {version}", timeout, interval=0.2)
+
+
 # --------------------------------------------------------------------------- an identity provider, `rein serve`
+
+
+AUDIENCE = "rein-inbox"
+"""The audience the identity provider's tokens are for, as `rein serve` is told (REIN_CODEC_JWT_AUDIENCE)."""
 
 
 class IdentityProvider:
@@ -90,8 +117,9 @@ class IdentityProvider:
 
         import jwt
 
-        return jwt.encode({"sub": "ops@example.com", "exp": int(time.time()) + 600, **claims}, key or self.key,
-                          algorithm="RS256", headers={"kid": "idp-1"})
+        payload = {"sub": "ops@example.com", "aud": AUDIENCE, "exp": int(time.time()) + 600, **claims}
+        return jwt.encode({k: v for k, v in payload.items() if v is not None},  # a claim given as None: left out
+                          key or self.key, algorithm="RS256", headers={"kid": "idp-1"})
 
     def close(self) -> None:
         self.server.shutdown()
@@ -109,7 +137,8 @@ def start_serve(log: Any, address: str, queue: str, idp: IdentityProvider, token
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("REIN_CODEC")}
-    env.update(REIN_CODEC_JWKS_URL=idp.url, REIN_CODEC_TOKEN=token, REIN_TASK_QUEUE=queue, PYTHONUNBUFFERED="1")
+    env.update(REIN_CODEC_JWKS_URL=idp.url, REIN_CODEC_JWT_AUDIENCE=AUDIENCE, REIN_CODEC_TOKEN=token,
+               REIN_TASK_QUEUE=queue, PYTHONUNBUFFERED="1")
     rein_bin = str(Path(sys.executable).parent / "rein")
     root = Path(__file__).resolve().parent.parent.parent
     with open(log, "wb") as out:

@@ -25,5 +25,6 @@ def engine_view(result: RunResult) -> dict[str, Any]:
         "steps": [(s.kind, s.summary, s.is_error) for s in result.steps],
         "indices": [s.index for s in result.steps],
         "messages": [m.model_dump() for m in result.session.messages],
-        "interrupt": result.interrupt.model_dump() if result.interrupt else None,
+        # the wait's id is a durable run's identity (as its run_id), never the in-process engine's
+        "interrupt": result.interrupt.model_dump(exclude={"wait"}) if result.interrupt else None,
     }
