@@ -28,7 +28,7 @@ from rein.temporal.bearer import BearerAuth
 from rein.web.app import build
 from rein.web.auth import WebAuth
 from rein.web.tokens import TOKEN_FILE
-from tests.support.inbox import IdentityProvider, files_agent
+from tests.support.inbox import AUDIENCE, IdentityProvider, files_agent
 from tests.support.waiting import poll
 from tests.support.web import environment, served, sse_blocks
 
@@ -96,7 +96,7 @@ async def test_with_no_sign_in_set_the_local_token_signs_in_as_the_local_person(
 
 
 async def test_the_shared_token_decides_as_its_configured_name_and_a_jwt_as_its_subject(runs: ReinClient, idp: Any) -> None:
-    web = app(runs, BearerAuth(token="s3cret", jwks_url=idp.url), REIN_WEB_TOKEN_NAME="ops-team")
+    web = app(runs, BearerAuth(token="s3cret", jwks_url=idp.url, audience=AUDIENCE), REIN_WEB_TOKEN_NAME="ops-team")
     first, second = await waiting(runs, "delete /srv/a"), await waiting(runs, "delete /srv/b")
     async with served(web) as url, httpx.AsyncClient(timeout=30) as http:
         one = await http.post(f"{url}/inbox/api/decide", json={"run_id": first, "action": "approve"}, headers=bearer("s3cret"))
@@ -146,7 +146,7 @@ async def sse_blocks_post(http: httpx.AsyncClient, url: str, token: str, body: d
 
 
 async def test_an_expired_jwt_ends_the_live_streams(runs: ReinClient, idp: Any) -> None:
-    web = app(runs, BearerAuth(jwks_url=idp.url))
+    web = app(runs, BearerAuth(jwks_url=idp.url, audience=AUDIENCE))
     long, thread_id = idp.token(tenant="*"), f"ex-{SUFFIX}"
     async with served(web) as url, httpx.AsyncClient(timeout=60) as http:
         await _run(http, f"{url}/agui/{AGENT}", long, {"threadId": thread_id, "runId": "r1", "messages": [
@@ -172,7 +172,7 @@ def _payload(token: str) -> str:
 
 
 async def test_a_read_token_reads_only_and_ends_its_stream_when_it_expires(runs: ReinClient, idp: Any) -> None:
-    web = app(runs, BearerAuth(jwks_url=idp.url), REIN_WEB_READ_TOKEN_S="5")
+    web = app(runs, BearerAuth(jwks_url=idp.url, audience=AUDIENCE), REIN_WEB_READ_TOKEN_S="5")
     jwt = idp.token(sub="carol@acme", tenant="acme")
     async with served(web) as url, httpx.AsyncClient(timeout=60) as http:
         assert (await http.post(f"{url}/inbox/api/read-token", json={})).status_code == 401  # minted signed in only
@@ -189,7 +189,7 @@ async def test_a_read_token_reads_only_and_ends_its_stream_when_it_expires(runs:
         assert status == 200 and blocks[-1].startswith("event: expired")
         assert (await http.get(f"{url}/inbox/api/items?read_token={read}")).status_code == 401  # expired now
         agui_read = (await http.post(f"{url}/agui/read-token", json={}, headers=bearer(jwt))).json()["read_token"]
-        other = build(runs.client, [files_agent(AGENT)], task_queue=QUEUE, auth=BearerAuth(jwks_url=idp.url))
+        other = build(runs.client, [files_agent(AGENT)], task_queue=QUEUE, auth=BearerAuth(jwks_url=idp.url, audience=AUDIENCE))
         async with served(other) as elsewhere:
             assert (await http.get(f"{elsewhere}/inbox/api/me?read_token={agui_read}")).status_code == 401  # its own server's
         assert (await http.get(f"{url}/inbox/api/me?read_token={agui_read}")).status_code == 200

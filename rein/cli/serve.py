@@ -9,11 +9,14 @@ import ipaddress
 import json
 import os
 import socket
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rein.cli.app import EXIT_USAGE, Address, CliError, Namespace, app, connect_client, load_agent_target
+
+if TYPE_CHECKING:
+    from rein.web.auth import WebAuth
 
 UI_VAR = "REIN_UI_URL"
 SERVED_FILE = "web-serve.json"
@@ -73,6 +76,25 @@ def served_url() -> str | None:
         return None
 
 
+def _sign_in(host: str, open_mode: bool) -> WebAuth:
+    """How people sign in, or one line (exit 2): a JWKS URL without its audience, open mode off loopback."""
+    from rein.settings import current
+    from rein.temporal.bearer import BearerAuth
+    from rein.web.auth import WebAuth
+
+    why = BearerAuth.from_env().misconfigured()
+    if why is not None:
+        raise CliError(why, EXIT_USAGE)
+    open_mode = open_mode or current().web_open
+    if open_mode and not _loopback(host):
+        raise CliError(f"--open (REIN_WEB_OPEN) serves loopback only, not --host {host}: bind 127.0.0.1, or sign "
+                       "people in (docs/inbox.md)", EXIT_USAGE)
+    try:
+        return WebAuth(open=open_mode)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
 @app.command("serve")
 def serve(
     agent: Annotated[list[str] | None, typer.Option("--agent", help="An agent to serve at /agui/NAME and /ai-sdk/NAME: "
@@ -101,23 +123,10 @@ def serve(
 
     import uvicorn
 
-    from rein.settings import current
-    from rein.temporal.bearer import BearerAuth
     from rein.web.app import build
-    from rein.web.auth import WebAuth
     from rein.web.tokens import sign_in_link
 
-    why = BearerAuth.from_env().misconfigured()
-    if why is not None:
-        raise CliError(why, EXIT_USAGE)
-    open_mode = open_mode or current().web_open
-    if open_mode and not _loopback(host):
-        raise CliError(f"--open (REIN_WEB_OPEN) serves loopback only, not --host {host}: bind 127.0.0.1, or sign "
-                       "people in (docs/inbox.md)", EXIT_USAGE)
-    try:
-        auth = WebAuth(open=open_mode)
-    except ValueError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+    auth = _sign_in(host, open_mode)
     agents = [load_agent_target(a) if ":" in a else a for a in agent or []]
 
     listening = _listen(host, port)

@@ -436,8 +436,7 @@ async def cancel_session(session: Any, reason: str) -> bool:
 
 
 def _waits_at(view: RunStatusView, session: Any) -> bool:
-    """Whether the run waits at the point the Session records (not an earlier or later pause): the same calls,
-    arguments included (call ids alone repeat across turns)."""
+    """Whether the run waits where the Session records: the same calls, arguments included (ids repeat across turns)."""
     return view.iteration == session.iteration and view.pending_tool_calls == list(session.pending_tool_calls)
 
 
