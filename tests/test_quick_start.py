@@ -67,8 +67,9 @@ async def test_the_inbox_quick_start_runs_as_written(private_server, tmp_path: P
         stop_process(page)
         rule = run(lines[4])
         assert rule.returncode == 0, rule.stderr
-        assert f"applied {run_id} call-add-2" in rule.stdout, rule.stdout  # the rule decided what waited
-        answer = run(f"rein result {run_id}")
+        assert "added rule r1: allow add agent=calculator" in rule.stdout, rule.stdout
+        assert "are told, and decide by it themselves" in rule.stdout, rule.stdout  # the runs' own rule check decides
+        answer = run(f"rein result {run_id}")  # waits for the run: the rule decided what waited
         assert (answer.returncode, answer.stdout) == (0, "The answer is 5.\n"), answer.stderr
     finally:
         stop_process(page)
