@@ -1,6 +1,6 @@
 """Telling people a run waits: a JSON POST a Slack or Teams incoming webhook accepts (`text`, plus fields for
-other receivers), to the URL the worker's environment names for the run's tenant or agent. The URL and the secret
-live only in the worker's environment, never in a run's history.
+other receivers), to the URL the worker's settings (rein.settings) name for the run's tenant or agent. The URL and
+the secret live only in the worker's settings, never in a run's history.
 
     REIN_WAITING_WEBHOOK="https://hooks.example/default tenant:acme=https://hooks.example/acme agent:billing=https://..."
     REIN_WAITING_WEBHOOK_SECRET="s3cret tenant:acme=another"      (the same form)
@@ -19,34 +19,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import time
 from urllib.parse import quote
 
 from temporalio.exceptions import ApplicationError
 
+from rein import settings
 from rein.core.contract import WaitingNotice
 from rein.core.inbox import WaitingMemo
 
-WEBHOOK_VAR, SECRET_VAR, RETRY_VAR, INBOX_URL_VAR = (
-    "REIN_WAITING_WEBHOOK", "REIN_WAITING_WEBHOOK_SECRET", "REIN_WAITING_WEBHOOK_RETRY_S", "REIN_INBOX_URL")
 SIGNATURE_HEADER = "X-Rein-Signature"
 """The earlier signature (the body only): sent for one more release beside TIMED_SIGNATURE_HEADER."""
 TIMED_SIGNATURE_HEADER = "Rein-Signature"
 DELIVERY_HEADER = "X-Rein-Delivery"
-DEFAULT_RETRY_S = 5.0
-
-
-def routes(text: str) -> dict[str, str]:
-    """`URL tenant:NAME=URL agent:NAME=URL` as {"": default, "tenant:NAME": ..., "agent:NAME": ...}."""
-    found: dict[str, str] = {}
-    for entry in text.replace(";", " ").split():
-        key, eq, value = entry.partition("=")
-        if eq and key.startswith(("tenant:", "agent:")):
-            found[key] = value
-        else:
-            found[""] = entry
-    return found
 
 
 def pick(table: dict[str, str], agent: str, tenant: str | None) -> str:
@@ -56,12 +41,8 @@ def pick(table: dict[str, str], agent: str, tenant: str | None) -> str:
 
 def retry_s() -> float:
     """The first retry's delay when a webhook is configured, else 0 (runs then schedule no notice)."""
-    if not os.environ.get(WEBHOOK_VAR, "").strip():
-        return 0.0
-    try:
-        return max(float(os.environ.get(RETRY_VAR) or DEFAULT_RETRY_S), 0.01)
-    except ValueError:
-        return DEFAULT_RETRY_S
+    now = settings.current()
+    return now.waiting_webhook_retry_s if now.waiting_webhook else 0.0
 
 
 def escaped(text: str) -> str:
@@ -105,12 +86,13 @@ async def deliver(notice: WaitingNotice) -> str:
     4xx is final (a wrong URL or secret does not get better by retrying)."""
     import aiohttp
 
-    url = pick(routes(os.environ.get(WEBHOOK_VAR, "")), notice.agent, notice.tenant)
+    now = settings.current()
+    url = pick(now.waiting_webhook, notice.agent, notice.tenant)
     if not url:
         return "no webhook for this agent or tenant"
-    body = json.dumps(message(notice, os.environ.get(INBOX_URL_VAR, "")), ensure_ascii=False).encode()
+    body = json.dumps(message(notice, now.inbox_url), ensure_ascii=False).encode()
     headers = {"Content-Type": "application/json", DELIVERY_HEADER: f"{notice.run_id}@{notice.waiting.get('since', '')}"}
-    secret = pick(routes(os.environ.get(SECRET_VAR, "")), notice.agent, notice.tenant)
+    secret = pick(now.waiting_webhook_secret, notice.agent, notice.tenant)
     if secret:
         headers[TIMED_SIGNATURE_HEADER] = timed_signature(secret, body, int(time.time()))
         headers[SIGNATURE_HEADER] = signature(secret, body)

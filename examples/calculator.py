@@ -34,7 +34,7 @@ if __name__ == "__main__":
 
 import re  # noqa: E402
 
-from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage  # noqa: E402
+from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage, settings  # noqa: E402
 
 
 def add(a: float, b: float) -> float:
@@ -112,7 +112,7 @@ def _calls(call: ToolCall, usage: Usage) -> Completion:
     )
 
 
-model = os.environ.get("REIN_MODEL")
+model = settings.current().model  # REIN_MODEL: a LiteLLM model id; unset: the scripted model
 agent = Agent(
     model,
     provider=None if model else ScriptedCalculatorModel(),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -25,6 +24,7 @@ from temporalio.client import (
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
+from rein import settings
 from rein.core.contract import (
     DEFAULT_TASK_QUEUE,
     RECORD_QUERY,
@@ -89,7 +89,7 @@ def _with_rein(client: Client) -> Client:
 class ReinClient(BoundDecisions, ThreadClient, ScheduleClient, InboxClient, PolicyClient):
     def __init__(self, client: Client, task_queue: str | None = None):
         self.client = _with_rein(client)
-        self.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+        self.task_queue = task_queue or settings.current().task_queue or DEFAULT_TASK_QUEUE
 
     async def start(
         self,
@@ -381,5 +381,5 @@ class ReinConnection(Client, ReinClient):
     def of(cls, client: Client, task_queue: str | None = None) -> ReinConnection:
         connection = cls(**_with_rein(client).config())
         connection.client = connection
-        connection.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+        connection.task_queue = task_queue or settings.current().task_queue or DEFAULT_TASK_QUEUE
         return connection

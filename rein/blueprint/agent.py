@@ -15,6 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from rein import settings
 from rein.blueprint.middleware import (
     Middleware,
     StepContext,
@@ -257,10 +258,7 @@ class Agent:
     def _engine(self) -> Engine:
         """Where runs go: the engine asked for, else REIN_ENGINE, else durable. Middleware, hooks,
         events and compaction run on both (worker-side in durable runs), so nothing changes it."""
-        chosen = self.engine or os.environ.get("REIN_ENGINE", "temporal")
-        if chosen not in ("temporal", "local"):
-            raise ValueError(f"REIN_ENGINE must be 'temporal' or 'local', not {chosen!r}")
-        return chosen  # type: ignore[return-value]
+        return self.engine or settings.current().engine
 
     # ------------------------------------------------------------ extensions (both engines)
     # In a durable run they run on the worker, inside the step's activity (rein.call_model /

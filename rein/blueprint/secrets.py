@@ -81,8 +81,11 @@ def _environment_secrets() -> list[str]:
 
 
 def secret_values(params: Mapping[str, Any] | None = None) -> list[str]:
-    """Secret-named environment values, URL passwords and secret-named parameter values, longest first."""
-    found = set(_environment_secrets())
+    """Secret-named environment values, URL passwords, rein's secret settings (the settings file's too) and
+    secret-named parameter values, longest first."""
+    from rein import settings
+
+    found = set(_environment_secrets()) | set(settings.secret_texts())
     found |= {
         v for k, v in (params or {}).items() if isinstance(v, str) and len(v) >= 4 and _SECRET_NAME.search(k)
     }

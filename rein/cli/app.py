@@ -220,6 +220,8 @@ def explain(exc: BaseException) -> tuple[str, int]:
     """One line and an exit code for an exception no command turned into a CliError."""
     if isinstance(exc, CliError):
         return str(exc), exc.code
+    if "rein.settings" in sys.modules and isinstance(exc, sys.modules["rein.settings"].SettingsError):
+        return str(exc), EXIT_USAGE  # a bad REIN_* value: its variable and what it expects
     if "pydantic" in sys.modules and isinstance(exc, sys.modules["pydantic"].ValidationError):
         return _invalid(exc)
     if "temporalio" not in sys.modules and "rein.core.errors" not in sys.modules:
@@ -256,12 +258,7 @@ def explain(exc: BaseException) -> tuple[str, int]:
 
 
 def _invalid(exc: Any) -> tuple[str, int]:
-    """A value pydantic refused, in rein's words: a setting by its variable (REIN_WEB_OPEN), else the model's."""
-    from rein.core.errors import error_text
-
-    if exc.title == "Settings":
-        where = "; ".join(f"REIN_{'_'.join(str(p) for p in e['loc']).upper()}: {error_text(e)}" for e in exc.errors())
-        return f"bad setting: {where}", EXIT_USAGE
+    """A value pydantic refused, in rein's words (a bad setting is rein.settings.SettingsError, above)."""
     from rein.core.errors import validation_text
 
     return f"invalid {exc.title}: {validation_text(exc)}", EXIT_ERROR

@@ -5,6 +5,7 @@ A new group is one module plus one line here.
 
 from rein.cli import (  # noqa: F401  (each import registers its commands on `app`)
     codec,
+    config_command,
     decisions,
     deploy,
     evals,

@@ -88,8 +88,7 @@ class _Decision:
         """The update's request may have left: from here on, ask the server where it stands."""
 
     async def go(self, client: ReinClient) -> Any:
-        from rein.client import DECISION_GRACE_S
-        from rein.temporal.history import seconds
+        from rein import settings
 
         run_id, what = escape(self.run_id), self.what
         try:
@@ -102,7 +101,7 @@ class _Decision:
             if self.read is not None:
                 self.known = await self.read(client)
             deciding = asyncio.ensure_future(self._sending(client))
-            done, _ = await asyncio.wait({deciding}, timeout=seconds("REIN_DECISION_GRACE_S", DECISION_GRACE_S))
+            done, _ = await asyncio.wait({deciding}, timeout=settings.current().decision_grace_s)
             if done:
                 return await deciding
             if await client.decision_stage(self.run_id, self.update_id) == "not sent":  # still looking for a poller

@@ -3,7 +3,6 @@ the runs that would move to it (status: a build its check kept out, or runs left
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any
 
 import typer
@@ -32,7 +31,9 @@ Unchecked = Annotated[bool, typer.Option("--unchecked", help="Move the runs with
 
 
 def _deployment(name: str | None) -> str:
-    return name or os.environ.get("REIN_DEPLOYMENT") or "rein"
+    from rein import settings
+
+    return name or settings.current().deployment or "rein"
 
 
 @deployment_app.command("status")

@@ -25,13 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Errors are one line on stderr (tracebacks with --debug)."""
     interrupt.fate("")  # the command starts: it says what Ctrl-C leaves behind (rein.cli.interrupt)
     args = list(sys.argv[1:] if argv is None else argv)
-    from rein.core.log import debug_enabled
-
-    debug = "--debug" in args or debug_enabled()
+    debug = "--debug" in args
     args = [a for a in args if a != "--debug"]
-    if debug:
-        os.environ["REIN_DEBUG"] = "1"  # worker logs in this process keep their tracebacks too
     try:
+        if debug:  # worker logs in this process (and the processes it starts) keep their tracebacks too
+            from rein import settings
+
+            settings.export(debug=True)
         # Click's standalone mode off: a usage mistake comes here as a UsageError (one line, not typer's box);
         # `--help` and typer.Exit come back as their exit code (commands themselves return None).
         code = only_the_named_command(args)(args=args, prog_name="rein", standalone_mode=False)
@@ -50,11 +50,18 @@ def main(argv: list[str] | None = None) -> int:
             if said[0]:
                 print(said[0], file=sys.stderr)
             return said[1]
-        if debug:
+        if debug or _debug_set():
             traceback.print_exc()
         message, code = explain(exc)
         print(f"rein: {message}", file=sys.stderr)
         return code
+
+
+def _debug_set() -> bool:
+    """REIN_DEBUG, read only when a command failed: `rein --help` never loads the settings."""
+    from rein.core.log import debug_enabled
+
+    return debug_enabled()
 
 
 def only_the_named_command(args: list[str]) -> typer.Typer:

@@ -180,7 +180,7 @@ def link(url: Annotated[str | None, typer.Option("--url", help="Where `rein serv
     from rein.temporal.bearer import BearerAuth
     from rein.web.tokens import local_token, sign_in_link
 
-    configured = BearerAuth.from_env()
+    configured = BearerAuth.from_settings()
     if configured.token or configured.jwks_url:
         raise CliError("sign-in is configured here (REIN_CODEC_TOKEN or REIN_CODEC_JWKS_URL): people sign in with "
                        "that token, not a link", EXIT_USAGE)

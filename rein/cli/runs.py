@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -57,6 +56,7 @@ def start(
     """
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
+    from rein import settings
     from rein.core.contract import agent_task_queue
     from rein.durable.fleet import run_priority
     from rein.ops.worker_lookup import AgentNotServed, queue_for
@@ -68,7 +68,7 @@ def start(
 
     async def go(client: ReinClient) -> str:
         if no_check:
-            client.task_queue = task_queue or os.environ.get("REIN_TASK_QUEUE") or agent_task_queue(agent)
+            client.task_queue = task_queue or settings.current().task_queue or agent_task_queue(agent)
         else:
             try:
                 client.task_queue = await queue_for(client, agent, task_queue)

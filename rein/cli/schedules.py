@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -95,10 +94,11 @@ def create(
 
 async def _runs_queue(client: ReinClient, agent: str, task_queue: str | None, no_check: bool) -> str:
     """Where the scheduled runs go (as `rein start`): one line and exit 8 when no worker serves the agent."""
+    from rein import settings
     from rein.core.contract import agent_task_queue
     from rein.ops.worker_lookup import AgentNotServed, queue_for
 
-    asked = task_queue or os.environ.get("REIN_TASK_QUEUE")
+    asked = task_queue or settings.current().task_queue
     if no_check:
         return asked or agent_task_queue(agent)
     try:

@@ -18,15 +18,16 @@ from rein.cli.app import EXIT_USAGE, Address, CliError, Namespace, app, connect_
 if TYPE_CHECKING:
     from rein.web.auth import WebAuth
 
-UI_VAR = "REIN_UI_URL"
 SERVED_FILE = "web-serve.json"
 """Where the last `rein serve` started says where it listens (REIN_HOME), for `rein inbox link`."""
 
 
 def _ui_url(given: str | None, address: str | None) -> str | None:
     """The Temporal UI the inbox links runs to: --ui, REIN_UI_URL, else the embedded server's own UI."""
-    if given or os.environ.get(UI_VAR):
-        return given or os.environ.get(UI_VAR)
+    from rein.settings import current
+
+    if given or current().ui_url:
+        return given or current().ui_url
     if address or os.environ.get("TEMPORAL_ADDRESS"):
         return None
     from rein.durable.embedded_server import embedded_status
@@ -82,7 +83,7 @@ def _sign_in(host: str, open_mode: bool) -> WebAuth:
     from rein.temporal.bearer import BearerAuth
     from rein.web.auth import WebAuth
 
-    why = BearerAuth.from_env().misconfigured()
+    why = BearerAuth.from_settings().misconfigured()
     if why is not None:
         raise CliError(why, EXIT_USAGE)
     open_mode = open_mode or current().web_open

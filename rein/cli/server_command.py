@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from typing import Annotated, Any
@@ -47,10 +46,9 @@ def server(
         for name, value in (("--port", port), ("--ui-port", ui_port)):
             if value and listening(value):
                 raise CliError(f"port {value} ({name}) is already in use by another program; pick another {name}")
-        if port:
-            os.environ["REIN_SERVER_PORT"] = str(port)
-        if ui_port:
-            os.environ["REIN_UI_PORT"] = str(ui_port)
+        from rein import settings
+
+        settings.export(**{name: value for name, value in (("server_port", port), ("ui_port", ui_port)) if value})
     else:
         wanted = [(port, running["address"].rsplit(":", 1)[-1]), (ui_port, (running.get("ui") or "").rsplit(":", 1)[-1])]
         if any(value and str(value) != actual for value, actual in wanted):

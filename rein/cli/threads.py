@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -64,6 +63,7 @@ def send(
     waits for a person (approve it as any run: `rein approve THREAD`). A running thread no worker takes now
     keeps the message until one does (said in 2 s). Ctrl-C: one line saying where the message is.
     """
+    from rein import settings
     from rein.durable.threads import ThreadRefused
     from rein.ops.worker_lookup import AgentNotServed, queue_for
 
@@ -74,7 +74,7 @@ def send(
         owner = await _running_agent(client, thread_id)
         if owner is None:  # a new thread: is anyone there to start it?
             try:
-                client.task_queue = await queue_for(client, agent, task_queue or os.environ.get("REIN_TASK_QUEUE"))
+                client.task_queue = await queue_for(client, agent, task_queue or settings.current().task_queue)
             except AgentNotServed as err:
                 raise CliError(str(err), EXIT_NO_WORKER) from None
         elif owner and owner != agent:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 from typing import Annotated, Any
 
@@ -46,6 +45,7 @@ def worker(
 ) -> None:
     """Serve these agents' runs until Ctrl-C. API keys are read from this process's environment only."""
     agents = [load_agent_target(target) for target in agent]  # a mistyped target: told before temporalio loads
+    from rein import settings
     from rein.blueprint.agent import uses_litellm
     from rein.core.contract import DEFAULT_TASK_QUEUE
     from rein.temporal.deployment import DEFAULT_DEPLOYMENT, promote_policy, versioning_behavior, worker_version
@@ -54,8 +54,8 @@ def worker(
         from rein.core.prices import preload_litellm
 
         preload_litellm()  # meanwhile the worker connects (ReinPlugin waits for it before polling)
-    chosen = task_queue or os.environ.get("REIN_TASK_QUEUE")
-    named = deployment or os.environ.get("REIN_DEPLOYMENT")
+    now = settings.current()
+    chosen, named = task_queue or now.task_queue, deployment or now.deployment
     try:
         version = worker_version(deployment, build_id, default=DEFAULT_DEPLOYMENT)
         policy = promote_policy(promote)
@@ -64,6 +64,7 @@ def worker(
         raise CliError(str(err), EXIT_USAGE) from None
     if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("rein.worker").info("%s", settings.summary())  # what this worker is configured with (masked)
     # The shared queue belongs to the default application (deployment `rein`): a worker of a deployment named
     # otherwise polls it only when told to (a queue's new runs go to one deployment's current version).
     default_app = version is None or version.deployment_name == DEFAULT_DEPLOYMENT

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from typing import IO
 
@@ -52,8 +51,14 @@ def disable_logging() -> None:
 
 
 def debug_enabled() -> bool:
-    """`--debug` on the command line or REIN_DEBUG=1: tracebacks for expected failures too."""
-    return os.environ.get("REIN_DEBUG", "") not in ("", "0", "false", "no")
+    """`--debug` on the command line or REIN_DEBUG=1: tracebacks for expected failures too (False while a
+    setting holds a bad value: that error is told as its own line)."""
+    from rein import settings  # here: importing rein's logger loads no pydantic
+
+    try:
+        return settings.current().debug
+    except settings.SettingsError:
+        return False
 
 
 class ExpectedActivityFailures(logging.Filter):
@@ -99,8 +104,9 @@ def quiet_expected_failures() -> None:
 def expected_failure(error: BaseException) -> bool:
     """A failure rein reports with a message that says it all (a run failed, no worker, a rejected decision, a missing key)."""
     from rein.core.errors import CodecKeyError, DecisionRejected, NoWorker, RunFailed
+    from rein.settings import SettingsError
 
-    return isinstance(error, (RunFailed, NoWorker, DecisionRejected, CodecKeyError))
+    return isinstance(error, (RunFailed, NoWorker, DecisionRejected, CodecKeyError, SettingsError))
 
 
 def install_excepthook() -> None:

@@ -1,7 +1,7 @@
 """What a model call cost, from LiteLLM's price table, with prices for models it does not know.
 
 `register_prices({"openai/my-model": (0.5, 1.5)})` (USD per million input and output tokens) or
-the worker's environment `REIN_MODEL_PRICES='{"openai/my-model": [0.5, 1.5]}'` adds or overrides
+the worker's setting `REIN_MODEL_PRICES='{"openai/my-model": [0.5, 1.5]}'` (rein.settings) adds or overrides
 entries of LiteLLM's table (`litellm.register_model`), so `max_cost_usd` budgets count them too.
 A model with no price anywhere costs None: its runs are not stopped by a budget (docs/fleet.md).
 """
@@ -9,14 +9,12 @@ A model with no price anywhere costs None: its runs are not stopped by a budget 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-PRICES_ENV = "REIN_MODEL_PRICES"
 log = logging.getLogger("rein.prices")
 _LOADED: list[Any] = []
 """litellm once its import has finished (a partly imported module is in sys.modules earlier)."""
@@ -41,14 +39,12 @@ def register_prices(prices: Mapping[str, Sequence[float]]) -> None:
 
 
 def prices_from_env() -> None:
-    """Register REIN_MODEL_PRICES (a JSON object of model -> [input, output] USD per million tokens)."""
-    raw = os.environ.get(PRICES_ENV)
-    if not raw:
-        return
-    try:
-        register_prices(json.loads(raw))
-    except (ValueError, TypeError) as exc:
-        log.error("%s is not a JSON object of model -> [input, output] USD per million tokens: %s", PRICES_ENV, exc)
+    """Register the REIN_MODEL_PRICES setting (parsed and checked by rein.settings)."""
+    from rein import settings  # here: this module is imported where pydantic is not (the CLI's start)
+
+    prices = settings.current().model_prices
+    if prices:
+        register_prices(prices)
 
 
 def call_cost(model: str, usage: Any) -> float | None:

@@ -1,7 +1,7 @@
 """How a decision reaches a run: ReinClient's validated updates, and the truth about them.
 
 A decision goes out only where a worker serves the run (else NoWorker: nothing sent); one that no
-worker takes within DECISION_GRACE_S is said to be queued (DecisionQueued), not applied; a run that
+worker takes within REIN_DECISION_GRACE_S is said to be queued (DecisionQueued), not applied; a run that
 waits in its agent-as-tool child refuses it naming the child, where it is sent instead.
 """
 
@@ -17,13 +17,13 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from rein import settings
 from rein.core.contract import DECISION_FOR_CHILD, RunOutcome
 from rein.core.errors import DecisionRejected, NoWorker
 from rein.temporal import history
 
 DECISION_GRACE_S = 2.0
-"""How long a decision waits for a worker to take it before the caller hears that none has yet
-(REIN_DECISION_GRACE_S overrides it)."""
+"""REIN_DECISION_GRACE_S's default (rein.settings reads the setting; this name stays public in rein.client)."""
 
 
 class DecisionQueued(RuntimeError):
@@ -89,9 +89,9 @@ class DecisionDelivery:
         return await history.served(self.client, self.handle(run_id))
 
     async def _worker_appears(self, run_id: str) -> bool:
-        """A worker serves the run now, or within history.WORKER_GRACE_S (REIN_WORKER_GRACE_S): one that
+        """A worker serves the run now, or within REIN_WORKER_GRACE_S seconds: one that
         has just started may not have polled yet (it logs "serving" before the server has seen its first poll)."""
-        deadline = asyncio.get_running_loop().time() + history.seconds("REIN_WORKER_GRACE_S", history.WORKER_GRACE_S)
+        deadline = asyncio.get_running_loop().time() + settings.current().worker_grace_s
         while not await self.worker_serves(run_id):
             if asyncio.get_running_loop().time() >= deadline:
                 return False
@@ -116,7 +116,7 @@ class DecisionDelivery:
         (the in-process engine), so no DescribeTaskQueue is asked first.
 
         No worker polls the run's queue: NoWorker, nothing sent. A worker is listed but none takes the
-        decision within DECISION_GRACE_S (one stopped less than a minute ago is still listed) and none
+        decision within REIN_DECISION_GRACE_S (one stopped less than a minute ago is still listed) and none
         answers a query within the query grace either: the server holds it, and without `wait` this
         raises DecisionQueued (sent, not applied; the run applies it when a worker takes the run). With
         `wait`, until a worker takes it. `update_id`: the decision's Temporal update id (default: a new
@@ -140,13 +140,13 @@ class DecisionDelivery:
 
     async def _send(self, run_id: str, update: str, payload: dict[str, Any], what: str, wait: bool,
                     update_id: str | None) -> Any:
-        """The update, sent; its result once a worker applied it. Not taken within DECISION_GRACE_S and no
+        """The update, sent; its result once a worker applied it. Not taken within REIN_DECISION_GRACE_S and no
         worker answers a query within the query grace: DecisionQueued (unless `wait`), the update left
         with the server (it cannot be withdrawn)."""
         update_id = update_id or f"{what}-{uuid.uuid4().hex[:12]}"
         sending = asyncio.ensure_future(self.handle(run_id).execute_update(update, payload, id=update_id))
         try:
-            done, _ = await asyncio.wait({sending}, timeout=history.seconds("REIN_DECISION_GRACE_S", DECISION_GRACE_S))
+            done, _ = await asyncio.wait({sending}, timeout=settings.current().decision_grace_s)
             if not done and not wait and not await self._worker_answers(run_id, sending):
                 raise DecisionQueued(run_id, what, update_id)
             return await sending
@@ -160,7 +160,7 @@ class DecisionDelivery:
         """Whether a worker answers a query of the run within the query grace (or takes the decision
         meanwhile): a live but busy worker takes the decision soon; a stopped one, still listed, does not."""
         asked = asyncio.ensure_future(self.handle(run_id).query(
-            "status", rpc_timeout=timedelta(seconds=history.seconds("REIN_QUERY_GRACE_S", history.QUERY_GRACE_S))))
+            "status", rpc_timeout=timedelta(seconds=settings.current().query_grace_s)))
         try:
             await asyncio.wait({asked, sending}, return_when=asyncio.FIRST_COMPLETED)
             if sending.done():

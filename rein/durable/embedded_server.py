@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from rein import settings
 from rein.temporal.dev_server import (  # noqa: F401  (public here too: tests and docs name them here)
     LINUX,
     TUNED_DYNAMIC_CONFIG,
@@ -37,7 +38,6 @@ from rein.temporal.dev_server import (  # noqa: F401  (public here too: tests an
 # the last user is gone). The kernel drops a flock when its process dies, even by SIGKILL, so a
 # crashed user never keeps the server alive. The `temporal` process dies with its supervisor.
 
-START_TIMEOUT_S = 60.0
 _STATE, _LOCK, _CLIENTS, _DB, _LOG = "server.json", "server.lock", "clients.lock", "temporal.db", "server.log"
 _lease: tuple[Path, int] | None = None
 """(REIN_HOME, fd) of this process's shared flock on clients.lock."""
@@ -47,7 +47,7 @@ _started: dict[int, subprocess.Popen] = {}
 
 def rein_home() -> Path:
     """Where rein keeps its embedded state: REIN_HOME, default ~/.rein."""
-    return Path(os.environ.get("REIN_HOME") or Path.home() / ".rein").expanduser()
+    return settings.current().home
 
 
 def ensure_embedded(home: Path | None = None, *, timeout_s: float | None = None) -> str:
@@ -57,7 +57,7 @@ def ensure_embedded(home: Path | None = None, *, timeout_s: float | None = None)
     Raises RuntimeError, leaving no process behind, when the server cannot be started.
     """
     home = _home(home)
-    timeout_s = float(os.environ.get("REIN_SERVER_START_TIMEOUT_S", START_TIMEOUT_S)) if timeout_s is None else timeout_s
+    timeout_s = settings.current().server_start_timeout_s if timeout_s is None else timeout_s
     with _locked(home, timeout_s + 30):
         state = _running_state(home)
         if state is None:
@@ -78,7 +78,7 @@ def embedded_status(home: Path | None = None) -> dict | None:
 def stop_embedded(home: Path | None = None) -> bool:
     """Stop the shared server now (its runs stay in REIN_HOME). False when none was running."""
     home = _home(home)
-    with _locked(home, START_TIMEOUT_S + 30):
+    with _locked(home, settings.current().server_start_timeout_s + 30):
         return _stop(home)
 
 
@@ -339,7 +339,7 @@ def _supervise(home: Path, timeout_s: float) -> int:
     import json
 
     stop = _StopSignal()
-    idle_s = float(os.environ.get("REIN_SERVER_IDLE_S") or 0)
+    idle_s = settings.current().server_idle_s
     deadline = time.monotonic() + timeout_s
     server: DevServer | None = None
     for attempt in range(1, 4):
@@ -390,9 +390,9 @@ def _launch(home: Path, deadline: float) -> DevServer | None:
     try:
         # With the web UI (same process, little cost): `rein server` prints its URL. REIN_SERVER_PORT
         # and REIN_UI_PORT (set by `rein server --port/--ui-port`) fix the ports; default: free ones.
+        now = settings.current()
         server = start_dev_server(
-            port=int(os.environ.get("REIN_SERVER_PORT") or 0) or None,
-            ui=True, ui_port=int(os.environ.get("REIN_UI_PORT") or 0) or None,
+            port=now.server_port or None, ui=True, ui_port=now.ui_port or None,
             db_filename=str(home / _DB), wait_s=max(deadline - time.monotonic(), 0.01),
             log_path=home / _LOG, preexec_fn=_die_with_parent if LINUX else None, own_session=False,
         )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import threading
 import uuid
 import weakref
@@ -23,6 +22,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
+from rein import settings
 from rein.client import DecisionRejected, ReinClient
 from rein.core import machine
 from rein.core.contract import (
@@ -65,7 +65,7 @@ class Engine:
         # Weak: an Agent the application dropped cannot be resumed anyway, so it need not live on here.
         self.agents: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
         self._names = threading.Lock()
-        self.fixed_queue = os.environ.get("REIN_TASK_QUEUE") or None
+        self.fixed_queue = settings.current().task_queue
         """Set: every agent of this process on that one queue. Unset: each agent on its own queue."""
         self.workers: dict[str, Worker] = {}
         """Task queue → the in-process worker polling it."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import Priority
 
+from rein import settings
 from rein.core.contract import DEFAULT_TASK_QUEUE, SEARCH_KEYS, WORKFLOW_TYPE, model_queue
 from rein.core.threads import THREAD_MEMO
 
@@ -99,7 +99,7 @@ def limit_queue(model: str | None = None, queue: str | None = None) -> str:
                          "its models")
     if model:
         return model_queue(model)
-    return queue or os.environ.get("REIN_TASK_QUEUE") or DEFAULT_TASK_QUEUE
+    return queue or settings.current().task_queue or DEFAULT_TASK_QUEUE
 
 
 async def set_limits(
@@ -167,13 +167,9 @@ async def queue_limits(client: Client, task_queue: str) -> QueueLimits:
     return limits
 
 
-MODEL_QUEUES_ENV = "REIN_MODEL_QUEUES"
-"""Providers whose model calls a worker routes to their own queue: `openai,anthropic`, or `*` for all."""
-
-
 def routed_providers() -> set[str]:
-    raw = os.environ.get(MODEL_QUEUES_ENV, "")
-    return {p.strip() for p in raw.split(",") if p.strip()}
+    """Providers whose model calls a worker routes to their own queue (REIN_MODEL_QUEUES; `*`: all)."""
+    return set(settings.current().model_queues)
 
 
 def routed_queue(model: str) -> str | None:
@@ -192,7 +188,7 @@ def known_queues(run_queues: list[str] | None = None) -> list[str]:
     """Queues `rein limits` looks at by default: rein's task queue, the queues runs went to (`run_queues`),
     then the model queue of every provider LiteLLM knows and of every provider routed here (REIN_MODEL_QUEUES)."""
     providers = (known_providers() | routed_providers()) - {"*"}
-    first = os.environ.get("REIN_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+    first = settings.current().task_queue or DEFAULT_TASK_QUEUE
     models = sorted({model_queue(f"{p}/") for p in providers})
     return list(dict.fromkeys([first, *(run_queues or []), *models]))
 
@@ -244,8 +240,6 @@ async def model_calls_served(client: Client, model: str) -> bool:
 
 
 async def _polled(client: Client, task_queue: str) -> bool:
-    from rein.temporal.history import POLLER_FRESH_S
-
     described = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -253,8 +247,8 @@ async def _polled(client: Client, task_queue: str) -> bool:
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
         )
     )
-    now = time.time()
-    return any(now - p.last_access_time.ToSeconds() < POLLER_FRESH_S for p in described.pollers)
+    now, fresh_s = time.time(), settings.current().poller_fresh_s
+    return any(now - p.last_access_time.ToSeconds() < fresh_s for p in described.pollers)
 
 
 def not_routed(model: str) -> str:

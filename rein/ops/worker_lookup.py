@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from rein import settings
 from rein.client import ReinClient
 from rein.core.contract import agent_task_queue
-from rein.temporal.history import WORKER_GRACE_S, polled, seconds
+from rein.temporal.history import polled
 
 START_CHECK_TIMEOUT = timedelta(seconds=10)
 """How long `rein start` waits for a worker on a shared queue to describe the agent: a live worker
@@ -30,11 +31,11 @@ async def queue_for(client: ReinClient, agent: str, queue: str | None = None) ->
     """The queue to start a run of `agent` on: `queue` when given, else the agent's own queue, else
     the client's shared queue; raises AgentNotServed when no worker there knows the agent.
 
-    When no worker polls any of them, they are looked at again for WORKER_GRACE_S
-    (REIN_WORKER_GRACE_S): a worker started a moment ago (a script, a deploy) has not polled yet."""
+    When no worker polls any of them, they are looked at again for REIN_WORKER_GRACE_S seconds: a worker
+    started a moment ago (a script, a deploy) has not polled yet."""
     own = agent_task_queue(agent)
     candidates = [queue] if queue else list(dict.fromkeys([own, client.task_queue]))
-    deadline = asyncio.get_running_loop().time() + seconds("REIN_WORKER_GRACE_S", WORKER_GRACE_S)
+    deadline = asyncio.get_running_loop().time() + settings.current().worker_grace_s
     while True:
         found, any_polled, refused = await _served_queue(client, agent, candidates, own)
         if found is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,12 +30,13 @@ class BearerAuth:
     open: bool = False
 
     @classmethod
-    def from_env(cls) -> BearerAuth:
-        """The settings as the environment gives them; none at all is `configured` False (each surface decides)."""
-        env = os.environ
-        return cls(token=env.get(TOKEN_VAR) or None, jwks_url=env.get(JWKS_VAR) or None,
-                   audience=env.get(AUDIENCE_VAR) or None, issuer=env.get(ISSUER_VAR) or None,
-                   open=(env.get(AUTH_VAR) or "").lower() == "none")
+    def from_settings(cls) -> BearerAuth:
+        """The REIN_CODEC_* settings (rein.settings); none at all is `configured` False (each surface decides)."""
+        from rein.settings import current
+
+        now = current()
+        return cls(token=now.codec_token.get_secret_value() if now.codec_token else None, jwks_url=now.codec_jwks_url,
+                   audience=now.codec_jwt_audience, issuer=now.codec_jwt_issuer, open=now.codec_auth == "none")
 
     @property
     def configured(self) -> bool:

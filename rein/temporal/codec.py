@@ -12,8 +12,6 @@ the codec server (`python -m rein.temporal.codec_server`) need the same keys.
 from __future__ import annotations
 
 import base64
-import binascii
-import hashlib
 import os
 from collections.abc import Iterable, Sequence
 
@@ -21,6 +19,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
 from rein.core.errors import CodecKeyError  # noqa: F401  (defined in core: rein.core.log names it)
+from rein.core.setting_types import derived_id  # noqa: F401  (public here too)
+from rein.core.setting_types import parse_keys as parsed_keys
 
 ENV_VAR = "REIN_CODEC_KEY"
 ENCODING = b"binary/encrypted"
@@ -74,30 +74,12 @@ class AesGcmCodec(PayloadCodec):
 
 
 def parse_keys(value: str) -> list[tuple[str, bytes]]:
-    """`base64` or `id:base64[,id:base64...]` -> [(id, key)], the encrypting key first."""
-    keys: list[tuple[str, bytes]] = []
-    for item in (part.strip() for part in value.split(",")):
-        if not item:
-            continue
-        key_id, sep, encoded = item.rpartition(":") if ":" in item else ("", "", item)
-        try:
-            key = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError):
-            raise CodecKeyError(f"{ENV_VAR}: {key_id or 'the key'} is not valid base64") from None
-        if len(key) != 32:
-            raise CodecKeyError(f"{ENV_VAR}: {key_id or 'the key'} decodes to {len(key)} bytes; it must be 32")
-        keys.append((key_id if sep else derived_id(key), key))
-    if not keys:
-        raise CodecKeyError(f"{ENV_VAR} is set but holds no key")
-    ids = [key_id for key_id, _ in keys]
-    if len(set(ids)) != len(ids):
-        raise CodecKeyError(f"{ENV_VAR}: two keys share an id")
-    return keys
-
-
-def derived_id(key: bytes) -> str:
-    """A stable, non-secret id for a key given without one."""
-    return "k-" + hashlib.sha256(b"rein-codec-key-id" + key).hexdigest()[:12]
+    """`base64` or `id:base64[,id:base64...]` -> [(id, key)], the encrypting key first (REIN_CODEC_KEY's format,
+    parsed as rein.settings parses the setting)."""
+    try:
+        return list(parsed_keys(value))
+    except ValueError as err:
+        raise CodecKeyError(f"{ENV_VAR}: {err}") from None
 
 
 def new_key() -> str:
@@ -112,9 +94,11 @@ def codec_from_keys(value: str | Iterable[tuple[str, bytes]]) -> AesGcmCodec:
 
 
 def codec_from_env() -> PayloadCodec | None:
-    """The codec REIN_CODEC_KEY asks for, or None (payloads unencrypted)."""
-    value = os.environ.get(ENV_VAR, "").strip()
-    return codec_from_keys(value) if value else None
+    """The codec the REIN_CODEC_KEY setting (rein.settings) asks for, or None (payloads unencrypted)."""
+    from rein.settings import current
+
+    keys = current().codec_key
+    return AesGcmCodec(keys) if keys else None
 
 
 class NoKeyCodec(PayloadCodec):

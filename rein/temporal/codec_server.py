@@ -36,7 +36,7 @@ class NoCodecAuth(ValueError):
 
 def codec_auth_from_env() -> BearerAuth:
     """The bearer settings (rein.temporal.bearer); raises NoCodecAuth when none is set: a codec server decrypts."""
-    auth = BearerAuth.from_env()
+    auth = BearerAuth.from_settings()
     if not auth.configured:
         raise NoCodecAuth(
             f"the codec server decrypts for whoever calls it: set {TOKEN_VAR} (a shared secret callers send "

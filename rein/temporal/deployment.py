@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
-import os
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
+from rein import settings
 from rein.temporal.sandbox import PURE_MODULES
 
 DEPLOYMENT_ENV, BUILD_ID_ENV, PROMOTE_ENV, VERSIONING_ENV = "REIN_DEPLOYMENT", "REIN_BUILD_ID", "REIN_PROMOTE", "REIN_VERSIONING"
@@ -60,18 +60,20 @@ def _source_files(modules: tuple[str, ...]) -> set[Path]:
 def worker_version(deployment: str | None = None, build_id: str | None = None, *,
                    default: str | None = None) -> WorkerDeploymentVersion | None:
     """The arguments, else REIN_DEPLOYMENT / REIN_BUILD_ID, else `default`; None when versioning is off."""
-    deployment = deployment or os.environ.get(DEPLOYMENT_ENV) or default or None
+    now = settings.current()
+    deployment = deployment or now.deployment or default or None
     if deployment is None or deployment == VERSIONING_OFF:
         if build_id:
             raise ValueError(f"a build id needs a deployment name too (set {DEPLOYMENT_ENV})")
         return None
     if "." in deployment:
         raise ValueError(f"deployment name {deployment!r} may not contain '.' (Temporal joins <deployment>.<build id>)")
-    return WorkerDeploymentVersion(deployment, build_id or os.environ.get(BUILD_ID_ENV) or default_build_id())
+    return WorkerDeploymentVersion(deployment, build_id or now.build_id or default_build_id())
 
 
-def _choice(env: str, given: str | None, default: str, choices: Any) -> str:
-    name = (given or os.environ.get(env) or default).strip().lower().replace("_", "-")
+def _choice(env: str, given: str | None, configured: str, choices: Any) -> str:
+    """`given` (an argument), else the setting's value (checked by rein.settings)."""
+    name = (given or configured).strip().lower().replace("_", "-")
     if name not in choices:
         raise ValueError(f"{env}={name!r}: expected one of {', '.join(choices)}")
     return name
@@ -79,12 +81,12 @@ def _choice(env: str, given: str | None, default: str, choices: Any) -> str:
 
 def promote_policy(given: str | None = None) -> str:
     """"new" (a new build becomes current when its worker starts) or "manual" (REIN_PROMOTE)."""
-    return _choice(PROMOTE_ENV, given, "new", ("new", "manual"))
+    return _choice(PROMOTE_ENV, given, settings.current().promote, ("new", "manual"))
 
 
 def versioning_behavior(given: str | None = None) -> VersioningBehavior:
     """How this worker's runs behave (REIN_VERSIONING): `auto-upgrade` (default) or `pinned`."""
-    return BEHAVIORS[_choice(VERSIONING_ENV, given, "auto-upgrade", BEHAVIORS)]
+    return BEHAVIORS[_choice(VERSIONING_ENV, given, settings.current().versioning, BEHAVIORS)]
 
 
 def deployment_config(version: WorkerDeploymentVersion, behavior: VersioningBehavior) -> WorkerDeploymentConfig:

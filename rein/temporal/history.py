@@ -13,7 +13,6 @@ does not know, while this (newer) code replays it.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -26,43 +25,22 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from rein import settings
 from rein.temporal.sdk_private import query_handler, stream_log
 
 if TYPE_CHECKING:
     from temporalio.client import WorkflowHistory
 
 QUERY_TIMEOUT_S = 10.0
-QUERY_GRACE_S = 3.0
-"""How long a worker gets to answer before the history is fetched to be replayed (REIN_QUERY_GRACE_S
-overrides it). A busy live worker can take over a second; racing a replay then costs a CLI command a
-replay it throws away."""
-WORKER_GRACE_S = 3.0
-"""How long a client looks again for a worker when none polls yet, before it refuses (`rein start`,
-a decision): one started a moment ago has not polled yet. REIN_WORKER_GRACE_S overrides it."""
-POLLER_FRESH_S = 70.0
-"""A poller seen this recently may still be alive (workers long-poll for 60 s, the server's
-matching.longPollExpirationInterval); REIN_POLLER_FRESH_S overrides it for a server that polls shorter."""
 
 _SILENT: dict[tuple[str, str | None], float] = {}
-"""Runs whose worker let a query's grace run out, by when (monotonic): within POLLER_FRESH_S, while
+"""Runs whose worker let a query's grace run out, by when (monotonic): within REIN_POLLER_FRESH_S, while
 that worker may still be listed as a poller, later queries race the history at once instead of
 waiting out the grace again (`rein result` asks five queries)."""
 
 _UNSERVED = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
 NONDETERMINISM = "[TMPRL1100]"
 """How the SDK's core starts a nondeterminism error: the worker's code cannot replay the history."""
-
-
-def seconds(name: str, default: float) -> float:
-    """The environment variable `name` in seconds (0 or more), else `default`: read at each use, so
-    a process (or a test) can set it after importing rein."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a number of seconds") from None
 
 
 async def query(
@@ -80,7 +58,7 @@ async def answer(
     published: Any = None,
 ) -> tuple[Any, bool]:
     """(the query's answer, whether a worker gave it). A worker that does not answer within
-    QUERY_GRACE_S (one stopped a moment ago still looks alive; at once after it went silent on this
+    REIN_QUERY_GRACE_S (one stopped a moment ago still looks alive; at once after it went silent on this
     run) races the history's download; once
     the history is here it is replayed, and a worker's answer that came meanwhile still wins.
 
@@ -127,11 +105,11 @@ async def answer(
 
 def _grace(run: tuple[str, str | None]) -> float:
     """How long to wait for a worker's answer before racing the history (0 once it went silent)."""
-    since = _SILENT.get(run)
-    if since is not None and time.monotonic() - since < POLLER_FRESH_S:
+    since, now = _SILENT.get(run), settings.current()
+    if since is not None and time.monotonic() - since < now.poller_fresh_s:
         return 0.0
     _SILENT.pop(run, None)
-    return seconds("REIN_QUERY_GRACE_S", QUERY_GRACE_S)
+    return now.query_grace_s
 
 
 class Replayed:
@@ -300,7 +278,7 @@ def polled_in(described: Any, build: tuple[str, str] | None = None, *, besides: 
 
 
 async def live_pollers(client: Client, queue: str) -> list[Any]:
-    """The workers (PollerInfo) that polled `queue` for workflow tasks within POLLER_FRESH_S (REIN_POLLER_FRESH_S)."""
+    """The workers (PollerInfo) that polled `queue` for workflow tasks within REIN_POLLER_FRESH_S."""
     return _fresh((await describe_queue(client, queue)).pollers)
 
 
@@ -314,8 +292,8 @@ def _fresh(pollers: Any) -> list[Any]:
 
 
 def fresh_since() -> float:
-    """The time (epoch seconds) after which a poll means a live worker (POLLER_FRESH_S, REIN_POLLER_FRESH_S)."""
-    return time.time() - seconds("REIN_POLLER_FRESH_S", POLLER_FRESH_S)
+    """The time (epoch seconds) after which a poll means a live worker (REIN_POLLER_FRESH_S)."""
+    return time.time() - settings.current().poller_fresh_s
 
 
 async def queue_pollers(client: Client, queue: str, kind: Any = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,

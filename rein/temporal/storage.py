@@ -36,10 +36,12 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-DEFAULT_THRESHOLD = 128 * 1024
-"""Well below Temporal's 2 MB payload limit, so even many payloads in one workflow task fit."""
-DEFAULT_MAX_BYTES = 50 * 1024 * 1024
-DEFAULT_RETENTION_DAYS = 30.0
+from rein import settings
+
+DEFAULT_THRESHOLD: int = settings.Settings.model_fields["storage_threshold"].default
+"""REIN_STORAGE_THRESHOLD's default: well below Temporal's 2 MB payload limit, so even many payloads in one
+workflow task fit."""
+DEFAULT_MAX_BYTES: int = settings.Settings.model_fields["storage_max_bytes"].default
 PRUNE_EVERY_S = 24 * 3600.0
 log = logging.getLogger("rein")
 INLINE_LIMIT = 2 * 1024 * 1024 - 64 * 1024
@@ -51,7 +53,7 @@ class PayloadTooLarge(ValueError):
 
 
 def rein_home() -> Path:
-    return Path(os.environ.get("REIN_HOME") or Path.home() / ".rein").expanduser()
+    return settings.current().home
 
 
 class FileStorageDriver(StorageDriver):
@@ -138,7 +140,7 @@ def _touched(path: Path) -> bool:
 
 def retention_s() -> float | None:
     """REIN_PAYLOAD_RETENTION_DAYS in seconds (default 30 days); None: keep payload files forever."""
-    days = float(os.environ.get("REIN_PAYLOAD_RETENTION_DAYS") or DEFAULT_RETENTION_DAYS)
+    days = settings.current().payload_retention_days
     return days * 86400 if days > 0 else None
 
 
@@ -209,11 +211,10 @@ def _s3_driver(bucket: str, max_bytes: int) -> StorageDriver:
 
 def storage_from_env() -> ExternalStorage:
     """S3 when REIN_S3_BUCKET is set, else files under REIN_HOME; payloads above the threshold go there."""
-    threshold = int(os.environ.get("REIN_STORAGE_THRESHOLD") or DEFAULT_THRESHOLD)
-    max_bytes = int(os.environ.get("REIN_STORAGE_MAX_BYTES") or DEFAULT_MAX_BYTES)
-    bucket = os.environ.get("REIN_S3_BUCKET")
-    driver = _s3_driver(bucket, max_bytes) if bucket else FileStorageDriver(rein_home() / "payloads", max_bytes)
-    return ExternalStorage(drivers=[driver], payload_size_threshold=threshold)
+    now = settings.current()
+    max_bytes = now.storage_max_bytes
+    driver = _s3_driver(now.s3_bucket, max_bytes) if now.s3_bucket else FileStorageDriver(now.home / "payloads", max_bytes)
+    return ExternalStorage(drivers=[driver], payload_size_threshold=now.storage_threshold)
 
 
 def max_payload_bytes(converter: DataConverter) -> int:

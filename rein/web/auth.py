@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -26,7 +25,6 @@ from rein import settings
 from rein.temporal.bearer import BearerAuth, BearerCheck
 from rein.web.tokens import ReadTokens, identity, local_token
 
-TENANT_CLAIM_VAR = "REIN_TENANT_CLAIM"
 ALL_TENANTS = "*"
 READ_TOKEN_PARAM = "read_token"
 
@@ -53,7 +51,7 @@ class WebAuth:
 
     def __init__(self, auth: BearerAuth | None = None, tenant_claim: str | None = None, *, open: bool | None = None,
                  token: str | None = None):
-        given = auth if auth is not None else BearerAuth.from_env()
+        given = auth if auth is not None else BearerAuth.from_settings()
         self.auth = replace(given, open=False)
         configured = bool(self.auth.token or self.auth.jwks_url)
         self.open = settings.current().web_open if open is None else open
@@ -63,7 +61,7 @@ class WebAuth:
         self.local = None if configured or self.open else (token or local_token())
         """The local token (no sign-in configured, not open): whoever holds it is the local person."""
         self.check = BearerCheck(self.auth)
-        self.tenant_claim = tenant_claim or os.environ.get(TENANT_CLAIM_VAR) or "tenant"
+        self.tenant_claim = tenant_claim or settings.current().tenant_claim
         self.reads = ReadTokens()
         self.me = identity()
         """Who the local token and open mode decide as (REIN_IDENTITY, default USER@HOST)."""

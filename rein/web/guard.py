@@ -51,10 +51,6 @@ GUARDED = "rein.guarded"
 """Set in the ASGI scope by the outermost guard: a surface mounted inside another passes it through."""
 
 
-def split_list(text: str) -> list[str]:
-    return [part for part in re.split(r"[\s,]+", text.strip()) if part]
-
-
 @dataclass
 class Policy:
     """What a guard lets through. `from_settings()` reads REIN_WEB_ORIGINS, REIN_WEB_PUBLIC_HOST, REIN_WEB_MAX_BODY;
@@ -70,9 +66,9 @@ class Policy:
     def from_settings(cls, *, pages: Collection[str] = (), open: bool = False, origins: Sequence[str] | None = None,
                       hosts: Sequence[str] | None = None) -> Policy:
         now = settings.current()
-        return cls(origins={o.rstrip("/").lower() for o in (origins if origins is not None else split_list(now.web_origins))},
+        return cls(origins={o.rstrip("/").lower() for o in (origins if origins is not None else now.web_origins)},
                    hosts={re.sub(r"^https?://", "", h.lower()).rstrip("/")
-                          for h in (hosts if hosts is not None else split_list(now.web_public_host))},
+                          for h in (hosts if hosts is not None else now.web_public_host)},
                    max_body=now.web_max_body, pages=set(pages), open=open)
 
 
