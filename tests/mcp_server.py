@@ -33,16 +33,16 @@ def shout(text: str) -> str:
 
 @server.tool()
 def read_env() -> str:
-    """The value of REIN_TEST_VALUE in the server's environment."""
-    return os.environ.get("REIN_TEST_VALUE", "(unset)")
+    """The value of REINTEST_VALUE in the server's environment."""
+    return os.environ.get("REINTEST_VALUE", "(unset)")
 
 
 @server.tool()
 def check_auth(ctx: Context) -> str:
-    """Whether the HTTP request carried `Authorization: Bearer $REIN_TEST_TOKEN` (the token is never echoed)."""
+    """Whether the HTTP request carried `Authorization: Bearer $REINTEST_TOKEN` (the token is never echoed)."""
     request = ctx.request_context.request
     sent = request.headers.get("authorization") if request is not None else None
-    return "authorized" if sent == f"Bearer {os.environ.get('REIN_TEST_TOKEN')}" else "unauthorized"
+    return "authorized" if sent == f"Bearer {os.environ.get('REINTEST_TOKEN')}" else "unauthorized"
 
 
 @server.tool()

@@ -41,7 +41,7 @@ class Endpoint:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def endpoint(dev, tmp_path_factory) -> AsyncIterator[Endpoint]:
-    os.environ["REIN_TEST_DIR"] = str(tmp_path_factory.mktemp("ai-sdk"))
+    os.environ["REINTEST_DIR"] = str(tmp_path_factory.mktemp("ai-sdk"))
     queue = f"ai-sdk-{uuid.uuid4().hex[:8]}"
     web = app(dev.client, agents=[calculator, teller], task_queue=queue, auth=BearerAuth(), open=True)  # loopback
     url, server, task = await serve(web)

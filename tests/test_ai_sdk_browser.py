@@ -41,7 +41,7 @@ class Site:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def site(dev, tmp_path_factory) -> AsyncIterator[Site]:
     assert (PAGE / "dist" / "app.js").exists(), "build the page: cd examples/aisdk && npm ci && npm run build"
-    os.environ["REIN_TEST_DIR"] = str(tmp_path_factory.mktemp("ai-sdk-page"))
+    os.environ["REINTEST_DIR"] = str(tmp_path_factory.mktemp("ai-sdk-page"))
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("aisdk_serve", PAGE / "serve.py")

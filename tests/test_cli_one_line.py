@@ -330,15 +330,14 @@ async def test_start_finds_a_worker_that_starts_while_it_looks(dev, monkeypatch)
 
 
 def test_the_grace_settings_come_from_the_environment(monkeypatch) -> None:  # noqa: ANN001
-    """REIN_WORKER_GRACE_S and REIN_QUERY_GRACE_S (docs/cli.md), read at each use."""
-    from rein.temporal.history import seconds
+    """REIN_WORKER_GRACE_S and REIN_QUERY_GRACE_S (docs/cli.md), read at each use (rein.settings)."""
+    from rein import settings
 
     monkeypatch.delenv("REIN_WORKER_GRACE_S", raising=False)
-    assert seconds("REIN_WORKER_GRACE_S", 3.0) == 3.0
+    assert settings.current().worker_grace_s == 3.0
     monkeypatch.setenv("REIN_WORKER_GRACE_S", "0.5")
-    assert seconds("REIN_WORKER_GRACE_S", 3.0) == 0.5
-    monkeypatch.setenv("REIN_WORKER_GRACE_S", "-1")
-    assert seconds("REIN_WORKER_GRACE_S", 3.0) == 0.0
-    monkeypatch.setenv("REIN_WORKER_GRACE_S", "soon")
-    with pytest.raises(ValueError, match="REIN_WORKER_GRACE_S='soon' is not a number of seconds"):
-        seconds("REIN_WORKER_GRACE_S", 3.0)
+    assert settings.current().worker_grace_s == 0.5
+    for bad in ("-1", "soon"):
+        monkeypatch.setenv("REIN_WORKER_GRACE_S", bad)
+        with pytest.raises(settings.SettingsError, match=f"REIN_WORKER_GRACE_S='{bad}'; expected a number of seconds"):
+            settings.current()

@@ -86,7 +86,7 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     drop = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_PROFILE", "REIN_TASK_QUEUE", "REIN_ENGINE",
             "REIN_SERVER_IDLE_S")
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    env.update(REIN_HOME=str(home), REIN_TEST_DIR=str(home.parent / "out"), PYTHONUNBUFFERED="1", **extra)
+    env.update(REIN_HOME=str(home), REINTEST_DIR=str(home.parent / "out"), PYTHONUNBUFFERED="1", **extra)
     return env
 
 
@@ -174,7 +174,7 @@ def test_a_run_waiting_for_approval_is_resumed_by_another_process(home: Path, ou
 def test_a_process_killed_mid_tool_loses_nothing(home: Path, out: Path) -> None:
     doomed = subprocess.Popen(
         [sys.executable, "-c", RUN_THEN_APPROVE_SLOWLY, str(out / "session.json")], cwd=ROOT,
-        env=_env(home, REIN_TEST_SLOW_FIRST="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_env(home, REINTEST_SLOW_FIRST="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         stdin=subprocess.DEVNULL,
     )
     try:

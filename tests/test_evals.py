@@ -52,15 +52,15 @@ class Shop:
     """The vendor, the agent's name and the effects file, in this process's environment and for `rein eval`."""
 
     def __init__(self, srv: VendorServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.env = {"REIN_TEST_VENDOR": srv.base_url, "REIN_TEST_SHOP": f"shop-{uuid.uuid4().hex[:6]}",
-                    "REIN_TEST_EFFECTS": str(tmp_path / "effects")}
+        self.env = {"REINTEST_VENDOR": srv.base_url, "REINTEST_SHOP": f"shop-{uuid.uuid4().hex[:6]}",
+                    "REINTEST_EFFECTS": str(tmp_path / "effects")}
         for key, value in self.env.items():
             monkeypatch.setenv(key, value)
         self.srv = srv
-        self.name = self.env["REIN_TEST_SHOP"]
+        self.name = self.env["REINTEST_SHOP"]
 
     def effects(self) -> list[str]:
-        path = Path(self.env["REIN_TEST_EFFECTS"])
+        path = Path(self.env["REINTEST_EFFECTS"])
         return path.read_text().splitlines() if path.exists() else []
 
 
@@ -297,7 +297,7 @@ async def test_a_recorded_answer_and_an_agent_used_as_a_tool_are_reused_not_aske
     def helpdesk() -> rein.Agent:
         def search(q: str) -> str:
             """Search the catalogue."""
-            Path(store.env["REIN_TEST_EFFECTS"]).open("a").write(f"search {q}\n")
+            Path(store.env["REINTEST_EFFECTS"]).open("a").write(f"search {q}\n")
             return f"{q} in aisle 7"
 
         provider = rein.LiteLLMProvider("openai/desk", api_base=store.srv.base_url + "/v1", api_key="sk-test")

@@ -47,7 +47,7 @@ READER = textwrap.dedent('''
     from rein.temporal import ReinPlugin
 
     async def main():
-        out = Path(os.environ["REIN_TEST_DIR"])
+        out = Path(os.environ["REINTEST_DIR"])
         while "model-started" not in ((out / "events").read_text() if (out / "events").exists() else ""):
             await asyncio.sleep(0.05)  # attach only once the model call is under way
         client = await Client.connect(os.environ["STREAM_TEMPORAL"], plugins=[ReinPlugin()])
@@ -71,7 +71,7 @@ def late_worker(dev: Any, tmp_path: Path) -> Iterator[tuple[str, str]]:
     address = dev.client.service_client.config.target_host
     queue = f"late-{uuid.uuid4().hex[:8]}"
     worker = WorkerProcess(address, ["tests.agents.streaming:late_agent"], queue, tmp_path / "worker.log",
-                           REIN_TEST_DIR=str(tmp_path), REIN_HOME=str(tmp_path / "home"))
+                           REINTEST_DIR=str(tmp_path), REIN_HOME=str(tmp_path / "home"))
     worker.start(TIMEOUT)
     try:
         yield address, queue
@@ -138,7 +138,7 @@ async def test_a_reader_attaching_mid_call_gets_live_text_once(dev, late_worker,
     runs = ReinClient(dev.client, task_queue=queue)
     handle = await runs.start("late-reader", "Say hello")  # no stream=True: nobody reads yet
     env = {k: v for k, v in os.environ.items() if k not in ("TEMPORAL_ADDRESS", "REIN_TASK_QUEUE")}
-    env.update(REIN_TEST_DIR=str(tmp_path), STREAM_TEMPORAL=address, RUN_ID=handle.id, PYTHONUNBUFFERED="1")
+    env.update(REINTEST_DIR=str(tmp_path), STREAM_TEMPORAL=address, RUN_ID=handle.id, PYTHONUNBUFFERED="1")
     reader = await asyncio.create_subprocess_exec(
         sys.executable, "-c", READER, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )

@@ -49,7 +49,7 @@ def http_server() -> Iterator[tuple[subprocess.Popen, str]]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, str(SERVER), "http", str(port)],
-        env={"PATH": "/usr/bin:/bin", "REIN_TEST_TOKEN": TOKEN},
+        env={"PATH": "/usr/bin:/bin", "REINTEST_TOKEN": TOKEN},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -94,7 +94,7 @@ async def recorded_description(env, events: list) -> AgentDescription:
 @pytest.mark.parametrize("start", [ASKED_FIRST, {}], ids=["asked-first", "lean-start"])
 async def test_stdio_tools_are_listed_into_history_and_called_as_activities(env, ids, start):
     provider = RecordingProvider([[tc("add", "1", a=1, b=2), tc("read_env", "2")], "3 and a value"])
-    agent = Agent(provider=provider, mcp_servers=[stdio(env={"REIN_TEST_VALUE": "from-env"})], name="mcp-stdio")
+    agent = Agent(provider=provider, mcp_servers=[stdio(env={"REINTEST_VALUE": "from-env"})], name="mcp-stdio")
     result, history = await run(env, ids, agent, start=start)
     assert result["status"] == "done" and result["output"] == "3 and a value"
     assert list(tool_messages(result).values()) == ["3", "from-env"]

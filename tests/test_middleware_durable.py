@@ -500,7 +500,7 @@ async def test_middleware_runs_in_a_separate_worker_process(dev, tmp_path):
     tq = f"guarded-{uuid.uuid4().hex[:8]}"
     address = dev.client.service_client.config.target_host
     env = {k: v for k, v in os.environ.items() if k not in ("REIN_TASK_QUEUE", "REIN_ENGINE")}
-    env.update(REIN_TEST_EVENTS=str(events_file), PYTHONPATH=str(root))
+    env.update(REINTEST_EVENTS=str(events_file), PYTHONPATH=str(root))
     with open(log_file, "wb") as log:
         worker = subprocess.Popen(
             [sys.executable, "worker.py", "--agent", "tests.agents.guarded:agent", "--task-queue", tq,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rein import Agent, LoopConfig
+from rein import Agent, LoopConfig, settings
 from rein.temporal import history
 from tests.support.providers import OpsModel, restart
 from tests.support.runs import left_waiting
@@ -47,7 +47,7 @@ def test_silence_is_per_run_and_lasts_while_a_stopped_worker_may_look_alive(monk
     assert history._grace(("quiet", None)) == 0.0
     assert history._grace(("quiet", "an earlier run of the chain")) == 3.0
     assert history._grace(("talkative", None)) == 3.0
-    now[0] += history.POLLER_FRESH_S  # its worker has dropped off the poller list by now
+    now[0] += settings.current().poller_fresh_s  # its worker has dropped off the poller list by now
     assert history._grace(("quiet", None)) == 3.0
     assert ("quiet", None) not in history._SILENT
 

@@ -37,7 +37,7 @@ class Site:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def site(dev, tmp_path_factory) -> AsyncIterator[Site]:
     """`rein serve`'s app (AG-UI and the AI SDK on one hub) and a worker for the planner."""
-    os.environ["REIN_TEST_DIR"] = str(tmp_path_factory.mktemp("state"))
+    os.environ["REINTEST_DIR"] = str(tmp_path_factory.mktemp("state"))
     queue = f"state-{uuid.uuid4().hex[:8]}"
     url, server, task = await serve(build(dev.client, [planner], task_queue=queue, auth=rein.temporal.bearer.BearerAuth(), open=True))
     async with rein.create_worker(dev.client, agents=[planner], task_queue=queue):

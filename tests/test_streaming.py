@@ -34,7 +34,7 @@ READER = textwrap.dedent('''
         client = await Client.connect(os.environ["STREAM_TEMPORAL"], plugins=[ReinPlugin()])
         runs = ReinClient(client, task_queue=os.environ["STREAM_QUEUE"])
         handle = await runs.start("streamer", "Say hello slowly", stream=True)
-        out = Path(os.environ["REIN_TEST_DIR"])
+        out = Path(os.environ["REINTEST_DIR"])
         chunks = []
         async for chunk in runs.stream(handle.id):
             if chunk.type == "text" and not (out / "go").exists():
@@ -63,7 +63,7 @@ def server() -> Iterator[DevServer]:
 def _env(server: DevServer, out: Path, queue: str) -> dict[str, str]:
     drop = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_PROFILE", "REIN_TASK_QUEUE", "REIN_ENGINE")
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    env.update(REIN_TEST_DIR=str(out), REIN_HOME=str(out / "home"), STREAM_TEMPORAL=server.address,
+    env.update(REINTEST_DIR=str(out), REIN_HOME=str(out / "home"), STREAM_TEMPORAL=server.address,
                STREAM_QUEUE=queue, PYTHONUNBUFFERED="1")
     return env
 

@@ -288,11 +288,11 @@ async def test_agent_thread_and_a_chat_of_the_same_thread_in_another_process(tmp
     from tests.agents.threads import talker
     from tests.support.processes import ROOT
 
-    monkeypatch.setenv("REIN_TEST_DIR", str(tmp_path))  # where the talker notes what it does
+    monkeypatch.setenv("REINTEST_DIR", str(tmp_path))  # where the talker notes what it does
     thread_id = f"chat-{uuid.uuid4().hex[:8]}"
     thread = talker.thread(thread_id)
     assert (await thread.asend("first")).output == "heard: first"
-    code = ("import os, tempfile; os.environ['REIN_TEST_DIR'] = tempfile.mkdtemp()\n"
+    code = ("import os, tempfile; os.environ['REINTEST_DIR'] = tempfile.mkdtemp()\n"
             "from tests.agents.threads import talker\n"
             f"print(talker.chat(thread_id={thread_id!r}).send('second').output)")
     other = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,

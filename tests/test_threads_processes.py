@@ -68,7 +68,7 @@ def worker(dev, tmp_path):
     address = dev.client.service_client.config.target_host
     queue = f"threads-{uuid.uuid4().hex[:8]}"
     process = WorkerProcess(address, ["tests.agents.threads:talker"], queue, tmp_path / "worker.log",
-                            REIN_TEST_DIR=str(tmp_path)).start()
+                            REINTEST_DIR=str(tmp_path)).start()
     try:
         yield address, queue, process
     finally:

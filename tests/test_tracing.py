@@ -125,7 +125,7 @@ class Traced:
         }
 
     def worker(self, *extra: str, traced: bool = True, agent: str = "agent", **env: str) -> WorkerProcess:
-        environment = {**(self._otel_vars() if traced else {}), "REIN_TEST_VENDOR": self.vendor.base_url, **env}
+        environment = {**(self._otel_vars() if traced else {}), "REINTEST_VENDOR": self.vendor.base_url, **env}
         process = WorkerProcess(self.dev.client.service_client.config.target_host, [f"tests.agents.traced:{agent}"], self.tq,
                                 self.tmp_path / f"worker-{len(self.workers)}.log", **environment)
         process.args += list(extra)
@@ -251,7 +251,7 @@ async def test_a_run_is_one_trace_with_genai_spans(traced: Traced, ids: tuple[st
 async def test_a_worker_killed_mid_tool_leaves_one_trace_without_duplicates(traced: Traced, ids: tuple[str, str]) -> None:
     marker = traced.tmp_path / "marks"
     marker.mkdir()
-    first = traced.worker(REIN_TEST_DIR=str(marker))
+    first = traced.worker(REINTEST_DIR=str(marker))
     script_notes(traced.vendor, 1)
     handle = await traced.dev.client.start_workflow(
         "AgentWorkflow", {"agent": AGENT, "prompt": "note something"}, id=ids[1], task_queue=traced.tq)

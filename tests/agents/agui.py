@@ -16,8 +16,8 @@ from typing import Any
 
 from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage
 
-PIECES = int(os.environ.get("REIN_TEST_PIECES", "12"))
-PIECE_S = float(os.environ.get("REIN_TEST_PIECE_S", "0.25"))
+PIECES = int(os.environ.get("REINTEST_PIECES", "12"))
+PIECE_S = float(os.environ.get("REINTEST_PIECE_S", "0.25"))
 
 
 def answer_pieces(n: int = PIECES) -> list[str]:

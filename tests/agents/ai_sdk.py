@@ -2,7 +2,7 @@
 
     python worker.py --agent tests.agents.ai_sdk:teller --agent tests.agents.ai_sdk:planner
 
-`teller` says its first piece, then holds its answer while the file `<REIN_TEST_DIR>/<question>.hold` exists (a
+`teller` says its first piece, then holds its answer while the file `<REINTEST_DIR>/<question>.hold` exists (a
 test writes it before asking, and deletes it to let the answer end): a page can reload, a second tab open, or a
 stop arrive mid-answer without racing a clock. Its stream is its answer. `planner` is examples/planner.py's: it keeps
 a to-do list in the thread's shared state (`add X and Y`: one tool call per item, in one batch).
@@ -26,7 +26,7 @@ HOLD_LIMIT_S = 120.0
 
 
 def hold_file(question: str) -> Path:
-    return Path(os.environ.get("REIN_TEST_DIR", "/tmp")) / f"{question}.hold"
+    return Path(os.environ.get("REINTEST_DIR", "/tmp")) / f"{question}.hold"
 
 
 class Teller:

@@ -1,8 +1,8 @@
 """The agent of the cross-process tests (tests/test_embedded.py), run by separate scripts.
 
 A stateless scripted model: it asks to run `record` once, then reports the tool's result.
-`record` needs approval and leaves its side effects in files named by REIN_TEST_DIR, so the
-tests count how often it started and finished across processes. With REIN_TEST_SLOW_FIRST
+`record` needs approval and leaves its side effects in files named by REINTEST_DIR, so the
+tests count how often it started and finished across processes. With REINTEST_SLOW_FIRST
 set, its first attempt writes `started` and then sleeps (for killing the process mid-tool).
 """
 
@@ -23,10 +23,10 @@ def record(note: str, ctx: ToolContext) -> str:
     Args:
         note: What to record.
     """
-    out = Path(os.environ["REIN_TEST_DIR"])
+    out = Path(os.environ["REINTEST_DIR"])
     with open(out / "starts", "a") as f:
         f.write(f"{os.getpid()} attempt {ctx.attempt}\n")
-    if os.environ.get("REIN_TEST_SLOW_FIRST") and ctx.attempt == 1:
+    if os.environ.get("REINTEST_SLOW_FIRST") and ctx.attempt == 1:
         (out / "started").write_text(str(os.getpid()))
         time.sleep(4)
     with open(out / "effects", "a") as f:

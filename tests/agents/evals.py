@@ -2,8 +2,8 @@
 
     rein eval --agent tests.agents.evals:stocking --runs ID,ID
 
-Built when first read, from the environment: REIN_TEST_VENDOR (tests/vendor_server.py's base URL),
-REIN_TEST_SHOP (the agent's name) and REIN_TEST_EFFECTS (a file: one line per real tool execution, in
+Built when first read, from the environment: REINTEST_VENDOR (tests/vendor_server.py's base URL),
+REINTEST_SHOP (the agent's name) and REINTEST_EFFECTS (a file: one line per real tool execution, in
 whichever process ran it). `original` sells; `switched` is the same on another model; `stocking` checks
 the stock before a sale (a tool the recorded runs never called); `restocking` too, with that tool safe
 to run again (`replay="run"`).
@@ -18,7 +18,7 @@ from rein import Agent, LiteLLMProvider, LoopConfig, tool
 
 
 def _effect(line: str) -> None:
-    with open(os.environ["REIN_TEST_EFFECTS"], "a") as f:
+    with open(os.environ["REINTEST_EFFECTS"], "a") as f:
         f.write(line + "\n")
 
 
@@ -51,9 +51,9 @@ EXTRA_TOOLS = {"stocking": [check_stock], "restocking": [check_stock_again]}
 
 
 def build(variant: str) -> Agent:
-    provider = LiteLLMProvider(MODELS[variant], api_base=os.environ["REIN_TEST_VENDOR"] + "/v1", api_key="sk-test")
+    provider = LiteLLMProvider(MODELS[variant], api_base=os.environ["REINTEST_VENDOR"] + "/v1", api_key="sk-test")
     return Agent(provider=provider, tools=[lookup, charge, *EXTRA_TOOLS.get(variant, [])],
-                 name=os.environ.get("REIN_TEST_SHOP", "shop"), system="You sell things.",
+                 name=os.environ.get("REINTEST_SHOP", "shop"), system="You sell things.",
                  config=LoopConfig(detect_loops=False))
 
 

@@ -1,10 +1,10 @@
 """An agent with middleware, a hook and event handlers, served by a separate `python worker.py`.
 
-    REIN_TEST_EVENTS=/tmp/events.log python worker.py --agent tests.agents.guarded:agent
+    REINTEST_EVENTS=/tmp/events.log python worker.py --agent tests.agents.guarded:agent
 
 Its model is stateless (it decides by the conversation alone) and reports what it saw,
 so the client can tell that the hook ran before the model call. Event handlers append
-to the file named by REIN_TEST_EVENTS, which shows where they ran.
+to the file named by REINTEST_EVENTS, which shows where they ran.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ async def mask_cards(ctx):  # noqa: ANN001, ANN201
 
 
 def _record(ctx) -> None:  # noqa: ANN001
-    path = os.environ.get("REIN_TEST_EVENTS")
+    path = os.environ.get("REINTEST_EVENTS")
     if path:
         with open(path, "a") as out:
             out.write(f"{os.getpid()} {ctx.stage.value} {[s.kind for s in ctx.steps]}\n")

@@ -3,7 +3,7 @@
     python worker.py --agent tests.agents.streaming:agent
 
 `GatedModel` is scripted like MockProvider, but its answer streams in pieces with
-sleeps, and after the first piece it waits until the file `go` appears in REIN_TEST_DIR.
+sleeps, and after the first piece it waits until the file `go` appears in REINTEST_DIR.
 Only a reader that already received the first piece can create it, so the model call
 (and its activity) finishes only if text reached a client while it was still running.
 It writes `model-started` / `model-finished` there so the test can order events.
@@ -27,7 +27,7 @@ GATE_TIMEOUT_S = 60.0
 
 
 def _dir() -> Path:
-    return Path(os.environ["REIN_TEST_DIR"])
+    return Path(os.environ["REINTEST_DIR"])
 
 
 def _note(line: str) -> None:

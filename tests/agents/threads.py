@@ -4,9 +4,9 @@
 
 `Talker` is stateless (a restarted worker answers the same): it answers every user message since its
 last answer ("heard: a | b"). Asked `slow:N`, its answer comes in N pieces, one every 0.2 s, and
-notes `model-started` in REIN_TEST_DIR/events first; asked `tool:N`, it calls `work(seconds=N)`,
+notes `model-started` in REINTEST_DIR/events first; asked `tool:N`, it calls `work(seconds=N)`,
 which notes `tool-started` and `tool-finished`. Asked `tool:hold`, the tool runs until the test writes
-REIN_TEST_DIR/release (`release()`): a test that must act while a tool runs is not a race against a clock.
+REINTEST_DIR/release (`release()`): a test that must act while a tool runs is not a race against a clock.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ PIECE_S = 0.2
 
 
 def _note(line: str) -> None:
-    with open(Path(os.environ["REIN_TEST_DIR"]) / "events", "a") as f:
+    with open(Path(os.environ["REINTEST_DIR"]) / "events", "a") as f:
         f.write(line + "\n")
 
 
@@ -80,7 +80,7 @@ async def work(seconds: float) -> str:
     """Work for a while (seconds < 0: until `release`)."""
     _note("tool-started")
     if seconds < 0:
-        while not (Path(os.environ["REIN_TEST_DIR"]) / "release").exists():
+        while not (Path(os.environ["REINTEST_DIR"]) / "release").exists():
             await asyncio.sleep(0.05)
     else:
         await asyncio.sleep(seconds)
