@@ -102,7 +102,8 @@ class Settings(BaseSettings):
     server_start_timeout_s: Seconds = setting(60.0, "How long a process waits for the embedded server to become "
                                             "healthy, in seconds.", group=SERVER, gt=0)
     server_idle_s: Seconds = setting(0.0, "How long the embedded server stays up after its last user left, in "
-                                   "seconds (0: it stops at once).", group=SERVER, ge=0)
+                                     "seconds (0: it stops at once); the process that starts it decides.",
+                                     group=SERVER, ge=0)
 
     # ---------------------------------------------------------------- payloads (docs/payloads.md)
     codec_key: Keys = setting(CodecKeys(), "Encrypt every payload with AES-256-GCM (docs/operations.md); workers, "

@@ -8,8 +8,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
-from rein import settings
 from rein.temporal.dev_server import (  # noqa: F401  (public here too: tests and docs name them here)
     LINUX,
     TUNED_DYNAMIC_CONFIG,
@@ -47,6 +47,8 @@ _started: dict[int, subprocess.Popen] = {}
 
 def rein_home() -> Path:
     """Where rein keeps its embedded state: REIN_HOME, default ~/.rein."""
+    from rein import settings  # here: the supervisor imports this module and no pydantic (its start waits on it)
+
     return settings.current().home
 
 
@@ -57,11 +59,14 @@ def ensure_embedded(home: Path | None = None, *, timeout_s: float | None = None)
     Raises RuntimeError, leaving no process behind, when the server cannot be started.
     """
     home = _home(home)
-    timeout_s = settings.current().server_start_timeout_s if timeout_s is None else timeout_s
+    from rein import settings
+
+    now = settings.current()
+    timeout_s = now.server_start_timeout_s if timeout_s is None else timeout_s
     with _locked(home, timeout_s + 30):
         state = _running_state(home)
         if state is None:
-            state = _start_supervisor(home, timeout_s)
+            state = _start_supervisor(home, timeout_s, Supervised(now.server_idle_s, now.server_port, now.ui_port))
         _take_lease(home)
         return state["address"]
 
@@ -78,6 +83,8 @@ def embedded_status(home: Path | None = None) -> dict | None:
 def stop_embedded(home: Path | None = None) -> bool:
     """Stop the shared server now (its runs stay in REIN_HOME). False when none was running."""
     home = _home(home)
+    from rein import settings
+
     with _locked(home, settings.current().server_start_timeout_s + 30):
         return _stop(home)
 
@@ -218,7 +225,15 @@ def _running_state(home: Path) -> dict | None:
     return None
 
 
-def _start_supervisor(home: Path, timeout_s: float) -> dict:
+class Supervised(NamedTuple):
+    """What a supervisor is told by the process that starts it (its settings: the supervisor reads none)."""
+
+    idle_s: float
+    port: int
+    ui_port: int
+
+
+def _start_supervisor(home: Path, timeout_s: float, told: Supervised) -> dict:
     """Start a supervisor and wait until it reports a healthy server; on failure kill it all."""
     leftover = _read_state(home)
     if leftover is not None:  # a supervisor that never became ready, or a stale file
@@ -229,7 +244,7 @@ def _start_supervisor(home: Path, timeout_s: float) -> dict:
     open(home / _LOG, "wb").close()
     log = open(home / _LOG, "ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "rein.durable.embedded_server", "supervise", str(home), str(timeout_s)],
+        [sys.executable, "-m", "rein.durable.embedded_server", "supervise", str(home), str(timeout_s), *map(str, told)],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         cwd=str(home),
     )
@@ -333,17 +348,17 @@ class _StopSignal:
         select.select([self._read], [], [], timeout_s)
 
 
-def _supervise(home: Path, timeout_s: float) -> int:
+def _supervise(home: Path, timeout_s: float, told: Supervised) -> int:
     """Start the server (retrying on new ports), report it once healthy, stop it when idle."""
     import fcntl
     import json
 
     stop = _StopSignal()
-    idle_s = settings.current().server_idle_s
+    idle_s = told.idle_s
     deadline = time.monotonic() + timeout_s
     server: DevServer | None = None
     for attempt in range(1, 4):
-        server = _launch(home, deadline)
+        server = _launch(home, deadline, told)
         if server is not None:
             break
         print(f"rein: embedded server attempt {attempt} failed", file=sys.stderr, flush=True)
@@ -385,14 +400,13 @@ def _supervise(home: Path, timeout_s: float) -> int:
     return 0
 
 
-def _launch(home: Path, deadline: float) -> DevServer | None:
+def _launch(home: Path, deadline: float, told: Supervised) -> DevServer | None:
     """One start-dev on a free port, healthy before `deadline` (else stopped: None)."""
     try:
         # With the web UI (same process, little cost): `rein server` prints its URL. REIN_SERVER_PORT
         # and REIN_UI_PORT (set by `rein server --port/--ui-port`) fix the ports; default: free ones.
-        now = settings.current()
         server = start_dev_server(
-            port=now.server_port or None, ui=True, ui_port=now.ui_port or None,
+            port=told.port or None, ui=True, ui_port=told.ui_port or None,
             db_filename=str(home / _DB), wait_s=max(deadline - time.monotonic(), 0.01),
             log_path=home / _LOG, preexec_fn=_die_with_parent if LINUX else None, own_session=False,
         )
@@ -410,9 +424,10 @@ def _retire(home: Path, server: DevServer) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "supervise":
-        code = _supervise(Path(sys.argv[2]), float(sys.argv[3]))
+    if len(sys.argv) == 7 and sys.argv[1] == "supervise":
+        code = _supervise(Path(sys.argv[2]), float(sys.argv[3]),
+                          Supervised(float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # its server is stopped and its files written: skip ~0.2 s of interpreter teardown
-    sys.exit("usage: python -m rein.durable.embedded_server supervise REIN_HOME TIMEOUT_S")
+    sys.exit("usage: python -m rein.durable.embedded_server supervise REIN_HOME TIMEOUT_S IDLE_S PORT UI_PORT")
