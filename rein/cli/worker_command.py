@@ -64,7 +64,6 @@ def worker(
         raise CliError(str(err), EXIT_USAGE) from None
     if not logging.getLogger().handlers:  # the worker's log: activity failures, retries, its serving line
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("rein.worker").info("%s", settings.summary())  # what this worker is configured with (masked)
     # The shared queue belongs to the default application (deployment `rein`): a worker of a deployment named
     # otherwise polls it only when told to (a queue's new runs go to one deployment's current version).
     default_app = version is None or version.deployment_name == DEFAULT_DEPLOYMENT
@@ -79,6 +78,7 @@ async def _serve(agents: list[Any], shared: list[str], version: Any, address: st
     the runs `Agent.run`/`rein run` started live (a script's unfinished runs are finished here too)."""
     import contextlib
 
+    from rein import settings
     from rein.core.contract import DEFAULT_TASK_QUEUE, agent_task_queue
     from rein.durable.temporal_worker import create_worker, ensure_search_attributes
     from rein.temporal.deployment import VERSIONING_OFF
@@ -100,6 +100,7 @@ async def _serve(agents: list[Any], shared: list[str], version: Any, address: st
                 build_id=version.build_id if version else None, versioning=versioning, promote=promote, **cache))
         names = ", ".join(a.name for a in agents)
         target = client.client.service_client.config.target_host
+        logging.getLogger("rein.worker").info("%s", settings.summary())  # what it runs with (masked), once it can
         # worker.py's line, which scripts and tests wait for ("serving:").
         logging.getLogger("rein.worker").info(
             "rein worker on %s (%s) queues %s, version %s, serving: %s (search attributes: %s)", target,
