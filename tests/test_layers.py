@@ -369,7 +369,7 @@ def test_the_workflow_is_a_loop_over_collaborators_not_a_diamond_of_mixins() -> 
     holds, and none reaches into the run's private members (or another collaborator's)."""
     from rein.workflows import AgentWorkflow
 
-    assert [c.__name__ for c in AgentWorkflow.__mro__] == ["AgentWorkflow", "AgentLoop", "AgentHandlers", "RunState", "object"]
+    assert [c.__name__ for c in AgentWorkflow.__mro__] == ["AgentWorkflow", "AgentLoop", "AgentHandlers", "RunParts", "RunState", "object"]
     reaching = []
     for path in sorted((ROOT / "workflows").glob("*.py")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
