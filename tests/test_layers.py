@@ -452,8 +452,8 @@ def test_floors_count_the_longest_chain() -> None:
 
 
 def test_the_workflow_is_a_loop_over_collaborators_not_a_diamond_of_mixins() -> None:
-    """AgentWorkflow → AgentLoop → AgentHandlers → RunState, one line; each concern is an object the state
-    holds, and none reaches into the run's private members (or another collaborator's)."""
+    """AgentWorkflow → AgentLoop → AgentHandlers → RunParts → RunState, one line; each concern is an object
+    RunParts holds over the state, and none reaches into the run's private members (or another collaborator's)."""
     from rein.workflows import AgentWorkflow
 
     assert [c.__name__ for c in AgentWorkflow.__mro__] == ["AgentWorkflow", "AgentLoop", "AgentHandlers", "RunParts", "RunState", "object"]
