@@ -1,7 +1,8 @@
 // rein's inbox page (rein/web/inbox_page.py serves it; docs/inbox.md). Served as a file of its own: the page's
 // Content-Security-Policy allows no inline script. Sign-in: a link `.../inbox#token=...` (the fragment never
 // reaches a server) puts the token in this tab's sessionStorage and leaves the address bar; every call sends it as
-// `Authorization: Bearer` (no cookies anywhere).
+// `Authorization: Bearer` (no cookies anywhere). Every decision names what its card shows: the wait and the call ids
+// (docs/inbox.md); a refusal because the card went stale brings the run as it waits now, which the card then shows.
 const $ = s => document.querySelector(s);
 function fromLink() {
   const given = new URLSearchParams(location.hash.slice(1)).get('token');
