@@ -60,10 +60,15 @@ def check(status: RunStatusView, thread_id: str, answers: Sequence[Answer]) -> N
         if status.status != FITS[answer.kind] or (answer.call is not None and answer.call not in waiting):
             raise DecisionRejected(f"{answer.key} is not pending in thread {thread_id} (unknown, or answered already); "
                                    f"it waits on {now_waits_on(status)}; nothing was decided")
+    answered = [a.call for a in answers if a.kind == "answer" and a.call is not None]
+    if answered and set(answered) != set(status.waiting_on[: len(answered)]):  # a run takes answers in call order
+        raise DecisionRejected(f"answer the questions of thread {thread_id} in their order, from the first "
+                               f"({', '.join(status.waiting_on[: len(answered)])}); nothing was decided")
 
 
-def steps(answers: Sequence[Answer]) -> list[tuple[Kind, str, list[Answer]]]:
-    """The updates to send, in order: denials (one per reason), approvals, answers, a retry."""
+def steps(answers: Sequence[Answer], order: Sequence[str] = ()) -> list[tuple[Kind, str, list[Answer]]]:
+    """The updates to send, in order: denials (one per reason), approvals, answers (in the order of the calls they
+    answer, `order`: the run takes an answer for its first open question), a retry."""
     denials: dict[str, list[Answer]] = {}
     for a in answers:
         if a.kind == "deny":
@@ -72,7 +77,9 @@ def steps(answers: Sequence[Answer]) -> list[tuple[Kind, str, list[Answer]]]:
     approvals = [a for a in answers if a.kind == "approve"]
     if approvals:
         out.append(("approve", "", approvals))
-    out += [("answer", a.text, [a]) for a in answers if a.kind == "answer"]
+    place = {call: n for n, call in enumerate(order)}
+    questions = sorted((a for a in answers if a.kind == "answer"), key=lambda a: place.get(a.call or "", -1))
+    out += [("answer", a.text, [a]) for a in questions]
     if any(a.kind == "retry" for a in answers):
         out.append(("retry", "", [next(a for a in answers if a.kind == "retry")]))
     return out
@@ -93,7 +100,7 @@ async def decide(runs: ReinClient, thread_id: str, answers: Sequence[Answer], *,
     first = status if status is not None else await runs.status(thread_id)
     check(first, thread_id, answers)
     answered: set[str] = set()
-    now, todo = first, steps(answers)
+    now, todo = first, steps(answers, first.waiting_on)
     for n, (kind, text, group) in enumerate(todo):
         calls = [a.call for a in group if a.call is not None]
         if n:
