@@ -117,10 +117,10 @@ class Waiting:
         self.publisher.publish()
         if not resumed:
             calls = machine.waiting_on(run.session, interrupt.type, run.answered_outside())
-            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first); `pause`: this wait
+            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first and the wait)
                 type="interrupt", name=interrupt.type, finish_reason="interrupted", usage=run.session.usage,
                 data={**interrupt.model_dump(mode="json"), "calls": [c.model_dump(mode="json") for c in calls],
-                      "client_tools": sorted(run.client_tools()), "pause": run.carry.pause},
+                      "client_tools": sorted(run.client_tools())},
             ))
         return interrupt
 

@@ -24,7 +24,7 @@ from starlette.requests import Request
 
 from rein import settings
 from rein.temporal.bearer import BearerAuth, BearerCheck
-from rein.web.tokens import ReadTokens, identity, local_token
+from rein.web.tokens import ReadTokens, local_token
 
 TENANT_CLAIM_VAR = "REIN_TENANT_CLAIM"
 ALL_TENANTS = "*"
@@ -65,8 +65,9 @@ class WebAuth:
         self.check = BearerCheck(self.auth)
         self.tenant_claim = tenant_claim or os.environ.get(TENANT_CLAIM_VAR) or "tenant"
         self.reads = ReadTokens()
-        self.me = identity()
-        """Who the local token and open mode decide as (REIN_IDENTITY, default USER@HOST)."""
+        self.me = settings.current().identity
+        """Who the local token and open mode decide as: the `identity` setting (REIN_IDENTITY, default USER@HOST), as
+        the CLI and scripts do."""
         self.token_name = settings.current().web_token_name.strip() or "token"
         """Who the shared token decides as (REIN_WEB_TOKEN_NAME)."""
 
