@@ -88,7 +88,7 @@ class Publisher:
             elapsed_s=run.carry.active_s,
             stop_reason="interrupted" if interrupted else (run.session.stop_reason or "done"),
             interrupt=interrupt,
-            run_id=workflow.info().workflow_id,
+            run_id=run.workflow_id,
             iterations=run.session.iteration,
             step_count=run.first_step + len(run.steps),
             message_count=len(run.session.messages),

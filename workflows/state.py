@@ -130,6 +130,7 @@ class RunState:
         self.signals_in_run = 0
         self.signal_bytes_in_run = 0
         self.continued_from = workflow.info().continued_run_id
+        self.workflow_id = workflow.info().workflow_id
         """Kept here: queries of a replayed history run outside the workflow's context."""
 
     def cancelled_natively(self) -> bool:

@@ -309,7 +309,7 @@ class Threads:
         run = self.run
         thread = run.thread or ThreadState()
         return ThreadView(
-            thread_id=workflow.info().workflow_id, agent=run.agent_key or (run.input.agent if run.input else ""),
+            thread_id=run.workflow_id, agent=run.agent_key or (run.input.agent if run.input else ""),
             status=self.publisher.status_view().status, turns=thread.turns, open=thread.open, queued=thread.queued,
             steering=thread.steering, usage=thread.usage + (run.session.usage if thread.open else type(thread.usage)()),
             last_output=thread.last_output, turn_first_step=thread.turn_first_step,
