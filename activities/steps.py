@@ -25,26 +25,26 @@ from rein.core.ir import Completion, Message, ToolCall, ToolResult
 from rein.temporal import streaming
 
 if TYPE_CHECKING:
-    from rein.activities.agents import AgentActivities
+    from rein.activities.conversations import Conversations
     from rein.blueprint.agent import Agent
 
 
-async def model_step(acts: AgentActivities, agent: Agent, request: ModelCallInput) -> StepOutcome:
+async def model_step(conversations: Conversations, agent: Agent, request: ModelCallInput) -> StepOutcome:
     assert request.step is not None
-    return await _run(acts, agent, request.step, request)
+    return await _run(conversations, agent, request.step, request)
 
 
-async def tool_step(acts: AgentActivities, agent: Agent, request: ToolCallInput) -> StepOutcome:
+async def tool_step(conversations: Conversations, agent: Agent, request: ToolCallInput) -> StepOutcome:
     assert request.step is not None
     model_request = ModelCallInput(agent=request.agent, new_messages=[], run_id=request.run_id)
-    return await _run(acts, agent, request.step, model_request)
+    return await _run(conversations, agent, request.step, model_request)
 
 
-async def compact(acts: AgentActivities, agent: Agent, request: ModelCallInput) -> CompactResult:
+async def compact(conversations: Conversations, agent: Agent, request: ModelCallInput) -> CompactResult:
     """Run the agent's strategy on the run's conversation; None when it changed nothing."""
     if agent.compaction is None:
         return CompactResult()
-    messages = await acts.conversations.messages_for(request)
+    messages = await conversations.messages_for(request)
     try:
         async with on_worker.heartbeating():
             compacted = await agent.compaction.compact([m.model_copy(deep=True) for m in messages])
@@ -54,13 +54,13 @@ async def compact(acts: AgentActivities, agent: Agent, request: ModelCallInput) 
     if compacted == messages:
         return CompactResult()
     token = uuid.uuid4().hex
-    acts.conversations.remember(request.run_id, token, compacted)
+    conversations.remember(request.run_id, token, compacted)
     return CompactResult(messages=compacted, conversation=token)
 
 
-async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_request: ModelCallInput) -> StepOutcome:
+async def _run(conversations: Conversations, agent: Agent, step: StepRequest, model_request: ModelCallInput) -> StepOutcome:
     """The step in the middleware, as in-process; the core calls the model or runs tools as the Session says."""
-    before = await acts.conversations.messages_for(step)
+    before = await conversations.messages_for(step)
     # Deep copies: middleware may edit messages in place, and the diff compares against `before`.
     session = step.state.model_copy(update={"messages": [m.model_copy(deep=True) for m in before]})
     ctx = StepContext(session, session.stage, step.config, answers.provider_for(agent, model_request.model), agent.registry)
@@ -103,7 +103,7 @@ async def _run(acts: AgentActivities, agent: Agent, step: StepRequest, model_req
         if activity.info().attempt < step.config.model_attempts:
             raise on_worker.model_failure(step.run_id, failures[-1], model_request.model or agent.model_label)
     outcome = StepOutcome.between(before, ctx.session, ctx.steps, ctx.interrupt, uuid.uuid4().hex)
-    acts.conversations.remember(step.run_id, outcome.conversation or step.conversation, ctx.session.messages)
+    conversations.remember(step.run_id, outcome.conversation or step.conversation, ctx.session.messages)
     return outcome
 
 

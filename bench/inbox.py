@@ -159,11 +159,14 @@ async def clicks(runs: ReinClient, address: str, queue: str, count: int) -> None
             for how in results:
                 ids = await start_waiting(runs, count, ["bench-click"], f"click-{how.split()[0].lower()}")
                 await until_listed(runs, count, "bench-click")
+                shown = {i.run_id: i for i in await runs.inbox(agent="bench-click")}  # what the page's cards show
                 for run_id in ids:
                     path = f"/click-{how.split()[0].lower()}/{run_id.rsplit('-', 1)[1]}"
                     t = time.monotonic()
                     if how.startswith("page"):
-                        answer = (await http.post(url, json={"run_id": run_id, "action": "approve"})).json()
+                        card = shown[run_id]
+                        answer = (await http.post(url, json={"run_id": run_id, "action": "approve", "wait": card.wait,
+                                                             "tool_call_ids": [c.id for c in card.calls]})).json()
                         assert answer["outcome"] == "applied", answer
                     elif how == "rein approve":
                         process = await asyncio.create_subprocess_exec(

@@ -54,8 +54,8 @@ from rein.temporal.converter import has_rein_converter
 from rein.temporal.search_attributes import start_search_attributes
 
 if TYPE_CHECKING:
-    from rein.ops.evals import EvalReport
-    from rein.ops.fork import BulkFork
+    from rein.durable.evals import EvalReport
+    from rein.durable.fork import BulkFork
 
 
 POLL_COOLDOWN = timedelta(milliseconds=50)
@@ -148,15 +148,15 @@ class ReinClient(BoundDecisions, ThreadClient, ScheduleClient, InboxClient, Poli
         another agent with compatible tools; `config`: LoopConfig overrides; `model`: the fork's model
         (also accepted as edits["model"] or config["model"]). Raises ForkError before anything starts
         when something does not fit; `by` (default this client's identity) is recorded."""
-        from rein.ops import fork
+        from rein.durable import fork
 
         return await fork.fork(
             self, run_id, at_step=at_step, edits=edits, id=id, agent=agent, config=config, by=by, model=model
         )
 
     async def fork_failed(self, *, since: timedelta, query: str | None = None, by: str | None = None) -> list[BulkFork]:
-        """Fork every run that failed within `since` from its last recorded step (see rein.ops.fork.fork_failed)."""
-        from rein.ops import fork
+        """Fork every run that failed within `since` from its last recorded step (see rein.durable.fork.fork_failed)."""
+        from rein.durable import fork
 
         return await fork.fork_failed(self, since=since, query=query, by=by)
 
@@ -165,7 +165,7 @@ class ReinClient(BoundDecisions, ThreadClient, ScheduleClient, InboxClient, Poli
     ) -> str:
         """Reset the run in place to just after step `to_step` (Temporal reset, same workflow id);
         returns the new Temporal run id. Refuses when tools ran after that point unless `rerun_tools`."""
-        from rein.ops import rewind
+        from rein.durable import rewind
 
         return await rewind.rewind(self, run_id, to_step=to_step, reason=reason, rerun_tools=rerun_tools, by=by)
 
@@ -187,7 +187,7 @@ class ReinClient(BoundDecisions, ThreadClient, ScheduleClient, InboxClient, Poli
         `runs` by id, else the finished runs of agent `name` (default the agent's) started within `since`
         (`7d` or a timedelta), at most `limit`. `scorers`: rein.ops.scorers or your own callables. `on_row`:
         called with each EvalRow as its run is compared (progress)."""
-        from rein.ops import evals
+        from rein.durable import evals
 
         return await evals.eval_runs(self, agent, runs=runs, since=since, name=name, limit=limit,
                                      scorers=scorers, concurrency=concurrency, task_queue=task_queue, on_row=on_row)

@@ -49,7 +49,7 @@ OLD_PATHS: dict[str, str] = {
     "rein.events": "rein.core.events",
     "rein.failures": "rein.core.failures",
     "rein.fleet": "rein.durable.fleet",
-    "rein.fork": "rein.ops.fork",
+    "rein.fork": "rein.durable.fork",
     "rein.fork_edits": "rein.core.fork_edits",
     "rein.human": "rein.blueprint.human",
     "rein.identity": "rein.core.agent_identity",
@@ -59,7 +59,7 @@ OLD_PATHS: dict[str, str] = {
     "rein.output": "rein.blueprint.output",
     "rein.prices": "rein.core.prices",
     "rein.replay": "rein.ops.replay",
-    "rein.rewind": "rein.ops.rewind",
+    "rein.rewind": "rein.durable.rewind",
     "rein.runs": "rein.ops.runs",
     "rein.search_names": "rein.core.search_names",
     "rein.secrets": "rein.blueprint.secrets",
@@ -83,6 +83,10 @@ OLD_PATHS: dict[str, str] = {
     # ... and the deploy path before it was made smaller (0.5)
     "rein.temporal.replay_check": "rein.temporal.promotion",
     "rein.workflows.earlier_rules": "rein.workflows.window",
+    # ... and what rein.client calls, moved beneath it out of rein/ops/ (0.5: no import circle)
+    "rein.ops.evals": "rein.durable.evals",
+    "rein.ops.fork": "rein.durable.fork",
+    "rein.ops.rewind": "rein.durable.rewind",
 }
 
 

@@ -21,7 +21,7 @@ from rein.temporal.converter import rein_data_converter
 
 if TYPE_CHECKING:
     from rein.blueprint.agent import Agent
-    from rein.ops.evals import EvalReport
+    from rein.durable.evals import EvalReport
     from rein.ops.replay import ReplayReport
 
 
@@ -106,7 +106,7 @@ async def eval_histories(agent: Agent, histories: Any, *, scorers: Any = (), env
             assert report.share == 1.0, report.summary()
     """
     from rein.client import ReinClient
-    from rein.ops.evals import evaluate, recorded_from_history
+    from rein.durable.evals import evaluate, recorded_from_history
     from rein.ops.replay import load_history
 
     loaded = [load_history(h) for h in _expand(histories)]

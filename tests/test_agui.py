@@ -30,10 +30,13 @@ from rein.web.agui import app
 from rein.temporal.bearer import BearerAuth
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
+from tests.support.wipe import approvals_taken, wipe_agent, wiped
 from tests.test_codec_server_auth import _jwt, idp  # noqa: F401  (the identity provider fixture)
 
 pytestmark = pytest.mark.timeout(180)
 DRIVER = ROOT / "tests" / "agui_driver.mjs"
+WIPER = f"wiper-{uuid.uuid4().hex[:6]}"
+"""An agent whose model repeats call ids across turns (tests.support.wipe)."""
 PICK = {"name": "pick_number", "description": "Ask for a number.", "parameters": {"type": "object", "properties": {}}}
 
 
@@ -54,9 +57,10 @@ async def serve(web: Any) -> tuple[str, uvicorn.Server, asyncio.Task[None]]:
 async def endpoint(dev) -> AsyncIterator[Endpoint]:
     queue = f"agui-{uuid.uuid4().hex[:8]}"
     runs = ReinClient(dev.client, queue)
-    web = app(dev.client, agents=[calculator, "other"], task_queue=queue, auth=BearerAuth(), open=True)  # loopback
+    wiper = wipe_agent(WIPER)
+    web = app(dev.client, agents=[calculator, wiper, "other"], task_queue=queue, auth=BearerAuth(), open=True)  # loopback
     url, server, task = await serve(web)
-    async with rein.create_worker(dev.client, agents=[calculator], task_queue=queue):
+    async with rein.create_worker(dev.client, agents=[calculator, wiper], task_queue=queue):
         yield Endpoint(url, runs, web)
         server.should_exit = True
         await task
@@ -145,14 +149,15 @@ async def test_a_retried_message_joins_its_turn_and_never_starts_another(endpoin
         _, again, _ = await sse(http, url, body(thread_id, question))  # the same message, POSTed again
         assert [e["type"] for e in again] == [e["type"] for e in first]
         assert again[-1]["outcome"]["interrupts"] == first[-1]["outcome"]["interrupts"]
-        interrupt = first[-1]["outcome"]["interrupts"][0]["id"]
-        resume = body(thread_id, resume=[{"interruptId": interrupt, "status": "resolved", "payload": {"approve": True}}])
+        interrupt = first[-1]["outcome"]["interrupts"][0]
+        assert interrupt["id"] == f"rein.{(await endpoint.runs.status(thread_id)).wait}.{interrupt['toolCallId']}"
+        resume = body(thread_id, resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approve": True}}])
         _, done, _ = await sse(http, url, resume)
         # once more after the turn ended: its whole story, through the wait that was answered, to its answer
         _, whole, _ = await sse(http, url, body(thread_id, question))
         # (the first run ended at the wait: the conversation so far, then its end; the replay goes through it)
         assert [e["type"] for e in first[-2:]] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
-        assert first[-2]["messages"][-1]["toolCalls"][0]["id"] == interrupt
+        assert first[-2]["messages"][-1]["toolCalls"][0]["id"] == interrupt["toolCallId"]
         assert [e["type"] for e in whole] == [e["type"] for e in first[:-2]] + [e["type"] for e in done[2:]]
         assert whole[-1]["result"]["stop_reason"] == "done"
         view = await endpoint.runs.thread(thread_id)
@@ -258,7 +263,7 @@ async def test_a_hundred_viewers_cost_one_stream_reader_and_see_the_same_events(
         assert hub.feeds[thread_id].reading and hub.readers_started - started <= 1  # no reader per viewer
         polls = await dev_readers(endpoint.runs, thread_id)
         assert polls == 1  # the thread counts ONE reader: the hub's one poll in flight
-        interrupt = first[-1]["outcome"]["interrupts"][0]["id"]
+        interrupt = first[-1]["outcome"]["interrupts"][0]["toolCallId"]
         await endpoint.runs.approve(thread_id, interrupt)
         seen = await asyncio.wait_for(asyncio.gather(*viewers), 60)
     assert all(s == seen[0] for s in seen)
@@ -309,8 +314,8 @@ async def test_a_tenant_claim_scopes_the_threads_a_caller_reaches(dev, endpoint:
             assert status == 200 and events[-1]["outcome"]["type"] == "interrupt"
             status, refused, _ = await sse(http, f"{url}/calculator", body(thread_id, user("What is 7 + 1?")), headers=globex)
             assert status == 404 and "acme" not in refused[0]["error"]
-            interrupt = events[-1]["outcome"]["interrupts"][0]["id"]
-            resume = body(thread_id, resume=[{"interruptId": interrupt, "status": "resolved", "payload": {"approve": True}}])
+            interrupt = events[-1]["outcome"]["interrupts"][0]
+            resume = body(thread_id, resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approve": True}}])
             status, _, _ = await sse(http, f"{url}/calculator", resume, headers=globex)
             assert status == 404  # a decision outside the caller's tenant never reaches the thread
             status, done, _ = await sse(http, f"{url}/calculator", resume, headers=acme)
@@ -318,7 +323,7 @@ async def test_a_tenant_claim_scopes_the_threads_a_caller_reaches(dev, endpoint:
         view = await endpoint.runs.thread(thread_id)
         assert view.turns == 1  # globex's message never reached it
         session = await endpoint.runs.session(thread_id)
-        decided = [d for d in session.decisions if d.tool_call_id == interrupt]
+        decided = [d for d in session.decisions if d.tool_call_id == interrupt["toolCallId"]]
         assert decided and decided[0].approver == "ops@example.com"  # who decided: the caller's subject
     finally:
         server.should_exit = True
@@ -398,3 +403,58 @@ async def test_a_steer_into_a_turn_that_waits_for_approval_is_told_that_turn_fro
 
 async def _steering(runs: ReinClient, thread_id: str, message_id: str) -> bool:
     return any(w.message_id == message_id for w in (await runs.thread(thread_id)).steering)
+
+
+async def test_a_resume_for_a_stale_interrupt_is_refused_and_decides_nothing(dev, endpoint: Endpoint) -> None:  # noqa: ANN001
+    """The interrupt the client holds asks `wipe(target="alpha")` as call_0; meanwhile someone else approves it and
+    the thread asks `wipe(target="prod")` as call_0 again. The client's resume of its interrupt is refused (one line,
+    RUN_ERROR, naming what the thread waits on now); prod does not run and no decision is recorded for it."""
+    thread_id, runs = f"agui-{uuid.uuid4().hex[:8]}", endpoint.runs
+    url = f"{endpoint.url}/{WIPER}"
+    async with httpx.AsyncClient(timeout=60) as http:
+        _, first, _ = await sse(http, url, body(thread_id, user("wipe alpha prod")))
+        (interrupt,) = first[-1]["outcome"]["interrupts"]
+        shown = await runs.status(thread_id)
+        assert (interrupt["id"], interrupt["toolCallId"]) == (f"rein.{shown.wait}.call_0", "call_0")
+        assert interrupt["metadata"]["rein"]["wait"] == shown.wait and "alpha" in interrupt["message"]
+        await runs.approve(thread_id)  # someone else, elsewhere
+        now = await poll(lambda: _waits_after(runs, thread_id, shown.wait), "the thread to ask again")
+        assert [c.arguments for c in now.pending_tool_calls] == [{"target": "prod"}] and now.waiting_on == ["call_0"]
+        for stale in (interrupt["id"], "call_0"):  # its interrupt; a bare call id (an earlier build's interrupt id)
+            resume = body(thread_id, resume=[{"interruptId": stale, "status": "resolved", "payload": {"approve": True}}])
+            status, refused, _ = await sse(http, url, resume)
+            error = refused[-1]
+            assert status == 200 and error["type"] == "RUN_ERROR" and error["code"] == "DecisionRejected", refused
+            assert "stale" in error["message"] and f'wait {now.wait} for approval of wipe(target="prod") [call_0]' \
+                in error["message"] and "\n" not in error["message"], error
+    assert wiped(thread_id) == [("call_0", "alpha")]  # prod did not run
+    assert await approvals_taken(dev.client, thread_id) == 1  # the history: only the first approval was taken
+    assert len((await runs.session(thread_id)).decisions) == 1
+    assert (await runs.status(thread_id)).wait == now.wait  # still waits, on the new call
+    await runs.cancel(thread_id)
+
+
+async def test_a_resume_that_approves_one_call_and_denies_another_of_one_wait_decides_just_those(
+        dev, endpoint: Endpoint) -> None:  # noqa: ANN001
+    """Two interrupts of one wait, answered differently: the denial goes first (bound to the wait shown), the
+    approval to the wait that follows at the same model answer; each call as the person said."""
+    thread_id, runs = f"agui-{uuid.uuid4().hex[:8]}", endpoint.runs
+    url = f"{endpoint.url}/{WIPER}"
+    async with httpx.AsyncClient(timeout=60) as http:
+        _, first, _ = await sse(http, url, body(thread_id, user("wipe-all staging prod")))
+        interrupts = first[-1]["outcome"]["interrupts"]
+        assert [i["toolCallId"] for i in interrupts] == ["call_0", "call_1"]
+        answers = [{"interruptId": interrupts[0]["id"], "status": "resolved", "payload": {"approve": True}},
+                   {"interruptId": interrupts[1]["id"], "status": "resolved", "payload": {"approve": False,
+                                                                                           "reason": "not prod"}}]
+        _, done, _ = await sse(http, url, body(thread_id, resume=answers))
+        assert done[-1]["type"] == "RUN_FINISHED" and done[-1]["result"]["stop_reason"] == "done", done[-3:]
+    assert wiped(thread_id) == [("call_0", "staging")]
+    decisions = {d.tool_call_id: (d.approved, d.reason) for d in (await runs.session(thread_id)).decisions}
+    assert decisions == {"call_0": (True, ""), "call_1": (False, "not prod")}
+    await runs.cancel(thread_id)
+
+
+async def _waits_after(runs: ReinClient, thread_id: str, wait: str | None) -> Any:
+    status = await runs.status(thread_id)
+    return status if status.status == "waiting_approval" and status.wait not in (None, wait) else None

@@ -20,10 +20,10 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 import rein
+from rein import settings
 from rein.client import ReinClient
 from rein.examples.calculator import agent as calculator
 from rein.web.agui import app
-from rein.web.tokens import identity
 from tests.support.processes import ROOT
 from tests.test_agui import serve
 
@@ -92,7 +92,7 @@ async def test_the_page_chats_approves_and_runs_its_tool(site) -> None:
         view = await runs.thread(thread_id)
         assert (view.turns, view.status) == (2, "idle")
         approvers = {d.approver for d in (await runs.session(thread_id)).decisions}
-        assert approvers == {identity()}  # who signed in (the local token: the local person), never a process id
+        assert approvers == {settings.current().identity}  # who signed in (the local token: the local person), never a process id
         # the same thread in a reloaded page: the conversation is the thread's, not the page's
         await page.reload()
         await expect(page.locator("#log")).to_contain_text("The answer is 84.", timeout=WAIT_MS)

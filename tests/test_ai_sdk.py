@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -28,10 +29,13 @@ from rein.web.ai_sdk import app
 from tests.agents.ai_sdk import hold_file, story, teller
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
+from tests.support.wipe import approvals_taken, wipe_agent, wiped
 from tests.test_agui import serve
 
 pytestmark = pytest.mark.timeout(180)
 DRIVER = ROOT / "tests" / "ai_sdk_driver.mjs"
+WIPER = wipe_agent(f"sdk-wiper-{uuid.uuid4().hex[:6]}")
+"""An agent whose model repeats call ids across turns (tests.support.wipe)."""
 
 
 class Endpoint:
@@ -43,9 +47,9 @@ class Endpoint:
 async def endpoint(dev, tmp_path_factory) -> AsyncIterator[Endpoint]:
     os.environ["REINTEST_DIR"] = str(tmp_path_factory.mktemp("ai-sdk"))
     queue = f"ai-sdk-{uuid.uuid4().hex[:8]}"
-    web = app(dev.client, agents=[calculator, teller], task_queue=queue, auth=BearerAuth(), open=True)  # loopback
+    web = app(dev.client, agents=[calculator, teller, WIPER], task_queue=queue, auth=BearerAuth(), open=True)  # loopback
     url, server, task = await serve(web)
-    async with rein.create_worker(dev.client, agents=[calculator, teller], task_queue=queue):
+    async with rein.create_worker(dev.client, agents=[calculator, teller, WIPER], task_queue=queue):
         yield Endpoint(url, ReinClient(dev.client, queue))
         server.should_exit = True
         await task
@@ -98,7 +102,7 @@ async def test_the_sdk_client_chats_approves_denies_reconnects_and_reloads(endpo
     assert asked["types"][0] == "start" and asked["types"][-2:] == ["tool-approval-request", "finish"]
     (call,) = asked["tools"]
     assert (call["name"], call["state"], call["input"]) == ("add", "approval-requested", {"a": 12, "b": 30})
-    assert call["approval"]["id"] == f"rein.1.{call['id']}"  # the run's first wait
+    assert re.fullmatch(rf"rein\.1-[0-9a-f]{{8}}\.{call['id']}", call["approval"]["id"])  # the thread's first wait
     # approved: the same assistant message goes on, with the call's output and the answer
     assert approved["types"][0] == "start" and approved["text"] == "The answer is 42."
     assert approved["ids"] == asked["ids"]
@@ -157,12 +161,12 @@ async def test_bad_input_is_refused_and_loses_nothing(endpoint: Endpoint) -> Non
     chat_id = f"sdk-{uuid.uuid4().hex[:8]}"
     api = f"{endpoint.url}/calculator"
     (asked,) = await drive(api, chat_id, [{"do": "send", "text": "What is 1 + 2?"}])
-    approval = asked["tools"][0]["approval"]["id"]
+    approval, call = asked["tools"][0]["approval"]["id"], asked["tools"][0]["id"]
     before = await endpoint.runs.status(chat_id)
-    assert before.status == "waiting_approval"
+    assert before.status == "waiting_approval" and approval == f"rein.{before.wait}.{call}"  # the wait it was asked in
     answered = {"id": "rein-r1", "role": "assistant", "parts": [
-        {"type": "tool-add", "toolCallId": asked["tools"][0]["id"], "state": "approval-responded",
-         "input": {"a": 1, "b": 2}, "approval": {"id": approval.replace(f"rein.{before.pause}.", f"rein.{before.pause + 1}."),
+        {"type": "tool-add", "toolCallId": call, "state": "approval-responded",
+         "input": {"a": 1, "b": 2}, "approval": {"id": f"rein.{before.pause + 1}-{before.wait.split('-')[1]}.{call}",
                                                  "approved": True}}]}
     async with httpx.AsyncClient(timeout=30) as http:
         cases = [
@@ -306,3 +310,37 @@ async def test_an_approval_answered_elsewhere_shows_in_the_page_and_resumes_thro
         hold.unlink(missing_ok=True)
         other_server.should_exit = True
         await other_task
+
+
+async def test_an_approval_of_a_call_whose_id_the_thread_asks_again_is_stale_and_decides_nothing(
+        dev, endpoint: Endpoint) -> None:  # noqa: ANN001
+    """The page was asked to approve `wipe(target="alpha")` as call_0; someone else approved it, and the thread asks
+    `wipe(target="prod")` as call_0 again. The page's approval (its id names the wait it was asked in) is refused:
+    409 in one line naming what the thread waits on now; prod does not run."""
+    chat_id, runs = f"sdk-{uuid.uuid4().hex[:8]}", endpoint.runs
+    api = f"{endpoint.url}/{WIPER.name}"
+    async with httpx.AsyncClient(timeout=60) as http:
+        status, told = await chunks(http, "POST", api, {"id": chat_id, "messages": [user("wipe alpha prod")]})
+        (asked,) = [c for c in told if c["type"] == "tool-approval-request"]
+        shown = await runs.status(chat_id)
+        assert status == 200 and asked == {"type": "tool-approval-request", "toolCallId": "call_0",
+                                           "approvalId": f"rein.{shown.wait}.call_0"}
+        await runs.approve(chat_id)  # someone else, elsewhere
+        now = await poll(lambda: _asks_again(runs, chat_id, shown.wait), "the thread to ask again")
+        answered = {"id": "rein-r0", "role": "assistant", "parts": [
+            {"type": "tool-wipe", "toolCallId": "call_0", "state": "approval-responded", "input": {"target": "alpha"},
+             "approval": {"id": asked["approvalId"], "approved": True}}]}
+        refused = await http.post(api, json={"id": chat_id, "messages": [answered]})
+        error = refused.json()["error"]
+        assert refused.status_code == 409 and "stale" in error and "\n" not in error, error
+        assert f'wait {now.wait} for approval of wipe(target="prod") [call_0]' in error
+        parts = (await http.get(f"{api}/{chat_id}/messages")).json()[-1]["parts"]
+        assert parts[-1]["approval"] == {"id": f"rein.{now.wait}.call_0"}  # the page reloads the new ask
+    assert wiped(chat_id) == [("call_0", "alpha")]
+    assert await approvals_taken(dev.client, chat_id) == 1
+    await runs.cancel(chat_id)
+
+
+async def _asks_again(runs: ReinClient, chat_id: str, wait: str | None) -> Any:
+    status = await runs.status(chat_id)
+    return status if status.status == "waiting_approval" and status.wait not in (None, wait) else None

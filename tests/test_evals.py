@@ -17,8 +17,8 @@ import rein.testing
 from rein.cli.app import EXIT_EVAL_BELOW, EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
 from rein.client import ReinClient, connect
 from rein.core.result import RunResult
+from rein.durable.evals import EvalError, RecordedRun, copy_model_limit, select_runs
 from rein.durable.fleet import queue_limits, set_limits, usage_since
-from rein.ops.evals import EvalError, RecordedRun, copy_model_limit, select_runs
 from rein.ops.scorers import exact_match, json_field, llm_judge
 from tests.agents import evals as shop
 from tests.support.waiting import poll

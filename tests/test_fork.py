@@ -12,7 +12,7 @@ import rein
 from rein import Agent, LoopConfig, ToolCall
 from rein.client import ReinClient
 from rein.core.fork_edits import ForkError
-from rein.ops.fork import FORK_MEMO
+from rein.durable.fork import FORK_MEMO
 from rein.ops.runs import RunNotFound, list_runs
 from tests.support.providers import AuthFailed, RecordingProvider
 from tests.support.waiting import poll

@@ -24,6 +24,7 @@ from rein.client import ReinClient
 from tests.support.inbox import IdentityProvider, files_agent, start_serve
 from tests.support.processes import stop_process
 from tests.support.waiting import poll
+from tests.support.wipe import shown
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
@@ -166,8 +167,9 @@ async def test_a_decision_outside_the_callers_tenant_is_refused_by_the_run_and_b
     runs = site.runs
     globex = await _waiting(runs, "delete /srv/data", "globex")
     acme = site.idp.token(tenant="acme", sub="mallory@acme")
-    for body in ({"run_id": globex, "action": "approve"}, {"run_id": globex, "action": "approve", "remember": "always",
-                                                           "tool": "delete_file"}):
+    card = await shown(runs, globex)  # what a page showing the run would send
+    for body in ({"run_id": globex, "action": "approve", **card},
+                 {"run_id": globex, "action": "approve", **card, "remember": "always", "tool": "delete_file"}):
         refused = await site.api("POST", "/inbox/api/decide", acme, json=body)
         assert refused.status_code in (200, 404), refused.text
         assert refused.json().get("outcome") != "applied"
@@ -184,8 +186,17 @@ async def test_a_decision_outside_the_callers_tenant_is_refused_by_the_run_and_b
     no_claim = site.idp.token(sub="x")
     assert (await site.api("GET", "/inbox/api/items", no_claim)).status_code == 403
     for path, body, status, words in (
-        ("/inbox/api/decide", {"run_id": "no-such-run", "action": "approve", "remember": "always"}, 404, "no such run"),
+        ("/inbox/api/decide", {"run_id": "no-such-run", "action": "approve", "remember": "always", **card}, 404,
+         "no such run"),
         ("/inbox/api/decide", {"run_id": globex, "action": "launch"}, 400, "action"),
+        ("/inbox/api/decide", {"run_id": globex, "action": "approve"}, 422, "name the wait the card showed"),
+        ("/inbox/api/decide", {"run_id": globex, "action": "deny", "wait": card["wait"]}, 422, "tool_call_ids"),
+        ("/inbox/api/decide", {"run_id": globex, "action": "approve", "wait": card["wait"], "tool_call_ids": []}, 422,
+         "at least one"),
+        ("/inbox/api/decide", {"run_id": globex, "action": "answer", "text": "x"}, 422, "wait"),
+        ("/inbox/api/decide", {"run_id": globex, "action": "retry", "tool_call_ids": []}, 422, "wait"),
+        ("/inbox/api/bulk", {"run_ids": [globex], "action": "approve"}, 422, "items: [{run_id, wait, tool_call_ids}]"),
+        ("/inbox/api/bulk", {"items": [{"run_id": globex}], "action": "approve"}, 422, "wait"),
         ("/inbox/api/rules", {"effect": "allow", "tool": "x", "args": "nonsense"}, 400, "KEY=GLOB"),
         ("/inbox/api/rules", {"effect": "maybe", "tool": "x"}, 400, "effect"),
     ):
@@ -195,7 +206,9 @@ async def test_a_decision_outside_the_callers_tenant_is_refused_by_the_run_and_b
     garbage = await site.api("POST", "/inbox/api/decide", OPERATOR, content=b"{not json",
                              headers={"Content-Type": "application/json"})
     assert garbage.status_code == 400 and "JSON" in garbage.json()["error"]
-    applied = (await site.api("POST", "/inbox/api/decide", OPERATOR, json={"run_id": globex, "action": "approve"})).json()
+    assert (await runs.status(globex)).status == "waiting_approval" and not (await runs.session(globex)).decisions
+    applied = (await site.api("POST", "/inbox/api/decide", OPERATOR, json={"run_id": globex, "action": "approve",
+                                                                         **card})).json()
     assert applied["outcome"] == "applied", json.dumps(applied)
     assert (await _result(runs, globex)).output == "Done: /srv/data deleted"
 

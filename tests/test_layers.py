@@ -1,13 +1,18 @@
-"""The house rules, checked: no import cycles (module or function level), the layers point one way,
-and no module or function grows past its size without a reason written at its top.
+"""The house rules, checked: no import cycles, the layers point one way, docs/layout.md names every module and
+its floors, and no module or function grows past its size without a reason written at its top.
 
-Imports under `if TYPE_CHECKING:` are not counted: they never run.
+Every import counts: at module level, inside functions, and under `if TYPE_CHECKING:` (it never runs, but it says
+the module depends on the other: a circle there is a circle in the design). `python -m tests.test_layers` prints
+the floors table docs/layout.md holds.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
+import textwrap
+from collections.abc import Collection
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,45 +46,41 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for d in SOURCES for p in (ROOT / d).rglob("*.py")}
 
 
-def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every node except what sits under `if TYPE_CHECKING:`."""
-    found: list[ast.AST] = []
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
-        found.append(node)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
+def imported(tree: ast.AST, name: str, package: str, mods: Collection[str]) -> set[str]:
+    """The rein modules `name` (in `package`) imports anywhere in its `tree`: module level, in functions, under
+    TYPE_CHECKING; `from x import y` names module x.y when that is a module, else x."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+        for target in targets:
+            while target and target not in mods:
+                target = target.rsplit(".", 1)[0] if "." in target else ""
+            if target and target != name:
+                found.add(target)
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> the rein modules it imports anywhere (module level or inside functions)."""
-    mods = modules()
-    graph: dict[str, set[str]] = {m: set() for m in mods}
-    for name, path in mods.items():
-        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        for node in _runtime_nodes(ast.parse(path.read_text())):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    base = ".".join([*anchor, base] if base else anchor)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-            for target in targets:
-                while target and target not in mods:
-                    target = target.rsplit(".", 1)[0] if "." in target else ""
-                if target and target != name:
-                    graph[name].add(target)
-    return graph
+def import_graph(mods: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """module -> the rein modules it imports (every import: see `imported`); rein's own when `mods` is None."""
+    if mods is None:
+        return {name: set(targets) for name, targets in _rein_graph().items()}
+    return {name: imported(ast.parse(path.read_text()), name,
+                           name if path.name == "__init__.py" else name.rsplit(".", 1)[0], mods)
+            for name, path in mods.items()}
+
+
+@functools.cache
+def _rein_graph() -> dict[str, frozenset[str]]:
+    """rein's graph, parsed once per test process (the checks below each walk it)."""
+    return {name: frozenset(targets) for name, targets in import_graph(modules()).items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -132,12 +133,15 @@ def test_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
 
 
-def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
-    graph = {"a": {"b"}, "b": {"a"}, "c": set()}
-    assert cycles(graph) == [["a", "b"]]
-    tree = ast.parse("def f():\n    from rein import engine\nif TYPE_CHECKING:\n    import rein.cli\n")
-    imports = [ast.unparse(n) for n in _runtime_nodes(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert imports == ["from rein import engine"]
+def test_the_cycle_check_sees_imports_in_functions_and_under_type_checking(tmp_path: Path) -> None:
+    """Two modules that import each other only inside a function and under TYPE_CHECKING are a circle."""
+    (tmp_path / "a.py").write_text("def f():\n    from pkg import b\n")
+    (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import f\n")
+    (tmp_path / "c.py").write_text("import pkg.b\n")
+    graph = import_graph({f"pkg.{m}": tmp_path / f"{m}.py" for m in "abc"})
+    assert graph == {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": {"pkg.b"}}
+    assert cycles(graph) == [["pkg.a", "pkg.b"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_core_imports_nothing_above_it() -> None:
@@ -340,9 +344,9 @@ LAYER_OF = (
     ("rein.cli", 6),
 )
 LAYER_NAMES = ("core", "blueprint", "local", "durable", "ops", "web", "cli")
-KNOWN_UPWARD = {("rein.client", "rein.ops.fork"), ("rein.client", "rein.ops.rewind"), ("rein.client", "rein.ops.evals")}
-"""ReinClient.fork/fork_failed/rewind/eval call rein.ops.fork/rewind/evals (imported when called) while those take a
-ReinClient: ops should build on the client, not the client on ops (listed until the methods move)."""
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
+"""Imports allowed to point up a layer: none. (ReinClient.fork/rewind/eval once called rein/ops/; what they call
+is rein.durable's fork, rewind and evals now, beneath the client.)"""
 
 
 def layer_of(module: str) -> int | None:
@@ -364,15 +368,102 @@ def test_the_folders_point_down() -> None:
     assert up == []
 
 
+def test_the_client_imports_no_ops_and_nothing_beneath_it_imports_it() -> None:
+    """ReinClient's fork, rewind, eval and policy call code beneath it (rein.durable), which takes a ReinClient by its
+    shape (rein.durable.runs_client): nothing the client reaches is above it or imports it back."""
+    graph = import_graph()
+    beneath = reaches(graph, "rein.client")
+    assert sorted(m for m in beneath if layer_of(m) > layer_of("rein.client")) == []  # type: ignore[operator]
+    assert sorted(m for m in beneath if "rein.client" in graph[m]) == []
+
+
+def test_tracing_imports_nothing_from_temporal() -> None:
+    """rein.temporal wires tracing in (its plugin's interceptors); tracing reaches no rein.temporal module back."""
+    graph = import_graph()
+    reached = {m: sorted(t for t in reaches(graph, m) if t.startswith("rein.temporal")) for m in graph
+               if m == "rein.tracing" or m.startswith("rein.tracing.")}
+    assert len(reached) > 5
+    assert {m: found for m, found in reached.items() if found} == {}
+
+
+LAYOUT = ROOT / "docs" / "layout.md"
+
+
+def layout_entries(text: str) -> dict[str, str]:
+    """docs/layout.md's folder entries: each paragraph or list item that starts with a folder in bold
+    (`**rein/durable/**`), by folder, with its text up to the next entry or blank line."""
+    parts = re.split(r"^[ \t]*(?:\d+\.[ \t]+|-[ \t]+)?\*\*([\w/]+/)\*\*", text, flags=re.MULTILINE)
+    return {parts[i]: parts[i + 1].split("\n\n")[0] for i in range(1, len(parts) - 1, 2)}
+
+
+def test_the_layout_names_every_module() -> None:
+    """Each module is named (`stem`) in its folder's entry in docs/layout.md; a package is its folder's entry."""
+    entries = layout_entries(LAYOUT.read_text())
+    missing = []
+    for name, path in sorted(modules().items()):
+        folder = str(path.parent.relative_to(ROOT)) + "/"
+        if folder not in entries:
+            missing.append(f"{name}: no entry **{folder}**")
+        elif path.name != "__init__.py" and f"`{path.stem}`" not in entries[folder]:
+            missing.append(f"{name}: `{path.stem}` is not in **{folder}**")
+    assert missing == []
+
+
+def test_the_layout_check_reads_entries() -> None:
+    text = ("1. **rein/core/** The core: `ir`, `config`.\n   - **rein/core/x/** more: `y`.\n**workflows/** `agent`\n\n"
+            "`loop` is not in an entry.\n")
+    assert layout_entries(text) == {"rein/core/": " The core: `ir`, `config`.\n", "rein/core/x/": " more: `y`.\n",
+                                    "workflows/": " `agent`"}
+
+
+def floors(graph: dict[str, set[str]]) -> dict[str, int]:
+    """A module's floor: the longest chain of rein imports under it (0: it imports none). The graph has no cycle."""
+    floor: dict[str, int] = {}
+
+    def of(module: str) -> int:
+        if module not in floor:
+            floor[module] = 1 + max((of(t) for t in graph[module]), default=-1)
+        return floor[module]
+
+    for module in graph:
+        of(module)
+    return floor
+
+
+def floors_table(graph: dict[str, set[str]]) -> str:
+    """The table docs/layout.md shows: each floor and its modules (without `rein.`), wrapped."""
+    by_floor: dict[int, list[str]] = {}
+    for module, floor in floors(graph).items():
+        by_floor.setdefault(floor, []).append(module if module == "rein" else module.removeprefix("rein."))
+    return "\n".join(textwrap.fill(" ".join(sorted(names)), width=112, initial_indent=f"{floor:2}  ",
+                                   subsequent_indent="    ", break_on_hyphens=False)
+                     for floor, names in sorted(by_floor.items()))
+
+
+def test_the_layout_shows_the_floors_as_they_are() -> None:
+    graph = import_graph()
+    assert cycles(graph) == []  # floors need a graph without a circle
+    shown = LAYOUT.read_text().split("## Floors", 1)[1].split("```")[1].strip("\n")
+    assert shown == floors_table(graph), "docs/layout.md's floors are stale: python -m tests.test_layers prints them"
+
+
+def test_floors_count_the_longest_chain() -> None:
+    assert floors({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == {"a": 2, "b": 1, "c": 0}
+
+
 def test_the_workflow_is_a_loop_over_collaborators_not_a_diamond_of_mixins() -> None:
-    """AgentWorkflow → AgentLoop → AgentHandlers → RunState, one line; each concern is an object the state
-    holds, and none reaches into the run's private members (or another collaborator's)."""
+    """AgentWorkflow → AgentLoop → AgentHandlers → RunParts → RunState, one line; each concern is an object
+    RunParts holds over the state, and none reaches into the run's private members (or another collaborator's)."""
     from rein.workflows import AgentWorkflow
 
-    assert [c.__name__ for c in AgentWorkflow.__mro__] == ["AgentWorkflow", "AgentLoop", "AgentHandlers", "RunState", "object"]
+    assert [c.__name__ for c in AgentWorkflow.__mro__] == ["AgentWorkflow", "AgentLoop", "AgentHandlers", "RunParts", "RunState", "object"]
     reaching = []
     for path in sorted((ROOT / "workflows").glob("*.py")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if re.search(r"\brun\.(\w+\.)?_[a-z]", line):
                 reaching.append(f"{path.name}:{number}: {line.strip()}")
     assert reaching == []
+
+
+if __name__ == "__main__":
+    print(floors_table(import_graph()))  # docs/layout.md's floors table

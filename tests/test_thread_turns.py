@@ -105,3 +105,25 @@ async def test_the_stored_history_of_senders_hearing_their_own_turns_replays():
                and e.marker_recorded_event_attributes.marker_name == "core_patch"]
     assert "rein-turn-wait" in [m.get("id") for m in markers]
     await Replayer(workflows=[AgentWorkflow], data_converter=rein_data_converter()).replay_workflow(history)
+
+
+async def test_every_query_of_a_thread_answers_from_its_replayed_history(dev, ids):
+    """With no worker left, a client reads a thread by replaying its history in its own process (rein.temporal.history):
+    each query handler runs there outside the workflow's context, so none may ask `workflow.info()` (the AG-UI and
+    AI SDK endpoints read `rein.thread` that way when the worker is slow or gone)."""
+    from rein.core.shared_state import STATE_QUERY
+    from rein.core.threads import THREAD_QUERY
+    from rein.temporal import history
+
+    queue, thread_id = ids
+    agent = echo_agent("replayed", permission="ask")
+    runs = ReinClient(dev.client, queue)
+    async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
+        first = await runs.send(thread_id, "tool:0.1", agent=agent.name)
+        assert (await runs.reply(first)).interrupt.type == "need_approval"
+    replayed = await history.replayed(dev.client, thread_id)
+    view = replayed.query(THREAD_QUERY)  # each as the worker would answer it, in JSON
+    assert (view["thread_id"], view["turns"], view["open"]) == (thread_id, 1, True)
+    assert replayed.query("status")["status"] == "waiting_approval"
+    assert replayed.query(STATE_QUERY)["version"] == 0
+    await dev.client.get_workflow_handle(thread_id).terminate("the test is over")  # no worker serves it any more

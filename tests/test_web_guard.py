@@ -29,6 +29,7 @@ from rein.web.inbox import MAX_BULK_IDS
 from tests.support.inbox import files_agent
 from tests.support.waiting import poll
 from tests.support.web import environment, served
+from tests.support.wipe import shown
 
 pytestmark = pytest.mark.timeout(180)
 SUFFIX = uuid.uuid4().hex[:6]
@@ -144,7 +145,8 @@ async def test_requests_from_other_sites_are_refused_and_change_nothing(site: Si
     own = {"Origin": site.url, "Sec-Fetch-Site": "same-origin"}
     items = await site.call("GET", "/inbox/api/items", headers=own)
     assert items.status_code == 200 and run_id in items.text
-    denied = await site.call("POST", "/inbox/api/decide", headers=own, json={"run_id": run_id, "action": "deny"})
+    denied = await site.call("POST", "/inbox/api/decide", headers=own, json={"run_id": run_id, "action": "deny",
+                                                                              **await shown(site.runs, run_id)})
     assert denied.json()["outcome"] == "applied", denied.text
 
 
@@ -197,18 +199,22 @@ async def test_bodies_and_id_lists_are_bounded(site: Site) -> None:
     refused(await site.call("POST", "/inbox/api/rules", content=chunks(), headers={"Content-Type": "application/json"}),
             413, f"more than {LIMIT}")
     run_id = await waiting(site.runs, "delete /srv/many")
-    many = [run_id] + [f"run-{n}" for n in range(MAX_BULK_IDS)]
-    refused(await site.call("POST", "/inbox/api/bulk", json={"run_ids": many, "action": "approve"}), 422,
+    many = [{"run_id": run_id, **await shown(site.runs, run_id)}] + [
+        {"run_id": f"run-{n}", "wait": "1-00000000", "tool_call_ids": ["call_0"]} for n in range(MAX_BULK_IDS)]
+    refused(await site.call("POST", "/inbox/api/bulk", json={"items": many, "action": "approve"}), 422,
             f"{MAX_BULK_IDS + 1} run ids", f"at most {MAX_BULK_IDS}")
     assert await site.rules() == rules
     assert (await site.runs.status(run_id)).status == "waiting_approval"
-    fine = await site.call("POST", "/inbox/api/bulk", json={"run_ids": many[:MAX_BULK_IDS], "action": "deny"})
+    fine = await site.call("POST", "/inbox/api/bulk", json={"items": many[:MAX_BULK_IDS], "action": "deny"})
     assert [o["outcome"] for o in fine.json() if o["run_id"] == run_id] == ["applied"]
+    assert {(o["outcome"], o["detail"], o["item"]) for o in fine.json() if o["run_id"] != run_id} == {
+        ("refused", "not waiting for approval (or not yours)", None)}
 
 
 async def test_a_decision_for_an_unknown_run_is_404(site: Site) -> None:
-    for body in ({"run_id": f"no-such-run-{SUFFIX}", "action": "approve"},
-                 {"run_id": f"no-such-run-{SUFFIX}", "action": "deny", "reason": "x"}):
+    card = {"wait": "1-00000000", "tool_call_ids": ["call_0"]}
+    for body in ({"run_id": f"no-such-run-{SUFFIX}", "action": "approve", **card},
+                 {"run_id": f"no-such-run-{SUFFIX}", "action": "deny", "reason": "x", **card}):
         refused(await site.call("POST", "/inbox/api/decide", json=body), 404, "no such run")
 
 

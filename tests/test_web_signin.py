@@ -31,6 +31,7 @@ from rein.web.tokens import TOKEN_FILE
 from tests.support.inbox import AUDIENCE, IdentityProvider, files_agent
 from tests.support.waiting import poll
 from tests.support.web import environment, served, sse_blocks
+from tests.support.wipe import shown
 
 pytestmark = pytest.mark.timeout(180)
 SUFFIX = uuid.uuid4().hex[:6]
@@ -89,7 +90,8 @@ async def test_with_no_sign_in_set_the_local_token_signs_in_as_the_local_person(
         assert (await http.get(f"{url}/inbox/api/items", headers=bearer("guess"))).status_code == 401
         me = (await http.get(f"{url}/inbox/api/me", headers=bearer(token))).json()
         assert (me["subject"], me["signin"], me["open"]) == (ME, "local", False)
-        forged = {"run_id": run_id, "action": "approve", "approver": "mallory", "by": "rule r1", "via": "rule"}
+        forged = {"run_id": run_id, "action": "approve", "approver": "mallory", "by": "rule r1", "via": "rule",
+                  **await shown(runs, run_id)}
         decided = (await http.post(f"{url}/inbox/api/decide", json=forged, headers=bearer(token))).json()
         assert decided["outcome"] == "applied", decided
     assert await approvers(runs, run_id) == [ME]  # who signed in; the body's approver is never trusted
@@ -99,9 +101,11 @@ async def test_the_shared_token_decides_as_its_configured_name_and_a_jwt_as_its_
     web = app(runs, BearerAuth(token="s3cret", jwks_url=idp.url, audience=AUDIENCE), REIN_WEB_TOKEN_NAME="ops-team")
     first, second = await waiting(runs, "delete /srv/a"), await waiting(runs, "delete /srv/b")
     async with served(web) as url, httpx.AsyncClient(timeout=30) as http:
-        one = await http.post(f"{url}/inbox/api/decide", json={"run_id": first, "action": "approve"}, headers=bearer("s3cret"))
+        one = await http.post(f"{url}/inbox/api/decide", json={"run_id": first, "action": "approve", **await shown(runs, first)},
+                              headers=bearer("s3cret"))
         jwt = idp.token(sub="bob@example.com", tenant="*")
-        two = await http.post(f"{url}/inbox/api/decide", json={"run_id": second, "action": "deny", "approver": "x"},
+        two = await http.post(f"{url}/inbox/api/decide", json={"run_id": second, "action": "deny", "approver": "x",
+                                                                **await shown(runs, second)},
                               headers=bearer(jwt))
         assert one.json()["outcome"] == two.json()["outcome"] == "applied", (one.text, two.text)
     assert await approvers(runs, first) == ["ops-team"]
@@ -209,7 +213,8 @@ async def test_open_mode_is_for_this_machine_only_and_says_so(runs: ReinClient) 
         assert proxied.status_code == 403 and "loopback" in proxied.json()["error"]  # a proxy forwarding a stranger
         public = await http.get(f"{url}/inbox/api/items", headers={"Host": "rein.example"})
         assert public.status_code == 403 and run_id not in public.text
-        decided = await http.post(f"{url}/inbox/api/decide", json={"run_id": run_id, "action": "deny", "approver": "x"})
+        decided = await http.post(f"{url}/inbox/api/decide", json={"run_id": run_id, "action": "deny", "approver": "x",
+                                                                    **await shown(runs, run_id)})
         assert decided.json()["outcome"] == "applied"
     assert await approvers(runs, run_id) == [ME]
     with pytest.raises(ValueError, match="pick one"), environment(REIN_WEB_OPEN="1"):

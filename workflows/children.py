@@ -26,6 +26,7 @@ from rein.workflows.options import failure_detail
 from rein.workflows.patches import PATCH_FAMILY_USAGE
 
 if TYPE_CHECKING:
+    from rein.workflows.publishing import Publisher
     from rein.workflows.state import RunState
 
 
@@ -41,8 +42,9 @@ class ChildRuns:
     A collaborator of the loop, on its state; the loop's CHILD_SIGNAL and BUDGET_SIGNAL handlers call it.
     """
 
-    def __init__(self, run: RunState) -> None:
+    def __init__(self, run: RunState, publisher: Publisher) -> None:
         self.run = run
+        self.publisher = publisher
 
     async def run_child(self, call: ToolCall, agent: str) -> ToolResult:
         """An agent used as a tool: its run is a child workflow; its answer is the tool result."""
@@ -99,7 +101,7 @@ class ChildRuns:
         if view.status in ("waiting_approval", "waiting_input", "waiting_retry") and view.interrupt is not None:
             run.child_wait = (child_id, view)
             run.carry.pause += 1  # a waiting client (rein.wait) sees the child's interrupt as this run's
-            run.publisher.publish()
+            self.publisher.publish()
             run.emit(StreamChunk(
                 type="interrupt", name=view.interrupt.type, data=view.interrupt.model_dump(mode="json"),
                 finish_reason="interrupted", usage=run.session.usage,
@@ -109,7 +111,7 @@ class ChildRuns:
 
     def child_goes_on(self) -> None:
         self.run.child_wait = None
-        self.run.publisher.publish()
+        self.publisher.publish()
 
     async def tell_parent(self) -> None:
         """An agent-as-tool child run tells its parent run that it waits, or goes on."""
@@ -119,7 +121,7 @@ class ChildRuns:
             return
         try:
             await workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id).signal(
-                CHILD_SIGNAL, {"call_id": run.parent_call, "status": run.publisher.status_view().model_dump(mode="json")}
+                CHILD_SIGNAL, {"call_id": run.parent_call, "status": self.publisher.status_view().model_dump(mode="json")}
             )
         except (ApplicationError, FailureError) as err:  # the parent has ended: nothing to tell
             workflow.logger.warning("could not tell the parent run: %s", err)
@@ -189,5 +191,5 @@ class ChildRuns:
         parent = workflow.info().parent
         if run.parent_call is None or parent is None or run.config is None or run.config.max_cost_usd is None:
             return
-        status = {"call_id": run.parent_call, "status": run.publisher.status_view().model_dump(mode="json")}
+        status = {"call_id": run.parent_call, "status": self.publisher.status_view().model_dump(mode="json")}
         asyncio.ensure_future(self._signal_quietly(parent.workflow_id, CHILD_SIGNAL, status, parent.run_id))

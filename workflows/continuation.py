@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.threads import TURNS_PER_RUN
 
 if TYPE_CHECKING:
+    from rein.workflows.publishing import Publisher
     from rein.workflows.state import RunState
 
 CONTINUE_AS_NEW_MAX_BYTES = 1_500_000
@@ -28,8 +29,9 @@ class Continuation:
     """When and how a run continues as new, and how its successor restores the state (or a reset run, its
     clock): a collaborator of the loop, on its state."""
 
-    def __init__(self, run: RunState) -> None:
+    def __init__(self, run: RunState, publisher: Publisher) -> None:
         self.run = run
+        self.publisher = publisher
         self.cannot_continue_as_new = False
         """The Session is too large for a continuation's input: the run keeps its history."""
         self.rolling = False
@@ -42,7 +44,7 @@ class Continuation:
     def action_starts(self) -> None:
         """A loop action starts: its progress is published and its start noted (for a reset run's clock)."""
         self.action_at = workflow.time()
-        self.run.publisher.publish_progress()
+        self.publisher.publish_progress()
 
     def _reseeded(self, _seed: int) -> None:
         """Temporal reset this run (`rein rewind`, `temporal workflow reset`): the SDK reseeds the workflow's

@@ -43,11 +43,11 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.threads import SEND_UPDATE, STOP_UPDATE, THREAD_QUERY, SendReceipt, SendRequest, StopRequest
 
 from rein.workflows.decisions import SIGNALS
-from rein.workflows.state import RunState
+from rein.workflows.parts import RunParts
 
 
-class AgentHandlers(RunState):
-    """The run's state with its handlers; AgentLoop adds the loop that drives it."""
+class AgentHandlers(RunParts):
+    """The run's state and collaborators with its handlers; AgentLoop adds the loop that drives it."""
 
     # ---------------------------------------------------------------- queries (rein.workflows.publishing)
 

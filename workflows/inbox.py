@@ -115,8 +115,8 @@ class Inbox:
         until = datetime.fromtimestamp(deadline, UTC) if deadline is not None else None
         thread = run.carry.thread
         said = run.session.messages if thread is None else threads.turn_messages(run.session, thread)  # this turn's
-        memo = waiting_memo(interrupt, run.session.pending_tool_calls, said, run.answered_outside(), since, until,
-                            thread is not None)
+        waiting = machine.waiting_on(run.session, interrupt.type, run.answered_outside())  # not the calls decided
+        memo = waiting_memo(interrupt, waiting, said, run.answered_outside(), since, until, thread is not None)
         workflow.upsert_memo({WAITING_MEMO: memo})
         retry_s = run.agent.notify_retry_s if run.agent is not None else 0.0
         if retry_s > 0:

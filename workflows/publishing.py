@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.summaries import details_for
 
 from rein.workflows import window
+from rein.workflows.patches import PATCH_TIMED_COUNTERS
 
 if TYPE_CHECKING:
     from rein.workflows.state import RunState
@@ -87,7 +88,7 @@ class Publisher:
             elapsed_s=run.carry.active_s,
             stop_reason="interrupted" if interrupted else (run.session.stop_reason or "done"),
             interrupt=interrupt,
-            run_id=workflow.info().workflow_id,
+            run_id=run.workflow_id,
             iterations=run.session.iteration,
             step_count=run.first_step + len(run.steps),
             message_count=len(run.session.messages),
@@ -113,7 +114,7 @@ class Publisher:
     def finishing(self) -> None:
         """The loop ends: the last iteration's counters go with the final status, but in a run of f732bd2's
         where its rule published them on their own (rein.workflows.window)."""
-        if self.progressed and window.untimed_counters(self.run) and not window.folds_final_publish(self):
+        if self.progressed and window.untimed_counters(self.run) and not self._f732bd2_folds_final_publish():
             self.publish_progress(ending=True)
 
     def publish(self, ending: bool = False) -> None:
@@ -161,8 +162,31 @@ class Publisher:
         """Refresh the counters now (the status is unchanged)? At most every COUNTER_EVERY iterations and
         COUNTER_SECONDS of workflow time; the last ones go with the final status."""
         if window.untimed_counters(self.run):
-            return window.counters_due(self, view, ending)
+            return self._f732bd2_counters_due(view, ending)
         return view.iteration % COUNTER_EVERY == 0 and workflow.time() - self.counters_at >= COUNTER_SECONDS
+
+    def _f732bd2_counters_due(self, view: RunStatusView, ending: bool) -> bool:
+        """f732bd2's `_counters_due` (its runs keep it: rein.workflows.window): every window.COUNTER_EVERY
+        iterations; since rein-timed-counters only when window.COUNTER_SECONDS have passed since the last refresh."""
+        if view.iteration % window.COUNTER_EVERY:
+            return False
+        if workflow.time() - self.counters_at >= window.COUNTER_SECONDS:
+            return True
+        if len(self.search_updates(view, True)[0]) == len(self.search_updates(view, False)[0]):
+            return True  # the counters are published already: both rules send the same
+        if ending and self.timed_counters is None:
+            return True  # the old rule's last refresh
+        if self.timed_counters is None:
+            self.timed_counters = workflow.patched(PATCH_TIMED_COUNTERS)
+        return not self.timed_counters
+
+    def _f732bd2_folds_final_publish(self) -> bool:
+        """f732bd2's `_fold_final_publish`: whether the last iteration's progress goes with the final status in one upsert."""
+        view = self.status_view()
+        old_due = self.published.get("ReinStatus") != view.status or view.iteration % window.COUNTER_EVERY == 0
+        if not self.search_updates(view, old_due)[0]:
+            return True  # the old code published nothing here: the same commands either way
+        return bool(self.timed_counters)
 
     def search_updates(self, view: RunStatusView, counters: bool) -> tuple[list[Any], dict[str, Any]]:
         """The search attribute updates that publish `view` (the counters only if `counters`)."""
@@ -187,7 +211,7 @@ class Publisher:
         return updates, {k: v for k, v in wanted.items() if k in available}
 
     def _lineage(self) -> dict[str, Any] | None:
-        """A fork's lineage (rein.ops.fork puts it in the input's metadata as well as in its memo)."""
+        """A fork's lineage (rein.durable.fork puts it in the input's metadata as well as in its memo)."""
         request = self.run.request
         lineage = request.metadata.get(FORK_MEMO) if request is not None else None
         return lineage if isinstance(lineage, dict) else None

@@ -36,6 +36,8 @@ class StreamReaders:
         self.polls = 0
         self._stream = stream
         self._detached = False
+        self._offset = workflow.get_query_handler(OFFSET_QUERY)
+        """Taken here, in the workflow's context: a query of a replayed history runs outside it."""
         on_poll = workflow.get_update_handler(POLL_UPDATE)
         assert on_poll is not None, "WorkflowStream registers its poll Update when it is made"
         self._on_poll = on_poll
@@ -57,8 +59,7 @@ class StreamReaders:
 
     def offset(self) -> int:
         """The stream's global offset now: the next item published goes there (the contrib's own offset query)."""
-        handler = workflow.get_query_handler(OFFSET_QUERY)
-        return int(handler()) if handler is not None else 0
+        return int(self._offset()) if self._offset is not None else 0
 
     def detach(self) -> None:
         """Release the waiting readers and refuse new polls: the run closes."""

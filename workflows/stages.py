@@ -43,7 +43,12 @@ from rein.workflows.options import (
 )
 
 if TYPE_CHECKING:
+    from rein.workflows.agent_changes import AgentChanges
+    from rein.workflows.children import ChildRuns
+    from rein.workflows.decisions import Decisions
+    from rein.workflows.publishing import Publisher
     from rein.workflows.state import RunState
+    from rein.workflows.threads import Threads
 
 T = TypeVar("T")
 STREAM_RESULT_CHARS = 20_000
@@ -54,8 +59,14 @@ summary is short, the recorded result whole."""
 class Stages:
     """Model calls and tool calls: a collaborator of the loop, on its state."""
 
-    def __init__(self, run: RunState) -> None:
+    def __init__(self, run: RunState, publisher: Publisher, agent_changes: AgentChanges, child_runs: ChildRuns,
+                 decisions: Decisions, threads: Threads) -> None:
         self.run = run
+        self.publisher = publisher
+        self.agent_changes = agent_changes
+        self.child_runs = child_runs
+        self.decisions = decisions
+        self.threads = threads
 
     async def until_fixed(self, what: str, call: Callable[[], Awaitable[T]],
                            first_stuck: Callable[[], Awaitable[None]] | None = None) -> T:
@@ -74,14 +85,14 @@ class Stages:
                     if first_stuck is not None and not waits:
                         await first_stuck()
                     run.stuck = f"{what}: {failure_detail(err)}"[:500]
-                    run.publisher.publish()
+                    self.publisher.publish()
                     delay = bug_retry_delay(waits)
                     await workflow.sleep(delay, summary=f"stuck on a bug in rein ({what}): again in {delay.total_seconds():g}s")
                     waits += 1
                     continue
                 if run.stuck:  # carried on: the run says so now (a failure or cancellation publishes where it ends)
                     run.stuck = ""
-                    run.publisher.publish()
+                    self.publisher.publish()
                 return result
         finally:
             run.stuck = ""  # no command here: this also runs when a cached run is evicted
@@ -100,7 +111,7 @@ class Stages:
     def model_call_error(self, err: ActivityError) -> Interrupt | None:
         """A model call that failed: nothing ran when the agent changed meanwhile (the next pass calls the
         model the agent has now); otherwise the failure's interrupt, or the run fails when it is final."""
-        if self.run.agent_changes.taken(err) is not None:
+        if self.agent_changes.taken(err) is not None:
             return None
         return self.model_call_failed(err)
 
@@ -169,8 +180,8 @@ class Stages:
         self.run.reply_calls = {call_hash(c) for c in completion.message.tool_calls or ()}
         self.run.reply_version = version
         self.run.record_steps([machine.apply_completion(self.run.session, completion, workflow.time() - began)])
-        self.run.decisions.bind_batch()
-        self.run.child_runs.report_spend()
+        self.decisions.bind_batch()
+        self.child_runs.report_spend()
 
     def client_tool_specs(self) -> list[ToolSpec]:
         """The thread turn's client tools, offered to the model beside the agent's own (rein.core.threads)."""
@@ -220,19 +231,19 @@ class Stages:
             raise too_large  # fails the run (see `run`): the result cannot be recorded anywhere
         ran = [r for r in results if not isinstance(r, ApplicationError)]  # all of them (typed so)
         refused = next((r for r in ran if isinstance(r, ActivityError)), None)
-        old = run.agent_changes.taken(refused) if refused is not None else None
+        old = self.agent_changes.taken(refused) if refused is not None else None
         if old is not None:
             # The agent changed under the batch: keep what ran, settle what can no longer run, and
             # leave the rest pending for the next pass (which asks first where the new rules say so).
             for call, result in zip(calls, ran, strict=False):
-                held = run.agent_changes.settled(call, old, None if isinstance(result, ActivityError) else result)
+                held = self.agent_changes.settled(call, old, None if isinstance(result, ActivityError) else result)
                 if held is not None:
                     run.held_results[call.id] = held
             return
         # a refusal the run cannot act on is a failed call
         done = [_not_completed(c, r) if isinstance(r, ActivityError) else r for c, r in zip(calls, ran, strict=False)]
         run.held_results = {}
-        run.threads.apply_tool_changes(calls, done)  # the tools' changes to the thread's state, in call order
+        self.threads.apply_tool_changes(calls, done)  # the tools' changes to the thread's state, in call order
         steps = machine.apply_tool_results(run.session, done, workflow.time() - began)
         answers = run.session.messages[len(run.session.messages) - len(steps):]  # the batch's tool messages, in order
         run.record_steps(steps, [{"tool_call_id": m.tool_call_id, "content": machine.truncate(m.content, STREAM_RESULT_CHARS)}
@@ -250,7 +261,7 @@ class Stages:
         assert run.agent is not None
         info = next((t for t in run.agent.tools if t.spec.name == call.name), None)
         if info is not None and info.agent:
-            return await run.child_runs.run_child(call, info.agent)
+            return await self.child_runs.run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
         # The worker that produced the model's reply holds the call (else the run's history does):
@@ -264,7 +275,7 @@ class Stages:
             if key in run.reply_calls
             else ToolCallInput(agent=run.agent_key, call=call, version=run.agent.version)
         )
-        request = run.threads.with_state(request, local=bool(info is not None and info.local))
+        request = self.threads.with_state(request, local=bool(info is not None and info.local))
         retry = tool_retry(retries)  # a result too large to record is final: the activity raises it non-retryable
 
         def execute() -> Awaitable[ToolResult | str]:

@@ -47,14 +47,18 @@ INPUT_ERRORS = ("InvalidInput", "UnknownAgent")
 """What the worker's first call raises for a client's mistake: the run fails with it, as it did when asked first."""
 
 if TYPE_CHECKING:
+    from rein.workflows.publishing import Publisher
+    from rein.workflows.stages import Stages
     from rein.workflows.state import RunState
 
 
 class LeanStart:
     """Learning the agent at a run's start. A collaborator of the loop, on its state."""
 
-    def __init__(self, run: RunState) -> None:
+    def __init__(self, run: RunState, publisher: Publisher, stages: Stages) -> None:
         self.run = run
+        self.publisher = publisher
+        self.stages = stages
 
     def _starts_lean(self, request: AgentInput) -> bool:
         """Ask in the run's first activation, from the input and the build its first task recorded
@@ -79,17 +83,17 @@ class LeanStart:
         run.session = machine.new_session(request.prompt or "", None)  # the system prompt is the worker's
         run.session.run_id = workflow.info().workflow_id
         run.prompt = request.prompt or ""
-        run.publisher.publish()  # the current details; search attributes wait for the agent (which ones the server has)
+        self.publisher.publish()  # the current details; search attributes wait for the agent (which ones the server has)
         began = workflow.time()
-        source, live = run.stages.next_model_call()
+        source, live = self.stages.next_model_call()
         digest = extend(EMPTY, [message_hash(m) for m in run.session.messages])
         first_call = ModelCallInput(
             agent=request.agent, new_messages=list(run.session.messages), digest=digest, stream=live,
-            stream_source=source if live else "", asked_stream=run.stages.asked_stream(live), model=request.model or "",
+            stream_source=source if live else "", asked_stream=self.stages.asked_stream(live), model=request.model or "",
             start=FirstCall(config=request.config or {}))
         options = self._first_call_options(request)
         try:
-            result = await run.unless_cancelled(run.stages.until_fixed(
+            result = await run.unless_cancelled(self.stages.until_fixed(
                 "model call", lambda: workflow.execute_activity(CALL_MODEL, first_call, result_type=dict, **options),
                 first_stuck=lambda: self._learn_to_publish(request.agent)))
         except ActivityError as err:
@@ -103,7 +107,7 @@ class LeanStart:
             run.agent = await self._describe(request.agent)
             run.config = self._config(request)
             self._with_system_prompt()
-            run.start_interrupt = run.stages.model_call_failed(err)
+            run.start_interrupt = self.stages.model_call_failed(err)
             return
         if result is None or "agent" not in result:
             # Cancelled meanwhile (the run ends as cancelled, with the agent known), or a worker of a build
@@ -122,11 +126,11 @@ class LeanStart:
             digest = extend(EMPTY, [message_hash(m) for m in run.session.messages])
             # The call carried no version (the run knew none): the tool calls of its reply carry the agent's,
             # so a worker whose definition changed since refuses them (AGENT_CHANGED) as it would any call.
-            run.stages.took_reply(first.reply, live, source, total, digest, began, version="")
+            self.stages.took_reply(first.reply, live, source, total, digest, began, version="")
             # ... and travel whole: a worker of a build from before lean starts cannot find them by
             # reference in this reply (it reads history for plain replies only).
             run.reply_calls = set()
-            run.publisher.progressed = True
+            self.publisher.progressed = True
 
     async def _learn_to_publish(self, agent: str) -> None:
         """The first call is stuck on a bug in rein: the run's search attributes (`stuck`) need its agent."""
@@ -167,11 +171,11 @@ class LeanStart:
         workflow.patched(PATCH_WAITING_TIMER)
         workflow.patched(PATCH_INBOX)
         try:
-            return await run.stages.until_fixed("describe agent", describe)
+            return await self.stages.until_fixed("describe agent", describe)
         except asyncio.CancelledError:
             if not run.cancelled_natively():
                 raise
-            return await run.stages.until_fixed("describe agent", describe)  # the loop then ends the run as cancelled
+            return await self.stages.until_fixed("describe agent", describe)  # the loop then ends the run as cancelled
 
     def _config(self, request: AgentInput) -> LoopConfig:
         assert self.run.agent is not None

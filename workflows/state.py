@@ -1,8 +1,9 @@
 """RunState: what an AgentWorkflow run holds, and the few helpers every part of the loop uses.
 
-The work is split by concern into collaborators that hold this state (`self.run`) and are held by it
-(publisher, stages, child_runs, decisions, waiting, threads, lean_start, worker_steps, agent_changes,
-continuation); `rein.workflows.loop.AgentLoop` drives them. What outlives a history is one model, RunCarry.
+The work is split by concern into collaborators that hold this state (`self.run`): publisher, stages, child_runs,
+decisions, waiting, inbox, threads, lean_start, worker_steps, agent_changes, continuation. RunParts
+(rein.workflows.parts) builds them on it, each given the others it calls, so this module imports none of them;
+`rein.workflows.loop.AgentLoop` drives them. What outlives a history is one model, RunCarry.
 """
 
 from __future__ import annotations
@@ -25,19 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from rein.core.session import Session
     from rein.core.threads import ThreadState
 
-from rein.workflows.agent_changes import AgentChanges
-from rein.workflows.children import ChildRuns
-from rein.workflows.continuation import Continuation
-from rein.workflows.decisions import Decisions
-from rein.workflows.inbox import Inbox
-from rein.workflows.publishing import Publisher
 from rein.workflows.readers import StreamReaders
-from rein.workflows.stages import Stages
-from rein.workflows.start import LeanStart
-from rein.workflows.threads import Threads
-from rein.workflows.waiting import Waiting
 from rein.workflows.window import Start
-from rein.workflows.worker_steps import WorkerSteps
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -131,7 +121,7 @@ class RunState:
         self.tickets = 0
         self.request: AgentInput | None = None
         self.step_observer: Callable[[list[Step]], None] | None = None
-        """Told each batch of steps as it is recorded: a client replaying a history watches it (rein.ops.fork)."""
+        """Told each batch of steps as it is recorded: a client replaying a history watches it (rein.durable.fork)."""
         self.what_if: WhatIf | None = None
         """A what-if run's reuse of its recorded run (AgentInput.eval), once the agent is known."""
         self.resuming: Interrupt | None = None
@@ -140,29 +130,8 @@ class RunState:
         self.signals_in_run = 0
         self.signal_bytes_in_run = 0
         self.continued_from = workflow.info().continued_run_id
+        self.workflow_id = workflow.info().workflow_id
         """Kept here: queries of a replayed history run outside the workflow's context."""
-        self.publisher = Publisher(self)
-        """Its status and outcome, published where ops look (rein.workflows.publishing)."""
-        self.agent_changes = AgentChanges(self)
-        """Taking a definition of the agent that changed under the run (rein.workflows.agent_changes)."""
-        self.child_runs = ChildRuns(self)
-        """Agent-as-tool calls as child runs, and this run's link to its parent (rein.workflows.children)."""
-        self.stages = Stages(self)
-        """Model calls and tool calls (rein.workflows.stages)."""
-        self.lean_start = LeanStart(self)
-        """How the run learns its agent: with its first model call, or by asking first (rein.workflows.start)."""
-        self.worker_steps = WorkerSteps(self)
-        """The steps of agents with middleware or compaction, run on the worker (rein.workflows.worker_steps)."""
-        self.decisions = Decisions(self)
-        """approve, deny, answer, retry, cancel: what fits, and applying it (rein.workflows.decisions)."""
-        self.waiting = Waiting(self)
-        """The wait for a person and a client's wait for the run (rein.workflows.waiting)."""
-        self.inbox = Inbox(self)
-        """Rules before a wait, the waiting memo, the webhook (rein.workflows.inbox)."""
-        self.threads = Threads(self)
-        """A thread's messages and turns (rein.workflows.threads)."""
-        self.continuation = Continuation(self)
-        """When and how the run continues as new, and how a continuation takes over (rein.workflows.continuation)."""
 
     def cancelled_natively(self) -> bool:
         """Temporal cancellation of the workflow (client `cancel()`, the UI, the CLI) arrived as

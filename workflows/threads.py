@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
 
 
 if TYPE_CHECKING:
+    from rein.workflows.continuation import Continuation
+    from rein.workflows.publishing import Publisher
     from rein.workflows.state import RunState
 
 
@@ -37,8 +39,10 @@ class Threads:
     """Messages in, turns out: what makes an AgentWorkflow run a conversation. A collaborator of the loop, on
     its state; the `rein.send` update and signal and the `rein.thread` query (workflows/handlers.py) call it."""
 
-    def __init__(self, run: RunState) -> None:
+    def __init__(self, run: RunState, publisher: Publisher, continuation: Continuation) -> None:
         self.run = run
+        self.publisher = publisher
+        self.continuation = continuation
 
     def take_message(self, request: SendRequest) -> SendReceipt:
         thread = self.run.thread
@@ -59,7 +63,7 @@ class Threads:
                                    "input {\"agent\": ..., \"thread\": true})", type="NotAThread")
         if run.ended or run.cancel_reason is not None:
             raise ApplicationError(f"the thread has ended ({run.status})", type="ThreadEnded")
-        if run.continuation.cannot_continue_as_new and request.message_id not in run.thread.receipts:
+        if self.continuation.cannot_continue_as_new and request.message_id not in run.thread.receipts:
             raise ApplicationError(
                 "the thread's conversation is too large to continue as new, so its history would only grow: "
                 "start another thread id, or give the agent compaction (LoopConfig.compaction) for its next "
@@ -210,10 +214,10 @@ class Threads:
         while not thread.queued:
             if run.status != "idle":
                 run.status = "idle"
-                run.publisher.publish()
+                self.publisher.publish()
             try:
                 await workflow.wait_condition(
-                    lambda: bool(thread.queued) or run.cancel_reason is not None or run.continuation.signals_piled_up())
+                    lambda: bool(thread.queued) or run.cancel_reason is not None or self.continuation.signals_piled_up())
             except asyncio.CancelledError:
                 if not run.cancelled_natively():
                     raise
@@ -221,7 +225,7 @@ class Threads:
                 run.session.done, run.session.stop_reason = True, "cancelled"
                 return False
             if not thread.queued:
-                await run.continuation.continue_as_new()  # many messages refused or duplicated: a fresh history
+                await self.continuation.continue_as_new()  # many messages refused or duplicated: a fresh history
         message = threads.next_turn(thread)
         assert message is not None
         if thread.turns == 1 and workflow.memo_value(THREAD_MEMO, None) is None and workflow.patched(PATCH_THREAD_MEMO):
@@ -236,8 +240,8 @@ class Threads:
         run.streaming = message.stream or bool(run.request and run.request.stream)  # asked per turn (astream)
         run.status = "running"
         run.prompt = message.text
-        run.publisher.progressed = True
-        run.publisher.publish()
+        self.publisher.progressed = True
+        self.publisher.publish()
         run.emit(StreamChunk(type="event", name="turn", data={  # `at`: the turn's user message in the conversation
             "turn": thread.turns, "message_id": message.message_id, "at": len(run.session.messages) - 1}))
         self._trace_turn("start", {"rein.turn": thread.turns, "rein.message_id": message.message_id})
@@ -289,11 +293,11 @@ class Threads:
         thread = run.thread
         assert thread is not None
         threads.end_turn(thread, run.session.usage, threads.turn_output(run.session, thread))
-        threads.keep_outcome(thread, run.publisher.outcome().model_dump(mode="json"))
+        threads.keep_outcome(thread, self.publisher.outcome().model_dump(mode="json"))
         run.turns_in_run += 1
         run.status = "idle"
         run.carry.pause += 1
-        run.publisher.publish()
+        self.publisher.publish()
         run.emit(StreamChunk(type="event", name="turn_end", finish_reason=run.session.stop_reason,
                                usage=run.session.usage, data={"turn": thread.turns}))
         self._trace_turn("end", {"rein.stop_reason": run.session.stop_reason or "done",
@@ -305,8 +309,8 @@ class Threads:
         run = self.run
         thread = run.thread or ThreadState()
         return ThreadView(
-            thread_id=workflow.info().workflow_id, agent=run.agent_key or (run.input.agent if run.input else ""),
-            status=run.publisher.status_view().status, turns=thread.turns, open=thread.open, queued=thread.queued,
+            thread_id=run.workflow_id, agent=run.agent_key or (run.input.agent if run.input else ""),
+            status=self.publisher.status_view().status, turns=thread.turns, open=thread.open, queued=thread.queued,
             steering=thread.steering, usage=thread.usage + (run.session.usage if thread.open else type(thread.usage)()),
             last_output=thread.last_output, turn_first_step=thread.turn_first_step,
             client_tools=[t.name for t in thread.client_tools], turn_offset=thread.turn_offset, offset=run.readers.offset(),

@@ -31,6 +31,10 @@ MAX_PARKED_WAITS = 6
 (10 per run) always leaves room for new waits and for the decision updates."""
 
 if TYPE_CHECKING:
+    from rein.workflows.children import ChildRuns
+    from rein.workflows.continuation import Continuation
+    from rein.workflows.inbox import Inbox
+    from rein.workflows.publishing import Publisher
     from rein.workflows.state import RunState
 
 
@@ -38,8 +42,12 @@ class Waiting:
     """The wait for a person, its timeout, and the client's wait update (its handler: workflows/handlers.py).
     A collaborator of the loop, on its state."""
 
-    def __init__(self, run: RunState) -> None:
+    def __init__(self, run: RunState, publisher: Publisher, child_runs: ChildRuns, continuation: Continuation, inbox: Inbox) -> None:
         self.run = run
+        self.publisher = publisher
+        self.child_runs = child_runs
+        self.continuation = continuation
+        self.inbox = inbox
 
     async def wait_for_human(self, interrupt: Interrupt, config: LoopConfig, resumed: bool = False) -> None:
         """Pause until a fitting signal arrives (or the approval timeout, which denies).
@@ -49,17 +57,17 @@ class Waiting:
         signals continues the run as new (still waiting).
         """
         run = self.run
-        inbox = not resumed and run.inbox.on()
-        if inbox and interrupt.type == "need_approval" and await run.inbox.rules_decide():
+        inbox = not resumed and self.inbox.on()
+        if inbox and interrupt.type == "need_approval" and await self.inbox.rules_decide():
             return  # the rules decided every call: nobody waits
         interrupt = self._announce(interrupt, resumed)
-        await run.child_runs.tell_parent()
+        await self.child_runs.tell_parent()
         timeout = seconds(config.approval_timeout_s) if interrupt.type != "error" and config.approval_timeout_s else None
         if timeout is not None and run.carry.wait_deadline is None:
             run.carry.wait_deadline = workflow.time() + timeout.total_seconds()
         shown = self._waiting_summary(interrupt) if workflow.patched(PATCH_WAITING_TIMER) else None
         if inbox:
-            run.inbox.show(interrupt, run.waiting_since or workflow.now())
+            self.inbox.show(interrupt, run.waiting_since or workflow.now())
         while True:
             remaining = None if run.carry.wait_deadline is None else run.carry.wait_deadline - workflow.time()
             timer, summary = None, None
@@ -71,8 +79,8 @@ class Waiting:
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError
                 await workflow.wait_condition(
-                    lambda: run.woken or run.cancel_reason is not None or run.continuation.signals_piled_up()
-                    or run.inbox.due(interrupt),
+                    lambda: run.woken or run.cancel_reason is not None or self.continuation.signals_piled_up()
+                    or self.inbox.due(interrupt),
                     timeout=timer, timeout_summary=summary,
                 )
             except TimeoutError:
@@ -86,14 +94,14 @@ class Waiting:
                 break
             if run.woken or run.cancel_reason is not None:
                 break
-            if run.inbox.due(interrupt):  # a rule was added: the run's own check may decide its calls
-                run.woken = await run.inbox.recheck() or run.woken
+            if self.inbox.due(interrupt):  # a rule was added: the run's own check may decide its calls
+                run.woken = await self.inbox.recheck() or run.woken
                 if run.woken or run.cancel_reason is not None:
                     break
                 continue
-            await run.continuation.continue_as_new(waiting=interrupt)
+            await self.continuation.continue_as_new(waiting=interrupt)
         self.stop_waiting()
-        await run.child_runs.tell_parent()
+        await self.child_runs.tell_parent()
 
     def _announce(self, interrupt: Interrupt, resumed: bool) -> Interrupt:
         """The wait begins: its id (a new pause, or the predecessor's when `resumed`), the run's status, and the
@@ -106,13 +114,13 @@ class Waiting:
         run.interrupt = interrupt
         run.status = WAITING_STATUS[interrupt.type]
         run.session.stop_reason = "interrupted"
-        run.publisher.publish()
+        self.publisher.publish()
         if not resumed:
             calls = machine.waiting_on(run.session, interrupt.type, run.answered_outside())
-            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first); `pause`: this wait
+            run.emit(StreamChunk(  # `calls`: every call this wait is for (the Interrupt names the first and the wait)
                 type="interrupt", name=interrupt.type, finish_reason="interrupted", usage=run.session.usage,
                 data={**interrupt.model_dump(mode="json"), "calls": [c.model_dump(mode="json") for c in calls],
-                      "client_tools": sorted(run.client_tools()), "pause": run.carry.pause},
+                      "client_tools": sorted(run.client_tools())},
             ))
         return interrupt
 
@@ -124,7 +132,7 @@ class Waiting:
 
     def stop_waiting(self) -> None:
         run = self.run
-        run.inbox.clear()
+        self.inbox.clear()
         run.waiting_since = None
         run.woken = False
         run.carry.wait_deadline = None
@@ -168,7 +176,7 @@ class Waiting:
             run.released.add(run.parked.pop(0))
         try:
             await workflow.wait_condition(
-                lambda: self._waited(request, exact) or run.ended or ticket in run.released or run.continuation.rolling)
+                lambda: self._waited(request, exact) or run.ended or ticket in run.released or self.continuation.rolling)
         finally:
             if ticket in run.parked:
                 run.parked.remove(ticket)
@@ -180,4 +188,4 @@ class Waiting:
         if not self._waited(request, exact) and not run.ended:
             raise ApplicationError("the run continues as new; wait on its latest run", type="ContinuedAsNew")
         ended = run.carry.thread.ended.get(request.turn) if run.carry.thread is not None else None
-        return RunOutcome.model_validate(ended) if ended is not None else run.publisher.outcome()
+        return RunOutcome.model_validate(ended) if ended is not None else self.publisher.outcome()

@@ -16,16 +16,14 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from temporalio import workflow
 
-from rein.workflows.patches import PATCH_RECORDED_START, PATCH_TIMED_COUNTERS
+from rein.workflows.patches import PATCH_RECORDED_START
 
 if TYPE_CHECKING:
-    from rein.core.contract import RunStatusView
-    from rein.workflows.publishing import Publisher
-    from rein.workflows.state import RunState
+    from rein.core.contract import AgentDescription
 
 SUPPORT_DAYS, OLDEST_BUILD = 30, "f732bd2"
 OLDEST_BUILD_AT = datetime(2026, 11, 30, 18, 51, 28, tzinfo=UTC)
@@ -47,6 +45,13 @@ MARKED_BUILDS = frozenset(f"rein-{d}" for d in """
     2c664b62a458 389e9fd4f8b4 990194a4e8cd 561d292a408d 7e2737b66ba1 2e4a0130b515 3fc7cf4aca61 f144e843cc34
     96b0c8769b59 aff634e1286d ee49e4ec5991 0dc893c989b6 7b004d4e0ee2 0467414ca9d0 50c6c4662303 6fec4af4b688
     a84cf7afba05 2ef1c8dbd98b 9e31ca675749 7f1cebfee9d7 fd547835f8c7 5a9da58e2953 13e2b77d89dc""".split())
+
+
+class Started(Protocol):
+    """The run as f732bd2's rules read it (rein.workflows.state, which imports this module, is one)."""
+
+    first: Start
+    agent: AgentDescription | None
 
 
 class OutsideWindow(Exception):
@@ -75,38 +80,14 @@ def start_of(build_id: str, started: datetime) -> Start:
 
 
 # f732bd2 described its runs first, recording neither flag later workers set (AgentDescription.timed_counters,
-# close_canceled): its runs refresh counters every COUNTER_EVERY iterations until they ask rein-timed-counters, and a
-# cancelled one closes COMPLETED with stop_reason `cancelled`. Retired with f732bd2 when it leaves the window.
+# close_canceled): its runs refresh counters every COUNTER_EVERY iterations until they ask rein-timed-counters
+# (Publisher's f732bd2 rule, rein.workflows.publishing), and a cancelled one closes COMPLETED with stop_reason
+# `cancelled`. Retired with f732bd2 when it leaves the window.
 
 
-def untimed_counters(run: RunState) -> bool:
+def untimed_counters(run: Started) -> bool:
     return run.first is Start.ASKED and run.agent is not None and not run.agent.timed_counters
 
 
-def closes_completed(run: RunState) -> bool:
+def closes_completed(run: Started) -> bool:
     return run.first is Start.ASKED and run.agent is not None and not run.agent.close_canceled
-
-
-def counters_due(publisher: Publisher, view: RunStatusView, ending: bool) -> bool:
-    """f732bd2's `_counters_due`: every COUNTER_EVERY iterations; since rein-timed-counters only when COUNTER_SECONDS
-    have passed since the last refresh."""
-    if view.iteration % COUNTER_EVERY:
-        return False
-    if workflow.time() - publisher.counters_at >= COUNTER_SECONDS:
-        return True
-    if len(publisher.search_updates(view, True)[0]) == len(publisher.search_updates(view, False)[0]):
-        return True  # the counters are published already: both rules send the same
-    if ending and publisher.timed_counters is None:
-        return True  # the old rule's last refresh
-    if publisher.timed_counters is None:
-        publisher.timed_counters = workflow.patched(PATCH_TIMED_COUNTERS)
-    return not publisher.timed_counters
-
-
-def folds_final_publish(publisher: Publisher) -> bool:
-    """f732bd2's `_fold_final_publish`: whether the last iteration's progress goes with the final status in one upsert."""
-    view = publisher.status_view()
-    old_due = publisher.published.get("ReinStatus") != view.status or view.iteration % COUNTER_EVERY == 0
-    if not publisher.search_updates(view, old_due)[0]:
-        return True  # the old code published nothing here: the same commands either way
-    return bool(publisher.timed_counters)

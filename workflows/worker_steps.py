@@ -47,6 +47,9 @@ from rein.workflows.options import (
 )
 
 if TYPE_CHECKING:
+    from rein.workflows.agent_changes import AgentChanges
+    from rein.workflows.decisions import Decisions
+    from rein.workflows.stages import Stages
     from rein.workflows.state import RunState
 
 
@@ -54,8 +57,11 @@ class WorkerSteps:
     """Steps the worker runs whole (middleware), and compaction before a model call. A collaborator of the
     loop, on its state."""
 
-    def __init__(self, run: RunState) -> None:
+    def __init__(self, run: RunState, agent_changes: AgentChanges, decisions: Decisions, stages: Stages) -> None:
         self.run = run
+        self.agent_changes = agent_changes
+        self.decisions = decisions
+        self.stages = stages
 
     def _step_request(self, config: LoopConfig, elapsed_s: float) -> StepRequest:
         run = self.run
@@ -79,7 +85,7 @@ class WorkerSteps:
         if outcome.conversation:
             run.carry.conversation = outcome.conversation
         run.session = outcome.session_from(run.session)
-        run.decisions.bind_batch()
+        self.decisions.bind_batch()
         run.carry.sent_messages = len(run.session.messages)  # the worker holds the conversation as the step left it
         run.record_steps(outcome.steps)
         return outcome.interrupt
@@ -103,18 +109,18 @@ class WorkerSteps:
             run_id=info.workflow_id,
             workflow_run_id=info.run_id,
             stream=run.live_text(),
-            asked_stream=run.stages.asked_stream(run.live_text()),
+            asked_stream=self.stages.asked_stream(run.live_text()),
             step=request,
-            model=run.stages.model_override(),
+            model=self.stages.model_override(),
             version=run.agent.version,
-            tools=run.stages.client_tool_specs(),
+            tools=self.stages.client_tool_specs(),
         )
-        options = run.stages.model_call_options(config, action.iteration)
+        options = self.stages.model_call_options(config, action.iteration)
         try:
-            outcome = await run.unless_cancelled(run.stages.until_fixed("model step", lambda: workflow.execute_activity(
+            outcome = await run.unless_cancelled(self.stages.until_fixed("model step", lambda: workflow.execute_activity(
                 CALL_MODEL, model_request, result_type=StepOutcome, **options)))
         except ActivityError as err:
-            return run.stages.model_call_error(err)
+            return self.stages.model_call_error(err)
         return self._apply_step(outcome) if outcome is not None else None
 
     async def _tool_step(self, action: machine.RunTools | machine.Wait, request: StepRequest) -> Interrupt | None:
@@ -138,7 +144,7 @@ class WorkerSteps:
             version=run.agent.version,
         )
         try:
-            outcome = await run.unless_cancelled(run.stages.until_fixed("tool step", lambda: workflow.execute_activity(
+            outcome = await run.unless_cancelled(self.stages.until_fixed("tool step", lambda: workflow.execute_activity(
                 RUN_TOOL,
                 tool_request,
                 result_type=StepOutcome,
@@ -148,7 +154,7 @@ class WorkerSteps:
                 summary=summary,
             )))
         except ActivityError as err:
-            if run.agent_changes.taken(err) is not None:
+            if self.agent_changes.taken(err) is not None:
                 return None  # nothing ran: the next pass asks or runs under the agent's current definition
             fail_if_final(err, "Tool step", "StepError")
             detail = failure_detail(err)
@@ -172,7 +178,7 @@ class WorkerSteps:
         info = workflow.info()
         unsent: list[Message | str] = list(run.session.messages[run.carry.sent_messages :])
         try:
-            result = await run.unless_cancelled(run.stages.until_fixed("compaction", lambda: workflow.execute_activity(
+            result = await run.unless_cancelled(self.stages.until_fixed("compaction", lambda: workflow.execute_activity(
                 COMPACT,
                 ModelCallInput(
                     agent=run.agent_key,

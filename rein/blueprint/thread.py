@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rein.blueprint.runners import runner
 from rein.blueprint.sync import ensure_no_running_loop
@@ -15,14 +15,21 @@ from rein.core.ir import StreamChunk
 from rein.core.result import RunResult
 
 if TYPE_CHECKING:
-    from rein.blueprint.agent import Agent
     from rein.core.threads import Mode
+
+
+class ThreadAgent(Protocol):
+    """What a Thread needs of its Agent: rein.blueprint.agent imports this module, so it is named by its shape."""
+
+    def _engine(self) -> str: ...
+
+    def _typed(self, result: RunResult) -> RunResult: ...
 
 
 class Thread:
     """One durable conversation of `agent`: its Temporal workflow id is `thread_id`."""
 
-    def __init__(self, agent: Agent, thread_id: str):
+    def __init__(self, agent: ThreadAgent, thread_id: str):
         if agent._engine() == "local":
             raise ValueError("a thread is a durable run: use engine='temporal' (a Chat keeps a conversation in this process)")
         self.agent = agent

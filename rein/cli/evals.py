@@ -27,7 +27,7 @@ from rein.cli.app import (
 
 if TYPE_CHECKING:
     from rein.client import ReinClient
-    from rein.ops.evals import EvalReport
+    from rein.durable.evals import EvalReport
 
 VERDICT_STYLE = {"match": "green", "differ": "yellow", "diverged": "bold yellow", "failed": "bold red"}
 
@@ -77,7 +77,7 @@ def eval_command(
 
 async def _run(client: ReinClient, target: Any, ids: list[str], since: Any, name: str | None, limit: int | None,
                scorers: list[Any], concurrency: int, task_queue: str | None) -> EvalReport:
-    from rein.ops.evals import EvalError
+    from rein.durable.evals import EvalError
     from rein.ops.worker_lookup import AgentNotServed, queue_for
 
     if isinstance(target, str):  # a NAME: served by workers of the fleet (the queue they poll)

@@ -1,4 +1,4 @@
-"""`rein fork` and `rein rewind`: a run from any step into a new run, or reset in place (rein.ops.fork)."""
+"""`rein fork` and `rein rewind`: a run from any step into a new run, or reset in place (rein.durable.fork)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What a fork changes in the conversation it starts from: validated edits on a Session.
 
-Pure (no I/O): `rein.ops.fork` finds the Session as it stood after the fork step and hands it
+Pure (no I/O): `rein.durable.fork` finds the Session as it stood after the fork step and hands it
 here. Every edit that cannot apply raises ForkError naming what is wrong, before any run starts.
 """
 

@@ -64,6 +64,8 @@ class WaitingMemo(BaseModel):
 
 def waiting_memo(interrupt: Interrupt, pending: list[ToolCall], messages: list[Message], input_tools: frozenset[str],
                  since: datetime, until: datetime | None, thread: bool) -> dict[str, Any]:
+    """The memo of a wait; `pending`: the calls it is for (rein.core.machine.waiting_on: a batch partly decided
+    lists only the calls still undecided, which a card shows and decides)."""
     kind = KINDS[interrupt.type]
     if kind == "approval":
         calls = [c for c in pending if c.name not in input_tools]

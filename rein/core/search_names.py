@@ -13,6 +13,6 @@ SEARCH_ATTRIBUTES = {
     "ReinTenant": "Keyword",
     "ReinEvalOf": "Keyword",
 }
-"""ReinForkOf: set at start on a fork (rein.ops.fork): the workflow id of the run it was forked from.
+"""ReinForkOf: set at start on a fork (rein.durable.fork): the workflow id of the run it was forked from.
 ReinCostUsd: the run's cost with its child agents'; ReinTenant: its fairness key (rein.durable.fleet).
-ReinEvalOf: set at start on a what-if run (`rein eval`, rein.ops.evals): the recorded run's workflow id."""
+ReinEvalOf: set at start on a what-if run (`rein eval`, rein.durable.evals): the recorded run's workflow id."""

@@ -74,7 +74,7 @@ def details_for(
     model: str = "",
 ) -> str:
     """Markdown for the UI's 'current details': what the run is doing or waits for, and how to answer.
-    `fork`: a fork's lineage (rein.ops.fork); `model`: the run's model when its client switched it."""
+    `fork`: a fork's lineage (rein.durable.fork); `model`: the run's model when its client switched it."""
     iterations = f"{view.iteration} iteration{'s' if view.iteration != 1 else ''}"
     lines = [f"**{view.status}** · {iterations} · {view.usage.total_tokens} tokens"]
     if view.turn:  # a thread: its turn first, and how to send it the next message

@@ -23,6 +23,27 @@ def wait_id(run_id: str, pause: int) -> str:
     return f"{pause}-{run_id.replace('-', '')[-8:]}"
 
 
+SHOWN_PREFIX = "rein"
+NO_WAIT = "-"
+"""The wait part of a shown id for a run of a build before wait ids (what it decides is read when it is used)."""
+
+
+def shown_id(wait: str | None, what: str) -> str:
+    """The id a web surface gives something of a wait it shows (an AG-UI interrupt, an AI SDK approval):
+    `rein.<wait>.<what>`, `what` a call id (or `retry`, `input` for a wait without calls). An answer that names it
+    answers that wait only: a later wait of the run, even for a call with the same id, refuses it."""
+    return f"{SHOWN_PREFIX}.{wait or NO_WAIT}.{what}"
+
+
+def parse_shown_id(text: str) -> tuple[str | None, str] | None:
+    """(wait, what) of an id `shown_id` made (wait None: a run of an earlier build), or None for any other text."""
+    prefix, _, rest = text.partition(".")
+    wait, _, what = rest.partition(".")
+    if prefix != SHOWN_PREFIX or not wait or not what:
+        return None
+    return (None if wait == NO_WAIT else wait), what
+
+
 def call_text(call: ToolCall) -> str:
     """A call as a person reads it: `tool(args) [call id]`, its arguments cut to a line."""
     return f"{call.name}({args_line(call.arguments, 120)}) [{call.id}]"

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from rein.core.contract import ANSWER_UPDATE, APPROVE_UPDATE, DENY_UPDATE, RETRY_UPDATE, WORKFLOW_TYPE, RunStatusView
@@ -160,6 +160,16 @@ class InboxClient:
         items = items[:limit] if limit is not None else items
         far = datetime.max.replace(tzinfo=UTC)
         return sorted(items, key=lambda i: i.since or i.started or far)
+
+    async def inbox_item(self, run_id: str) -> InboxItem | None:
+        """The run as the inbox lists it now, read from the run itself (describe: its waiting memo and search
+        attributes as the server holds them, not visibility's copy); None when it waits for nobody. A page that
+        showed an older wait is refreshed with it."""
+        described = await self.client.get_workflow_handle(run_id).describe()
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            return None
+        items = await items_of_page(self.client, [described.raw_description.workflow_execution_info])
+        return items[0] if items else None
 
     async def decide_inbox(self, decision: Literal["approve", "deny"], items: list[InboxItem], *, tool: str | None = None,
                            reason: str = "", approver: str | None = None, tenant: str | None = None,

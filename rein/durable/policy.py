@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
@@ -36,10 +36,8 @@ from rein.core.policy import (
 from rein.core.session import Session
 from rein.durable.inbox import BulkOutcome
 from rein.durable.policy_store import read_rules
+from rein.durable.runs_client import RunsClient
 from rein.temporal import history
-
-if TYPE_CHECKING:
-    from rein.client import ReinClient
 
 POLICY_TIMEOUT = timedelta(seconds=30)
 """How long a change waits for a worker to take it (the policy workflow runs on the client's task queue)."""
@@ -78,7 +76,7 @@ class Explained:
 class Policy:
     """The namespace's rules, through a ReinClient (`client.policy`)."""
 
-    def __init__(self, runs: ReinClient):
+    def __init__(self, runs: RunsClient):
         self.runs = runs
 
     async def rules(self) -> PolicyState:

@@ -20,14 +20,13 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 from temporalio.exceptions import CancelledError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from rein.core.contract import (
     CALL_MODEL,
     FORK_MEMO,
     RUN_TOOL,
     SEARCH_KEYS,
-    WORKFLOW_TYPE,
     RunOutcome,
     RunStatusView,
 )
@@ -35,6 +34,7 @@ from rein.core.ir import ToolCall, Usage
 from rein.core.result import Interrupt, Step
 from rein.core.summaries import tool_summary
 from rein.core.threads import THREAD_MEMO
+from rein.durable.run_lookup import RunNotFound, is_not_found, list_query  # noqa: F401  (public here too)
 from rein.ops.run_build import RunBuild, run_build
 from rein.temporal import history
 from rein.temporal.run_status import status_of
@@ -50,50 +50,6 @@ _COST = SEARCH_KEYS["ReinCostUsd"]
 _TENANT = SEARCH_KEYS["ReinTenant"]
 
 _WAITS_FOR = {"waiting_approval": "approval", "waiting_input": "input", "waiting_retry": "retry"}
-
-
-class RunNotFound(LookupError):
-    """No run with this id in the namespace."""
-
-
-def is_not_found(err: BaseException) -> bool:
-    return isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
-
-
-def list_query(
-    status: str | None = None, agent: str | None = None, fork_of: str | None = None, tenant: str | None = None,
-    schedule: str | None = None, eval_of: str | None = None, include_evals: bool = True,
-) -> str:
-    """The visibility query behind `rein list`; waiting statuses include only running runs. Without
-    `include_evals` (nor `eval_of`), no what-if run of `rein eval` (ReinEvalOf)."""
-    clauses = [f'WorkflowType="{WORKFLOW_TYPE}"']
-    if not include_evals and not eval_of:
-        clauses.append("ReinEvalOf IS NULL")
-    if schedule:
-        clauses.append(f'TemporalScheduledById="{_quote(schedule)}"')  # Temporal marks each scheduled start
-    if agent:
-        clauses.append(f'ReinAgent="{_quote(agent)}"')
-    if fork_of:
-        clauses.append(f'ReinForkOf="{_quote(fork_of)}"')
-    if eval_of:
-        clauses.append(f'ReinEvalOf="{_quote(eval_of)}"')
-    if tenant:
-        clauses.append(f'ReinTenant="{_quote(tenant)}"')
-    if status == "failed":
-        # A run can fail before its workflow code records ReinStatus (or be terminated).
-        clauses.append('(ReinStatus="failed" OR ExecutionStatus="Failed" OR ExecutionStatus="Terminated" '
-                       'OR ExecutionStatus="TimedOut")')
-    elif status == "cancelled":
-        clauses.append('(ReinStatus="cancelled" OR ExecutionStatus="Canceled")')
-    elif status in ("running", "waiting_approval", "waiting_input", "waiting_retry"):
-        clauses.append(f'ReinStatus="{status}" AND ExecutionStatus="Running"')
-    elif status:
-        clauses.append(f'ReinStatus="{_quote(status)}"')
-    return " AND ".join(clauses)
-
-
-def _quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 @dataclass
@@ -230,7 +186,7 @@ class RunDetail:
     (neither answered: visibility's values, `live` False)."""
     task_queue: str | None = None
     fork_of: dict[str, Any] | None = None
-    """A fork's lineage (rein.ops.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
+    """A fork's lineage (rein.durable.fork.FORK_MEMO): the run it came from, the step, the edits, who asked."""
     tenant: str | None = None
     """The run's tenant (Temporal fairness key, ReinTenant)."""
     turns: int | None = None

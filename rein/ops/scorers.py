@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rein.core.result import RunResult
-    from rein.ops.evals import RecordedRun
+    from rein.durable.evals import RecordedRun
 
 
 class exact_match:  # noqa: N801 - used like a function: scorers=[exact_match()]

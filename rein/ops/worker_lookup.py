@@ -56,7 +56,7 @@ async def _served_queue(client: ReinClient, agent: str, candidates: list[str],
     """(the first candidate a worker that knows `agent` polls, whether any candidate was polled at all,
     what the last worker asked answered when it did not describe the agent)."""
     from rein.core.fork_edits import ForkError
-    from rein.ops.fork import describe_agent
+    from rein.durable.fork import describe_agent
 
     any_polled, refused = False, ""
     for candidate in candidates:

@@ -15,7 +15,7 @@ import json
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import Payload, WorkflowExecution
@@ -26,10 +26,11 @@ from temporalio.api.workflowservice import v1 as rpc
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import WorkerDeploymentConfig
 
 from rein import settings
-from rein.temporal.sandbox import PURE_MODULES
+
+if TYPE_CHECKING:
+    from temporalio.worker import WorkerDeploymentConfig  # the worker side: what the CLI's readers never load
 
 DEPLOYMENT_ENV, BUILD_ID_ENV, PROMOTE_ENV, VERSIONING_ENV = "REIN_DEPLOYMENT", "REIN_BUILD_ID", "REIN_PROMOTE", "REIN_VERSIONING"
 DEFAULT_DEPLOYMENT, VERSIONING_OFF = "rein", "none"
@@ -43,6 +44,8 @@ without it is a rein build from before (its runs were PINNED by default) or not 
 
 def default_build_id() -> str:
     """`rein-<digest>` of the code a run depends on: rein's workflow-side modules and activities."""
+    from rein.temporal.sandbox import PURE_MODULES  # the sandbox's list (temporalio's worker side: not for readers)
+
     digest = hashlib.sha256()
     for path in sorted(_source_files((*BUILD_SOURCES, *PURE_MODULES))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -90,6 +93,8 @@ def versioning_behavior(given: str | None = None) -> VersioningBehavior:
 
 
 def deployment_config(version: WorkerDeploymentVersion, behavior: VersioningBehavior) -> WorkerDeploymentConfig:
+    from temporalio.worker import WorkerDeploymentConfig
+
     return WorkerDeploymentConfig(version, use_worker_versioning=True, default_versioning_behavior=behavior)
 
 

@@ -21,8 +21,8 @@ from temporalio.client import Client
 
 from rein.core.contract import CALL_MODEL, RUN_TOOL, recorded_reply
 from rein.core.digest import call_hash, ref
+from rein.core.errors import CodecKeyError
 from rein.core.ir import Completion, ToolCall, ToolResult
-from rein.temporal.codec import CodecKeyError
 from rein.tracing import genai
 
 _MODEL = re.compile(r"^model (.+) · iteration")

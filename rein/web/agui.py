@@ -5,7 +5,8 @@
 - `POST /{agent}` takes a `RunAgentInput` and answers with the AG-UI run as server-sent events. `threadId` is the
   rein thread id (the first message starts the thread), the new user message goes to the thread with its id as the
   message id (a retried POST joins the same turn), trailing tool messages answer the client tool calls the turn
-  waits for, and `resume` entries decide the interrupts the previous run ended with (rein.web.agui_input).
+  waits for, and `resume` entries decide the interrupts the previous run ended with (rein.web.agui_input), each
+  bound to the wait its interrupt id names (rein.web.resume: a stale one is a RUN_ERROR, nothing decided).
 - `GET /{agent}/{threadId}` is a viewer's stream of the thread's turns (EventSource: it reconnects by itself).
 
 Every event has an id; a client that sends the last one it has (`Last-Event-ID`) gets every later event once
@@ -34,11 +35,11 @@ from starlette.routing import Route
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.client import DecisionQueued, DecisionRejected, NoWorker, ReinClient, ThreadRefused
+from rein.client import DecisionRejected, NoWorker, ReinClient, ThreadRefused
 from rein.core.contract import SEARCH_KEYS
 from rein.core.shared_state import StateError, check
-from rein.core.threads import ThreadView
 from rein.temporal.bearer import BearerAuth
+from rein.web import resume
 from rein.web.agui_events import Emitted, Resumed, TurnEvents, parse_event_id, snapshot, state_snapshot
 from rein.web.agui_input import Ask, BadInput, read
 from rein.web.auth import Viewer, WebAuth
@@ -205,33 +206,10 @@ class AgUi:
             return taken.offset
         view = await self.runs.thread(thread_id)
         if ask.kind == "resume":
-            run.answering = frozenset(d.interrupt_id for d in ask.decisions)
-            await self._decide(ask, view, who)
+            run.answering = await resume.decide(self.runs, thread_id, ask.decisions, who=who,
+                                                update_prefix=f"agui-{ask.input.run_id}")
             return view.offset
         return view.turn_offset if view.open else -1
-
-    async def _decide(self, ask: Ask, view: ThreadView, who: str) -> None:
-        """The resume entries, each the same validated decision as `rein approve`, `deny`, `answer`, `retry`."""
-        status = await self.runs.status(ask.input.thread_id)
-        pending = {c.id for c in status.pending_tool_calls}
-        for decision in ask.decisions:
-            known = decision.interrupt_id in pending or (status.status == "waiting_retry" and decision.interrupt_id == "retry") \
-                or (status.status == "waiting_input" and decision.interrupt_id.startswith("input-"))
-            if not known:
-                raise DecisionRejected(f"interrupt {decision.interrupt_id!r} is not pending in thread {view.thread_id} "
-                                       f"(it is {status.status}): unknown, or already answered")
-        for decision in ask.decisions:
-            update_id = f"agui-{ask.input.run_id}-{decision.interrupt_id}"
-            call = None if decision.interrupt_id.startswith("input-") else decision.interrupt_id
-            with contextlib.suppress(DecisionQueued):  # with the server: the run applies it when a worker takes it
-                if decision.kind == "retry" or decision.interrupt_id == "retry":
-                    await self.runs.retry(view.thread_id, update_id=update_id)
-                elif decision.kind == "answer":
-                    await self.runs.answer(view.thread_id, decision.text, approver=who, update_id=update_id)
-                elif decision.kind == "approve":
-                    await self.runs.approve(view.thread_id, call, approver=who, update_id=update_id)
-                else:
-                    await self.runs.deny(view.thread_id, call, approver=who, reason=decision.text, update_id=update_id)
 
     async def _told(self, thread_id: str, offset: int, run: TurnEvents,
                     resumed: Resumed | None = None) -> AsyncIterator[Emitted]:

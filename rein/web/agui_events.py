@@ -57,10 +57,14 @@ from ag_ui.core.events import RunFinishedCancelledOutcome
 from rein.core.events import StreamEvent, TextDeduplicator
 from rein.core.ir import Message, StreamChunk
 from rein.core.shared_state import STATE_EVENT, SharedState
+from rein.core.waits import shown_id
 
 MODEL_STEP = "model"
 RETRY_INTERRUPT = "retry"
-"""The interrupt id of a turn that waits to retry a failed model call (resume it with any `resolved` entry)."""
+"""What the interrupt of a turn that waits to retry a failed model call names (`rein.<wait>.retry`; resume it with
+any `resolved` entry)."""
+INPUT_INTERRUPT = "input"
+"""What the interrupt of a question asked without a tool call names (`rein.<wait>.input`)."""
 APPROVAL_SCHEMA = {"type": "object", "properties": {"approve": {"type": "boolean"}, "reason": {"type": "string"}},
                    "required": ["approve"]}
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
@@ -85,8 +89,9 @@ def parse_event_id(text: str | None) -> tuple[int, int, int] | None:
 @dataclass
 class TurnEvents:
     """Stream items in, AG-UI events out (see the module). `waiting_for`: a message id whose turn this run tells
-    (until its `turn` item, nothing else is told); `answering`: call ids the run's input answers (a wait for those
-    alone is the input taking effect, not the run's end)."""
+    (until its `turn` item, nothing else is told); `answering`: the calls the run's input answers, as shown ids
+    (`rein.<wait>.<call id>`: a resume's, rein.web.resume) or bare call ids (tool results): a wait for those alone is
+    the input taking effect, not the run's end (a later wait for a call with a repeated id is told)."""
 
     thread_id: str
     run_id: str
@@ -265,7 +270,9 @@ class TurnEvents:
     def _interrupt(self, offset: int, chunk: StreamChunk) -> list[BaseEvent]:
         data = chunk.data or {}
         calls = [c for c in data.get("calls") or [] if isinstance(c, dict) and c.get("id")]
-        if self._more or (calls and {str(c["id"]) for c in calls} <= self.answering):
+        wait = data.get("wait") if isinstance(data.get("wait"), str) else None
+        if self._more or (calls and all(shown_id(wait, str(c["id"])) in self.answering or str(c["id"]) in self.answering
+                                        for c in calls)):
             return []  # answered already, or the next of the calls this run's input decides (being decided now)
         client = set(data.get("client_tools") or [])
         outcome: RunFinishedInterruptOutcome | RunFinishedSuccessOutcome
@@ -340,23 +347,34 @@ def snapshot(messages: list[Message]) -> MessagesSnapshotEvent:
 
 def _interrupts(kind: str, data: dict[str, Any], calls: list[dict[str, Any]], client: set[str],
                 offset: int) -> list[Interrupt]:
-    """One AG-UI interrupt per call the wait is for (its id: the call's id), or one for a wait without calls."""
+    """One AG-UI interrupt per call the wait is for, or one for a wait without calls. Each id names the wait and
+    the call (`rein.<wait>.<call id>`, `rein.<wait>.retry`, `rein.<wait>.input`: rein.core.waits.shown_id), so a
+    resume answers that wait only; a run of a build before wait ids keeps the earlier ids (the call's id, `retry`,
+    `input-<offset>`)."""
+    wait = data.get("wait") if isinstance(data.get("wait"), str) else None
+
+    def named(what: str, earlier: str) -> str:
+        return shown_id(wait, what) if wait else earlier
+
+    meta: dict[str, Any] = {"wait": wait} if wait else {}
     if kind == "error" or not calls:
-        return [Interrupt(id=RETRY_INTERRUPT if kind == "error" else f"input-{offset}",
+        what = RETRY_INTERRUPT if kind == "error" else INPUT_INTERRUPT
+        return [Interrupt(id=named(what, RETRY_INTERRUPT if kind == "error" else f"input-{offset}"),
                           reason="model_error" if kind == "error" else "input", message=str(data.get("message", "")),
-                          response_schema=None if kind == "error" else ANSWER_SCHEMA)]
+                          response_schema=None if kind == "error" else ANSWER_SCHEMA, metadata={"rein": meta})]
     found = []
     for call in calls:
-        name, arguments = str(call.get("name", "")), call.get("arguments") or {}
-        if kind == "need_approval":  # `pause`: which wait of the run asks (the AI SDK's approval id carries it)
-            found.append(Interrupt(id=str(call["id"]), reason="tool_approval", tool_call_id=str(call["id"]),
+        name, arguments, call_id = str(call.get("name", "")), call.get("arguments") or {}, str(call["id"])
+        rein = {"tool": name, "arguments": arguments, **meta}
+        if kind == "need_approval":
+            found.append(Interrupt(id=named(call_id, call_id), reason="tool_approval", tool_call_id=call_id,
                                    message=f"Approve {name}({_arguments(arguments)})?", response_schema=APPROVAL_SCHEMA,
-                                   metadata={"rein": {"tool": name, "arguments": arguments, "pause": data.get("pause")}}))
+                                   metadata={"rein": rein}))
         elif name not in client:
             question = arguments.get("question") if isinstance(arguments, dict) else None
-            found.append(Interrupt(id=str(call["id"]), reason="input", tool_call_id=str(call["id"]),
+            found.append(Interrupt(id=named(call_id, call_id), reason="input", tool_call_id=call_id,
                                    message=str(question or data.get("message", "")), response_schema=ANSWER_SCHEMA,
-                                   metadata={"rein": {"tool": name, "arguments": arguments}}))
+                                   metadata={"rein": rein}))
     return found
 
 

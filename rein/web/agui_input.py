@@ -3,7 +3,8 @@
 An AG-UI client sends the whole conversation each time; what is new is at its end. The input's last message, if
 a user's, is a new message for the thread (its id the message id: sent twice, taken once); trailing tool messages
 are the results of the client tool calls the thread waits for; `resume` entries answer the interrupts that ended
-the previous run (approvals, answers, a retry). Anything else is a viewer's request: the turn under way, if any.
+the previous run (approvals, answers, a retry), each bound to the wait its interrupt id names (rein.web.resume).
+Anything else is a viewer's request: the turn under way, if any.
 Malformed input raises `BadInput` (HTTP 422) with why; nothing has been sent then.
 """
 
@@ -19,6 +20,8 @@ from pydantic import ValidationError
 from rein.core.errors import validation_text
 from rein.core.ir import ToolSpec
 from rein.core.threads import MAX_CLIENT_TOOLS, MAX_MESSAGE_CHARS, MODES, Mode
+from rein.core.waits import parse_shown_id
+from rein.web.resume import Answer
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
 MAX_TOOL_SCHEMA_BYTES = 16 * 1024
@@ -33,15 +36,6 @@ class BadInput(ValueError):
 
 
 @dataclass
-class Decision:
-    """One resume entry, as the decision it is (`approve`, `deny`, `answer` or `retry`)."""
-
-    interrupt_id: str
-    kind: Literal["approve", "deny", "answer", "retry"]
-    text: str = ""
-
-
-@dataclass
 class Ask:
     """What the input asks: `kind` message (`text`, `message_id`, `mode`), results (`results`), resume
     (`decisions`) or watch (nothing new)."""
@@ -52,7 +46,7 @@ class Ask:
     message_id: str = ""
     mode: Mode = "queue"
     results: dict[str, str] = field(default_factory=dict)
-    decisions: list[Decision] = field(default_factory=list)
+    decisions: list[Answer] = field(default_factory=list)
     tools: list[ToolSpec] = field(default_factory=list)
     state: Any = None
     """The state a new thread starts with (the page's, rein.web.agui's `_page_state`)."""
@@ -134,19 +128,34 @@ def client_tools(tools: list[Tool]) -> list[ToolSpec]:
     return specs
 
 
-def _decision(interrupt_id: str, status: str, payload: Any) -> Decision:
-    """A resume entry as a decision: `{"approve": true}`, `{"approve": false, "reason": ...}`, `{"answer": ...}`;
-    a `cancelled` entry denies (for an approval) or is refused (nothing else can be left unanswered)."""
-    if status == "cancelled":
-        return Decision(interrupt_id, "deny", "cancelled by the client")
+RETRY = "retry"
+"""What a retry's interrupt id names (`rein.<wait>.retry`; `retry` alone from builds before wait ids)."""
+INPUT = "input"
+"""What the interrupt id of a question asked without a tool call names (`rein.<wait>.input`; earlier `input-N`)."""
+
+
+def _decision(interrupt_id: str, status: str, payload: Any) -> Answer:
+    """A resume entry as the answer it is, on the wait and the call its interrupt id names: `{"approve": true}`,
+    `{"approve": false, "reason": ...}`, `{"answer": ...}`, a retry's interrupt resolved; a `cancelled` entry denies
+    (for an approval) or is refused (nothing else can be left unanswered). An id that names no wait (an interrupt of
+    a build before wait ids: the call's id, `retry`, `input-N`) answers a wait without an id only."""
+    parsed = parse_shown_id(interrupt_id)
+    wait, what = parsed if parsed is not None else (None, interrupt_id)
+    retry = what == RETRY
+    call = None if retry or what == INPUT or (parsed is None and what.startswith("input-")) else what
     if not isinstance(payload, dict):
         payload = {}
+    if status == "cancelled":
+        return Answer(interrupt_id, wait, call, "deny", "cancelled by the client")
+    if retry:  # any resolved entry
+        return Answer(interrupt_id, wait, None, "retry")
     if isinstance(payload.get("approve"), bool):
         reason = payload.get("reason")
-        return Decision(interrupt_id, "approve" if payload["approve"] else "deny", reason if isinstance(reason, str) else "")
+        return Answer(interrupt_id, wait, call, "approve" if payload["approve"] else "deny",
+                      reason if isinstance(reason, str) else "")
     if isinstance(payload.get("answer"), str) and payload["answer"].strip():
-        return Decision(interrupt_id, "answer", payload["answer"])
+        return Answer(interrupt_id, wait, call, "answer", payload["answer"])
     if payload.get("retry") is True:
-        return Decision(interrupt_id, "retry")
+        return Answer(interrupt_id, wait, None, "retry")
     raise BadInput(f"resume entry for interrupt {interrupt_id!r}: its payload must be {{\"approve\": true|false, "
                    "\"reason\": ...}, {\"answer\": \"...\"} or {\"retry\": true}")

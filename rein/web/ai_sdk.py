@@ -38,6 +38,7 @@ from rein.client import DecisionQueued, DecisionRejected, NoWorker, ThreadRefuse
 from rein.core.contract import RunStatusView
 from rein.core.errors import validation_text
 from rein.temporal.bearer import BearerAuth
+from rein.web import resume
 from rein.web.agui import KEEPALIVE_S, TENANT_CLAIM, AgUi, Refused, log
 from rein.web.agui_events import TurnEvents
 from rein.web.agui_input import BadInput
@@ -46,6 +47,7 @@ from rein.web.ai_sdk_input import Ask, PageState, approval_id, read
 from rein.web.auth import Viewer, WebAuth, until_expired
 from rein.web.guard import surface
 from rein.web.hub import Hub
+from rein.web.resume import Answer
 
 HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no",
            "x-vercel-ai-ui-message-stream": "v1"}
@@ -155,30 +157,31 @@ class AiSdk(AgUi):
 
     async def _answer(self, ask: Ask, caller: Viewer) -> tuple[int, frozenset[str]]:
         """The page's approvals and tool outputs, as the same validated decisions as `rein approve` and
-        `ReinClient.tool_results`: the stream offset the turn goes on from and the calls answered; (-1, none) when
-        the message brings nothing the thread waits for. Refused (409) when an approval is stale."""
+        `ReinClient.tool_results`, the approvals bound to the wait their ids name (rein.web.resume): the stream offset
+        the turn goes on from and what was answered (calls as shown ids and bare ids); (-1, none) when the message
+        brings nothing the thread waits for. Refused (409) when an approval is stale: nothing is decided then."""
         thread_id, who = ask.thread_id, caller.subject
         status = await self.runs.status(thread_id)
+        answers = [Answer(a.approval_id, a.wait, a.tool_call_id, "approve" if a.approved else "deny",
+                          a.reason or ("" if a.approved else "denied in the page")) for a in ask.approvals]
+        try:
+            resume.check(status, thread_id, answers)
+        except DecisionRejected as refused:
+            raise Refused(409, f"approval {refused}") from None
         pending = {c.id for c in status.pending_tool_calls}
-        for approval in ask.approvals:
-            if status.status != "waiting_approval" or approval.tool_call_id not in pending \
-                    or (approval.pause and approval.pause != status.pause):
-                raise Refused(409, f"approval {approval.approval_id} is stale: thread {thread_id} does not wait for it "
-                                   f"now (it is {status.status}); nothing was decided")
         outputs = {call: text for call, text in ask.outputs.items() if call in pending}
-        if not ask.approvals and not outputs:
+        if not answers and not outputs:
             return -1, frozenset()
         view = await self.runs.thread(thread_id)
+        answered: frozenset[str] = frozenset()
         try:
-            for approval in ask.approvals:
-                with contextlib.suppress(DecisionQueued):  # with the server: the run applies it when a worker takes it
-                    decide = self.runs.approve if approval.approved else self.runs.deny
-                    await decide(thread_id, approval.tool_call_id, approver=who, update_id=f"ai-sdk-{approval.approval_id}",
-                                 reason=approval.reason or ("" if approval.approved else "denied in the page"))
+            if answers:
+                answered = await resume.decide(self.runs, thread_id, answers, who=who, update_prefix="ai-sdk",
+                                               status=status)
             await self._outputs(thread_id, outputs, set(view.client_tools), who)
         except (DecisionRejected, NoWorker) as refused:
             raise Refused(409, str(refused)) from None
-        return view.offset, frozenset(a.tool_call_id for a in ask.approvals) | frozenset(outputs)
+        return view.offset, answered | frozenset(outputs)
 
     async def _outputs(self, thread_id: str, outputs: dict[str, str], client: set[str], who: str | None) -> None:
         """The page's outputs: results of its own tools (all at once), answers to the agent's questions."""
@@ -226,7 +229,7 @@ class AiSdk(AgUi):
         `start` chunk names the assistant message: `message_id` (the one an answer goes on with) at once, or with
         `from_turn` (or `waiting_for` a message's turn) the turn's own, when its `turn` item comes."""
         run = TurnEvents(thread_id, "", anchor=offset, waiting_for=waiting_for, answering=answering)
-        chunks = UiChunks(answering)
+        chunks = UiChunks(frozenset(resume.call_of(a) for a in answering))
         started = not from_turn and waiting_for is None
         if started:
             yield {"type": "start", **({"messageId": message_id} if message_id else {})}
@@ -304,11 +307,12 @@ SIGN_IN_EXPIRED = 'data: {"type":"error","errorText":"your sign-in expired: sign
 """The last of a response whose caller's sign-in expired."""
 
 
-def _asking(status: RunStatusView) -> dict[str, int]:
-    """The calls the run asks approval for now, with the pause it asks at."""
+def _asking(status: RunStatusView) -> dict[str, str]:
+    """The calls the run asks approval for now, with their approval ids (the wait they are asked in)."""
     if status.status != "waiting_approval":
         return {}
-    return {c.id: status.pause for c in status.pending_tool_calls}
+    asked = status.waiting_on or [c.id for c in status.pending_tool_calls]
+    return {call: approval_id(status.wait, call) for call in asked}
 
 
 def _page_write(body: bytes) -> PageState:
@@ -323,8 +327,8 @@ def _page_write(body: bytes) -> PageState:
 async def _waiting(status: RunStatusView, message_id: str | None) -> AsyncIterator[Chunk]:
     """The turn's wait as it stands: its approval requests (the page has their parts: told again, the same ids)."""
     yield {"type": "start", **({"messageId": message_id} if message_id else {})}
-    for call, pause in _asking(status).items():
-        yield {"type": "tool-approval-request", "toolCallId": call, "approvalId": approval_id(pause, call)}
+    for call, approval in _asking(status).items():
+        yield {"type": "tool-approval-request", "toolCallId": call, "approvalId": approval}
     yield {"type": "finish", "finishReason": "tool-calls" if status.pending_tool_calls else "other"}
 
 

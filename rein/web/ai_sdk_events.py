@@ -50,6 +50,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from rein.core import machine
 from rein.core.ir import Message
 from rein.core.session import Decision, Session
 from rein.web.ai_sdk_input import approval_id
@@ -74,8 +75,8 @@ def turn_message_id(data: dict[str, Any] | None) -> str:
 
 
 class UiChunks:
-    """AG-UI events of one request in, UI message chunks out (see the module); `pause` for approval ids when the
-    stream's interrupt item does not say it (a build before it did)."""
+    """AG-UI events of one request in, UI message chunks out (see the module); `asked`: the calls the request itself
+    answered approvals for."""
 
     def __init__(self, asked: frozenset[str] = frozenset()) -> None:
         self.args: dict[str, str] = {}
@@ -167,7 +168,7 @@ class UiChunks:
         if interrupt.reason == "tool_approval" and interrupt.tool_call_id:
             self.asked.add(interrupt.tool_call_id)
             return [{"type": "tool-approval-request", "toolCallId": interrupt.tool_call_id,
-                     "approvalId": approval_id(int(rein.get("pause") or 0), interrupt.tool_call_id)}]
+                     "approvalId": approval_id(rein.get("wait"), interrupt.tool_call_id)}]
         if interrupt.reason == "input" and interrupt.tool_call_id:
             return []  # a question the model asked with a tool: its part waits for the page's output
         return [{"type": "data-rein-interrupt", "id": interrupt.id,
@@ -180,21 +181,24 @@ def state_part(data: dict[str, Any]) -> Chunk:
     return {"type": "data-state", "id": "state", "data": {"version": data.get("version", 0), "value": data.get("value")}}
 
 
-def ui_messages(session: Session, pending: dict[str, int] | None = None) -> list[dict[str, Any]]:
+def ui_messages(session: Session, pending: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The conversation as UIMessages (see the module); its system prompt stays out. `pending`: the calls a wait
-    asks approval for now, by call id, with the pause it asks at."""
+    asks approval for now, by call id, with their approval ids (`rein.<wait>.<call id>`). Call ids repeat across
+    turns (LiteLLM's `call_0`...): each call takes the results that follow its own message and its own batch's
+    decision, and only the last calls asked can be the ones asked now."""
     pending = pending or {}
-    decisions = {d.tool_call_id: d for d in session.decisions}
-    results = {m.tool_call_id: m for m in session.messages if m.role == "tool" and m.tool_call_id}
+    decided = iter(machine.call_decisions(session))
+    messages = session.messages
+    last = max((i for i, m in enumerate(messages) if m.role == "assistant" and m.tool_calls), default=-1)
     out: list[dict[str, Any]] = []
     reply: dict[str, Any] | None = None
-    for index, message in enumerate(session.messages):
+    for index, message in enumerate(messages):
         if message.role == "user":
             out.append({"id": f"rein-m{index}", "role": "user", "parts": [{"type": "text", "text": message.content}]})
             reply = None
         elif message.role == "assistant":
             if reply is None:
-                user = max((i for i in range(index) if session.messages[i].role == "user"), default=index)
+                user = max((i for i in range(index) if messages[i].role == "user"), default=index)
                 reply = {"id": reply_id(user), "role": "assistant", "parts": []}
                 out.append(reply)
             reply["parts"].append({"type": "step-start"})
@@ -202,19 +206,35 @@ def ui_messages(session: Session, pending: dict[str, int] | None = None) -> list
                 reply["parts"].append({"type": "reasoning", "text": message.reasoning, "state": "done"})
             if message.content:
                 reply["parts"].append({"type": "text", "text": message.content, "state": "done"})
+            results = _results_after(messages, index)
             for call in message.tool_calls or []:
-                reply["parts"].append(_tool_part(call.id, call.name, call.arguments, results.get(call.id),
-                                                 decisions.get(call.id), pending.get(call.id)))
+                _, decision = next(decided, (call, None))
+                asking = pending.get(call.id) if index == last and call.id not in results else None
+                reply["parts"].append(_tool_part(call.id, call.name, call.arguments, results.get(call.id), decision,
+                                                 asking))
     return out
 
 
+def _results_after(messages: list[Message], index: int) -> dict[str, Message]:
+    """The tool results that follow the assistant message at `index` (its calls' results), by call id."""
+    found: dict[str, Message] = {}
+    for message in messages[index + 1:]:
+        if message.role != "tool":
+            break
+        if message.tool_call_id:
+            found.setdefault(message.tool_call_id, message)
+    return found
+
+
 def _tool_part(call_id: str, name: str, arguments: dict[str, Any], result: Message | None, decision: Decision | None,
-               pause: int | None) -> dict[str, Any]:
+               asking: str | None) -> dict[str, Any]:
+    """A call as a tool part; `asking`: its approval id while a wait asks approval for it (a decided call's id names
+    no wait: it is history, nothing a page can answer again)."""
     part: dict[str, Any] = {"type": f"tool-{name}", "toolCallId": call_id, "input": arguments}
-    approval = approval_id(pause if pause is not None else 0, call_id)
+    approval = asking or approval_id(None, call_id)
     if result is None:
-        part["state"] = "approval-requested" if pause is not None else "input-available"
-        if pause is not None:
+        part["state"] = "approval-requested" if asking is not None else "input-available"
+        if asking is not None:
             part["approval"] = {"id": approval}
         return part
     asked = decision is not None and decision.answer is None

@@ -23,10 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rein.core.errors import validation_text
 from rein.core.ir import ToolSpec
 from rein.core.threads import MAX_MESSAGE_CHARS, Mode
+from rein.core.waits import parse_shown_id, shown_id
 from rein.web.agui_input import BadInput, client_tools
-
-APPROVAL_PREFIX = "rein"
-"""Approval ids rein sends read `rein.<pause>.<tool call id>`: the call, and which wait of the run asked."""
 
 
 class _Loose(BaseModel):
@@ -79,11 +77,12 @@ class ChatRequest(_Loose):
 
 @dataclass
 class Approval:
-    """A page's answer to a tool approval request: the call, the wait it was asked at, yes or no and why."""
+    """A page's answer to a tool approval request: the call, the wait it was asked in, yes or no and why."""
 
     approval_id: str
     tool_call_id: str
-    pause: int
+    wait: str | None
+    """The wait's id (rein.core.waits); None for a run of a build before wait ids."""
     approved: bool
     reason: str = ""
 
@@ -109,18 +108,10 @@ class Ask:
         return self.request.id
 
 
-def approval_id(pause: int, tool_call_id: str) -> str:
-    """The approval id rein sends for a call the run asks about at its pause `pause` (its wait)."""
-    return f"{APPROVAL_PREFIX}.{pause}.{tool_call_id}"
-
-
-def parse_approval_id(text: str) -> tuple[int, str] | None:
-    """(pause, tool call id) of an approval id rein sent, or None."""
-    prefix, _, rest = text.partition(".")
-    pause, _, call = rest.partition(".")
-    if prefix != APPROVAL_PREFIX or not pause.isdigit() or not call:
-        return None
-    return int(pause), call
+def approval_id(wait: str | None, tool_call_id: str) -> str:
+    """The approval id rein sends for a call a wait asks about: `rein.<wait>.<tool call id>` (rein.core.waits.shown_id;
+    `rein.-.<id>` from a build before wait ids). An approval that names another wait than the thread's is stale."""
+    return shown_id(wait, tool_call_id)
 
 
 def read(body: bytes) -> Ask:
@@ -186,14 +177,14 @@ def _answers(message: UIMessage) -> tuple[list[Approval], dict[str, str]]:
 def _approval(part: UIPart) -> Approval:
     given = part.approval or {}
     raw_id, approved, reason = given.get("id"), given.get("approved"), given.get("reason")
-    parsed = parse_approval_id(raw_id) if isinstance(raw_id, str) else None
+    parsed = parse_shown_id(raw_id) if isinstance(raw_id, str) else None
     if parsed is None or not isinstance(approved, bool):
         raise BadInput(f"tool call {part.tool_call_id!r}: its approval must be {{\"id\": the approval id rein sent, "
                        "\"approved\": true|false, \"reason\": ...}")
-    pause, call = parsed
+    wait, call = parsed
     if call != part.tool_call_id:
         raise BadInput(f"approval {raw_id!r} is not for tool call {part.tool_call_id!r}")
-    return Approval(str(raw_id), call, pause, approved, reason if isinstance(reason, str) else "")
+    return Approval(str(raw_id), call, wait, approved, reason if isinstance(reason, str) else "")
 
 
 def _output_text(output: Any, call_id: str) -> str:

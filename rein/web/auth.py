@@ -23,7 +23,7 @@ from starlette.requests import Request
 
 from rein import settings
 from rein.temporal.bearer import BearerAuth, BearerCheck
-from rein.web.tokens import ReadTokens, identity, local_token
+from rein.web.tokens import ReadTokens, local_token
 
 ALL_TENANTS = "*"
 READ_TOKEN_PARAM = "read_token"
@@ -63,8 +63,9 @@ class WebAuth:
         self.check = BearerCheck(self.auth)
         self.tenant_claim = tenant_claim or settings.current().tenant_claim
         self.reads = ReadTokens()
-        self.me = identity()
-        """Who the local token and open mode decide as (REIN_IDENTITY, default USER@HOST)."""
+        self.me = settings.current().identity
+        """Who the local token and open mode decide as: the `identity` setting (REIN_IDENTITY, default USER@HOST), as
+        the CLI and scripts do."""
         self.token_name = settings.current().web_token_name.strip() or "token"
         """Who the shared token decides as (REIN_WEB_TOKEN_NAME)."""
 

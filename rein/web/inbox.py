@@ -2,7 +2,8 @@
 
 One poller reads visibility (ReinClient.inbox) once per interval while anyone watches and fans each change out to
 every browser; each sees its own tenant's items only. Decisions go through the runs' validated updates with the
-approver and the tenant the sign-in verified: a run of another tenant refuses them itself.
+approver and the tenant the sign-in verified: a run of another tenant refuses them itself. Each names what its card
+showed (the wait and the call ids): a run that waits on something else by then refuses it, and the card shows that.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from temporalio.service import RPCError, RPCStatusCode
 
-from rein.core.contract import SEARCH_KEYS
+from rein.core.contract import MAX_ID, MAX_NAMED_CALLS, SEARCH_KEYS
 from rein.core.durations import parse_duration
 from rein.core.inbox import InboxItem, cut
 from rein.core.policy import PolicyError, parse_args
-from rein.durable.inbox import InboxError
+from rein.durable.inbox import BULK_CONCURRENCY, InboxError
 from rein.ops.ui_links import run_url
 from rein.temporal import history
 from rein.web.auth import Viewer, WebAuth, until_expired
@@ -84,6 +85,8 @@ class Poller:
         self.listeners += 1
         if self.task is None:
             self.task = asyncio.ensure_future(self._run())
+        else:
+            self.kick()  # a page that opens (or reloads) gets the list as it is now, not the last poll's
         seen = 0  # version 0: nothing read yet
 
         def news() -> bool:
@@ -109,6 +112,20 @@ class Poller:
             self.task.cancel()
             with contextlib.suppress(BaseException):
                 await self.task
+
+
+def shown(body: dict[str, Any], action: str) -> tuple[str, list[str]]:
+    """The wait and the calls a card showed, which its decision names (call ids alone repeat across turns): a
+    decision from the web that names neither is what approved calls nobody saw, so it is refused (422)."""
+    wait, ids = body.get("wait"), body.get("tool_call_ids")
+    if not isinstance(wait, str) or not wait or len(wait) > MAX_ID:
+        raise HTTPException(422, f"name the wait the card showed (wait): a decision from the page decides what it "
+                                 f"showed, nothing else (an earlier build's run without a wait id: rein {action} RUN)")
+    if not isinstance(ids, list) or not all(isinstance(i, str) and 0 < len(i) <= MAX_ID for i in ids) \
+            or len(ids) > MAX_NAMED_CALLS or (action in ("approve", "deny") and not ids):
+        raise HTTPException(422, f"name the calls the card showed (tool_call_ids: a list of call ids, at most "
+                                 f"{MAX_NAMED_CALLS}{'; at least one to ' + action if action in ('approve', 'deny') else ''})")
+    return wait, list(ids)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -241,20 +258,25 @@ class Inbox:
         return body
 
     async def decide(self, request: Request, viewer: Viewer) -> dict[str, Any]:
-        """{run_id, action: approve|deny|answer|retry, tool_call_id?, text?, reason?, remember?: always|run|thread,
-        tool?}: one decision; `remember` (with approve) also adds the rule, which decides the other calls it covers."""
+        """{run_id, action: approve|deny|answer|retry, wait, tool_call_ids, text?, reason?, remember?:
+        always|run|thread, tool?}: one decision on what the card showed (`wait`, `tool_call_ids`: required, 422);
+        `remember` (with approve) also adds the rule, which decides the other calls it covers. A refusal carries
+        the run as it waits now (`item`; null: it waits for nobody), so the card shows that instead."""
         body = await self._body(request)
         run_id, action = str(body.get("run_id") or ""), body.get("action")
         if not run_id or action not in ("approve", "deny", "answer", "retry"):
             raise ValueError("give run_id and an action: approve, deny, answer or retry")
+        wait, ids = shown(body, action)
         remember = body.get("remember")
         if remember not in (None, "", "always", "run", "thread") or (remember and action != "approve"):
             raise ValueError("remember is always, run or thread, with approve")
         agent, tenant = await self._run_tenant(run_id, viewer)  # an unknown run (or another tenant's): 404
-        outcome = await self.client.decide_item(run_id, action, tool_call_id=body.get("tool_call_id") or None,
+        outcome = await self.client.decide_item(run_id, action, tool_call_ids=ids, wait=wait,
                                                 text=str(body.get("text") or ""), reason=str(body.get("reason") or ""),
                                                 approver=viewer.subject, tenant=viewer.tenant)
         result: dict[str, Any] = outcome.to_json()
+        if outcome.outcome == "refused":
+            result["item"] = await self._now(run_id, viewer)
         if remember and outcome.outcome == "applied":
             tool = str(body.get("tool") or "")
             change = await self.client.policy.add(
@@ -266,23 +288,49 @@ class Inbox:
         self.poller.kick()
         return result
 
+    async def _now(self, run_id: str, viewer: Viewer) -> dict[str, Any] | None:
+        """The run's card as it waits now (read from the run itself), or None: it waits for nobody, or not for
+        this viewer."""
+        try:
+            item = await self.client.inbox_item(run_id)
+        except RPCError:
+            return None
+        return self.item_json(item) if item is not None and viewer.allows(item.tenant) else None
+
     async def bulk(self, request: Request, viewer: Viewer) -> list[dict[str, Any]]:
-        """{run_ids: [...], action: approve|deny, reason?}: each listed approval decided (scoped to the viewer)."""
+        """{items: [{run_id, wait, tool_call_ids}], action: approve|deny, reason?}: each card's decision on what it
+        showed (scoped to the viewer); per run applied, refused (with `item`, the run as it waits now) or queued."""
         body = await self._body(request)
-        ids, action = body.get("run_ids"), body.get("action")
-        if action not in ("approve", "deny") or not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise ValueError("give run_ids (a list) and an action: approve or deny")
-        if len(ids) > MAX_BULK_IDS:
-            raise HTTPException(422, f"{len(ids)} run ids given, at most {MAX_BULK_IDS} in one bulk decision")
-        listed = {i.run_id: i for i in await self.client.inbox(tenant=viewer.tenant, kind="approval")}
-        missing = [i for i in ids if i not in listed]
-        outcomes = await self.client.decide_inbox(action, [listed[i] for i in ids if i in listed],
-                                                  reason=str(body.get("reason") or ""), approver=viewer.subject,
-                                                  tenant=viewer.tenant)
+        cards, action = body.get("items"), body.get("action")
+        if action not in ("approve", "deny"):
+            raise ValueError("give items (the cards) and an action: approve or deny")
+        if not isinstance(cards, list):
+            raise HTTPException(422, "name what each card showed: items: [{run_id, wait, tool_call_ids}] "
+                                     "(a list of run ids alone decides nothing)")
+        if len(cards) > MAX_BULK_IDS:
+            raise HTTPException(422, f"{len(cards)} run ids given, at most {MAX_BULK_IDS} in one bulk decision")
+        named: dict[str, tuple[str, list[str]]] = {}
+        for card in cards:
+            run_id = card.get("run_id") if isinstance(card, dict) else None
+            if not isinstance(run_id, str) or not run_id:
+                raise HTTPException(422, "each of items is {run_id, wait, tool_call_ids}")
+            named.setdefault(run_id, shown(card, action))
+        gate = asyncio.Semaphore(BULK_CONCURRENCY)
+
+        async def one(run_id: str, wait: str, ids: list[str]) -> dict[str, Any]:
+            async with gate:
+                outcome = (await self.client.decide_item(run_id, action, tool_call_ids=ids, wait=wait,
+                                                         reason=str(body.get("reason") or ""),
+                                                         approver=viewer.subject, tenant=viewer.tenant)).to_json()
+                if outcome["outcome"] == "refused":
+                    outcome["item"] = await self._now(run_id, viewer)
+                    if outcome["item"] is None:  # ended, unknown, or another tenant's: nothing more is said
+                        outcome["detail"] = "not waiting for approval (or not yours)"
+            return outcome
+
+        outcomes = await asyncio.gather(*(one(run_id, *card) for run_id, card in named.items()))
         self.poller.kick()
-        return [o.to_json() for o in outcomes] + [
-            {"run_id": i, "outcome": "refused", "detail": "not waiting for approval (or not yours)", "decided": []}
-            for i in missing]
+        return list(outcomes)
 
     async def rules(self, request: Request, viewer: Viewer) -> Any:
         if request.method == "GET":

@@ -2,8 +2,8 @@
 
 - The local token: with no sign-in configured, `rein serve` (and `rein.web.agui.app`) still serves nobody without
   a token. It makes one (random, in REIN_HOME/web-token, readable by its owner only) and reuses it on every start,
-  so a link printed yesterday still signs in. Whoever holds it acts as the local person (REIN_IDENTITY, default
-  USER@HOST).
+  so a link printed yesterday still signs in. Whoever holds it acts as the local person (the `identity` setting,
+  rein.settings: REIN_IDENTITY, default USER@HOST).
 - Read tokens: an EventSource cannot send an `Authorization` header, so a signed-in page mints a read token
   (PyJWT, HS256 with a key this process made) and opens the stream with `?read_token=...`. It is good for reads
   only (GET), for REIN_WEB_READ_TOKEN_S seconds at most, never past the token it was minted with, and only on the
@@ -13,10 +13,8 @@
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
 import secrets
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -27,18 +25,6 @@ from rein import settings  # noqa: I001
 
 TOKEN_FILE = "web-token"
 READ_AUDIENCE = "rein-read"
-
-
-def identity() -> str:
-    """Who the local person is: REIN_IDENTITY, else USER@HOST."""
-    configured = settings.current().identity.strip()
-    if configured:
-        return configured
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry for this uid (a container)
-        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
-    return f"{user}@{socket.gethostname()}"
 
 
 def token_path(home: Path | None = None) -> Path:

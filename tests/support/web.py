@@ -80,15 +80,16 @@ async def _blocks(http: httpx.AsyncClient, url: str, headers: dict[str, str], un
     return 200, blocks
 
 
-def start_rein_serve(log: Path, address: str, queue: str, *args: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`rein serve` as a user runs it (its own process, no sign-in variables but `env`); its base URL once it says
-    where it listens (and, when it signs in with its own token, the link)."""
+def start_rein_serve(log: Path, address: str, queue: str, *args: str, poll: str = "0.2",
+                     **env: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`rein serve` as a user runs it (its own process, no sign-in variables but `env`, reading the inbox every
+    `poll` seconds); its base URL once it says where it listens (and, when it signs in with its own token, the link)."""
     port = free_port()
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("REIN_CODEC", "REIN_WEB", "REIN_IDENTITY"))}
     clean.update(REIN_TASK_QUEUE=queue, PYTHONUNBUFFERED="1", **env)
     with open(log, "wb") as out:
         process = subprocess.Popen([str(Path(sys.executable).parent / "rein"), "serve", "--port", str(port), "--address",
-                                    address, "--poll", "0.2", *args], env=clean, cwd=str(ROOT), stdout=out,
+                                    address, "--poll", poll, *args], env=clean, cwd=str(ROOT), stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     wait_for_text(log, f"the inbox at http://127.0.0.1:{port}/inbox", process, 60)
     return process, f"http://127.0.0.1:{port}"

@@ -10,21 +10,18 @@ answers) sent after the point are not reapplied: the rewound run asks again.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType, ResetReapplyExcludeType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 
 from rein.core.fork_edits import ForkError
-from rein.ops.fork import fork_point
-
-if TYPE_CHECKING:
-    from rein.client import ReinClient
+from rein.durable.fork import fork_point
+from rein.durable.runs_client import RunsClient
 
 
 async def rewind(
-    client: ReinClient, run_id: str, *, to_step: int, reason: str = "", rerun_tools: bool = False, by: str | None = None
+    client: RunsClient, run_id: str, *, to_step: int, reason: str = "", rerun_tools: bool = False, by: str | None = None
 ) -> str:
     """Reset `run_id` to just after step `to_step`; returns the Temporal run id of the rewound run."""
     point = await fork_point(client, run_id, to_step)

@@ -26,12 +26,13 @@ from rein.core.errors import RunFailed
 from rein.core.ir import Message
 from rein.core.result import RunResult
 from rein.core.session import Session
+from rein.durable.run_lookup import RunNotFound, is_not_found, list_query
+from rein.durable.runs_client import RunsClient
 
 if TYPE_CHECKING:
     from temporalio.converter import DataConverter
 
     from rein.blueprint.agent import Agent
-    from rein.client import ReinClient
 
 log = logging.getLogger("rein.eval")
 EVAL_MEMO = "rein.eval"
@@ -118,7 +119,7 @@ class EvalReport(BaseModel):
                 "summary": self.summary(), "rows": [r.model_dump(mode="json") for r in self.rows]}
 
 
-async def eval_runs(client: ReinClient, agent: Agent | str, *, runs: Sequence[str] | None = None,
+async def eval_runs(client: RunsClient, agent: Agent | str, *, runs: Sequence[str] | None = None,
                     since: timedelta | str | None = None, name: str | None = None, limit: int | None = None,
                     scorers: Sequence[Scorer] = (), concurrency: int = DEFAULT_CONCURRENCY,
                     task_queue: str | None = None, on_row: Callable[[EvalRow], None] | None = None) -> EvalReport:
@@ -150,11 +151,10 @@ async def eval_runs(client: ReinClient, agent: Agent | str, *, runs: Sequence[st
 # ---------------------------------------------------------------- the recorded runs
 
 
-async def select_runs(client: ReinClient, *, name: str | None, since: timedelta | None = None,
+async def select_runs(client: RunsClient, *, name: str | None, since: timedelta | None = None,
                       limit: int | None = None) -> list[str]:
     """Completed top-level runs of agent `name` (newest first), what-if runs and threads left out."""
     from rein.core.threads import THREAD_MEMO
-    from rein.ops.runs import list_query
 
     query = list_query(agent=name) + ' AND ExecutionStatus="Completed"'
     if since is not None:
@@ -170,10 +170,8 @@ async def select_runs(client: ReinClient, *, name: str | None, since: timedelta 
     return found
 
 
-async def recorded_run(client: ReinClient, run_id: str) -> RecordedRun:
+async def recorded_run(client: RunsClient, run_id: str) -> RecordedRun:
     """A finished run, read from the server: the first run's input, the chain's result."""
-    from rein.ops.runs import RunNotFound, is_not_found
-
     try:
         description = await client.client.get_workflow_handle(run_id).describe()
     except Exception as err:
@@ -202,7 +200,7 @@ async def start_input(history: WorkflowHistory, converter: DataConverter) -> Age
     return AgentInput.model_validate(raw)
 
 
-async def recorded_from_history(client: ReinClient, history: WorkflowHistory) -> RecordedRun:
+async def recorded_from_history(client: RunsClient, history: WorkflowHistory) -> RecordedRun:
     """A finished run from its exported history alone (`rein history export`), replayed in this process."""
     from rein.temporal.history import replay_history
 
@@ -221,7 +219,7 @@ async def recorded_from_history(client: ReinClient, history: WorkflowHistory) ->
 # ---------------------------------------------------------------- the what-if runs
 
 
-async def evaluate(client: ReinClient, agent: Agent | str, recorded: Sequence[RecordedRun], *,
+async def evaluate(client: RunsClient, agent: Agent | str, recorded: Sequence[RecordedRun], *,
                    scorers: Sequence[Scorer] = (), concurrency: int = DEFAULT_CONCURRENCY,
                    task_queue: str | None = None, on_row: Callable[[EvalRow], None] | None = None) -> EvalReport:
     """Replay each recorded run against `agent` and compare. An Agent runs on a worker in this process, on a
@@ -244,7 +242,7 @@ async def evaluate(client: ReinClient, agent: Agent | str, recorded: Sequence[Re
         return await _evaluate_on(client, agent.name, agent.system, queue, recorded, scorers, concurrency, on_row)
 
 
-async def copy_model_limit(client: ReinClient, model: str, queue: str) -> None:
+async def copy_model_limit(client: RunsClient, model: str, queue: str) -> None:
     """The fleet's rate limit and tenant shares for `model`'s provider (`rein limits set --model`), set on the
     what-if runs' own queue: what-if runs keep to the vendor's rate on their own, beside the fleet's."""
     from temporalio.service import RPCError
@@ -261,7 +259,7 @@ async def copy_model_limit(client: ReinClient, model: str, queue: str) -> None:
         log.info("what-if runs without the model's rate limit: %s", err.message)
 
 
-async def _evaluate_on(client: ReinClient, name: str, system: str | None, queue: str, recorded: Sequence[RecordedRun],
+async def _evaluate_on(client: RunsClient, name: str, system: str | None, queue: str, recorded: Sequence[RecordedRun],
                        scorers: Sequence[Scorer], concurrency: int, on_row: Callable[[EvalRow], None] | None) -> EvalReport:
     gate = asyncio.Semaphore(concurrency)
 
@@ -275,7 +273,7 @@ async def _evaluate_on(client: ReinClient, name: str, system: str | None, queue:
     return EvalReport(agent=name, rows=list(await asyncio.gather(*(one(r) for r in recorded))))
 
 
-async def _what_if(client: ReinClient, name: str, system: str | None, queue: str, run: RecordedRun,
+async def _what_if(client: RunsClient, name: str, system: str | None, queue: str, run: RecordedRun,
                    scorers: Sequence[Scorer]) -> EvalRow:
     row = _recorded_row(run)
     if run.request.thread:
@@ -302,7 +300,7 @@ def _recorded_row(run: RecordedRun) -> EvalRow:
                    recorded_cost_usd=usage.cost_usd, recorded_elapsed_s=run.result.elapsed_s)
 
 
-async def _start(client: ReinClient, name: str, system: str | None, queue: str, run: RecordedRun,
+async def _start(client: RunsClient, name: str, system: str | None, queue: str, run: RecordedRun,
                  plan: evals.EvalPlan) -> Any:
     """Start the what-if run: the recorded input (with the changed agent's system prompt), its recorded calls."""
     from rein.durable.fleet import run_priority

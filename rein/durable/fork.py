@@ -12,7 +12,7 @@ import copy
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import WorkflowExecutionStatus
@@ -37,10 +37,9 @@ from rein.core.result import Step
 from rein.core.session import Session
 from rein.core.summaries import fork_details
 from rein.core.threads import THREAD_MEMO
+from rein.durable.run_lookup import RunNotFound, is_not_found, list_query
+from rein.durable.runs_client import RunsClient
 from rein.temporal import history
-
-if TYPE_CHECKING:
-    from rein.client import ReinClient
 
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
 
@@ -65,7 +64,7 @@ class ForkPoint:
     """A thread's shared state right after the step (None: never set, or not a thread)."""
 
 
-async def fork_point(client: ReinClient, run_id: str, at_step: int) -> ForkPoint:
+async def fork_point(client: RunsClient, run_id: str, at_step: int) -> ForkPoint:
     """Replay the chain's runs, newest first, until the one that recorded `at_step`."""
     if at_step < 0:
         raise ForkError(f"at_step must be 0 or more, got {at_step}")
@@ -101,13 +100,11 @@ def _no_step(run_id: str, at_step: int, replay: Any, later: int) -> str:
 
 
 def _not_found(err: RPCError, run_id: str) -> None:
-    from rein.ops.runs import RunNotFound, is_not_found
-
     if is_not_found(err):
         raise RunNotFound(run_id) from None
 
 
-async def _replay_run(client: ReinClient, run_id: str, run: str, at_step: int) -> tuple[ForkPoint | None, Any]:
+async def _replay_run(client: RunsClient, run_id: str, run: str, at_step: int) -> tuple[ForkPoint | None, Any]:
     from temporalio import workflow
 
     seen: dict[str, Any] = {}
@@ -152,7 +149,7 @@ def _session_at(point: ForkPoint) -> Session:
     return session
 
 
-async def describe_agent(client: ReinClient, agent: str, task_queue: str, purpose: str = "for a fork",
+async def describe_agent(client: RunsClient, agent: str, task_queue: str, purpose: str = "for a fork",
                          timeout: timedelta = DESCRIBE_TIMEOUT) -> AgentDescription:
     """The agent as a worker on `task_queue` knows it (tools, config), through a short workflow."""
     try:
@@ -185,7 +182,7 @@ def _config(point: ForkPoint, agent: AgentDescription, config: dict[str, Any] | 
 
 
 async def _target(
-    client: ReinClient, point: ForkPoint, agent: str | None, session: Session
+    client: RunsClient, point: ForkPoint, agent: str | None, session: Session
 ) -> tuple[str, AgentDescription, str]:
     """The fork's task queue, agent and agent key: the original's, or `agent` once its tools fit."""
     queue = (await client.handle(point.run_id).describe()).task_queue
@@ -199,7 +196,7 @@ async def _target(
 
 
 async def fork(
-    client: ReinClient,
+    client: RunsClient,
     run_id: str,
     *,
     at_step: int,
@@ -259,7 +256,7 @@ async def fork(
     return new_id
 
 
-async def _search_attributes(client: ReinClient, agent: str, fork_of: str) -> Any:
+async def _search_attributes(client: RunsClient, agent: str, fork_of: str) -> Any:
     from rein.temporal.search_attributes import start_search_attributes
 
     return await start_search_attributes(client.client, agent.split("#", 1)[0], fork_of=fork_of)
@@ -276,14 +273,12 @@ class BulkFork:
 
 
 async def fork_failed(
-    client: ReinClient, *, since: timedelta, query: str | None = None, by: str | None = None, limit: int = 1000
+    client: RunsClient, *, since: timedelta, query: str | None = None, by: str | None = None, limit: int = 1000
 ) -> list[BulkFork]:
     """Fork every run that failed in the window from its last recorded step (bulk recovery).
 
     Idempotent: each fork's id is `<run id>-retry-<step>`; a run already forked so is reported, not forked twice.
     """
-    from rein.ops.runs import list_query
-
     after = (datetime.now(UTC) - since).strftime("%Y-%m-%dT%H:%M:%SZ")
     clauses = [list_query("failed"), f'CloseTime > "{after}"']
     if query:
@@ -296,7 +291,7 @@ async def fork_failed(
     return rows
 
 
-async def _fork_one_failed(client: ReinClient, run_id: str, by: str | None) -> BulkFork:
+async def _fork_one_failed(client: RunsClient, run_id: str, by: str | None) -> BulkFork:
     try:
         steps = await client.steps(run_id)
     except Exception as err:  # noqa: BLE001 - reported in the row
