@@ -16,7 +16,7 @@ import pytest
 
 from rein.client import ReinClient
 from rein.durable.embedded_server import temporal_binary
-from tests.agents.threads import release
+from tests.agents.threads import release, release_model
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.waiting import poll
 
@@ -79,7 +79,7 @@ async def test_other_processes_send_while_the_model_streams_and_while_a_tool_run
     address, queue, _ = worker
     runs = ReinClient(dev.client, queue)
     thread_id = f"support-{uuid.uuid4().hex[:8]}"
-    first = await runs.send(thread_id, "slow:15", agent="talker")
+    first = await runs.send(thread_id, "slow:hold", agent="talker")  # it streams until release_model()
     texts: list[str] = []
 
     async def read() -> list[str]:
@@ -102,8 +102,9 @@ async def test_other_processes_send_while_the_model_streams_and_while_a_tool_run
                                      "--output", "json")
     assert queued.returncode == 0, queued.stderr + queued.stdout
     assert json.loads(queued.stdout)["result"]["turn"] == 2, queued.stdout
+    release_model(tmp_path)
     answer = await asyncio.wait_for(runs.reply(first), 30)
-    assert answer.output.endswith("heard: slow:15 | please be brief") or answer.output.endswith("heard: please be brief")
+    assert answer.output.endswith("heard: slow:hold | please be brief") or answer.output.endswith("heard: please be brief")
     # While the tool of turn 2 runs: an interrupt from another process waits for it (no model call to cut).
     await _until(lambda: "tool-started" in _events(tmp_path), "turn 2's tool started")
     cutting = asyncio.ensure_future(asyncio.to_thread(_rein, address, "send", thread_id, "actually, stop", "--agent",
@@ -119,7 +120,7 @@ async def test_other_processes_send_while_the_model_streams_and_while_a_tool_run
     await asyncio.wait_for(reader, 30)
     assert "".join(texts).count("thinking 0") == 1  # each piece once, live
     users = [m.content for m in (await runs.session(thread_id)).messages if m.role == "user"]
-    assert users == ["slow:15", "please be brief", "tool:hold", "actually, stop", "bye"]
+    assert users == ["slow:hold", "please be brief", "tool:hold", "actually, stop", "bye"]
     listed = await asyncio.to_thread(_rein, address, "threads", "--json")
     assert thread_id in [row["thread_id"] for row in json.loads(listed.stdout)], listed.stdout
 

@@ -4,7 +4,8 @@
 
 `Talker` is stateless (a restarted worker answers the same): it answers every user message since its
 last answer ("heard: a | b"). Asked `slow:N`, its answer comes in N pieces, one every 0.2 s, and
-notes `model-started` in REINTEST_DIR/events first; asked `tool:N`, it calls `work(seconds=N)`,
+notes `model-started` in REINTEST_DIR/events first (`slow:hold`: a piece every 0.2 s until the test calls
+`release_model()`, so a test that acts while the model streams does not race a clock); asked `tool:N`, it calls `work(seconds=N)`,
 which notes `tool-started` and `tool-finished`. Asked `tool:hold`, the tool runs until the test writes
 REINTEST_DIR/release (`release()`): a test that must act while a tool runs is not a race against a clock.
 """
@@ -49,11 +50,15 @@ class Talker:
             yield StreamChunk(type="tool_calls", tool_calls=[call])
             yield StreamChunk(type="done", finish_reason="tool_calls", usage=usage)
             return
-        pieces = int(last.content[5:]) if last.role == "user" and last.content.startswith("slow:") else 1
-        if pieces > 1:
+        slow = last.content[5:] if last.role == "user" and last.content.startswith("slow:") else "1"
+        held = slow == "hold"
+        pieces = -1 if held else int(slow)
+        if pieces != 1:
             _note("model-started")
-        for n in range(pieces - 1):
+        n = 0
+        while (not _released("model-release")) if held else n < pieces - 1:
             yield StreamChunk(type="text", text=f"thinking {n} … ")
+            n += 1
             await asyncio.sleep(PIECE_S)
         yield StreamChunk(type="text", text="heard: " + " | ".join(_heard(messages)))
         yield StreamChunk(type="done", finish_reason="stop", usage=usage)
@@ -76,11 +81,20 @@ def release(folder: Path) -> None:
     (folder / "release").touch()
 
 
+def release_model(folder: Path) -> None:
+    """Ends a `slow:hold` answer's stream."""
+    (folder / "model-release").touch()
+
+
+def _released(name: str) -> bool:
+    return (Path(os.environ["REINTEST_DIR"]) / name).exists()
+
+
 async def work(seconds: float) -> str:
     """Work for a while (seconds < 0: until `release`)."""
     _note("tool-started")
     if seconds < 0:
-        while not (Path(os.environ["REINTEST_DIR"]) / "release").exists():
+        while not _released("release"):
             await asyncio.sleep(0.05)
     else:
         await asyncio.sleep(seconds)
