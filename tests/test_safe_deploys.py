@@ -398,7 +398,7 @@ async def test_a_check_that_runs_out_of_time_keeps_the_build_out(stack: Stack, c
     await poll(lambda: all_waiting(client, runs), "a's runs to wait for approval", timeout=120)
     b = stack.worker(queue, REIN_BUILD_ID="b", REIN_PROMOTE_TIMEOUT_S="0.05")
     line = f"rein deployment {deployment}: build b is not current: it replayed 0 of the 2 runs that would move to it within 0.05 s"
-    await poll(lambda: line in b.log.read_text(), "the new build to say it ran out of time", timeout=60)
+    await poll(lambda: line in b.log.read_text(), "the new build to say it ran out of time", timeout=180)
     status = await asyncio.to_thread(stack.cli, "deployment", "status", "--deployment", deployment)
     assert status.returncode == 9 and _current(stack, deployment) == "a", status.stdout
     assert "build b is not current: it replayed 0 of the 2 runs that would move to it within 0.05 s" in status.stdout
