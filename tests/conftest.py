@@ -38,6 +38,17 @@ def _write_bytecode() -> None:
 _write_bytecode()
 
 
+def _patient_browser_checks() -> None:
+    """Playwright's `expect` waits 30 s, not 5: on a loaded 2-core CI machine a live page can take more than 5 s
+    to show what a run did (a rule reaching a waiting run goes through an activity, a signal and a stream)."""
+    from playwright.async_api import expect
+
+    expect.set_options(timeout=30_000)
+
+
+_patient_browser_checks()
+
+
 SLOWEST_FIRST = (
     "test_deploy_outage.py",  # 3+ minutes of a killed build: first, beside everything else (it mostly waits)
     "test_tracing.py", "test_cli.py", "test_ui_browser.py", "test_a2a.py", "test_mcp.py", "test_cli_one_line.py",
