@@ -118,6 +118,24 @@ async def test_a_rule_reaches_the_waiting_runs_when_its_client_dies_right_after_
         assert_no_task_failures(await runs.handle(run_id).fetch_history())
 
 
+async def test_a_terminated_policy_workflows_rules_are_gone_and_the_next_rule_reaches_waiting_runs(runs: ReinClient,
+                                                                                                      dev) -> None:  # noqa: ANN001
+    """An operator terminates the policy workflow: its memo still lists its rules (version 3 here), but the next rule
+    added starts a new one whose versions count from 1. Runs read no rules from a terminated policy workflow, so a
+    run that waits meanwhile hears the new one's version 1 (read as version 3, it would have waited for a 4th rule)."""
+    await _no_policy(dev.client)
+    for n in range(3):
+        await runs.policy.add("ask", f"old_tool_{n}", agent=FILES, reason="before the reset")
+    await _no_policy(dev.client)
+    assert (await runs.policy.rules()).rules == []
+    read = await waiting(runs, "read /tmp/after-reset")
+    added = await runs.policy.add("allow", "read_file", agent=FILES, args={"path": "/tmp/after-*"}, reason="new set")
+    assert added.version == 1
+    result = await asyncio.wait_for(runs.result(read), 120)
+    assert result.output == "Done: contents of /tmp/after-reset"
+    assert [d.via for d in result.session.decisions] == [f"rule {added.rule.id}"]
+
+
 async def test_a_rule_set_over_the_limit_is_refused_and_the_policy_still_answers(runs: ReinClient, dev) -> None:  # noqa: ANN001
     await _no_policy(dev.client)
     big = {f"a{i}": "x" * 490 + f"{i:03d}*" for i in range(20)}  # one rule: ~11 KB of argument patterns

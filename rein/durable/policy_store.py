@@ -1,11 +1,11 @@
-"""Reading the rules where they live: the policy workflow's memo (rein.workflows.policy), read with one describe,
-no worker needed; parsed rules are kept per version, so a reader that sees the same version parses nothing."""
+"""Reading the rules where they live: the running policy workflow's memo (rein.workflows.policy), read with one
+describe, no worker needed; parsed rules are kept per version, so a reader that sees the same version parses nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from rein.core.policy import POLICY_MEMO, POLICY_WORKFLOW_ID, PolicyState
@@ -16,13 +16,17 @@ key: a policy workflow terminated and started again counts its versions from 1 a
 
 
 async def read_rules(client: Client) -> PolicyState:
-    """The namespace's rules as they are now (no policy workflow yet: none)."""
+    """The namespace's rules as they are now. No policy workflow running: none. A terminated one's memo still
+    lists its rules, but they are gone: the next rule added starts a new one with none, and its versions count
+    from 1 again (a waiting run that had read the old ones would wait for a version it already saw)."""
     try:
         description = await client.get_workflow_handle(POLICY_WORKFLOW_ID).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return PolicyState()
         raise
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        return PolicyState()
     raw: Any = await description.memo_value(POLICY_MEMO, None)
     if not isinstance(raw, dict):
         return PolicyState()
