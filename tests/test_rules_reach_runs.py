@@ -120,29 +120,32 @@ async def test_a_rule_reaches_the_waiting_runs_when_its_client_dies_right_after_
 
 async def test_a_terminated_policy_workflows_rules_are_gone_and_the_next_rule_reaches_waiting_runs(runs: ReinClient,
                                                                                                       dev) -> None:  # noqa: ANN001
-    """An operator terminates the policy workflow: its memo still lists its rules (version 3 here), but the next rule
-    added starts a new one whose versions count from 1. Runs read no rules from a terminated policy workflow, so a
-    run that waits meanwhile hears the new one's version 1 (read as version 3, it would have waited for a 4th rule)."""
+    """An operator terminates the policy workflow while a run waits, having read its rules at version 3. Its memo
+    still lists them, but they are gone (the next rule added starts a new one without them): nothing reads them.
+    The new one numbers on from the old (version 4, rule r4 after 3 rules), so the waiting run hears it (from 1
+    again, the run would have taken version 1 for old news and waited for a 4th change)."""
     await _no_policy(dev.client)
     for n in range(3):
-        await runs.policy.add("ask", f"old_tool_{n}", agent=FILES, reason="before the reset")
+        old = await runs.policy.add("ask", f"old_tool_{n}", agent=FILES, reason="before the reset")
+    read = await waiting(runs, "read /tmp/after-reset")  # its check read the old version
     await _no_policy(dev.client)
     assert (await runs.policy.rules()).rules == []
-    read = await waiting(runs, "read /tmp/after-reset")
     added = await runs.policy.add("allow", "read_file", agent=FILES, args={"path": "/tmp/after-*"}, reason="new set")
-    assert added.version == 1
+    following = int(old.rule.id[1:]) + 1  # the earlier tests' policy workflows numbered on too
+    assert (added.version, added.rule.id) == (old.version + 1, f"r{following}")
+    assert [r.id for r in (await runs.policy.rules()).rules] == [f"r{following}"]
     result = await asyncio.wait_for(runs.result(read), 120)
     assert result.output == "Done: contents of /tmp/after-reset"
-    assert [d.via for d in result.session.decisions] == [f"rule {added.rule.id}"]
+    assert [d.via for d in result.session.decisions] == [f"rule r{following}"]
 
 
 async def test_a_rule_set_over_the_limit_is_refused_and_the_policy_still_answers(runs: ReinClient, dev) -> None:  # noqa: ANN001
     await _no_policy(dev.client)
     big = {f"a{i}": "x" * 490 + f"{i:03d}*" for i in range(20)}  # one rule: ~11 KB of argument patterns
-    added, refusals = 0, []
+    added, refusals, ids = 0, [], []
     for n in range(190):  # 190 such rules: over 2 MB
         try:
-            await runs.policy.add("ask", f"tool_{n}", agent=FILES, args=big, reason="r" * 400)
+            ids.append((await runs.policy.add("ask", f"tool_{n}", agent=FILES, args=big, reason="r" * 400)).rule.id)
             added += 1
         except PolicyError as exc:
             refusals.append(str(exc))
@@ -160,8 +163,8 @@ async def test_a_rule_set_over_the_limit_is_refused_and_the_policy_still_answers
 
     handle = dev.client.get_workflow_handle(POLICY_WORKFLOW_ID)
     assert len((await handle.query(RULES_QUERY))["rules"]) == added  # it still answers, nothing lost
-    await runs.policy.remove("r1")
-    assert (await runs.policy.add("ask", "fits_again", agent=FILES)).rule.id == f"r{added + 1}"
+    await runs.policy.remove(ids[0])  # rule ids go on across policy workflows (the earlier tests' too)
+    assert (await runs.policy.add("ask", "fits_again", agent=FILES)).rule.id == f"r{int(ids[-1][1:]) + 1}"
     assert_no_task_failures(await handle.fetch_history())
 
 

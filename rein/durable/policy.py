@@ -35,7 +35,7 @@ from rein.core.policy import (
 )
 from rein.core.session import Session
 from rein.durable.inbox import BulkOutcome
-from rein.durable.policy_store import read_rules
+from rein.durable.policy_store import numbering_after_an_end, read_rules
 from rein.durable.runs_client import RunsClient
 from rein.temporal import history
 
@@ -112,7 +112,7 @@ class Policy:
     async def _change(self, update: str, payload: dict[str, Any]) -> dict[str, Any]:
         client = self.runs.client
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            POLICY_WORKFLOW_TYPE, id=POLICY_WORKFLOW_ID, task_queue=self.runs.task_queue,
+            POLICY_WORKFLOW_TYPE, await numbering_after_an_end(client), id=POLICY_WORKFLOW_ID, task_queue=self.runs.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, static_summary="rein's rules (rein policy list)")
         try:
             return await client.execute_update_with_start_workflow(update, payload, start_workflow_operation=start,

@@ -38,3 +38,18 @@ async def read_rules(client: Client) -> PolicyState:
             _parsed.clear()
         _parsed[key] = state
     return state
+
+
+async def numbering_after_an_end(client: Client) -> dict[str, int] | None:
+    """What a new policy workflow starts from when the last one ended (an operator terminated it): no rules, but
+    versions and rule ids going on from its last ones, so a run that read the old version hears the next change
+    and `rule r3` in a history names one rule only. None: none ended (the update goes to the running one, or the
+    first one starts at version 1)."""
+    try:
+        description = await client.get_workflow_handle(POLICY_WORKFLOW_ID).describe()
+    except RPCError:
+        return None
+    raw: Any = await description.memo_value(POLICY_MEMO, None)
+    if description.status == WorkflowExecutionStatus.RUNNING or not isinstance(raw, dict):
+        return None
+    return {"version": int(raw.get("version") or 0), "next_id": int(raw.get("next_id") or 1)}
