@@ -156,11 +156,10 @@ async def events(client: Any, thread_id: str) -> int:
 async def measure(address: str, queue: str, turns: int, viewers: int) -> dict[str, Any]:
     import httpx
     import uvicorn
-
-    from rein.client import ReinClient, connect
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
+    from rein.client import ReinClient, connect
     from rein.durable.embedded_server import free_port
     from rein.web import agui, ai_sdk
 

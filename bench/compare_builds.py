@@ -25,8 +25,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 p = argparse.ArgumentParser()
 p.add_argument("--tree", required=True)
@@ -38,9 +39,8 @@ p.add_argument("--shapes", action="store_true")
 args = p.parse_args()
 
 sys.path[:0] = [args.tree, str(Path(args.tree) / "bench")]
-import lean  # noqa: E402  (sets REIN_HOME)
-from lean import CONFIG, Scripted, make, chain_histories, shape  # noqa: E402
 from floor import LeanFloor, LeanFloorSandboxed, floor_model, floor_tool  # noqa: E402
+from lean import CONFIG, Scripted, chain_histories, make, shape  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
@@ -48,6 +48,7 @@ from temporalio.worker import Worker  # noqa: E402
 import rein  # noqa: E402
 from rein import Agent  # noqa: E402
 from rein.client import ReinClient  # noqa: E402
+
 try:  # this build's layout, or a build from before rein/ had layer folders (27084f6)
     from rein.core.log import disable_logging  # noqa: E402
     from rein.durable.embedded_server import start_dev_server  # noqa: E402
@@ -58,6 +59,7 @@ from rein.temporal.converter import rein_data_converter  # noqa: E402
 
 assert rein.__file__.startswith(args.tree), rein.__file__
 import rein.workflows  # noqa: E402
+
 assert rein.workflows.__file__.startswith(args.tree), rein.workflows.__file__
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -120,7 +122,7 @@ async def main() -> None:
         Worker(raw, task_queue="q-floor", workflows=[LeanFloor], activities=[floor_model, floor_tool],
                workflow_task_executor=ex["floor"]),
     ]
-    tasks = [asyncio.create_task(w.run()) for w in workers]
+    tasks = [asyncio.create_task(w.run()) for w in workers]  # noqa: F841  (kept alive while the bench runs)
     runner = ReinClient(rc, "q-rein")
     asker = ReinClient(rc, "q-ask")
     info: dict[str, Any] = {"label": args.label, "tree": args.tree, "rein": rein.__file__,

@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -381,8 +380,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ns = [int(k.split("/")[0]) for k in keys]
         for variant, style in (("rein", "-o"), ("floor", "--s")):
             rows = [results["sizes"][k][variant] for k in keys]
-            axes[0].plot(ns, [r["bytes"] / n for r, n in zip(rows, ns)], style, label=f"{variant}, {pad // 1024} KB")
-            axes[1].plot(ns, [1000 * r["s"] / n for r, n in zip(rows, ns)], style, label=f"{variant}, {pad // 1024} KB")
+            axes[0].plot(ns, [r["bytes"] / n for r, n in zip(rows, ns, strict=True)], style, label=f"{variant}, {pad // 1024} KB")
+            axes[1].plot(ns, [1000 * r["s"] / n for r, n in zip(rows, ns, strict=True)], style, label=f"{variant}, {pad // 1024} KB")
     for ax, title in ((axes[0], "history bytes per iteration"), (axes[1], "ms per iteration")):
         ax.set_xscale("log")
         ax.set_xlabel("iterations per run (N)")

@@ -34,7 +34,6 @@ import datetime
 import os
 import platform
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -58,9 +57,9 @@ from temporalio.worker import Worker  # noqa: E402
 
 import rein  # noqa: E402
 from rein import Agent, Completion, LoopConfig, Message, StreamChunk, ToolCall, Usage  # noqa: E402
-from rein.core.contract import SEARCH_ATTRIBUTES, WORKFLOW_TYPE  # noqa: E402
+from rein.core.contract import WORKFLOW_TYPE  # noqa: E402
 from rein.core.log import disable_logging  # noqa: E402
-from rein.durable.embedded_server import DevServer, free_port, start_dev_server, temporal_binary  # noqa: E402
+from rein.durable.embedded_server import DevServer, start_dev_server, temporal_binary  # noqa: E402
 
 REIN_QUEUE = "bench-rein"
 RAW_QUEUE = "bench-raw"

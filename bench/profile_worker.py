@@ -316,7 +316,7 @@ async def main() -> None:
               "| other threads (SDK core) | process total | dev server | fixed CPU ms per run: process | dev server |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for v in variants:
-            def marginal(k: str) -> float:
+            def marginal(k: str, v: Any = v) -> float:
                 return (statistics.median(r[k] for r in v.rows[n]) - statistics.median(r[k] for r in v.rows[0])) / n
             fixed = {k: statistics.median(r[k] for r in v.rows[0]) for k in keys}
             print(f"| {v.name} | {ms(marginal('wall'))} | " + " | ".join(ms(marginal(k)) for k in keys)
@@ -372,8 +372,8 @@ async def main() -> None:
                         for caller, cval in val[4].items():
                             by_caller[caller[2]] += cval[1]
                     counts[size] = (sum(val[1] for val in run_code), by_caller)
-                per = lambda key=None: ((counts[n][0] - counts[0][0]) if key is None  # noqa: E731
-                                        else (counts[n][1][key] - counts[0][1][key])) / (runs * n)
+                per = lambda key=None, counts=counts: ((counts[n][0] - counts[0][0]) if key is None  # noqa: E731
+                                                       else (counts[n][1][key] - counts[0][1][key])) / (runs * n)
                 print(f"| {target.name} | {per():.1f} | {per('get_serialization_context'):.1f} "
                       f"| {per('get_external_store_context'):.1f} |")
     finally:

@@ -61,7 +61,7 @@ def ms_since_start(history: Any) -> list[float]:
 
 def table(title: str, history: Any) -> str:
     lines = [f"### {title}", "", "| # | ms | event | bytes | action | what |", "|---|---|---|---|---|---|"]
-    for e, ms in zip(history.events, ms_since_start(history)):
+    for e, ms in zip(history.events, ms_since_start(history), strict=True):
         name = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
         billed = "yes" if e.event_type in ACTIONS else ""
         lines.append(f"| {e.event_id} | {ms:.1f} | {name} | {e.ByteSize():,} | {billed} | {what(e)} |")

@@ -95,7 +95,7 @@ async def first_delta_thread(runs: ReinClient, samples: int) -> list[float]:
         began = time.perf_counter()
         receipt = await runs.send(thread_id, f"message {n}", agent="bench-chat")
         async with news:
-            await news.wait_for(lambda: receipt.turn in arrived)  # this message's own turn, not an earlier one
+            await news.wait_for(lambda receipt=receipt: receipt.turn in arrived)  # this message's own turn, not an earlier one
         delays.append(arrived[receipt.turn] - began)
         await runs.reply(receipt)
     reader.cancel()

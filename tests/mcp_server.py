@@ -12,7 +12,6 @@ import os
 import sys
 
 import anyio
-
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 

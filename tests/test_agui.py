@@ -26,8 +26,8 @@ from rein.client import ReinClient
 from rein.core.contract import READERS_QUERY
 from rein.durable.embedded_server import free_port
 from rein.examples.calculator import agent as calculator
-from rein.web.agui import app
 from rein.temporal.bearer import BearerAuth
+from rein.web.agui import app
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
 from tests.support.wipe import approvals_taken, wipe_agent, wiped

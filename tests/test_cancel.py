@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
+from temporalio.common import SearchAttributeKey
 from temporalio.worker import Replayer
 
 import rein
-from temporalio.common import SearchAttributeKey
-
 from rein import Agent, LoopConfig, MockProvider, ToolCall
 from rein.client import ReinClient
 from rein.temporal import ReinPlugin

@@ -69,7 +69,8 @@ async def check_cancelled(client: ReinClient, handle, address: str, worker: bool
     unanswered = {} if worker else {"REIN_QUERY_GRACE_S": "0"}
     as_json = await asyncio.to_thread(rein_cli, "result", handle.id, "--json", "--address", address, **unanswered)
     assert as_json.returncode == 10, as_json.stderr  # EXIT_CANCELLED, the JSON still on stdout
-    assert as_json.stderr.strip() == f"rein: run {handle.id} was cancelled: {'wrong ticket' if worker else 'workflow cancellation requested'}"
+    why = "wrong ticket" if worker else "workflow cancellation requested"
+    assert as_json.stderr.strip() == f"rein: run {handle.id} was cancelled: {why}"
     result = json.loads(as_json.stdout)
     assert result["stop_reason"] == "cancelled" and result["status"] == "done"
     assert result["output"] is None and result["run_id"] == handle.id

@@ -23,8 +23,10 @@ class Counter:
         done = sum(1 for m in messages if m.role == "tool")
         if done < self.rounds:
             call = ToolCall(id=f"c{done}", name="bump", arguments={"n": done})
-            return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls", usage=Usage(input_tokens=1, output_tokens=1))
-        return Completion(message=Message(role="assistant", content=f"bumped {done} times"), finish_reason="stop", usage=Usage(input_tokens=1, output_tokens=1))
+            return Completion(message=Message(role="assistant", tool_calls=[call]), finish_reason="tool_calls",
+                              usage=Usage(input_tokens=1, output_tokens=1))
+        return Completion(message=Message(role="assistant", content=f"bumped {done} times"), finish_reason="stop",
+                          usage=Usage(input_tokens=1, output_tokens=1))
 
     async def stream(self, messages, tools=None, **kw):  # pragma: no cover - not used here
         yield
@@ -148,7 +150,8 @@ def test_the_carried_state_has_one_copy():
     assigned = set()
     for path in Path(rein.__file__).resolve().parent.parent.joinpath("workflows").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else []
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else [])
             for target in targets:
                 for element in target.elts if isinstance(target, ast.Tuple) else [target]:
                     if isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name) and element.value.id == "self":

@@ -162,7 +162,8 @@ def test_every_model_on_the_wire_is_complete_at_import():
 
     incomplete = [
         f"{module}.{name}"
-        for module in ("rein.core.contract", "rein.core.ir", "rein.core.session", "rein.core.result", "rein.core.config", "rein.core.events")
+        for module in ("rein.core.contract", "rein.core.ir", "rein.core.session", "rein.core.result", "rein.core.config",
+                       "rein.core.events")
         for name, obj in vars(importlib.import_module(module)).items()
         if inspect.isclass(obj) and issubclass(obj, BaseModel) and obj.__module__ == module
         and not obj.__pydantic_complete__

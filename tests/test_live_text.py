@@ -29,7 +29,6 @@ from rein.client import ReinClient
 from rein.core.contract import recorded_reply
 from rein.core.events import StreamEvent
 from rein.durable.temporal_worker import create_worker
-from rein.temporal import ReinPlugin
 from tests.agents.streaming import LATE_PIECES
 from tests.support.history import decode_payload, decoded_values
 from tests.support.processes import WorkerProcess

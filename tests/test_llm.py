@@ -10,12 +10,6 @@ from pathlib import Path
 
 import pytest
 
-# rein is not installed into the venv; make the repo root importable when pytest
-# runs without it on sys.path (harmless once pyproject/conftest provides it).
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
 from rein.blueprint import llm
 from rein.blueprint.llm import (
     LlmBackend,
@@ -158,7 +152,7 @@ def test_llm_module_has_no_heavy_imports():
         "print([m for m in ('litellm', 'httpx', 'pydantic', 'rein') if m in sys.modules])\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, str(Path(_ROOT) / "rein" / "blueprint" / "llm.py")],
+        [sys.executable, "-c", code, str(Path(__file__).resolve().parents[1] / "rein" / "blueprint" / "llm.py")],
         capture_output=True, text=True, check=True,
     )
     assert out.stdout.strip() == "[]"
@@ -552,7 +546,8 @@ async def test_agent_runs_an_llm_backend_directly(engine):
     from rein import Agent
 
     backend = ScriptedBackend(
-            [llm.ToolCallDelta(index=0, id="c1", name="add", arguments='{"a": 2, "b": 3}'), llm.MessageStop(stop_reason=llm.StopReason.TOOL_USE)],
+            [llm.ToolCallDelta(index=0, id="c1", name="add", arguments='{"a": 2, "b": 3}'),
+             llm.MessageStop(stop_reason=llm.StopReason.TOOL_USE)],
             [llm.TextDelta(text="It is "), llm.TextDelta(text="5."), llm.MessageStop(stop_reason=llm.StopReason.END_TURN)],
     )
 

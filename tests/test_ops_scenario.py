@@ -105,7 +105,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 async def scheduled_activities(history: WorkflowHistory) -> list[tuple[str, str | None]]:
     """(activity type, UI summary) of every ActivityTaskScheduled event, in order."""
     names = [e.activity_task_scheduled_event_attributes.activity_type.name for e in scheduled(history.events)]
-    return list(zip(names, await summaries(history, DEFAULT_CONVERTER)))
+    return list(zip(names, await summaries(history, DEFAULT_CONVERTER), strict=True))
 
 
 # --------------------------------------------------------------------------- the scenario

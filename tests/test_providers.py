@@ -703,7 +703,7 @@ async def test_litellm_only_talks_to_our_server(srv, monkeypatch):
     await openai_provider(srv).complete(HI)
     await collect(openai_provider(srv).stream(HI))
     await anthropic_provider(srv).complete(HI)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="rate_limit_error"):  # the scripted 429, as the vendor words it
         await anthropic_provider(srv).complete(HI)
     assert len(srv.requests) == 4
     assert set(targets) <= {"127.0.0.1", b"127.0.0.1"}, targets

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Annotated, Any, Literal, Optional, TypedDict, Union
+from typing import Annotated, Any, Literal, NotRequired, Optional, TypedDict, Union
 
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field
-from typing_extensions import NotRequired
 
 from rein.blueprint.tools import Tool, ToolArgumentsError, execute_tool, tool
 from rein.core.ir import ToolCall
@@ -103,7 +102,8 @@ ROWS: list[tuple[str, Any, Any, list[Any], list[Any]]] = [
     ("list[Enum]", list[Color], Missing, [["red"], []], [["red", "pink"]]),
     ("TypedDict", Address, Missing, [{"street": "Main", "number": 3}], [{"street": "Main"}, {"street": "Main", "number": "3"}, "Main 3"]),
     ("TypedDict total=False", Options, Missing, [{}, {"verbose": True}], [{"verbose": "yes"}]),
-    ("TypedDict NotRequired", WithOptional, Missing, [{"name": "a"}, {"name": "a", "note": "b"}], [{"note": "b"}, {"name": "a", "note": 1}]),
+    ("TypedDict NotRequired", WithOptional, Missing, [{"name": "a"}, {"name": "a", "note": "b"}],
+     [{"note": "b"}, {"name": "a", "note": 1}]),
     ("dataclass", Size, Missing, [{"width": 2}, {"width": 2, "height": 3}], [{"height": 3}, {"width": "2"}, [2, 3]]),
     ("BaseModel", Point, Missing, [{"x": 1}, {"x": 1, "y": 2}], [{"y": 1}, {"x": "1"}, "1,2"]),
     (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, List, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import anyio
 import pytest
@@ -53,7 +53,7 @@ class Point(BaseModel):
         (int | str, {"anyOf": [{"type": "integer"}, {"type": "string"}]}),
         (Union[int, str, None], {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]}),
         (list[int], {"type": "array", "items": {"type": "integer"}}),
-        (List[str], {"type": "array", "items": {"type": "string"}}),
+        (list[str], {"type": "array", "items": {"type": "string"}}),
         (list[list[bool]], {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}}}),
         (
             list[Literal["a", "b"]],
@@ -135,7 +135,7 @@ def test_build_schema_no_required_key_when_all_optional() -> None:
 
 
 def test_build_schema_unresolvable_hints_fall_back_to_string() -> None:
-    def f(a: int, b: "NoSuchType", c: list[int] = []) -> None: ...  # noqa: F821, B006
+    def f(a: int, b: NoSuchType, c: list[int] = []) -> None: ...  # noqa: F821, B006
 
     assert build_schema(f) == {
         "type": "object",
@@ -177,7 +177,7 @@ def test_build_schema_excludes_tool_context_param() -> None:
 
 
 def test_build_schema_excludes_tool_context_even_when_hints_fail() -> None:
-    def f(a: "Missing", ctx: "ToolContext") -> None: ...  # noqa: F821
+    def f(a: Missing, ctx: ToolContext) -> None: ...  # noqa: F821
 
     assert build_schema(f) == {
         "type": "object",

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import websockets
+from temporalio.client import WorkflowFailureError
 
 import rein
 from rein import Agent, LoopConfig
@@ -256,7 +257,7 @@ async def test_the_ui_says_who_waits(rein_server: dict, page: Page, monkeypatch:
         await asyncio.to_thread(cli, address, "cancel", "who-cancelled", "--reason", "not today")
         failed = await client.start_workflow("AgentWorkflow", {"agent": "nobody-serves-this", "prompt": "hi"},
                                              id="who-failed", task_queue="rein")
-        with pytest.raises(Exception):
+        with pytest.raises(WorkflowFailureError):  # no worker serves that agent: the run fails
             await failed.result()
         assert (await ops.result("who-cancelled")).stop_reason == "cancelled"
 

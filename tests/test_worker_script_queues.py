@@ -1,5 +1,6 @@
 """`python worker.py` polls the queues its docstring says (issue 34): each agent's own queue
-`rein.<agent>` and the shared queue, versioned by default as the deployment named after it; one given a deployment name of its own only its agents' own queues
+`rein.<agent>` and the shared queue, versioned by default as the deployment named after it; one given a deployment name of its
+own only its agents' own queues
 unless given a queue (--task-queue or REIN_TASK_QUEUE). Real worker processes on a dev server; the
 queues are read from the worker's serving line."""
 

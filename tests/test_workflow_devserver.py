@@ -141,7 +141,7 @@ async def test_long_run_publishes_its_final_counters_with_its_status(dev, ids):
         ["rein-recorded-start"]]
     assert [json.loads(fields[-1][k].data) for k in ("ReinStatus", "ReinIterations")] == ["done", 10]
     # No two upserts in one workflow task (nothing but commands between them).
-    for a, b in zip(upserts, upserts[1:]):
+    for a, b in zip(upserts, upserts[1:], strict=False):
         assert any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in events[a:b]), (a, b)
 
 
