@@ -12,8 +12,9 @@ import hashlib
 import importlib.util
 import json
 import random
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import Payload, WorkflowExecution
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 DEFAULT_DEPLOYMENT, VERSIONING_OFF = "rein", "none"
 BEHAVIORS = {"auto-upgrade": VersioningBehavior.AUTO_UPGRADE, "pinned": VersioningBehavior.PINNED}
 BUILD_SOURCES = ("rein.workflows", "rein.activities")
+T = TypeVar("T")
 METADATA_KEY = "rein"
 """The version's metadata entry its rein workers write (behaviour, replay checks, the last check); a version
 without it is a rein build from before (its runs were PINNED by default) or not rein's."""
@@ -116,14 +118,19 @@ async def _rpc(client: Client, method: str, **fields: Any) -> Any:
             await asyncio.sleep(0.2 * (attempt + 1) * (0.5 + random.random()))
 
 
-async def describe(client: Client, deployment: str) -> rpc.DescribeWorkerDeploymentResponse | None:
-    """None before any of its workers polled."""
+async def absent(call: Awaitable[T], *statuses: RPCStatusCode) -> T | None:
+    """`call`'s answer, or None when the server says one of `statuses` (default: NOT_FOUND)."""
     try:
-        return await _rpc(client, "describe_worker_deployment", deployment_name=deployment)
+        return await call
     except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
+        if err.status not in (statuses or (RPCStatusCode.NOT_FOUND,)):
             raise
         return None
+
+
+async def describe(client: Client, deployment: str) -> rpc.DescribeWorkerDeploymentResponse | None:
+    """None before any of its workers polled."""
+    return await absent(_rpc(client, "describe_worker_deployment", deployment_name=deployment))
 
 
 async def describe_version(client: Client, deployment: str, build: str) -> rpc.DescribeWorkerDeploymentVersionResponse:
@@ -153,13 +160,8 @@ async def set_current(client: Client, version: WorkerDeploymentVersion, *, ramp:
 
 async def version_queues(client: Client, deployment: str, build_id: str) -> list[str]:
     """The workflow task queues the workers of that version have polled (none before its first poll registered it)."""
-    try:
-        described = await describe_version(client, deployment, build_id)
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return []
-    return [q.name for q in described.version_task_queues if q.type == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]
+    described = await absent(describe_version(client, deployment, build_id))
+    return [q.name for q in described.version_task_queues if q.type == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW] if described else []
 
 
 async def write_metadata(client: Client, version: WorkerDeploymentVersion, **entries: Any) -> None:

@@ -114,12 +114,8 @@ class ReplayCheckActivity:
 
 
 async def _history(run: list[str]) -> Any:
-    try:
-        return await activity.client().get_workflow_handle(run[0], run_id=run[1]).fetch_history()
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return None  # deleted meanwhile: nothing to replay
+    """None: deleted meanwhile (nothing to replay)."""
+    return await d.absent(activity.client().get_workflow_handle(run[0], run_id=run[1]).fetch_history())
 
 
 async def _each(fetched: dict[int, Any]) -> Any:
