@@ -1,5 +1,4 @@
-"""ReinReplayCheck: started pinned to a build, it has that build's workers replay runs, `chunk` per activity, side by
-side (rein.temporal.promotion); the `progress` query says how many were checked and which did not replay."""
+"""ReinReplayCheck: pinned to a build, its workers replay runs, `chunk` per activity side by side (rein.temporal.promotion)."""
 
 from __future__ import annotations
 

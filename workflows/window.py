@@ -1,14 +1,10 @@
 """The support window (docs/deploys.md): how the build that started a run did it, and f732bd2's two rules.
 
-Since rein-recorded-start a run records in its first activation that this build's rules started it (a marker):
-LEAN for a new conversation, asking its agent first for a Session, continuation or thread. A later change of those
-rules is a new patch id, so nothing here grows. A run without the marker was started by an earlier build, named by
-the build id its first task recorded: temporalio's default (32 hex digits, rein before 39e2702) means ASKED (the
-describe_agent local activity first, no marker) if started since f732bd2, else outside the window; rein's default
-of a commit below (`python -m tests.support.build_ids 39e2702 8fdf44c` prints each digest's commits) means ASKED,
-or MARKED (asked first where the patch rein-described-first says so); anything else LEAN. A run outside the window
-fails its task at its first activation with one line naming the build it needs (OutsideWindow): the SDK cannot
-fail a run while replaying it. f732bd2's runs also keep its counter and cancel rules (below) until it leaves.
+A run records in its first activation that this build's rules started it (rein-recorded-start: LEAN, the agent asked
+first for a Session, continuation or thread), so this table never grows. A run without the marker is read by the
+build id its first task recorded: temporalio's default (32 hex digits, rein before 39e2702) is ASKED since f732bd2,
+else outside the window (OutsideWindow: the SDK cannot fail a run while replaying it); rein's digests below
+(`python -m tests.support.build_ids 39e2702 8fdf44c` lists their commits) are ASKED or MARKED; anything else LEAN.
 """
 
 from __future__ import annotations
@@ -79,10 +75,8 @@ def start_of(build_id: str, started: datetime) -> Start:
     return Start.ASKED if build_id in ASKED_BUILDS else Start.MARKED if build_id in MARKED_BUILDS else Start.LEAN
 
 
-# f732bd2 described its runs first, recording neither flag later workers set (AgentDescription.timed_counters,
-# close_canceled): its runs refresh counters every COUNTER_EVERY iterations until they ask rein-timed-counters
-# (Publisher's f732bd2 rule, rein.workflows.publishing), and a cancelled one closes COMPLETED with stop_reason
-# `cancelled`. Retired with f732bd2 when it leaves the window.
+# f732bd2's runs lack the flags later workers set: they refresh counters every COUNTER_EVERY iterations until they ask
+# rein-timed-counters (rein.workflows.publishing), and a cancelled one closes COMPLETED. Retired with f732bd2.
 
 
 def untimed_counters(run: Started) -> bool:

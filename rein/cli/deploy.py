@@ -30,21 +30,17 @@ Unchecked = Annotated[bool, typer.Option("--unchecked", help="Move the runs with
                                          "first (a build from before rein's replay checks cannot be asked).")]
 
 
-def _deployment(name: str | None) -> str:
-    from rein import settings
-
-    return name or settings.current().deployment or "rein"
-
-
 @deployment_app.command("status")
 def status(deployment: DeploymentName = None, address: Address = None, namespace: Namespace = None,
            as_json: JsonFlag = False) -> None:
     """Current and ramping builds; each build's state, workers and the runs that wait on it; an outage, or a build
     that cannot take the runs (exit 9)."""
     from rein.ops.routing import deployment_state
+    from rein.temporal.deployment import deployment_name
 
-    if (state := with_client(address, namespace, lambda c: deployment_state(c.client, _deployment(deployment)))) is None:
-        raise CliError(f"no worker deployment {_deployment(deployment)!r} (no versioned worker has polled yet)")
+    name = deployment_name(deployment) or ""
+    if (state := with_client(address, namespace, lambda c: deployment_state(c.client, name))) is None:
+        raise CliError(f"no worker deployment {name!r} (no versioned worker has polled yet)")
     if as_json:
         print_json(state.to_json())
     else:
@@ -67,7 +63,7 @@ def set_current(build_id: Annotated[str, typer.Argument(help="The build to route
                 unchecked: Unchecked = False, address: Address = None, namespace: Namespace = None) -> None:
     """Route new runs to BUILD_ID (or ramp some of them). Runs that follow the current build move with it once
     BUILD_ID's workers replayed them all; those it cannot replay stay pinned where they are."""
-    _move(_deployment(deployment), build_id, ramp, unchecked, address, namespace)
+    _move(deployment, build_id, ramp, unchecked, address, namespace)
 
 
 @deployment_app.command("rollback")
@@ -76,23 +72,19 @@ def rollback(to: Annotated[str | None, typer.Option("--to", help="The build to g
              deployment: DeploymentName = None, unchecked: Unchecked = False, address: Address = None,
              namespace: Namespace = None) -> None:
     """Make the previous build current again, as set-current does (its workers replay the runs that move first)."""
-    from rein.ops.routing import deployment_state, previous_build
-
-    name = _deployment(deployment)
-    if to is None:
-        state = with_client(address, namespace, lambda client: deployment_state(client.client, name))
-        if (to := previous_build(state) if state is not None else None) is None:
-            raise CliError(f"deployment {name!r} has no build that was current before: pass --to BUILD")
-    _move(name, to, None, unchecked, address, namespace)
+    _move(deployment, to, None, unchecked, address, namespace)
 
 
-def _move(name: str, build_id: str, ramp: float | None, unchecked: bool, address: str | None, namespace: str | None) -> None:
+def _move(deployment: str | None, build_id: str | None, ramp: float | None, unchecked: bool, address: str | None,
+          namespace: str | None) -> None:
     from rein.ops.routing import RoutingError, move_routing
+    from rein.temporal.deployment import deployment_name
 
     async def progress(found: Any) -> None:
-        err_console().print(f"[dim]build {escape(build_id)} replayed {found.checked} of the {len(found.runs)} runs that "
-                            "would move to it[/]")
+        err_console().print(f"[dim]build {escape(found.build)} replayed {found.checked} of the {len(found.runs)} runs "
+                            "that would move to it[/]")
 
+    name = deployment_name(deployment) or ""
     try:
         previous, found = with_client(address, namespace, lambda client: move_routing(
             client.client, name, build_id, ramp=ramp, unchecked=unchecked, progress=progress))
@@ -101,8 +93,8 @@ def _move(name: str, build_id: str, ramp: float | None, unchecked: bool, address
     console = out_console()
     for f in found.failures:
         console.print(f"{escape(f.line())} " + ("is left as it is: it cannot go on where it is either" if f.left else
-                      f"stays pinned to {escape(f.run.build or previous or '-')}: {escape(build_id)} cannot replay it"),
+                      f"stays pinned to {escape(f.run.build or previous or '-')}: {escape(found.build)} cannot replay it"),
                       soft_wrap=True)
     what = f"ramping {ramp:g}% of new runs to" if ramp is not None else "current:"
     moved = f"{len(found.runs) - len(found.failures)} open runs follow it" + ("" if not unchecked else " (not checked)")
-    console.print(f"deployment {escape(name)} {what} {escape(build_id)} (was {escape(previous or '-')}); {moved}")
+    console.print(f"deployment {escape(name)} {what} {escape(found.build)} (was {escape(previous or '-')}); {moved}")

@@ -1,9 +1,8 @@
 """The in-process engine (`Agent.run`, `rein run`) as its own build of the application's deployment.
 
-It never takes the routing (its build becomes current only when the deployment has none). Where the run's queue
-routes to another build, it starts its runs pinned to its own build, so they run on the script's code while it
-serves them; as it stops it lets go of those still open (the AUTO_UPGRADE override): they follow the current build,
-and none waits on the script's build once no worker serves it (docs/deploys.md, "Scripts").
+It takes the routing only when the deployment has none; elsewhere its runs start pinned to its build (the script's
+code serves them) and, as it stops, follow the current build again: none waits on a build no worker serves
+(docs/deploys.md, "Scripts").
 """
 
 from __future__ import annotations
@@ -58,17 +57,17 @@ class StartRouting:
         """None where the queue routes to this build, else pinned to it."""
         if self.version is None or self.client is None or self.current:
             return None
-        self.loop, deadline = asyncio.get_running_loop(), asyncio.get_running_loop().time() + WAIT_S
+        self.loop, (name, build) = asyncio.get_running_loop(), (self.version.deployment_name, self.version.build_id)
+        deadline = self.loop.time() + WAIT_S
         routed = (await describe_queue(self.client, queue)).versioning_info.current_deployment_version.build_id
-        while not routed:  # a deployment with no current version: this process's own promotion makes it one
-            routed = d.current_build_id(await d.describe(self.client, self.version.deployment_name)) or ""
-            if routed or self.loop.time() > deadline or await promoted(self.version) is False:
-                break
-            await asyncio.sleep(0.05)
-        if routed == self.version.build_id:
+        # A deployment with no current version: this process's own promotion makes it one.
+        while not routed and self.loop.time() < deadline and await promoted(self.version) is not False:
+            if not (routed := d.current_build_id(await d.describe(self.client, name)) or ""):
+                await asyncio.sleep(0.05)
+        if routed == build:
             self.current = True
             return None
-        while queue not in await _queues(self.client, self.version) and asyncio.get_running_loop().time() < deadline:
+        while queue not in await d.version_queues(self.client, name, build) and self.loop.time() < deadline:
             await asyncio.sleep(0.05)
         self.pinned.add(workflow_id)
         return PinnedVersioningOverride(self.version)
@@ -89,11 +88,3 @@ class StartRouting:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*map(let_go, pinned)), 5)
 
-
-async def _queues(client: Client, version: WorkerDeploymentVersion) -> list[str]:
-    try:
-        return await d.version_queues(client, version.deployment_name, version.build_id)
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return []  # its first poll has not registered it yet

@@ -1,8 +1,8 @@
 """A deployment's routing as an operator sees and moves it (`rein deployment status|set-current|rollback`).
 
-A run waits on a build when its next workflow task goes there: the current build for the deployment's AUTO_UPGRADE
-runs and unversioned runs on its queues, else the build it is pinned to. A build has a worker when one polled in the
-last POLLER_FRESH_S (an idle worker polls again within 60 s): a killed one reads "last poll N s ago" for up to 70 s.
+A run waits on a build when its next workflow task goes there: the current build for the runs that follow it, else
+the build it is pinned to. A build has a worker when one polled in the last REIN_POLLER_FRESH_S (an idle worker polls
+again within 60 s): a killed one reads "last poll N s ago" for up to 70 s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from temporalio.common import WorkerDeploymentVersion
 from rein.core.contract import WORKFLOW_TYPE
 from rein.temporal import deployment as d
 from rein.temporal.history import fresh_since, version_pollers
-from rein.temporal.promotion import Check, ReplayFailure, check, runs_that_move
+from rein.temporal.promotion import Check, ReplayFailure, any_of, check, follow_current, running
 
 
 class RoutingError(Exception):
@@ -66,23 +66,27 @@ class DeploymentState:
     ramping_percentage: float
     manager: str | None
     versions: list[VersionState] = field(default_factory=list)
+    token: bytes = b""  # the routing's conflict token: a move is refused if the routing changed since
 
     def version(self, build_id: str | None) -> VersionState | None:
         return next((v for v in self.versions if v.build_id == build_id), None)
 
+    def previous(self) -> str | None:
+        """The build that was current last before the current one (a rollback's target)."""
+        earlier = [v for v in self.versions if v.build_id != self.current and v.last_current is not None]
+        return max(earlier, key=lambda v: v.last_current or datetime.min.replace(tzinfo=UTC)).build_id if earlier else None
+
     def waiting_query(self, v: VersionState) -> str:
         """The open agent runs whose next workflow task goes to `v`."""
-        on = [f'TemporalWorkerDeploymentVersion = "{self.name}:{v.build_id}" AND TemporalWorkflowVersioningBehavior = "Pinned"']
-        if v.build_id == self.current:
-            on += [f'TemporalWorkerDeployment = "{self.name}" AND TemporalWorkflowVersioningBehavior = "AutoUpgrade"',
-                   *(f'TaskQueue = "{q}" AND TemporalWorkerDeploymentVersion IS NULL' for q in v.queues)]
-        return f'WorkflowType = "{WORKFLOW_TYPE}" AND ExecutionStatus = "Running" AND ({" OR ".join(f"({c})" for c in on)})'
+        on = [f'TemporalWorkerDeploymentVersion = "{self.name}:{v.build_id}" AND TemporalWorkflowVersioningBehavior = "Pinned"',
+              *(follow_current(self.name, v.queues) if v.build_id == self.current else [])]
+        return f'WorkflowType = "{WORKFLOW_TYPE}" AND ExecutionStatus = "Running" AND ({any_of(on)})'
 
     def outage(self, v: VersionState) -> str:
         """One line for a build with runs waiting on it and no worker, with what would move them."""
         since = f"since {v.last_poll:%Y-%m-%d %H:%M:%S} UTC" if v.last_poll else "listed (the server forgets a stopped one at once)"
         if v.build_id == self.current:
-            move = (f"`rein deployment rollback` moves them to {previous}" if (previous := previous_build(self)) else
+            move = (f"`rein deployment rollback` moves them to {previous}" if (previous := self.previous()) else
                     "`rein deployment set-current BUILD` moves them to another build")
             return (f"deployment {self.name}: the current build {v.build_id} has had no worker {since}: its {v.waiting} "
                     f"open runs wait (nothing changes by itself); start its workers again, or {move}")
@@ -116,26 +120,30 @@ class DeploymentState:
                 "open_runs": current.waiting if current else 0}
 
 
-async def deployment_state(client: Client, name: str) -> DeploymentState | None:
-    """The routing, and each build's workers, waiting runs and last check; None if the deployment does not exist."""
+async def _routing(client: Client, name: str) -> DeploymentState | None:
+    """The routing and each build's state as one describe says; None: no such deployment."""
     if (described := await d.describe(client, name)) is None:
         return None
-    info, fresh = described.worker_deployment_info, fresh_since()
+    info = described.worker_deployment_info
     routing = info.routing_config
-    state = DeploymentState(name, routing.current_deployment_version.build_id or None,
-                            routing.ramping_deployment_version.build_id or None, routing.ramping_version_percentage,
-                            info.manager_identity or None)
-    for s in info.version_summaries:
-        v = VersionState(s.deployment_version.build_id, WorkerDeploymentVersionStatus.Name(s.status).rsplit("_", 1)[-1].lower(),
-                         last_current=next((getattr(s, f).ToDatetime(UTC) for f in ("current_since_time", "last_current_time")
-                                            if s.HasField(f)), None))
-        state.versions.append(v)
-        if v.status == "drained":
-            continue  # no runs: nothing more to say
-        described_version = await d.describe_version(client, name, v.build_id)
-        v.behavior, v.check = ((meta := d.rein_metadata(described_version) or {}).get("behavior"), meta.get("check"))
-        v.queues = [q.name for q in described_version.version_task_queues if q.type == 1]  # workflow task queues
-        polls = [p.last_access_time.ToSeconds() for p in await version_pollers(client, described_version)]
+    return DeploymentState(name, routing.current_deployment_version.build_id or None,
+                           routing.ramping_deployment_version.build_id or None, routing.ramping_version_percentage,
+                           info.manager_identity or None, [
+        VersionState(s.deployment_version.build_id, WorkerDeploymentVersionStatus.Name(s.status).rsplit("_", 1)[-1].lower(),
+                     last_current=next((getattr(s, f).ToDatetime(UTC) for f in ("current_since_time", "last_current_time")
+                                        if s.HasField(f)), None)) for s in info.version_summaries], described.conflict_token)
+
+
+async def deployment_state(client: Client, name: str) -> DeploymentState | None:
+    """The routing, and each build's workers, waiting runs and last check; None if the deployment does not exist."""
+    if (state := await _routing(client, name)) is None:
+        return None
+    fresh = fresh_since()
+    for v in (v for v in state.versions if v.status != "drained"):  # a drained build has no runs: nothing more to say
+        described = await d.describe_version(client, name, v.build_id)
+        v.behavior, v.check = ((meta := d.rein_metadata(described) or {}).get("behavior"), meta.get("check"))
+        v.queues = [q.name for q in described.version_task_queues if q.type == 1]  # workflow task queues
+        polls = [p.last_access_time.ToSeconds() for p in await version_pollers(client, described)]
         v.last_poll, v.polling = datetime.fromtimestamp(max(polls), UTC) if polls else None, any(t > fresh for t in polls)
         v.waiting = (await client.count_workflows(state.waiting_query(v))).count
     if (current := state.version(state.current)) and current.check and current.check.get("left_ids"):
@@ -144,45 +152,39 @@ async def deployment_state(client: Client, name: str) -> DeploymentState | None:
     return state
 
 
-def previous_build(state: DeploymentState) -> str | None:
-    """The build that was current last before the current one (a rollback's target)."""
-    earlier = [v for v in state.versions if v.build_id != state.current and v.last_current is not None]
-    return max(earlier, key=lambda v: v.last_current or datetime.min.replace(tzinfo=UTC)).build_id if earlier else None
-
-
-async def move_routing(client: Client, deployment: str, target: str, *, ramp: float | None = None, unchecked: bool = False,
-                       progress: Any = None) -> tuple[str | None, Check]:
-    """Make `target` current (or ramp it) once its workers replayed every run that moves; those it cannot replay
-    are pinned to the build they are on first. (The build current before, the check.)"""
-    from rein.settings import current as settings
-
-    if (described := await d.describe(client, deployment)) is None:
+async def move_routing(client: Client, deployment: str, target: str | None, *, ramp: float | None = None,
+                       unchecked: bool = False, progress: Any = None) -> tuple[str | None, Check]:
+    """Make `target` (None: the previous build) current, or ramp it, once its workers replayed every run that moves;
+    those it cannot replay are pinned to the build they are on first. (The build current before, the check.)"""
+    if (state := await _routing(client, deployment)) is None:
         raise RoutingError(f"no worker deployment {deployment!r} (no versioned worker has polled yet)")
-    builds = [s.deployment_version.build_id for s in described.worker_deployment_info.version_summaries]
-    if target not in builds:
-        raise RoutingError(f"deployment {deployment!r} has no build {target!r} (its builds: {', '.join(builds) or 'none'})")
-    if target == (current := d.current_build_id(described)) and ramp is None:
+    if target is None and (target := state.previous()) is None:
+        raise RoutingError(f"deployment {deployment!r} has no build that was current before: pass --to BUILD")
+    if state.version(target) is None:
+        builds = ", ".join(v.build_id for v in state.versions) or "none"
+        raise RoutingError(f"deployment {deployment!r} has no build {target!r} (its builds: {builds})")
+    if target == state.current and ramp is None:
         raise RoutingError(f"build {target} is current already")
-    version, timeout = WorkerDeploymentVersion(deployment, target), settings().promote_timeout_s
-    moving = await runs_that_move(client, deployment, await d.version_queues(client, deployment, target))
-    found = Check(moving, len(moving)) if unchecked or not moving else await _checked(client, version, moving, timeout, progress)
+    version = WorkerDeploymentVersion(deployment, target)
+    moving = await running(client, follow_current(deployment, await d.version_queues(client, deployment, target)))
+    found = Check(moving, len(moving), build=target) if unchecked or not moving else await _checked(client, version, moving, progress)
     if found.checked < len(moving):
-        raise RoutingError(f"build {target} is not current: {found.refusal(timeout)}; nothing moved", replay=True)
+        raise RoutingError(f"build {target} is not current: {found.refusal()}; nothing moved", replay=True)
     for failure in found.blocking:
-        if not (stays := failure.run.build or current):
+        if not (stays := failure.run.build or state.current):
             raise RoutingError(f"build {target} cannot replay unversioned {failure.line()}: it has no build to stay "
                                "pinned to; pass --unchecked to move it anyway", replay=True)
         await d.override_run(client, failure.run.workflow_id, failure.run.run_id, WorkerDeploymentVersion(deployment, stays))
-    await d.set_current(client, version, ramp=ramp, conflict_token=described.conflict_token)
-    return current, found
+    await d.set_current(client, version, ramp=ramp, conflict_token=state.token)
+    return state.current, found
 
 
-async def _checked(client: Client, version: WorkerDeploymentVersion, runs: list[Any], timeout: float, progress: Any) -> Check:
+async def _checked(client: Client, version: WorkerDeploymentVersion, runs: list[Any], progress: Any) -> Check:
     described = await d.describe_version(client, version.deployment_name, version.build_id)
     if not (d.rein_metadata(described) or {}).get("replay_check"):
         why = f"build {version.build_id} cannot be asked to replay runs (an earlier rein, or not rein's)"
-        return Check(runs, len(runs), [ReplayFailure(r, why) for r in runs])
+        return Check(runs, len(runs), [ReplayFailure(r, why) for r in runs], version.build_id)
     if not any(p.last_access_time.ToSeconds() > fresh_since() for p in await version_pollers(client, described)):
         raise RoutingError(f"no worker of build {version.build_id} polls: start its workers first (they serve the runs "
                            "this moves), or pass --unchecked")
-    return await check(client, version, runs, timeout=timeout, progress=progress)
+    return await check(client, version, runs, progress=progress)

@@ -1,8 +1,7 @@
 """Which Worker Deployment version a worker is, and the RPCs around versions (docs/deploys.md).
 
-The deployment is the application (REIN_DEPLOYMENT, `rein` for `rein worker` and the engine; `none`: versioning
-off), whatever queues a worker polls; the build id is REIN_BUILD_ID, else a digest of rein's workflow-side and
-activity sources. Runs are AUTO_UPGRADE unless REIN_VERSIONING=pinned.
+The deployment is the application, whatever queues a worker polls; a build's id defaults to a digest of the code
+its runs depend on, so a changed workflow is a new version.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import hashlib
 import importlib.util
 import json
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,7 +31,6 @@ from rein import settings
 if TYPE_CHECKING:
     from temporalio.worker import WorkerDeploymentConfig  # the worker side: what the CLI's readers never load
 
-DEPLOYMENT_ENV, BUILD_ID_ENV, PROMOTE_ENV, VERSIONING_ENV = "REIN_DEPLOYMENT", "REIN_BUILD_ID", "REIN_PROMOTE", "REIN_VERSIONING"
 DEFAULT_DEPLOYMENT, VERSIONING_OFF = "rein", "none"
 BEHAVIORS = {"auto-upgrade": VersioningBehavior.AUTO_UPGRADE, "pinned": VersioningBehavior.PINNED}
 BUILD_SOURCES = ("rein.workflows", "rein.activities")
@@ -43,7 +41,7 @@ without it is a rein build from before (its runs were PINNED by default) or not 
 
 
 def default_build_id() -> str:
-    """`rein-<digest>` of the code a run depends on: rein's workflow-side modules and activities."""
+    """`rein-<digest>` of rein's workflow-side modules and activities."""
     from rein.temporal.sandbox import PURE_MODULES  # the sandbox's list (temporalio's worker side: not for readers)
 
     digest = hashlib.sha256()
@@ -60,36 +58,38 @@ def _source_files(modules: tuple[str, ...]) -> set[Path]:
     return files
 
 
+def deployment_name(given: str | None = None, default: str | None = DEFAULT_DEPLOYMENT) -> str | None:
+    """`given`, else REIN_DEPLOYMENT, else `default`."""
+    return given or settings.current().deployment or default
+
+
 def worker_version(deployment: str | None = None, build_id: str | None = None, *,
                    default: str | None = None) -> WorkerDeploymentVersion | None:
     """The arguments, else REIN_DEPLOYMENT / REIN_BUILD_ID, else `default`; None when versioning is off."""
-    now = settings.current()
-    deployment = deployment or now.deployment or default or None
-    if deployment is None or deployment == VERSIONING_OFF:
+    if (deployment := deployment_name(deployment, default)) in (None, VERSIONING_OFF):
         if build_id:
-            raise ValueError(f"a build id needs a deployment name too (set {DEPLOYMENT_ENV})")
+            raise ValueError("a build id needs a deployment name too (set REIN_DEPLOYMENT)")
         return None
     if "." in deployment:
         raise ValueError(f"deployment name {deployment!r} may not contain '.' (Temporal joins <deployment>.<build id>)")
-    return WorkerDeploymentVersion(deployment, build_id or now.build_id or default_build_id())
+    return WorkerDeploymentVersion(deployment, build_id or settings.current().build_id or default_build_id())
 
 
 def _choice(env: str, given: str | None, configured: str, choices: Any) -> str:
     """`given` (an argument), else the setting's value (checked by rein.settings)."""
-    name = (given or configured).strip().lower().replace("_", "-")
-    if name not in choices:
+    if (name := (given or configured).strip().lower().replace("_", "-")) not in choices:
         raise ValueError(f"{env}={name!r}: expected one of {', '.join(choices)}")
     return name
 
 
 def promote_policy(given: str | None = None) -> str:
     """"new" (a new build becomes current when its worker starts) or "manual" (REIN_PROMOTE)."""
-    return _choice(PROMOTE_ENV, given, settings.current().promote, ("new", "manual"))
+    return _choice("REIN_PROMOTE", given, settings.current().promote, ("new", "manual"))
 
 
 def versioning_behavior(given: str | None = None) -> VersioningBehavior:
     """How this worker's runs behave (REIN_VERSIONING): `auto-upgrade` (default) or `pinned`."""
-    return BEHAVIORS[_choice(VERSIONING_ENV, given, settings.current().versioning, BEHAVIORS)]
+    return BEHAVIORS[_choice("REIN_VERSIONING", given, settings.current().versioning, BEHAVIORS)]
 
 
 def deployment_config(version: WorkerDeploymentVersion, behavior: VersioningBehavior) -> WorkerDeploymentConfig:
@@ -105,76 +105,72 @@ def with_default_behavior(config: WorkerDeploymentConfig) -> WorkerDeploymentCon
     return config
 
 
-async def rate_limited(call: Callable[[], Awaitable[T]]) -> T:
-    """`call()`, asked again while the server rate-limits the deployment's RPCs (RESOURCE_EXHAUSTED), ~10 s at most."""
+async def _rpc(client: Client, method: str, **fields: Any) -> Any:
+    """The workflow service's `method` in the client's namespace, asked again while the server rate-limits the
+    deployment RPCs (RESOURCE_EXHAUSTED), ~10 s at most."""
+    request = getattr(rpc, "".join(w.title() for w in method.split("_")) + "Request")(namespace=client.namespace, **fields)
     for attempt in range(10):
         try:
-            return await call()
+            return await getattr(client.workflow_service, method)(request)
         except RPCError as err:
             if err.status != RPCStatusCode.RESOURCE_EXHAUSTED or attempt == 9:
                 raise
             await asyncio.sleep(0.2 * (attempt + 1) * (0.5 + random.random()))
-    raise AssertionError("unreachable")
 
 
-async def describe(client: Client, deployment: str) -> rpc.DescribeWorkerDeploymentResponse | None:
-    """None before any of its workers polled."""
+async def absent(call: Awaitable[T], *statuses: RPCStatusCode) -> T | None:
+    """`call`'s answer, or None when the server says one of `statuses` (default: NOT_FOUND)."""
     try:
-        return await rate_limited(lambda: client.workflow_service.describe_worker_deployment(
-            rpc.DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)))
+        return await call
     except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
+        if err.status not in (statuses or (RPCStatusCode.NOT_FOUND,)):
             raise
         return None
 
 
+async def describe(client: Client, deployment: str) -> rpc.DescribeWorkerDeploymentResponse | None:
+    """None before any of its workers polled."""
+    return await absent(_rpc(client, "describe_worker_deployment", deployment_name=deployment))
+
+
 async def describe_version(client: Client, deployment: str, build: str) -> rpc.DescribeWorkerDeploymentVersionResponse:
-    return await rate_limited(lambda: client.workflow_service.describe_worker_deployment_version(
-        rpc.DescribeWorkerDeploymentVersionRequest(
-            namespace=client.namespace, deployment_version=VersionProto(deployment_name=deployment, build_id=build))))
+    version = VersionProto(deployment_name=deployment, build_id=build)
+    return await _rpc(client, "describe_worker_deployment_version", deployment_version=version)
 
 
 def current_build_id(described: rpc.DescribeWorkerDeploymentResponse | None) -> str | None:
     return described.worker_deployment_info.routing_config.current_deployment_version.build_id or None if described else None
 
 
-def was_routed(described: rpc.DescribeWorkerDeploymentResponse | None, build_id: str | None = None) -> bool:
+def was_routed(described: rpc.DescribeWorkerDeploymentResponse, build_id: str | None = None) -> bool:
     """Whether the build (None: any) was ever current or ramping (a new build was not: it may promote itself)."""
-    return described is not None and any(
-        build_id in (None, s.deployment_version.build_id) and s.HasField("first_activation_time")
-        for s in described.worker_deployment_info.version_summaries)
+    return any(build_id in (None, s.deployment_version.build_id) and s.HasField("first_activation_time")
+               for s in described.worker_deployment_info.version_summaries)
 
 
 async def set_current(client: Client, version: WorkerDeploymentVersion, *, ramp: float | None = None,
                       conflict_token: bytes = b"", ignore_missing_task_queues: bool = False) -> None:
     """Make `version` current (or ramp `ramp` percent of new runs to it), refused if the routing changed since
     `conflict_token` was read."""
-    common: dict[str, Any] = dict(
-        namespace=client.namespace, deployment_name=version.deployment_name, build_id=version.build_id,
-        identity=client.identity, conflict_token=conflict_token, ignore_missing_task_queues=ignore_missing_task_queues)
-    if ramp is None:
-        await rate_limited(lambda: client.workflow_service.set_worker_deployment_current_version(
-            rpc.SetWorkerDeploymentCurrentVersionRequest(**common)))
-    else:
-        await rate_limited(lambda: client.workflow_service.set_worker_deployment_ramping_version(
-            rpc.SetWorkerDeploymentRampingVersionRequest(percentage=ramp, **common)))
+    await _rpc(client, "set_worker_deployment_current_version" if ramp is None else "set_worker_deployment_ramping_version",
+               deployment_name=version.deployment_name, build_id=version.build_id, identity=client.identity,
+               conflict_token=conflict_token, ignore_missing_task_queues=ignore_missing_task_queues,
+               **({} if ramp is None else {"percentage": ramp}))
 
 
 async def version_queues(client: Client, deployment: str, build_id: str) -> list[str]:
-    """The workflow task queues the workers of that version have polled."""
-    described = await describe_version(client, deployment, build_id)
-    return [q.name for q in described.version_task_queues if q.type == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW]
+    """The workflow task queues the workers of that version have polled (none before its first poll registered it)."""
+    described = await absent(describe_version(client, deployment, build_id))
+    return [q.name for q in described.version_task_queues if q.type == TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW] if described else []
 
 
 async def write_metadata(client: Client, version: WorkerDeploymentVersion, **entries: Any) -> None:
     """Merge `entries` into the version's rein metadata."""
     described = await describe_version(client, version.deployment_name, version.build_id)
     value = json.dumps({**(rein_metadata(described) or {}), **entries}).encode()
-    await rate_limited(lambda: client.workflow_service.update_worker_deployment_version_metadata(
-        rpc.UpdateWorkerDeploymentVersionMetadataRequest(
-            namespace=client.namespace, identity=client.identity,
-            deployment_version=described.worker_deployment_version_info.deployment_version,
-            upsert_entries={METADATA_KEY: Payload(metadata={"encoding": b"json/plain"}, data=value)})))
+    await _rpc(client, "update_worker_deployment_version_metadata", identity=client.identity,
+               deployment_version=described.worker_deployment_version_info.deployment_version,
+               upsert_entries={METADATA_KEY: Payload(metadata={"encoding": b"json/plain"}, data=value)})
 
 
 def rein_metadata(described: rpc.DescribeWorkerDeploymentVersionResponse) -> dict | None:
@@ -187,12 +183,10 @@ def rein_metadata(described: rpc.DescribeWorkerDeploymentVersionResponse) -> dic
 
 async def override_run(client: Client, workflow_id: str, run_id: str, pinned_to: WorkerDeploymentVersion | None) -> None:
     """As `temporal workflow update-options` does: PINNED to `pinned_to`, or (None) AUTO_UPGRADE."""
-    override = VersioningOverride(auto_upgrade=True) if pinned_to is None else VersioningOverride(
-        pinned=VersioningOverride.PinnedOverride(version=VersionProto(deployment_name=pinned_to.deployment_name,
-                                                                      build_id=pinned_to.build_id),
-                                                 behavior=VersioningOverride.PINNED_OVERRIDE_BEHAVIOR_PINNED))
-    await client.workflow_service.update_workflow_execution_options(rpc.UpdateWorkflowExecutionOptionsRequest(
-        namespace=client.namespace, identity=client.identity,
-        workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
-        workflow_execution_options=WorkflowExecutionOptions(versioning_override=override),
-        update_mask=FieldMask(paths=["versioning_override"])))
+    override = VersioningOverride(auto_upgrade=True) if pinned_to is None else VersioningOverride(pinned=(
+        VersioningOverride.PinnedOverride(behavior=VersioningOverride.PINNED_OVERRIDE_BEHAVIOR_PINNED, version=VersionProto(
+            deployment_name=pinned_to.deployment_name, build_id=pinned_to.build_id))))
+    await _rpc(client, "update_workflow_execution_options", identity=client.identity,
+               workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
+               workflow_execution_options=WorkflowExecutionOptions(versioning_override=override),
+               update_mask=FieldMask(paths=["versioning_override"]))

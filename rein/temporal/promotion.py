@@ -1,10 +1,8 @@
 """A build replays every run that would move to it before it takes them: a new build's promotion, an operator's move.
 
-`check` starts ReinReplayCheck pinned to the build: CHUNK runs per activity, spread over its workers, bounded by
-REIN_PROMOTE_TIMEOUT_S. A run it cannot replay blocks the build unless it cannot go on where it is either (its task
-keeps failing there, it is older than the support window) or an earlier rein pinned it (it stays pinned): those are
-named and left as they are. A new build promotes itself once, with the routing's conflict token; its replicas share
-one check (its workflow id). docs/deploys.md.
+The check is ReinReplayCheck pinned to the build: its workers replay CHUNK runs per activity, within
+REIN_PROMOTE_TIMEOUT_S. A run that cannot go on where it is either (stuck there, older than the support window) or
+that an earlier rein pinned never blocks a build: it is named and left as it is (docs/deploys.md).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from temporalio.common import PinnedVersioningOverride, VersioningBehavior, Work
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
+from rein import settings
 from rein.core.contract import PROBLEMS, REPLAY_CHECK, REPLAY_CHECK_WORKFLOW_TYPE
 from rein.temporal import deployment as d
 
@@ -61,6 +60,7 @@ class Check:
     runs: list[RunRef]
     checked: int = 0
     failures: list[ReplayFailure] = field(default_factory=list)
+    build: str = ""  # the build asked
 
     @property
     def blocking(self) -> list[ReplayFailure]:
@@ -70,11 +70,11 @@ class Check:
     def left(self) -> list[ReplayFailure]:
         return [f for f in self.failures if f.left]
 
-    def refusal(self, timeout: float) -> str | None:
+    def refusal(self, timeout: float | None = None) -> str | None:
         """Why the build cannot take the runs, or None."""
         if self.checked < len(self.runs):
-            return (f"it replayed {self.checked} of the {len(self.runs)} runs that would move to it within {timeout:g} s "
-                    "(REIN_PROMOTE_TIMEOUT_S)")
+            return (f"it replayed {self.checked} of the {len(self.runs)} runs that would move to it within "
+                    f"{timeout or settings.current().promote_timeout_s:g} s (REIN_PROMOTE_TIMEOUT_S)")
         if not (blocking := self.blocking):
             return None
         also = ", ".join(f.run.workflow_id for f in blocking[1:4]) + (f" and {len(blocking) - 4} more" if len(blocking) > 4 else "")
@@ -108,19 +108,14 @@ class ReplayCheckActivity:
         """[workflow id, run id, why] of each run this code does not replay (in one replay worker)."""
         if self.replayer is None:
             raise RuntimeError("this worker has not started yet")  # retried: it will have
-        client = activity.client()
-
-        async def fetch(run: list[str]) -> Any:
-            try:
-                return await client.get_workflow_handle(run[0], run_id=run[1]).fetch_history()
-            except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:
-                    raise
-                return None  # deleted meanwhile: nothing to replay
-
-        fetched = {id(h): (h, run) for h, run in zip(await asyncio.gather(*map(fetch, runs)), runs, strict=True) if h}
+        fetched = {id(h): (h, run) for h, run in zip(await asyncio.gather(*map(_history, runs)), runs, strict=True) if h}
         async with self.replayer.workflow_replay_iterator(_each(fetched)) as results:
             return [[*fetched[id(r.history)][1], str(r.replay_failure)] async for r in results if r.replay_failure]
+
+
+async def _history(run: list[str]) -> Any:
+    """None: deleted meanwhile (nothing to replay)."""
+    return await d.absent(activity.client().get_workflow_handle(run[0], run_id=run[1]).fetch_history())
 
 
 async def _each(fetched: dict[int, Any]) -> Any:
@@ -128,12 +123,13 @@ async def _each(fetched: dict[int, Any]) -> Any:
         yield history
 
 
-async def check(client: Client, version: WorkerDeploymentVersion, runs: list[RunRef], *, timeout: float,
+async def check(client: Client, version: WorkerDeploymentVersion, runs: list[RunRef], *,
                 progress: Callable[[Check], Awaitable[None]] | None = None, workflow_id: str | None = None) -> Check:
-    """`version`'s workers replay `runs`, within `timeout` s (`progress` told every PROGRESS_S)."""
-    found, of = Check(runs), {(r.workflow_id, r.run_id): r for r in runs}
+    """`version`'s workers replay `runs` within REIN_PROMOTE_TIMEOUT_S (`progress` told every PROGRESS_S)."""
+    found, of, loop = Check(runs, build=version.build_id), {(r.workflow_id, r.run_id): r for r in runs}, asyncio.get_running_loop()
     if not runs:
         return found
+    timeout = settings.current().promote_timeout_s
     handle = await client.start_workflow(
         REPLAY_CHECK_WORKFLOW_TYPE, args=[[[r.workflow_id, r.run_id] for r in runs], CHUNK],
         id=workflow_id or f"rein-replay-check-{uuid.uuid4().hex[:12]}", execution_timeout=timedelta(seconds=timeout),
@@ -145,9 +141,9 @@ async def check(client: Client, version: WorkerDeploymentVersion, runs: list[Run
         # A replica's check of the same build may list a run started meanwhile: it is known by its ids alone.
         found.checked, found.failures = checked, [ReplayFailure(of.get((w, r), RunRef(w, r)), why) for w, r, why in failed]
 
-    answer, deadline = asyncio.ensure_future(handle.result()), asyncio.get_running_loop().time() + timeout
-    while not answer.done() and asyncio.get_running_loop().time() < deadline:
-        await asyncio.wait({answer}, timeout=min(PROGRESS_S, deadline - asyncio.get_running_loop().time()))
+    answer, deadline = asyncio.ensure_future(handle.result()), loop.time() + timeout
+    while not answer.done() and loop.time() < deadline:
+        await asyncio.wait({answer}, timeout=min(PROGRESS_S, deadline - loop.time()))
         if not answer.done():
             with contextlib.suppress(Exception):  # not answered yet: the progress so far stays
                 take(*await handle.query("progress"))
@@ -159,34 +155,29 @@ async def check(client: Client, version: WorkerDeploymentVersion, runs: list[Run
     return found
 
 
-async def _running(client: Client, query: str, pinned: bool = False) -> list[RunRef]:
+def follow_current(deployment: str, queues: list[str]) -> list[str]:
+    """Visibility clauses of the runs that follow the current version: the deployment's AUTO_UPGRADE runs, and
+    unversioned runs on `queues` (an earlier, unversioned rein)."""
+    return [f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior = "AutoUpgrade"',
+            *(f'TaskQueue = "{q}" AND TemporalWorkerDeploymentVersion IS NULL' for q in queues)]
+
+
+def any_of(clauses: list[str]) -> str:
+    return " OR ".join(f"({c})" for c in clauses)
+
+
+async def running(client: Client, clauses: list[str], pinned: bool = False) -> list[RunRef]:
+    """The open runs any of `clauses` matches."""
     return [RunRef(run.id, run.run_id, str((run.search_attributes.get("TemporalWorkerDeploymentVersion") or [""])[0])
                    .partition(":")[2], bool(run.search_attributes.get(PROBLEMS)), pinned)
-            async for run in client.list_workflows(f'ExecutionStatus = "Running" AND ({query})')]
-
-
-async def runs_that_move(client: Client, deployment: str, queues: list[str]) -> list[RunRef]:
-    """What follows the current version when it changes: the deployment's AUTO_UPGRADE runs, and unversioned runs on
-    `queues` (an earlier, unversioned rein)."""
-    clauses = [f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior = "AutoUpgrade"',
-               *(f'TaskQueue = "{q}" AND TemporalWorkerDeploymentVersion IS NULL' for q in queues)]
-    return await _running(client, " OR ".join(f"({c})" for c in clauses))
-
-
-async def pinned_by_an_earlier_rein(client: Client, deployment: str) -> list[RunRef]:
-    """Open runs pinned to versions with no rein metadata: rein before AUTO_UPGRADE pinned them by default."""
-    pinned = await _running(client, f'TemporalWorkerDeployment = "{deployment}" AND TemporalWorkflowVersioningBehavior'
-                                    f' = "Pinned" AND WorkflowType != "{REPLAY_CHECK_WORKFLOW_TYPE}"', pinned=True)
-    earlier = {b for b in {r.build for r in pinned} if d.rein_metadata(await d.describe_version(client, deployment, b)) is None}
-    return [r for r in pinned if r.build in earlier]
+            async for run in client.list_workflows(f'ExecutionStatus = "Running" AND ({any_of(clauses)})')]
 
 
 async def promote(client: Client, version: WorkerDeploymentVersion, behavior: VersioningBehavior,
                   policy: str = "new", queues: Callable[[], set[str]] = set) -> bool:
     """Once, as a versioned worker starts: mark the version as rein's; make it current when it is new (or the
-    deployment has none; "manual": only then) and can take the runs. `queues`: what this process polls."""
-    from rein.settings import current as settings
-
+    deployment has none; "manual": only then) and can take the runs. `queues`: what this process polls.
+    Replicas share one check (its workflow id) and one switch (the routing's conflict token)."""
     loop, (name, build) = asyncio.get_running_loop(), (version.deployment_name, version.build_id)
     deadline, kind = loop.time() + REGISTER_TIMEOUT_S, next(n for n, b in d.BEHAVIORS.items() if b == behavior)
     while True:  # the version exists once its first poll registered it
@@ -205,12 +196,14 @@ async def promote(client: Client, version: WorkerDeploymentVersion, behavior: Ve
         return False  # nothing to do; a routing manager of its own; a build started again; promotion by hand
     while not queues() <= set(registered := await d.version_queues(client, name, build)) and loop.time() < deadline:
         await asyncio.sleep(0.2)
-    earlier = await pinned_by_an_earlier_rein(client, name)
-    runs, timeout = [*await runs_that_move(client, name, registered), *earlier], settings().promote_timeout_s
+    pinned = await running(client, [f'TemporalWorkerDeployment = "{name}" AND TemporalWorkflowVersioningBehavior = '
+                                     f'"Pinned" AND WorkflowType != "{REPLAY_CHECK_WORKFLOW_TYPE}"'], pinned=True)
+    earlier = {b for b in {r.build for r in pinned} if d.rein_metadata(await d.describe_version(client, name, b)) is None}
+    runs = [*await running(client, follow_current(name, registered)), *(r for r in pinned if r.build in earlier)]
     log.info("rein deployment %s: build %s replays the %d runs that would move to it first", name, build, len(runs))
-    found = await check(client, version, runs, timeout=timeout, progress=lambda c: _told(client, version, c),
+    found = await check(client, version, runs, progress=lambda c: _told(client, version, c),
                         workflow_id=f"rein-promotion-{name}-{build}")
-    refusal, left = found.refusal(timeout), "; " + found.record(None)["left"] if found.left else ""
+    refusal, left = found.refusal(), "; " + found.record(None)["left"] if found.left else ""
     await d.write_metadata(client, version, check=found.record(refusal))
     if refusal:
         log.warning("rein deployment %s: build %s is not current: %s%s; it serves only runs pinned to it (`rein "
@@ -224,7 +217,7 @@ async def promote(client: Client, version: WorkerDeploymentVersion, behavior: Ve
         return False  # the routing changed since it was read: another replica or an operator decided
     log.info("rein deployment %s: build %s is current (%s; it replayed the %d runs that move to it%s)", name, build,
              f"was {current}" if current else "the first", len(runs), left)
-    for run in set(earlier) - {f.run for f in found.failures}:
+    for run in {r for r in runs if r.pinned} - {f.run for f in found.failures}:  # an earlier rein pinned it
         await d.override_run(client, run.workflow_id, run.run_id, None)
         log.info("rein deployment %s: run %s follows the current build now (an earlier rein had pinned it)", name,
                  run.workflow_id)
