@@ -21,6 +21,7 @@ from rein.durable.evals import EvalError, RecordedRun, copy_model_limit, select_
 from rein.durable.fleet import queue_limits, set_limits, usage_since
 from rein.ops.scorers import exact_match, json_field, llm_judge
 from tests.agents import evals as shop
+from tests.support.slimruns import rein_async
 from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.vendor_server import Reply, VendorServer
@@ -193,29 +194,32 @@ async def test_the_cli_gate_and_its_errors(dev, store):
     runs, ids = await record(dev, store)
     address = dev.client.service_client.config.target_host
     every = ",".join(ids.values())
-    cli = lambda *argv: asyncio.to_thread(rein_cli, "eval", *argv, "--address", address, **store.env)  # noqa: E731
+    # In this process (the command's output, exit code and effect), but for the gate below: the console script's
+    # exit code and one-line stderr, through a real process.
+    cli = lambda *argv: rein_async("eval", *argv, "--address", address, **store.env)  # noqa: E731
     passed = await cli("--agent", "tests.agents.evals:original", "--runs", every, "--fail-under", "0.95")
     assert passed.returncode == 0, passed.stderr
     assert "4/4 runs match (100%)" in passed.stdout
-    below = await cli("--agent", "tests.agents.evals:stocking", "--runs", every, "--fail-under", "0.95", "--json")
+    below = await asyncio.to_thread(rein_cli, "eval", "--agent", "tests.agents.evals:stocking", "--runs", every,
+                                    "--fail-under", "0.95", "--json", "--address", address, **store.env)
     assert below.returncode == EXIT_EVAL_BELOW, below.stderr
     assert below.stderr.strip() == "rein: 50% of runs match, under --fail-under 0.95"
     printed = json.loads(below.stdout)
     assert sorted(r["verdict"] for r in printed["rows"]) == ["diverged", "diverged", "match", "match"]
     assert (printed["matched"], printed["total"], printed["diverged"], printed["share"]) == (2, 4, 2, 0.5)
-    assert store.effects() == RECORDED_EFFECTS  # two processes, no tool ran again
+    assert store.effects() == RECORDED_EFFECTS  # two commands (one a process), no tool ran again
     pear = next(r for r in printed["rows"] if r["recorded"] == ids["buy pear"])
 
     async def listed() -> bool:
-        shown = await asyncio.to_thread(rein_cli, "list", "--eval-of", ids["buy pear"], "--json", "--address", address)
+        shown = await rein_async("list", "--eval-of", ids["buy pear"], "--json", "--address", address)
         return {row["run_id"] for row in json.loads(shown.stdout or "[]")} >= {pear["run"]}
 
     await poll(listed, "rein list --eval-of to show the what-if runs", timeout=30)
     what_if = {row["run"] for row in printed["rows"]}
 
     async def by_default_and_with_evals() -> tuple[set[str], set[str]] | None:
-        shown = [{row["run_id"] for row in json.loads((await asyncio.to_thread(
-            rein_cli, "list", "--agent", store.name, "--json", "--address", address, *extra)).stdout)}
+        shown = [{row["run_id"] for row in json.loads((await rein_async(
+            "list", "--agent", store.name, "--json", "--address", address, *extra)).stdout)}
             for extra in ([], ["--evals"])]
         return (shown[0], shown[1]) if shown[1] >= what_if else None
 
