@@ -3,7 +3,7 @@ about being a process): each real `rein` process costs ~1 s of CPU just to impor
 
 `rein_inproc` answers like tests/test_cli.py's `rein_cli` (a CompletedProcess: exit code, stdout, stderr) and
 gives the command the environment a `rein_cli` process would see: this process's, without TEMPORAL_ADDRESS,
-REIN_DEBUG and COLUMNS, plus the given variables, restored afterwards. It runs `rein.cli.main` (the console
+REIN_DEBUG and COLUMNS, plus the given variables, restored afterwards, and an empty stdin. It runs `rein.cli.main` (the console
 script's own dispatcher, which turns every error into its one line and exit code) in a worker thread, so a
 command that runs its own event loop can be called from an async test: `await asyncio.to_thread(rein_inproc, ...)`
 or `await rein_async(...)`.
@@ -16,6 +16,7 @@ import contextlib
 import io
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -27,13 +28,16 @@ _LEFT_OUT = ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS")
 
 @contextlib.contextmanager
 def _environment(env: dict[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
+    """rein_cli's environment, and an empty stdin (its stdin is /dev/null: a prompt reads end-of-file)."""
+    saved, stdin = dict(os.environ), sys.stdin
     for name in _LEFT_OUT:
         os.environ.pop(name, None)
     os.environ.update(env)
+    sys.stdin = io.StringIO("")
     try:
         yield
     finally:
+        sys.stdin = stdin
         os.environ.clear()
         os.environ.update(saved)
 
