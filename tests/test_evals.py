@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from temporalio.common import SearchAttributeKey
 
 import rein
@@ -21,6 +23,7 @@ from rein.durable.evals import EvalError, RecordedRun, copy_model_limit, select_
 from rein.durable.fleet import queue_limits, set_limits, usage_since
 from rein.ops.scorers import exact_match, json_field, llm_judge
 from tests.agents import evals as shop
+from tests.support.slimruns import rein_async
 from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.vendor_server import Reply, VendorServer
@@ -70,6 +73,28 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         yield Shop(srv, tmp_path, monkeypatch)
 
 
+class Recorded:
+    """The module's one recording (record() below, made once: what-if runs never change it): its shop, client,
+    prompt -> run id, and the tools it ran. Each test starts with an empty effects file, so what a test's
+    what-if runs executed is all the file holds."""
+
+    def __init__(self, store: Shop, runs: ReinClient, ids: dict[str, str]) -> None:
+        self.store, self.runs, self.ids, self.effects = store, runs, ids, store.effects()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def recording(dev: Any, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Recorded]:
+    with pytest.MonkeyPatch.context() as monkeypatch, VendorServer(responder=shop_vendor) as srv:
+        shop_ = Shop(srv, tmp_path_factory.mktemp("shop"), monkeypatch)
+        yield Recorded(shop_, *await record(dev, shop_))
+
+
+@pytest.fixture
+def recorded(recording: Recorded) -> Recorded:
+    Path(recording.store.env["REINTEST_EFFECTS"]).unlink(missing_ok=True)
+    return recording
+
+
 async def record(dev: Any, store: Shop) -> tuple[ReinClient, dict[str, str]]:
     """The original agent's runs, one per prompt, each decided as PROMPTS says: prompt -> run id."""
     queue = f"shop-{uuid.uuid4().hex[:6]}"
@@ -91,14 +116,14 @@ async def record(dev: Any, store: Shop) -> tuple[ReinClient, dict[str, str]]:
 RECORDED_EFFECTS = ["lookup apple", "lookup kiwi", "lookup pear", "charge pear", "lookup plum"]
 
 
-async def test_an_unchanged_agent_matches_every_recorded_run_and_runs_no_tool_again(dev, store):
-    runs, ids = await record(dev, store)
-    assert store.effects() == RECORDED_EFFECTS
+async def test_an_unchanged_agent_matches_every_recorded_run_and_runs_no_tool_again(dev, recorded):
+    runs, ids, store = recorded.runs, recorded.ids, recorded.store
+    assert recorded.effects == RECORDED_EFFECTS
     heard: list[str] = []
     report = await runs.eval(shop.build("original"), runs=list(ids.values()), on_row=lambda row: heard.append(row.recorded))
     assert [r.verdict for r in report.rows] == ["match"] * 4, report.rows
     assert sorted(heard) == sorted(ids.values())  # progress: each row as it was compared
-    assert store.effects() == RECORDED_EFFECTS  # no tool ran again
+    assert store.effects() == []  # no tool ran again
     by_prompt = {p: next(r for r in report.rows if r.recorded == i) for p, i in ids.items()}
     assert [by_prompt[p].reused for p in PROMPTS] == [1, 1, 2, 2]  # plum's denied charge: the recorded denial
     assert all(r.ran == 0 and r.first_difference is None and r.same_output for r in report.rows)
@@ -112,8 +137,8 @@ async def test_an_unchanged_agent_matches_every_recorded_run_and_runs_no_tool_ag
         assert not [e for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
 
 
-async def test_a_changed_agent_diverges_exactly_where_it_makes_a_new_call(dev, store):
-    runs, ids = await record(dev, store)
+async def test_a_changed_agent_diverges_exactly_where_it_makes_a_new_call(dev, recorded):
+    runs, ids, store = recorded.runs, recorded.ids, recorded.store
     report = await runs.eval(shop.build("stocking"), runs=list(ids.values()))
     verdicts = {r.recorded: (r.verdict, r.diverged) for r in report.rows}
     assert verdicts == {
@@ -122,28 +147,28 @@ async def test_a_changed_agent_diverges_exactly_where_it_makes_a_new_call(dev, s
         ids["buy pear"]: ("diverged", 'diverged at step 0: new call check_stock({"sku":"pear"})'),
         ids["buy plum"]: ("diverged", 'diverged at step 0: new call check_stock({"sku":"plum"})'),
     }
-    assert store.effects() == RECORDED_EFFECTS
+    assert store.effects() == []
     assert report.summary().startswith("2/4 runs match (50%)")
 
 
-async def test_a_new_call_to_a_tool_safe_to_run_again_runs_once_and_the_rest_is_reused(dev, store):
-    runs, ids = await record(dev, store)
+async def test_a_new_call_to_a_tool_safe_to_run_again_runs_once_and_the_rest_is_reused(dev, recorded):
+    runs, ids, store = recorded.runs, recorded.ids, recorded.store
     report = await runs.eval(shop.build("restocking"), runs=[ids["buy pear"], ids["buy plum"]])
     assert [(r.verdict, r.first_difference, r.ran, r.reused) for r in report.rows] == [("differ", 0, 1, 2)] * 2
     effects = store.effects()  # the two what-if runs go at once: their checks in either order
-    assert effects[:5] == RECORDED_EFFECTS and sorted(effects[5:]) == ["check_stock pear", "check_stock plum"]
+    assert sorted(effects) == ["check_stock pear", "check_stock plum"]
 
 
-async def test_a_model_switch_that_behaves_the_same_matches(dev, store):
-    runs, ids = await record(dev, store)
+async def test_a_model_switch_that_behaves_the_same_matches(dev, recorded):
+    runs, ids, store = recorded.runs, recorded.ids, recorded.store
     asked = len(store.srv.requests)
     report = await runs.eval(shop.build("switched"), runs=list(ids.values()), concurrency=2)
     assert report.share == 1.0, report.rows
     assert {r.body["model"] for r in store.srv.requests[asked:]} == {"shop-b"}
 
 
-async def test_scorers_judge_the_answers(dev, store):
-    runs, ids = await record(dev, store)
+async def test_scorers_judge_the_answers(dev, recorded):
+    runs, ids, store = recorded.runs, recorded.ids, recorded.store
     judge = llm_judge("openai/judge", api_base=store.srv.base_url + "/v1", api_key="sk-test")
 
     def half(recorded: RecordedRun, replayed: RunResult) -> float:
@@ -175,7 +200,7 @@ async def test_a_selection_leaves_out_what_if_runs_and_usage_leaves_them_out_too
     async def selected() -> bool:
         return set(await select_runs(runs, name=store.name, limit=100)) == set(ids.values())
 
-    await poll(selected, "the recorded runs alone selected", timeout=30)
+    await poll(selected, "the recorded runs alone selected", timeout=30, interval=0.25)
     report = await runs.eval(shop.build("original"), since="1h", limit=2)
     assert len(report.rows) == 2 and report.share == 1.0
 
@@ -183,43 +208,47 @@ async def test_a_selection_leaves_out_what_if_runs_and_usage_leaves_them_out_too
         spend = await usage_since(dev.client, since=__import__("datetime").timedelta(hours=1), include_evals=include)
         return next((s.runs for s in spend.agents if s.key == store.name), 0) == count
 
-    await poll(lambda: usage_counts(False, 4), "usage without what-if runs", timeout=30)
-    await poll(lambda: usage_counts(True, 10), "usage with the what-if runs", timeout=30)
+    await poll(lambda: usage_counts(False, 4), "usage without what-if runs", timeout=30, interval=0.25)
+    await poll(lambda: usage_counts(True, 10), "usage with the what-if runs", timeout=30, interval=0.25)
     with pytest.raises(EvalError, match="no finished runs of agent 'nobody'"):
         await runs.eval(shop.build("original"), name="nobody")
 
 
-async def test_the_cli_gate_and_its_errors(dev, store):
-    runs, ids = await record(dev, store)
+async def test_the_cli_gate_and_its_errors(dev, recorded):
+    ids, store = recorded.ids, recorded.store
     address = dev.client.service_client.config.target_host
     every = ",".join(ids.values())
-    cli = lambda *argv: asyncio.to_thread(rein_cli, "eval", *argv, "--address", address, **store.env)  # noqa: E731
+    # In this process (the command's output, exit code and effect), but for the gate below: the console script's
+    # exit code and one-line stderr, through a real process.
+    cli = lambda *argv: rein_async("eval", *argv, "--address", address, **store.env)  # noqa: E731
     passed = await cli("--agent", "tests.agents.evals:original", "--runs", every, "--fail-under", "0.95")
     assert passed.returncode == 0, passed.stderr
     assert "4/4 runs match (100%)" in passed.stdout
-    below = await cli("--agent", "tests.agents.evals:stocking", "--runs", every, "--fail-under", "0.95", "--json")
+    below = await asyncio.to_thread(rein_cli, "eval", "--agent", "tests.agents.evals:stocking", "--runs", every,
+                                    "--fail-under", "0.95", "--json", "--address", address, **store.env)
     assert below.returncode == EXIT_EVAL_BELOW, below.stderr
     assert below.stderr.strip() == "rein: 50% of runs match, under --fail-under 0.95"
     printed = json.loads(below.stdout)
     assert sorted(r["verdict"] for r in printed["rows"]) == ["diverged", "diverged", "match", "match"]
     assert (printed["matched"], printed["total"], printed["diverged"], printed["share"]) == (2, 4, 2, 0.5)
-    assert store.effects() == RECORDED_EFFECTS  # two processes, no tool ran again
+    assert store.effects() == []  # two commands (one a process), no tool ran again
     pear = next(r for r in printed["rows"] if r["recorded"] == ids["buy pear"])
 
     async def listed() -> bool:
-        shown = await asyncio.to_thread(rein_cli, "list", "--eval-of", ids["buy pear"], "--json", "--address", address)
+        shown = await rein_async("list", "--eval-of", ids["buy pear"], "--json", "--address", address)
         return {row["run_id"] for row in json.loads(shown.stdout or "[]")} >= {pear["run"]}
 
-    await poll(listed, "rein list --eval-of to show the what-if runs", timeout=30)
+    await poll(listed, "rein list --eval-of to show the what-if runs", timeout=30, interval=0.5)  # a command a poll
     what_if = {row["run"] for row in printed["rows"]}
 
     async def by_default_and_with_evals() -> tuple[set[str], set[str]] | None:
-        shown = [{row["run_id"] for row in json.loads((await asyncio.to_thread(
-            rein_cli, "list", "--agent", store.name, "--json", "--address", address, *extra)).stdout)}
+        shown = [{row["run_id"] for row in json.loads((await rein_async(
+            "list", "--agent", store.name, "--json", "--address", address, *extra)).stdout)}
             for extra in ([], ["--evals"])]
         return (shown[0], shown[1]) if shown[1] >= what_if else None
 
-    hidden, shown = await poll(by_default_and_with_evals, "rein list --evals to show the what-if runs", timeout=30)
+    hidden, shown = await poll(by_default_and_with_evals, "rein list --evals to show the what-if runs", timeout=30,
+                               interval=0.5)
     assert hidden == set(ids.values())  # `rein list`: the recorded runs, no what-if run of them
     assert shown >= hidden | what_if
     canary = f"canary-{uuid.uuid4().hex[:6]}"  # a NAME: the changed build's workers, deployed on a queue of their own
@@ -239,8 +268,8 @@ async def test_the_cli_gate_and_its_errors(dev, store):
                           "nobody")
 
 
-async def test_exported_histories_are_fixtures_under_the_time_skipping_server(dev, store, tmp_path):
-    runs, ids = await record(dev, store)
+async def test_exported_histories_are_fixtures_under_the_time_skipping_server(dev, recorded, tmp_path):
+    ids, store = recorded.ids, recorded.store
     folder = tmp_path / "histories"
     folder.mkdir()
     for run_id in ids.values():
@@ -250,13 +279,13 @@ async def test_exported_histories_are_fixtures_under_the_time_skipping_server(de
     assert same.share == 1.0, same.rows
     changed = await rein.testing.eval_histories(shop.build("stocking"), folder)
     assert sorted(r.verdict for r in changed.rows) == ["diverged", "diverged", "match", "match"], changed.rows
-    assert store.effects() == RECORDED_EFFECTS
+    assert store.effects() == []
 
 
-async def test_what_if_model_calls_stay_on_their_own_queue_under_the_fleets_limit(dev, store, monkeypatch):
+async def test_what_if_model_calls_stay_on_their_own_queue_under_the_fleets_limit(dev, recorded, monkeypatch):
     """A worker of the fleet routes model calls to the provider's queue (REIN_MODEL_QUEUES); the what-if worker
     must not (the fleet's model workers serve the recorded definition), and takes the fleet's limit instead."""
-    runs, ids = await record(dev, store)
+    runs, ids = recorded.runs, recorded.ids
     monkeypatch.setenv("REIN_MODEL_QUEUES", "*")
     queue = f"what-if-{uuid.uuid4().hex[:6]}"
     report = await runs.eval(shop.build("original"), runs=[ids["price apple"]], task_queue=queue)

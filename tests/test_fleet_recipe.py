@@ -23,8 +23,8 @@ from rein.durable.fleet import model_calls_served
 from rein.temporal.deployment import current_build_id, default_build_id, describe
 from tests.support.history import history_events, scheduled
 from tests.support.processes import WorkerProcess
+from tests.support.slimruns import rein_inproc
 from tests.support.waiting import poll
-from tests.test_cli import rein_cli
 from tests.vendor_server import Reply, VendorServer
 
 MODEL, RPS, VENDOR_RPS, RUNS = "openai/gpt-4o-mini", 5, 20, 40
@@ -55,10 +55,11 @@ async def test_the_fleet_recipe_with_default_workers_keeps_a_burst_under_the_ven
             await poll(lambda: _current(client, build), "the application's build to be current", timeout=60)
             assert await describe(client.client, "rein-model-openai") is None
             await poll(lambda: model_calls_served(client.client, MODEL), "the model queue's worker to poll", timeout=60)
-            limited = await asyncio.to_thread(rein_cli, "limits", "set", "--model", MODEL, "--rps", str(RPS),
+            # the recipe's `rein limits` commands, in this process (their output and effect; the workers are processes)
+            limited = await asyncio.to_thread(rein_inproc, "limits", "set", "--model", MODEL, "--rps", str(RPS),
                                               "--address", address)
             assert limited.returncode == 0, limited.stderr
-            listed = await asyncio.to_thread(rein_cli, "limits", "--json", "--address", address)
+            listed = await asyncio.to_thread(rein_inproc, "limits", "--json", "--address", address)
             assert [row["rps"] for row in json.loads(listed.stdout) if row["task_queue"] == model_queue(MODEL)] == [RPS]
             runs = ReinClient(client.client, agent_task_queue("fleet-vendor"))
             handles = await asyncio.gather(*(runs.start("fleet-vendor", f"burst {i} {uuid.uuid4().hex[:4]}")

@@ -1,7 +1,8 @@
 """The approvals inbox from code and the command line: every wait listed from visibility with its details, rules
 that decide (changed while runs wait), decisions in bulk with their exit codes, tenants kept apart, and bad input
-answered in one line with nothing lost. One dev server and one worker for the module; `rein` is the real console
-script (run without blocking the worker, which shares this test's event loop).
+answered in one line with nothing lost. One dev server and one worker for the module; `rein` runs in this process
+(tests/support/slimruns.py, in a thread: the worker shares this test's event loop), and one refusal through the real
+console script (its exit code and one line on stderr).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rein.cli import EXIT_NOT_FOUND, EXIT_REJECTED, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.policy import POLICY_WORKFLOW_ID, PolicyError
 from tests.support.inbox import files_agent, rules_heard
+from tests.support.slimruns import rein_async
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +39,11 @@ class Cli:
         self.address = address
 
     async def __call__(self, *argv: str) -> tuple[int, str, str]:
+        done = await rein_async(*argv, "--address", self.address, REIN_TASK_QUEUE=QUEUE)
+        return done.returncode, done.stdout, done.stderr
+
+    async def process(self, *argv: str) -> tuple[int, str, str]:
+        """The real console script (its environment without TEMPORAL_ADDRESS, REIN_DEBUG and COLUMNS)."""
         env = {k: v for k, v in os.environ.items() if k not in ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS")}
         env["REIN_TASK_QUEUE"] = QUEUE
         process = await asyncio.create_subprocess_exec(
@@ -194,7 +201,7 @@ async def test_bulk_decisions_say_what_became_of_each_run_and_exit_accordingly(r
 async def test_bad_input_is_one_line_and_loses_nothing(runs: ReinClient, cli: Cli) -> None:
     waits = await waiting(runs, FILES, "read /tmp/keep", "acme")
     before = (await runs.policy.rules()).version
-    one_line(await cli("policy", "add", "allow", "--tool", "x", "--arg", "nonsense"), EXIT_USAGE, "KEY=GLOB")
+    one_line(await cli.process("policy", "add", "allow", "--tool", "x", "--arg", "nonsense"), EXIT_USAGE, "KEY=GLOB")
     one_line(await cli("policy", "add", "maybe", "--tool", "x"), EXIT_USAGE, "allow, ask or deny")
     scope = one_line(await cli("policy", "add", "allow", "--tool", "x", "--scope", "run"), EXIT_USAGE)
     assert scope == "rein: the rule does not parse: scope run needs the run's id (--run ID)"  # rein's words, no pydantic

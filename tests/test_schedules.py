@@ -17,6 +17,7 @@ from rein.cli.app import EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
 from rein.client import ReinClient, ScheduleError
 from rein.core.contract import SEARCH_KEYS
 from rein.durable.fleet import usage_since
+from tests.support.slimruns import rein_inproc
 from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_threads import echo_agent
@@ -42,7 +43,7 @@ async def test_a_schedule_starts_runs_pause_stops_them_trigger_starts_one_delete
         assert all(r.id.startswith(f"{schedule_id}-") for r in started)  # Temporal's id: the schedule's, then the time
         first = await runs.result(started[-1].id)
         assert first.output == "heard: the daily digest"
-        listed = await asyncio.to_thread(rein_cli, "list", "--schedule", schedule_id, "--json", "--address", address)
+        listed = await asyncio.to_thread(rein_inproc, "list", "--schedule", schedule_id, "--json", "--address", address)
         assert listed.returncode == 0, listed.stderr
         assert {row["run_id"] for row in json.loads(listed.stdout)} >= {r.id for r in started}
 
@@ -142,12 +143,13 @@ async def test_each_bad_input_is_one_line_and_creates_nothing(dev, ids) -> None:
     address = dev.client.service_client.config.target_host
     schedule_id = f"nightly-{uuid.uuid4().hex[:6]}"
 
-    def cli(*args: str) -> Any:
-        return rein_cli("schedule", *args, "--address", address)
+    def cli(*args: str) -> Any:  # in this process: each command's output, exit code and effect
+        return rein_inproc("schedule", *args, "--address", address)
 
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         base = ["create", schedule_id, "--agent", agent.name, "--prompt", "triage", "--queue", queue]
-        bad_cron = await asyncio.to_thread(cli, *base, "--cron", "every morning")
+        # the real console script: a bad value is one line on stderr and exit 2 from the process itself
+        bad_cron = await asyncio.to_thread(rein_cli, "schedule", *base, "--cron", "every morning", "--address", address)
         assert_one_line_error(bad_cron, EXIT_USAGE, "is not a cron expression")
         bad_overlap = await asyncio.to_thread(cli, *base, "--every", "1h", "--overlap", "sometimes")
         assert_one_line_error(bad_overlap, EXIT_USAGE, "unknown --overlap 'sometimes'")
@@ -213,8 +215,8 @@ async def test_a_schedule_made_with_the_cli_is_temporals_and_buffer_one_holds_on
     runs = ReinClient(dev.client, queue)
     schedule_id = f"buffered-{uuid.uuid4().hex[:6]}"
 
-    def cli(*args: str) -> Any:
-        return rein_cli("schedule", *args, "--address", address)
+    def cli(*args: str) -> Any:  # in this process: each command's output, exit code and effect
+        return rein_inproc("schedule", *args, "--address", address)
 
     async with rein.create_worker(dev.client, agents=[agent], task_queue=queue):
         made = await asyncio.to_thread(cli, "create", schedule_id, "--agent", agent.name, "--prompt", "tool:0.1",

@@ -1,5 +1,7 @@
-"""What the CLI shows is what is true (issue 45's smaller items), each through the real `rein` console script
-against the session's dev server, with the agent served by an in-process worker on its own queue:
+"""What the CLI shows is what is true (issue 45's smaller items), through `rein.cli.main` in this process (what a
+command prints and its exit code; tests/support/slimruns.py) against the session's dev server, with the agent
+served by an in-process worker on its own queue; a refusal's one line and exit code, `rein watch`'s stream and
+the benchmark through real processes:
 
 a re-sent message id is said to be a repeat; a message for another agent's thread is refused; a hint names
 only options of the command that printed it; `rein show THREAD` counts every turn's tokens; `rein threads
@@ -25,6 +27,7 @@ from rein.cli import EXIT_NO_WORKER, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.contract import agent_task_queue
 from tests.support.providers import StreamsItsCompletion
+from tests.support.slimruns import rein_inproc
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_docs_commands import cli_tree, hint_problems
 
@@ -48,10 +51,14 @@ class Served:
         self.address = dev.client.service_client.config.target_host
 
     def rein(self, *argv: str, **env: str) -> subprocess.CompletedProcess:
-        return rein_cli(*argv, "--address", self.address, **env)
+        return rein_inproc(*argv, "--address", self.address, **env)
 
     async def cli(self, *argv: str, **env: str) -> subprocess.CompletedProcess:
         return await asyncio.to_thread(self.rein, *argv, **env)
+
+    async def process(self, *argv: str, **env: str) -> subprocess.CompletedProcess:
+        """The real console script, for what only a process shows (its exit status, its stderr)."""
+        return await asyncio.to_thread(rein_cli, *argv, "--address", self.address, **env)
 
     def thread_id(self) -> str:
         return f"talk-{uuid.uuid4().hex[:8]}"
@@ -84,7 +91,7 @@ async def test_a_resent_message_id_is_said_to_be_a_repeat(served: Served) -> Non
 async def test_a_message_for_another_agents_thread_is_refused(served: Served) -> None:
     thread = served.thread_id()
     await served.client.reply(await served.client.send(thread, "hello", agent=served.name))
-    refused = await served.cli("send", thread, "hi", "--agent", "someone-else", "--no-wait")
+    refused = await served.process("send", thread, "hi", "--agent", "someone-else", "--no-wait")
     line = assert_one_line_error(refused, EXIT_USAGE, f"thread {thread} is agent {served.name!r}'s, not 'someone-else'",
                                  "nothing was sent")
     assert hint_problems(cli_tree(), line, "send") == []

@@ -1,13 +1,16 @@
 """Traces of durable runs in a real trace viewer: Arize Phoenix (`phoenix serve`, OTLP over HTTP),
 checked through its REST API.
 
-Workers are `worker.py` subprocesses whose only tracing configuration is the standard
-OTEL_EXPORTER_OTLP_ENDPOINT; each test sends to its own Phoenix project (the
-`openinference.project.name` resource attribute in OTEL_RESOURCE_ATTRIBUTES), so "every span of
-the project" is every span the test's runs produced. The exporters send through a wire tap (tests/support/otlp_tap.py)
-that counts every span sent, since Phoenix stores a span sent twice under one id once. A worker
-is stopped (which flushes its exporter) before its spans are counted, so a duplicate would be
-there to see.
+Traced workers are `worker.py` subprocesses whose only tracing configuration is the standard
+OTEL_EXPORTER_OTLP_ENDPOINT; each test sends to its own Phoenix project (the `openinference.project.name`
+resource attribute in OTEL_RESOURCE_ATTRIBUTES), so "every span of the project" is every span the test's
+runs produced. The exporters send through a wire tap (tests/support/otlp_tap.py) that counts every span
+sent, since Phoenix stores a span sent twice under one id once. A worker is stopped (which flushes its
+exporter) before its spans are counted, so a duplicate would be there to see.
+
+`rein trace` runs in this process (tests/support/slimruns.py: what it prints and what it sends), over a run an
+untraced worker in this process served; its one-line refusal without an endpoint goes through the real
+console script.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from rein.durable.embedded_server import free_port  # noqa: E402
 from tests.support.otlp_tap import OtlpTap  # noqa: E402
 from tests.support.processes import WorkerProcess, stop_process, wait_for_port  # noqa: E402
 from tests.support.runs import forget_sticky_worker  # noqa: E402
+from tests.support.slimruns import rein_async  # noqa: E402
 from tests.support.waiting import poll, wait_status, wait_until  # noqa: E402
 from tests.test_ui_browser import Page, page  # noqa: E402,F401  (the headless Chromium fixture)
 
@@ -124,15 +128,14 @@ class Traced:
             "OTEL_BSP_SCHEDULE_DELAY": "200",
         }
 
-    def worker(self, *extra: str, traced: bool = True, agent: str = "agent", **env: str) -> WorkerProcess:
-        environment = {**(self._otel_vars() if traced else {}), "REINTEST_VENDOR": self.vendor.base_url, **env}
+    def worker(self, *extra: str, agent: str = "agent", **env: str) -> WorkerProcess:
+        environment = {**self._otel_vars(), "REINTEST_VENDOR": self.vendor.base_url, **env}
         process = WorkerProcess(self.dev.client.service_client.config.target_host, [f"tests.agents.traced:{agent}"], self.tq,
                                 self.tmp_path / f"worker-{len(self.workers)}.log", **environment)
         process.args += list(extra)
         self.workers.append(process)
         process.start()
-        if traced:
-            self.phoenix.wait()  # no span goes out before a run starts: the worker booted while Phoenix did
+        self.phoenix.wait()  # no span goes out before a run starts: the worker booted while Phoenix did
         return process
 
     def stop_all(self) -> None:
@@ -235,7 +238,9 @@ def check_shape(spans: list[dict], *, runs: int, notes: int) -> dict:
 # --------------------------------------------------------------------------- tests
 
 
-async def test_a_run_is_one_trace_with_genai_spans(traced: Traced, ids: tuple[str, str]) -> None:
+async def test_a_run_is_one_trace_with_genai_spans_and_phoenix_shows_it(
+        traced: Traced, ids: tuple[str, str], page: Page) -> None:  # noqa: F811
+    """One run (one worker): its spans through Phoenix's API, then the same trace on Phoenix's own page."""
     traced.worker()
     script_notes(traced.vendor, 1)
     handle = await traced.dev.client.start_workflow(
@@ -246,6 +251,15 @@ async def test_a_run_is_one_trace_with_genai_spans(traced: Traced, ids: tuple[st
     spans = await traced.spans(5)
     root = check_shape(spans, runs=1, notes=1)
     assert root["attributes"]["rein.workflow_id"] == ids[1]
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        projects = (await http.get(f"{traced.phoenix.url}/v1/projects")).json()["data"]
+    project_id = next(p["id"] for p in projects if p["name"] == traced.project)
+    trace_id = spans[0]["context"]["trace_id"]
+    await page.goto(f"{traced.phoenix.url}/projects/{project_id}/traces/{trace_id}")
+    await page.wait_for(f"invoke_agent {AGENT}", f"chat {MODEL}", "execute_tool note", "approval")
+    shot = await page.screenshot("phoenix-run-trace")
+    assert shot.stat().st_size > 10_000
 
 
 async def test_a_worker_killed_mid_tool_leaves_one_trace_without_duplicates(traced: Traced, ids: tuple[str, str]) -> None:
@@ -296,17 +310,22 @@ async def test_continue_as_new_keeps_one_trace(traced: Traced, ids: tuple[str, s
     check_shape(spans, runs=len(runs), notes=3)
 
 
-async def test_rein_trace_rebuilds_an_untraced_run(traced: Traced, ids: tuple[str, str]) -> None:
-    traced.worker(traced=False)
+async def test_rein_trace_rebuilds_an_untraced_run(traced: Traced, ids: tuple[str, str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import rein
+    from tests.agents import traced as traced_agents
+
+    monkeypatch.setenv("REINTEST_VENDOR", traced.vendor.base_url)
     script_notes(traced.vendor, 1)
-    handle = await traced.dev.client.start_workflow(
-        "AgentWorkflow", {"agent": AGENT, "prompt": "note something"}, id=ids[1], task_queue=traced.tq)
-    await approve_each(handle, 1)
-    assert (await handle.result())["status"] == "done"
+    # An untraced worker in this process (no OTEL_* variable here): the run's history is all `rein trace` reads.
+    async with rein.create_worker(traced.dev.client, agents=[traced_agents.build()], task_queue=traced.tq):
+        handle = await traced.dev.client.start_workflow(
+            "AgentWorkflow", {"agent": AGENT, "prompt": "note something"}, id=ids[1], task_queue=traced.tq)
+        await approve_each(handle, 1)
+        assert (await handle.result())["status"] == "done"
+    assert traced.tap.sent[traced.project] == [], "the worker traced the run itself"
     address = traced.dev.client.service_client.config.target_host
-    env = {**os.environ, **traced.otel_env()}
-    done = await asyncio.to_thread(subprocess.run, [REIN_BIN, "trace", ids[1], "--address", address],
-                                   env=env, capture_output=True, text=True, timeout=300)
+    done = await rein_async("trace", ids[1], "--address", address, **traced.otel_env())
     assert done.returncode == 0, done.stderr
     assert "sent 5 spans of 1 run(s)" in done.stdout
     spans = await traced.spans(5)
@@ -315,9 +334,7 @@ async def test_rein_trace_rebuilds_an_untraced_run(traced: Traced, ids: tuple[st
 
     secret_id = await _finished_encrypted_run(traced.dev.client)  # a run this process has no key for
     traced.project = f"rein-{uuid.uuid4().hex[:10]}"  # --since: every finished run, into a fresh project
-    env = {**os.environ, **traced.otel_env()}
-    done = await asyncio.to_thread(subprocess.run, [REIN_BIN, "trace", "--since", "1h", "--address", address],
-                                   env=env, capture_output=True, text=True, timeout=300)
+    done = await rein_async("trace", "--since", "1h", "--address", address, **traced.otel_env())
     assert done.returncode == 0, done.stderr
     assert f"left out {secret_id}: this run's data is encrypted" in " ".join(done.stderr.split())
     spans = await traced.spans(5)
@@ -377,25 +394,6 @@ def test_rein_trace_without_an_endpoint_is_one_line(tmp_path: Path) -> None:
     done = subprocess.run([REIN_BIN, "trace", "some-run"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["rein: set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://localhost:6006) to say where traces go"]
-
-
-async def test_phoenix_shows_the_run_trace(traced: Traced, ids: tuple[str, str], page: Page) -> None:  # noqa: F811
-    traced.worker()
-    script_notes(traced.vendor, 1)
-    handle = await traced.dev.client.start_workflow(
-        "AgentWorkflow", {"agent": AGENT, "prompt": "note something"}, id=ids[1], task_queue=traced.tq)
-    await approve_each(handle, 1)
-    await handle.result()
-    traced.stop_all()
-    spans = await traced.spans(5)
-    async with httpx.AsyncClient(timeout=10) as http:
-        projects = (await http.get(f"{traced.phoenix.url}/v1/projects")).json()["data"]
-    project_id = next(p["id"] for p in projects if p["name"] == traced.project)
-    trace_id = spans[0]["context"]["trace_id"]
-    await page.goto(f"{traced.phoenix.url}/projects/{project_id}/traces/{trace_id}")
-    await page.wait_for(f"invoke_agent {AGENT}", f"chat {MODEL}", "execute_tool note", "approval")
-    shot = await page.screenshot("phoenix-run-trace")
-    assert shot.stat().st_size > 10_000
 
 
 async def test_each_turn_of_a_thread_is_a_trace_linked_to_the_thread(traced: Traced, ids: tuple[str, str]) -> None:

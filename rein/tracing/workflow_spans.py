@@ -143,7 +143,10 @@ class _RunSpans(temporalio.worker.WorkflowInboundInterceptor):
         return outcome
 
     def _decision(self, name: str, args: Any) -> None:
-        made = genai.decision(name, _first_arg(args), workflow.now().isoformat())
+        # The span's scrubbing reads rein.settings (secret settings): the worker's module, imported outside the
+        # sandbox, never a copy the sandbox would import (pydantic-settings makes a Lock at import: refused there).
+        with workflow.unsafe.imports_passed_through():
+            made = genai.decision(name, _first_arg(args), workflow.now().isoformat())
         if made is None or self.run_span is None:
             return
         span_name, attributes = made
