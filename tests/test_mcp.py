@@ -126,7 +126,7 @@ async def test_approval_applies_to_mcp_calls(env, ids, how):
         )
         for decision, tool_call_id in (("approve", "s1"), ("deny", "s2")):
             status = await wait_status(
-                handle, "waiting_approval", until=lambda s: [c["id"] for c in s["pending_tool_calls"]] == [tool_call_id])
+                handle, "waiting_approval", until=lambda s, call=tool_call_id: [c["id"] for c in s["pending_tool_calls"]] == [call])
             assert status["interrupt"]["tool_call"]["name"] == "shout"
             await handle.signal(decision, {"approver": "ops", "reason": "checked"})
         result = await full_result(handle)
