@@ -2,17 +2,14 @@
 
 A decision is a Temporal Update a worker must accept; sent with no worker it would wait on the
 server and be applied whenever a worker came back. So the client sends nothing and says so
-(`NoWorker`; the CLI: one line, exit 8); a worker started afterwards finds the run still waiting.
+(`NoWorker`; the CLI: one line, exit 8, here through rein.cli.main); a worker started afterwards finds the run
+still waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -21,22 +18,13 @@ from rein import Agent, LoopConfig
 from rein.cli import EXIT_NO_WORKER
 from rein.client import NoWorker, ReinClient
 from tests.support.providers import OpsModel, restart
+from tests.support.slimcli import rein_here
 from tests.support.waiting import poll
-
-ROOT = Path(__file__).resolve().parent.parent
-REIN_BIN = str(Path(sys.executable).parent / "rein")
-
 
 AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name="noworker-ops")
 
 
-def rein_cli(*argv: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS")}
-    return subprocess.run([REIN_BIN, *argv], cwd=str(ROOT), env=environ, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
-
-
-async def test_a_decision_without_a_worker_is_not_sent_and_never_applied(dev, monkeypatch) -> None:  # noqa: ANN001
+async def test_a_decision_without_a_worker_is_not_sent_and_never_applied(dev, monkeypatch, capsys) -> None:  # noqa: ANN001
     monkeypatch.setenv("REIN_WORKER_GRACE_S", "0")  # no worker is coming: refused at once, not after 3 s
     queue = f"nobody-{uuid.uuid4().hex[:8]}"
     client = ReinClient(dev.client)
@@ -46,7 +34,7 @@ async def test_a_decision_without_a_worker_is_not_sent_and_never_applied(dev, mo
 
     with pytest.raises(NoWorker, match="was not sent"):
         await client.approve(run_id)
-    proc = await asyncio.to_thread(rein_cli, "approve", run_id, "--address", address)
+    proc = await asyncio.to_thread(rein_here, capsys, "approve", run_id, "--address", address)  # rein.cli.main
     assert proc.returncode == EXIT_NO_WORKER, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr  # one line

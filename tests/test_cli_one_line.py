@@ -1,8 +1,9 @@
 """What a person meets on the expected failure paths: one line and a documented exit code.
 
-Each goes through the real entry point (the `rein` console script, the demo script, `rein worker`,
-`rein.client.connect()`), against the module's dev server; workers are in-process unless the
-worker's own log is what is checked.
+Each kind goes through the real entry point once (the `rein` console script, the demo script, `rein worker`,
+`rein.client.connect()`), against the module's dev server; further commands of a kind run in-process
+(`rein.cli.main`: the same exit code and stderr line). Workers are in-process unless the worker's own
+log is what is checked.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
 from tests.support.processes import stop_process, wait_for_text
 from tests.support.providers import OpsModel, restart
 from tests.support.runs import left_waiting
+from tests.support.slimcli import rein_here
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,10 +47,13 @@ NAME = f"oneline-{uuid.uuid4().hex[:6]}"
 AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name=NAME)
 
 
+DROPPED = ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS", "REIN_TASK_QUEUE", "REIN_CODEC_KEY", "REIN_MODEL",
+           "OPENAI_API_KEY")
+"""What neither the `rein` processes nor the in-process commands take from the test's environment."""
+
+
 def _environ(**extra: str) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items()
-               if k not in ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS", "REIN_TASK_QUEUE", "REIN_CODEC_KEY",
-                            "REIN_MODEL", "OPENAI_API_KEY")}
+    environ = {k: v for k, v in os.environ.items() if k not in DROPPED}
     environ.update(extra)
     return environ
 
@@ -68,14 +73,25 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
 
 
 async def cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    """The real `rein` process."""
     return await asyncio.to_thread(rein_cli, *argv, **env)
+
+
+@pytest.fixture
+def here(capsys: pytest.CaptureFixture[str]):  # noqa: ANN201
+    """`rein ARGV` in this process (rein.cli.main): the same exit code, stdout and stderr as `cli`."""
+
+    async def run(*argv: str, **env: str) -> subprocess.CompletedProcess:
+        return await asyncio.to_thread(rein_here, capsys, *argv, drop=DROPPED, **env)
+
+    return run
 
 
 def address_of(dev) -> str:  # noqa: ANN001
     return dev.client.service_client.config.target_host
 
 
-async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(dev) -> None:  # noqa: ANN001
+async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(dev, here) -> None:  # noqa: ANN001
     address = address_of(dev)
     nosuch = f"nosuch-{uuid.uuid4().hex[:6]}"
     # Its own shared queue: the suite's other workers on `rein` (one that just stopped makes the check
@@ -89,19 +105,19 @@ async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(
     assert "no worker serves agent" in line and "--no-check" in line and shared["REIN_TASK_QUEUE"] in line
     ids = [w.id async for w in dev.client.list_workflows(f'ReinAgent="{nosuch}"')]
     assert ids == []  # nothing was started
-    debug = await cli("start", nosuch, "hi", "--address", address, REIN_DEBUG="1", **shared)
+    debug = await here("start", nosuch, "hi", "--address", address, REIN_DEBUG="1", **shared)
     assert debug.returncode == EXIT_NO_WORKER and "Traceback" in debug.stderr  # REIN_DEBUG=1 keeps it
 
     # --no-check starts it anyway, on the agent's own queue, where a worker for it would look.
     lonely = f"lonely-{uuid.uuid4().hex[:6]}"
-    proc = await cli("start", lonely, "hi", "--no-check", "--address", address)
+    proc = await here("start", lonely, "hi", "--no-check", "--address", address)
     assert proc.returncode == 0, proc.stderr
     run_id = proc.stdout.strip()
     assert (await dev.client.get_workflow_handle(run_id).describe()).task_queue == agent_task_queue(lonely)
 
     # With a worker for the agent (as a script or `rein worker` serves it), `rein start` sends the run there.
     async with rein.create_worker(dev.client, agents=[AGENT], task_queue=agent_task_queue(NAME)):
-        proc = await cli("start", NAME, "billing now", "--address", address)
+        proc = await here("start", NAME, "billing now", "--address", address)
         assert proc.returncode == 0, proc.stderr
         run_id = proc.stdout.strip()
         client = ReinClient(dev.client)
@@ -113,22 +129,22 @@ async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(
     assert (await dev.client.get_workflow_handle(run_id).describe()).task_queue == agent_task_queue(NAME)
 
 
-async def test_status_of_a_run_nobody_serves_says_so(dev) -> None:  # noqa: ANN001
+async def test_status_of_a_run_nobody_serves_says_so(dev, here) -> None:  # noqa: ANN001
     queue = f"gone-{uuid.uuid4().hex[:8]}"
     run_id = await left_waiting(dev.client, AGENT, queue, "billing please")
     # The worker has just stopped: the server still lists it as a poller for a minute. The query it
     # never answers races the history at once (REIN_QUERY_GRACE_S=0) instead of after 3 s.
     unanswered = {"REIN_QUERY_GRACE_S": "0"}
-    proc = await cli("status", run_id, "--address", address_of(dev), "--json", **unanswered)
+    proc = await here("status", run_id, "--address", address_of(dev), "--json", **unanswered)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["status"] == "waiting_approval" and data["served"] is False and data["task_queue"] == queue
-    proc = await cli("status", run_id, "--address", address_of(dev), **unanswered)
+    proc = await here("status", run_id, "--address", address_of(dev), **unanswered)
     assert "none serves it" in proc.stdout and queue in proc.stdout
     assert f"rein approve {run_id}" in proc.stdout and "--wait" in proc.stdout  # a decision now would not be sent
 
 
-async def test_cancelled_run_result_and_watch(dev) -> None:  # noqa: ANN001
+async def test_cancelled_run_result_and_watch(dev, here) -> None:  # noqa: ANN001
     queue = f"cancel-{uuid.uuid4().hex[:8]}"
     client = ReinClient(dev.client, task_queue=queue)
     address = address_of(dev)
@@ -144,8 +160,8 @@ async def test_cancelled_run_result_and_watch(dev) -> None:  # noqa: ANN001
             await client.handle(run_id).result()
         # The worker still serves the run: the CLI's queries are answered at once. A worker stopped a
         # moment ago would look alive, and each query would wait out its grace before replaying.
-        proc = await cli("result", run_id, "--address", address)
-        watched = await cli("watch", run_id, "--address", address)
+        proc = await here("result", run_id, "--address", address)
+        watched = await cli("watch", run_id, "--address", address)  # the real process: its stdout is a pipe
     assert proc.returncode == EXIT_CANCELLED, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stdout == ""
     assert one_line(proc) == f"rein: run {run_id} was cancelled: changed my mind"
@@ -155,7 +171,7 @@ async def test_cancelled_run_result_and_watch(dev) -> None:  # noqa: ANN001
     assert one_line(watched) == f"rein: run {run_id} was cancelled: changed my mind"
 
 
-async def test_list_is_newest_first_even_with_an_old_open_run(dev) -> None:  # noqa: ANN001
+async def test_list_is_newest_first_even_with_an_old_open_run(dev, here) -> None:  # noqa: ANN001
     agent = f"order-{uuid.uuid4().hex[:6]}"
     address = address_of(dev)
     client = ReinClient(dev.client, task_queue=f"nobody-{uuid.uuid4().hex[:8]}")
@@ -171,13 +187,13 @@ async def test_list_is_newest_first_even_with_an_old_open_run(dev) -> None:  # n
         return len([w async for w in dev.client.list_workflows(f'ReinAgent="{agent}"')]) == 2
 
     await poll(listed, "both runs in visibility", 30, interval=0.1)
-    proc = await cli("list", "--agent", agent, "--json", "--address", address)
+    proc = await here("list", "--agent", agent, "--json", "--address", address)
     assert [row["run_id"] for row in json.loads(proc.stdout)] == [new, old]
-    proc = await cli("list", "--agent", agent, "--limit", "1", "--json", "--address", address)
+    proc = await here("list", "--agent", agent, "--limit", "1", "--json", "--address", address)
     assert [row["run_id"] for row in json.loads(proc.stdout)] == [new]
 
 
-async def test_encrypted_run_read_without_the_key(dev) -> None:  # noqa: ANN001
+async def test_encrypted_run_read_without_the_key(dev, here) -> None:  # noqa: ANN001
     from temporalio.client import Client
 
     from rein.temporal.codec import codec_from_keys
@@ -191,13 +207,13 @@ async def test_encrypted_run_read_without_the_key(dev) -> None:  # noqa: ANN001
     async with rein.create_worker(secret, agents=[named], task_queue=queue):
         handle = await ReinClient(secret, task_queue=queue).start(named.name, "billing")
         await handle.result()
-    for command in ("result", "show", "watch"):
-        proc = await cli(command, handle.id, "--address", address_of(dev))
+    for command, run in (("result", cli), ("show", here), ("watch", here)):  # the first as the real process
+        proc = await run(command, handle.id, "--address", address_of(dev))
         assert proc.returncode != 0, (command, proc.stdout)
         line = one_line(proc)
         assert "encrypted" in line and "REIN_CODEC_KEY is not set" in line and "KeyError" not in line, line
     # Its worker has just stopped: the session and steps are replayed from history at once.
-    ok = await cli("result", handle.id, "--address", address_of(dev), REIN_CODEC_KEY=key, REIN_QUERY_GRACE_S="0")
+    ok = await here("result", handle.id, "--address", address_of(dev), REIN_CODEC_KEY=key, REIN_QUERY_GRACE_S="0")
     assert ok.returncode == 0 and "restarted" in ok.stdout, ok.stderr
 
 
@@ -223,11 +239,11 @@ async def test_connect_gives_a_client_that_streams_a_finished_run_with_no_worker
     assert (await client.result(handle.id)).output == "Report: billing restarted"
 
 
-async def test_small_usage_mistakes() -> None:
-    proc = await cli("new", "")
+async def test_small_usage_mistakes(here) -> None:  # noqa: ANN001
+    proc = await here("new", "")
     assert proc.returncode == EXIT_USAGE
     assert "name" in one_line(proc)
-    proc = await cli("--help")
+    proc = await here("--help")
     assert proc.returncode == 0 and "--debug" in proc.stdout and "REIN_DEBUG" in proc.stdout
 
 
@@ -268,7 +284,7 @@ def test_demo_shows_the_whole_run_after_resumes() -> None:
     assert steps == [f"step {n}" for n in range(1, 6)], proc.stdout  # model, add, model, multiply, model
 
 
-def test_worker_logs_one_line_for_an_unknown_agent(dev, tmp_path: Path) -> None:  # noqa: ANN001
+def test_worker_logs_one_line_for_an_unknown_agent(dev, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     """`rein worker` on a shared queue: a run (or `rein start --queue`) naming an agent it lacks."""
     address = address_of(dev)
     queue = f"shared-{uuid.uuid4().hex[:8]}"
@@ -279,11 +295,12 @@ def test_worker_logs_one_line_for_an_unknown_agent(dev, tmp_path: Path) -> None:
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_for_text(log, "serving:", worker, 120)
-        proc = rein_cli("start", "nosuchagent", "hi", "--queue", queue, "--address", address)
+        proc = rein_here(capsys, "start", "nosuchagent", "hi", "--queue", queue, "--address", address, drop=DROPPED)
         assert proc.returncode == EXIT_NO_WORKER, (proc.returncode, proc.stderr)
         assert repr(queue) in one_line(proc)
         wait_for_text(log, "UnknownAgent", worker, 60)
-        proc = rein_cli("start", "calculator", "what is 2 + 2?", "--queue", queue, "--address", address)
+        proc = rein_here(capsys, "start", "calculator", "what is 2 + 2?", "--queue", queue, "--address", address,
+                         drop=DROPPED)
         assert proc.returncode == 0, proc.stderr  # a worker there knows it: started
     finally:
         stop_process(worker, 15)

@@ -1,10 +1,12 @@
 """`rein start --tenant/--priority`, `rein list --tenant`, cost in `rein show`, `rein usage` and
-`rein limits`: happy path in-process against a dev server, mistakes as the real console script; limits that
-would slow nothing refused, and what each applies to, as the real console script."""
+`rein limits`: happy path in-process against a dev server; mistakes (one line, the exit code) and limits that would
+slow nothing refused, with what each applies to, in-process too (tests.support.slimcli.rein_here: the same exit code
+and stderr line), one of each kind also through the real console script."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
 import uuid
@@ -15,6 +17,7 @@ from rein.cli import EXIT_ERROR, EXIT_NO_WORKER, EXIT_USAGE, main
 from rein.client import ReinClient
 from rein.core.contract import agent_task_queue
 from rein.durable.fleet import routed_queue
+from tests.support.slimcli import rein_here
 from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_docs_commands import cli_tree, hint_problems
@@ -68,12 +71,13 @@ async def test_fleet_cli(dev, capsys):
         (["usage", "--since", "soon"], EXIT_USAGE, "is not a duration"),
         (["start", agent.name, "hi", "--priority", "9"], EXIT_ERROR, "priority must be 1"),
     ]
-    for argv, code, needle in mistakes:
-        proc = await asyncio.to_thread(rein_cli, *argv, "--address", address)
+    for i, (argv, code, needle) in enumerate(mistakes):
+        run = rein_cli if i == 0 else functools.partial(rein_here, capsys)  # the first through the console script
+        proc = await asyncio.to_thread(run, *argv, "--address", address)
         assert_one_line_error(proc, code, needle)
 
 
-async def test_limits_refuse_what_would_slow_nothing_and_say_what_each_applies_to(dev, monkeypatch) -> None:  # noqa: ANN001
+async def test_limits_refuse_what_would_slow_nothing_and_say_what_each_applies_to(dev, monkeypatch, capsys) -> None:  # noqa: ANN001
     """Issue 45: `rein limits set --rps 5` was set on queue `rein`, which no run of `rein start` uses (they go to
     rein.<agent>), and `--model gpt-4o-mini` took the model for a provider (queue rein.model.gpt-4o-mini)."""
     address = dev.client.service_client.config.target_host
@@ -81,11 +85,14 @@ async def test_limits_refuse_what_would_slow_nothing_and_say_what_each_applies_t
     shared = f"unused-{names}"  # rein's shared queue here (REIN_TASK_QUEUE): no run has used it
 
     def limits(*argv: str, **env: str) -> subprocess.CompletedProcess:
-        return rein_cli("limits", *argv, "--address", address, REIN_TASK_QUEUE=shared, **env)
+        """`rein limits ARGV` in this process."""
+        return rein_here(capsys, "limits", *argv, "--address", address, REIN_TASK_QUEUE=shared, **env)
 
+    real = rein_cli("limits", "set", "--rps", "5", "--address", address, REIN_TASK_QUEUE=shared)  # the console script
     line = assert_one_line_error(await asyncio.to_thread(limits, "set", "--rps", "5"), EXIT_USAGE,
                                  f"no run has used queue {shared!r}", "rein.AGENT", "--force")
     assert hint_problems(cli_tree(), line, "limits set") == [], line
+    assert (real.returncode, real.stdout, real.stderr.strip()) == (EXIT_USAGE, "", line)  # the same one line
     assert json.loads((await asyncio.to_thread(limits, "--queue", shared, "--json")).stdout)[0]["rps"] is None
 
     agent = Agent(provider=MockProvider(["fine"]), name=f"limited-{names}")
