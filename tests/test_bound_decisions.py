@@ -31,6 +31,7 @@ from rein.cli import EXIT_REJECTED
 from rein.client import DecisionRejected, ReinClient
 from rein.core.contract import APPROVE_UPDATE, DENY_UPDATE
 from tests.support.history import assert_no_task_failures
+from tests.support.in_process import rein_async
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +202,7 @@ async def test_each_wait_of_a_thread_has_its_own_id_and_an_earlier_one_decides_n
     await runs.cancel(thread)
 
 
-async def test_the_cli_shows_and_records_exactly_the_calls_it_decided(runs: ReinClient, dev, capsys) -> None:  # noqa: ANN001
+async def test_the_cli_shows_and_records_exactly_the_calls_it_decided(runs: ReinClient, dev) -> None:  # noqa: ANN001
     """The approval through the console script, the denials in this process (rein.cli.main): both decide as
     REIN_IDENTITY, and the history records that person for each."""
     address = dev.client.service_client.config.target_host
@@ -211,13 +212,13 @@ async def test_the_cli_shows_and_records_exactly_the_calls_it_decided(runs: Rein
     assert (code, err) == (0, "") and out.strip() == (
         f'approved wipe(target="alpha3") [call_0] in run {handle.id} (wait {first.wait})')
     second = await waiting(runs, handle.id, after=first.wait)
-    code, out, err = await rein_here(capsys, address, "deny", handle.id, "--call", "call_0", "--wait-id", first.wait,
+    code, out, err = await rein_here(address, "deny", handle.id, "--call", "call_0", "--wait-id", first.wait,
                                      "--reason", "stale card")
     assert code == EXIT_REJECTED and out == "" and "Traceback" not in err
     [line] = err.splitlines()
     assert line == (f"rein: deny rejected by run {handle.id}: stale: wait {first.wait} is over; the run now waits on "
                     f'wait {second.wait} for approval of wipe(target="prod3") [call_0]')
-    code, out, err = await rein_here(capsys, address, "deny", handle.id, "--call", "call_0", "--reason", "no")
+    code, out, err = await rein_here(address, "deny", handle.id, "--call", "call_0", "--reason", "no")
     assert code == 0 and out.strip() == f'denied wipe(target="prod3") [call_0] in run {handle.id} (wait {second.wait})'
     session = (await runs.result(handle.id)).session
     assert [(d.tool_call_id, d.approved, d.approver, d.reason) for d in session.decisions] == [
@@ -286,12 +287,9 @@ async def rein_cli(address: str, *argv: str) -> tuple[int, str, str]:
     return process.returncode or 0, out.decode(), err.decode()
 
 
-async def rein_here(capsys: pytest.CaptureFixture[str], address: str, *argv: str) -> tuple[int, str, str]:
+async def rein_here(address: str, *argv: str) -> tuple[int, str, str]:
     """The same command in this process (rein.cli.main), with the same environment."""
-    from tests.support.slimcli import rein_here as here
-
-    proc = await asyncio.to_thread(here, capsys, *argv, "--address", address, REIN_TASK_QUEUE=QUEUE,
-                                   REIN_IDENTITY=ME, COLUMNS="300")
+    proc = await rein_async(*argv, "--address", address, REIN_TASK_QUEUE=QUEUE, REIN_IDENTITY=ME, COLUMNS="300")
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -1,7 +1,7 @@
 """The `rein` command line, against a real dev server with an in-process worker.
 
 Happy paths run in-process through `rein.cli.main(argv)` (in a thread: each command calls
-`asyncio.run`) with `--json`, and so do most error paths (tests.support.slimcli.rein_here: the
+`asyncio.run`) with `--json`, and so do most error paths (tests.support.in_process.rein_inproc: the
 same exit code and the same one line on stderr). Each kind of error once, `rein run` at a terminal
 or without one, `rein worker`, `rein server`, `rein codec-server` and the teardown check run the
 real `rein` console script as a subprocess, as a user runs it: every error is one line on stderr,
@@ -11,7 +11,6 @@ no traceback, and the documented exit code.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import pty
@@ -50,9 +49,9 @@ from rein.cli import (
 from rein.client import ReinClient
 from rein.durable.embedded_server import free_port, listening, stop_embedded
 from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
+from tests.support.in_process import rein_inproc
 from tests.support.processes import stop_process, wait_for_text
 from tests.support.providers import CallThenReport, OpsModel, StreamsItsCompletion, Unavailable
-from tests.support.slimcli import rein_here
 from tests.support.waiting import poll, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -349,22 +348,22 @@ def test_errors_are_one_line_with_exit_codes(env, address: str, capsys: pytest.C
     the exit code, nothing a logger adds), the rest of the same kinds in this process (`rein.cli.main`)."""
     proc = rein_cli("status", "no-such-run", "--address", address)
     assert_one_line_error(proc, EXIT_NOT_FOUND, "no run with id 'no-such-run'")
-    here = rein_here(capsys, "status", "no-such-run", "--address", address)
+    here = rein_inproc("status", "no-such-run", "--address", address)
     assert (here.returncode, here.stdout, here.stderr) == (proc.returncode, proc.stdout, proc.stderr)  # the same
     for command in ("approve", "result"):
-        assert_one_line_error(rein_here(capsys, command, "no-such-run", "--address", address), EXIT_NOT_FOUND,
+        assert_one_line_error(rein_inproc(command, "no-such-run", "--address", address), EXIT_NOT_FOUND,
                               "no-such-run")
 
     closed = f"127.0.0.1:{free_port()}"  # a stale TEMPORAL_ADDRESS: nothing listens there
     assert_one_line_error(rein_cli("list", TEMPORAL_ADDRESS=closed), EXIT_UNREACHABLE, closed, "connection refused")
-    assert_one_line_error(rein_here(capsys, "status", "x", "--address", closed), EXIT_UNREACHABLE, closed)
+    assert_one_line_error(rein_inproc("status", "x", "--address", closed), EXIT_UNREACHABLE, closed)
 
     for i, (target, needle) in enumerate((
             ("rein.examples.calculator", "expected MODULE:ATTR"),
             ("examples.nowhere:agent", "no module named 'examples.nowhere'"),
             ("rein.examples.calculator:nothing", "module 'rein.examples.calculator' has no attribute 'nothing'"),
             ("rein.examples.calculator:add", "is not a rein.Agent (got function)"))):
-        run = rein_cli if i == 0 else functools.partial(rein_here, capsys)  # the first through the console script
+        run = rein_cli if i == 0 else rein_inproc  # the first through the console script
         assert_one_line_error(run("run", target, "hi"), EXIT_USAGE, needle)
         assert_one_line_error(run("worker", "--agent", target, "--address", address), EXIT_USAGE, needle)
 
@@ -470,7 +469,7 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_rein_run_local_auto_approve(capsys: pytest.CaptureFixture[str]) -> None:
     """In this process (`rein.cli.main`): what it prints where; the terminal tests below run the real process."""
-    proc = rein_here(capsys, "run", "rein.examples.calculator:agent", "What is 2 + 3?", "--auto-approve",
+    proc = rein_inproc("run", "rein.examples.calculator:agent", "What is 2 + 3?", "--auto-approve",
                      REIN_ENGINE="local")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "The answer is 5."
@@ -683,7 +682,7 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(
     await asyncio.to_thread(wait_until, lambda: ui_status() == 200, f"HTTP 200 from {ui_url}", 20)
 
     env = {"REIN_HOME": str(server.home)}  # `rein server status` in this process: what it says, not a process
-    status = await asyncio.to_thread(rein_here, capsys, "server", "status", "--json", **env)
+    status = await asyncio.to_thread(rein_inproc, "server", "status", "--json", **env)
     assert status.returncode == 0, status.stderr
     state = json.loads(status.stdout)
     assert state["address"] == address and state["ui"] == ui_url and state["in_use"] is True
@@ -692,7 +691,7 @@ async def test_rein_server_prints_addresses_registers_attributes_serves_ui(
     server.process.send_signal(signal.SIGINT)
     assert await asyncio.to_thread(server.process.wait, 30) == 0
     await asyncio.to_thread(wait_until, lambda: not listening(server.port), "the dev server to stop listening", 30)
-    stopped = await asyncio.to_thread(rein_here, capsys, "server", "status", **env)
+    stopped = await asyncio.to_thread(rein_inproc, "server", "status", **env)
     assert stopped.returncode == 1 and "not running" in stopped.stdout
 
 
@@ -754,5 +753,5 @@ def test_rein_codec_server_round_trips_payloads(tmp_path: Path, capsys: pytest.C
         assert post("/decode", encoded)["payloads"] == [plain]
     finally:
         stop_process(process, 20)
-    no_key = rein_here(capsys, "codec-server", REIN_CODEC_KEY="")  # refused before it serves: in this process
+    no_key = rein_inproc("codec-server", REIN_CODEC_KEY="")  # refused before it serves: in this process
     assert_one_line_error(no_key, EXIT_USAGE, "REIN_CODEC_KEY is not set")

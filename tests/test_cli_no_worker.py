@@ -17,8 +17,8 @@ import rein
 from rein import Agent, LoopConfig
 from rein.cli import EXIT_NO_WORKER
 from rein.client import NoWorker, ReinClient
+from tests.support.in_process import rein_inproc
 from tests.support.providers import OpsModel, restart
-from tests.support.slimcli import rein_here
 from tests.support.waiting import poll
 
 AGENT = Agent(provider=OpsModel(), tools=[restart], config=LoopConfig(permission="ask"), name="noworker-ops")
@@ -34,7 +34,7 @@ async def test_a_decision_without_a_worker_is_not_sent_and_never_applied(dev, mo
 
     with pytest.raises(NoWorker, match="was not sent"):
         await client.approve(run_id)
-    proc = await asyncio.to_thread(rein_here, capsys, "approve", run_id, "--address", address)  # rein.cli.main
+    proc = await asyncio.to_thread(rein_inproc, "approve", run_id, "--address", address)  # rein.cli.main
     assert proc.returncode == EXIT_NO_WORKER, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr  # one line

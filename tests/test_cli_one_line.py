@@ -33,10 +33,10 @@ from rein.cli import (
 from rein.client import ReinClient, connect
 from rein.core.contract import agent_task_queue
 from tests.support.embedded import embedded_server  # noqa: F401  (a fixture)
+from tests.support.in_process import rein_inproc
 from tests.support.processes import stop_process, wait_for_text
 from tests.support.providers import OpsModel, restart
 from tests.support.runs import left_waiting
-from tests.support.slimcli import rein_here
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ def here(capsys: pytest.CaptureFixture[str]):  # noqa: ANN201
     """`rein ARGV` in this process (rein.cli.main): the same exit code, stdout and stderr as `cli`."""
 
     async def run(*argv: str, **env: str) -> subprocess.CompletedProcess:
-        return await asyncio.to_thread(rein_here, capsys, *argv, drop=DROPPED, **env)
+        return await asyncio.to_thread(rein_inproc, *argv, drop=DROPPED, **env)
 
     return run
 
@@ -295,11 +295,11 @@ def test_worker_logs_one_line_for_an_unknown_agent(dev, tmp_path: Path, capsys: 
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_for_text(log, "serving:", worker, 120)
-        proc = rein_here(capsys, "start", "nosuchagent", "hi", "--queue", queue, "--address", address, drop=DROPPED)
+        proc = rein_inproc("start", "nosuchagent", "hi", "--queue", queue, "--address", address, drop=DROPPED)
         assert proc.returncode == EXIT_NO_WORKER, (proc.returncode, proc.stderr)
         assert repr(queue) in one_line(proc)
         wait_for_text(log, "UnknownAgent", worker, 60)
-        proc = rein_here(capsys, "start", "calculator", "what is 2 + 2?", "--queue", queue, "--address", address,
+        proc = rein_inproc("start", "calculator", "what is 2 + 2?", "--queue", queue, "--address", address,
                          drop=DROPPED)
         assert proc.returncode == 0, proc.stderr  # a worker there knows it: started
     finally:

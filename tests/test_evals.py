@@ -23,7 +23,7 @@ from rein.durable.evals import EvalError, RecordedRun, copy_model_limit, select_
 from rein.durable.fleet import queue_limits, set_limits, usage_since
 from rein.ops.scorers import exact_match, json_field, llm_judge
 from tests.agents import evals as shop
-from tests.support.slimruns import rein_async
+from tests.support.in_process import rein_async
 from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.vendor_server import Reply, VendorServer

@@ -1,12 +1,11 @@
 """`rein start --tenant/--priority`, `rein list --tenant`, cost in `rein show`, `rein usage` and
 `rein limits`: happy path in-process against a dev server; mistakes (one line, the exit code) and limits that would
-slow nothing refused, with what each applies to, in-process too (tests.support.slimcli.rein_here: the same exit code
+slow nothing refused, with what each applies to, in-process too (tests.support.in_process.rein_inproc: the same exit code
 and stderr line), one of each kind also through the real console script."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import subprocess
 import uuid
@@ -17,7 +16,7 @@ from rein.cli import EXIT_ERROR, EXIT_NO_WORKER, EXIT_USAGE, main
 from rein.client import ReinClient
 from rein.core.contract import agent_task_queue
 from rein.durable.fleet import routed_queue
-from tests.support.slimcli import rein_here
+from tests.support.in_process import rein_inproc
 from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_docs_commands import cli_tree, hint_problems
@@ -72,7 +71,7 @@ async def test_fleet_cli(dev, capsys):
         (["start", agent.name, "hi", "--priority", "9"], EXIT_ERROR, "priority must be 1"),
     ]
     for i, (argv, code, needle) in enumerate(mistakes):
-        run = rein_cli if i == 0 else functools.partial(rein_here, capsys)  # the first through the console script
+        run = rein_cli if i == 0 else rein_inproc  # the first through the console script
         proc = await asyncio.to_thread(run, *argv, "--address", address)
         assert_one_line_error(proc, code, needle)
 
@@ -86,7 +85,7 @@ async def test_limits_refuse_what_would_slow_nothing_and_say_what_each_applies_t
 
     def limits(*argv: str, **env: str) -> subprocess.CompletedProcess:
         """`rein limits ARGV` in this process."""
-        return rein_here(capsys, "limits", *argv, "--address", address, REIN_TASK_QUEUE=shared, **env)
+        return rein_inproc("limits", *argv, "--address", address, REIN_TASK_QUEUE=shared, **env)
 
     real = rein_cli("limits", "set", "--rps", "5", "--address", address, REIN_TASK_QUEUE=shared)  # the console script
     line = assert_one_line_error(await asyncio.to_thread(limits, "set", "--rps", "5"), EXIT_USAGE,

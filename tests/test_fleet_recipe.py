@@ -22,8 +22,8 @@ from rein.core.contract import agent_task_queue, model_queue
 from rein.durable.fleet import model_calls_served
 from rein.temporal.deployment import current_build_id, default_build_id, describe
 from tests.support.history import history_events, scheduled
+from tests.support.in_process import rein_inproc
 from tests.support.processes import WorkerProcess
-from tests.support.slimruns import rein_inproc
 from tests.support.waiting import poll
 from tests.vendor_server import Reply, VendorServer
 

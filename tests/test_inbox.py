@@ -1,7 +1,7 @@
 """The approvals inbox from code and the command line: every wait listed from visibility with its details, rules
 that decide (changed while runs wait), decisions in bulk with their exit codes, tenants kept apart, and bad input
 answered in one line with nothing lost. One dev server and one worker for the module; `rein` runs in this process
-(tests/support/slimruns.py, in a thread: the worker shares this test's event loop), and one refusal through the real
+(tests/support/in_process.py, in a thread: the worker shares this test's event loop), and one refusal through the real
 console script (its exit code and one line on stderr).
 """
 
@@ -23,8 +23,8 @@ import rein
 from rein.cli import EXIT_NOT_FOUND, EXIT_REJECTED, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.policy import POLICY_WORKFLOW_ID, PolicyError
+from tests.support.in_process import rein_async
 from tests.support.inbox import files_agent, rules_heard
-from tests.support.slimruns import rein_async
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parent.parent

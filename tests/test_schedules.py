@@ -17,7 +17,7 @@ from rein.cli.app import EXIT_NO_WORKER, EXIT_NOT_FOUND, EXIT_USAGE
 from rein.client import ReinClient, ScheduleError
 from rein.core.contract import SEARCH_KEYS
 from rein.durable.fleet import usage_since
-from tests.support.slimruns import rein_inproc
+from tests.support.in_process import rein_inproc
 from tests.support.waiting import poll
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_threads import echo_agent

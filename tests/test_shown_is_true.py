@@ -1,5 +1,5 @@
 """What the CLI shows is what is true (issue 45's smaller items), through `rein.cli.main` in this process (what a
-command prints and its exit code; tests/support/slimruns.py) against the session's dev server, with the agent
+command prints and its exit code; tests/support/in_process.py) against the session's dev server, with the agent
 served by an in-process worker on its own queue; a refusal's one line and exit code, `rein watch`'s stream and
 the benchmark through real processes:
 
@@ -26,8 +26,8 @@ from rein import Agent, Completion, LoopConfig, Message, Usage
 from rein.cli import EXIT_NO_WORKER, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.contract import agent_task_queue
+from tests.support.in_process import rein_inproc
 from tests.support.providers import StreamsItsCompletion
-from tests.support.slimruns import rein_inproc
 from tests.test_cli import assert_one_line_error, rein_cli
 from tests.test_docs_commands import cli_tree, hint_problems
 

@@ -8,7 +8,7 @@ runs produced. The exporters send through a wire tap (tests/support/otlp_tap.py)
 sent, since Phoenix stores a span sent twice under one id once. A worker is stopped (which flushes its
 exporter) before its spans are counted, so a duplicate would be there to see.
 
-`rein trace` runs in this process (tests/support/slimruns.py: what it prints and what it sends), over a run an
+`rein trace` runs in this process (tests/support/in_process.py: what it prints and what it sends), over a run an
 untraced worker in this process served; its one-line refusal without an endpoint goes through the real
 console script.
 """
@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from vendor_server import Reply, VendorServer  # noqa: E402
 
 from rein.durable.embedded_server import free_port  # noqa: E402
+from tests.support.in_process import rein_async  # noqa: E402
 from tests.support.otlp_tap import OtlpTap  # noqa: E402
 from tests.support.processes import WorkerProcess, stop_process, wait_for_port  # noqa: E402
 from tests.support.runs import forget_sticky_worker  # noqa: E402
-from tests.support.slimruns import rein_async  # noqa: E402
 from tests.support.waiting import poll, wait_status, wait_until  # noqa: E402
 from tests.test_ui_browser import Page, page  # noqa: E402,F401  (the headless Chromium fixture)
 

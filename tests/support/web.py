@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from rein import settings
 from rein.durable.embedded_server import free_port
 from tests.support.processes import ROOT, wait_for_text
 from tests.support.waiting import poll
@@ -22,21 +23,9 @@ from tests.support.waiting import poll
 
 @contextlib.contextmanager
 def environment(**values: str | None) -> Iterator[None]:
-    """Environment variables set (None: removed) for the block, then as they were."""
-    before = {name: os.environ.get(name) for name in values}
-    try:
-        for name, value in values.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    """`REIN_*` settings set (None: unset) for the block, then as they were (rein.settings.override)."""
+    with settings.override(**{name.removeprefix("REIN_").lower(): value for name, value in values.items()}):
         yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @contextlib.asynccontextmanager

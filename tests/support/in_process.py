@@ -23,14 +23,15 @@ from typing import Any
 
 _ONE_AT_A_TIME = threading.Lock()
 """sys.stdout, sys.stderr and os.environ are the process's: one in-process command at a time."""
-_LEFT_OUT = ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS")
+LEFT_OUT = ("TEMPORAL_ADDRESS", "REIN_DEBUG", "COLUMNS")
+"""What the tests' `rein` subprocesses never inherit from the test process (nor the commands here)."""
 
 
 @contextlib.contextmanager
-def _environment(env: dict[str, str]) -> Iterator[None]:
+def _environment(env: dict[str, str], drop: tuple[str, ...]) -> Iterator[None]:
     """rein_cli's environment, and an empty stdin (its stdin is /dev/null: a prompt reads end-of-file)."""
     saved, stdin = dict(os.environ), sys.stdin
-    for name in _LEFT_OUT:
+    for name in drop:
         os.environ.pop(name, None)
     os.environ.update(env)
     sys.stdin = io.StringIO("")
@@ -42,12 +43,13 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def rein_inproc(*argv: str, **env: str) -> subprocess.CompletedProcess:
-    """`rein ARGV` in this process: its exit code and what it printed, as `rein_cli` returns them."""
+def rein_inproc(*argv: str, drop: tuple[str, ...] = LEFT_OUT, **env: str) -> subprocess.CompletedProcess:
+    """`rein ARGV` in this process: its exit code and what it printed, as `rein_cli` returns them (`drop`: the
+    variables it does not see)."""
     from rein.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    with _ONE_AT_A_TIME, _environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with _ONE_AT_A_TIME, _environment(env, drop), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return subprocess.CompletedProcess(["rein", *argv], code, out.getvalue(), err.getvalue())
 
