@@ -45,7 +45,8 @@ async def test_a_promotion_checks_every_open_run_and_names_the_one_that_cannot_g
     env = {"DEPLOY_DIR": str(tmp_path), "REIN_DEPLOYMENT": deployment}
     a = WorkerProcess(server.address, AGENTS, queue, tmp_path / "a.log", REIN_BUILD_ID="a", DEPLOY_NEW_PATCH="1",
                       DEPLOY_BUG="decide", **env).start()
-    b = [WorkerProcess(server.address, AGENTS, queue, tmp_path / f"b{i}.log", REIN_BUILD_ID="b", DEPLOY_BUILD="old", **env)
+    b = [WorkerProcess(server.address, AGENTS, queue, tmp_path / f"b{i}.log", REIN_BUILD_ID="b", DEPLOY_BUILD="old",
+                       REIN_PROMOTE_TIMEOUT_S="600", **env)  # the default 300 s: what a loaded 2-core CI machine came near
          for i in range(2)]
     client = await connect(server.address)
     try:
@@ -68,7 +69,7 @@ async def test_a_promotion_checks_every_open_run_and_names_the_one_that_cannot_g
                    "the run to be stuck", timeout=120, interval=1)
 
         await asyncio.gather(*(asyncio.to_thread(w.start) for w in b))
-        await poll(lambda: _current(client, deployment, "b"), "build b to be current", timeout=300, interval=1)
+        await poll(lambda: _current(client, deployment, "b"), "build b to be current", timeout=600, interval=1)
         said = "".join(w.log.read_text() for w in b)
         assert said.count(f"rein deployment {deployment}: build b is current (was a; it replayed the {OPEN_THREADS + 1} "
                           f"runs that move to it; 1 runs it cannot replay are left as they are: run {stuck} "
