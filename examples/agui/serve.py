@@ -18,6 +18,7 @@ if __name__ == "__main__":  # Ctrl-C, at any moment (these imports take a second
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import socket  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import uvicorn  # noqa: E402
@@ -40,8 +41,9 @@ async def main(port: int, host: str) -> None:
                      lifespan=lambda _: endpoint.router.lifespan_context(endpoint))
     token = endpoint.state.agui.auth.local
     async with rein.create_worker(client, agents=[agent]):
+        listening = socket.create_server((host, port))  # bound before its link is printed: a click connects
         print(f"the calculator page on http://{host}:{port}/" + (f"#token={token}" if token else ""), flush=True)
-        await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve()
+        await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve(sockets=[listening])
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 from pathlib import Path
 
 import uvicorn
@@ -43,9 +44,10 @@ async def main(port: int, host: str) -> None:
     token = endpoint.state.ai_sdk.auth.local
     fragment = f"#token={token}" if token else ""
     async with rein.create_worker(client, agents=[agent, planner]):
+        listening = socket.create_server((host, port))  # bound before its link is printed: a click connects
         print(f"the calculator page on http://{host}:{port}/{fragment} (the planner's: /?agent=planner{fragment})",
               flush=True)
-        await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve()
+        await uvicorn.Server(uvicorn.Config(page, host=host, port=port, log_level="warning")).serve(sockets=[listening])
 
 
 if __name__ == "__main__":
