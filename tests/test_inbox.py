@@ -24,8 +24,7 @@ from rein.cli import EXIT_NOT_FOUND, EXIT_REJECTED, EXIT_USAGE
 from rein.client import ReinClient
 from rein.core.policy import POLICY_WORKFLOW_ID, PolicyError
 from tests.support.in_process import rein_async
-from tests.support.inbox import files_agent, rules_heard
-from tests.support.waiting import poll
+from tests.support.inbox import files_agent, rules_heard, waiting
 
 ROOT = Path(__file__).resolve().parent.parent
 REIN_BIN = str(Path(sys.executable).parent / "rein")
@@ -76,16 +75,6 @@ async def runs(dev) -> AsyncIterator[ReinClient]:  # noqa: ANN001
 @pytest.fixture(scope="module")
 def cli(dev) -> Cli:  # noqa: ANN001
     return Cli(dev.client.service_client.config.target_host)
-
-
-async def waiting(runs: ReinClient, agent: str, prompt: str, tenant: str | None = None) -> str:
-    handle = await runs.start(agent, prompt, tenant=tenant)
-    await poll(lambda: _listed(runs, agent, handle.id), f"{handle.id} in the inbox", 30)
-    return handle.id
-
-
-async def _listed(runs: ReinClient, agent: str, run_id: str) -> bool:
-    return any(i.run_id == run_id and i.since for i in await runs.inbox(agent=agent))
 
 
 def tool_result(result: rein.RunResult) -> str:

@@ -29,9 +29,8 @@ from temporalio.service import RPCError
 import rein
 from rein.client import ReinClient
 from rein.durable.embedded_server import free_port
-from tests.support.inbox import files_agent
+from tests.support.inbox import files_agent, waiting
 from tests.support.processes import stop_process, wait_for_text
-from tests.support.waiting import poll
 from tests.support.web import start_rein_serve
 
 pytestmark = pytest.mark.timeout(240)
@@ -117,16 +116,6 @@ async def browser(dev) -> AsyncIterator[tuple[Browser, ReinClient]]:  # noqa: AN
                 await chromium.close()
 
 
-async def waiting(runs: ReinClient, prompt: str) -> str:
-    handle = await runs.start(AGENT, prompt)
-    await poll(lambda: _listed(runs, handle.id), f"{handle.id} in the inbox", 30)
-    return handle.id
-
-
-async def _listed(runs: ReinClient, run_id: str) -> bool:
-    return any(i.run_id == run_id and i.since for i in await runs.inbox(agent=AGENT))
-
-
 async def _rules(runs: ReinClient) -> set[str]:
     """The rules as they read (ids may restart: a module before may have ended the rules' workflow)."""
     return {r.line() for r in await runs.policy.list()}
@@ -139,7 +128,7 @@ async def test_pages_of_other_sites_change_nothing_and_an_allowed_origin_works(
     process, target = start_rein_serve(tmp_path / "serve.log", address, QUEUE, "--open", REIN_HOME=str(tmp_path),
                                        REIN_WEB_ORIGINS=sites["allowed"])
     try:
-        run_id, thread = await waiting(runs, "delete /srv/prod"), f"attack-{SUFFIX}"
+        run_id, thread = await waiting(runs, AGENT, "delete /srv/prod"), f"attack-{SUFFIX}"
         rules = await _rules(runs)
         page = await chromium.new_page()
         statuses: dict[str, list[int]] = {}
@@ -200,7 +189,7 @@ async def test_the_sign_in_link_signs_in_and_the_page_works_under_its_csp(
         link = log.read_text().split("sign in: ", 1)[1].split()[0]
         token = link.split("#token=", 1)[1]
         assert link == f"{target}/inbox#token={token}" and (tmp_path / "web-token").read_text().strip() == token
-        run_id = await waiting(runs, "delete /srv/laptop")
+        run_id = await waiting(runs, AGENT, "delete /srv/laptop")
         page = await chromium.new_page()
         await page.add_init_script("""document.addEventListener('securitypolicyviolation',
           e => (window.cspViolations = window.cspViolations || []).push(e.violatedDirective + ' ' + e.blockedURI));""")

@@ -26,8 +26,7 @@ from rein.temporal.bearer import BearerAuth
 from rein.web import agui
 from rein.web.app import build
 from rein.web.inbox import MAX_BULK_IDS
-from tests.support.inbox import files_agent
-from tests.support.waiting import poll
+from tests.support.inbox import files_agent, waiting
 from tests.support.web import environment, served
 from tests.support.wipe import shown
 
@@ -67,16 +66,6 @@ async def site(dev) -> AsyncIterator[Site]:  # noqa: ANN001
             yield Site(url, runs, web)
 
 
-async def waiting(runs: ReinClient, prompt: str) -> str:
-    handle = await runs.start(AGENT, prompt)
-    await poll(lambda: _listed(runs, handle.id), f"{handle.id} in the inbox", 30)
-    return handle.id
-
-
-async def _listed(runs: ReinClient, run_id: str) -> bool:
-    return any(i.run_id == run_id and i.since for i in await runs.inbox(agent=AGENT))
-
-
 def refused(response: httpx.Response, status: int, *words: str) -> str:
     """A refusal: `status`, one line of JSON, naming why."""
     assert response.status_code == status, (response.status_code, response.text)
@@ -86,7 +75,7 @@ def refused(response: httpx.Response, status: int, *words: str) -> str:
 
 
 async def test_a_host_it_does_not_serve_gets_nothing(site: Site) -> None:
-    run_id = await waiting(site.runs, "read /tmp/rebound")
+    run_id = await waiting(site.runs, AGENT, "read /tmp/rebound")
     for host in ("evil.example", f"evil.example:{site.host.split(':')[1]}", f"{PUBLIC}:9999", "127.0.0.1.evil.example"):
         answer = await site.call("GET", "/inbox/api/items", headers={"Host": host})
         refused(answer, 403, "does not serve the host")
@@ -103,7 +92,7 @@ async def test_a_host_it_does_not_serve_gets_nothing(site: Site) -> None:
 
 
 async def test_requests_from_other_sites_are_refused_and_change_nothing(site: Site) -> None:
-    run_id = await waiting(site.runs, "delete /srv/one")
+    run_id = await waiting(site.runs, AGENT, "delete /srv/one")
     rules = await site.rules()
     allow_all = {"effect": "allow", "tool": "*"}
     attempts: list[tuple[str, str, dict[str, Any], dict[str, str], int, str]] = [
@@ -198,7 +187,7 @@ async def test_bodies_and_id_lists_are_bounded(site: Site) -> None:
 
     refused(await site.call("POST", "/inbox/api/rules", content=chunks(), headers={"Content-Type": "application/json"}),
             413, f"more than {LIMIT}")
-    run_id = await waiting(site.runs, "delete /srv/many")
+    run_id = await waiting(site.runs, AGENT, "delete /srv/many")
     many = [{"run_id": run_id, **await shown(site.runs, run_id)}] + [
         {"run_id": f"run-{n}", "wait": "1-00000000", "tool_call_ids": ["call_0"]} for n in range(MAX_BULK_IDS)]
     refused(await site.call("POST", "/inbox/api/bulk", json={"items": many, "action": "approve"}), 422,

@@ -28,7 +28,7 @@ from rein.temporal.bearer import BearerAuth
 from rein.web.app import build
 from rein.web.auth import WebAuth
 from rein.web.tokens import TOKEN_FILE
-from tests.support.inbox import AUDIENCE, IdentityProvider, files_agent
+from tests.support.inbox import AUDIENCE, IdentityProvider, files_agent, waiting
 from tests.support.waiting import poll
 from tests.support.web import environment, served, sse_blocks
 from tests.support.wipe import shown
@@ -60,16 +60,6 @@ def app(runs: ReinClient, auth: BearerAuth | None = None, **env: str | None) -> 
         return build(runs.client, [files_agent(AGENT)], task_queue=QUEUE, auth=auth, poll_s=0.2)
 
 
-async def waiting(runs: ReinClient, prompt: str) -> str:
-    handle = await runs.start(AGENT, prompt)
-    await poll(lambda: _listed(runs, handle.id), f"{handle.id} in the inbox", 30)
-    return handle.id
-
-
-async def _listed(runs: ReinClient, run_id: str) -> bool:
-    return any(i.run_id == run_id and i.since for i in await runs.inbox(agent=AGENT))
-
-
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -84,7 +74,7 @@ async def test_with_no_sign_in_set_the_local_token_signs_in_as_the_local_person(
     path = tmp_path / TOKEN_FILE
     assert token and path.read_text().strip() == token and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert app(runs, BearerAuth(), REIN_HOME=str(tmp_path)).state.auth.local == token  # kept: reused on every start
-    run_id = await waiting(runs, "delete /srv/laptop")
+    run_id = await waiting(runs, AGENT, "delete /srv/laptop")
     async with served(web) as url, httpx.AsyncClient(timeout=30) as http:
         assert (await http.get(f"{url}/inbox/api/items")).status_code == 401  # never open by default
         assert (await http.get(f"{url}/inbox/api/items", headers=bearer("guess"))).status_code == 401
@@ -99,7 +89,7 @@ async def test_with_no_sign_in_set_the_local_token_signs_in_as_the_local_person(
 
 async def test_the_shared_token_decides_as_its_configured_name_and_a_jwt_as_its_subject(runs: ReinClient, idp: Any) -> None:
     web = app(runs, BearerAuth(token="s3cret", jwks_url=idp.url, audience=AUDIENCE), REIN_WEB_TOKEN_NAME="ops-team")
-    first, second = await waiting(runs, "delete /srv/a"), await waiting(runs, "delete /srv/b")
+    first, second = await waiting(runs, AGENT, "delete /srv/a"), await waiting(runs, AGENT, "delete /srv/b")
     async with served(web) as url, httpx.AsyncClient(timeout=30) as http:
         one = await http.post(f"{url}/inbox/api/decide", json={"run_id": first, "action": "approve", **await shown(runs, first)},
                               headers=bearer("s3cret"))
@@ -128,25 +118,9 @@ async def test_a_decision_through_agui_records_who_signed_in(runs: ReinClient, t
 
 async def _run(http: httpx.AsyncClient, url: str, token: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     full = {"state": None, "tools": [], "context": [], "forwardedProps": {}, **body}
-    status, blocks = await sse_blocks_post(http, url, token, full)
+    status, blocks = await sse_blocks(http, url, bearer(token), until=('"RUN_FINISHED"', '"RUN_ERROR"'), body=full)
     assert status == 200, blocks
     return [json.loads(b.split("data: ", 1)[1]) for b in blocks if "data: " in b]
-
-
-async def sse_blocks_post(http: httpx.AsyncClient, url: str, token: str, body: dict[str, Any]) -> tuple[int, list[str]]:
-    blocks: list[str] = []
-    async with http.stream("POST", url, json=body, headers=bearer(token)) as response:
-        if response.status_code != 200:
-            return response.status_code, [(await response.aread()).decode()]
-        buffer = ""
-        async for text in response.aiter_text():
-            buffer += text
-            while "\n\n" in buffer:
-                block, buffer = buffer.split("\n\n", 1)
-                blocks.append(block)
-                if '"RUN_FINISHED"' in block or '"RUN_ERROR"' in block:
-                    return 200, blocks
-    return 200, blocks
 
 
 async def test_an_expired_jwt_ends_the_live_streams(runs: ReinClient, idp: Any) -> None:
@@ -202,7 +176,7 @@ async def test_a_read_token_reads_only_and_ends_its_stream_when_it_expires(runs:
 async def test_open_mode_is_for_this_machine_only_and_says_so(runs: ReinClient) -> None:
     web = app(runs, BearerAuth(), REIN_WEB_OPEN="1", REIN_WEB_PUBLIC_HOST="rein.example")
     assert web.state.auth.mode == "open"
-    run_id = await waiting(runs, "delete /srv/open")
+    run_id = await waiting(runs, AGENT, "delete /srv/open")
     async with served(web) as url, httpx.AsyncClient(timeout=30) as http:
         page = await http.get(f"{url}/inbox")
         assert '<div id="open" role="alert">OPEN' in page.text and page.headers["x-rein-open"]

@@ -52,14 +52,20 @@ class Ask:
     """The state a new thread starts with (the page's, rein.web.agui's `_page_state`)."""
 
 
-def read(body: bytes) -> Ask:
-    """The input's ask, or BadInput."""
+def json_object(body: bytes, shape: str) -> dict[str, Any]:
+    """A request body's JSON object, or BadInput naming the `shape` expected (every web input reads its body so)."""
     try:
         raw = json.loads(body or b"null")
     except ValueError as exc:
         raise BadInput(f"the body is not JSON: {exc}") from None
     if not isinstance(raw, dict):
-        raise BadInput("the body must be a RunAgentInput JSON object (threadId, runId, messages, ...)")
+        raise BadInput(f"the body must be a {shape}")
+    return raw
+
+
+def read(body: bytes) -> Ask:
+    """The input's ask, or BadInput."""
+    raw = json_object(body, "RunAgentInput JSON object (threadId, runId, messages, ...)")
     try:
         given = RunAgentInput.model_validate(raw)
     except ValidationError as exc:

@@ -24,7 +24,7 @@ from rein.core.errors import validation_text
 from rein.core.ir import ToolSpec
 from rein.core.threads import MAX_MESSAGE_CHARS, Mode
 from rein.core.waits import parse_shown_id, shown_id
-from rein.web.agui_input import BadInput, client_tools
+from rein.web.agui_input import BadInput, client_tools, json_object
 
 
 class _Loose(BaseModel):
@@ -116,12 +116,7 @@ def approval_id(wait: str | None, tool_call_id: str) -> str:
 
 def read(body: bytes) -> Ask:
     """The body's ask, or BadInput."""
-    try:
-        raw = json.loads(body or b"null")
-    except ValueError as exc:
-        raise BadInput(f"the body is not JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise BadInput("the body must be a JSON object: {\"id\": CHAT_ID, \"messages\": [...], \"trigger\": ...}")
+    raw = json_object(body, 'JSON object: {"id": CHAT_ID, "messages": [...], "trigger": ...}')
     try:
         request = ChatRequest.model_validate(raw)
     except ValidationError as exc:

@@ -7,6 +7,7 @@ from typing import Any
 
 import rein
 from rein import Agent, Completion, LoopConfig, Message, ToolCall, Usage
+from tests.support.waiting import poll
 
 
 class FilesModel:
@@ -147,3 +148,14 @@ def start_serve(log: Any, address: str, queue: str, idp: IdentityProvider, token
                                    stdin=subprocess.DEVNULL)
     wait_for_text(log, f"rein serve on http://127.0.0.1:{port}", process, 60)
     return process, f"http://127.0.0.1:{port}"
+
+
+async def waiting(runs: Any, agent: str, prompt: str, tenant: str | None = None) -> str:
+    """A run of `agent` started with `prompt`, once the inbox lists it as waiting (its id)."""
+    handle = await runs.start(agent, prompt, tenant=tenant)
+    await poll(lambda: _listed(runs, agent, handle.id), f"{handle.id} in the inbox", 30)
+    return handle.id
+
+
+async def _listed(runs: Any, agent: str, run_id: str) -> bool:
+    return any(i.run_id == run_id and i.since for i in await runs.inbox(agent=agent))

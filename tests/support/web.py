@@ -44,18 +44,22 @@ async def served(web: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
 
 
 async def sse_blocks(http: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None,
-                     until: str | None = None, within_s: float = 60) -> tuple[int, list[str]]:
-    """A GET stream's SSE blocks (comments included) until it ends, or until a block containing `until`; a stream
-    still open after `within_s` fails the test."""
+                     until: str | tuple[str, ...] | None = None, within_s: float = 60,
+                     body: Any = None) -> tuple[int, list[str]]:
+    """A stream's SSE blocks (comments included) until it ends, or until a block containing `until` (any of them);
+    a GET, or a POST of `body`. A stream still open after `within_s` fails the test."""
     try:
-        return await asyncio.wait_for(_blocks(http, url, headers or {}, until), within_s)
+        return await asyncio.wait_for(_blocks(http, url, headers or {}, until, body), within_s)
     except TimeoutError:
         raise AssertionError(f"the stream {url} did not end within {within_s:g}s") from None
 
 
-async def _blocks(http: httpx.AsyncClient, url: str, headers: dict[str, str], until: str | None) -> tuple[int, list[str]]:
+async def _blocks(http: httpx.AsyncClient, url: str, headers: dict[str, str], until: str | tuple[str, ...] | None,
+                  body: Any) -> tuple[int, list[str]]:
     blocks: list[str] = []
-    async with http.stream("GET", url, headers=headers) as response:
+    ends = (until,) if isinstance(until, str) else until or ()
+    sent = {"json": body} if body is not None else {}
+    async with http.stream("POST" if body is not None else "GET", url, headers=headers, **sent) as response:
         if response.status_code != 200:
             return response.status_code, [(await response.aread()).decode()]
         buffer = ""
@@ -64,7 +68,7 @@ async def _blocks(http: httpx.AsyncClient, url: str, headers: dict[str, str], un
             while "\n\n" in buffer:
                 block, buffer = buffer.split("\n\n", 1)
                 blocks.append(block)
-                if until is not None and until in block:
+                if any(end in block for end in ends):
                     return 200, blocks
     return 200, blocks
 
