@@ -54,19 +54,23 @@ let lastEventId = null;
 // The id to resume from is the last event HttpAgent has APPLIED (its messages hold its effect): an event's id
 // counts once its messages changed, or once the next event comes (events are applied in order).
 let pendingId = null;
+// How many of `events` were applied when lastEventId was: a reconnect resumes after lastEventId, so the server
+// sends the later ones again, and the report keeps what the client applied, then what the resumed stream brings.
+let applied = 0;
 const subscriber = {
   onRunInitialized({ input }) { lastInput = input; },
   onEvent({ event }) {
+    if (pendingId) { lastEventId = pendingId; applied = events.length; }
     events.push(event);
-    if (pendingId) lastEventId = pendingId;
     pendingId = event.metadata?.rein?.eventId ?? null;
   },
-  onMessagesChanged() { if (pendingId) lastEventId = pendingId; },
+  onMessagesChanged() { if (pendingId) { lastEventId = pendingId; applied = events.length; } },
 };
 
 async function runOnce(parameters) {
   events = [];
   lastEventId = pendingId = null;
+  applied = 0;
   const report = { errors: [] };
   let resumeFrom = null;
   for (let attempt = 0; attempt < 4; attempt++) {
@@ -79,6 +83,7 @@ async function runOnce(parameters) {
       report.errors.push(String(error.message || error));
       if (!lastEventId) break;
       resumeFrom = lastEventId;
+      events = events.slice(0, applied);  // an event received but not applied comes again after resumeFrom
       report.reconnectedFrom = resumeFrom;
     }
   }
