@@ -201,14 +201,20 @@ async def test_ask_permission_input_required_then_approve_durable(serve: Any) ->
     }
     assert list(task.artifacts) == []
 
+    approved_run = server.paused.load(task.id).run_id
     done = await client.send("approve", task_id=task.id, context_id=task.context_id)
     assert done.id == task.id
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert text(done.status.message) == "The sum is 5."
     assert server.paused.load(task.id) is None
+    # The approval is the remote peer's (unauthenticated here), never this server process's person.
+    from rein.durable import engine
+
+    eng = engine.Engine._instance
+    session = asyncio.run_coroutine_threadsafe(ReinClient(eng.client).session(approved_run), eng.loop).result(60)
+    assert [(d.approved, d.approver) for d in session.decisions] == [(True, "a2a:anonymous")]
 
     # Canceling a paused durable task also cancels the workflow waiting for it.
-    from rein.durable import engine
 
     paused = await client.send("Add 7 and 7")
     run_id = server.paused.load(paused.id).run_id

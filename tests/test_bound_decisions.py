@@ -27,6 +27,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 
 import rein
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, ToolCall, Usage
+from rein import settings
 from rein.cli import EXIT_REJECTED
 from rein.client import DecisionRejected, ReinClient
 from rein.core.contract import APPROVE_UPDATE, DENY_UPDATE
@@ -122,13 +123,15 @@ def test_an_approval_never_runs_a_later_call_that_repeats_its_id_in_process() ->
 
     first = agent.run("wipe alpha, then prod")
     assert first.status == "interrupted" and first.interrupt.tool_call.arguments == {"target": "alpha"}
-    second = agent.resume(first.session, approve=True)
+    with settings.override(identity=ME):
+        second = agent.resume(first.session, approve=True)
     assert ran == ["alpha"]  # before the fix: ["alpha", "prod"], nobody asked about prod
     assert second.status == "interrupted" and second.interrupt.tool_call.arguments == {"target": "prod"}
-    third = agent.resume(second.session, approve=False)
+    third = agent.resume(second.session, approve=False, approver="dave@ops.example")
     assert ran == ["alpha"] and third.output == "done"
-    assert [(d.tool_call_id, d.approved, d.batch) for d in third.session.decisions] == [("call_0", True, 1),
-                                                                                        ("call_0", False, 2)]
+    # Who decided: the person the script runs for (REIN_IDENTITY), or the approver the caller names.
+    assert [(d.tool_call_id, d.approved, d.batch, d.approver) for d in third.session.decisions] == [
+        ("call_0", True, 1, ME), ("call_0", False, 2, "dave@ops.example")]
 
 
 # ---------------------------------------------------------------- durable runs

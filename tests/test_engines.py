@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 import rein
 from rein import Agent, Completion, LoopConfig, Message, MockProvider, Session, StreamChunk, ToolCall, Usage
+from rein import settings
 from rein.client import DecisionRejected, RunFailed
 from rein.durable import engine
 from tests.support.providers import AuthFailed, EchoProvider, OutageProvider, RateLimited
@@ -394,8 +395,10 @@ def test_temporal_resume_continues_the_same_workflow():
     agent = Agent(provider=MockProvider([[ADD_1_2], "3"]), tools=[add], config=LoopConfig(permission="ask"), engine="temporal")
     r = agent.run("go")
     assert r.status == "interrupted" and r.run_id
-    r2 = agent.resume(r.session)
+    with settings.override(identity="dana@ops.example"):
+        r2 = agent.resume(r.session)
     assert r2.output == "3" and r2.run_id == r.run_id
+    assert [(d.approved, d.approver) for d in r2.session.decisions] == [(True, "dana@ops.example")]  # who decided
     # The approval went as the validated update every client sends, not as a signal.
     eng = engine.Engine._instance
     assert eng is not None and eng.client is not None

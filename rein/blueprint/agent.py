@@ -355,18 +355,23 @@ class Agent:
         async for item in items:
             yield self._typed(item) if isinstance(item, RunResult) else item
 
-    async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
-        provider = self._resolve_provider()
+    async def aresume(self, session: Session, *, approve: bool = True, answer: str | None = None,
+                      approver: str | None = None) -> RunResult:
+        """Decide the Session's pending calls (or answer its question) and go on. The decision is recorded as
+        `approver`'s, by default the person this process runs for (REIN_IDENTITY, default USER@HOST)."""
+        provider, who = self._resolve_provider(), settings.current().identity if approver is None else approver
         if self._engine() == "local":
             return self._typed(await runner("local").aresume(
                 session, provider, await self.tools_for_run(), self.config, approve=approve, answer=answer,
-                **self._local_kwargs(),
+                approver=who, **self._local_kwargs(),
             ))
-        return self._typed(await runner("temporal").resume_session(self, session, approve=approve, answer=answer))
+        return self._typed(await runner("temporal").resume_session(self, session, approve=approve, answer=answer,
+                                                                   approver=who))
 
-    def resume(self, session: Session, *, approve: bool = True, answer: str | None = None) -> RunResult:
+    def resume(self, session: Session, *, approve: bool = True, answer: str | None = None,
+               approver: str | None = None) -> RunResult:
         ensure_no_running_loop("Agent.resume()", "agent.aresume(...)")
-        return asyncio.run(self.aresume(session, approve=approve, answer=answer))
+        return asyncio.run(self.aresume(session, approve=approve, answer=answer, approver=approver))
 
     def run_interactive(self, prompt: str, approver: Callable[[Interrupt], bool] | None = None) -> RunResult:
         """Run, asking `approver` (default: a y/N prompt on the terminal) at every approval."""

@@ -450,14 +450,16 @@ def prepare_resume(
     approve: bool = True,
     answer_text: str | None = None,
     input_tools: frozenset[str] = frozenset(),
+    approver: str = "",
 ) -> None:
-    """rein-agent's resume semantics: decide the pending batch, or add an answer, then go on."""
+    """rein-agent's resume semantics: decide the pending batch, or add an answer, then go on (`approver`: who
+    decided, recorded with each decision)."""
     if session.stage == Stage.RUN_TOOLS and session.pending_tool_calls:
         if answer_text is not None and any(c.name in input_tools for c in session.pending_tool_calls):
-            answer(session, answer_text, input_tools=input_tools)
-        decide(session, approve, input_tools=input_tools)
+            answer(session, answer_text, approver, input_tools=input_tools)
+        decide(session, approve, approver=approver, input_tools=input_tools)
     elif answer_text is not None:
-        answer(session, answer_text, input_tools=input_tools)
+        answer(session, answer_text, approver, input_tools=input_tools)
     session.done = False
     session.stop_reason = None
 

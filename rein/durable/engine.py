@@ -275,7 +275,8 @@ class Engine:
         assert self.client is not None
         return await ReinClient(self.client).wait(handle.id, request)
 
-    async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None) -> RunResult | None:
+    async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None,
+                     approver: str = "") -> RunResult | None:
         """Continue the run `session.run_id` names, from any process; None when it no longer runs.
 
         A run waiting at the point this Session records gets the one decision that settles it;
@@ -300,10 +301,10 @@ class Engine:
         if view.interrupt is None or not (child is not None or _waits_at(view, session)):
             return None
         if child is not None:  # the parent shows its child's wait; the parent passes decisions on to it
-            decision = _decision_for(view.interrupt.type, view.pending_tool_calls, {}, child, approve, answer)
+            decision = _decision_for(view.interrupt.type, view.pending_tool_calls, {}, child, approve, answer, approver)
         else:
             decision = _decision_for(view.interrupt.type, session.pending_tool_calls,
-                                     machine.decisions_for_pending(session), agent, approve, answer)
+                                     machine.decisions_for_pending(session), agent, approve, answer, approver)
         if decision is None:  # no single decision says it: a new run from the Session replaces this one
             await self.cancel(handle.id, "superseded by a new run from the same session")
             return None
@@ -385,18 +386,20 @@ def _logged(result: RunResult) -> RunResult:
     return result
 
 
-async def resume_session(agent: Agent, session: Any, *, approve: bool = True, answer: str | None = None) -> RunResult:
-    """Decide for the run this Session belongs to (any process), or start a new run from it when it has ended."""
+async def resume_session(agent: Agent, session: Any, *, approve: bool = True, answer: str | None = None,
+                         approver: str = "") -> RunResult:
+    """Decide for the run this Session belongs to (any process), or start a new run from it when it has ended;
+    `approver` is recorded as who decided."""
     eng = await engine()
     if session.run_id:
         eng.register(agent)  # this process now serves the agent, so the run can go on here
-        result = await eng.submit(eng.resume(agent, session, approve, answer))
+        result = await eng.submit(eng.resume(agent, session, approve, answer, approver))
         if result is not None:
             return _logged(result)
     session = session.model_copy(deep=True)
     from rein.local.loop import input_tool_names
 
-    machine.prepare_resume(session, approve, answer, input_tool_names(agent.registry))
+    machine.prepare_resume(session, approve, answer, input_tool_names(agent.registry), approver)
     # A new run treats its input Session's decisions as conversation, not authority: it asks
     # again, and this process (which holds the decisions) answers with decisions.
     decisions = machine.decisions_for_pending(session)
@@ -453,10 +456,11 @@ def _child_waiting(view: RunStatusView, session: Any, agent: Agent) -> Agent | N
 
 
 def _decision_for(
-    interrupt_type: str, pending: list[Any], decided: dict[str, Any], agent: Agent, approve: bool, answer: str | None
+    interrupt_type: str, pending: list[Any], decided: dict[str, Any], agent: Agent, approve: bool, answer: str | None,
+    approver: str = "",
 ) -> tuple[str, dict] | None:
     """The one decision that does what `machine.prepare_resume` would for the `pending` calls of `agent`'s
-    run (`decided`: those already decided); None when no single decision does."""
+    run (`decided`: those already decided), as `approver`'s; None when no single decision does."""
     from rein.local.loop import input_tool_names
 
     input_tools = input_tool_names(agent.registry)
@@ -465,11 +469,11 @@ def _decision_for(
     if interrupt_type == "need_approval":
         if answer is not None and questions:
             return None
-        return ("approve", {}) if approve else ("deny", {})
+        return ("approve" if approve else "deny", {"approver": approver})
     if interrupt_type == "need_input":
         if answer is None or (not approve and others):
             return None
-        return ("answer", {"text": answer})
+        return ("answer", {"text": answer, "approver": approver})
     if interrupt_type == "error":
         return ("retry", {}) if answer is None else None
     return None

@@ -265,9 +265,11 @@ async def aresume(
     compaction: Any = None,
     middlewares: list[Middleware] | None = None,
     output: Any = None,
+    approver: str = "",
 ) -> RunResult:
-    """Continue an interrupted (or finished) Session: decide the pending batch or add an answer."""
-    machine.prepare_resume(session, approve, answer, input_tool_names(registry))
+    """Continue an interrupted (or finished) Session: decide the pending batch or add an answer (recorded as
+    `approver`'s)."""
+    machine.prepare_resume(session, approve, answer, input_tool_names(registry), approver)
     return await arun(session, provider, registry, config, runtime, compaction, middlewares, output)
 
 

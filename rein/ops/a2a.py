@@ -257,7 +257,7 @@ class _RunExecutor(AgentExecutor):
         await updater.start_work()
         try:
             if paused is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-                result = await self._continue(paused, text, MessageToDict(task.status.message.metadata))
+                result = await self._continue(paused, text, MessageToDict(task.status.message.metadata), _peer(context))
                 self.server.paused.delete(task.id)
             else:
                 result = await self._start(task.context_id, text, _LiveText(updater))
@@ -311,20 +311,27 @@ class _RunExecutor(AgentExecutor):
             raise RuntimeError("the run's stream ended without its result")
         return result
 
-    async def _continue(self, session: Any, text: str, metadata: dict[str, Any]) -> RunResult:
-        """A reply to a paused task: approve/deny, answer, or retry the same run."""
+    async def _continue(self, session: Any, text: str, metadata: dict[str, Any], peer: str) -> RunResult:
+        """A reply to a paused task: approve/deny, answer, or retry the same run, recorded as the peer's."""
         agent = self.server.agent
         kind = (metadata.get("interrupt") or {}).get("type", "error")
         if kind == "need_approval":
             approve = text.strip().strip(".!").lower() in _APPROVALS
-            return await agent.aresume(session, approve=approve)
+            return await agent.aresume(session, approve=approve, approver=peer)
         if kind == "need_input":
-            return await agent.aresume(session, answer=text)
-        return await agent.aresume(session)
+            return await agent.aresume(session, answer=text, approver=peer)
+        return await agent.aresume(session, approver=peer)
 
     @staticmethod
     def _say(updater: TaskUpdater, text: str) -> Any:
         return new_text_message(text, context_id=updater.context_id, task_id=updater.task_id, role=Role.ROLE_AGENT)
+
+
+def _peer(context: Any) -> str:
+    """Who a reply over A2A comes from, as its decision records it: the user the A2A server authenticated, else
+    `a2a:anonymous` (never this process's person: the reply is a remote peer's)."""
+    user = context.call_context.user if context.call_context is not None else None
+    return f"a2a:{user.user_name}" if user is not None and user.is_authenticated else "a2a:anonymous"
 
 
 class _LiveText:
