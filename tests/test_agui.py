@@ -30,7 +30,7 @@ from rein.temporal.bearer import BearerAuth
 from rein.web.agui import app
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
-from tests.support.wipe import approvals_taken, wipe_agent, wiped
+from tests.support.wipe import LOOKUP, approvals_taken, wipe_agent, wiped
 from tests.test_codec_server_auth import _jwt, idp  # noqa: F401  (the identity provider fixture)
 
 pytestmark = pytest.mark.timeout(180)
@@ -458,3 +458,41 @@ async def test_a_resume_that_approves_one_call_and_denies_another_of_one_wait_de
 async def _waits_after(runs: ReinClient, thread_id: str, wait: str | None) -> Any:
     status = await runs.status(thread_id)
     return status if status.status == "waiting_approval" and status.wait not in (None, wait) else None
+
+
+def asked_lookup(key: str) -> dict[str, Any]:
+    """The assistant message a page holds for the model's `lookup(key=...)` call (call_0, as the model repeats it)."""
+    return {"id": uuid.uuid4().hex, "role": "assistant", "toolCalls": [
+        {"id": "call_0", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"key": key})}}]}
+
+
+def looked_up(text: str) -> dict[str, Any]:
+    return {"id": uuid.uuid4().hex, "role": "tool", "toolCallId": "call_0", "content": text}
+
+
+async def test_a_page_result_for_a_call_whose_id_the_thread_asks_again_is_stale_and_taken_nowhere(
+        endpoint: Endpoint) -> None:
+    """The page ran its tool for `lookup(key="alpha")` (call_0); the next turn asks `lookup(key="beta")` as call_0
+    again. The page's history sent again (a retried POST, a second tab) ends on alpha's result: refused in one line
+    naming what the thread waits on now, nothing taken; beta's own result is taken."""
+    thread_id, url = f"agui-{uuid.uuid4().hex[:8]}", f"{endpoint.url}/{WIPER}"
+    first, second = user("look alpha"), user("look beta")
+    alpha = [first, asked_lookup("alpha"), looked_up("A")]
+    async with httpx.AsyncClient(timeout=60) as http:
+        for messages in ([first], alpha, [*alpha, {"id": "a1", "role": "assistant", "content": "Looked up: A."}, second]):
+            status, events, _ = await sse(http, url, body(thread_id, *messages, tools=[LOOKUP]))
+            assert status == 200 and events[-1]["type"] == "RUN_FINISHED", events[-1]
+        waiting = await endpoint.runs.status(thread_id)
+        assert waiting.status == "waiting_input" and [(c.id, c.arguments) for c in waiting.pending_tool_calls] == [
+            ("call_0", {"key": "beta"})]
+        status, events, _ = await sse(http, url, body(thread_id, *alpha, tools=[LOOKUP]))  # alpha's page again
+        error = events[-1]
+        assert error["type"] == "RUN_ERROR" and error["message"].startswith("stale: the result of lookup(key=\"alpha\")")
+        assert f'wait {waiting.wait} for ' in error["message"] and 'lookup(key="beta") [call_0]' in error["message"]
+        assert (await endpoint.runs.status(thread_id)).wait == waiting.wait  # nothing was taken
+        status, events, _ = await sse(http, url, body(thread_id, second, asked_lookup("beta"), looked_up("B"),
+                                                      tools=[LOOKUP]))
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    messages = (await endpoint.runs.session(thread_id)).messages
+    assert [m.content for m in messages if m.role == "tool"] == ["A", "B"]
+    assert messages[-1].content == "Looked up: B."

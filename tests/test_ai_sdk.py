@@ -29,7 +29,7 @@ from rein.web.ai_sdk import app
 from tests.agents.ai_sdk import hold_file, story, teller
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
-from tests.support.wipe import approvals_taken, wipe_agent, wiped
+from tests.support.wipe import LOOKUP, approvals_taken, wipe_agent, wiped
 from tests.test_agui import serve
 
 pytestmark = pytest.mark.timeout(180)
@@ -344,3 +344,38 @@ async def test_an_approval_of_a_call_whose_id_the_thread_asks_again_is_stale_and
 async def _asks_again(runs: ReinClient, chat_id: str, wait: str | None) -> Any:
     status = await runs.status(chat_id)
     return status if status.status == "waiting_approval" and status.wait not in (None, wait) else None
+
+
+def lookup_output(key: str, output: str) -> dict[str, Any]:
+    """The assistant message a page sends with its tool's output for the model's `lookup(key=...)` (call_0)."""
+    return {"id": uuid.uuid4().hex, "role": "assistant", "parts": [
+        {"type": "tool-lookup", "toolCallId": "call_0", "state": "output-available", "input": {"key": key},
+         "output": output}]}
+
+
+async def test_a_page_output_for_a_call_whose_id_the_thread_asks_again_is_stale_and_taken_nowhere(
+        endpoint: Endpoint) -> None:
+    """The page ran its tool for `lookup(key="alpha")` (call_0); the next turn asks `lookup(key="beta")` as call_0
+    again. alpha's output sent again is refused (409, one line naming what the thread waits on now), nothing
+    taken; beta's own output is taken."""
+    chat_id, runs = f"sdk-{uuid.uuid4().hex[:8]}", endpoint.runs
+    api, tools = f"{endpoint.url}/{WIPER.name}", [{**{k: v for k, v in LOOKUP.items() if k != "parameters"},
+                                                   "inputSchema": LOOKUP["parameters"]}]
+    async with httpx.AsyncClient(timeout=60) as http:
+        for message in (user("look alpha"), lookup_output("alpha", "A"), user("look beta")):
+            status, told = await chunks(http, "POST", api, {"id": chat_id, "messages": [message], "tools": tools})
+            assert status == 200 and told[-1]["type"] == "finish", told[-1]
+        waiting = await runs.status(chat_id)
+        assert waiting.status == "waiting_input" and [(c.id, c.arguments) for c in waiting.pending_tool_calls] == [
+            ("call_0", {"key": "beta"})]
+        refused = await http.post(api, json={"id": chat_id, "messages": [lookup_output("alpha", "A")], "tools": tools})
+        error = refused.json()["error"]
+        assert refused.status_code == 409 and error.startswith('stale: the result of lookup(key="alpha")'), error
+        assert f"wait {waiting.wait} for " in error and 'lookup(key="beta") [call_0]' in error and "\n" not in error
+        assert (await runs.status(chat_id)).wait == waiting.wait  # nothing was taken
+        status, told = await chunks(http, "POST", api, {"id": chat_id, "messages": [lookup_output("beta", "B")],
+                                                        "tools": tools})
+        assert status == 200 and told[-1]["type"] == "finish", told[-1]
+    messages = (await runs.session(chat_id)).messages
+    assert [m.content for m in messages if m.role == "tool"] == ["A", "B"]
+    assert messages[-1].content == "Looked up: B."

@@ -26,8 +26,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 import rein
-from rein import Agent, Completion, LoopConfig, Message, MockProvider, ToolCall, Usage
-from rein import settings
+from rein import Agent, Completion, LoopConfig, Message, MockProvider, ToolCall, Usage, settings
 from rein.cli import EXIT_REJECTED
 from rein.client import DecisionRejected, ReinClient
 from rein.core.contract import APPROVE_UPDATE, DENY_UPDATE

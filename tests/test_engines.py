@@ -18,8 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 import rein
-from rein import Agent, Completion, LoopConfig, Message, MockProvider, Session, StreamChunk, ToolCall, Usage
-from rein import settings
+from rein import Agent, Completion, LoopConfig, Message, MockProvider, Session, StreamChunk, ToolCall, Usage, settings
 from rein.client import DecisionRejected, RunFailed
 from rein.durable import engine
 from tests.support.providers import AuthFailed, EchoProvider, OutageProvider, RateLimited

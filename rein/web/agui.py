@@ -200,8 +200,10 @@ class AgUi:
             run.waiting_for = None if receipt.joined else ask.message_id
             return receipt.offset
         if ask.kind == "results":
-            taken = await self.runs.tool_results(thread_id, ask.results, approver=who, wait=True,
-                                                 update_id=f"agui-{ask.input.run_id}-results")
+            status = await self.runs.status(thread_id)
+            resume.results_fit(status, thread_id, ask.shown)
+            taken = await self.runs.tool_results(thread_id, ask.results, approver=who, wait=status.wait,
+                                                 until_taken=True, update_id=f"agui-{ask.input.run_id}-results")
             run.answering = frozenset(taken.answered)
             return taken.offset
         view = await self.runs.thread(thread_id)

@@ -14,11 +14,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ag_ui.core import RunAgentInput, Tool, ToolMessage, UserMessage
+from ag_ui.core import AssistantMessage, RunAgentInput, Tool, ToolMessage, UserMessage
 from pydantic import ValidationError
 
 from rein.core.errors import validation_text
-from rein.core.ir import ToolSpec
+from rein.core.ir import ToolCall, ToolSpec
 from rein.core.threads import MAX_CLIENT_TOOLS, MAX_MESSAGE_CHARS, MODES, Mode
 from rein.core.waits import parse_shown_id
 from rein.web.resume import Answer
@@ -46,6 +46,8 @@ class Ask:
     message_id: str = ""
     mode: Mode = "queue"
     results: dict[str, str] = field(default_factory=dict)
+    shown: dict[str, ToolCall] = field(default_factory=dict)
+    """The calls the results answer as the input's messages showed them (rein.web.resume.results_fit)."""
     decisions: list[Answer] = field(default_factory=list)
     tools: list[ToolSpec] = field(default_factory=list)
     state: Any = None
@@ -91,8 +93,24 @@ def read(body: bytes) -> Ask:
             break
         results.setdefault(message.tool_call_id, _text(message.content, f"the result of tool call {message.tool_call_id}"))
     if results:
-        return Ask(given, "results", results=dict(reversed(results.items())), tools=tools)
+        return Ask(given, "results", results=dict(reversed(results.items())), shown=_shown(messages, results),
+                   tools=tools)
     return Ask(given, "watch", tools=tools)
+
+
+def _shown(messages: list[Any], results: dict[str, str]) -> dict[str, ToolCall]:
+    """Each answered call as the last assistant message that holds it showed it (its name and arguments)."""
+    shown: dict[str, ToolCall] = {}
+    for message in messages:
+        for call in (getattr(message, "tool_calls", None) or []) if isinstance(message, AssistantMessage) else []:
+            if call.id in results:
+                try:
+                    arguments = json.loads(call.function.arguments or "{}")
+                except ValueError:
+                    arguments = {"": call.function.arguments}  # not the arguments of any call: refused as stale
+                shown[call.id] = ToolCall(id=call.id, name=call.function.name,
+                                          arguments=arguments if isinstance(arguments, dict) else {"": arguments})
+    return shown
 
 
 def _text(content: Any, what: str) -> str:

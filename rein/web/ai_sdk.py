@@ -37,6 +37,7 @@ from temporalio.service import RPCError
 from rein.client import DecisionQueued, DecisionRejected, NoWorker, ThreadRefused
 from rein.core.contract import RunStatusView
 from rein.core.errors import validation_text
+from rein.core.ir import ToolCall
 from rein.temporal.bearer import BearerAuth
 from rein.web import resume
 from rein.web.agui import KEEPALIVE_S, TENANT_CLAIM, AgUi, Refused, log
@@ -178,19 +179,23 @@ class AiSdk(AgUi):
             if answers:
                 answered = await resume.decide(self.runs, thread_id, answers, who=who, update_prefix="ai-sdk",
                                                status=status)
-            await self._outputs(thread_id, outputs, set(view.client_tools), who)
+            await self._outputs(thread_id, outputs, ask.shown, set(view.client_tools), who)
         except (DecisionRejected, NoWorker) as refused:
             raise Refused(409, str(refused)) from None
         return view.offset, answered | frozenset(outputs)
 
-    async def _outputs(self, thread_id: str, outputs: dict[str, str], client: set[str], who: str | None) -> None:
-        """The page's outputs: results of its own tools (all at once), answers to the agent's questions."""
+    async def _outputs(self, thread_id: str, outputs: dict[str, str], shown: dict[str, ToolCall], client: set[str],
+                       who: str | None) -> None:
+        """The page's outputs: results of its own tools (all at once, bound to the wait they answer), answers to the
+        agent's questions; refused, nothing taken, when a call the page shows is not the one the thread waits on."""
         status = await self.runs.status(thread_id)
+        resume.results_fit(status, thread_id, {call: shown[call] for call in outputs if call in shown})
         names = {c.id: c.name for c in status.pending_tool_calls}
         results = {call: text for call, text in outputs.items() if names.get(call) in client}
         with contextlib.suppress(DecisionQueued):
             if results:
-                await self.runs.tool_results(thread_id, results, approver=who, update_id=f"ai-sdk-{'-'.join(results)}")
+                await self.runs.tool_results(thread_id, results, approver=who, wait=status.wait,
+                                             update_id=f"ai-sdk-{status.wait}-{'-'.join(results)}")
             for call, text in outputs.items():
                 if call not in results:
                     await self.runs.answer(thread_id, text, approver=who, update_id=f"ai-sdk-answer-{call}")

@@ -21,7 +21,7 @@ from ag_ui.core import Tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rein.core.errors import validation_text
-from rein.core.ir import ToolSpec
+from rein.core.ir import ToolCall, ToolSpec
 from rein.core.threads import MAX_MESSAGE_CHARS, Mode
 from rein.core.waits import parse_shown_id, shown_id
 from rein.web.agui_input import BadInput, client_tools, json_object
@@ -99,6 +99,8 @@ class Ask:
     approvals: list[Approval] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     """Results the page gives for calls (its own tools' outputs, answers to questions): call id -> text."""
+    shown: dict[str, ToolCall] = field(default_factory=dict)
+    """The calls those results answer as the page shows them."""
     tools: list[ToolSpec] = field(default_factory=list)
     start_state: Any = None
     """The state a new thread starts with (the page's)."""
@@ -132,9 +134,9 @@ def read(body: bytes) -> Ask:
     if last.role == "user":
         return Ask(request, "message", text=_text(last), message_id=last.id, tools=tools)
     if last.role == "assistant":
-        approvals, outputs = _answers(last)
+        approvals, outputs, shown = _answers(last)
         if approvals or outputs:
-            return Ask(request, "answers", approvals=approvals, outputs=outputs, tools=tools)
+            return Ask(request, "answers", approvals=approvals, outputs=outputs, shown=shown, tools=tools)
     return Ask(request, "watch", tools=tools)
 
 
@@ -152,10 +154,12 @@ def _text(message: UIMessage) -> str:
     return text
 
 
-def _answers(message: UIMessage) -> tuple[list[Approval], dict[str, str]]:
-    """The assistant message's answered approvals and its tool outputs (which of them are new, the thread says)."""
+def _answers(message: UIMessage) -> tuple[list[Approval], dict[str, str], dict[str, ToolCall]]:
+    """The assistant message's answered approvals, its tool outputs (which of them are new, the thread says) and
+    the calls those outputs answer as the page shows them (rein.web.resume.results_fit)."""
     approvals: list[Approval] = []
     outputs: dict[str, str] = {}
+    shown: dict[str, ToolCall] = {}
     for part in message.parts:
         if not part.type.startswith("tool-") and part.type != "dynamic-tool" or not part.tool_call_id:
             continue
@@ -166,7 +170,17 @@ def _answers(message: UIMessage) -> tuple[list[Approval], dict[str, str]]:
         elif part.state == "output-error":
             outputs[part.tool_call_id] = _output_text(f"Error: {part.error_text or 'the page could not run it'}",
                                                       part.tool_call_id)
-    return approvals, outputs
+        if part.tool_call_id in outputs:
+            shown[part.tool_call_id] = _shown_call(part)
+    return approvals, outputs, shown
+
+
+def _shown_call(part: UIPart) -> ToolCall:
+    """The call a tool part shows: its tool's name and the input the page holds."""
+    extra = part.model_extra or {}
+    name = part.type.removeprefix("tool-") if part.type != "dynamic-tool" else str(extra.get("toolName", ""))
+    given = extra.get("input")
+    return ToolCall(id=part.tool_call_id or "", name=name, arguments=given if isinstance(given, dict) else {"": given})
 
 
 def _approval(part: UIPart) -> Approval:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from rein.core.contract import RunStatusView
 from rein.core.errors import DecisionRejected
-from rein.core.waits import parse_shown_id, shown_id, waiting_line
+from rein.core.ir import ToolCall
+from rein.core.waits import call_text, parse_shown_id, shown_id, waiting_line
 from rein.durable.delivery import DecisionQueued
 
 if TYPE_CHECKING:
@@ -64,6 +65,19 @@ def check(status: RunStatusView, thread_id: str, answers: Sequence[Answer]) -> N
     if answered and set(answered) != set(status.waiting_on[: len(answered)]):  # a run takes answers in call order
         raise DecisionRejected(f"answer the questions of thread {thread_id} in their order, from the first "
                                f"({', '.join(status.waiting_on[: len(answered)])}); nothing was decided")
+
+
+def results_fit(status: RunStatusView, thread_id: str, shown: Mapping[str, ToolCall]) -> None:
+    """The calls a page shows with its results (from the messages it sent) are the calls the thread waits on, name
+    and arguments included: else DecisionRejected, nothing taken. Call ids repeat across turns, so a result the
+    page computed for an earlier `call_0` never answers a later one. A result sent without the message that showed
+    its call (another client, no history) is checked by its id alone, and every result goes bound to the wait read
+    here, so the thread refuses it if it moved on meanwhile."""
+    pending = {c.id: c for c in status.pending_tool_calls}
+    for call_id, call in shown.items():
+        if (now := pending.get(call_id)) is not None and (now.name, now.arguments) != (call.name, call.arguments):
+            raise DecisionRejected(f"stale: the result of {call_text(call)} answers a call that is over; thread "
+                                   f"{thread_id} now waits on {now_waits_on(status)}; nothing was taken")
 
 
 def steps(answers: Sequence[Answer], order: Sequence[str] = ()) -> list[tuple[Kind, str, list[Answer]]]:
@@ -148,4 +162,4 @@ async def _next_wait(runs: ReinClient, thread_id: str, first: RunStatusView, las
     return status
 
 
-__all__ = ["Answer", "call_of", "check", "decide"]
+__all__ = ["Answer", "call_of", "check", "decide", "results_fit"]

@@ -1,6 +1,7 @@
 """An agent whose model repeats its call ids across turns, as LiteLLM's `call_0`, `call_1`... do: for `wipe alpha
 prod` it asks `wipe(target="alpha")` as call_0, then, once that has a result, `wipe(target="prod")` as call_0 again,
-then says it is done; `wipe-all t1 t2 ...` asks every wipe at once (call_0, call_1, ...). The tool keeps its own record
+then says it is done; `wipe-all t1 t2 ...` asks every wipe at once (call_0, call_1, ...); `look k1 k2` asks the page's
+own tool `lookup(key=k1)` as call_0, then `lookup(key=k2)` as call_0 again, then says what it looked up. The tool keeps its own record
 of what it wiped (WIPED: workflow id, call id, target), which a test reads to know what really ran.
 
 Also what a page shows of a waiting run (its wait and the call ids), for tests that post decisions as a page does.
@@ -17,6 +18,10 @@ from rein import Agent, Completion, LoopConfig, Message, ToolCall, ToolContext, 
 WIPED: list[tuple[str, str, str]] = []
 """What the wipe tool ran in this process: (workflow id, call id, target)."""
 
+LOOKUP = {"name": "lookup", "description": "Look a key up in the page.",
+          "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}
+"""The page's own tool that `look` asks (AG-UI's tool shape; the AI SDK's names its schema `inputSchema`)."""
+
 
 class WipeModel:
     """Stateless: the last user message names the targets; the results since it say which comes next."""
@@ -30,10 +35,16 @@ class WipeModel:
             calls = [ToolCall(id=f"call_{n}", name="wipe", arguments={"target": t}) for n, t in enumerate(targets)]
         elif verb == "wipe" and len(done) < len(targets):
             calls = [ToolCall(id="call_0", name="wipe", arguments={"target": targets[len(done)]})]
+        elif verb == "look" and len(done) < len(targets):  # the page's own tool `lookup`
+            calls = [ToolCall(id="call_0", name="lookup", arguments={"key": targets[len(done)]})]
+        elif verb == "look":
+            return Completion(message=Message(role="assistant", content=f"Looked up: {done[-1].content}."),
+                              finish_reason="stop", usage=usage)
         else:
             return Completion(message=Message(role="assistant", content=f"Done: {len(done)} answered."),
                               finish_reason="stop", usage=usage)
-        return Completion(message=Message(role="assistant", content=f"I will wipe {calls[0].arguments['target']}.",
+        what = next(iter(calls[0].arguments.values()))
+        return Completion(message=Message(role="assistant", content=f"I will {calls[0].name} {what}.",
                                           tool_calls=calls), finish_reason="tool_calls", usage=usage)
 
 
