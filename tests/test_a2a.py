@@ -137,6 +137,19 @@ async def test_bearer_token(serve: Any) -> None:
     assert text(task.status.message) == "allowed in"
 
 
+async def test_a_reply_over_a2a_is_recorded_as_the_peers_decision(serve: Any) -> None:
+    """The approval is the token holder's (`a2a:token`), never this server process's person (REIN_IDENTITY)."""
+    agent = Agent(provider=MockProvider([[tc("add", a=2, b=3)], "The sum is 5."]), tools=[add],
+                  config=LoopConfig(permission="ask"), engine="local")
+    store = MemorySessionStore()
+    client = await peer(serve(A2AServer(agent, store=store, auth_token="s3cret")), token="s3cret")
+    task = await client.send("Add 2 and 3")
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    done = await client.send("approve", task_id=task.id, context_id=task.context_id)
+    assert text(done.status.message) == "The sum is 5."
+    assert [(d.approved, d.approver) for d in store.load(task.context_id).decisions] == [(True, "a2a:token")]
+
+
 # --------------------------------------------------------------------------- tasks
 
 

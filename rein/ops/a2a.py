@@ -257,7 +257,8 @@ class _RunExecutor(AgentExecutor):
         await updater.start_work()
         try:
             if paused is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-                result = await self._continue(paused, text, MessageToDict(task.status.message.metadata), _peer(context))
+                result = await self._continue(paused, text, MessageToDict(task.status.message.metadata),
+                                             _peer(context, bool(self.server.auth_token)))
                 self.server.paused.delete(task.id)
             else:
                 result = await self._start(task.context_id, text, _LiveText(updater))
@@ -327,11 +328,14 @@ class _RunExecutor(AgentExecutor):
         return new_text_message(text, context_id=updater.context_id, task_id=updater.task_id, role=Role.ROLE_AGENT)
 
 
-def _peer(context: Any) -> str:
-    """Who a reply over A2A comes from, as its decision records it: the user the A2A server authenticated, else
-    `a2a:anonymous` (never this process's person: the reply is a remote peer's)."""
+def _peer(context: Any, token: bool) -> str:
+    """Who a reply over A2A comes from, as its decision records it (never this process's person: the reply is a
+    remote peer's): the user the A2A server authenticated, else `a2a:token` (a holder of the server's bearer
+    token), else `a2a:anonymous`."""
     user = context.call_context.user if context.call_context is not None else None
-    return f"a2a:{user.user_name}" if user is not None and user.is_authenticated else "a2a:anonymous"
+    if user is not None and user.is_authenticated:
+        return f"a2a:{user.user_name}"
+    return "a2a:token" if token else "a2a:anonymous"
 
 
 class _LiveText:
