@@ -21,7 +21,7 @@ from rein.blueprint.providers.errors import failure_message, retry_after_s
 from rein.blueprint.providers.fallback import is_retryable
 from rein.blueprint.secrets import scrub
 from rein.blueprint.tools import NO_THREAD, ToolContext, execute_tool
-from rein.core import shared_state
+from rein.core import machine, shared_state
 from rein.core.contract import ToolCallInput
 from rein.core.ir import ToolCall, ToolResult
 from rein.core.shared_state import STATE_QUERY, SharedState, StateError
@@ -106,7 +106,8 @@ def heartbeat_from_any_thread() -> Any:
 
     return beat
 
-async def run_call(agent: Agent, call: ToolCall, run_id: str, request: ToolCallInput | None = None) -> ToolResult:
+async def run_call(agent: Agent, call: ToolCall, run_id: str, request: ToolCallInput | None = None,
+                   key_batch: int = 0) -> ToolResult:
     """Run one tool call in an activity; raises (so Temporal retries) only while the tool has retries left. A
     thread's call (`request.state_version` set) gives a tool that takes a ToolContext the thread's shared state,
     and its change comes back in the result (`state_patch`)."""
@@ -115,7 +116,7 @@ async def run_call(agent: Agent, call: ToolCall, run_id: str, request: ToolCallI
     state = await _thread_state(request) if tool is not None and tool.context_param and request is not None \
         else NO_THREAD
     context = ToolContext(
-        idempotency_key=f"{run_id}/{call.id}",
+        idempotency_key=machine.idempotency_key(run_id, call.id, request.key_batch if request is not None else key_batch),
         attempt=info.attempt,
         tool_call_id=call.id,
         heartbeat=heartbeat_from_any_thread(),

@@ -20,6 +20,7 @@ from rein.activities import answers
 from rein.activities import calls as on_worker
 from rein.activities.failures import VendorFailure
 from rein.blueprint.middleware import StepContext, run_step
+from rein.core import machine
 from rein.core.contract import CompactResult, ModelCallInput, StepOutcome, StepRequest, ToolCallInput
 from rein.core.ir import Completion, Message, ToolCall, ToolResult
 from rein.temporal import streaming
@@ -79,7 +80,9 @@ async def _run(conversations: Conversations, agent: Agent, step: StepRequest, mo
             raise
 
     async def run_tools(calls: list[ToolCall]) -> list[ToolResult]:
-        return list(await asyncio.gather(*(on_worker.run_call(agent, call, step.run_id) for call in calls)))
+        return list(await asyncio.gather(*(on_worker.run_call(agent, call, step.run_id,
+                                                              key_batch=machine.key_batch(ctx.session, call.id))
+                                           for call in calls)))
 
     try:
         async with on_worker.heartbeating():

@@ -264,9 +264,8 @@ class Stages:
             return await self.child_runs.run_child(call, info.agent)
         retries = info.retries if info else 0
         timeout = timedelta(seconds=info.timeout_s) if info and info.timeout_s else TOOL_TIMEOUT
-        # The worker that produced the model's reply holds the call (else the run's history does):
-        # the input names it. A call from elsewhere (a Session given as input, a renamed
-        # duplicate id, a predecessor run) travels whole.
+        # The worker that produced the model's reply holds the call (else the run's history does): the input names
+        # it. A call from elsewhere (a Session given as input, a renamed duplicate id, a predecessor run) travels whole.
         key = call_hash(call)
         # The version travels only where the worker cannot know it: the reply's model call carried it.
         request = (
@@ -275,7 +274,8 @@ class Stages:
             if key in run.reply_calls
             else ToolCallInput(agent=run.agent_key, call=call, version=run.agent.version)
         )
-        request = self.threads.with_state(request, local=bool(info is not None and info.local))
+        request = self.threads.with_state(request.model_copy(update={"key_batch": machine.key_batch(run.session, call.id)}),
+                                          local=bool(info is not None and info.local))  # key_batch: a repeated id's key
         retry = tool_retry(retries)  # a result too large to record is final: the activity raises it non-retryable
 
         def execute() -> Awaitable[ToolResult | str]:

@@ -517,6 +517,9 @@ class ToolCallInput(BaseModel):
     scheduled. A tool that reads `ToolContext.state` gets the value with the `rein.state` query (None: not a thread)."""
     state: Any = Field(default=None, exclude_if=lambda v: v is None)
     """The state itself, for a local activity (its input is not recorded, and it cannot query the run it holds)."""
+    key_batch: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
+    """Set when an earlier model answer of the run used the call's id too: its idempotency key names the batch
+    (rein.core.machine.idempotency_key)."""
 
     @model_validator(mode="after")
     def _call_or_ref(self) -> ToolCallInput:

@@ -317,6 +317,21 @@ def policy_denial(call: ToolCall) -> ToolResult:
 # ---------------------------------------------------------------- human decisions
 
 
+def key_batch(session: Session, call_id: str) -> int:
+    """The pending batch's number when an earlier model answer in the Session used `call_id` too, else 0
+    (idempotency_key). An earlier answer that compaction summarized away is not seen."""
+    answers = sum(1 for m in session.messages if m.role == "assistant" and any(c.id == call_id for c in m.tool_calls or []))
+    return (session.batch or answers) if answers > 1 else 0
+
+
+def idempotency_key(run_id: str, call_id: str, batch: int = 0) -> str:
+    """A tool call's idempotency key, the same on every attempt: `<run id>/<call id>`. A model that repeats its call
+    ids (`call_0` in every answer) would give two calls one key, and a service that deduplicates on the key would
+    skip the second one: a call whose id an earlier answer used gets its batch's number, `<run id>/<call id>#<batch>`
+    (key_batch)."""
+    return f"{run_id}/{call_id}#{batch}" if batch else f"{run_id}/{call_id}"
+
+
 def decisions_for_pending(session: Session) -> dict[str, Decision]:
     """The latest decision for each pending call (a later one overrides an earlier one), among the decisions
     made for this batch: call ids repeat across batches, a decision for an earlier one never counts here."""

@@ -275,8 +275,7 @@ class Engine:
         assert self.client is not None
         return await ReinClient(self.client).wait(handle.id, request)
 
-    async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None,
-                     approver: str = "") -> RunResult | None:
+    async def resume(self, agent: Agent, session: Any, approve: bool, answer: str | None, approver: str) -> RunResult | None:
         """Continue the run `session.run_id` names, from any process; None when it no longer runs.
 
         A run waiting at the point this Session records gets the one decision that settles it;
@@ -386,10 +385,8 @@ def _logged(result: RunResult) -> RunResult:
     return result
 
 
-async def resume_session(agent: Agent, session: Any, *, approve: bool = True, answer: str | None = None,
-                         approver: str = "") -> RunResult:
-    """Decide for the run this Session belongs to (any process), or start a new run from it when it has ended;
-    `approver` is recorded as who decided."""
+async def resume_session(agent: Agent, session: Any, *, approve: bool = True, answer: str | None = None, approver: str = "") -> RunResult:
+    """Decide as `approver` for the run this Session belongs to (any process), or start a new run from it when it has ended."""
     eng = await engine()
     if session.run_id:
         eng.register(agent)  # this process now serves the agent, so the run can go on here
@@ -456,8 +453,7 @@ def _child_waiting(view: RunStatusView, session: Any, agent: Agent) -> Agent | N
 
 
 def _decision_for(
-    interrupt_type: str, pending: list[Any], decided: dict[str, Any], agent: Agent, approve: bool, answer: str | None,
-    approver: str = "",
+    interrupt_type: str, pending: list[Any], decided: dict[str, Any], agent: Agent, approve: bool, answer: str | None, approver: str
 ) -> tuple[str, dict] | None:
     """The one decision that does what `machine.prepare_resume` would for the `pending` calls of `agent`'s
     run (`decided`: those already decided), as `approver`'s; None when no single decision does."""

@@ -101,7 +101,8 @@ class _Run:
         return await execute_all(
             self.registry,
             calls,
-            context_factory=lambda c: ToolContext(idempotency_key=f"{self.run_id}/{c.id}", tool_call_id=c.id),
+            context_factory=lambda c: ToolContext(tool_call_id=c.id, idempotency_key=machine.idempotency_key(
+                self.run_id, c.id, machine.key_batch(self.session, c.id))),
         )
 
     async def run_tools(self, calls: list[ToolCall], runtime: Any = None) -> list[Step]:

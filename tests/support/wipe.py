@@ -17,6 +17,8 @@ from rein import Agent, Completion, LoopConfig, Message, ToolCall, ToolContext, 
 
 WIPED: list[tuple[str, str, str]] = []
 """What the wipe tool ran in this process: (workflow id, call id, target)."""
+KEYS: list[str] = []
+"""The idempotency key of each wipe that ran in this process, in order."""
 
 LOOKUP = {"name": "lookup", "description": "Look a key up in the page.",
           "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}
@@ -54,8 +56,9 @@ def wipe(target: str, ctx: ToolContext) -> str:
     Args:
         target: What to wipe.
     """
-    workflow_id, _, call_id = ctx.idempotency_key.rpartition("/")
-    WIPED.append((workflow_id, call_id, target))
+    workflow_id = ctx.idempotency_key.rpartition("/")[0]  # `<workflow id>/<call id>[#<batch>]`
+    WIPED.append((workflow_id, ctx.tool_call_id, target))
+    KEYS.append(ctx.idempotency_key)
     return f"wiped {target}"
 
 
