@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from rein.core.setting_types import (
     Choice,
     CodecKeys,
+    Expect,
     Keys,
     Prices,
     Routes,
@@ -163,6 +164,10 @@ class Settings(BaseSettings):
     web_read_token_s: int = setting(300, (
         "How long a read token (for an EventSource stream, which cannot send headers) stays valid, in seconds."),
         group=WEB, ge=5, le=3600)
+    web_read_key: Annotated[SecretStr | None, Expect("a secret of 32 characters or more")] = setting(None, (
+        "The key read tokens are signed with: the same on every `rein serve` behind one address, so a stream opened "
+        "on one with a token another minted is let in (unset: a key made once under REIN_HOME, shared by the "
+        "servers of this machine); 32 characters or more."), group=WEB, secret=True, min_length=32)
     tenant_claim: str = setting("tenant", "The JWT claim naming a caller's tenant (`*` in it: every tenant).",
                                 group=WEB)
     ui_url: str | None = setting(None, "The Temporal UI the inbox links runs to (`rein serve --ui`; unset: the "
@@ -391,8 +396,7 @@ def secret_texts() -> list[str]:
     now = current()
     found = [*now.waiting_webhook_secret.values(), *now.waiting_webhook.values(),
              *(base64.b64encode(key).decode() for _, key in now.codec_key)]
-    if now.codec_token is not None:
-        found.append(now.codec_token.get_secret_value())
+    found += [secret.get_secret_value() for secret in (now.codec_token, now.web_read_key) if secret is not None]
     return [text for text in found if len(text) >= 8]
 
 

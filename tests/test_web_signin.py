@@ -29,8 +29,9 @@ from rein.web.app import build
 from rein.web.auth import WebAuth
 from rein.web.tokens import TOKEN_FILE
 from tests.support.inbox import AUDIENCE, IdentityProvider, files_agent, waiting
+from tests.support.processes import stop_process
 from tests.support.waiting import poll
-from tests.support.web import environment, served, sse_blocks
+from tests.support.web import environment, served, sse_blocks, start_rein_serve
 from tests.support.wipe import shown
 
 pytestmark = pytest.mark.timeout(180)
@@ -167,9 +168,10 @@ async def test_a_read_token_reads_only_and_ends_its_stream_when_it_expires(runs:
         assert status == 200 and blocks[-1].startswith("event: expired")
         assert (await http.get(f"{url}/inbox/api/items?read_token={read}")).status_code == 401  # expired now
         agui_read = (await http.post(f"{url}/agui/read-token", json={}, headers=bearer(jwt))).json()["read_token"]
-        other = build(runs.client, [files_agent(AGENT)], task_queue=QUEUE, auth=BearerAuth(jwks_url=idp.url, audience=AUDIENCE))
-        async with served(other) as elsewhere:
-            assert (await http.get(f"{elsewhere}/inbox/api/me?read_token={agui_read}")).status_code == 401  # its own server's
+        keyed = app(runs, BearerAuth(jwks_url=idp.url, audience=AUDIENCE), REIN_WEB_READ_KEY="k" * 40)
+        async with served(keyed) as elsewhere:  # a server with a key of its own: not this one's tokens
+            refused = await http.get(f"{elsewhere}/inbox/api/me?read_token={agui_read}")
+            assert refused.status_code == 401 and "REIN_WEB_READ_KEY" in refused.json()["error"]
         assert (await http.get(f"{url}/inbox/api/me?read_token={agui_read}")).status_code == 200
 
 
@@ -224,3 +226,30 @@ def test_rein_inbox_link_shows_the_sign_in_link_again(tmp_path: Path) -> None:
     assert rein_cli("inbox", "link", home=tmp_path).stdout == f"http://127.0.0.1:8123/inbox#token={token}\n"
     assert rein_cli("inbox", "link", "--url", "http://[::1]:9000", home=tmp_path).stdout.startswith("http://[::1]:9000/inbox#")
     one_line(rein_cli("inbox", "link", home=tmp_path, REIN_CODEC_TOKEN="s3cret"), 2, "sign-in is configured")
+
+
+async def test_a_read_token_is_good_on_every_server_that_shares_the_key(runs: ReinClient, tmp_path: Path) -> None:
+    """`rein serve` processes behind one address: a page mints its read token on one and opens its stream on
+    another. Servers of one REIN_HOME share its key; servers of other homes share REIN_WEB_READ_KEY; any other
+    server refuses the token."""
+    address, key = runs.client.service_client.config.target_host, "shared-read-key-" + "x" * 24
+    homes = {"one": {}, "two": {}, "three": {"REIN_WEB_READ_KEY": key}, "four": {"REIN_WEB_READ_KEY": key}}
+    started = {name: start_rein_serve(tmp_path / f"{name}.log", address, QUEUE,
+                                      REIN_HOME=str(tmp_path / ("one" if name == "two" else name)), **env)
+               for name, env in homes.items()}
+    urls = {name: url for name, (_, url) in started.items()}
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            async def mint(name: str) -> str:
+                local = (tmp_path / name / TOKEN_FILE).read_text().strip()
+                return (await http.post(f"{urls[name]}/inbox/api/read-token", json={}, headers=bearer(local))).json()["read_token"]
+
+            async def reads(name: str, token: str) -> int:
+                return (await http.get(f"{urls[name]}/inbox/api/me?read_token={token}")).status_code
+
+            one, three = await mint("one"), await mint("three")
+            assert [await reads(name, one) for name in ("one", "two", "three")] == [200, 200, 401]
+            assert [await reads(name, three) for name in ("four", "one")] == [200, 401]
+    finally:
+        for process, _ in started.values():
+            stop_process(process)

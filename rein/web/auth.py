@@ -112,7 +112,8 @@ class WebAuth:
     def _read_viewer(self, token: str) -> Viewer:
         claims = self.reads.check(token)
         if claims is None:
-            raise HTTPException(401, "the read token is not valid (expired, or minted by another server): mint another",
+            raise HTTPException(401, "the read token is not valid (expired, or minted by a server with another "
+                                     "REIN_WEB_READ_KEY): mint another",
                                 headers={"WWW-Authenticate": "Bearer"})
         tenant = claims.get("tenant")
         return Viewer(str(claims["sub"]), tenant if isinstance(tenant, str) else None, float(claims["exp"]))
