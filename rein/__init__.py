@@ -14,7 +14,7 @@ from rein import old_paths
 __version__ = "0.4.0"
 
 _EXPORTS: dict[str, str] = {
-    "A2AServer": "rein.ops.a2a", "serve_a2a": "rein.ops.a2a",
+    "A2AServer": "rein.web.a2a", "serve_a2a": "rein.web.a2a",
     "Agent": "rein.blueprint.agent", "Chat": "rein.blueprint.agent", "tool": "rein.blueprint.agent",
     "LoopConfig": "rein.core.config",
     "ask_human": "rein.blueprint.human",
@@ -99,7 +99,7 @@ if TYPE_CHECKING:
     from rein.core.session import Decision, Session, Stage
     from rein.durable.temporal_worker import create_worker
     from rein.local.loop import aresume, arun, astream, run, step
-    from rein.ops.a2a import A2AServer, serve_a2a
     from rein.ops.scaffold import available_templates, create_project
     from rein.plugins import load_plugins, plugin_names
     from rein.tracing.export import export_run
+    from rein.web.a2a import A2AServer, serve_a2a

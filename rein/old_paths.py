@@ -18,7 +18,7 @@ from types import ModuleType
 
 OLD_PATHS: dict[str, str] = {
     # rein-agent 0.2.0's modules (and rein's own before the layers) ...
-    "rein.a2a": "rein.ops.a2a",
+    "rein.a2a": "rein.web.a2a",
     "rein.agent": "rein.blueprint.agent",
     "rein.circuit": "rein.core.circuit",
     "rein.compaction": "rein.core.compaction",
@@ -87,6 +87,8 @@ OLD_PATHS: dict[str, str] = {
     "rein.ops.evals": "rein.durable.evals",
     "rein.ops.fork": "rein.durable.fork",
     "rein.ops.rewind": "rein.durable.rewind",
+    # ... and the A2A server, a web surface behind rein.web.guard like the others (0.6)
+    "rein.ops.a2a": "rein.web.a2a",
 }
 
 

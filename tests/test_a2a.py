@@ -9,6 +9,7 @@ again on the same state directory.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -37,8 +38,9 @@ from rein import Agent, LoopConfig, MemorySessionStore, MockProvider, Session, S
 from rein.client import ReinClient, connect
 from rein.core.ir import Completion, Message
 from rein.durable.embedded_server import free_port
-from rein.ops.a2a import A2A_PROTOCOL_VERSION, A2AServer, make_server
+from rein.web.a2a import A2A_PROTOCOL_VERSION, A2AServer, make_server
 from tests.support.processes import stop_process, wait_for_port
+from tests.support.providers import RecordingProvider
 from tests.support.runs import forget_sticky_worker
 from tests.support.tools import add, tc
 
@@ -387,7 +389,7 @@ async def test_a_0_3_client_is_served_on_the_same_endpoint(serve: Any) -> None:
 SERVER_MODULE = '''
 import sys
 from rein import Agent, LoopConfig, ToolCall
-from rein.ops.a2a import serve_a2a
+from rein.web.a2a import serve_a2a
 from rein.core.ir import Completion, Message
 
 
@@ -465,7 +467,7 @@ async def test_a_paused_task_survives_a_server_restart(tmp_path: Path, engine: s
 STUCK_MODULE = '''
 import sys, time
 from rein import Agent, MockProvider, ToolCall
-from rein.ops.a2a import serve_a2a
+from rein.web.a2a import serve_a2a
 
 
 def wait_forever() -> str:
@@ -511,3 +513,21 @@ async def test_a_task_cut_off_by_a_crash_is_failed_after_the_restart(tmp_path: P
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+async def test_a_page_of_another_site_or_a_rebound_name_starts_nothing(serve: Any) -> None:
+    """The A2A server sits behind rein.web.guard like every rein surface: a browser page of another site (a form, a
+    no-cors fetch) or a DNS-rebound name starts no task and reads nothing; an A2A client of its own host is served."""
+    provider = RecordingProvider(["started", "started"])
+    base = serve(A2AServer(Agent(provider=provider, engine="local")))
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": MessageToDict(request("wipe it"))}
+    async with httpx.AsyncClient(timeout=30) as http:
+        served = await http.post(base + "/", json=body, headers={"A2A-Version": "1.0"})
+        assert served.status_code == 200 and "result" in served.json(), served.text
+        form = await http.post(base + "/", content=json.dumps(body), headers={
+            "Content-Type": "text/plain", "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"})
+        rebound = await http.post(base + "/", json=body, headers={"Host": "rebound.example:80"})
+        same_site = await http.post(base + "/", json=body, headers={"Sec-Fetch-Site": "same-site"})
+    assert [form.status_code, rebound.status_code, same_site.status_code] == [403, 403, 403]
+    assert "another origin" in form.json()["error"] and "rebound.example" in rebound.json()["error"]
+    assert len(provider.seen) == 1  # only the A2A client's task ran

@@ -28,7 +28,7 @@ RUNNERS = {
     "rein.local.loop", "rein.durable.engine", "rein.client", "rein.durable.temporal_worker", "rein.durable.embedded_server",
     "rein.temporal.plugin",
 }
-APPLICATIONS = ("rein.cli", "rein.ops.a2a")
+APPLICATIONS = ("rein.cli", "rein.web.a2a")
 
 
 def is_application(module: str) -> bool:

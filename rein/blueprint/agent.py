@@ -343,7 +343,7 @@ class Agent:
         self, prompt: str | None = None, session: Session | None = None
     ) -> AsyncIterator[StreamChunk | RunResult]:
         """A new run of `prompt` (or of `session`, a Chat's turn): text and tool-call chunks as the model
-        writes them, then the RunResult at its end or first pause (what rein.ops.a2a streams from)."""
+        writes them, then the RunResult at its end or first pause (what rein.web.a2a streams from)."""
         provider = self._resolve_provider()
         if self._engine() == "local":
             session = session if session is not None else self.new_session(prompt or "")

@@ -488,7 +488,7 @@ async def stream_session(agent: Agent, prompt: str) -> AsyncIterator[StreamChunk
 
 async def stream_run(agent: Agent, *, prompt: str | None = None, session: Any = None) -> AsyncIterator[StreamChunk | RunResult]:
     """A new run of `prompt` or `session`: its text, tool-call and interrupt chunks as they come, then its
-    RunResult at its end or first pause (what rein.ops.a2a streams from)."""
+    RunResult at its end or first pause (what rein.web.a2a streams from)."""
     eng = await engine()
     key = eng.register(agent)
     workflow_id = new_workflow_id(agent)

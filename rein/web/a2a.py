@@ -1,7 +1,7 @@
 """Serve an Agent over the A2A protocol with the official `a2a-sdk` (protocol 1.0, JSON-RPC over HTTP).
 
     from rein import Agent
-    from rein.ops.a2a import serve_a2a
+    from rein.web.a2a import serve_a2a
 
     serve_a2a(Agent("openai/gpt-4o-mini", system="You are helpful."), port=8000)
 
@@ -46,11 +46,14 @@ import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from rein import settings
 from rein.blueprint.store import FileSessionStore, MemorySessionStore
 from rein.core.ir import StreamChunk
 from rein.core.log import logger
 from rein.core.result import Interrupt, RunResult
+from rein.web.guard import Policy, surface
 
 try:
     from a2a.helpers.proto_helpers import (
@@ -78,11 +81,10 @@ try:
     from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
     from google.protobuf.json_format import MessageToDict
     from starlette.applications import Starlette
-    from starlette.middleware import Middleware
     from starlette.responses import JSONResponse
     from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(f"rein.ops.a2a needs the a2a extra: pip install 'rein[a2a]' ({exc})") from None
+    raise ImportError(f"rein.web.a2a needs the a2a extra: pip install 'rein[a2a]' ({exc})") from None
 
 __all__ = ["A2A_PROTOCOL_VERSION", "A2AServer", "make_server", "serve_a2a"]
 
@@ -185,7 +187,12 @@ class A2AServer:
             *create_agent_card_routes(card),
             *create_jsonrpc_routes(handler, _RPC_PATH, enable_v0_3_compat=True),
         ]
-        return Starlette(routes=routes, middleware=[Middleware(_BearerAuth, server=self)], lifespan=self._lifespan)
+        # Behind rein.web.guard like every rein surface: a page of another site, or a DNS-rebound name, changes nothing.
+        # The hosts served: loopback, REIN_WEB_PUBLIC_HOST and the host the card names.
+        hosts = [*settings.current().web_public_host, urlsplit(self.url).netloc]
+        web = surface(routes, lifespan=self._lifespan, policy=Policy.from_settings(hosts=hosts))
+        web.add_middleware(_BearerAuth, server=self)
+        return web
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
