@@ -49,6 +49,12 @@ TUNED_DYNAMIC_CONFIG = {
     "history.workflowIdReuseMinimalInterval": '"0s"',
 }
 
+LOOPBACK_ONLY_DYNAMIC_CONFIG = {
+    # The frontend's HTTP API (rein's health check asks it) answers only loopback names in `Host`: a web page whose
+    # name an attacker rebinds to 127.0.0.1 reads no run and sends no update (an approval) through it: 403.
+    "frontend.httpAllowedHosts": '["127.0.0.1*", "localhost*"]',
+}
+
 FAST_STOP_DYNAMIC_CONFIG = {
     # On SIGTERM the server stops its system worker, then the frontend waits for its open RPCs, at
     # least 1 s (service/frontend/service.go: max(time.Second, frontend.shutdownDrainDuration)).
@@ -95,12 +101,13 @@ def temporal_binary() -> str:
 
 def rein_server_flags(dynamic_config: dict[str, str] | None = None) -> list[str]:
     """`start-dev` flags that register rein's search attributes, tune the loop's latency (or set
-    `dynamic_config` instead) and let the server stop fast (FAST_STOP_DYNAMIC_CONFIG)."""
+    `dynamic_config` instead), let the server stop fast (FAST_STOP_DYNAMIC_CONFIG) and answer loopback names
+    only (LOOPBACK_ONLY_DYNAMIC_CONFIG)."""
     flags: list[str] = []
     for name, kind in SEARCH_ATTRIBUTES.items():
         flags += ["--search-attribute", f"{name}={kind}"]
     tuned = TUNED_DYNAMIC_CONFIG if dynamic_config is None else dynamic_config
-    for key, value in {**FAST_STOP_DYNAMIC_CONFIG, **tuned}.items():
+    for key, value in {**FAST_STOP_DYNAMIC_CONFIG, **LOOPBACK_ONLY_DYNAMIC_CONFIG, **tuned}.items():
         flags += ["--dynamic-config-value", f"{key}={value}"]
     return flags
 
