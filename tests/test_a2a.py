@@ -531,3 +531,13 @@ async def test_a_page_of_another_site_or_a_rebound_name_starts_nothing(serve: An
     assert [form.status_code, rebound.status_code, same_site.status_code] == [403, 403, 403]
     assert "another origin" in form.json()["error"] and "rebound.example" in rebound.json()["error"]
     assert len(provider.seen) == 1  # only the A2A client's task ran
+
+
+def test_a_server_without_a_token_says_so_as_it_starts(caplog: pytest.LogCaptureFixture) -> None:
+    agent = Agent(provider=MockProvider(["hi"]), engine="local")
+    with caplog.at_level("WARNING", logger="rein"):
+        A2AServer(agent, url="http://127.0.0.1:8123").app()
+        A2AServer(agent, auth_token="s3cret").app()
+    said = [r.getMessage() for r in caplog.records if "auth_token" in r.getMessage()]
+    assert said == ["a2a: no auth_token: any A2A client that reaches http://127.0.0.1:8123 starts tasks and answers "
+                    "paused ones (approvals) without signing in; pass auth_token=... to require a bearer token"]

@@ -181,6 +181,9 @@ class A2AServer:
 
     def app(self) -> Starlette:
         """The ASGI application: the agent card routes and the JSON-RPC endpoint."""
+        if not self.auth_token:  # rein-agent 0.2.0's default, kept: said where the operator looks
+            logger.warning("a2a: no auth_token: any A2A client that reaches %s starts tasks and answers paused ones "
+                           "(approvals) without signing in; pass auth_token=... to require a bearer token", self.url)
         card = self.agent_card()
         handler = DefaultRequestHandler(agent_executor=_RunExecutor(self), task_store=self.task_store, agent_card=card)
         routes = [
