@@ -108,6 +108,15 @@ async def approve_when_waiting(client: ReinClient, run_id: str) -> None:
     await client.approve(run_id, wait=True)
 
 
+
+async def says(worker: WorkerProcess, line: str, what: str, timeout: float) -> None:
+    """Until `worker`'s log has `line`; a timeout shows the log's end (what the build said instead)."""
+    try:
+        await poll(lambda: line in worker.log.read_text(), what, timeout=timeout)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{worker.log.read_text(errors='replace')[-4000:]}") from None
+
+
 async def test_a_deployed_bug_leaves_runs_open_and_the_fix_finishes_them(stack: Stack, client: ReinClient):
     queue = f"bug-{uuid.uuid4().hex[:6]}"
     buggy = stack.worker(queue, DEPLOY_BUG="machine", DEPLOY_BUILD="buggy")
@@ -374,7 +383,7 @@ async def test_a_new_build_that_cannot_replay_an_open_run_stays_out_of_the_routi
     c = stack.worker(queue, REIN_BUILD_ID="c", DEPLOY_BUILD="old")
     line = (f"rein deployment {deployment}: build c is not current: it cannot replay 1 of the 1 runs that would move to "
             f"it: run {run_id} (nondeterminism: ")
-    await poll(lambda: line in c.log.read_text(), "the new build to refuse its promotion", timeout=60)
+    await says(c, line, "the new build to refuse its promotion", timeout=60)
     said = next(entry for entry in c.log.read_text().splitlines() if line in entry)
     assert f"see it with `rein replay --query 'WorkflowId=\"{run_id}\"'`; it serves only runs pinned to it" in said
     assert _current(stack, deployment) == "b"
@@ -398,7 +407,7 @@ async def test_a_check_that_runs_out_of_time_keeps_the_build_out(stack: Stack, c
     await poll(lambda: all_waiting(client, runs), "a's runs to wait for approval", timeout=120)
     b = stack.worker(queue, REIN_BUILD_ID="b", REIN_PROMOTE_TIMEOUT_S="0.05")
     line = f"rein deployment {deployment}: build b is not current: it replayed 0 of the 2 runs that would move to it within 0.05 s"
-    await poll(lambda: line in b.log.read_text(), "the new build to say it ran out of time", timeout=180)
+    await says(b, line, "the new build to say it ran out of time", timeout=180)
     status = await asyncio.to_thread(stack.cli, "deployment", "status", "--deployment", deployment)
     assert status.returncode == 9 and _current(stack, deployment) == "a", status.stdout
     assert "build b is not current: it replayed 0 of the 2 runs that would move to it within 0.05 s" in status.stdout

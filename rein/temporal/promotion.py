@@ -26,7 +26,9 @@ from rein import settings
 from rein.core.contract import PROBLEMS, REPLAY_CHECK, REPLAY_CHECK_WORKFLOW_TYPE
 from rein.temporal import deployment as d
 
-CHUNK, PROGRESS_S, REGISTER_TIMEOUT_S = 50, 10.0, 60.0
+CHUNK, PROGRESS_S, REGISTER_TIMEOUT_S = 50, 10.0, 300.0
+"""REGISTER_TIMEOUT_S: how long a starting build waits for the server to register its version and queues (its first
+polls; the server's own workflows do it, which a loaded server may take minutes for) before it gives up its promotion."""
 log = logging.getLogger("rein.deployment")
 
 
