@@ -34,7 +34,11 @@ that waits.
   whole answer (so the task holds it once). A reply to a paused task is answered whole
   (`Agent.aresume` does not stream). docs/streaming.md says more.
 - With `auth_token`, every request to the JSON-RPC endpoint needs `Authorization: Bearer <token>`
-  (HTTP 401 otherwise); the agent card stays public and names the bearer scheme.
+  (HTTP 401 otherwise); the agent card stays public and names the bearer scheme. Without it, anyone who reaches
+  the server may use it (rein-agent 0.2.0's default), and the server says so as it starts.
+- Like every rein web surface it sits behind rein.web.guard: it serves loopback names, REIN_WEB_PUBLIC_HOST and the
+  host its card's `url` names (403 otherwise: a DNS-rebound name), and a browser page of another site changes
+  nothing (403/415). Served on 0.0.0.0, give the name clients use as `url` or in REIN_WEB_PUBLIC_HOST.
 """
 
 from __future__ import annotations
