@@ -266,7 +266,8 @@ async def test_a_hundred_viewers_cost_one_stream_reader_and_see_the_same_events(
         interrupt = first[-1]["outcome"]["interrupts"][0]["toolCallId"]
         await endpoint.runs.approve(thread_id, interrupt)
         seen = await asyncio.wait_for(asyncio.gather(*viewers), 60)
-    assert all(s == seen[0] for s in seen)
+    differ = [n for n, s in enumerate(seen) if s != seen[0]]
+    assert not differ, f"viewers {differ} saw {seen[differ[0]]}, viewer 0 saw {seen[0]}" if differ else ""
     assert all(event_id for event_id, _ in seen[0]) and any(kind == "TEXT_MESSAGE_CONTENT:42." for _, kind in seen[0])
     await endpoint.runs.cancel(thread_id)
 

@@ -117,7 +117,10 @@ async def test_start_refuses_an_agent_no_worker_knows_and_uses_the_agents_queue(
 
     # With a worker for the agent (as a script or `rein worker` serves it), `rein start` sends the run there.
     async with rein.create_worker(dev.client, agents=[AGENT], task_queue=agent_task_queue(NAME)):
-        proc = await here("start", NAME, "billing now", "--address", address)
+        # The private shared queue again: a worker of another test that stopped on `rein` must not end the wait
+        # for this one's first poll (under load it comes after the command has looked).
+        own_shared = {"REIN_TASK_QUEUE": shared["REIN_TASK_QUEUE"], "REIN_WORKER_GRACE_S": "30"}
+        proc = await here("start", NAME, "billing now", "--address", address, **own_shared)
         assert proc.returncode == 0, proc.stderr
         run_id = proc.stdout.strip()
         client = ReinClient(dev.client)
