@@ -28,6 +28,7 @@ from rein.durable.embedded_server import free_port
 from rein.examples.calculator import agent as calculator
 from rein.temporal.bearer import BearerAuth
 from rein.web.agui import app
+from tests.support.history import assert_no_task_failures, history_events
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
 from tests.support.wipe import LOOKUP, approvals_taken, wipe_agent, wiped
@@ -496,4 +497,5 @@ async def test_a_page_result_for_a_call_whose_id_the_thread_asks_again_is_stale_
         assert events[-1]["type"] == "RUN_FINISHED", events[-1]
     messages = (await endpoint.runs.session(thread_id)).messages
     assert [m.content for m in messages if m.role == "tool"] == ["A", "B"]
+    assert_no_task_failures(await history_events(endpoint.runs.client.get_workflow_handle(thread_id)))
     assert messages[-1].content == "Looked up: B."

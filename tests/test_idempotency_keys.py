@@ -14,6 +14,8 @@ import pytest
 import rein
 from rein import Agent, MockProvider, ToolContext
 from rein.client import ReinClient
+from rein.core.contract import RUN_TOOL
+from tests.support.history import assert_no_task_failures, decoded_values, history_events, scheduled
 from tests.support.tools import tc
 
 SEEN: dict[str, list[tuple[str, int, int]]] = {}
@@ -66,6 +68,12 @@ async def test_a_repeated_call_id_gets_a_key_of_its_own_on_the_durable_engine(de
         result = await runs.wait(handle.id)
     assert result.output == "charged three times"
     assert keys_of(agent, handle.id) == EXPECTED
+    events = await history_events(handle)
+    assert_no_task_failures(events)
+    if not middleware:  # what each tool activity records: a fresh id's input as before, the repeat's with its batch
+        inputs = [(await decoded_values(e.activity_task_scheduled_event_attributes.input))[0]
+                  for e in scheduled(events, RUN_TOOL)]
+        assert [i.get("key_batch") for i in inputs] == [None, 2, None]
 
 
 def test_a_repeated_call_id_gets_a_key_of_its_own_in_process() -> None:

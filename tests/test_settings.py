@@ -99,6 +99,7 @@ def test_each_value_is_parsed_once_in_the_model(home: Path, monkeypatch: pytest.
 @pytest.mark.parametrize(("name", "value", "said"), [
     ("REIN_QUERY_GRACE_S", "soon", "bad setting REIN_QUERY_GRACE_S='soon'; expected a number of seconds, 0 or more"),
     ("REIN_ENGINE", "cloud", "bad setting REIN_ENGINE='cloud'; expected one of `temporal`, `local`"),
+    ("REIN_WEB_READ_KEY", "short", "bad setting REIN_WEB_READ_KEY=(hidden); expected a secret of 32 characters or more"),
     ("REIN_MODEL_PRICES", "{oops", "bad setting REIN_MODEL_PRICES='{oops': it is not JSON; expected a JSON object"),
     ("REIN_CODEC_KEY", "c2hvcnQ=", "bad setting REIN_CODEC_KEY=(hidden): the key decodes to 5 bytes; it must be 32"),
 ])
